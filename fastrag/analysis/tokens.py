@@ -1,0 +1,74 @@
+"""Token counting with tiktoken, offline.
+
+tiktoken downloads its BPE files at run time; fastrag ships ``cl100k_base`` inside the package
+and builds the encoding from that copy, so counting works with no network and an empty
+``TIKTOKEN_CACHE_DIR``. Other encodings fall back to ``tiktoken.get_encoding`` (which may need
+the network) and fail with a message that says so.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+from fastrag.errors import ConfigError
+
+# The pattern and special tokens of cl100k_base, as tiktoken_ext.openai_public defines them.
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_CL100K_SPECIAL = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+_CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+
+# Models whose tokenizer is cl100k_base (the ones this package can serve offline).
+_CL100K_MODELS = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
+
+DEFAULT_ENCODING = "cl100k_base"
+
+
+@functools.lru_cache(maxsize=8)
+def get_encoding(name: str = DEFAULT_ENCODING):
+    """A ``tiktoken.Encoding`` by encoding name or model name; cl100k_base works offline."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"encoding must be a non-empty string, got {name!r}")
+    if name == DEFAULT_ENCODING or name.startswith(_CL100K_MODELS):
+        path = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken")
+        with resources.as_file(path) as p:
+            ranks = load_tiktoken_bpe(str(p), expected_hash=_CL100K_SHA256)
+        return tiktoken.Encoding(
+            name=DEFAULT_ENCODING,
+            pat_str=_CL100K_PAT,
+            mergeable_ranks=ranks,
+            special_tokens=_CL100K_SPECIAL,
+        )
+    try:
+        try:
+            return tiktoken.get_encoding(name)
+        except ValueError:
+            return tiktoken.encoding_for_model(name)
+    except Exception as exc:  # network failure or unknown name
+        raise ConfigError(
+            f"tiktoken encoding {name!r} is not available offline ({exc}); "
+            f"use {DEFAULT_ENCODING!r} (shipped with fastrag) or put the BPE file in "
+            "TIKTOKEN_CACHE_DIR"
+        ) from exc
+
+
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Number of tokens of ``text`` (special-token strings count as plain text)."""
+    return len(get_encoding(encoding).encode_ordinary(text))
+
+
+def count_tokens_batch(texts: list[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
+    """Token counts of many texts in one tiktoken batch call."""
+    return [len(t) for t in get_encoding(encoding).encode_ordinary_batch(list(texts))]

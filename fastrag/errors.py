@@ -1,0 +1,31 @@
+"""Exception hierarchy. Every error fastrag raises on bad input is a FastragError subclass
+that also derives from the builtin a caller would expect (ValueError, KeyError, ...)."""
+
+from __future__ import annotations
+
+
+class FastragError(Exception):
+    """Base class of every fastrag error."""
+
+
+class ConfigError(FastragError, ValueError):
+    """An argument or registration is invalid (unknown name, bad value, duplicate)."""
+
+
+class ReaderError(FastragError, ValueError):
+    """A source file could not be read or decoded."""
+
+
+class StoreError(FastragError, RuntimeError):
+    """A store on disk is unreadable, from an unknown format version, or inconsistent."""
+
+
+class MissingExtraError(FastragError, ImportError):
+    """An optional dependency is needed; the message names the extra to install."""
+
+
+def missing_extra(package: str, extra: str, feature: str) -> MissingExtraError:
+    return MissingExtraError(
+        f"{feature} needs the optional package {package!r}; "
+        f"install it with: pip install 'fastrag-engine[{extra}]'"
+    )

@@ -1,0 +1,241 @@
+"""Nodes, scored nodes and the Arrow schema of a node group.
+
+A node group is a ``pyarrow.Table`` with the columns of :data:`GROUP_SCHEMA` (plus one
+``fixed_size_list<float32>`` column per embedding key once embedded, named ``_emb_<key>``).
+``DocNode`` is either *free-standing* (text and metadata held in the object) or a light *view*
+of one row of a group table: a view holds the group and the row number and reads columns on
+access, so iterating a group never copies the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastrag.documents.group import NodeGroup
+
+ROOT_GROUP = "root"
+EMBEDDING_PREFIX = "_emb_"
+
+GROUP_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("parent_id", pa.string()),  # null in the root group
+        pa.field("text", pa.large_string(), nullable=False),
+        pa.field("start", pa.int64()),  # offsets into the parent's text, null when unknown
+        pa.field("end", pa.int64()),
+        pa.field("metadata", pa.string(), nullable=False),  # JSON object, sorted keys
+    ]
+)
+
+
+def node_id(*parts: object) -> str:
+    """Deterministic 32-hex-digit id from its parts (same input, same id)."""
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        h.update(str(p).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+def dump_metadata(metadata: Mapping[str, Any] | None) -> str:
+    return json.dumps(dict(metadata or {}), ensure_ascii=False, sort_keys=True, default=str)
+
+
+class DocNode:
+    """One node: ``id``, ``text``, ``metadata`` and, for nodes of a Document, lineage.
+
+    ``DocNode(text=..., metadata=None, id=None)`` makes a free-standing node (valid input to
+    joiners, rerankers and synthesizers); nodes read from a group are views of its table.
+    """
+
+    __slots__ = ("_id", "_text", "_metadata", "_group", "_row", "_embedding")
+
+    def __init__(
+        self,
+        text: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        id: str | None = None,
+        embedding: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"DocNode text must be str, got {type(text).__name__}")
+        self._text = text
+        self._metadata = dict(metadata) if metadata else {}
+        self._id = id if id is not None else node_id("free", text)
+        self._group: NodeGroup | None = None
+        self._row = -1
+        self._embedding = dict(embedding) if embedding else None
+
+    @classmethod
+    def _view(cls, group: NodeGroup, row: int) -> DocNode:
+        node = cls.__new__(cls)
+        node._group = group
+        node._row = row
+        node._id = None
+        node._text = None
+        node._metadata = None
+        node._embedding = None
+        return node
+
+    # -- columns -----------------------------------------------------------------------------
+    def _col(self, name: str) -> Any:
+        return self._group.table.column(name)[self._row].as_py()
+
+    @property
+    def id(self) -> str:
+        if self._id is None:
+            self._id = self._col("id")
+        return self._id
+
+    uid = id
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self._col("text")
+        return self._text
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        if self._metadata is None:
+            self._metadata = json.loads(self._col("metadata"))
+        return self._metadata
+
+    @property
+    def group(self) -> str | None:
+        return self._group.name if self._group is not None else None
+
+    @property
+    def doc_id(self) -> str | None:
+        return self._col("doc_id") if self._group is not None else None
+
+    @property
+    def parent_id(self) -> str | None:
+        return self._col("parent_id") if self._group is not None else None
+
+    @property
+    def start(self) -> int | None:
+        return self._col("start") if self._group is not None else None
+
+    @property
+    def end(self) -> int | None:
+        return self._col("end") if self._group is not None else None
+
+    @property
+    def doc_path(self) -> str | None:
+        root = self.root_node
+        return (root.metadata if root is not None else self.metadata).get("file_path")
+
+    @property
+    def embedding(self) -> dict[str, list[float]] | None:
+        if self._group is not None and self._embedding is None:
+            cols = [c for c in self._group.table.column_names if c.startswith(EMBEDDING_PREFIX)]
+            if cols:
+                self._embedding = {c[len(EMBEDDING_PREFIX):]: self._col(c) for c in cols}
+        return self._embedding
+
+    # -- lineage -----------------------------------------------------------------------------
+    @property
+    def parent(self) -> DocNode | None:
+        if self._group is None or self._group.parent_name is None:
+            return None
+        return self._group.document.group(self._group.parent_name).node_by_id(self.parent_id)
+
+    @property
+    def children(self) -> Mapping[str, list[DocNode]]:
+        """``node.children[group]``: this node's nodes in a direct child group."""
+        if self._group is None:
+            return {}
+        return _Children(self)
+
+    @property
+    def root_node(self) -> DocNode | None:
+        if self._group is None:
+            return None
+        if self._group.parent_name is None:
+            return self
+        return self._group.document.group(ROOT_GROUP).node_by_id(self.doc_id)
+
+    def get_text(self) -> str:
+        return self.text
+
+    def get_content(self, metadata_mode: str | None = None) -> str:
+        """The text; with ``metadata_mode="all"`` the metadata lines come first (LlamaIndex)."""
+        if metadata_mode in (None, "none", "NONE"):
+            return self.text
+        meta = "\n".join(f"{k}: {v}" for k, v in self.metadata.items())
+        return f"{meta}\n\n{self.text}" if meta else self.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DocNode) and (self.group, self.id) == (other.group, other.id)
+
+    def __hash__(self) -> int:
+        return hash((self.group, self.id))
+
+    def __repr__(self) -> str:
+        text = self.text
+        short = text if len(text) <= 40 else text[:37] + "..."
+        return f"DocNode(id={self.id!r}, group={self.group!r}, text={short!r})"
+
+
+class _Children(Mapping):
+    __slots__ = ("_node",)
+
+    def __init__(self, node: DocNode) -> None:
+        self._node = node
+
+    def _names(self) -> list[str]:
+        g = self._node._group
+        return g.document.child_group_names(g.name)
+
+    def __getitem__(self, name: str) -> list[DocNode]:
+        g = self._node._group
+        if name not in self._names():
+            raise KeyError(
+                f"group {name!r} is not a direct child of {g.name!r}; "
+                f"children: {self._names()}"
+            )
+        return g.document.group(name).nodes_with_parents([self._node.id])
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+@dataclass(eq=False)
+class NodeWithScore:
+    """A node and its score (higher is better)."""
+
+    node: DocNode
+    score: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.node.id
+
+    @property
+    def text(self) -> str:
+        return self.node.text
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.node.metadata
+
+    def get_content(self, metadata_mode: str | None = None) -> str:
+        return self.node.get_content(metadata_mode)
+
+    def get_text(self) -> str:
+        return self.node.text
+
+    def __repr__(self) -> str:
+        return f"NodeWithScore(score={self.score!r}, node={self.node!r})"

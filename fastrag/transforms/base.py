@@ -1,0 +1,53 @@
+"""The transform contract of node groups.
+
+A transform turns one parent node into child nodes. The forms ``create_node_group`` accepts
+(LazyLLM's tutorial): a function ``str -> list[str]``; a function ``DocNode -> list[DocNode|str]``
+with ``trans_node=True``; a class with ``__call__``; a :class:`NodeTransform` subclass or
+instance; a lambda. A transform that knows where each child sits in its parent's text
+implements :meth:`NodeTransform.spans`; then children carry ``start``/``end`` offsets such that
+``parent.text[start:end] == child.text``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastrag.schema import DocNode
+
+
+class NodeTransform:
+    """Base class of node transforms.
+
+    Subclasses override :meth:`transform` (text-level, the common case) or :meth:`spans`
+    (text-level with offsets; :meth:`transform` then follows from it). Set ``trans_node = True``
+    on the class to receive the parent :class:`DocNode` instead of its text.
+    """
+
+    trans_node: bool = False
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` of each child in ``text``; only transforms that know offsets."""
+        raise NotImplementedError
+
+    def transform(self, node_or_text):
+        """Children of one parent: a list of ``str`` (or ``DocNode`` with ``trans_node``)."""
+        if type(self).spans is NodeTransform.spans:
+            raise NotImplementedError(f"{type(self).__name__} must override transform() or spans()")
+        return [node_or_text[s:e] for s, e in self.spans(node_or_text)]
+
+    def __call__(self, node_or_text):
+        return self.transform(node_or_text)
+
+    def identity(self) -> str:
+        """A string that changes whenever the transform's output may change (for the store)."""
+        params = {k: v for k, v in sorted(vars(self).items()) if not k.startswith("_")}
+        return f"{type(self).__module__}.{type(self).__qualname__}({params!r})"
+
+    def batch_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
+        """Spans of many texts; override when a batch is cheaper than one call per text."""
+        return [self.spans(t) for t in texts]
+
+
+def has_spans(transform: object) -> bool:
+    return isinstance(transform, NodeTransform) and type(transform).spans is not NodeTransform.spans
