@@ -1,0 +1,7 @@
+"""Documents: readers, the node-group registry and the on-disk store."""
+
+from fastrag.documents.document import Document
+from fastrag.documents.group import NodeGroup
+from fastrag.documents.store import Store
+
+__all__ = ["Document", "NodeGroup", "Store"]

@@ -1,0 +1,119 @@
+"""NodeGroup: one built node group, an Arrow table plus lazily built lookups."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from fastrag.schema import DocNode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastrag.documents.document import Document
+
+
+class NodeGroup:
+    """The nodes of one group: ``table`` (Arrow) and light :class:`DocNode` views of its rows."""
+
+    def __init__(
+        self, document: Document, name: str, parent_name: str | None, table: pa.Table
+    ) -> None:
+        self.document = document
+        self.name = name
+        self.parent_name = parent_name
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __iter__(self) -> Iterator[DocNode]:
+        return (DocNode._view(self, i) for i in range(self.table.num_rows))
+
+    def __getitem__(self, row: int) -> DocNode:
+        n = self.table.num_rows
+        if not -n <= row < n:
+            raise IndexError(f"row {row} out of range for group {self.name!r} of {n} nodes")
+        return DocNode._view(self, row % n)
+
+    def __repr__(self) -> str:
+        return f"NodeGroup({self.name!r}, parent={self.parent_name!r}, nodes={len(self)})"
+
+    def nodes(self, rows: Sequence[int] | np.ndarray) -> list[DocNode]:
+        return [DocNode._view(self, int(r)) for r in rows]
+
+    # -- lookups -----------------------------------------------------------------------------
+    @functools.cached_property
+    def ids(self) -> list[str]:
+        return self.table.column("id").to_pylist()
+
+    @functools.cached_property
+    def _row_by_id(self) -> dict[str, int]:
+        return {nid: i for i, nid in enumerate(self.ids)}
+
+    def texts(self) -> list[str]:
+        return self._texts
+
+    @functools.cached_property
+    def _texts(self) -> list[str]:
+        return self.table.column("text").to_pylist()
+
+    def node_by_id(self, nid: str) -> DocNode:
+        try:
+            return DocNode._view(self, self._row_by_id[nid])
+        except KeyError:
+            raise KeyError(f"no node with id {nid!r} in group {self.name!r}") from None
+
+    def rows_of(self, ids: Sequence[str]) -> np.ndarray:
+        """Row of each id (int64), -1 where the id is not in this group."""
+        if len(ids) == 0:
+            return np.zeros(0, dtype=np.int64)
+        pos = pc.index_in(pa.array(list(ids), pa.string()), value_set=self.table.column("id"))
+        return np.asarray(pos.fill_null(-1), dtype=np.int64)
+
+    def child_rows(self, parent_ids: Sequence[str]) -> np.ndarray:
+        """Rows whose parent is in ``parent_ids``: grouped by the parents' order, then row order."""
+        if len(parent_ids) == 0 or self.parent_name is None:
+            return np.zeros(0, dtype=np.int64)
+        pos = pc.index_in(self.table.column("parent_id"), value_set=pa.array(list(parent_ids)))
+        pos = np.asarray(pos.fill_null(-1), dtype=np.int64)
+        rows = np.flatnonzero(pos >= 0)
+        return rows[np.argsort(pos[rows], kind="stable")]
+
+    def nodes_with_parents(self, parent_ids: Sequence[str]) -> list[DocNode]:
+        return self.nodes(self.child_rows(parent_ids))
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Changes whenever any node id changes (ids hash the text and lineage)."""
+        h = hashlib.blake2b(digest_size=16)
+        ids = self.table.column("id").combine_chunks()
+        for buf in ids.buffers()[1:]:
+            if buf is not None:
+                h.update(memoryview(buf))
+        h.update(str(len(ids)).encode())
+        return h.hexdigest()
+
+    @functools.cached_property
+    def _metadata_table(self) -> pa.Table:
+        dicts = [json.loads(m) for m in self.table.column("metadata").to_pylist()]
+        keys: dict[str, None] = {}
+        for d in dicts:
+            keys.update(dict.fromkeys(d))
+        columns = {}
+        for key in keys:
+            values = [d.get(key) for d in dicts]
+            try:
+                columns[key] = pa.array(values)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: compare as text
+                columns[key] = pa.array([None if v is None else str(v) for v in values])
+        return pa.table(columns)
+
+    def metadata_table(self) -> pa.Table:
+        """One column per metadata key (nulls where a node lacks it), one row per node."""
+        return self._metadata_table
