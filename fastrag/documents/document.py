@@ -21,7 +21,15 @@ import pyarrow.compute as pc
 from fastrag.documents.group import NodeGroup
 from fastrag.documents.store import Store
 from fastrag.errors import ConfigError
-from fastrag.schema import GROUP_SCHEMA, ROOT_GROUP, DocNode, NodeWithScore, dump_metadata, node_id
+from fastrag.schema import (
+    EMBEDDING_PREFIX,
+    GROUP_SCHEMA,
+    ROOT_GROUP,
+    DocNode,
+    NodeWithScore,
+    dump_metadata,
+    node_id,
+)
 from fastrag.transforms.base import NodeTransform, has_spans
 
 
@@ -154,6 +162,8 @@ class Document:
         self._groups: dict[str, NodeGroup] = {}
         # doc ids whose nodes must be recomputed in an already-built group (incremental)
         self._pending: dict[str, set[str]] = {}
+        # vectors of a group's previous build, reused by node id for unchanged nodes
+        self._stale_vectors: dict[tuple[str, str], tuple[list[str], np.ndarray]] = {}
         self._store = Store(store) if store is not None else None
         for name, (size, overlap) in self._BUILTIN.items():
             self._register_builtin(name, size, overlap)
@@ -394,6 +404,8 @@ class Document:
             ptable = ptable.filter(pmask)
         else:
             old = None
+        if old is not None:
+            old = self._stash_vectors(d.name, old)
         new = self._transform(d, ptable)
         table = new if old is None else pa.concat_tables([old, new])
         table = _order_children(table, parent.table)
@@ -461,6 +473,134 @@ class Document:
                 cols["metadata"].append(meta)
                 i += 1
         return pa.table(cols, schema=GROUP_SCHEMA)
+
+    # -- embeddings --------------------------------------------------------------------------
+    def _embedder(self, key: str):
+        if key not in self.embed:
+            raise ConfigError(f"unknown embed key {key!r}; the Document has {sorted(self.embed)} "
+                              "(pass embed=Embedder or embed={key: Embedder})")
+        return self.embed[key]
+
+    def _stash_vectors(self, name: str, table: pa.Table) -> pa.Table:
+        cols = [c for c in table.column_names if c.startswith(EMBEDDING_PREFIX)]
+        if not cols:
+            return table
+        ids = table.column("id").to_pylist()
+        for c in cols:
+            self._stale_vectors[(name, c[len(EMBEDDING_PREFIX):])] = (ids, _vectors(table, c))
+        return table.drop(cols)
+
+    def embeddings(self, group_name: str, key: str = "default") -> np.ndarray:
+        """The ``(n, dim)`` float32 vectors of a group for one embed key.
+
+        Computed on first use in batches (only for nodes whose vectors are not known yet),
+        stored as a ``fixed_size_list<float32>`` column ``_emb_<key>`` of the group's table
+        and persisted with it.
+        """
+        emb = self._embedder(key)
+        g = self.group(group_name)
+        col = EMBEDDING_PREFIX + key
+        if col in g.table.column_names:
+            return _vectors(g.table, col)
+        ids, texts = g.ids, g.texts()
+        n = len(ids)
+        known: dict[str, np.ndarray] = {}
+        prev = self._stale_vectors.pop((group_name, key), None)
+        if prev is not None:
+            pos = {nid: i for i, nid in enumerate(prev[0])}
+            known = {nid: prev[1][pos[nid]] for nid in ids if nid in pos}
+        todo = [i for i in range(n) if ids[i] not in known]
+        fresh = self._embed_texts(emb, key, [texts[i] for i in todo], [ids[i] for i in todo])
+        dim = fresh.shape[1] if len(todo) else next(iter(known.values())).shape[0] if known \
+            else int(getattr(emb, "dim", 0) or 0)
+        out = np.empty((n, dim), dtype=np.float32)
+        if todo:
+            out[todo] = fresh
+        for i, nid in enumerate(ids):
+            if nid in known:
+                out[i] = known[nid]
+        arr = pa.FixedSizeListArray.from_arrays(pa.array(out.reshape(-1), pa.float32()), dim)
+        g.table = g.table.append_column(col, arr)
+        if self._store is not None and todo:
+            d = self._defs.get(group_name)
+            with self._store.transaction():
+                self._persist_group(group_name, g.table, d)
+                self._store.commit()
+        return out
+
+    def _embed_texts(self, emb, key: str, texts: list[str], ids: list[str]) -> np.ndarray:
+        from tqdm import tqdm
+
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        bs = int(getattr(emb, "batch_size", 64) or 64)
+        parts = []
+        with tqdm(total=len(texts), desc=f"embed {key}", unit="node",
+                  disable=len(texts) < 4 * bs) as bar:
+            for i in range(0, len(texts), bs):
+                batch = texts[i:i + bs]
+                vecs = emb.embed(batch) if hasattr(emb, "embed") else emb(batch)
+                parts.append(_check_vectors(vecs, len(batch), ids[i:i + bs], key, emb))
+                bar.update(len(batch))
+        dims = {p.shape[1] for p in parts}
+        if len(dims) > 1:
+            raise ConfigError(f"embed key {key!r} returned vectors of different dimensions "
+                              f"{sorted(dims)}")
+        return np.concatenate(parts)
+
+    def embed_queries(self, queries: list[str], key: str = "default") -> np.ndarray:
+        """Query vectors for one embed key (``embed_query`` is used where the model has it)."""
+        emb = self._embedder(key)
+        if hasattr(emb, "embed_queries"):
+            vecs = emb.embed_queries(list(queries))
+        elif hasattr(emb, "embed_query"):
+            vecs = np.stack([np.asarray(emb.embed_query(q), dtype=np.float32) for q in queries])
+        else:
+            vecs = emb.embed(list(queries)) if hasattr(emb, "embed") else emb(list(queries))
+        return _check_vectors(vecs, len(queries), [f"query {i}" for i in range(len(queries))],
+                              key, emb)
+
+    def _hnsw_index(self, group: NodeGroup, key: str, metric: str, params: dict,
+                    vecs: np.ndarray, store_key: str):
+        """An HNSW index over a group's vectors: loaded from the store, updated incrementally
+        (new nodes added, vanished ones marked deleted), or built."""
+        from fastrag.indexes.hnsw import HNSWIndex
+
+        ids = group.ids
+        dim = vecs.shape[1]
+        store = self._store
+        base_key = store_key
+        loaded = store.read_files(base_key) if store is not None else None
+        index = labels = None
+        if loaded is not None:
+            folder, meta = loaded
+            index = HNSWIndex.load(folder / "index.bin", dim=dim, metric=metric, **params)
+            labels = list(meta["ids"])
+            if meta.get("fingerprint") == group.fingerprint:
+                return _LabelledIndex(index, np.asarray(meta["rows"], dtype=np.int64))
+        if index is None:
+            index = HNSWIndex(dim, metric=metric, max_elements=max(len(ids), 1), **params)
+            labels = []
+        pos = {nid: i for i, nid in enumerate(labels)}
+        current = set(ids)
+        gone = [i for i, nid in enumerate(labels) if nid is not None and nid not in current]
+        if gone:
+            index.mark_deleted(np.asarray(gone, dtype=np.int64))
+            for i in gone:
+                labels[i] = None
+        new_rows = [r for r, nid in enumerate(ids) if nid not in pos]
+        if new_rows:
+            new_labels = np.arange(len(labels), len(labels) + len(new_rows), dtype=np.int64)
+            index.add(vecs[new_rows], rows=new_labels)
+            labels += [ids[r] for r in new_rows]
+        row_of = {nid: r for r, nid in enumerate(ids)}
+        label_rows = np.asarray([row_of.get(nid, -1) if nid else -1 for nid in labels],
+                                dtype=np.int64)
+        if store is not None:
+            store.write_files(base_key, lambda folder: index.save(folder / "index.bin"),
+                              {"fingerprint": group.fingerprint, "ids": labels,
+                               "rows": label_rows.tolist()})
+        return _LabelledIndex(index, label_rows)
 
     # -- persistence -------------------------------------------------------------------------
     def _persist_sources(self) -> None:
@@ -629,6 +769,47 @@ class Document:
 
     def __repr__(self) -> str:
         return f"Document(roots={len(self._groups[ROOT_GROUP])}, groups={self.group_names})"
+
+
+def _vectors(table: pa.Table, col: str) -> np.ndarray:
+    arr = table.column(col).combine_chunks()
+    dim = arr.type.list_size
+    return arr.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
+
+
+def _check_vectors(vecs, n: int, ids: list[str], key: str, emb) -> np.ndarray:
+    arr = np.asarray(vecs, dtype=np.float32)
+    if arr.ndim != 2 or arr.shape[0] != n:
+        raise ConfigError(f"embed key {key!r} returned shape {arr.shape} for {n} texts; "
+                          "an embedder must return an (n, dim) array")
+    if arr.shape[1] == 0:
+        raise ConfigError(f"embed key {key!r} returned an empty vector for node {ids[0]!r}")
+    dim = getattr(emb, "dim", None)
+    if isinstance(dim, int) and dim > 0 and arr.shape[1] != dim:
+        raise ConfigError(f"embed key {key!r} returned dimension {arr.shape[1]} for node "
+                          f"{ids[0]!r}, but the embedder's dim is {dim}")
+    bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+    if len(bad):
+        raise ConfigError(f"embed key {key!r} returned NaN/inf for node {ids[bad[0]]!r}")
+    return arr
+
+
+class _LabelledIndex:
+    """An ANN index whose labels map to group rows (deleted labels map to -1)."""
+
+    def __init__(self, index, label_rows: np.ndarray) -> None:
+        self.index = index
+        self.label_rows = label_rows
+
+    def search(self, queries, k, *, mask=None, cutoff=None, num_threads=None):
+        label_mask = None
+        if mask is not None:
+            label_mask = np.zeros(len(self.label_rows), dtype=bool)
+            live = self.label_rows >= 0
+            label_mask[live] = mask[self.label_rows[live]]
+        labels, scores, counts = self.index.search(queries, k, mask=label_mask, cutoff=cutoff)
+        rows = np.where(labels >= 0, self.label_rows[np.maximum(labels, 0)], -1)
+        return rows, scores, counts
 
 
 def _check_texts(texts, metadatas, ids):

@@ -188,6 +188,30 @@ class Store:
         self.manifest["indexes"][key] = {"dir": rel, "arrays": sorted(arrays), "meta": meta}
         self.commit()
 
+    def write_files(self, key: str, write, meta: dict) -> None:
+        """Persist an index that writes its own files: ``write(folder)`` fills a temp folder
+        that is renamed into place, then recorded in the manifest."""
+        folder = self.path / "indexes"
+        folder.mkdir(exist_ok=True)
+        rel = f"indexes/{_safe(key)}.{self._next_generation()}"
+        tmp = Path(tempfile.mkdtemp(prefix=".idx.", dir=folder))
+        try:
+            write(tmp)
+            for f in tmp.iterdir():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+            os.replace(tmp, self.path / rel)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _fsync_dir(folder)
+        self.manifest["indexes"][key] = {"dir": rel, "arrays": [], "meta": meta}
+        self.commit()
+
+    def read_files(self, key: str) -> tuple[Path, dict] | None:
+        entry = self.manifest["indexes"].get(key)
+        return None if entry is None else (self.path / entry["dir"], entry["meta"])
+
     def read_arrays(self, key: str) -> tuple[dict[str, np.ndarray], dict] | None:
         """Memory-mapped arrays and meta of an index, or None when the store has none."""
         entry = self.manifest["indexes"].get(key)

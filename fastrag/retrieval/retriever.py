@@ -1,0 +1,433 @@
+"""Retriever: top-k nodes of one group for one query or a batch, by BM25, dense or custom scores.
+
+Every path returns the same triple of arrays, ``rows [n_q, k]`` (-1 padded), ``scores`` and
+``counts``; ``__call__`` and ``batch`` turn them into ``NodeWithScore`` lists and ``batch_arrow``
+into an Arrow table without per-hit Python objects. The single-query call is the batch call with
+one query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from fastrag.errors import ConfigError
+from fastrag.retrieval.similarity import Similarity, get_similarity
+from fastrag.schema import DocNode, NodeWithScore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastrag.documents.document import Document
+    from fastrag.documents.group import NodeGroup
+
+Hits = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows int64, scores float32, counts int32
+
+_BM25_PARAMS = ("method", "k1", "b", "delta")
+_HNSW_PARAMS = ("M", "ef_construction", "ef")
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.blake2b(json.dumps(parts, sort_keys=True, default=str).encode(),
+                           digest_size=8).hexdigest()
+
+
+class Retriever:
+    """Top-k retrieval over one node group of a :class:`~fastrag.Document`.
+
+    ``similarity``: "bm25" (English), "bm25_chinese" (jieba), "bm25_cjk" (CJK bigrams),
+    "cosine", "dot", or a name registered with :func:`fastrag.register_similarity`.
+    ``index``: "default" (exact), "map" (exact match of the query string against node texts or
+    ``map_key`` metadata), "hnsw" (dense only; ``M``, ``ef_construction``, ``ef``).
+    ``filter``: metadata equalities (dict), a filter expression string / builder (Spring AI
+    syntax), or a callable on the group's Arrow table returning a boolean mask. Extra keyword
+    arguments are BM25 parameters (``method``, ``k1``, ``b``, ``delta``), HNSW parameters, or are
+    passed to a custom similarity.
+    """
+
+    def __init__(
+        self,
+        doc: Document,
+        group_name: str,
+        similarity: str = "bm25",
+        topk: int = 6,
+        similarity_cut_off: float | Mapping[str, float] | None = None,
+        index: str = "default",
+        filter: Any = None,
+        *,
+        analyzer: Callable[[str], list[str]] | str | None = None,
+        embed_keys: Sequence[str] | None = None,
+        map_key: str | None = None,
+        num_workers: int = 0,
+        num_threads: int | None = None,
+        **params: Any,
+    ) -> None:
+        from fastrag.documents.document import Document
+
+        if not isinstance(doc, Document):
+            raise ConfigError(f"doc must be a fastrag.Document, got {type(doc).__name__}")
+        doc._check_group(group_name)
+        self.doc = doc
+        self.group_name = group_name
+        self.sim: Similarity = get_similarity(similarity)
+        self.similarity = similarity
+        self.topk = _check_topk(topk)
+        if index not in ("default", "map", "hnsw"):
+            raise ConfigError(f"unknown index {index!r}; use 'default', 'map' or 'hnsw'")
+        if index == "hnsw" and self.sim.kind != "dense":
+            raise ConfigError(f"index='hnsw' needs a dense similarity ('cosine' or 'dot'), "
+                              f"not {similarity!r}")
+        self.index = index
+        self.filter = filter
+        self.map_key = map_key
+        self.num_workers = num_workers
+        self.num_threads = num_threads
+        if analyzer is not None and self.sim.kind != "bm25":
+            raise ConfigError("analyzer= applies to BM25 similarities only")
+        self._analyzer_spec = analyzer
+        self.params = params
+        if self.sim.kind == "bm25":
+            unknown = set(params) - set(_BM25_PARAMS)
+            if unknown:
+                raise ConfigError(f"unknown BM25 parameters {sorted(unknown)}; "
+                                  f"known: {list(_BM25_PARAMS)}")
+        elif self.sim.kind == "dense":
+            unknown = set(params) - set(_HNSW_PARAMS)
+            if unknown:
+                raise ConfigError(f"unknown parameters {sorted(unknown)} for similarity "
+                                  f"{similarity!r}; known: {list(_HNSW_PARAMS)}")
+        self.embed_keys = self._check_embed_keys(embed_keys)
+        self.similarity_cut_off = self._check_cutoff(similarity_cut_off)
+
+    # -- validation --------------------------------------------------------------------------
+    def _check_embed_keys(self, embed_keys):
+        if self.sim.mode != "embedding":
+            if embed_keys is not None:
+                raise ConfigError("embed_keys applies to embedding similarities only")
+            return None
+        keys = list(embed_keys) if embed_keys is not None else list(self.doc.embed)
+        if not keys:
+            raise ConfigError(
+                f"similarity {self.similarity!r} needs embeddings: create the Document with "
+                "embed=Embedder or embed={'key': Embedder}"
+            )
+        missing = [k for k in keys if k not in self.doc.embed]
+        if missing:
+            raise ConfigError(f"unknown embed keys {missing}; the Document has "
+                              f"{sorted(self.doc.embed)}")
+        return keys
+
+    def _check_cutoff(self, cut):
+        if cut is None:
+            return None
+        if isinstance(cut, Mapping):
+            if self.embed_keys is None:
+                raise ConfigError("a per-key similarity_cut_off dict needs embedding similarity")
+            unknown = set(cut) - set(self.embed_keys)
+            if unknown:
+                raise ConfigError(f"similarity_cut_off has unknown keys {sorted(unknown)}; "
+                                  f"embed keys: {self.embed_keys}")
+            return {k: float(v) for k, v in cut.items()}
+        if isinstance(cut, bool) or not isinstance(cut, (int, float)):
+            raise ConfigError(f"similarity_cut_off must be a number or dict, got {cut!r}")
+        return float(cut)
+
+    def _cutoff_for(self, key: str | None) -> float | None:
+        cut = self.similarity_cut_off
+        return cut.get(key) if isinstance(cut, dict) else cut
+
+    # -- public API --------------------------------------------------------------------------
+    def __call__(self, query: str, *, filter: Any = None, topk: int | None = None
+                 ) -> list[NodeWithScore]:
+        """The top-k nodes for ``query``, best first (``[]`` for an empty query)."""
+        return self.batch([query], filter=filter, topk=topk)[0]
+
+    def forward(self, query: str, **kw: Any) -> list[NodeWithScore]:
+        return self(query, **kw)
+
+    def batch(self, queries: Sequence[str], *, filter: Any = None, topk: int | None = None
+              ) -> list[list[NodeWithScore]]:
+        """Top-k lists for many queries in one pass."""
+        group, (rows, scores, counts) = self._run(queries, filter, topk)
+        out = []
+        for q in range(len(rows)):
+            c = int(counts[q])
+            nodes = group.nodes(rows[q, :c])
+            out.append([NodeWithScore(n, float(s)) for n, s in zip(nodes, scores[q, :c])])
+        return out
+
+    def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
+                    topk: int | None = None) -> pa.Table:
+        """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first."""
+        group, (rows, scores, counts) = self._run(queries, filter, topk)
+        k = rows.shape[1] if rows.ndim == 2 else 0
+        valid = np.arange(k)[None, :] < counts[:, None]
+        qidx, rank = np.nonzero(valid)
+        node_ids = group.table.column("id").take(pa.array(rows[valid]))
+        return pa.table({
+            "query_idx": pa.array(qidx.astype(np.int32)),
+            "rank": pa.array(rank.astype(np.int32)),
+            "node_id": node_ids,
+            "score": pa.array(scores[valid].astype(np.float32)),
+        })
+
+    # -- core --------------------------------------------------------------------------------
+    def _run(self, queries, filter, topk) -> tuple[NodeGroup, Hits]:
+        if isinstance(queries, str) or not isinstance(queries, Sequence):
+            raise ConfigError("queries must be a list of strings; for one query call ret(query)")
+        for i, q in enumerate(queries):
+            if not isinstance(q, str):
+                raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
+        k = self.topk if topk is None else _check_topk(topk)
+        group = self.doc.group(self.group_name)
+        if len(group) == 0:
+            raise ConfigError(f"group {self.group_name!r} has no nodes; add documents first")
+        k = min(k, len(group))
+        mask = self._mask(group, filter if filter is not None else self.filter)
+        nq = len(queries)
+        empty = np.array([not q.strip() for q in queries], dtype=bool)
+        rows = np.full((nq, k), -1, dtype=np.int64)
+        scores = np.zeros((nq, k), dtype=np.float32)
+        counts = np.zeros(nq, dtype=np.int32)
+        todo = np.flatnonzero(~empty)
+        if len(todo) and (mask is None or mask.any()):
+            sub = [queries[i] for i in todo]
+            r, s, c = self._search(group, sub, k, mask)
+            rows[todo, : r.shape[1]] = r
+            scores[todo, : s.shape[1]] = s
+            counts[todo] = c
+        return group, (rows, scores, counts)
+
+    def _search(self, group, queries, k, mask) -> Hits:
+        if self.index == "map":
+            return self._search_map(group, queries, k, mask)
+        if self.sim.kind == "bm25":
+            return self._search_bm25(group, queries, k, mask)
+        if self.sim.kind == "dense":
+            return self._search_dense(group, queries, k, mask)
+        return self._search_custom(group, queries, k, mask)
+
+    def _mask(self, group, flt) -> np.ndarray | None:
+        if flt is None:
+            return None
+        n = len(group)
+        if callable(flt) and not hasattr(flt, "build"):
+            mask = np.asarray(flt(group.table))
+            if mask.dtype != bool or mask.shape != (n,):
+                raise ConfigError(f"filter callable must return a bool mask of {n} rows, "
+                                  f"got dtype {mask.dtype} shape {mask.shape}")
+            return mask
+        from fastrag.indexes.filters import filter_mask
+
+        meta = group.metadata_table()
+        if isinstance(flt, Mapping) and not flt:
+            return None
+        mask = np.asarray(filter_mask(meta, flt), dtype=bool)
+        if meta.num_columns == 0:  # no metadata at all: nothing can match a condition
+            mask = np.zeros(n, dtype=bool)
+        return mask
+
+    # -- BM25 --------------------------------------------------------------------------------
+    def _analyzer(self):
+        from fastrag.analysis import get_analyzer
+
+        spec = self._analyzer_spec if self._analyzer_spec is not None else self.sim.analyzer
+        return get_analyzer(spec)
+
+    def _bm25(self, group):
+        """(index, vocab, analyzer), from memory, the store, or built now."""
+        from fastrag.analysis import tokenize_corpus
+        from fastrag.indexes.bm25 import BM25Index
+
+        analyzer = self._analyzer()
+        params = {p: self.params[p] for p in _BM25_PARAMS if p in self.params}
+        key = f"{group.name}/bm25/{_key(analyzer.identity(), params)}"
+        cache = self.doc.__dict__.setdefault("_index_cache", {})
+        hit = cache.get(key)
+        if hit is not None and hit[0] == group.fingerprint:
+            return hit[1], hit[2], analyzer
+        store = self.doc.store
+        loaded = store.read_arrays(key) if store is not None else None
+        if loaded is not None and loaded[1].get("fingerprint") == group.fingerprint:
+            arrays, meta = loaded
+            vocab = _decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
+            index = BM25Index.from_arrays(arrays, meta["index"])
+        else:
+            tc = tokenize_corpus(group.texts(), analyzer, num_workers=self.num_workers)
+            vocab = tc.vocab
+            index = BM25Index.build(tc.values, tc.offsets, len(vocab), **params)
+            if store is not None:
+                arrays = dict(index.to_arrays())
+                arrays["vocab_bytes"], arrays["vocab_offsets"] = _encode_vocab(vocab)
+                store.write_arrays(key, arrays, {"fingerprint": group.fingerprint,
+                                                 "analyzer": analyzer.identity(),
+                                                 "index": index.meta()})
+        cache[key] = (group.fingerprint, index, vocab)
+        return index, vocab, analyzer
+
+    def _search_bm25(self, group, queries, k, mask) -> Hits:
+        from fastrag.analysis import encode_queries
+
+        index, vocab, analyzer = self._bm25(group)
+        q_values, q_offsets = encode_queries(queries, analyzer, vocab)
+        return index.search(q_values, q_offsets, k, mask=mask, cutoff=self._cutoff_for(None),
+                            num_threads=self.num_threads)
+
+    # -- map ---------------------------------------------------------------------------------
+    def _search_map(self, group, queries, k, mask) -> Hits:
+        if self.map_key is None:
+            keys = group.texts()
+        else:
+            meta = group.metadata_table()
+            if self.map_key not in meta.column_names:
+                raise ConfigError(f"map_key {self.map_key!r} is not a metadata key of group "
+                                  f"{group.name!r}; known: {meta.column_names}")
+            keys = [None if v is None else str(v) for v in meta.column(self.map_key).to_pylist()]
+        lookup = self.doc.__dict__.setdefault("_map_cache", {})
+        ck = (group.name, group.fingerprint, self.map_key)
+        if ck not in lookup:
+            table: dict[str, list[int]] = {}
+            for row, key in enumerate(keys):
+                if key is not None:
+                    table.setdefault(key, []).append(row)
+            lookup[ck] = table
+        table = lookup[ck]
+        rows = np.full((len(queries), k), -1, dtype=np.int64)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        counts = np.zeros(len(queries), dtype=np.int32)
+        for i, q in enumerate(queries):
+            hit = np.asarray(table.get(q, ()), dtype=np.int64)
+            if mask is not None and len(hit):
+                hit = hit[mask[hit]]
+            hit = hit[:k]
+            rows[i, : len(hit)] = hit
+            scores[i, : len(hit)] = 1.0
+            counts[i] = len(hit)
+        return rows, scores, counts
+
+    # -- custom ------------------------------------------------------------------------------
+    def _search_custom(self, group, queries, k, mask) -> Hits:
+        fn, kw = self.sim.fn, self.params
+        n = len(group)
+        all_scores = np.empty((len(queries), n), dtype=np.float64)
+        if self.sim.mode == "text":
+            texts = group.texts()
+            for i, q in enumerate(queries):
+                s = fn(q, texts, **kw) if self.sim.batch else [fn(q, t, **kw) for t in texts]
+                all_scores[i] = _scores_array(s, n, self.similarity)
+        else:
+            for key in self.embed_keys[:1]:
+                vecs = self.doc.embeddings(group.name, key)
+                qv = self.doc.embed_queries(queries, key)
+                for i in range(len(queries)):
+                    s = (fn(qv[i], vecs, **kw) if self.sim.batch
+                         else [fn(qv[i], v, **kw) for v in vecs])
+                    all_scores[i] = _scores_array(s, n, self.similarity)
+        return topk_dense(all_scores, k, mask, self._cutoff_for(None))
+
+    # -- dense -------------------------------------------------------------------------------
+    def _dense_index(self, group, key):
+        metric = self.sim.metric
+        vecs = self.doc.embeddings(group.name, key)
+        cache = self.doc.__dict__.setdefault("_index_cache", {})
+        if self.index == "hnsw":
+            hparams = {p: self.params[p] for p in _HNSW_PARAMS if p in self.params}
+            ck = f"{group.name}/hnsw/{_key(key, metric, hparams)}"
+            hit = cache.get(ck)
+            if hit is None or hit[0] != group.fingerprint:
+                index = self.doc._hnsw_index(group, key, metric, hparams, vecs, ck)
+                cache[ck] = (group.fingerprint, index)
+            return cache[ck][1]
+        from fastrag.indexes.flat import FlatIndex
+
+        ck = f"{group.name}/flat/{key}/{metric}"
+        hit = cache.get(ck)
+        if hit is None or hit[0] != group.fingerprint:
+            cache[ck] = (group.fingerprint, FlatIndex.from_vectors(vecs, metric=metric))
+        return cache[ck][1]
+
+    def _search_dense(self, group, queries, k, mask) -> Hits:
+        results = []
+        for key in self.embed_keys:
+            index = self._dense_index(group, key)
+            qv = self.doc.embed_queries(queries, key)
+            results.append(index.search(qv, k, mask=mask, cutoff=self._cutoff_for(key),
+                                        num_threads=self.num_threads))
+        if len(results) == 1:
+            return results[0]
+        return _merge_hits(results, k)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _check_topk(topk: Any) -> int:
+    if isinstance(topk, bool) or not isinstance(topk, (int, np.integer)) or topk < 1:
+        raise ConfigError(f"topk must be an integer >= 1, got {topk!r}")
+    return int(topk)
+
+
+def _scores_array(s, n: int, name: str) -> np.ndarray:
+    arr = np.asarray(s, dtype=np.float64).reshape(-1)
+    if arr.shape != (n,):
+        raise ConfigError(f"similarity {name!r} returned {arr.shape[0]} scores for {n} nodes")
+    return arr
+
+
+def topk_dense(scores: np.ndarray, k: int, mask: np.ndarray | None, cutoff: float | None) -> Hits:
+    """Top-k of a dense (n_q, n) score matrix: best first, ties by row; NaN never returned."""
+    scores = np.array(scores, dtype=np.float64)
+    scores[np.isnan(scores)] = -np.inf
+    if mask is not None:
+        scores[:, ~mask] = -np.inf
+    if cutoff is not None:
+        scores[scores < cutoff] = -np.inf
+    nq, n = scores.shape
+    k = min(k, n)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    top = np.take_along_axis(scores, order, axis=1)
+    valid = np.isfinite(top)
+    counts = valid.sum(axis=1).astype(np.int32)
+    rows = np.where(valid, order, -1).astype(np.int64)
+    return rows, np.where(valid, top, 0).astype(np.float32), counts
+
+
+def _merge_hits(results: list[Hits], k: int) -> Hits:
+    """Union of several top-k lists per query: best score per row, best first, top k."""
+    nq = results[0][0].shape[0]
+    rows = np.full((nq, k), -1, dtype=np.int64)
+    scores = np.zeros((nq, k), dtype=np.float32)
+    counts = np.zeros(nq, dtype=np.int32)
+    for q in range(nq):
+        best: dict[int, float] = {}
+        for r, s, c in results:
+            for row, score in zip(r[q, : c[q]].tolist(), s[q, : c[q]].tolist()):
+                if row not in best or score > best[row]:
+                    best[row] = score
+        ranked = sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]
+        counts[q] = len(ranked)
+        if ranked:
+            rows[q, : len(ranked)] = [r for r, _ in ranked]
+            scores[q, : len(ranked)] = [s for _, s in ranked]
+    return rows, scores, counts
+
+
+def _encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    tokens = [""] * len(vocab)
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    encoded = [t.encode("utf-8") for t in tokens]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
+    data = bytes(blob)
+    off = offsets.tolist()
+    return {data[off[i]:off[i + 1]].decode("utf-8"): i for i in range(len(off) - 1)}
+
+
+def nodes_from_hits(group: NodeGroup, rows: np.ndarray, scores: np.ndarray) -> list[NodeWithScore]:
+    return [NodeWithScore(DocNode._view(group, int(r)), float(s)) for r, s in zip(rows, scores)]

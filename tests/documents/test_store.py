@@ -1,0 +1,202 @@
+"""Store: round trip, memory-mapped reopen with no transform, incremental updates, atomicity."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+import fastrag as fr
+from fastrag.documents import store as store_mod
+from fastrag.errors import ConfigError, StoreError
+
+CALLS: list[str] = []
+
+
+def counting_split(text: str) -> list[str]:
+    CALLS.append(text)
+    return text.split("\n")
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls():
+    CALLS.clear()
+
+
+def write_kb(folder, files: dict[str, str]):
+    folder.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def open_doc(kb, store):
+    doc = fr.Document(kb, store=store)
+    doc.create_node_group("line", transform=counting_split)
+    return doc
+
+
+def test_round_trip_and_reopen_runs_no_transform(tmp_path):
+    kb, st = tmp_path / "kb", tmp_path / "store"
+    write_kb(kb, {"a.txt": "one\ntwo", "b.txt": "three\nfour\nfive"})
+    doc = open_doc(kb, st)
+    first = doc.group("line").table
+    assert len(CALLS) == 2
+    manifest = json.loads((st / "manifest.json").read_text())
+    assert manifest["format_version"] == store_mod.FORMAT_VERSION
+    assert manifest["groups"]["line"]["nodes"] == 5 and len(manifest["sources"]) == 2
+
+    CALLS.clear()
+    again = open_doc(kb, st)
+    table = again.group("line").table
+    assert CALLS == []  # memory-mapped, nothing transformed
+    assert table.equals(first)
+    assert [n.text for n in again.group("line")] == ["one", "two", "three", "four", "five"]
+    assert again.group("line")[0].root_node.metadata["file_name"] == "a.txt"
+
+
+def test_changed_added_removed_files_are_reprocessed_alone(tmp_path):
+    kb, st = tmp_path / "kb", tmp_path / "store"
+    write_kb(kb, {"a.txt": "one\ntwo", "b.txt": "three", "c.txt": "six"})
+    open_doc(kb, st).group("line")
+    CALLS.clear()
+    time.sleep(0.01)
+    (kb / "b.txt").write_text("THREE\nthree-b", encoding="utf-8")
+    (kb / "c.txt").unlink()
+    (kb / "d.txt").write_text("seven", encoding="utf-8")
+    doc = open_doc(kb, st)
+    assert [n.text for n in doc.group("line")] == ["one", "two", "THREE", "three-b", "seven"]
+    assert sorted(CALLS) == ["THREE\nthree-b", "seven"]
+    # the same result as a fresh build
+    CALLS.clear()
+    fresh = open_doc(kb, tmp_path / "fresh")
+    assert fresh.group("line").table.equals(doc.group("line").table)
+
+
+def test_touched_file_with_same_bytes_is_not_reprocessed(tmp_path):
+    kb, st = tmp_path / "kb", tmp_path / "store"
+    write_kb(kb, {"a.txt": "one\ntwo"})
+    open_doc(kb, st).group("line")
+    CALLS.clear()
+    os.utime(kb / "a.txt", (time.time() + 5, time.time() + 5))
+    assert len(open_doc(kb, st).group("line")) == 2
+    assert CALLS == []
+
+
+def test_add_and_delete_update_the_store(tmp_path):
+    st = tmp_path / "store"
+    doc = fr.Document.from_texts(["a\nb", "c"], store=st)
+    doc.create_node_group("line", transform=counting_split)
+    doc.group("line")
+    new_ids = doc.add(["d\ne"])
+    assert len(new_ids) == 1
+    assert [n.text for n in doc.group("line")] == ["a", "b", "c", "d", "e"]
+    assert CALLS == ["a\nb", "c", "d\ne"]  # only the new text was transformed
+    first_root = doc.group("root")[0].id
+    assert doc.delete([first_root]) == 1
+    assert [n.text for n in doc.group("line")] == ["c", "d", "e"]
+    with pytest.raises(ConfigError, match="unknown doc ids"):
+        doc.delete(["nope"])
+
+    reopened = fr.Document(store=st)
+    reopened.create_node_group("line", transform=counting_split)
+    CALLS.clear()
+    assert [n.text for n in reopened.group("line")] == ["c", "d", "e"]
+    assert CALLS == []
+
+
+def test_delete_by_file_path(tmp_path):
+    kb = tmp_path / "kb"
+    write_kb(kb, {"a.txt": "one", "b.txt": "two"})
+    doc = open_doc(kb, tmp_path / "st")
+    doc.delete(str(kb / "a.txt"))
+    assert [n.text for n in doc.group("line")] == ["two"]
+
+
+def test_changed_transform_rebuilds_the_group(tmp_path):
+    st = tmp_path / "store"
+    doc = fr.Document.from_texts(["a b\nc"], store=st)
+    doc.create_node_group("g", transform=lambda t: t.split("\n"))
+    assert len(doc.group("g")) == 2
+    doc = fr.Document.from_texts(["a b\nc"], store=st)
+    doc.create_node_group("g", transform=lambda t: t.split(" "))
+    assert [n.text for n in doc.group("g")] == ["a", "b\nc"]
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def test_interrupted_write_leaves_previous_content(tmp_path, monkeypatch):
+    kb, st = tmp_path / "kb", tmp_path / "store"
+    write_kb(kb, {"a.txt": "one\ntwo"})
+    open_doc(kb, st).group("line")
+    before = sorted(p.name for p in (st / "groups").iterdir())
+    manifest_before = (st / "manifest.json").read_bytes()
+
+    (kb / "a.txt").write_text("changed\ntext\nhere", encoding="utf-8")
+    real_write = store_mod.Store.write_table
+
+    def failing_write(self, name, table):
+        if name == "line":  # the root is written, then the write of 'line' fails midway
+            path = self.path / "groups" / "line.partial.arrow"
+            path.write_bytes(b"half")
+            raise Boom("disk full")
+        return real_write(self, name, table)
+
+    monkeypatch.setattr(store_mod.Store, "write_table", failing_write)
+    monkeypatch.setattr(store_mod.Store, "commit", lambda self: (_ for _ in ()).throw(Boom("x")))
+    with pytest.raises(Boom):
+        open_doc(kb, st).group("line")
+    monkeypatch.undo()
+    assert (st / "manifest.json").read_bytes() == manifest_before
+    assert sorted(p.name for p in (st / "groups").iterdir()) == before  # nothing half-written
+    assert not [p for p in st.rglob("*.tmp")]
+
+    # the store still opens with its previous content (before the source change)
+    CALLS.clear()
+    (kb / "a.txt").write_text("one\ntwo", encoding="utf-8")
+    doc = open_doc(kb, st)
+    assert [n.text for n in doc.group("line")] == ["one", "two"]
+
+
+def test_crash_inside_atomic_write_removes_temp_file(tmp_path):
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"old")
+
+    def write(f):
+        f.write(b"new-partial")
+        raise Boom("power cut")
+
+    with pytest.raises(Boom):
+        store_mod.atomic_write_bytes(target, write)
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+
+
+def test_unknown_format_version_is_a_clear_error(tmp_path):
+    st = tmp_path / "store"
+    fr.Document.from_texts(["x"], store=st)
+    m = json.loads((st / "manifest.json").read_text())
+    m["format_version"] = 999
+    (st / "manifest.json").write_text(json.dumps(m))
+    data = (st / "manifest.json").read_bytes()
+    with pytest.raises(StoreError, match="format version 999.*nothing was changed"):
+        fr.Document.from_texts(["x"], store=st)
+    assert (st / "manifest.json").read_bytes() == data
+
+
+def test_store_path_that_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(StoreError, match="not a directory"):
+        fr.Document.from_texts(["x"], store=f)
+
+
+def test_damaged_manifest(tmp_path):
+    st = tmp_path / "store"
+    st.mkdir()
+    (st / "manifest.json").write_text("{not json")
+    with pytest.raises(StoreError, match="damaged"):
+        fr.Document.from_texts(["x"], store=st)
