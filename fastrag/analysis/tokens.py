@@ -8,7 +8,9 @@ the network) and fail with a message that says so.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 from importlib import resources
 
 from fastrag.errors import ConfigError
@@ -37,14 +39,16 @@ DEFAULT_ENCODING = "cl100k_base"
 def get_encoding(name: str = DEFAULT_ENCODING):
     """A ``tiktoken.Encoding`` by encoding name or model name; cl100k_base works offline."""
     import tiktoken
-    from tiktoken.load import load_tiktoken_bpe
 
     if not isinstance(name, str) or not name:
         raise ConfigError(f"encoding must be a non-empty string, got {name!r}")
     if name == DEFAULT_ENCODING or name.startswith(_CL100K_MODELS):
-        path = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken")
-        with resources.as_file(path) as p:
-            ranks = load_tiktoken_bpe(str(p), expected_hash=_CL100K_SHA256)
+        data = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken").read_bytes()
+        if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:
+            raise ConfigError("the shipped cl100k_base.tiktoken file is damaged; reinstall fastrag")
+        # parsed here rather than by tiktoken.load, which copies local files into its cache
+        ranks = {base64.b64decode(tok): int(rank)
+                 for tok, rank in (line.split() for line in data.splitlines() if line)}
         return tiktoken.Encoding(
             name=DEFAULT_ENCODING,
             pat_str=_CL100K_PAT,
