@@ -28,14 +28,78 @@ _EXPORTS: dict[str, str] = {
     "NodeTransform": "fastrag.transforms.base",
     "SentenceSplitter": "fastrag.transforms.sentence",
     "TokenTextSplitter": "fastrag.transforms.sentence",
+    "read_file": "fastrag.documents.readers",
     # analysis
     "count_tokens": "fastrag.analysis.tokens",
+    "get_analyzer": "fastrag.analysis",
+    "register_analyzer": "fastrag.analysis",
+    # indexes
+    "BM25Index": "fastrag.indexes.bm25",
+    "FlatIndex": "fastrag.indexes.flat",
+    "HNSWIndex": "fastrag.indexes.hnsw",
+    "FilterExpressionBuilder": "fastrag.indexes.filters",
+    "FilterSyntaxError": "fastrag.indexes.filters",
+    "parse_filter": "fastrag.indexes.filters",
+    "filter_mask": "fastrag.indexes.filters",
+    # retrieval
+    "Retriever": "fastrag.retrieval.retriever",
+    "register_similarity": "fastrag.retrieval.similarity",
+    "ConcatenationDocumentJoiner": "fastrag.retrieval.joiners",
+    "ReciprocalRankFusionJoiner": "fastrag.retrieval.joiners",
+    "WeightedScoreJoiner": "fastrag.retrieval.joiners",
+    "Reranker": "fastrag.retrieval.rerankers",
+    "ModuleReranker": "fastrag.retrieval.rerankers",
+    "register_reranker": "fastrag.retrieval.rerankers",
+    "SimilarityCutoff": "fastrag.retrieval.postprocessors",
+    "KeywordFilter": "fastrag.retrieval.postprocessors",
+    "Deduplicate": "fastrag.retrieval.postprocessors",
+    "LongContextReorder": "fastrag.retrieval.postprocessors",
+    "TargetGroup": "fastrag.retrieval.postprocessors",
+    # embeddings
+    "Embedder": "fastrag.embeddings",
+    "BaseEmbedder": "fastrag.embeddings",
+    "CallableEmbedding": "fastrag.embeddings",
+    "OpenAIEmbedding": "fastrag.embeddings",
+    "SentenceTransformerEmbedding": "fastrag.embeddings",
+    "E5SmallEmbedding": "fastrag.embeddings",
+    "MiniLMEmbedding": "fastrag.embeddings",
+    "default_embedding": "fastrag.embeddings",
+    # LLMs
+    "LLM": "fastrag.llms",
+    "BaseLLM": "fastrag.llms",
+    "Completion": "fastrag.llms",
+    "LLMError": "fastrag.llms",
+    "OpenAILike": "fastrag.llms",
+    "MockLLM": "fastrag.llms",
+    "FunctionLLM": "fastrag.llms",
+    # synthesis
+    "PromptTemplate": "fastrag.synth",
+    "PromptHelper": "fastrag.synth",
+    "Response": "fastrag.synth",
+    "ResponseMode": "fastrag.synth",
+    "BaseSynthesizer": "fastrag.synth",
+    "get_response_synthesizer": "fastrag.synth",
+    "Refine": "fastrag.synth",
+    "CompactAndRefine": "fastrag.synth",
+    "TreeSummarize": "fastrag.synth",
+    "SimpleSummarize": "fastrag.synth",
+    "Accumulate": "fastrag.synth",
+    "CompactAndAccumulate": "fastrag.synth",
+    "Generation": "fastrag.synth",
+    "NoText": "fastrag.synth",
+    "ContextOnly": "fastrag.synth",
+    # datasets
+    "load_cmrc2018_dev": "fastrag.datasets",
 }
+_SUBMODULES = ("eval", "datasets", "llms", "embeddings", "synth", "analysis", "indexes",
+               "retrieval", "documents", "transforms")
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"fastrag.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'fastrag' has no attribute {name!r}")
