@@ -1,0 +1,175 @@
+"""Run async code from sync code.
+
+fastrag writes each I/O path once, async; the sync methods call :func:`run_sync`. Coroutines
+run on one shared background event loop (a daemon thread, started on first use), so sync
+callers in any thread -- also a thread whose own loop is already running, such as a Jupyter
+kernel -- get a loop to run on, and clients bound to a loop (httpx connection pools) are
+reused across sync calls. A call made from *inside* that shared loop (a sync wrapper called
+by code the loop is running) gets a fresh worker thread with its own loop instead of
+deadlocking. contextvars of the caller are visible to the coroutine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import inspect
+import os
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from fastrag.errors import ConfigError
+
+T = TypeVar("T")
+
+__all__ = ["iter_sync", "run_sync", "shared_loop"]
+
+
+class _LoopThread:
+    """An event loop running forever in a daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self.thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this loop and block until it is done (cancels it if interrupted)."""
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result()
+        except concurrent.futures.CancelledError:
+            raise asyncio.CancelledError() from None
+        except BaseException:
+            # KeyboardInterrupt (or another interruption of the waiting thread): cancel the
+            # task so its in-flight requests close, then re-raise.
+            fut.cancel()
+            raise
+
+    def stop(self) -> None:
+        """Finalize async generators (closing clients registered on this loop) and stop."""
+        if self.loop.is_closed() or not self.thread.is_alive():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(
+                timeout=5
+            )
+        except (concurrent.futures.TimeoutError, RuntimeError):  # pragma: no cover
+            return  # best effort at shutdown: the loop is stuck or already gone
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if threading.current_thread() is not self.thread:
+            self.thread.join(timeout=5)
+
+
+_shared: _LoopThread | None = None
+_shared_pid: int | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The shared background loop that sync wrappers run on (started on first use)."""
+    return _shared_runner().loop
+
+
+def _shared_runner() -> _LoopThread:
+    global _shared, _shared_pid
+    with _shared_lock:
+        # A forked child inherits the object but not the thread: start a new one there.
+        if _shared is None or _shared_pid != os.getpid() or not _shared.thread.is_alive():
+            _shared = _LoopThread("fastrag-async")
+            _shared_pid = os.getpid()
+        return _shared
+
+
+@atexit.register
+def _stop_shared() -> None:  # pragma: no cover - runs at interpreter exit
+    if _shared is not None and _shared_pid == os.getpid():
+        _shared.stop()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _pick_runner() -> tuple[_LoopThread, bool]:
+    """(runner, is_temporary). Temporary when called from inside the shared loop itself."""
+    shared = _shared_runner()
+    if _running_loop() is shared.loop:
+        return _LoopThread("fastrag-async-nested"), True
+    return shared, False
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from sync code and return its result.
+
+    Works with or without an event loop running in the calling thread (Jupyter): the
+    coroutine runs on fastrag's background loop thread, or on a fresh worker thread with its
+    own loop when called from that background loop. Exceptions propagate unchanged;
+    KeyboardInterrupt cancels the coroutine.
+    """
+    if not inspect.iscoroutine(coro):
+        raise ConfigError(
+            f"run_sync expects a coroutine object (call the async function first), "
+            f"got {type(coro).__name__}"
+        )
+    runner, temporary = _pick_runner()
+    try:
+        return runner.run(coro)
+    finally:
+        if temporary:
+            runner.stop()
+
+
+async def _anext(agen: AsyncIterator[T], done: object) -> T | object:
+    try:
+        return await agen.__anext__()
+    except StopAsyncIteration:
+        return done
+
+
+async def _aclose(agen: AsyncIterator[Any]) -> None:
+    aclose = getattr(agen, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def iter_sync(agen: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async iterator from sync code; every step runs on the same loop.
+
+    Breaking out of the loop (or garbage-collecting the iterator) closes ``agen`` on its loop,
+    so an HTTP stream behind it is released.
+    """
+    if not hasattr(agen, "__anext__"):
+        raise ConfigError(f"iter_sync expects an async iterator, got {type(agen).__name__}")
+    runner, temporary = _pick_runner()
+    done = object()
+    finished = False
+    try:
+        while True:
+            item = runner.run(_anext(agen, done))
+            if item is done:
+                finished = True
+                return
+            yield item  # type: ignore[misc]
+    finally:
+        try:
+            if not finished:
+                runner.run(_aclose(agen))
+        finally:
+            if temporary:
+                runner.stop()

@@ -1,0 +1,680 @@
+"""An OpenAI-compatible chat-completions client (vLLM, Ollama, OpenAI, LM Studio, ...).
+
+``POST {base_url}/chat/completions`` over ``httpx.AsyncClient`` with only the standard
+fields: ``model``, ``messages``, ``temperature``, ``max_tokens``, ``stream``,
+``stream_options``, ``response_format`` (plus whatever ``extra_body`` adds).
+
+* One HTTP client and one concurrency limit per event loop (the sync wrappers all run on
+  fastrag's shared background loop, so they share one pool). A client is closed when its
+  loop shuts down (``asyncio.run`` finalizes it) or by :meth:`OpenAILike.aclose`.
+* Retries: on HTTP 408/409/429/5xx, timeouts and connection errors, up to ``max_retries``
+  times, waiting ``retry_backoff * 2**(attempt-1)`` seconds (times a jitter in [0.5, 1],
+  capped at ``retry_max_wait``) or what ``Retry-After`` / ``retry-after-ms`` says. A stream is
+  retried only before its first chunk arrived.
+* Errors: :class:`~fastrag.llms.base.LLMError` (``LLMTimeoutError`` for timeouts) naming the
+  model, URL, prompt head, last HTTP status and number of attempts.
+* Cancellation propagates: cancelling a task closes its in-flight HTTP request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import math
+import random
+import re
+import threading
+import time
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import httpx
+
+from fastrag.errors import ConfigError
+from fastrag.llms.base import (
+    BaseLLM,
+    Completion,
+    LLMError,
+    LLMTimeoutError,
+    check_prompt,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Self
+
+__all__ = ["RETRY_STATUSES", "OpenAILike"]
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+_CALL_KEYS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "stop",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "user",
+        "response_format",
+        "extra_body",
+        "timeout",
+        "system_prompt",
+    }
+)
+JsonMode = Literal["json_object", "json_schema"]
+
+
+def _finite_pos(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and (value >= 0 if allow_zero else value > 0)
+    )
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{name} must be a finite number {bound} (seconds), got {value!r}")
+    return float(value)
+
+
+def _int_at_least(name: str, value: Any, low: int, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}; {fix}")
+    return value
+
+
+def _check_base_url(base_url: Any) -> str:
+    example = "'http://localhost:8000/v1' (vLLM) or 'http://localhost:11434/v1' (Ollama)"
+    if not isinstance(base_url, str) or not base_url.strip():
+        raise ConfigError(f"base_url must be an http(s) URL such as {example}, got {base_url!r}")
+    try:
+        url = httpx.URL(base_url.strip())
+    except (httpx.InvalidURL, TypeError, ValueError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"base_url must be an http(s) URL such as {example}, got {base_url!r}")
+    text = str(url).rstrip("/")
+    if text.endswith("/chat/completions"):
+        raise ConfigError(
+            f"base_url should be the API root, not the endpoint: got {base_url!r}; "
+            f"use {text[: -len('/chat/completions')]!r}"
+        )
+    return text
+
+
+def _parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(ra)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_detail(body: bytes) -> str:
+    """The server's error message from an error body (OpenAI, vLLM, Ollama shapes)."""
+    text = body.decode("utf-8", "replace")
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        err = obj.get("error", obj.get("detail", obj.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if err is not None:
+            text = str(err)
+    text = " ".join(text.split())
+    return text[:300] + ("..." if len(text) > 300 else "") if text else "(empty body)"
+
+
+def _schema_name(schema: dict) -> str:
+    """A response_format name (OpenAI allows ``[a-zA-Z0-9_-]{1,64}``) from the schema title."""
+    name = re.sub(r"[^a-zA-Z0-9_-]+", "_", str(schema.get("title") or "answer")).strip("_")
+    return (name or "answer")[:64]
+
+
+@dataclass
+class _LoopState:
+    client: httpx.AsyncClient
+    sem: asyncio.Semaphore
+    loop: asyncio.AbstractEventLoop
+    closer: AsyncGenerator[None, None] | None = None
+
+
+async def _close_at_loop_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """An async generator parked at its yield: the loop's ``shutdown_asyncgens`` (called by
+    ``asyncio.run``) finalizes it, which closes the client on its own loop."""
+    try:
+        yield
+    finally:
+        if not client.is_closed:
+            await client.aclose()
+
+
+def _rejects_field(exc: LLMError, name: str) -> bool:
+    """Whether ``exc`` is a 400/422 whose message names the request field ``name``."""
+    return exc.status in (400, 422) and name in exc.message
+
+
+def _close_clients(states: weakref.WeakKeyDictionary) -> None:
+    """Finalizer of an :class:`OpenAILike`: close its clients on their (still running) loops,
+    so garbage-collecting an LLM does not leak pooled connections."""
+    for loop, st in list(states.items()):
+        if loop.is_running() and not loop.is_closed() and not st.client.is_closed:
+            try:
+                loop.call_soon_threadsafe(loop.create_task, st.client.aclose())
+            except RuntimeError:  # pragma: no cover - loop closed meanwhile
+                pass
+
+
+class _Attempt:
+    """What one failed attempt left behind (for the retry decision and the final error)."""
+
+    __slots__ = ("detail", "kind", "retry_after", "status")
+
+    def __init__(
+        self, kind: str, detail: str, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        self.kind, self.detail, self.status, self.retry_after = kind, detail, status, retry_after
+
+
+class OpenAILike(BaseLLM):
+    """An LLM served behind an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Args:
+        model: model name as the server knows it.
+        base_url: API root, e.g. ``http://localhost:8000/v1``.
+        api_key: sent as ``Authorization: Bearer``; None sends no header (never read from env).
+        timeout: seconds for connect / each read / write (per chunk when streaming).
+        max_retries: retries after the first attempt (0 = no retry).
+        max_concurrency: most requests in flight at once, per event loop.
+        extra_body: extra JSON fields merged into every request body (last word).
+        temperature, max_tokens: defaults for every call (None: server default).
+        json_mode: how :meth:`astructured` asks for JSON: ``"json_object"`` (default;
+            ``response_format={"type": "json_object"}``), ``"json_schema"`` (passes the
+            schema), or None (plain text, parsed tolerantly).
+        system_prompt: optional system message put before every prompt.
+        headers: extra HTTP headers.
+        retry_backoff, retry_max_wait: first backoff delay and cap for any one wait (s).
+        stream_usage: ask streams for usage (``stream_options.include_usage``); when a
+            server sends none, usage is counted with tiktoken.
+        encoding: tiktoken encoding for counting (fallback usage, ``count_tokens``).
+
+    Per-call keyword arguments: temperature, top_p, max_tokens, stop, seed,
+    presence_penalty, frequency_penalty, logit_bias, user, response_format, extra_body,
+    timeout, system_prompt.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        max_concurrency: int = 16,
+        extra_body: dict[str, Any] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        json_mode: JsonMode | bool | None = "json_object",
+        *,
+        system_prompt: str | None = None,
+        headers: dict[str, str] | None = None,
+        retry_backoff: float = 0.5,
+        retry_max_wait: float = 60.0,
+        stream_usage: bool = True,
+        encoding: str = "cl100k_base",
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(
+                f"model must be a non-empty str naming the served model (e.g. 'qwen2.5:7b'), "
+                f"got {model!r}"
+            )
+        self.model = model
+        self.base_url = _check_base_url(base_url)
+        if api_key is not None and (not isinstance(api_key, str) or not api_key):
+            raise ConfigError("api_key must be None (no auth header) or a non-empty str")
+        self.api_key = api_key
+        self.timeout = _finite_pos("timeout", timeout)
+        self.max_retries = _int_at_least("max_retries", max_retries, 0, "use 0 to disable retries")
+        self.max_concurrency = _int_at_least(
+            "max_concurrency", max_concurrency, 1, "it bounds the requests in flight at once"
+        )
+        self.extra_body = self._check_extra_body(extra_body)
+        self.temperature = self._check_temperature(temperature)
+        if max_tokens is not None:
+            _int_at_least("max_tokens", max_tokens, 1, "or None for the server's default")
+        self.max_tokens = max_tokens
+        if json_mode is True:
+            json_mode = "json_object"
+        if json_mode is False:
+            json_mode = None
+        if json_mode not in (None, "json_object", "json_schema"):
+            raise ConfigError(
+                f"json_mode must be 'json_object', 'json_schema' or None, got {json_mode!r}"
+            )
+        self.json_mode: JsonMode | None = json_mode
+        self.supports_json_mode = json_mode is not None
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise ConfigError(f"system_prompt must be None or a str, got {system_prompt!r}")
+        self.system_prompt = system_prompt
+        if headers is not None and (
+            not isinstance(headers, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        ):
+            raise ConfigError(f"headers must be a dict of str to str, got {headers!r}")
+        self.headers = dict(headers or {})
+        self.retry_backoff = _finite_pos("retry_backoff", retry_backoff, allow_zero=True)
+        self.retry_max_wait = _finite_pos("retry_max_wait", retry_max_wait, allow_zero=True)
+        self.stream_usage = bool(stream_usage)
+        if not isinstance(encoding, str) or not encoding:
+            raise ConfigError(f"encoding must be a tiktoken encoding name, got {encoding!r}")
+        self.encoding = encoding
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._states_lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _close_clients, self._states)
+        self._finalizer.atexit = False
+
+    # -- validation helpers ---------------------------------------------------------------------
+    @staticmethod
+    def _check_extra_body(extra_body: Any) -> dict[str, Any]:
+        if extra_body is None:
+            return {}
+        if not isinstance(extra_body, dict):
+            raise ConfigError(f"extra_body must be a dict of JSON fields, got {extra_body!r}")
+        try:
+            json.dumps(extra_body)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"extra_body must be JSON-serializable: {exc}") from None
+        return dict(extra_body)
+
+    @staticmethod
+    def _check_temperature(t: Any) -> float | None:
+        if t is None:
+            return None
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 2:
+            raise ConfigError(f"temperature must be None or a number in [0, 2], got {t!r}")
+        return float(t)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (e.g. for worker processes): clients are per loop and made anew there."""
+        state = self.__dict__.copy()
+        for key in ("_states", "_states_lock", "_finalizer"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._states = weakref.WeakKeyDictionary()
+        self._states_lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _close_clients, self._states)
+        self._finalizer.atexit = False
+
+    @property
+    def url(self) -> str:
+        """The chat-completions endpoint."""
+        return f"{self.base_url}/chat/completions"
+
+    def __repr__(self) -> str:
+        return f"OpenAILike(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- per-loop client --------------------------------------------------------------------------
+    async def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        with self._states_lock:
+            for old in [lp for lp in self._states if lp.is_closed()]:
+                del self._states[old]  # clients of finished loops (closed at their shutdown)
+            st = self._states.get(loop)
+            if st is not None and not st.client.is_closed:
+                return st
+            headers = {"Accept": "application/json", **self.headers}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            n = self.max_concurrency
+            client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout),
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                headers=headers,
+            )
+            st = _LoopState(client=client, sem=asyncio.Semaphore(n), loop=loop)
+            self._states[loop] = st
+        closer = _close_at_loop_shutdown(client)
+        await closer.__anext__()  # registers it with this loop's async-generator hooks
+        st.closer = closer
+        return st
+
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP client (a later call opens a new one)."""
+        loop = asyncio.get_running_loop()
+        with self._states_lock:
+            st = self._states.pop(loop, None)
+        if st is not None:
+            await st.client.aclose()
+
+    def close(self) -> None:
+        """Close the HTTP client of the shared loop the sync wrappers use."""
+        from fastrag._async import run_sync
+
+        run_sync(self.aclose())
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- request building ------------------------------------------------------------------------
+    def _request_info(self, prompt: str) -> dict[str, Any]:
+        return {"model": self.model, "url": self.url, "prompt": prompt}
+
+    def _body(self, prompt: str, kw: dict[str, Any], stream: bool) -> tuple[dict, float]:
+        check_prompt(prompt)
+        unknown = sorted(set(kw) - _CALL_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"unknown keyword argument(s) {unknown} for OpenAILike; allowed: "
+                f"{sorted(_CALL_KEYS)} (put other JSON fields in extra_body={{...}})"
+            )
+        system = kw.get("system_prompt", self.system_prompt)
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": prompt})
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        temperature = self._check_temperature(kw.get("temperature", self.temperature))
+        if temperature is not None:
+            body["temperature"] = temperature
+        max_tokens = kw.get("max_tokens", self.max_tokens)
+        if max_tokens is not None:
+            body["max_tokens"] = _int_at_least("max_tokens", max_tokens, 1, "or None")
+        for key in (
+            "top_p",
+            "stop",
+            "seed",
+            "presence_penalty",
+            "frequency_penalty",
+            "logit_bias",
+            "user",
+            "response_format",
+        ):
+            if kw.get(key) is not None:
+                body[key] = kw[key]
+        if stream:
+            body["stream"] = True
+            if self.stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        body.update(self.extra_body)
+        body.update(self._check_extra_body(kw.get("extra_body")))
+        timeout = kw.get("timeout")
+        timeout = self.timeout if timeout is None else _finite_pos("timeout", timeout)
+        return body, timeout
+
+    def _count_prompt(self, body: dict) -> int:
+        return sum(self.count_tokens(m["content"]) for m in body["messages"])
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.retry_max_wait) * random.uniform(1.0, 1.1)
+        base = min(self.retry_backoff * 2 ** (attempt - 1), self.retry_max_wait)
+        return base * random.uniform(0.5, 1.0)
+
+    def _final_error(self, prompt: str, last: _Attempt, attempts: int) -> LLMError:
+        cls = LLMTimeoutError if last.kind == "timeout" else LLMError
+        what = "request failed" if attempts == 1 else f"request failed after {attempts} attempts"
+        return cls(
+            f"{what}; last error: {last.detail}",
+            request=self._request_info(prompt),
+            status=last.status,
+            attempts=attempts,
+        )
+
+    def _status_failure(
+        self, prompt: str, status: int, headers: httpx.Headers, body: bytes, attempt: int
+    ) -> _Attempt:
+        """Classify a non-200 answer: raise at once for non-retryable statuses."""
+        detail = f"HTTP {status}: {_error_detail(body)}"
+        if status not in RETRY_STATUSES:
+            hint = {
+                401: " (check api_key)",
+                403: " (check api_key)",
+                404: " (check base_url and model)",
+            }.get(status, "")
+            raise LLMError(
+                f"the server refused the request: {detail}{hint}",
+                request=self._request_info(prompt),
+                status=status,
+                attempts=attempt,
+            )
+        return _Attempt("status", detail, status, _parse_retry_after(headers))
+
+    @staticmethod
+    def _transport_failure(exc: Exception, timeout: float) -> _Attempt:
+        if isinstance(exc, httpx.TimeoutException):
+            return _Attempt(
+                "timeout", f"no answer within timeout={timeout:g} s ({type(exc).__name__})"
+            )
+        return _Attempt("connection", f"{type(exc).__name__}: {exc or 'connection failed'}")
+
+    # -- non-streaming ---------------------------------------------------------------------------
+    def _parse_completion(self, data: Any, body: dict, prompt: str) -> Completion:
+        try:
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            if not isinstance(text, str):
+                raise TypeError("content is not a string")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise LLMError(
+                f"unexpected response shape ({type(exc).__name__}: {exc}); expected "
+                f"choices[0].message.content; got {json.dumps(data)[:200]}",
+                request=self._request_info(prompt),
+                status=200,
+            ) from None
+        usage = data.get("usage") or {}
+        p_tok, c_tok = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        return Completion(
+            text=text,
+            prompt_tokens=int(p_tok) if isinstance(p_tok, int) else self._count_prompt(body),
+            completion_tokens=int(c_tok) if isinstance(c_tok, int) else self.count_tokens(text),
+            raw=data,
+            finish_reason=choice.get("finish_reason"),
+        )
+
+    def _decode_json(self, content: bytes, prompt: str) -> Any:
+        try:
+            return json.loads(content)
+        except ValueError:
+            head = content[:120].decode("utf-8", "replace")
+            raise LLMError(
+                f"the server answered HTTP 200 with malformed JSON (body starts {head!r}); "
+                "is base_url an OpenAI-compatible API?",
+                request=self._request_info(prompt),
+                status=200,
+            ) from None
+
+    async def acomplete_with_usage(self, prompt: str, **kw: Any) -> Completion:
+        """Answer ``prompt`` (one chat message) with retries; usage from the response."""
+        body, timeout = self._body(prompt, kw, stream=False)
+        st = await self._state()
+        attempts = self.max_retries + 1
+        last: _Attempt | None = None
+        for attempt in range(1, attempts + 1):
+            try:
+                async with st.sem:
+                    resp = await st.client.post(self.url, json=body, timeout=timeout)
+            except httpx.TransportError as exc:
+                last = self._transport_failure(exc, timeout)
+            else:
+                if resp.status_code == 200:
+                    data = self._decode_json(resp.content, prompt)
+                    return self._parse_completion(data, body, prompt)
+                last = self._status_failure(
+                    prompt, resp.status_code, resp.headers, resp.content, attempt
+                )
+            if attempt < attempts:
+                await asyncio.sleep(self._delay(attempt, last.retry_after))
+        assert last is not None
+        raise self._final_error(prompt, last, attempts)
+
+    # -- streaming -------------------------------------------------------------------------------
+    async def _sse_events(self, resp: httpx.Response, prompt: str) -> AsyncIterator[dict]:
+        async for line in resp.aiter_lines():
+            line = line.strip()
+            if not line.startswith("data:"):
+                continue  # blank separators, comments (":"), "event:" / "id:" fields
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise LLMError(
+                    f"malformed JSON in the event stream: {data[:120]!r}",
+                    request=self._request_info(prompt),
+                    status=resp.status_code,
+                ) from None
+            if not isinstance(event, dict):
+                raise LLMError(
+                    f"unexpected stream event {data[:120]!r}",
+                    request=self._request_info(prompt),
+                    status=resp.status_code,
+                )
+            if event.get("error"):
+                err = event["error"]
+                msg = err.get("message", err) if isinstance(err, dict) else err
+                raise LLMError(
+                    f"the server reported an error mid-stream: {msg}",
+                    request=self._request_info(prompt),
+                    status=resp.status_code,
+                )
+            yield event
+
+    async def astream_with_usage(self, prompt: str, **kw: Any) -> AsyncIterator[str | Completion]:
+        """Stream the answer over SSE: text chunks, then a :class:`Completion` with usage.
+
+        A server that rejects ``stream_options`` (HTTP 400/422 naming it) is asked again
+        without it, and usage is then counted with tiktoken.
+        """
+        body, timeout = self._body(prompt, kw, stream=True)
+        try:
+            async for item in self._stream_attempts(body, timeout, prompt):
+                yield item
+        except LLMError as exc:
+            if not _rejects_field(exc, "stream_options") or "stream_options" not in body:
+                raise
+            body = {k: v for k, v in body.items() if k != "stream_options"}
+            async for item in self._stream_attempts(body, timeout, prompt):
+                yield item
+
+    async def _stream_attempts(
+        self, body: dict, timeout: float, prompt: str
+    ) -> AsyncIterator[str | Completion]:
+        st = await self._state()
+        attempts = self.max_retries + 1
+        last: _Attempt | None = None
+        for attempt in range(1, attempts + 1):
+            parts: list[str] = []
+            try:
+                async with (
+                    st.sem,
+                    st.client.stream("POST", self.url, json=body, timeout=timeout) as resp,
+                ):
+                    if resp.status_code != 200:
+                        content = await resp.aread()
+                        last = self._status_failure(
+                            prompt, resp.status_code, resp.headers, content, attempt
+                        )
+                    elif "text/event-stream" not in resp.headers.get(
+                        "content-type", ""
+                    ) and "json" in resp.headers.get("content-type", ""):
+                        # A server that ignored stream=True: one whole JSON answer.
+                        data = self._decode_json(await resp.aread(), prompt)
+                        comp = self._parse_completion(data, body, prompt)
+                        if comp.text:
+                            yield comp.text
+                        yield comp
+                        return
+                    else:
+                        usage: dict = {}
+                        finish = None
+                        async for event in self._sse_events(resp, prompt):
+                            if event.get("usage"):
+                                usage = event["usage"]
+                            for choice in (event.get("choices") or [])[:1]:
+                                delta = choice.get("delta") or {}
+                                piece = delta.get("content")
+                                if isinstance(piece, str) and piece:
+                                    parts.append(piece)
+                                    yield piece
+                                finish = choice.get("finish_reason") or finish
+                        text = "".join(parts)
+                        p_tok, c_tok = (
+                            usage.get("prompt_tokens"),
+                            usage.get("completion_tokens"),
+                        )
+                        yield Completion(
+                            text=text,
+                            prompt_tokens=p_tok
+                            if isinstance(p_tok, int)
+                            else self._count_prompt(body),
+                            completion_tokens=c_tok
+                            if isinstance(c_tok, int)
+                            else self.count_tokens(text),
+                            raw={"usage": usage} if usage else None,
+                            finish_reason=finish,
+                        )
+                        return
+            except httpx.TransportError as exc:
+                last = self._transport_failure(exc, timeout)
+                if parts:  # chunks already delivered: a retry would repeat them
+                    raise self._final_error(
+                        prompt,
+                        _Attempt(
+                            last.kind,
+                            f"stream broken after {len(parts)} chunk"
+                            f"{'s' if len(parts) != 1 else ''}: "
+                            f"{last.detail}",
+                        ),
+                        attempt,
+                    ) from None
+            if attempt < attempts:
+                assert last is not None
+                await asyncio.sleep(self._delay(attempt, last.retry_after))
+        assert last is not None
+        raise self._final_error(prompt, last, attempts)
+
+    # -- structured ------------------------------------------------------------------------------
+    async def _astructured_text(self, prompt: str, schema: dict, **kw: Any) -> str:
+        if self.json_mode is not None and kw.get("response_format") is None:
+            if self.json_mode == "json_object":
+                kw["response_format"] = {"type": "json_object"}
+            else:
+                kw["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": _schema_name(schema), "schema": schema},
+                }
+            try:
+                return await self.acomplete(prompt, **kw)
+            except LLMError as exc:
+                if not _rejects_field(exc, "response_format"):
+                    raise
+                kw.pop("response_format")  # the server has no JSON mode: parse text instead
+        return await self.acomplete(prompt, **kw)
