@@ -1,0 +1,257 @@
+"""Token-budgeted splitters that emit offsets: :class:`SentenceSplitter`, :class:`TokenTextSplitter`.
+
+Both tokenize each text once with tiktoken (offline ``cl100k_base`` by default), map token
+boundaries to character offsets (multi-byte CJK tokens that split a character are never cut
+inside it), and plan the chunks in one numba pass (``fastrag._kernels.split``). Every chunk
+has at most ``chunk_size`` tokens *counted on the chunk text itself*: the plan is verified
+exactly (tiktoken's pre-tokenizer breaks wherever a letter or digit run ends, so only the
+few characters at each chunk edge need re-encoding) and re-planned in the rare case it is
+over. Offsets come from the plan, never from ``text.find``: ``text[start:end] == chunk`` also
+when sentences repeat. Chunks are stripped of surrounding whitespace; whitespace-only
+chunks are dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from fastrag.analysis.tokens import DEFAULT_ENCODING, get_encoding
+from fastrag.errors import ConfigError
+from fastrag.transforms.base import NodeTransform
+
+# Version of the chunking algorithm: part of identity(), so stores re-split after a change.
+_ALGORITHM_VERSION = 1
+
+_NEWLINES = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_SENT_END = "。！？；.!?…‼⁇⁈⁉｡．﹒﹖﹗"
+_CLAUSE = "，、,;:：﹐﹑﹔﹕︰"
+_NEEDS_SPACE = ".!?,;:"
+_CLOSERS = "\"')]}”’」』】》〕〉）］｝»›〗〙〛"
+
+
+@functools.lru_cache(maxsize=1)
+def char_table() -> np.ndarray:
+    """Class flags (``fastrag._kernels.split.CLS_*``) of every code point, uint8[0x110000]."""
+    import unicodedata
+
+    from fastrag._kernels import split as _k
+
+    n = 0x110000
+    chars = "".join(map(chr, range(n)))
+    alpha = np.fromiter(map(str.isalpha, chars), dtype=np.bool_, count=n)
+    numeric = np.fromiter(map(str.isnumeric, chars), dtype=np.bool_, count=n)
+    space = np.fromiter(map(str.isspace, chars), dtype=np.bool_, count=n)
+    table = np.zeros(n, dtype=np.uint8)
+    table[alpha] |= _k.CLS_LETTER
+    for cp in np.flatnonzero(numeric & ~alpha).tolist():  # \p{N}: Nd, Nl, No
+        if unicodedata.category(chr(cp)).startswith("N"):
+            table[cp] |= _k.CLS_DIGIT
+    table[space] |= _k.CLS_SPACE
+    for chars_, flag in ((_NEWLINES, _k.CLS_NEWLINE), (_SENT_END, _k.CLS_SENT_END),
+                         (_CLAUSE, _k.CLS_CLAUSE), (_NEEDS_SPACE, _k.CLS_NEEDS_SPACE),
+                         (_CLOSERS, _k.CLS_CLOSER)):
+        for ch in chars_:
+            table[ord(ch)] |= flag
+    return table
+
+
+@functools.lru_cache(maxsize=8)
+def token_byte_lengths(encoding: str = DEFAULT_ENCODING) -> np.ndarray:
+    """UTF-8 byte length of every token id of ``encoding`` (int32; 0 for unused ids)."""
+    enc = get_encoding(encoding)
+    out = np.zeros(enc.n_vocab, dtype=np.int32)
+    for i in range(enc.n_vocab):
+        try:
+            out[i] = len(enc.decode_single_token_bytes(i))
+        except KeyError:
+            pass
+    return out
+
+
+def _clean(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (what tiktoken encodes; same length)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _encode_np(enc, text: str) -> np.ndarray:
+    """Token ids of ``text`` as uint32 (tiktoken's buffer; no Python int list)."""
+    core = getattr(enc, "_core_bpe", None)
+    if core is not None and hasattr(core, "encode_to_tiktoken_buffer"):
+        try:
+            return np.frombuffer(core.encode_to_tiktoken_buffer(text, set()), dtype=np.uint32)
+        except UnicodeEncodeError:
+            return np.frombuffer(core.encode_to_tiktoken_buffer(_clean(text), set()),
+                                 dtype=np.uint32)
+    return np.asarray(enc.encode_ordinary(text), dtype=np.uint32)
+
+
+def _check_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{name} must be an int, got {value!r}; pass e.g. {name}=128")
+    return int(value)
+
+
+class _TokenBudgetSplitter(NodeTransform):
+    """Shared machinery of the splitters: validation, tokenization, planning, verification."""
+
+    _mode = 0  # fastrag._kernels.split.MODE_SENTENCE (imported lazily: numba loads on use)
+
+    def __init__(
+        self,
+        chunk_size: int = 1024,
+        chunk_overlap: int = 200,
+        encoding: str = DEFAULT_ENCODING,
+        *,
+        num_threads: int | None = None,
+    ) -> None:
+        chunk_size = _check_int("chunk_size", chunk_size)
+        chunk_overlap = _check_int("chunk_overlap", chunk_overlap)
+        if chunk_size < 1:
+            raise ConfigError(f"chunk_size={chunk_size} must be >= 1 token; use e.g. 1024")
+        if chunk_overlap < 0:
+            raise ConfigError(f"chunk_overlap={chunk_overlap} must be >= 0; use 0 for no overlap")
+        if chunk_overlap >= chunk_size:
+            raise ConfigError(
+                f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}; "
+                f"lower chunk_overlap (e.g. {chunk_size // 10}) or raise chunk_size"
+            )
+        if not isinstance(encoding, str) or not encoding:
+            raise ConfigError(f"encoding must be a tiktoken encoding name, got {encoding!r}")
+        if num_threads is not None and (_check_int("num_threads", num_threads) < 1):
+            raise ConfigError(f"num_threads={num_threads} must be >= 1 (or None for all cores)")
+        get_encoding(encoding)  # fail now, not on first use, if it is unavailable
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.encoding = encoding
+        self._num_threads = num_threads
+
+    def identity(self) -> str:
+        return (f"{type(self).__module__}.{type(self).__qualname__}(chunk_size={self.chunk_size}, "
+                f"chunk_overlap={self.chunk_overlap}, encoding={self.encoding!r}, "
+                f"v={_ALGORITHM_VERSION})")
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(chunk_size={self.chunk_size}, "
+                f"chunk_overlap={self.chunk_overlap}, encoding={self.encoding!r})")
+
+    # -- public ------------------------------------------------------------------------------
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` of each chunk of ``text``: ``text[start:end]`` is the chunk."""
+        starts, ends = self.span_arrays(text)
+        return list(zip(starts.tolist(), ends.tolist()))
+
+    def batch_spans(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """Spans of many texts; tokenization and planning run on a thread pool."""
+        return [list(zip(s.tolist(), e.tolist())) for s, e in self.batch_span_arrays(texts)]
+
+    def span_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Chunk ``(starts, ends)`` of one text as int64 arrays."""
+        if not isinstance(text, str):
+            raise ConfigError(f"{type(self).__name__} splits str, got {type(text).__name__}")
+        return self._plan(text)
+
+    def batch_span_arrays(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Chunk ``(starts, ends)`` arrays of many texts, in order."""
+        if isinstance(texts, str):
+            raise ConfigError("batch_span_arrays takes a list of texts, got one str; "
+                              "wrap it in a list or call span_arrays()")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise ConfigError(f"texts[{i}] must be str, got {type(t).__name__}")
+        threads = self._num_threads or min(8, os.cpu_count() or 1)
+        if threads <= 1 or len(texts) <= 1:
+            return [self._plan(t) for t in texts]
+        # big texts first so the pool stays busy; results put back in input order
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out: list = [None] * len(texts)
+        with ThreadPoolExecutor(threads) as pool:
+            for i, res in zip(order, pool.map(self._plan, [texts[i] for i in order])):
+                out[i] = res
+        return out
+
+    # -- planning ----------------------------------------------------------------------------
+    def _plan(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        if not text or text.isspace():
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        from fastrag._kernels import split as _k
+
+        enc = get_encoding(self.encoding)
+        tok_lens = token_byte_lengths(self.encoding)[_encode_np(enc, text)]
+        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        table = char_table()
+        cache: dict[str, int] = {}
+        fixes: dict[int, int] = {}  # chunk start -> smaller budget (where the estimate was low)
+        overlap = self.chunk_overlap
+        while True:
+            fix_s = np.array(sorted(fixes), dtype=np.int64)
+            fix_b = np.array([fixes[k] for k in fix_s.tolist()], dtype=np.int64)
+            starts, ends, q, r, inner = _k.plan_chunks(
+                cps, table, tok_lens, self.chunk_size, overlap, self._mode, fix_s, fix_b)
+            exact = _exact_counts(enc, text, starts, ends, q, r, inner, cache)
+            changed = False
+            for i in np.flatnonzero(exact > self.chunk_size).tolist():
+                s = int(starts[i])
+                cur = fixes.get(s, self.chunk_size)
+                new = max(1, cur - int(exact[i] - self.chunk_size))
+                if new < cur:
+                    fixes[s] = new
+                    changed = True
+            if not changed:  # all within budget (or one character alone is over it)
+                return starts, ends
+
+
+def _exact_counts(enc, text, starts, ends, q, r, inner, cache) -> np.ndarray:
+    """Token count of each chunk text, from its edge fragments and the global tokens between."""
+    out = inner.copy()
+
+    def count(frag: str) -> int:
+        v = cache.get(frag)
+        if v is None:
+            v = cache[frag] = len(enc.encode_ordinary(frag))
+        return v
+
+    for i, (s, e, qq, rr) in enumerate(zip(starts.tolist(), ends.tolist(), q.tolist(),
+                                           r.tolist())):
+        if qq < 0:
+            out[i] = count(text[s:e])
+            continue
+        k = 0
+        if qq > s:
+            k += count(text[s:qq])
+        if e > rr:
+            k += count(text[rr:e])
+        if k:
+            out[i] += k
+    return out
+
+
+class SentenceSplitter(_TokenBudgetSplitter):
+    """Chunks of at most ``chunk_size`` tiktoken tokens that end at sentence ends.
+
+    Cuts prefer sentence ends (。！？；.!? and newlines, with closing quotes/brackets kept on
+    the sentence), then clause punctuation (，、,;:), then spaces, then token boundaries (a
+    sentence longer than ``chunk_size`` is cut token-exactly, never inside a character).
+    Each chunk after the first starts about ``chunk_overlap`` tokens before the previous
+    chunk's end, on the best boundary available (a sentence start where possible); the
+    overlap shrinks (or goes) when the next sentence would otherwise not fit whole.
+    """
+
+    _mode = 0  # MODE_SENTENCE
+
+
+class TokenTextSplitter(_TokenBudgetSplitter):
+    """Windows of ``chunk_size`` tokens, each starting ``chunk_overlap`` tokens before the
+    previous window's end (cuts at token boundaries that fall on character boundaries)."""
+
+    _mode = 1  # fastrag._kernels.split.MODE_TOKEN
+
+    def __init__(self, chunk_size: int = 1024, chunk_overlap: int = 20,
+                 encoding: str = DEFAULT_ENCODING, *, num_threads: int | None = None) -> None:
+        super().__init__(chunk_size, chunk_overlap, encoding, num_threads=num_threads)
