@@ -286,6 +286,8 @@ class Document:
                     changed.update(old.roots)
         removed = {r for k, s in old_sources.items() if k not in self._sources for r in s.roots}
         changed |= removed
+        if old_root is not None:
+            old_root = self._stash_vectors(ROOT_GROUP, old_root)
         if old_root is not None and reused_ids:
             keep = pc.is_in(old_root.column("id"), value_set=pa.array(sorted(reused_ids)))
             tables.insert(0, old_root.filter(keep))
@@ -574,7 +576,8 @@ class Document:
         index = labels = None
         if loaded is not None:
             folder, meta = loaded
-            index = HNSWIndex.load(folder / "index.bin", dim=dim, metric=metric, **params)
+            index = HNSWIndex.load(folder / "index.bin", dim=dim, metric=metric,
+                                   **{k: v for k, v in params.items() if k == "ef"})
             labels = list(meta["ids"])
             if meta.get("fingerprint") == group.fingerprint:
                 return _LabelledIndex(index, np.asarray(meta["rows"], dtype=np.int64))
@@ -717,7 +720,8 @@ class Document:
                 self._sources[key] = src
                 rows += frows
         added = [r[0] for r in rows]
-        root = pa.concat_tables([self._groups[ROOT_GROUP].table, _rows_to_table(rows)])
+        old = self._stash_vectors(ROOT_GROUP, self._groups[ROOT_GROUP].table)
+        root = pa.concat_tables([old, _rows_to_table(rows)])
         self._replace_root(self._order_root(root), set(added))
         return added
 
