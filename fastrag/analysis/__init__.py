@@ -1,0 +1,36 @@
+"""Text analysis: BM25 analyzers (English, Chinese with jieba, dictionary-free CJK), corpus
+tokenization into token-id arrays, and token counting (tiktoken).
+
+Which Chinese analyzer? ``bm25_chinese`` (jieba's dictionary, segmented by fastrag's exact
+numba port of jieba) gives the best recall and a compact index (fast scoring);
+``bm25_cjk`` (uni+bigrams) needs no dictionary, tokenizes faster still and handles text
+jieba's dictionary does not know, at ~3.6x the postings (slower scoring).
+"""
+
+from fastrag.analysis.chinese import ChineseAnalyzer
+from fastrag.analysis.cjk import CJKAnalyzer
+from fastrag.analysis.corpus import TokenizedCorpus, encode_queries, tokenize_corpus
+from fastrag.analysis.english import EnglishAnalyzer
+from fastrag.analysis.registry import (
+    Analyzer,
+    CallableAnalyzer,
+    get_analyzer,
+    list_analyzers,
+    load_stopwords,
+    register_analyzer,
+)
+
+__all__ = [
+    "Analyzer",
+    "CJKAnalyzer",
+    "CallableAnalyzer",
+    "ChineseAnalyzer",
+    "EnglishAnalyzer",
+    "TokenizedCorpus",
+    "encode_queries",
+    "get_analyzer",
+    "list_analyzers",
+    "load_stopwords",
+    "register_analyzer",
+    "tokenize_corpus",
+]

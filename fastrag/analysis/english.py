@@ -1,0 +1,125 @@
+"""``bm25``: the English analyzer (lowercase, ``\\w+`` words, stopwords, optional stemming)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from fastrag.analysis.registry import (
+    DEFAULT,
+    Analyzer,
+    load_stopwords,
+    resolve_stopwords,
+    stopwords_option,
+)
+from fastrag.errors import ConfigError, missing_extra
+
+_WORD = re.compile(r"\w+")
+
+
+def _make_stemmer(language: str):
+    try:
+        import Stemmer  # PyStemmer
+    except ImportError:
+        raise missing_extra("PyStemmer", "stem", f"stemmer={language!r}") from None
+    try:
+        return Stemmer.Stemmer(language)
+    except KeyError:
+        raise ConfigError(
+            f"unknown Snowball stemmer language {language!r}; known: "
+            f"{', '.join(sorted(Stemmer.algorithms()))}"
+        ) from None
+
+
+class EnglishAnalyzer(Analyzer):
+    """Lowercase, split into ``\\w+`` words, drop stopwords, optionally Snowball-stem.
+
+    ``stopwords``: ``"default"`` (Lucene's 33 English stopwords, as bm25s), None to keep all,
+    or an iterable of words. ``stemmer``: None or a Snowball language such as ``"english"``
+    (needs PyStemmer: ``pip install 'fastrag-engine[stem]'``). Stopwords are removed before
+    stemming, as bm25s does.
+    """
+
+    name = "bm25"
+    version = 1
+
+    def __init__(
+        self, stopwords: Any = DEFAULT, stemmer: str | None = None, lowercase: bool = True
+    ):
+        if stemmer is not None and (not isinstance(stemmer, str) or not stemmer):
+            raise ConfigError(
+                f"stemmer must be None or a Snowball language name such as 'english', "
+                f"got {stemmer!r}"
+            )
+        self.lowercase = bool(lowercase)
+        self.stopwords = resolve_stopwords(stopwords, ("en",), lowercase=self.lowercase)
+        self.stemmer = stemmer
+        self._stem = _make_stemmer(stemmer) if stemmer else None
+        self._stem_cache: dict[str, str] = {}
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "stopwords": stopwords_option(self.stopwords, load_stopwords("en")),
+            "stemmer": self.stemmer,
+            "lowercase": self.lowercase,
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_stem"] = None
+        state["_stem_cache"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.stemmer:
+            self._stem = _make_stemmer(self.stemmer)
+
+    def _stem_words(self, words: list[str]) -> list[str]:
+        cache = self._stem_cache
+        missing = [w for w in set(words) if w not in cache]
+        if missing:
+            if len(cache) > 1_000_000:
+                cache.clear()
+            cache.update(zip(missing, self._stem.stemWords(missing)))
+        return [cache[w] for w in words]
+
+    def __call__(self, text: str) -> list[str]:
+        if not isinstance(text, str):
+            raise ConfigError(f"analyzer {self.name!r} needs a str, got {type(text).__name__}")
+        if self.lowercase:
+            text = text.lower()
+        stop = self.stopwords
+        words = [w for w in _WORD.findall(text) if w not in stop]
+        if self._stem is not None:
+            words = self._stem_words(words)
+        return words
+
+    def encode_chunk(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        # Split and drop stopwords per text, stem each distinct word once.
+        local: dict[str, int] = {}
+        ids: list[int] = []
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        stop = self.stopwords
+        setdefault = local.setdefault
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ConfigError(
+                    f"text {i} is a {type(text).__name__}, not a str; analyzers take str"
+                )
+            if self.lowercase:
+                text = text.lower()
+            ids.extend([setdefault(w, len(local)) for w in _WORD.findall(text) if w not in stop])
+            offsets[i + 1] = len(ids)
+        raw = list(local)
+        ids_arr = np.asarray(ids, dtype=np.int32)
+        if self._stem is None:
+            return raw, ids_arr, offsets
+        stemmed = self._stem.stemWords(raw)
+        final: dict[str, int] = {}
+        remap = np.fromiter(
+            (final.setdefault(s, len(final)) for s in stemmed), dtype=np.int32, count=len(raw)
+        )
+        return list(final), remap[ids_arr] if len(ids_arr) else ids_arr, offsets
