@@ -169,26 +169,15 @@ class Store:
 
     # -- index files (numpy arrays + JSON meta) ----------------------------------------------
     def write_arrays(self, key: str, arrays: dict[str, np.ndarray], meta: dict) -> None:
-        """Persist one derived index (a folder of .npy files) and record it in the manifest."""
-        folder = self.path / "indexes"
-        folder.mkdir(exist_ok=True)
-        rel = f"indexes/{_safe(key)}.{self._next_generation()}"
-        tmp = Path(tempfile.mkdtemp(prefix=".idx.", dir=folder))
-        try:
-            for name, arr in arrays.items():
-                with open(tmp / f"{name}.npy", "wb") as f:
-                    np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, self.path / rel)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        _fsync_dir(folder)
-        self.manifest["indexes"][key] = {"dir": rel, "arrays": sorted(arrays), "meta": meta}
-        self.commit()
+        """Persist one derived index as a folder of ``.npy`` files (memory-mappable)."""
 
-    def write_files(self, key: str, write, meta: dict) -> None:
+        def write(folder: Path) -> None:
+            for name, arr in arrays.items():
+                np.save(folder / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+
+        self.write_files(key, write, meta, arrays=sorted(arrays))
+
+    def write_files(self, key: str, write, meta: dict, arrays: list[str] | None = None) -> None:
         """Persist an index that writes its own files: ``write(folder)`` fills a temp folder
         that is renamed into place, then recorded in the manifest."""
         folder = self.path / "indexes"
@@ -205,7 +194,7 @@ class Store:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         _fsync_dir(folder)
-        self.manifest["indexes"][key] = {"dir": rel, "arrays": [], "meta": meta}
+        self.manifest["indexes"][key] = {"dir": rel, "arrays": arrays or [], "meta": meta}
         self.commit()
 
     def read_files(self, key: str) -> tuple[Path, dict] | None:
