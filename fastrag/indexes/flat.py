@@ -1,0 +1,469 @@
+"""Exact dense top-k: ``FlatIndex`` and the blocked search it shares with ``HNSWIndex``.
+
+Batch search multiplies a block of queries by a chunk of the corpus with BLAS sgemm
+(``numpy.matmul``), keeping the product fat (many queries x a few thousand rows), and a numba
+kernel merges each score block into per-query top-k heaps. Threads split the corpus (each with
+single-threaded BLAS, its own score buffer and heaps; merged at the end), so they meet once per
+search. Score buffers are fixed ``QUERY_BLOCK x CORPUS_CHUNK`` blocks and queries go in
+super-batches, so memory does not grow with the corpus or the query count.
+One or a few queries take a fused numba pass instead (dot products and top-k while streaming
+the corpus once, ``prange`` over corpus blocks): that path is bound by memory bandwidth.
+
+Scores are "higher is better": ``dot`` is the inner product; ``cosine`` is the inner product of
+vectors normalised once at insert (queries are normalised per call). A zero vector stays zero:
+its cosine score with anything is 0 (the convention of faiss ``normalize_L2`` and sklearn).
+Results are best first, ties broken by the lower row; missing hits are padded with row -1 and
+score -inf, and ``counts[i]`` says how many hits query ``i`` has.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import itertools
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from fastrag._kernels import dense as _dense
+from fastrag.errors import ConfigError
+
+METRICS = ("cosine", "dot")
+
+# Block sizes of the sgemm path: the score block (QUERY_BLOCK x CORPUS_CHUNK float32 = 2 MiB)
+# stays in L2 between the sgemm that writes it and the kernel that reads it, and 512 queries
+# keep the sgemm fat (measured: 256-1024 query blocks run at the same GFLOP/s, 64-128 slower).
+QUERY_BLOCK = 512
+CORPUS_CHUNK = 1024
+# Queries handled per pass over the corpus: bounds heap memory for huge query batches.
+QUERY_SUPER_BATCH = 16384
+# Up to this many queries, the fused streaming kernel beats skinny sgemm (measured on 200k x 384,
+# one thread: fused 1.3-1.4x faster at 8-16 queries, even at ~24, slower from 32).
+FUSED_MAX_QUERIES = 16
+# Below this many corpus bytes the fused scan runs on one thread (a parallel region would cost
+# more than it saves; on a busy machine a thread wake-up can cost a scheduler tick).
+FUSED_PARALLEL_MIN_BYTES = 8 * 2**20
+# Norm checks and normalisation of fewer elements than this (32 MiB) run on the calling thread:
+# a parallel region costs more than it saves below that, and much more on a busy machine.
+PARALLEL_MIN_ELEMENTS = 2**23
+# Below this many multiply-adds (~1 ms of sgemm) the sgemm path runs one worker.
+BLOCKED_PARALLEL_MIN_MACS = 64 * 2**20
+# A mask allowing at most this fraction of rows is searched by gathering the allowed rows.
+GATHER_FRACTION = 0.25
+# |squared norm - 1| below this counts as already normalised (float32 rounding is ~1e-6).
+NORM_TOLERANCE = 1e-4
+
+SearchResult = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+# --------------------------------------------------------------------------------- validation
+def check_metric(metric: Any) -> str:
+    if metric not in METRICS:
+        raise ConfigError(f"unknown metric {metric!r}; use one of {list(METRICS)}")
+    return metric
+
+
+def check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"k={k!r} must be a positive integer (the number of hits per query)")
+    return int(k)
+
+
+def check_dim(dim: Any) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ConfigError(f"dim={dim!r} must be a positive integer (the embedding size)")
+    return int(dim)
+
+
+def check_cutoff(cutoff: Any) -> float:
+    """``cutoff`` as a float threshold (``-inf`` for None); hits need ``score >= cutoff``."""
+    if cutoff is None:
+        return -math.inf
+    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float, np.number)):
+        raise ConfigError(f"cutoff={cutoff!r} must be a number or None")
+    if math.isnan(cutoff):
+        raise ConfigError("cutoff=nan is not a threshold; pass a number or None")
+    return float(cutoff)
+
+
+def check_num_threads(num_threads: Any) -> int | None:
+    if num_threads is None:
+        return None
+    if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) \
+            or num_threads < 1:
+        raise ConfigError(f"num_threads={num_threads!r} must be a positive integer or None")
+    return int(num_threads)
+
+
+def as_matrix(vectors: Any, dim: int | None, what: str = "vectors") -> np.ndarray:
+    """A 2-D float32 C-contiguous view (no copy when possible) of ndarray or Arrow vectors.
+
+    Arrow ``fixed_size_list<float32>`` arrays (also chunked, also sliced) become zero-copy,
+    read-only numpy views when they have one chunk and no nulls.
+    """
+    if not isinstance(vectors, np.ndarray):
+        vectors = _arrow_to_numpy(vectors, what)
+    if vectors.ndim != 2:
+        raise ConfigError(
+            f"{what} must be a 2-D array (n, dim), got shape {vectors.shape}; "
+            "reshape a single vector with v[None, :]"
+        )
+    if dim is not None and vectors.shape[1] != dim:
+        raise ConfigError(
+            f"{what} have dim {vectors.shape[1]} but the index has dim {dim}; "
+            "use the same embedding model for the corpus and the queries"
+        )
+    if vectors.dtype.kind not in "fiu":
+        raise ConfigError(f"{what} must be numeric (float32), got dtype {vectors.dtype}")
+    return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _arrow_to_numpy(vectors: Any, what: str) -> np.ndarray:
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - pyarrow is a core dependency
+        pa = None
+    if pa is not None and isinstance(vectors, (pa.Array, pa.ChunkedArray)):
+        if isinstance(vectors, pa.ChunkedArray):
+            vectors = (vectors.combine_chunks() if vectors.num_chunks != 1
+                       else vectors.chunk(0))
+        if not pa.types.is_fixed_size_list(vectors.type):
+            raise ConfigError(
+                f"{what} must be a fixed_size_list<float32> Arrow array, got {vectors.type}"
+            )
+        if vectors.null_count:
+            raise ConfigError(f"{what} contain {vectors.null_count} null vectors; embed them first")
+        width = vectors.type.list_size
+        flat = vectors.values.slice(vectors.offset * width, len(vectors) * width)
+        return flat.to_numpy(zero_copy_only=False).reshape(len(vectors), width)
+    try:
+        return np.asarray(vectors)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{what} must be an array of shape (n, dim): {exc}") from exc
+
+
+def check_finite(sq_norms: np.ndarray, what: str) -> None:
+    bad = np.flatnonzero(~np.isfinite(sq_norms))
+    if bad.size:
+        raise ConfigError(
+            f"{what} row {int(bad[0])} contains NaN or inf ({bad.size} bad rows in all); "
+            "embeddings must be finite: check the embedder's output for those rows"
+        )
+
+
+def prepare_vectors(vectors: np.ndarray, metric: str, what: str = "vectors",
+                    copy: bool = False) -> np.ndarray:
+    """Check finiteness and, for cosine, normalise (no copy when already normalised)."""
+    small = vectors.size < PARALLEL_MIN_ELEMENTS
+    sq = np.empty(vectors.shape[0], np.float64)
+    if vectors.shape[0]:
+        (_dense.row_sq_norms_serial if small else _dense.row_sq_norms)(vectors, sq)
+    check_finite(sq, what)
+    if metric == "cosine" and not np.all((np.abs(sq - 1.0) <= NORM_TOLERANCE) | (sq == 0.0)):
+        out = np.empty(vectors.shape, np.float32)
+        (_dense.normalize_rows_serial if small else _dense.normalize_rows)(vectors, sq, out)
+        return out
+    return vectors.copy() if copy else vectors
+
+
+def prepare_queries(queries: Any, dim: int, metric: str) -> np.ndarray:
+    """Queries as (n_q, dim) float32, finite, normalised for cosine; a 1-D query is one row."""
+    if not isinstance(queries, np.ndarray):
+        queries = _arrow_to_numpy(queries, "queries")
+    if queries.ndim == 1:
+        queries = queries[None, :]
+    q = as_matrix(queries, dim, "queries")
+    out = np.empty(q.shape, np.float32)
+    bad = _dense.prepare_queries(q, metric == "cosine", out)
+    if bad >= 0:
+        sq = np.zeros(q.shape[0])
+        sq[bad] = np.nan
+        check_finite(sq, "queries")  # raises, naming the row
+    return out
+
+
+def check_mask(mask: Any, n: int) -> np.ndarray | None:
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_ or mask.ndim != 1:
+        raise ConfigError(
+            f"mask must be a 1-D boolean array (one flag per row), got dtype {mask.dtype} "
+            f"and shape {mask.shape}"
+        )
+    if mask.shape[0] != n:
+        raise ConfigError(
+            f"mask has {mask.shape[0]} entries but the index has {n} rows; "
+            "build the mask over the same rows as the index"
+        )
+    return mask
+
+
+# ---------------------------------------------------------------------------------- threads
+_BLAS_LOCK = threading.Lock()
+_BLAS_STATE: dict[str, Any] = {"controller": None, "users": 0, "ctx": None}
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _blas_controller() -> Any:
+    if _BLAS_STATE["controller"] is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - threadpoolctl is optional
+            _BLAS_STATE["controller"] = False
+        else:
+            _BLAS_STATE["controller"] = ThreadpoolController()
+    return _BLAS_STATE["controller"]
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[bool]:
+    """Hold BLAS at one thread (process-wide, re-entrant); yields False without threadpoolctl."""
+    with _BLAS_LOCK:
+        controller = _blas_controller()
+        if controller and _BLAS_STATE["users"] == 0:
+            _BLAS_STATE["ctx"] = controller.limit(limits=1, user_api="blas")
+        _BLAS_STATE["users"] += 1
+    try:
+        yield bool(controller)
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_STATE["users"] -= 1
+            if _BLAS_STATE["users"] == 0 and _BLAS_STATE["ctx"] is not None:
+                _BLAS_STATE["ctx"].restore_original_limits()
+                _BLAS_STATE["ctx"] = None
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        import numba
+
+        _POOL = concurrent.futures.ThreadPoolExecutor(
+            max_workers=numba.config.NUMBA_NUM_THREADS, thread_name_prefix="fastrag-dense")
+    return _POOL
+
+
+@contextlib.contextmanager
+def numba_threads(num_threads: int | None) -> Iterator[int]:
+    """Run numba parallel kernels on ``num_threads`` threads (default: all); yields the count."""
+    import numba
+
+    if num_threads is None:
+        yield numba.get_num_threads()
+        return
+    old = numba.get_num_threads()
+    n = min(num_threads, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        numba.set_num_threads(old)
+
+
+# ------------------------------------------------------------------------------ exact search
+_EMPTY_ROWS = np.zeros(0, np.int64)
+_EMPTY_MASK = np.zeros(0, np.bool_)
+
+
+def _new_heaps(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    return (np.full(shape, -np.inf, np.float32),
+            np.full(shape, _dense.ROW_SENTINEL, np.int64))
+
+
+def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int,
+                 mask: np.ndarray | None = None, cutoff: float = -math.inf,
+                 rows: np.ndarray | None = None, num_threads: int | None = None) -> SearchResult:
+    """Exact top-k of prepared ``queries`` against ``vectors`` (both float32 C-contiguous).
+
+    ``mask`` (bool, one per row) restricts the candidates; ``rows`` (ascending int64) instead
+    lists the only candidate rows. Returns ``(rows, scores, counts)`` with width ``k``.
+    """
+    n_q = queries.shape[0]
+    out_rows = np.empty((n_q, k), np.int64)
+    out_scores = np.empty((n_q, k), np.float32)
+    counts = np.empty(n_q, np.int32)
+    n_cand = rows.shape[0] if rows is not None else vectors.shape[0]
+    if mask is not None:
+        n_cand = min(n_cand, int(np.count_nonzero(mask)))
+        if (rows is None and n_q > FUSED_MAX_QUERIES
+                and n_cand <= GATHER_FRACTION * vectors.shape[0]):
+            rows, mask = np.flatnonzero(mask).astype(np.int64), None
+    kk = max(1, min(k, n_cand))  # heap size: never more than the candidates
+    cut = float(np.float32(cutoff))  # compare as float32, like the scores
+    with numba_threads(num_threads) as n_threads:
+        for s0 in range(0, n_q, QUERY_SUPER_BATCH):
+            qs = queries[s0:s0 + QUERY_SUPER_BATCH]
+            if n_cand == 0:
+                heap_s, heap_r = _new_heaps((qs.shape[0], kk))
+            elif qs.shape[0] <= FUSED_MAX_QUERIES:
+                heap_s, heap_r = _fused(vectors, qs, kk, mask, rows, n_threads)
+            else:
+                heap_s, heap_r = _blocked(vectors, qs, kk, mask, rows, n_threads)
+            sl = slice(s0, s0 + qs.shape[0])
+            _dense.finalize_topk(heap_s, heap_r, cut, out_rows[sl], out_scores[sl], counts[sl])
+    return out_rows, out_scores, counts
+
+
+def _fused(vectors: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray | None,
+           rows: np.ndarray | None, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    n_pos = rows.shape[0] if rows is not None else vectors.shape[0]
+    rows_arg = rows if rows is not None else _EMPTY_ROWS
+    mask_arg = mask if mask is not None else _EMPTY_MASK
+    if n_threads == 1 or n_pos * vectors.shape[1] * 4 < FUSED_PARALLEL_MIN_BYTES:
+        heap_s, heap_r = _new_heaps((queries.shape[0], k))
+        _dense.fused_search_serial(vectors, queries, rows_arg, rows is not None, mask_arg,
+                                   mask is not None, heap_s, heap_r)
+        return heap_s, heap_r
+    block = max(1024, -(-n_pos // (16 * n_threads)))
+    n_blocks = -(-n_pos // block)
+    cand_s, cand_r = _new_heaps((n_blocks, queries.shape[0], k))
+    _dense.fused_search(vectors, queries, rows_arg, rows is not None, mask_arg,
+                        mask is not None, block, cand_s, cand_r)
+    heap_s, heap_r = _new_heaps((queries.shape[0], k))
+    _dense.merge_candidates(cand_s, cand_r, heap_s, heap_r)
+    return heap_s, heap_r
+
+
+def _blocked(vectors: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray | None,
+             rows: np.ndarray | None, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """sgemm + merge over corpus chunks; ``n_threads`` workers pull chunks in ascending order.
+
+    Each worker runs single-threaded BLAS and the ``nogil`` merge kernel on its own heaps, so
+    threads meet once per search instead of once per block (robust on a busy machine).
+    """
+    n_pos = rows.shape[0] if rows is not None else vectors.shape[0]
+    n_chunks = -(-n_pos // CORPUS_CHUNK)
+    n_workers = min(n_threads, n_chunks)
+    if queries.shape[0] * n_pos * vectors.shape[1] < BLOCKED_PARALLEL_MIN_MACS:
+        n_workers = 1
+    with single_threaded_blas() as blas_pinned:
+        if n_workers <= 1 or not blas_pinned:
+            return _blocked_worker(vectors, queries, k, mask, rows, iter(range(n_chunks)))
+        chunk_ids = itertools.count()  # next() is atomic under the GIL
+        jobs = [_pool().submit(_blocked_worker, vectors, queries, k, mask, rows, chunk_ids,
+                               n_chunks) for _ in range(n_workers)]
+        parts = [job.result() for job in jobs]
+    heap_s, heap_r = _new_heaps((queries.shape[0], k))
+    _dense.merge_candidates(np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
+                            heap_s, heap_r)
+    return heap_s, heap_r
+
+
+def _blocked_worker(vectors: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray | None,
+                    rows: np.ndarray | None, chunk_ids: Iterator[int],
+                    n_chunks: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    n_q = queries.shape[0]
+    heap_s, heap_r = _new_heaps((n_q, k))
+    n_pos = rows.shape[0] if rows is not None else vectors.shape[0]
+    qb = min(QUERY_BLOCK, n_q)
+    buf = np.empty(qb * CORPUS_CHUNK, np.float32)
+    gathered = (np.empty((CORPUS_CHUNK, vectors.shape[1]), np.float32)
+                if rows is not None else None)
+    use_mask = mask is not None
+    mask_arg = mask if use_mask else _EMPTY_MASK
+    for c in chunk_ids:
+        if n_chunks is not None and c >= n_chunks:
+            break
+        c0 = c * CORPUS_CHUNK
+        m = min(CORPUS_CHUNK, n_pos - c0)
+        if rows is not None:
+            row_map = rows[c0:c0 + m]
+            corpus = np.take(vectors, row_map, axis=0, out=gathered[:m])
+        else:
+            row_map = _EMPTY_ROWS
+            corpus = vectors[c0:c0 + m]
+        for q0 in range(0, n_q, qb):
+            nb = min(qb, n_q - q0)
+            scores = buf[:nb * m].reshape(nb, m)
+            np.matmul(queries[q0:q0 + nb], corpus.T, out=scores)
+            _dense.merge_block_serial(scores, m, c0, row_map, rows is not None, mask_arg,
+                                      use_mask, q0, heap_s, heap_r)
+    return heap_s, heap_r
+
+
+# --------------------------------------------------------------------------------- FlatIndex
+class FlatIndex:
+    """Exact dense index: every query is scored against every (allowed) vector.
+
+    ``metric="cosine"`` normalises vectors once at insert (zero vectors stay zero and score 0);
+    ``"dot"`` keeps them as given. Vectors must be finite. ``search`` returns
+    ``(rows int64 (n_q, k), scores float32 (n_q, k), counts int32 (n_q,))``, best first, ties
+    by the lower row, padded with row -1 and score -inf.
+    """
+
+    def __init__(self, dim: int, metric: str = "cosine") -> None:
+        self.dim = check_dim(dim)
+        self.metric = check_metric(metric)
+        self._buf = np.empty((0, self.dim), np.float32)
+        self._n = 0
+        self._owned = True
+
+    @classmethod
+    def from_vectors(cls, vectors: Any, metric: str = "cosine",
+                     normalized: bool = False) -> FlatIndex:
+        """An index over ``vectors`` (ndarray or Arrow ``fixed_size_list<float32>``).
+
+        Float32 C-contiguous input is used in place (also read-only memory such as an Arrow
+        buffer or a memory map) when no normalisation is needed: ``metric="dot"``, already
+        unit-norm rows, or ``normalized=True``, which trusts the caller and skips the
+        finiteness check and normalisation pass (for vectors this index wrote before).
+        """
+        vectors = as_matrix(vectors, None)
+        index = cls(vectors.shape[1], metric)
+        if not normalized:
+            vectors = prepare_vectors(vectors, index.metric)
+        index._buf = vectors
+        index._n = vectors.shape[0]
+        index._owned = False
+        return index
+
+    @property
+    def n(self) -> int:
+        """Number of vectors in the index."""
+        return self._n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The stored (normalised, for cosine) vectors, read-only, shape ``(n, dim)``."""
+        view = self._buf[:self._n]
+        view.flags.writeable = False
+        return view
+
+    def add(self, vectors: Any) -> None:
+        """Append ``vectors`` (n, dim); their rows are ``self.n .. self.n + len - 1``."""
+        vectors = prepare_vectors(as_matrix(vectors, self.dim), self.metric)
+        m = vectors.shape[0]
+        if m == 0:
+            return
+        need = self._n + m
+        if not self._owned or need > self._buf.shape[0]:
+            cap = max(need, 2 * self._buf.shape[0] if self._owned else need, 1024)
+            buf = np.empty((cap, self.dim), np.float32)
+            buf[:self._n] = self._buf[:self._n]
+            self._buf, self._owned = buf, True
+        self._buf[self._n:need] = vectors
+        self._n = need
+
+    def search(self, queries: Any, k: int, *, mask: Any = None, cutoff: float | None = None,
+               num_threads: int | None = None) -> SearchResult:
+        """Exact top-``k`` rows for each query (a (n_q, dim) batch or one (dim,) vector).
+
+        ``mask`` (bool, one per row) keeps only the allowed rows; ``cutoff`` drops hits
+        scoring below it; ``num_threads`` caps the threads used (default: all).
+        """
+        k = check_k(k)
+        q = prepare_queries(queries, self.dim, self.metric)
+        mask = check_mask(mask, self._n)
+        cut = check_cutoff(cutoff)
+        return exact_search(self._buf[:self._n], q, k, mask, cut,
+                            num_threads=check_num_threads(num_threads))
+
+    def __repr__(self) -> str:
+        return f"FlatIndex(dim={self.dim}, metric={self.metric!r}, n={self._n})"

@@ -1,0 +1,348 @@
+"""``HNSWIndex``: approximate dense top-k through hnswlib (the ``[hnsw]`` extra).
+
+A thin adapter: rows are hnswlib labels, vectors are normalised here for ``cosine`` (hnswlib
+runs its ``ip`` space, so zero vectors stay zero and score 0, as in :class:`FlatIndex`), and
+hnswlib's distances (``1 - inner product``) become scores (higher is better) before leaving.
+Results are best first, ties by the lower row, padded with row -1 and score -inf.
+
+Masks: a selective mask (few allowed rows) is answered by *exact* search over the allowed rows;
+a broad one by hnswlib's filter callback (see ``EXACT_MAX_FRACTION``). The saved file is
+hnswlib's own format (loadable by raw hnswlib); deleted rows are read back from it on load.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from fastrag._kernels import dense as _dense
+from fastrag.errors import ConfigError, StoreError, missing_extra
+from fastrag.indexes.flat import (
+    SearchResult,
+    as_matrix,
+    check_cutoff,
+    check_dim,
+    check_k,
+    check_metric,
+    check_num_threads,
+    exact_search,
+    prepare_queries,
+    prepare_vectors,
+)
+
+# A mask allowing at most max(EXACT_MAX_ROWS, fraction * live rows) rows is searched exactly
+# over those rows (exact, and faster than a filtered graph walk, whose Python callback runs per
+# visited node and whose walk widens as the mask narrows); wider masks use hnswlib's filter.
+# The fraction is EXACT_MAX_FRACTION for up to EXACT_BATCH_MIN_QUERIES - 1 queries and
+# EXACT_MAX_FRACTION_BATCH for larger batches (exact batches run on sgemm). Measured on 100k x
+# 384, M=16, ef=64 (bench/results/hnsw.md, "mask crossover"): one query breaks even near 5%
+# of rows, a 50-query batch between 10% and 30%.
+EXACT_MAX_FRACTION = 0.05
+EXACT_MAX_FRACTION_BATCH = 0.15
+EXACT_BATCH_MIN_QUERIES = 16
+EXACT_MAX_ROWS = 4096
+
+# hnswlib file header: 6 size_t, int, uint32, 3 size_t, double, size_t (hnswalg.h saveIndex).
+_HEADER_BYTES = 96
+_DELETE_MARK = 0x01
+
+
+def _import_hnswlib() -> Any:
+    try:
+        import hnswlib
+    except ImportError:
+        raise missing_extra("hnswlib", "hnsw", "index='hnsw'") from None
+    return hnswlib
+
+
+def _check_positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{name}={value!r} must be a positive integer")
+    return int(value)
+
+
+def _check_rows(rows: Any, m: int, what: str = "rows", unique: bool = True) -> np.ndarray:
+    arr = np.asarray(rows)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise ConfigError(f"{what} must be a 1-D integer array, got dtype {arr.dtype} "
+                          f"and shape {arr.shape}")
+    arr = arr.astype(np.int64, copy=False)
+    if m >= 0 and arr.shape[0] != m:
+        raise ConfigError(f"{what} has {arr.shape[0]} entries for {m} vectors; "
+                          "pass one row id per vector")
+    if arr.size and arr.min() < 0:
+        raise ConfigError(f"{what} contains negative row {int(arr.min())}; rows are >= 0")
+    if unique and np.unique(arr).shape[0] != arr.shape[0]:
+        raise ConfigError(f"{what} contains duplicate row ids; each row may appear once")
+    return arr
+
+
+class HNSWIndex:
+    """Approximate nearest-neighbour index over hnswlib with row ids as labels.
+
+    ``M`` (graph degree), ``ef_construction`` (build beam) and ``ef`` (search beam, raised to
+    ``k`` when smaller) trade recall for speed; ``seed`` fixes the level draw;
+    ``max_elements`` is the initial capacity (grown by doubling).
+    """
+
+    def __init__(self, dim: int, metric: str = "cosine", M: int = 16,
+                 ef_construction: int = 200, ef: int = 64, max_elements: int | None = None,
+                 seed: int = 100, num_threads: int | None = None) -> None:
+        hnswlib = _import_hnswlib()
+        self.dim = check_dim(dim)
+        self.metric = check_metric(metric)
+        self.M = _check_positive_int("M", M)
+        self.ef_construction = _check_positive_int("ef_construction", ef_construction)
+        self.num_threads = check_num_threads(num_threads)
+        self.seed = int(seed)
+        cap = 1024 if max_elements is None else _check_positive_int("max_elements", max_elements)
+        self._index = hnswlib.Index(space="ip", dim=self.dim)
+        self._index.init_index(max_elements=cap, M=self.M,
+                               ef_construction=self.ef_construction, random_seed=self.seed)
+        self.ef = ef
+        self._alive = np.zeros(0, np.bool_)  # by row: has a vector and is not deleted
+        self._n_live = 0
+
+    # ------------------------------------------------------------------------- properties
+    @property
+    def ef(self) -> int:
+        """Search beam width (hnswlib uses ``max(ef, k)``)."""
+        return self._ef
+
+    @ef.setter
+    def ef(self, value: int) -> None:
+        self._ef = _check_positive_int("ef", value)
+        self._index.set_ef(self._ef)
+
+    @property
+    def n(self) -> int:
+        """Number of live (added and not deleted) rows."""
+        return self._n_live
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def n_rows(self) -> int:
+        """One more than the highest row ever added (the length a mask must cover)."""
+        return self._alive.shape[0]
+
+    @property
+    def alive(self) -> np.ndarray:
+        """Read-only bool array over rows ``0 .. n_rows - 1``: added and not deleted."""
+        view = self._alive.view()
+        view.flags.writeable = False
+        return view
+
+    def _threads(self, num_threads: int | None) -> int:
+        n = check_num_threads(num_threads)
+        n = self.num_threads if n is None else n
+        return -1 if n is None else n
+
+    # ------------------------------------------------------------------------------ writes
+    def add(self, vectors: Any, rows: Any = None) -> None:
+        """Insert ``vectors`` (n, dim) under ``rows`` (default: the next free rows).
+
+        Adding an existing row replaces its vector and revives it if it was deleted.
+        """
+        vectors = prepare_vectors(as_matrix(vectors, self.dim), self.metric)
+        m = vectors.shape[0]
+        if rows is None:
+            rows = np.arange(self.n_rows, self.n_rows + m, dtype=np.int64)
+        else:
+            rows = _check_rows(rows, m)
+        if m == 0:
+            return
+        need = self._index.element_count + m
+        if need > self._index.max_elements:
+            self._index.resize_index(max(need, 2 * self._index.max_elements))
+        self._index.add_items(vectors, rows, num_threads=self._threads(None))
+        top = int(rows.max()) + 1
+        if top > self._alive.shape[0]:
+            self._alive = np.concatenate([self._alive, np.zeros(top - self.n_rows, np.bool_)])
+        self._alive[rows] = True
+        self._n_live = int(np.count_nonzero(self._alive))
+
+    def mark_deleted(self, rows: Any) -> None:
+        """Exclude ``rows`` from every later search (hnswlib keeps them as graph hops)."""
+        rows = np.unique(_check_rows(rows, -1, unique=False))
+        live = np.zeros(rows.shape[0], np.bool_)
+        inside = rows < self.n_rows
+        live[inside] = self._alive[rows[inside]]
+        bad = rows[~live]
+        if bad.size:
+            raise ConfigError(
+                f"cannot delete row {int(bad[0])}: it is not a live row of the index "
+                f"({self.n} live rows); delete only rows that were added and not yet deleted"
+            )
+        for r in rows.tolist():
+            self._index.mark_deleted(r)
+        self._alive[rows] = False
+        self._n_live -= rows.shape[0]
+
+    # ------------------------------------------------------------------------------ search
+    def search(self, queries: Any, k: int, *, mask: Any = None, cutoff: float | None = None,
+               exact_fallback_vectors: Any = None,
+               num_threads: int | None = None) -> SearchResult:
+        """Top-``k`` rows per query: ``(rows int64, scores float32, counts int32)``.
+
+        ``mask`` (bool, at least ``n_rows`` long) keeps only the allowed rows: a selective
+        mask runs exact search over the allowed rows, taking their vectors from
+        ``exact_fallback_vectors`` (the corpus by row, e.g. the Arrow column) when given, else
+        from hnswlib; a broad mask uses hnswlib's filter callback. ``cutoff`` drops hits
+        scoring below it.
+        """
+        k = check_k(k)
+        q = prepare_queries(queries, self.dim, self.metric)
+        cut = check_cutoff(cutoff)
+        threads = self._threads(num_threads)
+        allowed = self._alive
+        n_live = n_allowed = self._n_live
+        if mask is not None:
+            allowed = self._check_mask(mask) & self._alive
+            n_allowed = int(np.count_nonzero(allowed))
+        if n_allowed == 0:
+            return _padded(q.shape[0], k)
+        fraction = (EXACT_MAX_FRACTION_BATCH if q.shape[0] >= EXACT_BATCH_MIN_QUERIES
+                    else EXACT_MAX_FRACTION)
+        if mask is not None and n_allowed <= max(EXACT_MAX_ROWS, fraction * n_live):
+            return self._exact(q, k, allowed, cut, exact_fallback_vectors, num_threads)
+        kk = min(k, n_allowed)
+        filt = None
+        if mask is not None and n_allowed < n_live:
+            filt = allowed.tolist().__getitem__  # C-level call per visited node
+            threads = 1  # the callback holds the GIL: more threads only contend
+        try:
+            labels, dist = self._index.knn_query(q, k=kk, num_threads=threads, filter=filt)
+        except RuntimeError:
+            # hnswlib found fewer than kk reachable rows (tiny or heavily deleted graph)
+            return self._exact(q, k, allowed, cut, exact_fallback_vectors, num_threads)
+        out_rows = np.empty((q.shape[0], k), np.int64)
+        out_scores = np.empty((q.shape[0], k), np.float32)
+        counts = np.empty(q.shape[0], np.int32)
+        _dense.hnsw_results(labels, dist, float(np.float32(cut)), out_rows, out_scores, counts)
+        return out_rows, out_scores, counts
+
+    def _check_mask(self, mask: Any) -> np.ndarray:
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.ndim != 1:
+            raise ConfigError(
+                f"mask must be a 1-D boolean array (one flag per row), got dtype {mask.dtype} "
+                f"and shape {mask.shape}"
+            )
+        if mask.shape[0] < self.n_rows:
+            raise ConfigError(
+                f"mask has {mask.shape[0]} entries but the index has rows up to "
+                f"{self.n_rows - 1}; build the mask over all rows of the group"
+            )
+        return mask[:self.n_rows]
+
+    def _exact(self, q: np.ndarray, k: int, allowed: np.ndarray, cut: float,
+               fallback: Any, num_threads: int | None) -> SearchResult:
+        rows = np.flatnonzero(allowed).astype(np.int64)
+        if fallback is not None:
+            source = as_matrix(fallback, self.dim, "exact_fallback_vectors")
+            if source.shape[0] < self.n_rows:
+                raise ConfigError(
+                    f"exact_fallback_vectors has {source.shape[0]} rows but the index has rows "
+                    f"up to {self.n_rows - 1}; pass the vectors of every row, by row"
+                )
+            sub = prepare_vectors(np.take(source, rows, axis=0), self.metric)
+        else:
+            sub = np.ascontiguousarray(self._index.get_items(rows), dtype=np.float32)
+        hit, scores, counts = exact_search(sub, q, k, cutoff=cut,
+                                           num_threads=check_num_threads(num_threads))
+        out = np.where(hit >= 0, rows[np.maximum(hit, 0)], -1)
+        return out, scores, counts
+
+    # ------------------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index to ``path`` in hnswlib's format (one file; raw hnswlib loads it)."""
+        self._index.save_index(os.fspath(path))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], dim: int, metric: str = "cosine",
+             ef: int = 64, max_elements: int | None = None,
+             num_threads: int | None = None) -> HNSWIndex:
+        """Read an index written by :meth:`save`; ``M`` and ``ef_construction`` come from
+        the file, ``dim`` and ``metric`` must be those it was built with."""
+        hnswlib = _import_hnswlib()
+        path = os.fspath(path)
+        self = cls.__new__(cls)
+        self.dim = check_dim(dim)
+        self.metric = check_metric(metric)
+        self.num_threads = check_num_threads(num_threads)
+        header = _read_header(path)
+        if header["data_bytes"] != 4 * self.dim:
+            raise StoreError(
+                f"HNSW index {path} holds vectors of dim {header['data_bytes'] // 4}, not "
+                f"dim={self.dim}; load it with the dim it was built with"
+            )
+        self._index = hnswlib.Index(space="ip", dim=self.dim)
+        cap = 0 if max_elements is None else _check_positive_int("max_elements", max_elements)
+        try:
+            self._index.load_index(path, max_elements=cap)
+        except RuntimeError as exc:
+            raise StoreError(f"cannot load HNSW index {path}: {exc}; rebuild the index") from exc
+        self.M = int(self._index.M)
+        self.ef_construction = int(self._index.ef_construction)
+        self.seed = 100
+        self.ef = ef
+        labels, deleted = _read_labels(path, header)
+        if labels is None or set(labels.tolist()) != set(self._index.get_ids_list()):
+            labels, deleted = self._probe_labels()
+        top = int(labels.max()) + 1 if labels.size else 0
+        self._alive = np.zeros(top, np.bool_)
+        self._alive[labels[~deleted]] = True
+        self._n_live = int(np.count_nonzero(self._alive))
+        return self
+
+    def _probe_labels(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - fallback
+        """Slow path for an unknown file layout: a deleted label fails ``get_items``."""
+        labels = np.asarray(sorted(self._index.get_ids_list()), np.int64)
+        deleted = np.zeros(labels.shape[0], np.bool_)
+        for i, lab in enumerate(labels.tolist()):
+            try:
+                self._index.get_items([lab])
+            except RuntimeError:
+                deleted[i] = True
+        return labels, deleted
+
+    def __repr__(self) -> str:
+        return (f"HNSWIndex(dim={self.dim}, metric={self.metric!r}, n={self.n}, M={self.M}, "
+                f"ef_construction={self.ef_construction}, ef={self.ef})")
+
+
+def _padded(n_q: int, k: int) -> SearchResult:
+    return (np.full((n_q, k), -1, np.int64), np.full((n_q, k), -np.inf, np.float32),
+            np.zeros(n_q, np.int32))
+
+
+def _read_header(path: str) -> dict[str, int]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_HEADER_BYTES)
+    except OSError as exc:
+        raise StoreError(f"cannot read HNSW index {path}: {exc}") from exc
+    if len(raw) < _HEADER_BYTES:
+        raise StoreError(f"HNSW index {path} is truncated ({len(raw)} bytes); rebuild the index")
+    sizes = np.frombuffer(raw, "<u8", count=6)
+    off_level0, _max_el, count, per_elem, label_off, data_off = (int(v) for v in sizes)
+    return {"off_level0": off_level0, "count": count, "per_elem": per_elem,
+            "label_off": label_off, "data_off": data_off, "data_bytes": label_off - data_off}
+
+
+def _read_labels(path: str, h: dict[str, int]) -> tuple[np.ndarray | None, np.ndarray]:
+    """Labels and deleted flags of every element, read from the level-0 block of the file."""
+    n, per = h["count"], h["per_elem"]
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    if not (0 <= h["off_level0"] + 2 < per and 0 <= h["label_off"] <= per - 8):
+        return None, np.zeros(0, np.bool_)
+    level0 = np.memmap(path, dtype=np.uint8, mode="r", offset=_HEADER_BYTES, shape=(n, per))
+    labels = np.ascontiguousarray(level0[:, h["label_off"]:h["label_off"] + 8]).view("<u8")
+    deleted = (level0[:, h["off_level0"] + 2] & _DELETE_MARK).astype(np.bool_)
+    del level0
+    return labels.ravel().astype(np.int64), deleted
