@@ -1,0 +1,165 @@
+"""Shared benchmark helpers: machine info, timing with warm-up and medians, peak RSS, and
+writing results (JSON + Markdown) to ``bench/results/``.
+
+Every benchmark records the machine (CPU, threads, load, library versions, commit) next to its
+numbers, reports medians of repeats, and runs its peers in the same process on the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+WORK_DIR = BENCH_DIR / ".work"
+
+
+def cpu_model() -> str:
+    """CPU model name from /proc/cpuinfo (or platform.processor())."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def git_commit() -> str | None:
+    """Current commit of the repository the benchmark runs from (None outside git)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH_DIR,
+                             capture_output=True, text=True, timeout=5, check=False)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_info(extra_versions: Sequence[str] = ()) -> dict[str, Any]:
+    """CPU, usable cores, load average, memory, Python and library versions, commit."""
+    import numpy
+
+    info: dict[str, Any] = {
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "numpy": numpy.__version__,
+        "commit": git_commit(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    try:
+        import numba
+
+        info["numba"] = numba.__version__
+        info["numba_threads"] = numba.config.NUMBA_NUM_THREADS
+        info["numba_threading_layer"] = numba.config.THREADING_LAYER
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        info["mem_total_gb"] = round(
+            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        pass
+    for mod in extra_versions:
+        try:
+            from importlib.metadata import version
+
+            info[mod] = version(mod)
+        except Exception:  # noqa: BLE001 - a missing peer is recorded as None
+            info[mod] = None
+    return info
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def current_rss_mb() -> float:
+    """Current resident set size of this process, in MiB (Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def time_repeats(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> list[float]:
+    """Wall-clock seconds of ``repeats`` calls of ``fn`` after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub Markdown table; floats get 3 significant digits or thousands separators."""
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            if math.isnan(v):
+                return "n/a"
+            if abs(v) >= 1000:
+                return f"{v:,.0f}"
+            if abs(v) >= 10:
+                return f"{v:.1f}"
+            return f"{v:.3g}"
+        if isinstance(v, int) and not isinstance(v, bool):
+            return f"{v:,}"
+        return "" if v is None else str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_results(name: str, payload: dict[str, Any], markdown: str,
+                  results_dir: Path | None = None) -> tuple[Path, Path]:
+    """Write ``<name>.json`` and ``<name>.md`` under ``bench/results/`` (or ``results_dir``)."""
+    out = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    jp = out / f"{name}.json"
+    mp = out / f"{name}.md"
+    jp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=_json_default) + "\n")
+    mp.write_text(markdown.rstrip() + "\n")
+    return jp, mp
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
