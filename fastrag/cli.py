@@ -10,8 +10,8 @@ from pathlib import Path
 
 
 def _parse_group(spec: str) -> tuple[str, str, dict]:
-    """``NAME=SPEC``: SPEC is ``lines``, ``paragraphs``, ``sentence:SIZE[:OVERLAP]`` or a built-in
-    group name (``FineChunk``...), optionally ``@PARENT`` at the end."""
+    """``NAME=SPEC``: SPEC is ``lines``, ``paragraphs``, ``sentence:SIZE[:OVERLAP]`` or
+    ``tokens:SIZE[:OVERLAP]``, optionally followed by ``@PARENT``."""
     if "=" not in spec:
         raise argparse.ArgumentTypeError(f"--group {spec!r}: expected NAME=SPEC, e.g. block=lines")
     name, rest = spec.split("=", 1)
@@ -60,7 +60,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     from fastrag.documents.document import Document
 
-    groups = [_parse_group(g) for g in args.group]
+    groups = args.group
     t0 = time.perf_counter()
     doc = Document(args.path, store=args.store, on_error=args.on_error)
     for name, parent, spec in groups:
@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", help="read files into a store and build node groups")
     ing.add_argument("path", help="file or directory (read recursively)")
     ing.add_argument("--store", required=True, help="store directory (created if missing)")
-    ing.add_argument("--group", action="append", default=[], metavar="NAME=SPEC",
+    ing.add_argument("--group", action="append", default=[], metavar="NAME=SPEC", type=_parse_group,
                      help="node group to build: lines, paragraphs, sentence:SIZE[:OVERLAP], "
                           "tokens:SIZE[:OVERLAP]; append @PARENT for a parent other than root")
     ing.add_argument("--builtin", action="append", default=[],
