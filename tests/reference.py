@@ -5,7 +5,7 @@
 # them: lucene, robertson, atire, bm25l, bm25+. A query token repeated in the query counts once
 # per occurrence; bm25l/bm25+ add each query token's tf=0 weight to every document.
 # ============================================================================================
-import math as _bm25_math  # noqa: E402
+import math as _bm25_math
 
 
 def bm25_idf_reference(method: str, df: int, n_docs: int) -> float:
@@ -29,6 +29,12 @@ def bm25_idf_reference(method: str, df: int, n_docs: int) -> float:
 def bm25_tfc_reference(method: str, tf: float, dl: float, avgdl: float, k1: float, b: float,
                        delta: float) -> float:
     """Term-frequency component of one term in one document."""
+    if tf == 0:  # an absent term; its limit, also where a formula turns 0/0 (k1 = 0)
+        if method == "bm25+":
+            return delta
+        if method == "bm25l":
+            return (k1 + 1.0) * delta / (k1 + delta) if k1 + delta > 0 else 0.0
+        return 0.0
     norm = 1.0 - b + b * dl / avgdl
     if method in ("lucene", "robertson"):
         return tf / (k1 * norm + tf)
@@ -42,41 +48,70 @@ def bm25_tfc_reference(method: str, tf: float, dl: float, avgdl: float, k1: floa
     raise ValueError(method)
 
 
+class BM25Reference:
+    """Slow, obvious BM25 over ``docs`` (lists of token ids): per-document term counts and
+    document frequencies are counted once; ``stats`` = (n_docs, n_tokens, df) overrides the
+    corpus's own statistics (sharding)."""
+
+    def __init__(self, docs: list[list[int]], method: str = "lucene", k1: float = 1.5,
+                 b: float = 0.75, delta: float = 0.5,
+                 stats: tuple[int, int, dict[int, int]] | None = None):
+        self.method, self.k1, self.b, self.delta = method, k1, b, delta
+        self.lengths = [len(d) for d in docs]
+        self.counts: list[dict[int, int]] = []
+        for d in docs:
+            c: dict[int, int] = {}
+            for t in d:
+                c[t] = c.get(t, 0) + 1
+            self.counts.append(c)
+        if stats is None:
+            df: dict[int, int] = {}
+            for c in self.counts:
+                for t in c:
+                    df[t] = df.get(t, 0) + 1
+            stats = (len(docs), sum(self.lengths), df)
+        self.n_docs, n_tokens, self.df = stats
+        avgdl = n_tokens / self.n_docs if self.n_docs else 0.0
+        self.avgdl = avgdl if avgdl > 0 else 1.0
+
+    def scores(self, query: list[int]) -> tuple[list[float], list[bool]]:
+        """Full score of every document, and whether it is a hit (it contains a query term
+        with a positive weight)."""
+        m, k1, b, delta, avgdl = self.method, self.k1, self.b, self.delta, self.avgdl
+        idf = {t: bm25_idf_reference(m, self.df.get(t, 0), self.n_docs) for t in set(query)}
+        w0 = {t: idf[t] * bm25_tfc_reference(m, 0.0, avgdl, avgdl, k1, b, delta) for t in idf}
+        scores, hits = [], []
+        for c, dl in zip(self.counts, self.lengths):
+            s, hit = 0.0, False
+            for t in query:
+                tf = c.get(t, 0)
+                if tf == 0:
+                    s += w0[t]
+                else:
+                    w = idf[t] * bm25_tfc_reference(m, float(tf), float(dl), avgdl, k1, b, delta)
+                    s += w
+                    hit = hit or (w - w0[t]) > 0
+            scores.append(s)
+            hits.append(hit)
+        return scores, hits
+
+    def topk(self, query: list[int], k: int, mask: list[bool] | None = None,
+             cutoff: float | None = None) -> list[tuple[int, float]]:
+        """Top-k ``(row, score)`` hits, best first, ties by row order; masked rows and scores
+        below ``cutoff`` are left out."""
+        scores, hits = self.scores(query)
+        rows = [i for i in range(len(scores)) if hits[i] and (mask is None or mask[i])
+                and (cutoff is None or scores[i] >= cutoff)]
+        rows.sort(key=lambda i: (-scores[i], i))
+        return [(i, scores[i]) for i in rows[:k]]
+
+
 def bm25_scores_reference(docs: list[list[int]], query: list[int], method: str = "lucene",
                           k1: float = 1.5, b: float = 0.75, delta: float = 0.5,
                           stats: tuple[int, int, dict[int, int]] | None = None
                           ) -> tuple[list[float], list[bool]]:
-    """Full BM25 score of every document for one query, plus whether the document is a hit
-    (it contains a query term with a positive weight). ``stats`` = (n_docs, n_tokens, df)
-    overrides the corpus's own statistics (sharding)."""
-    if stats is None:
-        n_docs = len(docs)
-        n_tokens = sum(len(d) for d in docs)
-        df: dict[int, int] = {}
-        for d in docs:
-            for t in set(d):
-                df[t] = df.get(t, 0) + 1
-    else:
-        n_docs, n_tokens, df = stats
-    avgdl = n_tokens / n_docs if n_docs else 0.0
-    avgdl = avgdl if avgdl > 0 else 1.0
-    scores, hits = [], []
-    for d in docs:
-        counts: dict[int, int] = {}
-        for t in d:
-            counts[t] = counts.get(t, 0) + 1
-        s, hit = 0.0, False
-        for t in query:
-            idf = bm25_idf_reference(method, df.get(t, 0), n_docs)
-            tf = counts.get(t, 0)
-            w = idf * bm25_tfc_reference(method, float(tf), float(len(d)), avgdl, k1, b, delta)
-            s += w
-            if tf > 0:
-                w0 = idf * bm25_tfc_reference(method, 0.0, float(len(d)), avgdl, k1, b, delta)
-                hit = hit or (w - w0) > 0
-        scores.append(s)
-        hits.append(hit)
-    return scores, hits
+    """:meth:`BM25Reference.scores` of a one-off corpus."""
+    return BM25Reference(docs, method, k1, b, delta, stats).scores(query)
 
 
 def bm25_topk_reference(docs: list[list[int]], query: list[int], k: int, method: str = "lucene",
@@ -84,13 +119,8 @@ def bm25_topk_reference(docs: list[list[int]], query: list[int], k: int, method:
                         mask: list[bool] | None = None, cutoff: float | None = None,
                         stats: tuple[int, int, dict[int, int]] | None = None
                         ) -> list[tuple[int, float]]:
-    """Top-k ``(row, score)`` hits, best first, ties by row order; masked rows and scores
-    below ``cutoff`` are left out."""
-    scores, hits = bm25_scores_reference(docs, query, method, k1, b, delta, stats)
-    rows = [i for i in range(len(docs)) if hits[i] and (mask is None or mask[i])
-            and (cutoff is None or scores[i] >= cutoff)]
-    rows.sort(key=lambda i: (-scores[i], i))
-    return [(i, scores[i]) for i in rows[:k]]
+    """:meth:`BM25Reference.topk` of a one-off corpus."""
+    return BM25Reference(docs, method, k1, b, delta, stats).topk(query, k, mask, cutoff)
 
 
 # ============================================================================================

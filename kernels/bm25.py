@@ -1,0 +1,624 @@
+"""BM25 kernels: index build from token ids and exact top-k scoring.
+
+Index layout (term-major CSC, as bm25s): for term ``t`` its postings are
+``indices[indptr[t]:indptr[t+1]]`` (document rows, ascending) and ``data[...]`` (the float32
+BM25 weight of that term in that document, precomputed). ``term_max[t]`` is the largest weight
+of term ``t``: an upper bound that lets scoring skip work that cannot change the top-k.
+
+For ``bm25l`` and ``bm25+`` a term also adds ``base_weights[t]`` (its weight at tf = 0, the same
+for every document) to *all* documents; postings store the weight minus that constant, exactly
+as bm25s does, and scoring adds the query's constant back.
+
+Scoring strategies (``STRATEGY_*``; all exact, same results):
+
+* ``dense``: accumulate every posting into a dense array, then one scan of all rows against a
+  heap (what bm25s's numba backend does, minus its allocation per query).
+* ``touched``: accumulate, remembering which rows were touched, and keep the heap current during
+  accumulation: no scan of untouched rows.
+* ``maxscore``: terms in decreasing order of their upper bound. After each term the current top
+  rows are completed over all terms (a true k-th score, far above partial sums). Once the bounds
+  of the remaining terms cannot lift an untouched row to that bar, no new rows are admitted:
+  candidates whose bound falls below the bar are dropped before each remaining term, which is
+  then scanned, or, when few candidates are left, searched by galloping over them (rows sorted
+  by a radix sort).
+* ``auto`` (default): ``dense`` on small corpora (accumulator in cache, see
+  ``_DENSE_MAX_DOCS``) when the query touches many rows, else ``maxscore``.
+
+Hot loops stay free of data-dependent branches where they can (a new row is appended by
+bumping a counter; a row is offered to the heap by one compare against a bar): mispredicted
+branches, not memory, were their main cost.
+
+Every document's score is summed in the same term order, so equal documents get bit-equal
+scores and ties fall back to row order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ._config import FASTMATH, PARALLEL_MIN_QUERIES
+from .topk import heap_drain_sorted, heap_offer, heap_sift_down
+
+METHOD_CODES = {"lucene": 0, "robertson": 1, "atire": 2, "bm25l": 3, "bm25+": 4}
+STRATEGY_DENSE = 0
+STRATEGY_TOUCHED = 1
+STRATEGY_MAXSCORE = 2
+STRATEGY_AUTO = 3
+
+# Relative slack on upper bounds so that float32 rounding can never prune a document that
+# would have made the top-k (a pruned bound is always a true bound).
+_BOUND_SLACK = 1.0 + 2e-5
+# Complete the current top rows early (a true k-th score to prune with) when k is at most this.
+_SEED_MAX_K = 100
+# ``auto`` scores densely up to this many documents (accumulator <= 64 KiB) when the query's
+# postings are at least 1/16 of the documents.
+_DENSE_MAX_DOCS = 16384
+# Finish a remaining posting list by galloping search when candidates * this < its length.
+_GALLOP_FACTOR = 12
+
+
+# --------------------------------------------------------------------------------------------
+# Build
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def count_document_frequencies(values, offsets, n_vocab):
+    """Per-term document frequency ``df`` (int64 ``[n_vocab]``) of a ragged token-id corpus.
+
+    Returns ``(df, bad)``: ``bad`` is the position in ``values`` of the first token id outside
+    ``[0, n_vocab)``, or -1 when all are valid (``df`` is then complete)."""
+    n_docs = offsets.shape[0] - 1
+    df = np.zeros(n_vocab, np.int64)
+    last = np.full(n_vocab, -1, np.int64)
+    for d in range(n_docs):
+        for j in range(offsets[d], offsets[d + 1]):
+            t = values[j]
+            if t < 0 or t >= n_vocab:
+                return df, j
+            if last[t] != d:
+                last[t] = d
+                df[t] += 1
+    return df, -1
+
+
+@njit(cache=True, nogil=True)
+def build_postings(values, offsets, n_vocab, local_df):
+    """Counting sort of the corpus into term-major postings.
+
+    Returns ``indptr`` (int64 ``[n_vocab+1]``), ``indices`` (int32 rows, ascending within a
+    term) and ``tf`` (float32 term frequency of each posting). ``local_df`` comes from
+    :func:`count_document_frequencies` on the same corpus."""
+    n_docs = offsets.shape[0] - 1
+    indptr = np.zeros(n_vocab + 1, np.int64)
+    for t in range(n_vocab):
+        indptr[t + 1] = indptr[t] + local_df[t]
+    nnz = indptr[n_vocab]
+    indices = np.empty(nnz, np.int32)
+    tf = np.empty(nnz, np.float32)
+    head = indptr[:-1].copy()
+    last = np.full(n_vocab, -1, np.int64)
+    slot = np.empty(n_vocab, np.int64)
+    for d in range(n_docs):
+        for j in range(offsets[d], offsets[d + 1]):
+            t = values[j]
+            if last[t] != d:
+                last[t] = d
+                s = head[t]
+                head[t] = s + 1
+                slot[t] = s
+                indices[s] = d
+                tf[s] = 1.0
+            else:
+                tf[slot[t]] += 1.0
+    return indptr, indices, tf
+
+
+@njit(cache=True, inline="always")
+def _tfc(method, tf, dl, avgdl, k1, b, delta):
+    """Term-frequency component of the five BM25 variants (Kamphuis et al., ECIR 2020)."""
+    norm = 1.0 - b + b * dl / avgdl
+    if method == 0 or method == 1:  # lucene, robertson
+        return tf / (k1 * norm + tf)
+    if method == 2:  # atire
+        return tf * (k1 + 1.0) / (tf + k1 * norm)
+    if method == 3:  # bm25l
+        c = tf / norm
+        return (k1 + 1.0) * (c + delta) / (k1 + c + delta)
+    # bm25+
+    return (k1 + 1.0) * tf / (k1 * norm + tf) + delta
+
+
+@njit(cache=True, nogil=True)
+def weigh_postings(indptr, indices, tf, offsets, idf, base_weights, method, k1, b, delta, avgdl):
+    """Turn term frequencies into BM25 weights in place (float64 math, one float32 rounding).
+
+    ``tf`` becomes ``idf[t] * tfc(tf, len(d)) - base_weights[t]``; returns ``term_max``
+    (float32 ``[n_vocab]``, the largest weight per term, 0 for a term without postings)."""
+    n_vocab = indptr.shape[0] - 1
+    term_max = np.zeros(n_vocab, np.float32)
+    avg = avgdl if avgdl > 0.0 else 1.0
+    for t in range(n_vocab):
+        w_idf = idf[t]
+        w_base = base_weights[t]
+        mx = np.float32(0.0)
+        for p in range(indptr[t], indptr[t + 1]):
+            d = indices[p]
+            dl = float(offsets[d + 1] - offsets[d])
+            w = np.float32(w_idf * _tfc(method, float(tf[p]), dl, avg, k1, b, delta) - w_base)
+            tf[p] = w
+            mx = max(mx, w)
+        term_max[t] = mx
+    return term_max
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def score_dense(indptr, indices, data, base_weights, q_terms, out):
+    """Dense scores of one query (duplicates count once per occurrence) into ``out``
+    (float32 ``[n_docs]``, overwritten), base weights of bm25l/bm25+ included."""
+    base = 0.0
+    for i in range(q_terms.shape[0]):
+        base += base_weights[q_terms[i]]
+    out[:] = np.float32(0.0)
+    for i in range(q_terms.shape[0]):
+        t = q_terms[i]
+        for p in range(indptr[t], indptr[t + 1]):
+            out[indices[p]] += data[p]
+    b32 = np.float32(base)
+    if b32 != 0.0:
+        for d in range(out.shape[0]):
+            out[d] += b32
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True, inline="always")
+def _raise(a, base32, d, heap_s, heap_d, pos, n_heap, k_eff):
+    """Offer row ``d`` with new partial sum ``a`` to the heap (raising it in place when it is
+    already there); return the heap size."""
+    f = a + base32
+    pd = pos[d]
+    if pd >= 0:
+        heap_s[pd] = f
+        heap_sift_down(heap_s, heap_d, pos, True, n_heap, pd)
+        return n_heap
+    return heap_offer(heap_s, heap_d, pos, True, n_heap, k_eff, f, d)
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True, inline="always")
+def _bar(heap_s, n_heap, k_eff, base):
+    """The partial sum a row must exceed to be offered to the heap: 0 (only positive sums are
+    hits) until the heap is full, then just below its worst score minus the base weight (the
+    heap itself settles exact ties by row). One compare against it keeps hot loops simple."""
+    if n_heap < k_eff:
+        return np.float32(0.0)
+    b = (float(heap_s[0]) - base) * (1.0 - 1e-6)
+    return np.float32(b) if b > 0.0 else np.float32(0.0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gallop(indices, p, end, d):
+    """First position in ``[p, end)`` whose row is >= ``d`` (``end`` if none); rows ascend."""
+    if p >= end or indices[p] >= d:
+        return p
+    lo = p
+    step = 1
+    hi = p + 1
+    while hi < end and indices[hi] < d:
+        lo = hi
+        step <<= 1
+        hi = lo + step
+    hi = min(hi, end)
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if indices[mid] < d:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@njit(cache=True, nogil=True)
+def sort_rows(rows, n, n_docs):
+    """Sort ``rows[:n]`` (ints in ``[0, n_docs)``) ascending in place: LSD radix sort with
+    11-bit digits (linear time; no n log n over thousands of candidates)."""
+    if n < 64:
+        for i in range(1, n):
+            v = rows[i]
+            j = i - 1
+            while j >= 0 and rows[j] > v:
+                rows[j + 1] = rows[j]
+                j -= 1
+            rows[j + 1] = v
+        return
+    tmp = np.empty(n, rows.dtype)
+    counts = np.empty(2048, np.int64)
+    src = rows
+    dst = tmp
+    shift = 0
+    swapped = False
+    while (n_docs - 1) >> shift > 0 or shift == 0:
+        counts[:] = 0
+        for i in range(n):
+            counts[(src[i] >> shift) & 2047] += 1
+        total = 0
+        for b in range(2048):
+            c = counts[b]
+            counts[b] = total
+            total += c
+        for i in range(n):
+            b = (src[i] >> shift) & 2047
+            dst[counts[b]] = src[i]
+            counts[b] += 1
+        src, dst = dst, src
+        swapped = not swapped
+        shift += 11
+    if swapped:
+        for i in range(n):
+            rows[i] = tmp[i]
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _seed_heap_rows(indptr, indices, data, o_terms, o_mult, m, done, acc, base32, heap_d,
+                    n_heap, seed_rows, seed_full, n_seed, k_eff):
+    """Complete the full score of the rows now in the heap that are not seeds yet: their
+    partial sum over the first ``done`` terms (``acc``) plus the remaining terms, found by binary
+    search in each posting list. Return ``(n_seed, theta_seed)``: ``theta_seed`` is the k-th
+    best full score among the seeds (-inf with fewer than k)."""
+    cap = seed_rows.shape[0]
+    for h in range(n_heap):
+        if n_seed == cap:
+            break
+        d = heap_d[h]
+        known = False
+        for s in range(n_seed):
+            if seed_rows[s] == d:
+                known = True
+                break
+        if known:
+            continue
+        full = acc[d]
+        for j in range(done, m):
+            tj = o_terms[j]
+            lo = indptr[tj]
+            hi = indptr[tj + 1]
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if indices[mid] < d:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < indptr[tj + 1] and indices[lo] == d:
+                full += o_mult[j] * data[lo]
+        seed_rows[n_seed] = d
+        seed_full[n_seed] = full + base32
+        n_seed += 1
+    if n_seed < k_eff:
+        return n_seed, -np.inf
+    srt = np.sort(seed_full[:n_seed])
+    return n_seed, srt[n_seed - k_eff]
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, has_mask,
+               cutoff, has_cutoff, strategy, acc, pos, touched, heap_s, heap_d,
+               out_rows, out_scores):
+    """Exact top-``k`` of one query. Returns the number of hits written to ``out_rows`` /
+    ``out_scores`` (best first, ties by row; the rest padded with -1 / -inf).
+
+    A hit is a row whose query terms add a positive weight (it contains at least one query
+    term with a positive weight), with ``mask[row]`` True when ``has_mask`` and a score
+    ``>= cutoff`` when ``has_cutoff``. Query token ids repeat: each occurrence counts, as in
+    bm25s. Scratch: ``acc`` float32 ``[n_docs]`` all 0, ``pos`` int32 ``[n_docs]`` all -1,
+    ``touched`` int32 ``[n_docs + 1]``, ``heap_s``/``heap_d`` ``[>= min(k, n_docs)]``; ``acc`` and
+    ``pos`` are restored before returning."""
+    n_docs = acc.shape[0]
+    neg_inf = np.float32(-np.inf)
+    width = out_rows.shape[0]
+    k_eff = min(k, n_docs)
+    m_raw = q_terms.shape[0]
+
+    # Query terms: base weight of every occurrence; unique terms with their multiplicity.
+    base = 0.0
+    for i in range(m_raw):
+        base += base_weights[q_terms[i]]
+    base32 = np.float32(base)
+    qs = np.sort(q_terms)
+    terms = np.empty(m_raw, np.int64)
+    mult = np.empty(m_raw, np.float32)
+    ub = np.empty(m_raw, np.float64)
+    m = 0
+    i = 0
+    while i < m_raw:
+        t = qs[i]
+        j = i + 1
+        while j < m_raw and qs[j] == t:
+            j += 1
+        if term_max[t] > 0.0 and indptr[t + 1] > indptr[t]:
+            terms[m] = t
+            mult[m] = np.float32(j - i)
+            ub[m] = (j - i) * float(term_max[t])
+            m += 1
+        i = j
+
+    n_heap = 0
+    theta_floor = -np.inf
+    if has_cutoff:
+        theta_floor = cutoff
+
+    if strategy == STRATEGY_AUTO:
+        # A small corpus whose accumulator stays in cache: one dense pass is cheapest.
+        postings = 0
+        for i in range(m):
+            postings += indptr[terms[i] + 1] - indptr[terms[i]]
+        dense = n_docs <= _DENSE_MAX_DOCS and 16 * postings >= n_docs
+        strategy = STRATEGY_DENSE if dense else STRATEGY_MAXSCORE
+
+    if m > 0 and k_eff > 0:
+        order = np.argsort(-ub[:m], kind="mergesort")  # stable: equal bounds keep term order
+        o_terms = np.empty(m, np.int64)
+        o_mult = np.empty(m, np.float32)
+        for i in range(m):
+            o_terms[i] = terms[order[i]]
+            o_mult[i] = mult[order[i]]
+        rest = np.zeros(m + 1, np.float64)  # rest[i] = sum of bounds of terms i.. (in order)
+        for i in range(m - 1, -1, -1):
+            rest[i] = rest[i + 1] + ub[order[i]]
+
+        if strategy == STRATEGY_DENSE:
+            for oi in range(m):
+                t = o_terms[oi]
+                w_mult = o_mult[oi]
+                for p in range(indptr[t], indptr[t + 1]):
+                    acc[indices[p]] += w_mult * data[p]
+            bar = np.float32(0.0)
+            for d in range(n_docs):
+                a = acc[d]
+                if a > bar and (not has_mask or mask[d]):
+                    n_heap = heap_offer(heap_s, heap_d, pos, True, n_heap, k_eff, a + base32, d)
+                    bar = _bar(heap_s, n_heap, k_eff, base)
+            acc[:] = 0.0
+        else:
+            maxscore = strategy == STRATEGY_MAXSCORE
+            seeding = maxscore and k_eff <= _SEED_MAX_K
+            n_seed_cap = 4 * k_eff if seeding else 1
+            seed_rows = np.empty(n_seed_cap, np.int64)
+            seed_full = np.empty(n_seed_cap, np.float64)
+            n_seed = 0
+            theta_seed = -np.inf
+            nt = 0
+            bar = np.float32(0.0)
+            stop = m
+            for oi in range(m):
+                if maxscore:
+                    theta = max(theta_floor, theta_seed)
+                    if n_heap == k_eff and heap_s[0] > theta:
+                        theta = heap_s[0]
+                    if (rest[oi] + base) * _BOUND_SLACK < theta:
+                        stop = oi
+                        break
+                t = o_terms[oi]
+                w_mult = o_mult[oi]
+                for p in range(indptr[t], indptr[t + 1]):
+                    # Branch-free on the common path (data-dependent branches mispredict):
+                    # a new row is appended by bumping ``nt``; a masked one adds nothing.
+                    d = indices[p]
+                    a = acc[d]
+                    ok = True
+                    if has_mask:
+                        ok = mask[d]
+                    touched[nt] = d
+                    nt += (a == 0.0) & ok
+                    a = a + w_mult * data[p] if ok else a
+                    acc[d] = a
+                    if a > bar:
+                        n_heap = _raise(a, base32, d, heap_s, heap_d, pos, n_heap, k_eff)
+                        bar = _bar(heap_s, n_heap, k_eff, base)
+                if seeding and oi + 1 < m and n_heap == k_eff and n_seed < n_seed_cap:
+                    # Complete the current top rows over all terms: k true scores give a far
+                    # higher bar than partial sums, so fewer long lists get scanned.
+                    n_seed, theta_seed = _seed_heap_rows(
+                        indptr, indices, data, o_terms, o_mult, m, oi + 1, acc, base32, heap_d,
+                        n_heap, seed_rows, seed_full, n_seed, k_eff)
+
+            if stop < m:
+                # No untouched row can reach the top-k any more: finish the remaining terms
+                # on the candidates whose bound still can, pruning again before each term. A
+                # long list is scanned; when candidates are few, they are looked up in it by
+                # galloping search instead (rows sorted once, by radix sort).
+                is_sorted = False
+                for oi in range(stop, m):
+                    t = o_terms[oi]
+                    w_mult = o_mult[oi]
+                    start = indptr[t]
+                    end = indptr[t + 1]
+                    # Drop rows that can no longer make it (fewer rows: galloping pays).
+                    theta = max(theta_floor, theta_seed)
+                    if n_heap == k_eff and heap_s[0] > theta:
+                        theta = heap_s[0]
+                    r = rest[oi] + base
+                    keep = 0
+                    for j in range(nt):
+                        d = touched[j]
+                        a = acc[d]
+                        alive = ((a + r) * _BOUND_SLACK >= theta) | (pos[d] >= 0)
+                        touched[keep] = d
+                        keep += alive
+                        acc[d] = a if alive else np.float32(0.0)
+                    nt = keep
+                    if nt == 0:
+                        break
+                    if nt * _GALLOP_FACTOR < end - start:
+                        if not is_sorted:
+                            sort_rows(touched, nt, n_docs)
+                            is_sorted = True
+                        p = start
+                        for j in range(nt):
+                            d = touched[j]
+                            p = _gallop(indices, p, end, d)
+                            if p == end:
+                                break
+                            if indices[p] == d:
+                                a = acc[d] + w_mult * data[p]
+                                acc[d] = a
+                                if a > bar:
+                                    n_heap = _raise(a, base32, d, heap_s, heap_d, pos, n_heap,
+                                                    k_eff)
+                                    bar = _bar(heap_s, n_heap, k_eff, base)
+                    else:
+                        for p in range(start, end):
+                            d = indices[p]
+                            a = acc[d]
+                            live = a > 0.0
+                            a = a + w_mult * data[p] if live else a
+                            acc[d] = a
+                            if a > bar:
+                                n_heap = _raise(a, base32, d, heap_s, heap_d, pos, n_heap,
+                                                k_eff)
+                                bar = _bar(heap_s, n_heap, k_eff, base)
+            for j in range(nt):
+                acc[touched[j]] = 0.0
+
+    heap_drain_sorted(heap_s, heap_d, pos, True, n_heap, out_rows, out_scores)
+    count = n_heap
+    if has_cutoff:
+        count = 0
+        while count < n_heap and out_scores[count] >= cutoff:
+            count += 1
+    for j in range(count, width):
+        out_rows[j] = -1
+        out_scores[j] = neg_inf
+    return count
+
+
+@njit(cache=True, nogil=True)
+def check_queries(q_values, q_offsets, n_vocab):
+    """-1 when the ragged queries are valid; ``-2 - i`` when ``q_offsets[i]`` breaks
+    ``0 <= q_offsets[0] <= ... <= q_offsets[-1] <= len(q_values)``; otherwise the position in
+    ``q_values`` of the first token id outside ``[0, n_vocab)``."""
+    n = q_offsets.shape[0]
+    if n == 0:
+        return -1
+    if q_offsets[0] < 0:
+        return -2
+    for i in range(1, n):
+        if q_offsets[i] < q_offsets[i - 1]:
+            return -2 - i
+    if q_offsets[n - 1] > q_values.shape[0]:
+        return -2 - (n - 1)
+    for j in range(q_offsets[0], q_offsets[n - 1]):
+        t = q_values[j]
+        if t < 0 or t >= n_vocab:
+            return j
+    return -1
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def search_batch_serial(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
+                        mask, has_mask, cutoff, has_cutoff, strategy, acc, pos, touched,
+                        out_rows, out_scores, out_counts):
+    """:func:`search_one` for each query ``q_values[q_offsets[i]:q_offsets[i+1]]`` in turn,
+    reusing the caller's scratch (``acc`` zeros and ``pos`` -1, ``[n_docs]``; ``touched``
+    ``[n_docs + 1]``). Returns :func:`check_queries`'s code; nothing is scored unless -1."""
+    code = check_queries(q_values, q_offsets, term_max.shape[0])
+    if code != -1:
+        return code
+    kk = max(min(k, acc.shape[0]), 1)
+    heap_s = np.empty(kk, np.float32)
+    heap_d = np.empty(kk, np.int64)
+    for qi in range(q_offsets.shape[0] - 1):
+        out_counts[qi] = search_one(
+            indptr, indices, data, term_max, base_weights,
+            q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff, has_cutoff,
+            strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi], out_scores[qi])
+    return -1
+
+
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
+def search_batch_parallel(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
+                          mask, has_mask, cutoff, has_cutoff, strategy, acc2, pos2, touched2,
+                          out_rows, out_scores, out_counts):
+    """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` interleaved slices of the
+    queries; slot ``c`` uses scratch row ``c`` of ``acc2``/``pos2``/``touched2`` and writes only
+    the output rows of its own queries. Returns :func:`check_queries`'s code."""
+    code = check_queries(q_values, q_offsets, term_max.shape[0])
+    if code != -1:
+        return code
+    n_q = q_offsets.shape[0] - 1
+    n_slots = acc2.shape[0]
+    kk = max(min(k, acc2.shape[1]), 1)
+    for c in prange(n_slots):
+        heap_s = np.empty(kk, np.float32)
+        heap_d = np.empty(kk, np.int64)
+        acc = acc2[c]
+        pos = pos2[c]
+        touched = touched2[c]
+        for qi in range(c, n_q, n_slots):
+            out_counts[qi] = search_one(
+                indptr, indices, data, term_max, base_weights,
+                q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff,
+                has_cutoff, strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi],
+                out_scores[qi])
+    return -1
+
+
+def idf_weights(method: str, df: np.ndarray, n_docs: int) -> np.ndarray:
+    """Inverse document frequency (float64 ``[n_vocab]``) of a BM25 variant; 0 where df = 0.
+
+    lucene ``log(1 + (N - df + .5)/(df + .5))``, robertson ``log(max(1, (N - df + .5)/(df +
+    .5)))``, atire ``log(N/df)``, bm25l ``log((N + 1)/(df + .5))``, bm25+ ``log((N + 1)/df)``."""
+    dff = df.astype(np.float64)
+    out = np.zeros(df.shape[0], np.float64)
+    nz = df > 0
+    d = dff[nz]
+    n = float(n_docs)
+    if method == "lucene":
+        out[nz] = np.log1p((n - d + 0.5) / (d + 0.5))
+    elif method == "robertson":
+        out[nz] = np.log(np.maximum((n - d + 0.5) / (d + 0.5), 1.0))
+    elif method == "atire":
+        out[nz] = np.log(n / d)
+    elif method == "bm25l":
+        out[nz] = np.log((n + 1.0) / (d + 0.5))
+    elif method == "bm25+":
+        out[nz] = np.log((n + 1.0) / d)
+    else:  # pragma: no cover - callers validate
+        raise ValueError(method)
+    return out
+
+
+def base_weights_for(method: str, idf: np.ndarray, k1: float, delta: float) -> np.ndarray:
+    """Per-term weight at tf = 0 (float64): ``idf * tfc(0)``; nonzero only for bm25l
+    (``(k1+1) delta / (k1 + delta)``) and bm25+ (``delta``), independent of document length."""
+    if method == "bm25l":
+        denom = k1 + delta
+        c0 = (k1 + 1.0) * delta / denom if denom > 0 else 0.0
+        return idf * c0
+    if method == "bm25+":
+        return idf * delta
+    return np.zeros(idf.shape[0], np.float64)
+
+
+__all__ = [
+    "METHOD_CODES",
+    "PARALLEL_MIN_QUERIES",
+    "STRATEGY_AUTO",
+    "STRATEGY_DENSE",
+    "STRATEGY_MAXSCORE",
+    "STRATEGY_TOUCHED",
+    "base_weights_for",
+    "build_postings",
+    "check_queries",
+    "count_document_frequencies",
+    "idf_weights",
+    "score_dense",
+    "search_batch_parallel",
+    "search_batch_serial",
+    "search_one",
+    "weigh_postings",
+]
+
