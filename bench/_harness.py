@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
-RESULTS_DIR = BENCH_DIR / "results"
+# FASTRAG_BENCH_RESULTS redirects results (the CI smoke test writes to a temp folder)
+RESULTS_DIR = Path(os.environ.get("FASTRAG_BENCH_RESULTS", BENCH_DIR / "results"))
 WORK_DIR = BENCH_DIR / ".work"
 
 
