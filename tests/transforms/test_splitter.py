@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import bisect
-import json
-import os
 import random
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -210,9 +207,9 @@ def test_token_splitter_matches_token_windows():
 
 
 def test_cmrc_paragraphs_limits_and_coverage():
-    path = Path(os.path.dirname(__file__), "..", "..", "..", "shared", "data",
-                "cmrc2018_dev.json")
-    data = json.loads(path.read_text(encoding="utf-8"))
+    from fastrag.datasets import load_cmrc2018_dev  # byte-identical to ../shared/data's copy
+
+    data = load_cmrc2018_dev()
     paras = list(dict.fromkeys(p["context"] for a in data["data"] for p in a["paragraphs"]))
     text = "\n".join(paras[:120])
     for size, overlap in [(128, 12), (1024, 100)]:
