@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS_DIR, WORK_DIR, machine_info  # noqa: E402
+from _harness import RESULTS_DIR, WORK_DIR, machine_info
 
-import fastrag as fr  # noqa: E402
-from fastrag.datasets import build_squad_kb, load_cmrc2018_dev  # noqa: E402
-from fastrag.eval.loaders import normalize_paragraph, squad_questions  # noqa: E402
-from fastrag.eval.metrics import evaluate_retrieval  # noqa: E402
+import fastrag as fr
+from fastrag.datasets import build_squad_kb, load_cmrc2018_dev
+from fastrag.eval.loaders import normalize_paragraph, squad_questions
+from fastrag.eval.metrics import evaluate_retrieval
 
 
 def subset(squad: dict, n_paragraphs: int) -> dict:

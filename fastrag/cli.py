@@ -90,7 +90,7 @@ def _print_info(path: Path) -> int:
     print(f"{'group':<20} {'parent':<14} {'nodes':>10} {'bytes':>14}")
     for name, g in m["groups"].items():
         stale = "  (stale: rebuilt on next use)" if g.get("pending") else ""
-        print(f"{name:<20} {str(g.get('parent') or '-'):<14} {g['nodes']:>10,} "
+        print(f"{name:<20} {g.get('parent') or '-'!s:<14} {g['nodes']:>10,} "
               f"{g['bytes']:>14,}{stale}")
     if m["indexes"]:
         print(f"{len(m['indexes'])} indexes: " + ", ".join(sorted(m["indexes"])))

@@ -56,7 +56,7 @@ class DocNode:
     joiners, rerankers and synthesizers); nodes read from a group are views of its table.
     """
 
-    __slots__ = ("_id", "_text", "_metadata", "_group", "_row", "_embedding")
+    __slots__ = ("_embedding", "_group", "_id", "_metadata", "_row", "_text")
 
     def __init__(
         self,

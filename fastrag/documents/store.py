@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.ipc as ipc
+from pyarrow import ipc
 
 from fastrag.errors import StoreError
 

@@ -10,11 +10,6 @@ implements :meth:`NodeTransform.spans`; then children carry ``start``/``end`` of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from fastrag.schema import DocNode
-
 
 class NodeTransform:
     """Base class of node transforms.

@@ -12,8 +12,7 @@ import fastrag as fr
 from fastrag.errors import ConfigError
 from fastrag.schema import EMBEDDING_PREFIX
 
-WORDS = ("cat dog fish bird mat floor tree river stone cloud sun moon rain snow wind fire "
-         "apple bread milk tea").split()
+WORDS = ["cat", "dog", "fish", "bird", "mat", "floor", "tree", "river", "stone", "cloud", "sun", "moon", "rain", "snow", "wind", "fire", "apple", "bread", "milk", "tea"]
 
 
 class HashEmbedding:

@@ -142,7 +142,7 @@ def test_index_persisted_in_store_and_reused(tmp_path, monkeypatch):
     doc = fr.Document.from_texts(DOCS, store=tmp_path / "st")
     first = [(h.id, h.score) for h in Retriever(doc, "root", similarity="bm25", topk=3)("cat")]
     assert any(k.startswith("root/bm25/") for k in doc.store.manifest["indexes"])
-    import fastrag.analysis as analysis
+    from fastrag import analysis
 
     def no_tokenizing(*a, **k):
         raise AssertionError("index was rebuilt")
