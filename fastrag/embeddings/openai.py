@@ -16,14 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
-import threading
-import weakref
 from typing import Any
 
-import httpx
 import numpy as np
 
+from fastrag._http import (
+    Failure,
+    LoopClients,
+    LoopState,
+    PooledClient,
+    check_api_key,
+    check_base_url,
+    check_headers,
+    failure_summary,
+    finite_pos,
+    int_at_least,
+    post_json,
+)
 from fastrag.embeddings.base import (
     BaseEmbedder,
     EmbeddingServiceError,
@@ -31,44 +40,14 @@ from fastrag.embeddings.base import (
     validate_embeddings,
 )
 from fastrag.errors import ConfigError
-from fastrag.llms.openai_like import (
-    RETRY_STATUSES,
-    _close_at_loop_shutdown,
-    _error_detail,
-    _finite_pos,
-    _int_at_least,
-    _parse_retry_after,
-)
 
 __all__ = ["OpenAIEmbedding"]
 
 
-def _check_base_url(base_url: Any) -> str:
-    example = "'http://localhost:8000/v1' (vLLM) or 'https://api.openai.com/v1'"
-    text = base_url.strip() if isinstance(base_url, str) else ""
-    try:
-        url = httpx.URL(text) if text else None
-    except (httpx.InvalidURL, TypeError, ValueError):
-        url = None
-    if url is None or url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(f"base_url must be an http(s) URL such as {example}, got {base_url!r}")
-    text = str(url).rstrip("/")
-    if text.endswith("/embeddings"):
-        raise ConfigError(
-            f"base_url should be the API root, not the endpoint: got {base_url!r}; "
-            f"use {text[: -len('/embeddings')]!r}"
-        )
-    return text
+_URL_EXAMPLE = "'http://localhost:8000/v1' (vLLM) or 'https://api.openai.com/v1'"
 
 
-class _LoopState:
-    __slots__ = ("__weakref__", "client", "closer", "sem")
-
-    def __init__(self, client: httpx.AsyncClient, sem: asyncio.Semaphore) -> None:
-        self.client, self.sem, self.closer = client, sem, None
-
-
-class OpenAIEmbedding(BaseEmbedder):
+class OpenAIEmbedding(BaseEmbedder, PooledClient):
     """Embeddings from an OpenAI-compatible ``/embeddings`` endpoint.
 
     Args:
@@ -107,23 +86,21 @@ class OpenAIEmbedding(BaseEmbedder):
         retry_max_wait: float = 30.0,
     ) -> None:
         super().__init__(query_prefix=query_prefix, passage_prefix=passage_prefix)
-        self.base_url = _check_base_url(base_url)
+        self.base_url = check_base_url(base_url, "/embeddings", _URL_EXAMPLE)
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(
                 f"model must be a non-empty str naming the served embedding model "
                 f"(e.g. 'text-embedding-3-small'), got {model!r}"
             )
         self.model = model
-        if api_key is not None and (not isinstance(api_key, str) or not api_key):
-            raise ConfigError("api_key must be None (no auth header) or a non-empty str")
-        self.api_key = api_key
-        self.batch_size = _int_at_least("batch_size", batch_size, 1, "texts per request")
-        self.max_concurrency = _int_at_least(
+        self.api_key = check_api_key(api_key)
+        self.batch_size = int_at_least("batch_size", batch_size, 1, "texts per request")
+        self.max_concurrency = int_at_least(
             "max_concurrency", max_concurrency, 1, "it bounds the requests in flight at once"
         )
         for arg, value in (("dim", dim), ("dimensions", dimensions)):
             if value is not None:
-                _int_at_least(arg, value, 1, "or None")
+                int_at_least(arg, value, 1, "or None")
         if dim is not None and dimensions is not None and dim != dimensions:
             raise ConfigError(
                 f"dim={dim} contradicts dimensions={dimensions}; the server returns "
@@ -131,21 +108,13 @@ class OpenAIEmbedding(BaseEmbedder):
             )
         self.dimensions = dimensions
         self.dim = dim if dim is not None else dimensions
-        self.timeout = _finite_pos("timeout", timeout)
-        self.max_retries = _int_at_least("max_retries", max_retries, 0, "use 0 to disable retries")
-        if headers is not None and (
-            not isinstance(headers, dict)
-            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-        ):
-            raise ConfigError(f"headers must be a dict of str to str, got {headers!r}")
-        self.headers = dict(headers or {})
-        self.retry_backoff = _finite_pos("retry_backoff", retry_backoff, allow_zero=True)
-        self.retry_max_wait = _finite_pos("retry_max_wait", retry_max_wait, allow_zero=True)
+        self.timeout = finite_pos("timeout", timeout)
+        self.max_retries = int_at_least("max_retries", max_retries, 0, "use 0 to disable retries")
+        self.headers = check_headers(headers)
+        self.retry_backoff = finite_pos("retry_backoff", retry_backoff, allow_zero=True)
+        self.retry_max_wait = finite_pos("retry_max_wait", retry_max_wait, allow_zero=True)
         self.name = f"openai:{model}"
-        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._states_lock = threading.Lock()
+        self._states = LoopClients()
 
     @property
     def url(self) -> str:
@@ -155,103 +124,42 @@ class OpenAIEmbedding(BaseEmbedder):
     def __repr__(self) -> str:
         return f"OpenAIEmbedding(model={self.model!r}, base_url={self.base_url!r}, dim={self.dim})"
 
-    # -- per-loop client ----------------------------------------------------------------------
-    async def _state(self) -> _LoopState:
-        loop = asyncio.get_running_loop()
-        with self._states_lock:
-            for old in [lp for lp in self._states if lp.is_closed()]:
-                del self._states[old]
-            st = self._states.get(loop)
-            if st is not None and not st.client.is_closed:
-                return st
-            headers = {"Accept": "application/json", **self.headers}
-            if self.api_key:
-                headers["Authorization"] = f"Bearer {self.api_key}"
-            n = self.max_concurrency
-            client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout),
-                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-                headers=headers,
-            )
-            st = _LoopState(client, asyncio.Semaphore(n))
-            self._states[loop] = st
-        closer = _close_at_loop_shutdown(client)
-        await closer.__anext__()  # closed by the loop's shutdown_asyncgens
-        st.closer = closer
-        return st
-
-    async def aclose(self) -> None:
-        """Close this event loop's HTTP client (a later call opens a new one)."""
-        loop = asyncio.get_running_loop()
-        with self._states_lock:
-            st = self._states.pop(loop, None)
-        if st is not None:
-            await st.client.aclose()
-
-    def close(self) -> None:
-        """Close the HTTP client of the shared loop the sync wrappers use."""
-        from fastrag._async import run_sync
-
-        run_sync(self.aclose())
-
     # -- requests -----------------------------------------------------------------------------
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.retry_max_wait)
-        base = min(self.retry_backoff * 2 ** (attempt - 1), self.retry_max_wait)
-        return base * random.uniform(0.5, 1.0)
-
     def _where(self, start: int, n: int) -> str:
         return f"[model={self.model!r}, url={self.url!r}, texts {start}..{start + n - 1}]"
 
-    async def _post_batch(self, st: _LoopState, texts: list[str], start: int) -> list[Any]:
+    async def _post_batch(self, st: LoopState, texts: list[str], start: int) -> list[Any]:
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
-        attempts = self.max_retries + 1
-        last, last_status, retry_after = "", None, None
-        for attempt in range(1, attempts + 1):
-            try:
-                async with st.sem:
-                    resp = await st.client.post(self.url, json=body)
-            except httpx.TimeoutException as exc:
-                last, last_status, retry_after = (
-                    f"no answer within timeout={self.timeout:g} s ({type(exc).__name__})",
-                    None,
-                    None,
-                )
-            except httpx.TransportError as exc:
-                last, last_status, retry_after = (
-                    f"{type(exc).__name__}: {exc or 'connection failed'}",
-                    None,
-                    None,
-                )
-            else:
-                if resp.status_code == 200:
-                    return self._parse(resp.content, texts, start)
-                detail = f"HTTP {resp.status_code}: {_error_detail(resp.content)}"
-                if resp.status_code not in RETRY_STATUSES:
-                    hint = {
-                        401: " (check api_key)",
-                        403: " (check api_key)",
-                        404: " (check base_url and model)",
-                    }.get(resp.status_code, "")
-                    raise EmbeddingServiceError(
-                        f"the embedding server refused the request: {detail}{hint} "
-                        f"{self._where(start, len(texts))}",
-                        status=resp.status_code,
-                        attempts=attempt,
-                    )
-                last, last_status = detail, resp.status_code
-                retry_after = _parse_retry_after(resp.headers)
-            if attempt < attempts:
-                await asyncio.sleep(self._delay(attempt, retry_after))
-        what = "request failed" if attempts == 1 else f"request failed after {attempts} attempts"
-        raise EmbeddingServiceError(
-            f"embedding {what}; last error: {last} {self._where(start, len(texts))}",
-            status=last_status,
-            attempts=attempts,
+        where = self._where(start, len(texts))
+
+        def refuse(detail: str, status: int, attempt: int) -> EmbeddingServiceError:
+            return EmbeddingServiceError(
+                f"the embedding server refused the request: {detail} {where}",
+                status=status,
+                attempts=attempt,
+            )
+
+        def fail(last: Failure, attempts: int) -> EmbeddingServiceError:
+            return EmbeddingServiceError(
+                f"embedding {failure_summary(last, attempts)} {where}",
+                status=last.status,
+                attempts=attempts,
+            )
+
+        resp = await post_json(
+            st,
+            self.url,
+            body,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            backoff=self.retry_backoff,
+            max_wait=self.retry_max_wait,
+            refuse=refuse,
+            fail=fail,
         )
+        return self._parse(resp.content, texts, start)
 
     def _parse(self, content: bytes, texts: list[str], start: int) -> list[Any]:
         try:

@@ -19,20 +19,29 @@ fields: ``model``, ``messages``, ``temperature``, ``max_tokens``, ``stream``,
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
-import math
-import random
 import re
-import threading
-import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
+from fastrag._http import (
+    RETRY_STATUSES,
+    Failure,
+    LoopClients,
+    PooledClient,
+    backoff_delay,
+    check_api_key,
+    check_base_url,
+    check_headers,
+    failure_summary,
+    finite_pos,
+    int_at_least,
+    post_json,
+    status_failure,
+)
 from fastrag.errors import ConfigError
 from fastrag.llms.base import (
     BaseLLM,
@@ -47,7 +56,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["RETRY_STATUSES", "OpenAILike"]
 
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _CALL_KEYS = frozenset(
     {
         "temperature",
@@ -66,83 +74,7 @@ _CALL_KEYS = frozenset(
     }
 )
 JsonMode = Literal["json_object", "json_schema"]
-
-
-def _finite_pos(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    ok = (
-        not isinstance(value, bool)
-        and isinstance(value, (int, float))
-        and math.isfinite(value)
-        and (value >= 0 if allow_zero else value > 0)
-    )
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{name} must be a finite number {bound} (seconds), got {value!r}")
-    return float(value)
-
-
-def _int_at_least(name: str, value: Any, low: int, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}; {fix}")
-    return value
-
-
-def _check_base_url(base_url: Any) -> str:
-    example = "'http://localhost:8000/v1' (vLLM) or 'http://localhost:11434/v1' (Ollama)"
-    if not isinstance(base_url, str) or not base_url.strip():
-        raise ConfigError(f"base_url must be an http(s) URL such as {example}, got {base_url!r}")
-    try:
-        url = httpx.URL(base_url.strip())
-    except (httpx.InvalidURL, TypeError, ValueError):
-        url = None
-    if url is None or url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(f"base_url must be an http(s) URL such as {example}, got {base_url!r}")
-    text = str(url).rstrip("/")
-    if text.endswith("/chat/completions"):
-        raise ConfigError(
-            f"base_url should be the API root, not the endpoint: got {base_url!r}; "
-            f"use {text[: -len('/chat/completions')]!r}"
-        )
-    return text
-
-
-def _parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if not ra:
-        return None
-    try:
-        return max(0.0, float(ra))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _error_detail(body: bytes) -> str:
-    """The server's error message from an error body (OpenAI, vLLM, Ollama shapes)."""
-    text = body.decode("utf-8", "replace")
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict):
-        err = obj.get("error", obj.get("detail", obj.get("message")))
-        if isinstance(err, dict):
-            err = err.get("message", err)
-        if err is not None:
-            text = str(err)
-    text = " ".join(text.split())
-    return text[:300] + ("..." if len(text) > 300 else "") if text else "(empty body)"
+_URL_EXAMPLE = "'http://localhost:8000/v1' (vLLM) or 'http://localhost:11434/v1' (Ollama)"
 
 
 def _schema_name(schema: dict) -> str:
@@ -151,52 +83,12 @@ def _schema_name(schema: dict) -> str:
     return (name or "answer")[:64]
 
 
-@dataclass
-class _LoopState:
-    client: httpx.AsyncClient
-    sem: asyncio.Semaphore
-    loop: asyncio.AbstractEventLoop
-    closer: AsyncGenerator[None, None] | None = None
-
-
-async def _close_at_loop_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
-    """An async generator parked at its yield: the loop's ``shutdown_asyncgens`` (called by
-    ``asyncio.run``) finalizes it, which closes the client on its own loop."""
-    try:
-        yield
-    finally:
-        if not client.is_closed:
-            await client.aclose()
-
-
 def _rejects_field(exc: LLMError, name: str) -> bool:
     """Whether ``exc`` is a 400/422 whose message names the request field ``name``."""
     return exc.status in (400, 422) and name in exc.message
 
 
-def _close_clients(states: weakref.WeakKeyDictionary) -> None:
-    """Finalizer of an :class:`OpenAILike`: close its clients on their (still running) loops,
-    so garbage-collecting an LLM does not leak pooled connections."""
-    for loop, st in list(states.items()):
-        if loop.is_running() and not loop.is_closed() and not st.client.is_closed:
-            try:
-                loop.call_soon_threadsafe(loop.create_task, st.client.aclose())
-            except RuntimeError:  # pragma: no cover - loop closed meanwhile
-                pass
-
-
-class _Attempt:
-    """What one failed attempt left behind (for the retry decision and the final error)."""
-
-    __slots__ = ("detail", "kind", "retry_after", "status")
-
-    def __init__(
-        self, kind: str, detail: str, status: int | None = None, retry_after: float | None = None
-    ) -> None:
-        self.kind, self.detail, self.status, self.retry_after = kind, detail, status, retry_after
-
-
-class OpenAILike(BaseLLM):
+class OpenAILike(BaseLLM, PooledClient):
     """An LLM served behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Args:
@@ -249,19 +141,17 @@ class OpenAILike(BaseLLM):
                 f"got {model!r}"
             )
         self.model = model
-        self.base_url = _check_base_url(base_url)
-        if api_key is not None and (not isinstance(api_key, str) or not api_key):
-            raise ConfigError("api_key must be None (no auth header) or a non-empty str")
-        self.api_key = api_key
-        self.timeout = _finite_pos("timeout", timeout)
-        self.max_retries = _int_at_least("max_retries", max_retries, 0, "use 0 to disable retries")
-        self.max_concurrency = _int_at_least(
+        self.base_url = check_base_url(base_url, "/chat/completions", _URL_EXAMPLE)
+        self.api_key = check_api_key(api_key)
+        self.timeout = finite_pos("timeout", timeout)
+        self.max_retries = int_at_least("max_retries", max_retries, 0, "use 0 to disable retries")
+        self.max_concurrency = int_at_least(
             "max_concurrency", max_concurrency, 1, "it bounds the requests in flight at once"
         )
         self.extra_body = self._check_extra_body(extra_body)
         self.temperature = self._check_temperature(temperature)
         if max_tokens is not None:
-            _int_at_least("max_tokens", max_tokens, 1, "or None for the server's default")
+            int_at_least("max_tokens", max_tokens, 1, "or None for the server's default")
         self.max_tokens = max_tokens
         if json_mode is True:
             json_mode = "json_object"
@@ -276,23 +166,18 @@ class OpenAILike(BaseLLM):
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise ConfigError(f"system_prompt must be None or a str, got {system_prompt!r}")
         self.system_prompt = system_prompt
-        if headers is not None and (
-            not isinstance(headers, dict)
-            or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-        ):
-            raise ConfigError(f"headers must be a dict of str to str, got {headers!r}")
-        self.headers = dict(headers or {})
-        self.retry_backoff = _finite_pos("retry_backoff", retry_backoff, allow_zero=True)
-        self.retry_max_wait = _finite_pos("retry_max_wait", retry_max_wait, allow_zero=True)
+        self.headers = check_headers(headers)
+        self.retry_backoff = finite_pos("retry_backoff", retry_backoff, allow_zero=True)
+        self.retry_max_wait = finite_pos("retry_max_wait", retry_max_wait, allow_zero=True)
         self.stream_usage = bool(stream_usage)
         if not isinstance(encoding, str) or not encoding:
             raise ConfigError(f"encoding must be a tiktoken encoding name, got {encoding!r}")
         self.encoding = encoding
-        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._states_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _close_clients, self._states)
+        self._init_clients()
+
+    def _init_clients(self) -> None:
+        self._states = LoopClients()
+        self._finalizer = weakref.finalize(self, self._states.close_all)
         self._finalizer.atexit = False
 
     # -- validation helpers ---------------------------------------------------------------------
@@ -319,16 +204,13 @@ class OpenAILike(BaseLLM):
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (e.g. for worker processes): clients are per loop and made anew there."""
         state = self.__dict__.copy()
-        for key in ("_states", "_states_lock", "_finalizer"):
+        for key in ("_states", "_finalizer"):
             state.pop(key, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._states = weakref.WeakKeyDictionary()
-        self._states_lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _close_clients, self._states)
-        self._finalizer.atexit = False
+        self._init_clients()
 
     @property
     def url(self) -> str:
@@ -337,45 +219,6 @@ class OpenAILike(BaseLLM):
 
     def __repr__(self) -> str:
         return f"OpenAILike(model={self.model!r}, base_url={self.base_url!r})"
-
-    # -- per-loop client --------------------------------------------------------------------------
-    async def _state(self) -> _LoopState:
-        loop = asyncio.get_running_loop()
-        with self._states_lock:
-            for old in [lp for lp in self._states if lp.is_closed()]:
-                del self._states[old]  # clients of finished loops (closed at their shutdown)
-            st = self._states.get(loop)
-            if st is not None and not st.client.is_closed:
-                return st
-            headers = {"Accept": "application/json", **self.headers}
-            if self.api_key:
-                headers["Authorization"] = f"Bearer {self.api_key}"
-            n = self.max_concurrency
-            client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout),
-                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-                headers=headers,
-            )
-            st = _LoopState(client=client, sem=asyncio.Semaphore(n), loop=loop)
-            self._states[loop] = st
-        closer = _close_at_loop_shutdown(client)
-        await closer.__anext__()  # registers it with this loop's async-generator hooks
-        st.closer = closer
-        return st
-
-    async def aclose(self) -> None:
-        """Close this event loop's HTTP client (a later call opens a new one)."""
-        loop = asyncio.get_running_loop()
-        with self._states_lock:
-            st = self._states.pop(loop, None)
-        if st is not None:
-            await st.client.aclose()
-
-    def close(self) -> None:
-        """Close the HTTP client of the shared loop the sync wrappers use."""
-        from fastrag._async import run_sync
-
-        run_sync(self.aclose())
 
     async def __aenter__(self) -> Self:
         return self
@@ -404,7 +247,7 @@ class OpenAILike(BaseLLM):
             body["temperature"] = temperature
         max_tokens = kw.get("max_tokens", self.max_tokens)
         if max_tokens is not None:
-            body["max_tokens"] = _int_at_least("max_tokens", max_tokens, 1, "or None")
+            body["max_tokens"] = int_at_least("max_tokens", max_tokens, 1, "or None")
         for key in (
             "top_p",
             "stop",
@@ -424,54 +267,38 @@ class OpenAILike(BaseLLM):
         body.update(self.extra_body)
         body.update(self._check_extra_body(kw.get("extra_body")))
         timeout = kw.get("timeout")
-        timeout = self.timeout if timeout is None else _finite_pos("timeout", timeout)
+        timeout = self.timeout if timeout is None else finite_pos("timeout", timeout)
         return body, timeout
 
     def _count_prompt(self, body: dict) -> int:
         return sum(self.count_tokens(m["content"]) for m in body["messages"])
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.retry_max_wait) * random.uniform(1.0, 1.1)
-        base = min(self.retry_backoff * 2 ** (attempt - 1), self.retry_max_wait)
-        return base * random.uniform(0.5, 1.0)
+        return backoff_delay(
+            attempt, retry_after, self.retry_backoff, self.retry_max_wait, retry_after_jitter=0.1
+        )
 
-    def _final_error(self, prompt: str, last: _Attempt, attempts: int) -> LLMError:
+    def _final_error(self, prompt: str, last: Failure, attempts: int) -> LLMError:
         cls = LLMTimeoutError if last.kind == "timeout" else LLMError
-        what = "request failed" if attempts == 1 else f"request failed after {attempts} attempts"
         return cls(
-            f"{what}; last error: {last.detail}",
+            failure_summary(last, attempts),
             request=self._request_info(prompt),
             status=last.status,
             attempts=attempts,
         )
 
-    def _status_failure(
-        self, prompt: str, status: int, headers: httpx.Headers, body: bytes, attempt: int
-    ) -> _Attempt:
-        """Classify a non-200 answer: raise at once for non-retryable statuses."""
-        detail = f"HTTP {status}: {_error_detail(body)}"
-        if status not in RETRY_STATUSES:
-            hint = {
-                401: " (check api_key)",
-                403: " (check api_key)",
-                404: " (check base_url and model)",
-            }.get(status, "")
-            raise LLMError(
-                f"the server refused the request: {detail}{hint}",
+    def _refuse(self, prompt: str) -> Callable[[str, int, int], LLMError]:
+        """The error for a non-retryable HTTP status (see :func:`fastrag._http.status_failure`)."""
+
+        def refuse(detail: str, status: int, attempt: int) -> LLMError:
+            return LLMError(
+                f"the server refused the request: {detail}",
                 request=self._request_info(prompt),
                 status=status,
                 attempts=attempt,
             )
-        return _Attempt("status", detail, status, _parse_retry_after(headers))
 
-    @staticmethod
-    def _transport_failure(exc: Exception, timeout: float) -> _Attempt:
-        if isinstance(exc, httpx.TimeoutException):
-            return _Attempt(
-                "timeout", f"no answer within timeout={timeout:g} s ({type(exc).__name__})"
-            )
-        return _Attempt("connection", f"{type(exc).__name__}: {exc or 'connection failed'}")
+        return refuse
 
     # -- non-streaming ---------------------------------------------------------------------------
     def _parse_completion(self, data: Any, body: dict, prompt: str) -> Completion:
@@ -513,26 +340,19 @@ class OpenAILike(BaseLLM):
     async def acomplete_with_usage(self, prompt: str, **kw: Any) -> Completion:
         """Answer ``prompt`` (one chat message) with retries; usage from the response."""
         body, timeout = self._body(prompt, kw, stream=False)
-        st = await self._state()
-        attempts = self.max_retries + 1
-        last: _Attempt | None = None
-        for attempt in range(1, attempts + 1):
-            try:
-                async with st.sem:
-                    resp = await st.client.post(self.url, json=body, timeout=timeout)
-            except httpx.TransportError as exc:
-                last = self._transport_failure(exc, timeout)
-            else:
-                if resp.status_code == 200:
-                    data = self._decode_json(resp.content, prompt)
-                    return self._parse_completion(data, body, prompt)
-                last = self._status_failure(
-                    prompt, resp.status_code, resp.headers, resp.content, attempt
-                )
-            if attempt < attempts:
-                await asyncio.sleep(self._delay(attempt, last.retry_after))
-        assert last is not None
-        raise self._final_error(prompt, last, attempts)
+        resp = await post_json(
+            await self._state(),
+            self.url,
+            body,
+            timeout=timeout,
+            max_retries=self.max_retries,
+            backoff=self.retry_backoff,
+            max_wait=self.retry_max_wait,
+            retry_after_jitter=0.1,
+            refuse=self._refuse(prompt),
+            fail=lambda last, attempts: self._final_error(prompt, last, attempts),
+        )
+        return self._parse_completion(self._decode_json(resp.content, prompt), body, prompt)
 
     # -- streaming -------------------------------------------------------------------------------
     async def _sse_events(self, resp: httpx.Response, prompt: str) -> AsyncIterator[dict]:
@@ -589,7 +409,7 @@ class OpenAILike(BaseLLM):
     ) -> AsyncIterator[str | Completion]:
         st = await self._state()
         attempts = self.max_retries + 1
-        last: _Attempt | None = None
+        last: Failure | None = None
         for attempt in range(1, attempts + 1):
             parts: list[str] = []
             try:
@@ -599,8 +419,8 @@ class OpenAILike(BaseLLM):
                 ):
                     if resp.status_code != 200:
                         content = await resp.aread()
-                        last = self._status_failure(
-                            prompt, resp.status_code, resp.headers, content, attempt
+                        last = status_failure(
+                            resp.status_code, resp.headers, content, attempt, self._refuse(prompt)
                         )
                     elif "text/event-stream" not in resp.headers.get(
                         "content-type", ""
@@ -643,11 +463,11 @@ class OpenAILike(BaseLLM):
                         )
                         return
             except httpx.TransportError as exc:
-                last = self._transport_failure(exc, timeout)
+                last = Failure.from_transport(exc, timeout)
                 if parts:  # chunks already delivered: a retry would repeat them
                     raise self._final_error(
                         prompt,
-                        _Attempt(
+                        Failure(
                             last.kind,
                             f"stream broken after {len(parts)} chunk"
                             f"{'s' if len(parts) != 1 else ''}: "

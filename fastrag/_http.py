@@ -1,0 +1,350 @@
+"""HTTP plumbing shared by the OpenAI-compatible clients (:class:`fastrag.llms.OpenAILike`,
+:class:`fastrag.embeddings.OpenAIEmbedding`).
+
+* Config checks: base URL (API root, not the endpoint), api key, headers, numbers.
+* One ``httpx.AsyncClient`` and one concurrency limit per event loop (:class:`LoopClients`);
+  a client is closed when its loop shuts down (``asyncio.run`` finalizes it) or by ``aclose``.
+* Retries: HTTP 408/409/429/5xx, timeouts and connection errors are retryable; the wait is
+  ``backoff * 2**(attempt-1)`` (times a jitter in [0.5, 1], capped at ``max_wait``) or what
+  ``Retry-After`` / ``retry-after-ms`` says. :func:`post_json` is the whole non-streaming
+  loop; the callers supply their own error types through ``refuse`` and ``fail``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import math
+import random
+import threading
+import time
+import weakref
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import httpx
+
+from fastrag.errors import ConfigError
+
+__all__ = [
+    "RETRY_STATUSES",
+    "Failure",
+    "LoopClients",
+    "LoopState",
+    "PooledClient",
+    "backoff_delay",
+    "check_api_key",
+    "check_base_url",
+    "check_headers",
+    "error_detail",
+    "failure_summary",
+    "finite_pos",
+    "int_at_least",
+    "parse_retry_after",
+    "post_json",
+    "status_failure",
+]
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+_HINTS = {401: " (check api_key)", 403: " (check api_key)", 404: " (check base_url and model)"}
+
+# A non-retryable answer: (detail with hint, HTTP status, attempt number) -> the error to raise.
+Refuse = Callable[[str, int, int], BaseException]
+
+
+# -- config checks ---------------------------------------------------------------------------------
+def finite_pos(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """``value`` as a float of seconds, finite and > 0 (>= 0 with ``allow_zero``)."""
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and (value >= 0 if allow_zero else value > 0)
+    )
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{name} must be a finite number {bound} (seconds), got {value!r}")
+    return float(value)
+
+
+def int_at_least(name: str, value: Any, low: int, fix: str) -> int:
+    """``value`` if it is an int (not bool) >= ``low``; else a ConfigError ending in ``fix``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}; {fix}")
+    return value
+
+
+def check_base_url(base_url: Any, endpoint: str, example: str) -> str:
+    """The http(s) API root without a trailing slash; rejects a URL ending in ``endpoint``."""
+    text = base_url.strip() if isinstance(base_url, str) else ""
+    try:
+        url = httpx.URL(text) if text else None
+    except (httpx.InvalidURL, TypeError, ValueError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(f"base_url must be an http(s) URL such as {example}, got {base_url!r}")
+    text = str(url).rstrip("/")
+    if text.endswith(endpoint):
+        raise ConfigError(
+            f"base_url should be the API root, not the endpoint: got {base_url!r}; "
+            f"use {text[: -len(endpoint)]!r}"
+        )
+    return text
+
+
+def check_api_key(api_key: Any) -> str | None:
+    if api_key is not None and (not isinstance(api_key, str) or not api_key):
+        raise ConfigError("api_key must be None (no auth header) or a non-empty str")
+    return api_key
+
+
+def check_headers(headers: Any) -> dict[str, str]:
+    if headers is not None and (
+        not isinstance(headers, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        raise ConfigError(f"headers must be a dict of str to str, got {headers!r}")
+    return dict(headers or {})
+
+
+# -- server answers --------------------------------------------------------------------------------
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(ra)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_detail(body: bytes) -> str:
+    """The server's error message from an error body (OpenAI, vLLM, Ollama shapes)."""
+    text = body.decode("utf-8", "replace")
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        err = obj.get("error", obj.get("detail", obj.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if err is not None:
+            text = str(err)
+    text = " ".join(text.split())
+    return text[:300] + ("..." if len(text) > 300 else "") if text else "(empty body)"
+
+
+def backoff_delay(
+    attempt: int,
+    retry_after: float | None,
+    backoff: float,
+    max_wait: float,
+    *,
+    retry_after_jitter: float = 0.0,
+) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    The server's ``retry_after`` (capped at ``max_wait``; stretched by up to
+    ``retry_after_jitter`` of itself when > 0), else ``backoff * 2**(attempt-1)`` capped at
+    ``max_wait`` times a jitter in [0.5, 1].
+    """
+    if retry_after is not None:
+        wait = min(retry_after, max_wait)
+        return wait * random.uniform(1.0, 1.0 + retry_after_jitter) if retry_after_jitter else wait
+    base = min(backoff * 2 ** (attempt - 1), max_wait)
+    return base * random.uniform(0.5, 1.0)
+
+
+class Failure:
+    """What one failed attempt left behind (for the retry decision and the final error).
+
+    ``kind`` is ``"status"``, ``"timeout"`` or ``"connection"``.
+    """
+
+    __slots__ = ("detail", "kind", "retry_after", "status")
+
+    def __init__(
+        self, kind: str, detail: str, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        self.kind, self.detail, self.status, self.retry_after = kind, detail, status, retry_after
+
+    @classmethod
+    def from_transport(cls, exc: Exception, timeout: float) -> Failure:
+        if isinstance(exc, httpx.TimeoutException):
+            return cls("timeout", f"no answer within timeout={timeout:g} s ({type(exc).__name__})")
+        return cls("connection", f"{type(exc).__name__}: {exc or 'connection failed'}")
+
+
+def status_failure(
+    status: int, headers: httpx.Headers, body: bytes, attempt: int, refuse: Refuse
+) -> Failure:
+    """Classify a non-200 answer: raise ``refuse(...)`` at once for non-retryable statuses."""
+    detail = f"HTTP {status}: {error_detail(body)}"
+    if status not in RETRY_STATUSES:
+        raise refuse(f"{detail}{_HINTS.get(status, '')}", status, attempt)
+    return Failure("status", detail, status, parse_retry_after(headers))
+
+
+def failure_summary(last: Failure, attempts: int) -> str:
+    """``request failed[ after N attempts]; last error: ...``."""
+    what = "request failed" if attempts == 1 else f"request failed after {attempts} attempts"
+    return f"{what}; last error: {last.detail}"
+
+
+# -- per-loop clients ------------------------------------------------------------------------------
+class LoopState:
+    """One event loop's client, concurrency limit and shutdown hook."""
+
+    __slots__ = ("__weakref__", "client", "closer", "sem")
+
+    def __init__(self, client: httpx.AsyncClient, sem: asyncio.Semaphore) -> None:
+        self.client, self.sem = client, sem
+        self.closer: AsyncGenerator[None, None] | None = None
+
+
+async def _close_at_loop_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """An async generator parked at its yield: the loop's ``shutdown_asyncgens`` (called by
+    ``asyncio.run``) finalizes it, which closes the client on its own loop."""
+    try:
+        yield
+    finally:
+        if not client.is_closed:
+            await client.aclose()
+
+
+class LoopClients(weakref.WeakKeyDictionary):
+    """event loop -> :class:`LoopState`, made on first use in each loop (thread-safe)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    async def state(
+        self, *, timeout: float, max_concurrency: int, headers: dict[str, str], api_key: str | None
+    ) -> LoopState:
+        """The running loop's state; a new pooled client (closed at loop shutdown) if none."""
+        loop = asyncio.get_running_loop()
+        with self.lock:
+            for old in [lp for lp in self if lp.is_closed()]:
+                del self[old]  # clients of finished loops (closed at their shutdown)
+            st = self.get(loop)
+            if st is not None and not st.client.is_closed:
+                return st
+            all_headers = {"Accept": "application/json", **headers}
+            if api_key:
+                all_headers["Authorization"] = f"Bearer {api_key}"
+            n = max_concurrency
+            client = httpx.AsyncClient(
+                timeout=httpx.Timeout(timeout),
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                headers=all_headers,
+            )
+            st = LoopState(client, asyncio.Semaphore(n))
+            self[loop] = st
+        closer = _close_at_loop_shutdown(client)
+        await closer.__anext__()  # registers it with this loop's async-generator hooks
+        st.closer = closer
+        return st
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (a later :meth:`state` opens a new one)."""
+        loop = asyncio.get_running_loop()
+        with self.lock:
+            st = self.pop(loop, None)
+        if st is not None:
+            await st.client.aclose()
+
+    def close_all(self) -> None:
+        """Close every client on its (still running) loop; safe from any thread, e.g. as the
+        finalizer of the owning client, so garbage collection does not leak connections."""
+        for loop, st in list(self.items()):
+            if loop.is_running() and not loop.is_closed() and not st.client.is_closed:
+                try:
+                    loop.call_soon_threadsafe(loop.create_task, st.client.aclose())
+                except RuntimeError:  # pragma: no cover - loop closed meanwhile
+                    pass
+
+
+# -- the request loop ------------------------------------------------------------------------------
+async def post_json(
+    st: LoopState,
+    url: str,
+    body: dict[str, Any],
+    *,
+    timeout: float,
+    max_retries: int,
+    backoff: float,
+    max_wait: float,
+    refuse: Refuse,
+    fail: Callable[[Failure, int], BaseException],
+    retry_after_jitter: float = 0.0,
+) -> httpx.Response:
+    """POST ``body`` as JSON until an HTTP 200 answer, which is returned.
+
+    Retryable failures are retried ``max_retries`` times (waits from :func:`backoff_delay`);
+    a non-retryable status raises ``refuse(detail, status, attempt)`` at once; running out
+    of attempts raises ``fail(last_failure, attempts)``.
+    """
+    attempts = max_retries + 1
+    last: Failure | None = None
+    for attempt in range(1, attempts + 1):
+        try:
+            async with st.sem:
+                resp = await st.client.post(url, json=body, timeout=timeout)
+        except httpx.TransportError as exc:
+            last = Failure.from_transport(exc, timeout)
+        else:
+            if resp.status_code == 200:
+                return resp
+            last = status_failure(resp.status_code, resp.headers, resp.content, attempt, refuse)
+        if attempt < attempts:
+            wait = backoff_delay(
+                attempt, last.retry_after, backoff, max_wait, retry_after_jitter=retry_after_jitter
+            )
+            await asyncio.sleep(wait)
+    assert last is not None
+    raise fail(last, attempts)
+
+
+class PooledClient:
+    """Mixin: ``_state()`` / ``aclose()`` / ``close()`` over ``self._states`` (a
+    :class:`LoopClients`) with the owner's ``timeout``, ``max_concurrency``, ``headers`` and
+    ``api_key``."""
+
+    _states: LoopClients
+    timeout: float
+    max_concurrency: int
+    headers: dict[str, str]
+    api_key: str | None
+
+    async def _state(self) -> LoopState:
+        return await self._states.state(
+            timeout=self.timeout,
+            max_concurrency=self.max_concurrency,
+            headers=self.headers,
+            api_key=self.api_key,
+        )
+
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP client (a later call opens a new one)."""
+        await self._states.aclose()
+
+    def close(self) -> None:
+        """Close the HTTP client of the shared loop the sync wrappers use."""
+        from fastrag._async import run_sync
+
+        run_sync(self.aclose())
