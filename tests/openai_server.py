@@ -147,6 +147,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_bytes(
         self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
     ) -> None:
+        rec = getattr(self, "_rec", None)
+        if rec is not None:
+            rec.status = status
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
@@ -214,6 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
             owner.in_flight += 1
             owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
         try:
+            self._rec = rec  # _send_bytes records the status before the client can read it
             rec.status = self._handle(rec, raw)
         except (_Stop, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             rec.disconnected = True
