@@ -38,11 +38,8 @@ GROUP_SCHEMA = pa.schema(
 
 def node_id(*parts: object) -> str:
     """Deterministic 32-hex-digit id from its parts (same input, same id)."""
-    h = hashlib.blake2b(digest_size=16)
-    for p in parts:
-        h.update(str(p).encode("utf-8", "surrogatepass"))
-        h.update(b"\x1f")
-    return h.hexdigest()
+    key = "\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(key, digest_size=16).hexdigest()
 
 
 def dump_metadata(metadata: Mapping[str, Any] | None) -> str:

@@ -309,7 +309,8 @@ class Document:
         if old is not None and old.kind == "file" and old.size == st.st_size \
                 and old.mtime_ns == st.st_mtime_ns:
             return _Source(key, "file", old.hash, st.st_size, st.st_mtime_ns, old.roots), None
-        src = _Source(key, "file", _hash_file(file), st.st_size, st.st_mtime_ns)
+        src = _Source(key, "file", _hash_file(file) if self._store is not None else "",
+                      st.st_size, st.st_mtime_ns)
         if old is not None and old.hash == src.hash:  # touched but same bytes
             src.roots = old.roots
             return src, None
@@ -459,21 +460,18 @@ class Document:
 
     def _transform_spans(self, d, ids, docs, texts, metas) -> pa.Table:
         all_spans = d.spans(texts)
+        name = d.name
         cols: dict[str, list] = {c: [] for c in GROUP_SCHEMA.names}
         for pid, doc_id, text, meta, spans in zip(ids, docs, texts, metas, all_spans):
-            i = 0
-            for s, e in spans:
-                chunk = text[s:e]
-                if not chunk.strip():
-                    continue
-                cols["id"].append(node_id(d.name, pid, i, chunk))
-                cols["doc_id"].append(doc_id)
-                cols["parent_id"].append(pid)
-                cols["text"].append(chunk)
-                cols["start"].append(s)
-                cols["end"].append(e)
-                cols["metadata"].append(meta)
-                i += 1
+            kept = [(s, e, c) for s, e in spans if (c := text[s:e]).strip()]
+            n = len(kept)
+            cols["id"] += [node_id(name, pid, i, c) for i, (_, _, c) in enumerate(kept)]
+            cols["text"] += [c for _, _, c in kept]
+            cols["start"] += [s for s, _, _ in kept]
+            cols["end"] += [e for _, e, _ in kept]
+            cols["doc_id"] += [doc_id] * n
+            cols["parent_id"] += [pid] * n
+            cols["metadata"] += [meta] * n
         return pa.table(cols, schema=GROUP_SCHEMA)
 
     # -- embeddings --------------------------------------------------------------------------
