@@ -20,13 +20,17 @@ Scoring strategies (``STRATEGY_*``; all exact, same results):
   of the remaining terms cannot lift an untouched row to that bar, no new rows are admitted:
   candidates whose bound falls below the bar are dropped before each remaining term, which is
   then scanned, or, when few candidates are left, searched by galloping over them (rows sorted
-  by a radix sort).
+  by a radix sort) from an interpolated guess (rows of a list spread evenly over the
+  documents), so that each search mostly stays within one prefetched cache line.
 * ``auto`` (default): ``dense`` on small corpora (accumulator in cache, see
   ``_DENSE_MAX_DOCS``) when the query touches many rows, else ``maxscore``.
 
-Hot loops stay free of data-dependent branches where they can (a new row is appended by
-bumping a counter; a row is offered to the heap by one compare against a bar): mispredicted
-branches, not memory, were their main cost.
+Hot loops stay free of data-dependent branches and calls where they can (a new row is appended
+by bumping a counter; rows above the heap's bar are queued and offered in bursts), live in small
+functions of their own (inside one large function they lose registers), prefetch the
+accumulator rows they will touch, and index with unsigned integers (numba then skips its
+negative-index fix-up): mispredicted branches and instruction count, then cache misses of the
+searches, were their main costs.
 
 Every document's score is summed in the same term order, so equal documents get bit-equal
 scores and ties fall back to row order.
@@ -35,10 +39,41 @@ scores and ties fall back to row order.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir as _ir
 from numba import njit, prange
+from numba.core import cgutils as _cgutils
+from numba.core import types as _nbtypes
+from numba.extending import intrinsic
 
 from ._config import FASTMATH, PARALLEL_MIN_QUERIES
 from .topk import heap_drain_sorted, heap_offer, heap_sift_down
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Hint the CPU to load ``arr[idx]`` into cache (no bounds check; never faults)."""
+    sig = _nbtypes.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
+                                        wraparound=False)
+        i8p = _ir.IntType(8).as_pointer()
+        i32 = _ir.IntType(32)
+        fnty = _ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32])
+        fn = _cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# Prefetch distance (postings / rows ahead) of the streaming loops, and (candidates ahead) of
+# the galloping search; rows above the heap bar are offered to it in bursts of ``_QUEUE``.
+_PF = 16
+_PF_GALLOP = 4
+_QUEUE = 64
 
 METHOD_CODES = {"lucene": 0, "robertson": 1, "atire": 2, "bm25l": 3, "bm25+": 4}
 STRATEGY_DENSE = 0
@@ -201,25 +236,42 @@ def _bar(heap_s, n_heap, k_eff, base):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gallop(indices, p, end, d):
-    """First position in ``[p, end)`` whose row is >= ``d`` (``end`` if none); rows ascend."""
-    if p >= end or indices[p] >= d:
-        return p
-    lo = p
-    step = 1
-    hi = p + 1
-    while hi < end and indices[hi] < d:
-        lo = hi
-        step <<= 1
-        hi = lo + step
-    hi = min(hi, end)
-    while hi - lo > 1:
-        mid = (lo + hi) >> 1
-        if indices[mid] < d:
-            lo = mid
+def _find(indices, lo, hi, d, g):
+    """First position in ``[lo, hi)`` whose row is >= ``d`` (``hi`` if none); rows ascend.
+    The search starts at the guess ``g`` and gallops outward from it: with an interpolated
+    guess (rows of a posting list spread evenly over the documents) the answer is a few
+    postings away, in the same cache lines, where a plain binary search misses cache at
+    nearly every step."""
+    if lo >= hi:
+        return lo
+    g = min(max(g, lo), hi - 1)
+    if indices[np.uint64(g)] < d:
+        # indices[a] < d; find b > a with indices[b] >= d (or b = hi).
+        a = g
+        step = 1
+        b = g + 1
+        while b < hi and indices[np.uint64(b)] < d:
+            a = b
+            step <<= 1
+            b = a + step
+        b = min(b, hi)
+    else:
+        # indices[b] >= d; find a < b with indices[a] < d (or a = lo - 1).
+        b = g
+        step = 1
+        a = g - 1
+        while a >= lo and indices[np.uint64(a)] >= d:
+            b = a
+            step <<= 1
+            a = b - step
+        a = max(a, lo - 1)
+    while b - a > 1:
+        mid = (a + b) >> 1
+        if indices[np.uint64(mid)] < d:
+            a = mid
         else:
-            hi = mid
-    return hi
+            b = mid
+    return b
 
 
 @njit(cache=True, nogil=True)
@@ -266,10 +318,24 @@ def sort_rows(rows, n, n_docs):
 def _seed_heap_rows(indptr, indices, data, o_terms, o_mult, m, done, acc, base32, heap_d,
                     n_heap, seed_rows, seed_full, n_seed, k_eff):
     """Complete the full score of the rows now in the heap that are not seeds yet: their
-    partial sum over the first ``done`` terms (``acc``) plus the remaining terms, found by binary
-    search in each posting list. Return ``(n_seed, theta_seed)``: ``theta_seed`` is the k-th
-    best full score among the seeds (-inf with fewer than k)."""
+    partial sum over the first ``done`` terms (``acc``) plus the remaining terms, found by
+    galloping from an interpolated guess in each posting list (all guesses prefetched first).
+    Return ``(n_seed, theta_seed)``: ``theta_seed`` is the k-th best full score among the seeds
+    (-inf with fewer than k)."""
     cap = seed_rows.shape[0]
+    n_docs = acc.shape[0]
+    for h in range(n_heap):  # prefetch the guessed posting of every row in every term
+        d = heap_d[h]
+        for j in range(done, m):
+            tj = o_terms[j]
+            lo = indptr[tj]
+            hi = indptr[tj + 1]
+            if hi > lo:
+                g = min(lo + int(d * ((hi - lo) / n_docs)), hi - 1)
+                _prefetch(indices, g)
+                _prefetch(data, g)
+                _prefetch(indices, max(g - 16, lo))
+                _prefetch(indices, min(g + 16, hi - 1))
     for h in range(n_heap):
         if n_seed == cap:
             break
@@ -286,13 +352,8 @@ def _seed_heap_rows(indptr, indices, data, o_terms, o_mult, m, done, acc, base32
             tj = o_terms[j]
             lo = indptr[tj]
             hi = indptr[tj + 1]
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if indices[mid] < d:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < indptr[tj + 1] and indices[lo] == d:
+            lo = _find(indices, lo, hi, d, lo + int(d * ((hi - lo) / n_docs)))
+            if lo < hi and indices[lo] == d:
                 full += o_mult[j] * data[lo]
         seed_rows[n_seed] = d
         seed_full[n_seed] = full + base32
@@ -301,6 +362,135 @@ def _seed_heap_rows(indptr, indices, data, o_terms, o_mult, m, done, acc, base32
         return n_seed, -np.inf
     srt = np.sort(seed_full[:n_seed])
     return n_seed, srt[n_seed - k_eff]
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _admit_term(indices, data, start, end, w_mult, mask, has_mask, acc, pos, touched, nt,
+                heap_s, heap_d, n_heap, k_eff, bar, base, base32):
+    """Add the postings ``[start, end)`` (times ``w_mult``) to ``acc``, appending new rows to
+    ``touched`` and offering rows above ``bar`` to the heap. Returns ``(nt, n_heap, bar)``.
+
+    The loop has no calls and no data-dependent branches: rows above ``bar`` are queued and
+    offered to the heap in bursts (a call inside the loop costs registers on every posting).
+    Indices are unsigned: numba then skips its negative-index fix-up on every access."""
+    queue = np.empty(_QUEUE + 1, np.uint32)
+    ntu = np.uint64(nt)
+    last = np.uint64(end - 1)
+    pf = np.uint64(_PF)
+    p = start
+    while p < end:
+        stop = min(p + _QUEUE, end)
+        nq = np.uint64(0)
+        for qs in range(p, stop):
+            q = np.uint64(qs)
+            _prefetch(acc, np.uint32(indices[min(q + pf, last)]))
+            d = np.uint32(indices[q])
+            a = acc[d]
+            ok = True
+            if has_mask:
+                ok = mask[d]
+            touched[ntu] = d
+            ntu += np.uint64((a == 0.0) & ok)
+            a = a + w_mult * data[q] if ok else a
+            acc[d] = a
+            queue[nq] = d
+            nq += np.uint64(a > bar)
+        for i in range(nq):
+            d = queue[i]
+            a = acc[d]
+            if a > bar:
+                n_heap = _raise(a, base32, np.int64(d), heap_s, heap_d, pos, n_heap, k_eff)
+                bar = _bar(heap_s, n_heap, k_eff, base)
+        p = stop
+    return np.int64(ntu), n_heap, bar
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _prune(acc, touched, nt, r, theta):
+    """Keep the rows of ``touched[:nt]`` that can still reach ``theta`` with at most ``r`` more;
+    zero the others' ``acc``. Returns the number kept.
+
+    A dropped row may stay in the heap with its partial sum: that sum is below ``theta``, itself
+    at most the k-th best final score, so the rows of the true top-k (never dropped, and offered
+    to the heap with their final sums) push it out, or the cutoff filters it."""
+    keep = np.uint64(0)
+    last = np.uint64(nt - 1)
+    pf = np.uint64(_PF)
+    for js in range(nt):
+        j = np.uint64(js)
+        _prefetch(acc, np.uint32(touched[min(j + pf, last)]))
+        d = np.uint32(touched[j])
+        a = acc[d]
+        alive = (a + r) * _BOUND_SLACK >= theta
+        touched[keep] = d
+        keep += np.uint64(alive)
+        acc[d] = a if alive else np.float32(0.0)
+    return np.int64(keep)
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _gallop_term(indices, data, start, end, w_mult, acc, pos, touched, nt, heap_s, heap_d,
+                 n_heap, k_eff, bar, base, base32):
+    """Add the postings ``[start, end)`` of the rows ``touched[:nt]`` (ascending), found by
+    interpolated galloping search. Returns ``(n_heap, bar)``."""
+    n_docs = acc.shape[0]
+    p = start
+    dens = (end - start) / n_docs  # postings per row
+    last = np.uint64(nt - 1)
+    pf = np.uint64(_PF_GALLOP)
+    for js in range(nt):
+        j = np.uint64(js)
+        d = np.int64(touched[j])
+        if p < end:
+            # Prefetch where a later candidate should lie: its search then finds its
+            # posting in cache.
+            dn = np.int64(touched[min(j + pf, last)])
+            at = np.int64(indices[np.uint64(p)])
+            g = np.uint64(min(p + int((dn - at) * dens), end - 1))
+            _prefetch(indices, g)
+            _prefetch(data, g)
+            p = _find(indices, p, end, d, p + int((d - at) * dens))
+        if p == end:
+            break
+        pu = np.uint64(p)
+        if indices[pu] == d:
+            du = np.uint32(d)
+            a = acc[du] + w_mult * data[pu]
+            acc[du] = a
+            if a > bar:
+                n_heap = _raise(a, base32, d, heap_s, heap_d, pos, n_heap, k_eff)
+                bar = _bar(heap_s, n_heap, k_eff, base)
+    return n_heap, bar
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _scan_term(indices, data, start, end, w_mult, acc, pos, heap_s, heap_d, n_heap, k_eff,
+               bar, base, base32):
+    """Add the postings ``[start, end)`` to the rows with a positive ``acc`` (the live
+    candidates), offering rows above ``bar`` to the heap in bursts. Returns
+    ``(n_heap, bar)``."""
+    queue = np.empty(_QUEUE + 1, np.uint32)
+    p = start
+    while p < end:
+        stop = min(p + _QUEUE, end)
+        nq = np.uint64(0)
+        for qs in range(p, stop):
+            q = np.uint64(qs)
+            d = np.uint32(indices[q])
+            a = acc[d]
+            live = a > 0.0
+            a = a + w_mult * data[q] if live else a
+            acc[d] = a
+            queue[nq] = d
+            nq += np.uint64(a > bar)
+        for i in range(nq):
+            d = queue[i]
+            a = acc[d]
+            if a > bar:
+                n_heap = _raise(a, base32, np.int64(d), heap_s, heap_d, pos, n_heap, k_eff)
+                bar = _bar(heap_s, n_heap, k_eff, base)
+        p = stop
+    return n_heap, bar
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
@@ -402,22 +592,9 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                         stop = oi
                         break
                 t = o_terms[oi]
-                w_mult = o_mult[oi]
-                for p in range(indptr[t], indptr[t + 1]):
-                    # Branch-free on the common path (data-dependent branches mispredict):
-                    # a new row is appended by bumping ``nt``; a masked one adds nothing.
-                    d = indices[p]
-                    a = acc[d]
-                    ok = True
-                    if has_mask:
-                        ok = mask[d]
-                    touched[nt] = d
-                    nt += (a == 0.0) & ok
-                    a = a + w_mult * data[p] if ok else a
-                    acc[d] = a
-                    if a > bar:
-                        n_heap = _raise(a, base32, d, heap_s, heap_d, pos, n_heap, k_eff)
-                        bar = _bar(heap_s, n_heap, k_eff, base)
+                nt, n_heap, bar = _admit_term(
+                    indices, data, indptr[t], indptr[t + 1], o_mult[oi], mask, has_mask, acc,
+                    pos, touched, nt, heap_s, heap_d, n_heap, k_eff, bar, base, base32)
                 if seeding and oi + 1 < m and n_heap == k_eff and n_seed < n_seed_cap:
                     # Complete the current top rows over all terms: k true scores give a far
                     # higher bar than partial sums, so fewer long lists get scanned.
@@ -440,46 +617,20 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                     theta = max(theta_floor, theta_seed)
                     if n_heap == k_eff and heap_s[0] > theta:
                         theta = heap_s[0]
-                    r = rest[oi] + base
-                    keep = 0
-                    for j in range(nt):
-                        d = touched[j]
-                        a = acc[d]
-                        alive = ((a + r) * _BOUND_SLACK >= theta) | (pos[d] >= 0)
-                        touched[keep] = d
-                        keep += alive
-                        acc[d] = a if alive else np.float32(0.0)
-                    nt = keep
+                    nt = _prune(acc, touched, nt, rest[oi] + base, theta)
                     if nt == 0:
                         break
                     if nt * _GALLOP_FACTOR < end - start:
                         if not is_sorted:
                             sort_rows(touched, nt, n_docs)
                             is_sorted = True
-                        p = start
-                        for j in range(nt):
-                            d = touched[j]
-                            p = _gallop(indices, p, end, d)
-                            if p == end:
-                                break
-                            if indices[p] == d:
-                                a = acc[d] + w_mult * data[p]
-                                acc[d] = a
-                                if a > bar:
-                                    n_heap = _raise(a, base32, d, heap_s, heap_d, pos, n_heap,
-                                                    k_eff)
-                                    bar = _bar(heap_s, n_heap, k_eff, base)
+                        n_heap, bar = _gallop_term(
+                            indices, data, start, end, w_mult, acc, pos, touched, nt, heap_s,
+                            heap_d, n_heap, k_eff, bar, base, base32)
                     else:
-                        for p in range(start, end):
-                            d = indices[p]
-                            a = acc[d]
-                            live = a > 0.0
-                            a = a + w_mult * data[p] if live else a
-                            acc[d] = a
-                            if a > bar:
-                                n_heap = _raise(a, base32, d, heap_s, heap_d, pos, n_heap,
-                                                k_eff)
-                                bar = _bar(heap_s, n_heap, k_eff, base)
+                        n_heap, bar = _scan_term(
+                            indices, data, start, end, w_mult, acc, pos, heap_s, heap_d,
+                            n_heap, k_eff, bar, base, base32)
             for j in range(nt):
                 acc[touched[j]] = 0.0
 
