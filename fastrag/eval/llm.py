@@ -22,7 +22,7 @@ from typing import Any
 
 from fastrag._async import run_sync
 from fastrag.errors import ConfigError
-from fastrag.llms.base import resolve_llm
+from fastrag.llms.base import balanced_spans, resolve_llm
 
 __all__ = ["LLMContextRecall", "parse_json_list"]
 
@@ -78,29 +78,6 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _NECESSARY_KEYS = ("question", "answer", "context_retrieved")
 
 
-def _balanced(text: str, open_ch: str, close_ch: str) -> list[str]:
-    out, depth, start, in_str, esc = [], 0, -1, False, False
-    for i, ch in enumerate(text):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"' and depth > 0:
-            in_str = True
-        elif ch == open_ch:
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == close_ch and depth > 0:
-            depth -= 1
-            if depth == 0:
-                out.append(text[start : i + 1])
-    return out
-
-
 def _loads(s: str) -> Any:
     try:
         return json.loads(s)
@@ -115,7 +92,7 @@ def parse_json_list(text: str) -> list:
     if not isinstance(text, str):
         raise TypeError(f"expected text, got {type(text).__name__}")
     candidates = [text.strip()] + [m.group(1).strip() for m in _FENCE.finditer(text)]
-    candidates += _balanced(text, "[", "]") + _balanced(text, "{", "}")
+    candidates += [*balanced_spans(text, "[", "]"), *balanced_spans(text, "{", "}")]
     for cand in candidates:
         if not cand:
             continue

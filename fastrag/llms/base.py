@@ -100,8 +100,8 @@ class StructuredOutputError(LLMError, ValueError):
 _FENCE = re.compile(r"```(?:json|JSON|javascript)?\s*\n?(.*?)```", re.DOTALL)
 
 
-def _balanced_objects(text: str) -> Iterator[str]:
-    """Every top-level ``{...}`` substring (string-literal aware), in order."""
+def balanced_spans(text: str, open_ch: str = "{", close_ch: str = "}") -> Iterator[str]:
+    """Every top-level ``open_ch ... close_ch`` substring (string-literal aware), in order."""
     depth, start, in_str, esc = 0, -1, False, False
     for i, ch in enumerate(text):
         if in_str:
@@ -113,11 +113,11 @@ def _balanced_objects(text: str) -> Iterator[str]:
                 in_str = False
         elif ch == '"' and depth > 0:
             in_str = True
-        elif ch == "{":
+        elif ch == open_ch:
             if depth == 0:
                 start = i
             depth += 1
-        elif ch == "}" and depth > 0:
+        elif ch == close_ch and depth > 0:
             depth -= 1
             if depth == 0:
                 yield text[start : i + 1]
@@ -143,7 +143,7 @@ def parse_json_object(text: str) -> dict:
         raise TypeError(f"expected the LLM's text answer, got {type(text).__name__}")
     candidates = [text.strip()]
     candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
-    candidates += list(_balanced_objects(text))
+    candidates += list(balanced_spans(text))
     for cand in candidates:
         if not cand:
             continue
