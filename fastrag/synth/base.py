@@ -485,6 +485,17 @@ class BaseSynthesizer:
                     f"keyword arguments, e.g. synthesize(query, nodes, {missing[0]}=...)"
                 )
 
+    def _single_template_setup(
+        self, kind: str, query_str: str, text_chunks: Sequence[str], response_kwargs: dict
+    ) -> tuple[PromptTemplate, dict[str, Any], int]:
+        """Template ``kind`` in the query's language, its values, and the context token budget
+        (the common start of every mode that fills one ``context_str`` per call)."""
+        lang = self._lang(query_str, text_chunks)
+        self._check_vars(self._template_kinds, lang, response_kwargs)
+        tmpl = self._template(kind, lang)
+        vals = {**response_kwargs, "query_str": query_str}
+        return tmpl, vals, self._prompt_helper.budget(self._overhead(tmpl, "context_str", vals))
+
     def _overhead(self, tmpl: PromptTemplate, context_var: str, values: dict[str, Any]) -> int:
         """Tokens of a filled template without its context slot (sum of its parts)."""
         vals = dict(values)

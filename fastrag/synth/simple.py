@@ -38,12 +38,9 @@ class SimpleSummarize(BaseSynthesizer):
     async def aget_response(
         self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
     ) -> str | AsyncIterator[str]:
-        lang = self._lang(query_str, text_chunks)
-        self._check_vars(self._template_kinds, lang, response_kwargs)
+        tmpl, vals, budget = self._single_template_setup(
+            "text_qa_template", query_str, text_chunks, response_kwargs)
         helper = self._prompt_helper
-        tmpl = self._template("text_qa_template", lang)
-        vals = {**response_kwargs, "query_str": query_str}
-        budget = helper.budget(self._overhead(tmpl, "context_str", vals))
         piece, dropped = helper.truncate(helper.prepare(text_chunks), budget)
         note("dropped_tokens", dropped)
         note("context_tokens", piece.n_tokens)
