@@ -69,11 +69,31 @@ def _prefetch(typingctx, arr, idx):
     return sig, codegen
 
 
+@intrinsic
+def _fetch_add(typingctx, arr, idx, val):
+    """Atomically add ``val`` to ``arr[idx]`` (an int64 array) and return the old value: the
+    work counter that lets parallel slots take queries dynamically."""
+    sig = _nbtypes.int64(arr, idx, val)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
+                                        wraparound=False)
+        v = context.cast(builder, args[2], signature.args[2], _nbtypes.int64)
+        return builder.atomic_rmw("add", ptr, v, "monotonic")
+
+    return sig, codegen
+
+
 # Prefetch distance (postings / rows ahead) of the streaming loops, and (candidates ahead) of
 # the galloping search; rows above the heap bar are offered to it in bursts of ``_QUEUE``.
 _PF = 16
 _PF_GALLOP = 4
 _QUEUE = 64
+# Batch work sharing: queries per grab from the counter, at most, and grabs per slot, at least.
+_MAX_RUN = 8
+_RUNS_PER_SLOT = 64
 
 METHOD_CODES = {"lucene": 0, "robertson": 1, "atire": 2, "bm25l": 3, "bm25+": 4}
 STRATEGY_DENSE = 0
@@ -693,27 +713,36 @@ def search_batch_serial(indptr, indices, data, term_max, base_weights, q_values,
 def search_batch_parallel(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
                           mask, has_mask, cutoff, has_cutoff, strategy, acc2, pos2, touched2,
                           out_rows, out_scores, out_counts):
-    """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` interleaved slices of the
-    queries; slot ``c`` uses scratch row ``c`` of ``acc2``/``pos2``/``touched2`` and writes only
-    the output rows of its own queries. Returns :func:`check_queries`'s code."""
+    """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` slots that take the queries
+    in small runs from a shared atomic counter (a slot whose core is slowed by other work just
+    takes fewer); slot ``c`` uses scratch row ``c`` of ``acc2``/``pos2``/``touched2`` and writes
+    only the output rows of the queries it took. Returns :func:`check_queries`'s code."""
     code = check_queries(q_values, q_offsets, term_max.shape[0])
     if code != -1:
         return code
     n_q = q_offsets.shape[0] - 1
     n_slots = acc2.shape[0]
     kk = max(min(k, acc2.shape[1]), 1)
+    # Runs short enough to balance the end of the batch, long enough that the counter's cache
+    # line is not fought over when queries are cheap.
+    run = max(1, min(_MAX_RUN, n_q // (_RUNS_PER_SLOT * n_slots)))
+    counter = np.zeros(1, np.int64)
     for c in prange(n_slots):
         heap_s = np.empty(kk, np.float32)
         heap_d = np.empty(kk, np.int64)
         acc = acc2[c]
         pos = pos2[c]
         touched = touched2[c]
-        for qi in range(c, n_q, n_slots):
-            out_counts[qi] = search_one(
-                indptr, indices, data, term_max, base_weights,
-                q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff,
-                has_cutoff, strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi],
-                out_scores[qi])
+        while True:
+            q0 = _fetch_add(counter, 0, run)
+            if q0 >= n_q:
+                break
+            for qi in range(q0, min(q0 + run, n_q)):
+                out_counts[qi] = search_one(
+                    indptr, indices, data, term_max, base_weights,
+                    q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff,
+                    has_cutoff, strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi],
+                    out_scores[qi])
     return -1
 
 

@@ -239,6 +239,33 @@ def test_batch_equals_single_queries_and_threads_agree():
             np.testing.assert_array_equal(a[0], b[i])
 
 
+@pytest.mark.parametrize("n_slots", [2, 3, 5])
+@pytest.mark.parametrize("n_queries", [8, 9, 131, 1030])
+def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
+    """Slots take runs of queries from an atomic counter: every query is answered exactly
+    once, as the serial kernel answers it, whatever the slot count (even more slots than
+    threads) and however the batch divides into runs."""
+    from fastrag._kernels import bm25 as kb
+
+    docs, queries = random_corpus(17, n_docs=500)
+    index = BM25Index.build(*ragged(docs), 70)
+    qv, qo = ragged([queries[i % len(queries)] for i in range(n_queries)])
+    serial = index.search(qv, qo, 6, num_threads=1)
+    n = index.n_docs
+    rows = np.full((n_queries, 6), -7, np.int64)
+    scores = np.full((n_queries, 6), 7.0, np.float32)
+    counts = np.full(n_queries, -7, np.int32)
+    err = kb.search_batch_parallel(
+        index.indptr, index.indices, index.data, index.term_max, index.base_weights, qv, qo, 6,
+        np.zeros(0, np.bool_), False, 0.0, False, kb.STRATEGY_AUTO,
+        np.zeros((n_slots, n), np.float32), np.full((n_slots, n), -1, np.int32),
+        np.empty((n_slots, n + 1), np.int32), rows, scores, counts)
+    assert err == -1
+    np.testing.assert_array_equal(rows, serial[0])
+    np.testing.assert_array_equal(scores, serial[1])
+    np.testing.assert_array_equal(counts, serial[2])
+
+
 def test_offsets_that_do_not_start_at_zero():
     docs, queries = random_corpus(8)
     values, offsets = ragged(docs)
