@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from fastrag.errors import ConfigError
+from fastrag.retrieval.postprocessors import check_list
 from fastrag.schema import DocNode, NodeWithScore
 
 __all__ = [
@@ -72,11 +73,7 @@ class _Flat:
         list_pos: list[int] = []
         keys: list[tuple] = []
         for q, lists in enumerate(per_query):
-            if isinstance(lists, (str, bytes)) or not isinstance(lists, Sequence):
-                raise ConfigError(
-                    f"query {q}: expected a list of hit lists (one per retriever), "
-                    f"got {type(lists).__name__}"
-                )
+            check_list(lists, f"query {q}: expected a list of hit lists (one per retriever)")
             for j, lst in enumerate(lists):
                 if isinstance(lst, (NodeWithScore, DocNode)) or not isinstance(lst, Sequence):
                     raise ConfigError(
@@ -159,21 +156,14 @@ class BaseDocumentJoiner:
 
     def __call__(self, lists: Sequence[Sequence[NodeWithScore]]) -> list[NodeWithScore]:
         """Join one query's hit lists (one list per retriever) into one list, best first."""
-        if isinstance(lists, (str, bytes)) or not isinstance(lists, Sequence):
-            raise ConfigError(
-                f"lists must be a list of hit lists (one per retriever), got {type(lists).__name__}"
-            )
+        check_list(lists, "lists must be a list of hit lists (one per retriever)")
         return self.batch([lists])[0]
 
     def batch(
         self, per_query: Sequence[Sequence[Sequence[NodeWithScore]]]
     ) -> list[list[NodeWithScore]]:
         """Join many queries at once: ``per_query[q]`` is query q's list of hit lists."""
-        if isinstance(per_query, (str, bytes)) or not isinstance(per_query, Sequence):
-            raise ConfigError(
-                f"per_query must be a list (one item per query) of lists of hit lists, got "
-                f"{type(per_query).__name__}"
-            )
+        check_list(per_query, "per_query must be a list (one item per query) of lists of hit lists")
         flat = _Flat(per_query)
         if flat.n_codes == 0:
             return [[] for _ in range(flat.n_queries)]
@@ -234,11 +224,7 @@ class ConcatenationDocumentJoiner(BaseDocumentJoiner):
     def batch(
         self, per_query: Sequence[Sequence[Sequence[NodeWithScore]]]
     ) -> list[list[NodeWithScore]]:
-        if isinstance(per_query, (str, bytes)) or not isinstance(per_query, Sequence):
-            raise ConfigError(
-                f"per_query must be a list (one item per query) of lists of hit lists, got "
-                f"{type(per_query).__name__}"
-            )
+        check_list(per_query, "per_query must be a list (one item per query) of lists of hit lists")
         flat = _Flat(per_query)
         if flat.n_codes == 0:
             return [[] for _ in range(flat.n_queries)]

@@ -36,6 +36,12 @@ __all__ = [
 ]
 
 
+def check_list(value: Any, expected: str) -> None:
+    """Raise ``ConfigError("<expected>, got <type>")`` unless ``value`` is a non-string sequence."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ConfigError(f"{expected}, got {type(value).__name__}")
+
+
 def as_hits(nodes: Any, what: str = "nodes") -> list[NodeWithScore]:
     """``nodes`` as a list of ``NodeWithScore`` (a ``DocNode`` becomes a hit with score None)."""
     if isinstance(nodes, (str, bytes, NodeWithScore, DocNode)) or not isinstance(nodes, Iterable):
@@ -87,11 +93,8 @@ class NodePostprocessor:
         queries: Sequence[str] | None = None,
     ) -> list[list[NodeWithScore]]:
         """Post-process many queries' hits (``queries`` aligned with them, or None)."""
-        if isinstance(nodes_per_query, (str, bytes)) or not isinstance(nodes_per_query, Sequence):
-            raise ConfigError(
-                f"nodes_per_query must be a list of hit lists (one per query), got "
-                f"{type(nodes_per_query).__name__}"
-            )
+        check_list(nodes_per_query,
+                   "nodes_per_query must be a list of hit lists (one per query)")
         if queries is None:
             queries = [None] * len(nodes_per_query)
         elif isinstance(queries, str) or len(queries) != len(nodes_per_query):
@@ -266,11 +269,8 @@ class TargetGroup(NodePostprocessor):
         nodes_per_query: Sequence[Sequence[NodeWithScore]],
         queries: Sequence[str] | None = None,
     ) -> list[list[NodeWithScore]]:
-        if isinstance(nodes_per_query, (str, bytes)) or not isinstance(nodes_per_query, Sequence):
-            raise ConfigError(
-                f"nodes_per_query must be a list of hit lists (one per query), got "
-                f"{type(nodes_per_query).__name__}"
-            )
+        check_list(nodes_per_query,
+                   "nodes_per_query must be a list of hit lists (one per query)")
         if queries is not None and (
             isinstance(queries, str) or len(queries) != len(nodes_per_query)
         ):

@@ -37,7 +37,7 @@ import numpy as np
 
 from fastrag.errors import ConfigError, missing_extra
 from fastrag.retrieval.postprocessors import KeywordFilter as _KeywordFilter
-from fastrag.retrieval.postprocessors import as_hits
+from fastrag.retrieval.postprocessors import as_hits, check_list
 from fastrag.schema import DocNode, NodeWithScore
 
 __all__ = ["FunctionReranker", "ModuleReranker", "Reranker", "register_reranker"]
@@ -61,11 +61,7 @@ def _check_query(query: Any) -> str:
 
 
 def _check_queries(nodes_per_query: Any, queries: Any) -> list[str]:
-    if isinstance(nodes_per_query, (str, bytes)) or not isinstance(nodes_per_query, Sequence):
-        raise ConfigError(
-            f"nodes_per_query must be a list of hit lists (one per query), got "
-            f"{type(nodes_per_query).__name__}"
-        )
+    check_list(nodes_per_query, "nodes_per_query must be a list of hit lists (one per query)")
     if isinstance(queries, str) or not isinstance(queries, Sequence):
         raise ConfigError(
             f"queries must be a list of str (one per hit list), got {type(queries).__name__}"

@@ -383,7 +383,7 @@ def topk_dense(scores: np.ndarray, k: int, mask: np.ndarray | None, cutoff: floa
         scores[:, ~mask] = -np.inf
     if cutoff is not None:
         scores[scores < cutoff] = -np.inf
-    nq, n = scores.shape
+    n = scores.shape[1]
     k = min(k, n)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     top = np.take_along_axis(scores, order, axis=1)
