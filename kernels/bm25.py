@@ -489,6 +489,8 @@ def _scan_term(indices, data, start, end, w_mult, acc, pos, heap_s, heap_d, n_he
     """Add the postings ``[start, end)`` to the rows with a positive ``acc`` (the live
     candidates), offering rows above ``bar`` to the heap in bursts. Returns
     ``(n_heap, bar)``."""
+    # The burst loop repeats _admit_term's on purpose: an inlined shared helper measured 8-10%
+    # slower (numba 0.68, jieba 200k batch).
     queue = np.empty(_QUEUE + 1, np.uint32)
     p = start
     while p < end:

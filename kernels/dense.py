@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._config import FASTMATH
+from .topk import worse
 
 ROW_SENTINEL = np.iinfo(np.int64).max
 # Scores are compared 64 at a time with an OR-reduction before any heap work (64 vectorises;
@@ -33,12 +34,6 @@ ROW_SENTINEL = np.iinfo(np.int64).max
 _GROUP = 64
 # Rows per score tile of the fused scan (n_queries x 512 float32 stays in L1/L2).
 _FUSED_TILE = 512
-
-
-@njit(cache=True, inline="always")
-def _worse(a_s, a_r, b_s, b_r):
-    """``(a_s, a_r)`` ranks below ``(b_s, b_r)``: lower score, or equal score and higher row."""
-    return a_s < b_s or (a_s == b_s and a_r > b_r)
 
 
 @njit(cache=True, inline="always")
@@ -50,9 +45,9 @@ def _replace_root(hs, hr, k, s, r):
         if c >= k:
             break
         c2 = c + 1
-        if c2 < k and _worse(hs[c2], hr[c2], hs[c], hr[c]):
+        if c2 < k and worse(hs[c2], hr[c2], hs[c], hr[c]):
             c = c2
-        if _worse(hs[c], hr[c], s, r):
+        if worse(hs[c], hr[c], s, r):
             hs[i] = hs[c]
             hr[i] = hr[c]
             i = c
@@ -176,7 +171,7 @@ def merge_candidates(cand_s, cand_r, heap_s, heap_r):
             for t in range(kc):
                 s = cand_s[b, i, t]
                 r = cand_r[b, i, t]
-                if _worse(hs[0], hr[0], s, r):
+                if worse(hs[0], hr[0], s, r):
                     _replace_root(hs, hr, k, s, r)
 
 
@@ -291,7 +286,7 @@ def hnsw_results(labels, distances, cutoff, out_rows, out_scores, counts):
                 continue
             r = np.int64(labels[i, t])
             j = c  # insertion sort: hnswlib's order is already nearly sorted
-            while j > 0 and _worse(out_scores[i, j - 1], out_rows[i, j - 1], s, r):
+            while j > 0 and worse(out_scores[i, j - 1], out_rows[i, j - 1], s, r):
                 out_scores[i, j] = out_scores[i, j - 1]
                 out_rows[i, j] = out_rows[i, j - 1]
                 j -= 1
