@@ -297,3 +297,168 @@ def hnsw_results(labels, distances, cutoff, out_rows, out_scores, counts):
             out_rows[i, t] = -1
             out_scores[i, t] = -np.inf
         counts[i] = c
+
+
+# ------------------------------------------------------------------------------ bf16 first pass
+# A batch can be scored first with bfloat16 inputs (AMX matrix units run that ~7x faster than
+# float32 sgemm) and then *rescored exactly* in float32: the bf16 pass only chooses candidates,
+# with an error bound wide enough that no row of the exact top-k is lost (see
+# fastrag.indexes.flat). bf16 values travel as their uint16 bit patterns (numba has no bf16).
+
+
+@njit(cache=True, inline="always")
+def _to_bf16_row(src, dst):
+    bits = src.view(np.uint32)
+    sq = 0.0
+    for d in range(src.shape[0]):
+        v = np.float64(src[d])
+        sq += v * v
+        b = bits[d]
+        dst[d] = np.uint16((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1)))
+                           >> np.uint32(16))
+    return np.sqrt(sq)
+
+
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
+def to_bf16(vectors, out, norms):
+    """``out[i]`` = bf16 bits of ``vectors[i]`` (round to nearest even, finite inputs),
+    ``norms[i]`` = its float32 norm, rounded up."""
+    for i in prange(vectors.shape[0]):
+        norms[i] = _round_up(_to_bf16_row(vectors[i], out[i]))
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def to_bf16_serial(vectors, out, norms):
+    """:func:`to_bf16` on the calling thread (small inputs such as queries)."""
+    for i in range(vectors.shape[0]):
+        norms[i] = _round_up(_to_bf16_row(vectors[i], out[i]))
+
+
+@njit(cache=True, inline="always")
+def _round_up(x):
+    """float64 -> the float32 at or above it."""
+    t = np.float32(x)
+    return np.nextafter(t, np.float32(np.inf)) if np.float64(t) < x else t
+
+
+@njit(cache=True, inline="always")
+def _round_down(x):
+    """float64 -> the float32 at or below it."""
+    t = np.float32(x)
+    return np.nextafter(t, np.float32(-np.inf)) if np.float64(t) > x else t
+
+
+@njit(cache=True, inline="always")
+def _prefilter(low, e_max, rel):
+    """The lowest approximate score ``x`` with ``x + e_max + rel * |x| >= low`` (rounded down,
+    with slack): a row scoring less cannot reach ``low`` if its error is at most ``e_max``."""
+    if low == -np.inf:
+        return np.float32(-np.inf)
+    y = np.float64(low) - e_max
+    x = y / (1.0 + rel) if y >= 0.0 else y / (1.0 - rel)
+    return _round_down(x - 2.0 ** -20 * (abs(x) + e_max))
+
+
+@njit(cache=True, nogil=True)
+def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_s, heap_r,
+                     cand_s, cand_r, n_cand, over):
+    """Merge approximate scores ``block[i, :m]`` (bf16 bits; rows ``row0 + j`` with norms
+    ``norms[j]``) for queries ``q0 + i``.
+
+    Row ``j`` of query ``q`` has an exact score within ``e = coef[q] * norms[j] + rel * |a|``
+    of its approximate score ``a``, so in ``[a - e, a + e]``. ``heap_*[q]`` keeps the k largest
+    lower ends: its root ``low`` is at most the exact k-th best score. Every row whose upper end
+    reaches ``low`` may belong to the exact top-k and goes to ``cand_*[q, :n_cand[q]]`` (with
+    its upper end). A query whose candidates outgrow the buffer gets ``over[q]`` set and is
+    left for an exact pass. Scores are first screened 64 at a time against the bound for the
+    largest norm of the block."""
+    k = heap_s.shape[1]
+    cap = cand_s.shape[1]
+    bits = np.empty(_GROUP, np.uint32)
+    vals = bits.view(np.float32)
+    neg_inf_bits = np.uint32(0xFF800000)
+    n_max = 0.0
+    for j in range(m):
+        n_max = max(n_max, np.float64(norms[j]))
+    for i in range(block.shape[0]):
+        q = q0 + i
+        if over[q]:
+            continue
+        hs = heap_s[q]
+        hr = heap_r[q]
+        c = coef[q]
+        low = hs[0]
+        thr = _prefilter(low, c * n_max, rel)
+        row = block[i]
+        n = n_cand[q]
+        j = 0
+        while j < m and not over[q]:
+            g = min(_GROUP, m - j)
+            for t in range(_GROUP):
+                bits[t] = (np.uint32(row[j + t]) << np.uint32(16)) if t < g else neg_inf_bits
+            hit = 0
+            for t in range(_GROUP):
+                hit |= np.int32(vals[t] >= thr)
+            if hit:
+                for t in range(g):
+                    a = np.float64(vals[t])
+                    if not a >= thr:
+                        continue
+                    r = row0 + j + t
+                    if use_mask and not mask[r]:
+                        continue
+                    e = c * np.float64(norms[j + t]) + rel * abs(a)
+                    e += 2.0 ** -20 * (abs(a) + e)
+                    hi = _round_up(a + e)
+                    if not hi >= low:
+                        continue
+                    if n == cap:  # drop candidates the risen bar has left behind
+                        keep = 0
+                        for u in range(n):
+                            if cand_s[q, u] >= low:
+                                cand_s[q, keep] = cand_s[q, u]
+                                cand_r[q, keep] = cand_r[q, u]
+                                keep += 1
+                        n = keep
+                        if 4 * n > 3 * cap:
+                            over[q] = True
+                            break
+                    cand_s[q, n] = hi
+                    cand_r[q, n] = r
+                    n += 1
+                    lo = _round_down(a - e)
+                    if lo > low:
+                        _replace_root(hs, hr, k, lo, r)
+                        low = hs[0]
+                        thr = _prefilter(low, c * n_max, rel)
+            j += _GROUP
+        n_cand[q] = n
+
+
+@njit(cache=True, inline="always")
+def _rescore_query(vectors, query, low, cand_s, cand_r, n_cand, hs, hr):
+    k = hs.shape[0]
+    for w in range(cand_s.shape[0]):
+        for c in range(n_cand[w]):
+            if not cand_s[w, c] >= low:
+                continue
+            r = cand_r[w, c]
+            x = vectors[r]
+            acc = np.float32(0.0)
+            for d in range(x.shape[0]):
+                acc += x[d] * query[d]
+            if worse(hs[0], hr[0], acc, r):
+                _replace_root(hs, hr, k, acc, r)
+
+
+@njit(cache=True, fastmath=FASTMATH, parallel=True)
+def rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s, heap_r):
+    """Exact float32 scores of each query's candidates (``cand_*[w, q, :n_cand[w, q]]`` over
+    workers ``w``) whose upper end reaches ``low_s[q, 0]`` (the k-th largest lower end over
+    all workers), merged into the exact heaps ``heap_*[q]``. Queries with ``over[q]`` are
+    skipped (the caller searches them exactly)."""
+    for q in prange(queries.shape[0]):
+        if over[q]:
+            continue
+        _rescore_query(vectors, queries[q], low_s[q, 0], cand_s[:, q], cand_r[:, q],
+                       n_cand[:, q], heap_s[q], heap_r[q])

@@ -9,6 +9,15 @@ super-batches, so memory does not grow with the corpus or the query count.
 One or a few queries take a fused numba pass instead (dot products and top-k while streaming
 the corpus once, ``prange`` over corpus blocks): that path is bound by memory bandwidth.
 
+bf16 first pass (``FlatIndex(bf16="auto")``, with torch installed and a CPU with AMX-BF16): a
+batch is first scored with bfloat16 copies of the vectors (torch's oneDNN matmul on the AMX
+tiles, ~7x float32 sgemm here). A proven error bound (``bf16_error_bound``: bf16 rounding of
+both inputs and of the output, float32 accumulation in both passes) puts each row's exact
+score in an interval around its approximate one; the k-th largest lower end is at most the
+exact k-th best score, so only rows whose upper end reaches it can belong to the exact top-k.
+Only those are scored exactly in float32: results equal the float32 search's. A query with
+too many such rows (many near-equal scores) is searched again on the float32 path.
+
 Scores are "higher is better": ``dot`` is the inner product; ``cosine`` is the inner product of
 vectors normalised once at insert (queries are normalised per call). A zero vector stays zero:
 its cosine score with anything is 0 (the convention of faiss ``normalize_L2`` and sklearn).
@@ -56,6 +65,12 @@ BLOCKED_PARALLEL_MIN_MACS = 64 * 2**20
 GATHER_FRACTION = 0.25
 # |squared norm - 1| below this counts as already normalised (float32 rounding is ~1e-6).
 NORM_TOLERANCE = 1e-4
+# bf16 first pass: unit roundoff of one bf16 rounding; largest k; candidate buffer per query
+# and worker (at least 16 k); queries per pass over the corpus (bounds the buffers' memory).
+BF16_U = 2.0 ** -8
+BF16_MAX_K = 256
+BF16_CANDIDATES = 1024
+BF16_SUPER_BATCH = 4096
 
 SearchResult = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -265,6 +280,189 @@ def numba_threads(num_threads: int | None) -> Iterator[int]:
         numba.set_num_threads(old)
 
 
+# ------------------------------------------------------------------------- bf16 first pass
+_BF16_STATE: dict[str, Any] = {}
+
+
+def _torch() -> Any:
+    """torch when installed (imported once), else None."""
+    if "torch" not in _BF16_STATE:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        _BF16_STATE["torch"] = torch
+    return _BF16_STATE["torch"]
+
+
+def bf16_fast() -> bool:
+    """True when the bf16 first pass pays here: torch is installed and the CPU has AMX-BF16
+    tiles (without them torch's bf16 matmul is slower than float32 sgemm)."""
+    if "fast" not in _BF16_STATE:
+        torch = _torch()
+        probe = getattr(getattr(torch, "cpu", None), "_is_amx_tile_supported", None)
+        fast = False
+        if probe is not None:
+            try:
+                fast = bool(probe())
+            except Exception:  # noqa: BLE001 - a private probe: any failure means "no"
+                fast = False
+        _BF16_STATE["fast"] = fast
+    return _BF16_STATE["fast"]
+
+
+def check_bf16(bf16: Any) -> bool | str:
+    if not (isinstance(bf16, bool) or (isinstance(bf16, str) and bf16 == "auto")):
+        raise ConfigError(f"bf16={bf16!r} must be 'auto', True or False")
+    if bf16 is True and _torch() is None:
+        from fastrag.errors import missing_extra
+
+        raise missing_extra("torch", "amx", "FlatIndex(bf16=True)")
+    return bf16
+
+
+def _aligned_bits(shape: tuple[int, int]) -> np.ndarray:
+    """An uninitialised uint16 array starting on a 64-byte boundary: oneDNN's AMX kernels run
+    at half speed on operands that do not (measured: 730 vs 1,350 GFLOP/s at dim 768)."""
+    nbytes = shape[0] * shape[1] * 2
+    raw = np.empty(nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + nbytes].view(np.uint16).reshape(shape)
+
+
+class Bf16Corpus:
+    """bfloat16 bits (uint16) of the first ``n`` stored rows, and their norms (float32)."""
+
+    def __init__(self, dim: int) -> None:
+        self.bits = _aligned_bits((0, dim))
+        self.norms = np.empty(0, np.float32)
+        self.n = 0
+
+    def update(self, vectors: np.ndarray) -> None:
+        """Convert the rows of ``vectors`` not converted yet (vectors only ever grow)."""
+        n, dim = vectors.shape
+        if n > self.bits.shape[0]:
+            cap = max(n, 2 * self.bits.shape[0])
+            bits = _aligned_bits((cap, dim))
+            bits[:self.n] = self.bits[:self.n]
+            norms = np.empty(cap, np.float32)
+            norms[:self.n] = self.norms[:self.n]
+            self.bits, self.norms = bits, norms
+        if n > self.n:
+            new = vectors[self.n:n]
+            convert = _dense.to_bf16_serial if new.size < PARALLEL_MIN_ELEMENTS \
+                else _dense.to_bf16
+            convert(new, self.bits[self.n:n], self.norms[self.n:n])
+            self.n = n
+
+
+@contextlib.contextmanager
+def _torch_single_thread(torch: Any) -> Iterator[None]:
+    """Hold torch at one thread (process-wide, re-entrant: the last search out restores)."""
+    with _BLAS_LOCK:
+        if _BF16_STATE.get("users", 0) == 0:
+            _BF16_STATE["saved_threads"] = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _BF16_STATE["users"] = _BF16_STATE.get("users", 0) + 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BF16_STATE["users"] -= 1
+            if _BF16_STATE["users"] == 0:
+                torch.set_num_threads(_BF16_STATE["saved_threads"])
+
+
+def _as_torch_bf16(torch: Any, bits: np.ndarray) -> Any:
+    return torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16)
+
+
+def bf16_error_bound(queries: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(coef, rel)``: the exact score of query ``i`` and a row of norm ``n`` lies within
+    ``coef[i] * n + rel * |approx|`` of its bf16-pass score ``approx``.
+
+    ``coef``: both inputs rounded to bf16 (relative error ``u`` each, so ``2u + u**2`` of
+    ``sum |q_j x_j| <= ||q|| ||x||``) and float32 accumulation in the bf16 pass and in the
+    rescoring (``d 2**-24`` each), times 1.01. ``rel``: the bf16 rounding of the output,
+    doubled for safety.
+    """
+    dim = queries.shape[1]
+    q_norm = np.sqrt(np.einsum("ij,ij->i", queries, queries, dtype=np.float64))
+    scale = (2 * BF16_U + BF16_U ** 2 + 2.0 * dim * 2.0 ** -24) * 1.01
+    return scale * q_norm, 2 * BF16_U / (1 - 2 * BF16_U)
+
+
+def _bf16_search(vectors: np.ndarray, approx: Bf16Corpus, queries: np.ndarray, k: int,
+                 mask: np.ndarray | None, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact heaps of ``queries`` (at most BF16_SUPER_BATCH) via the bf16 first pass."""
+    torch = _torch()
+    n_q, dim = queries.shape
+    n = vectors.shape[0]
+    q_bits = _aligned_bits(queries.shape)
+    _dense.to_bf16_serial(queries, q_bits, np.empty(n_q, np.float32))
+    coef, rel = bf16_error_bound(queries)
+    cap = max(BF16_CANDIDATES, 16 * k)
+    n_chunks = -(-n // CORPUS_CHUNK)
+    n_workers = min(n_threads, n_chunks)
+    if n_q * n * dim < BLOCKED_PARALLEL_MIN_MACS:
+        n_workers = 1
+    qt = _as_torch_bf16(torch, q_bits)
+    xt = _as_torch_bf16(torch, approx.bits[:n])
+    args = (qt, xt, approx.norms, k, coef, rel, mask, cap, n_chunks)
+    with _torch_single_thread(torch):
+        if n_workers <= 1:
+            parts = [_bf16_worker(*args, iter(range(n_chunks)))]
+        else:
+            chunk_ids = itertools.count()
+            jobs = [_pool().submit(_bf16_worker, *args, chunk_ids) for _ in range(n_workers)]
+            parts = [job.result() for job in jobs]
+    low_s, low_r = _new_heaps((n_q, k))
+    _dense.merge_candidates(np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
+                            low_s, low_r)
+    over = np.logical_or.reduce([p[4] for p in parts])
+    heap_s, heap_r = _new_heaps((n_q, k))
+    _dense.rescore_candidates(vectors, queries, low_s, np.stack([p[2] for p in parts]),
+                              np.stack([p[3] for p in parts]), np.stack([p[5] for p in parts]),
+                              over, heap_s, heap_r)
+    if over.any():
+        redo = np.flatnonzero(over)
+        heap_s[redo], heap_r[redo] = _blocked(vectors, queries[redo], k, mask, None, n_threads)
+    return heap_s, heap_r
+
+
+def _bf16_worker(qt: Any, xt: Any, norms: np.ndarray, k: int, coef: np.ndarray, rel: float,
+                 mask: np.ndarray | None, cap: int, n_chunks: int,
+                 chunk_ids: Iterator[int]) -> tuple[np.ndarray, ...]:
+    """Heaps of lower ends and candidates of all queries over the chunks this worker takes."""
+    torch = _torch()
+    torch.set_num_threads(1)  # this thread's OpenMP pool: one thread per worker
+    n_q = qt.shape[0]
+    n = xt.shape[0]
+    heap_s, heap_r = _new_heaps((n_q, k))
+    cand_s = np.empty((n_q, cap), np.float32)
+    cand_r = np.empty((n_q, cap), np.int64)
+    n_cand = np.zeros(n_q, np.int64)
+    over = np.zeros(n_q, np.bool_)
+    qb = min(QUERY_BLOCK, n_q)
+    out = torch.empty((qb * CORPUS_CHUNK,), dtype=torch.bfloat16)
+    out_bits = out.view(torch.int16).numpy().view(np.uint16)
+    use_mask = mask is not None
+    mask_arg = mask if use_mask else _EMPTY_MASK
+    for c in chunk_ids:
+        if c >= n_chunks:
+            break
+        c0 = c * CORPUS_CHUNK
+        m = min(CORPUS_CHUNK, n - c0)
+        chunk_t = xt[c0:c0 + m].T
+        for q0 in range(0, n_q, qb):
+            nb = min(qb, n_q - q0)
+            torch.mm(qt[q0:q0 + nb], chunk_t, out=out[:nb * m].view(nb, m))
+            _dense.merge_block_bf16(out_bits[:nb * m].reshape(nb, m), m, c0, norms[c0:c0 + m],
+                                    mask_arg, use_mask, q0, coef, rel, heap_s, heap_r, cand_s,
+                                    cand_r, n_cand, over)
+    return heap_s, heap_r, cand_s, cand_r, over, n_cand
+
+
 # ------------------------------------------------------------------------------ exact search
 _EMPTY_ROWS = np.zeros(0, np.int64)
 _EMPTY_MASK = np.zeros(0, np.bool_)
@@ -277,11 +475,13 @@ def _new_heaps(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
 
 def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int,
                  mask: np.ndarray | None = None, cutoff: float = -math.inf,
-                 rows: np.ndarray | None = None, num_threads: int | None = None) -> SearchResult:
+                 rows: np.ndarray | None = None, num_threads: int | None = None,
+                 approx: Bf16Corpus | None = None) -> SearchResult:
     """Exact top-k of prepared ``queries`` against ``vectors`` (both float32 C-contiguous).
 
     ``mask`` (bool, one per row) restricts the candidates; ``rows`` (ascending int64) instead
-    lists the only candidate rows. Returns ``(rows, scores, counts)`` with width ``k``.
+    lists the only candidate rows. ``approx`` (bf16 bits of ``vectors``) enables the bf16
+    first pass for batches. Returns ``(rows, scores, counts)`` with width ``k``.
     """
     n_q = queries.shape[0]
     out_rows = np.empty((n_q, k), np.int64)
@@ -295,13 +495,18 @@ def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int,
             rows, mask = np.flatnonzero(mask).astype(np.int64), None
     kk = max(1, min(k, n_cand))  # heap size: never more than the candidates
     cut = float(np.float32(cutoff))  # compare as float32, like the scores
+    use_bf16 = (approx is not None and rows is None and n_q > FUSED_MAX_QUERIES
+                and kk <= BF16_MAX_K and approx.n == vectors.shape[0])
+    super_batch = BF16_SUPER_BATCH if use_bf16 else QUERY_SUPER_BATCH
     with numba_threads(num_threads) as n_threads:
-        for s0 in range(0, n_q, QUERY_SUPER_BATCH):
-            qs = queries[s0:s0 + QUERY_SUPER_BATCH]
+        for s0 in range(0, n_q, super_batch):
+            qs = queries[s0:s0 + super_batch]
             if n_cand == 0:
                 heap_s, heap_r = _new_heaps((qs.shape[0], kk))
             elif qs.shape[0] <= FUSED_MAX_QUERIES:
                 heap_s, heap_r = _fused(vectors, qs, kk, mask, rows, n_threads)
+            elif use_bf16:
+                heap_s, heap_r = _bf16_search(vectors, approx, qs, kk, mask, n_threads)
             else:
                 heap_s, heap_r = _blocked(vectors, qs, kk, mask, rows, n_threads)
             sl = slice(s0, s0 + qs.shape[0])
@@ -394,18 +599,27 @@ class FlatIndex:
     ``"dot"`` keeps them as given. Vectors must be finite. ``search`` returns
     ``(rows int64 (n_q, k), scores float32 (n_q, k), counts int32 (n_q,))``, best first, ties
     by the lower row, padded with row -1 and score -inf.
+
+    ``bf16``: score batches (more than 16 queries, k <= 256) first with bfloat16 copies of the
+    vectors and then exactly in float32 (same results; see the module notes). ``"auto"`` does
+    so when torch is installed and the CPU has AMX-BF16; ``True`` whenever torch is installed
+    (the ``[amx]`` extra); ``False`` never. The bf16 copy (2 bytes per value) is made on the
+    first such batch and kept.
     """
 
-    def __init__(self, dim: int, metric: str = "cosine") -> None:
+    def __init__(self, dim: int, metric: str = "cosine", bf16: bool | str = "auto") -> None:
         self.dim = check_dim(dim)
         self.metric = check_metric(metric)
+        self.bf16 = check_bf16(bf16)
         self._buf = np.empty((0, self.dim), np.float32)
         self._n = 0
         self._owned = True
+        self._approx: Bf16Corpus | None = None
+        self._approx_lock = threading.Lock()
 
     @classmethod
-    def from_vectors(cls, vectors: Any, metric: str = "cosine",
-                     normalized: bool = False) -> FlatIndex:
+    def from_vectors(cls, vectors: Any, metric: str = "cosine", normalized: bool = False,
+                     bf16: bool | str = "auto") -> FlatIndex:
         """An index over ``vectors`` (ndarray or Arrow ``fixed_size_list<float32>``).
 
         Float32 C-contiguous input is used in place (also read-only memory such as an Arrow
@@ -414,7 +628,7 @@ class FlatIndex:
         finiteness check and normalisation pass (for vectors this index wrote before).
         """
         vectors = as_matrix(vectors, None)
-        index = cls(vectors.shape[1], metric)
+        index = cls(vectors.shape[1], metric, bf16)
         if not normalized:
             vectors = prepare_vectors(vectors, index.metric)
         index._buf = vectors
@@ -463,8 +677,20 @@ class FlatIndex:
         q = prepare_queries(queries, self.dim, self.metric)
         mask = check_mask(mask, self._n)
         cut = check_cutoff(cutoff)
-        return exact_search(self._buf[:self._n], q, k, mask, cut,
-                            num_threads=check_num_threads(num_threads))
+        vectors = self._buf[:self._n]
+        return exact_search(vectors, q, k, mask, cut, num_threads=check_num_threads(num_threads),
+                            approx=self._bf16_copy(q.shape[0], k))
+
+    def _bf16_copy(self, n_queries: int, k: int) -> Bf16Corpus | None:
+        """The bf16 copy of the vectors, brought up to date, when this search would use it."""
+        use = self.bf16 is True or (self.bf16 == "auto" and bf16_fast())
+        if not use or n_queries <= FUSED_MAX_QUERIES or k > BF16_MAX_K or self._n == 0:
+            return None
+        with self._approx_lock:
+            if self._approx is None:
+                self._approx = Bf16Corpus(self.dim)
+            self._approx.update(self._buf[:self._n])
+        return self._approx
 
     def __repr__(self) -> str:
         return f"FlatIndex(dim={self.dim}, metric={self.metric!r}, n={self._n})"

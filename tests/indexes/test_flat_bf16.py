@@ -1,0 +1,188 @@
+"""The bf16 first pass of FlatIndex: same results as the float32 search, error bound holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from reference import dense_topk_reference
+
+from fastrag.errors import ConfigError, MissingExtraError
+from fastrag.indexes import flat
+from fastrag.indexes.flat import FlatIndex
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Small blocks: a few thousand rows span many chunks, query blocks and super-batches, and
+    two threads run two workers."""
+    monkeypatch.setattr(flat, "BLOCKED_PARALLEL_MIN_MACS", 0)
+    monkeypatch.setattr(flat, "CORPUS_CHUNK", 256)
+    monkeypatch.setattr(flat, "QUERY_BLOCK", 32)
+    monkeypatch.setattr(flat, "BF16_SUPER_BATCH", 40)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts the bf16 searches and the float32 sgemm passes (and the queries they get)."""
+    seen = {"bf16": 0, "blocked": []}
+    bf16_search, blocked = flat._bf16_search, flat._blocked
+
+    def spy_bf16(*args, **kwargs):
+        seen["bf16"] += 1
+        return bf16_search(*args, **kwargs)
+
+    def spy_blocked(vectors, queries, *args, **kwargs):
+        seen["blocked"].append(queries.shape[0])
+        return blocked(vectors, queries, *args, **kwargs)
+
+    monkeypatch.setattr(flat, "_bf16_search", spy_bf16)
+    monkeypatch.setattr(flat, "_blocked", spy_blocked)
+    return seen
+
+
+def assert_same(got, ref, exact_scores=True):
+    np.testing.assert_array_equal(got[0], ref[0])
+    if exact_scores:
+        np.testing.assert_array_equal(got[1], ref[1])
+    else:  # float32 sums in another order: a few ulp apart
+        np.testing.assert_allclose(got[1], ref[1], rtol=4e-6, atol=1e-6)
+    np.testing.assert_array_equal(got[2], ref[2])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_random_cosine_equals_float32_search(threads, small_blocks, calls):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6000, 96)).astype(np.float32)
+    q = rng.standard_normal((100, 96)).astype(np.float32)
+    fast = FlatIndex.from_vectors(x, bf16=True).search(q, 10, num_threads=threads)
+    assert calls["bf16"] == 3 and calls["blocked"] == []  # 100 queries: 40 + 40 + 20
+    plain = FlatIndex.from_vectors(x, bf16=False).search(q, 10, num_threads=threads)
+    assert_same(fast, plain, exact_scores=False)
+    ref_rows, ref_scores, _ = dense_topk_reference(x, q, 10, "cosine")
+    np.testing.assert_array_equal(fast[0], ref_rows)
+    np.testing.assert_allclose(fast[1], ref_scores, rtol=0, atol=2e-6)
+
+
+def test_dot_with_wide_norms_mask_and_cutoff(small_blocks, calls):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5000, 40)).astype(np.float32)
+    x *= rng.lognormal(0.0, 2.0, (5000, 1)).astype(np.float32)  # norms over ~4 decades
+    q = rng.standard_normal((40, 40)).astype(np.float32) * 3.0
+    mask = rng.random(5000) < 0.6
+    fast = FlatIndex.from_vectors(x, "dot", bf16=True)
+    plain = FlatIndex.from_vectors(x, "dot", bf16=False)
+    for kwargs in ({"mask": mask}, {"cutoff": 5.0}, {"mask": mask, "cutoff": 0.0}):
+        want = plain.search(q, 25, num_threads=2, **kwargs)
+        calls["blocked"].clear()
+        assert_same(fast.search(q, 25, num_threads=2, **kwargs), want, exact_scores=False)
+        assert calls["blocked"] == [], kwargs
+    assert calls["bf16"] == 3
+
+
+def test_exact_ties_keep_the_lower_row(small_blocks):
+    """Small integers are exact in bf16 and their dot products exact in float32: scores must
+    be bit-equal to the reference and ties must fall to the lower row, as on every path."""
+    rng = np.random.default_rng(2)
+    x = rng.integers(-3, 4, (3000, 12)).astype(np.float32)
+    q = rng.integers(-3, 4, (60, 12)).astype(np.float32)
+    got = FlatIndex.from_vectors(x, "dot", bf16=True).search(q, 20, num_threads=2)
+    ref = dense_topk_reference(x, q, 20, "dot")
+    assert_same(got, (ref[0], ref[1].astype(np.float32), ref[2].astype(np.int32)))
+
+
+def test_near_duplicates_overflow_to_the_float32_pass(small_blocks, calls, monkeypatch):
+    """Rows that differ below bf16's resolution all stay candidates: the queries whose
+    candidates outgrow the buffer are searched again in float32, and only those."""
+    monkeypatch.setattr(flat, "BF16_CANDIDATES", 64)
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal(32).astype(np.float32)
+    dupes = base + rng.standard_normal((800, 32)).astype(np.float32) * 1e-4
+    x = np.concatenate([rng.standard_normal((2000, 32)).astype(np.float32), dupes])
+    others = rng.standard_normal((25, 32)).astype(np.float32)
+    others -= (others @ base / (base @ base) + 0.5)[:, None] * base  # far from the duplicates
+    q = np.concatenate([np.tile(base, (5, 1)), others])  # the first 5 overflow
+    got = FlatIndex.from_vectors(x, bf16=True).search(q, 10)
+    assert calls["bf16"] == 1 and calls["blocked"] == [5]
+    ref_rows, ref_scores, _ = dense_topk_reference(x, q, 10, "cosine")
+    np.testing.assert_array_equal(got[0][5:], ref_rows[5:])
+    # the duplicates' scores tie at float32 resolution: their order depends on summation order
+    np.testing.assert_allclose(got[1], ref_scores, rtol=0, atol=2e-6)
+
+
+def test_error_bound_holds_when_rounding_errors_add_up():
+    """Entries just below a bf16 rounding midpoint all round the same way, so the errors of
+    the products add up instead of cancelling: the bound used for the window must still hold
+    for what torch's bf16 matmul returns."""
+    rng = np.random.default_rng(4)
+    dim = 512
+    step = 2.0 ** -7  # bf16 spacing in [1, 2)
+    x = (1.0 + step * (rng.integers(0, 64, (300, dim)) + 0.499)).astype(np.float32)
+    q = (1.0 + step * (rng.integers(0, 64, (40, dim)) + 0.499)).astype(np.float32)
+    x[::2] *= -1.0
+    corpus = flat.Bf16Corpus(dim)
+    corpus.update(x)
+    q_bits = np.empty(q.shape, np.uint16)
+    flat._dense.to_bf16_serial(q, q_bits, np.empty(q.shape[0], np.float32))
+    approx = (flat._as_torch_bf16(torch, q_bits) @ flat._as_torch_bf16(torch, corpus.bits).T)
+    approx = approx.float().numpy().astype(np.float64)
+    exact = q.astype(np.float64) @ x.T.astype(np.float64)
+    coef, rel = flat.bf16_error_bound(q)
+    np.testing.assert_allclose(corpus.norms, np.linalg.norm(x.astype(np.float64), axis=1),
+                               rtol=1e-6)
+    assert (corpus.norms >= np.linalg.norm(x.astype(np.float64), axis=1)).all()  # rounded up
+    bound = coef[:, None] * corpus.norms[None, :] + rel * np.abs(approx)
+    gap = np.abs(approx - exact)
+    assert (gap <= bound).all()
+    assert (gap / bound).max() > 0.25  # the test does push the errors towards the bound
+
+
+def test_incremental_add_updates_the_bf16_copy(small_blocks):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3000, 24)).astype(np.float32)
+    q = rng.standard_normal((30, 24)).astype(np.float32)
+    index = FlatIndex(24, bf16=True)
+    index.add(x[:1000])
+    index.search(q, 5)
+    index.add(x[1000:])  # the best rows for these queries are mostly among the new ones
+    got = index.search(q, 5)
+    assert index._approx.n == 3000
+    ref_rows, _, _ = dense_topk_reference(x, q, 5, "cosine")
+    np.testing.assert_array_equal(got[0], ref_rows)
+
+
+def test_auto_follows_the_cpu_and_small_batches_skip_it(calls, monkeypatch):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2000, 16)).astype(np.float32)
+    index = FlatIndex.from_vectors(x)  # bf16="auto"
+    monkeypatch.setattr(flat, "bf16_fast", lambda: False)
+    index.search(rng.standard_normal((40, 16)), 5)
+    assert calls["bf16"] == 0 and index._approx is None
+    monkeypatch.setattr(flat, "bf16_fast", lambda: True)
+    index.search(rng.standard_normal((16, 16)), 5)  # fused path: no bf16 copy needed
+    index.search(rng.standard_normal((40, 16)), 300)  # k above BF16_MAX_K
+    assert calls["bf16"] == 0 and index._approx is None
+    index.search(rng.standard_normal((40, 16)), 5)
+    assert calls["bf16"] == 1 and index._approx.n == 2000
+
+
+def test_torch_thread_count_is_restored():
+    rng = np.random.default_rng(7)
+    index = FlatIndex.from_vectors(rng.standard_normal((3000, 16)).astype(np.float32), bf16=True)
+    before = torch.get_num_threads()
+    index.search(rng.standard_normal((50, 16)), 5, num_threads=1)
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None, 0.5])
+def test_bad_bf16_argument(bad):
+    with pytest.raises(ConfigError, match="bf16=.* must be 'auto', True or False"):
+        FlatIndex(8, bf16=bad)
+
+
+def test_bf16_true_without_torch_names_the_extra(monkeypatch):
+    monkeypatch.setitem(flat._BF16_STATE, "torch", None)
+    with pytest.raises(MissingExtraError, match=r"fastrag-engine\[amx\]"):
+        FlatIndex(8, bf16=True)
+    assert FlatIndex(8, bf16="auto").bf16 == "auto"  # auto just falls back
