@@ -19,9 +19,10 @@ Scoring strategies (``STRATEGY_*``; all exact, same results):
   rows are completed over all terms (a true k-th score, far above partial sums). Once the bounds
   of the remaining terms cannot lift an untouched row to that bar, no new rows are admitted:
   candidates whose bound falls below the bar are dropped before each remaining term, which is
-  then scanned, or, when few candidates are left, searched by galloping over them (rows sorted
-  by a radix sort) from an interpolated guess (rows of a list spread evenly over the
-  documents), so that each search mostly stays within one prefetched cache line.
+  then scanned (live candidates marked in a bitmap that stays in L1, so a posting of any other
+  row costs one bit test), or, when few candidates are left, searched by galloping over them
+  (rows sorted by a radix sort) from an interpolated guess (rows of a list spread evenly over
+  the documents), so that each search mostly stays within one prefetched cache line.
 * ``auto`` (default): ``dense`` on small corpora (accumulator in cache, see
   ``_DENSE_MAX_DOCS``) when the query touches many rows, else ``maxscore``.
 
@@ -426,9 +427,42 @@ def _admit_term(indices, data, start, end, w_mult, mask, has_mask, acc, pos, tou
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _prune(acc, touched, nt, r, theta):
+def _scan_term(indices, data, start, end, w_mult, acc, live, pos, heap_s, heap_d, n_heap, k_eff,
+               bar, base, base32):
+    """Add the postings ``[start, end)`` to the live candidates (the rows set in the bitmap
+    ``live``), offering rows above ``bar`` to the heap. Returns ``(n_heap, bar)``.
+
+    A first pass queues the postings of live rows (a test of one bit, in L1, per posting: no
+    read of ``acc`` for the many rows that are not candidates); a second adds them."""
+    queue = np.empty(_QUEUE + 1, np.uint32)
+    p = start
+    one = np.uint64(1)
+    while p < end:
+        stop = min(p + _QUEUE, end)
+        nq = np.uint64(0)
+        for qs in range(p, stop):
+            q = np.uint64(qs)
+            d = np.uint32(indices[q])
+            bit = (live[np.uint64(d >> np.uint32(6))] >> np.uint64(d & np.uint32(63))) & one
+            queue[nq] = np.uint32(qs - p)
+            nq += bit
+        for i in range(nq):
+            q = np.uint64(p + queue[i])
+            d = np.uint32(indices[q])
+            a = acc[d] + w_mult * data[q]
+            acc[d] = a
+            if a > bar:
+                n_heap = _raise(a, base32, np.int64(d), heap_s, heap_d, pos, n_heap, k_eff)
+                bar = _bar(heap_s, n_heap, k_eff, base)
+        p = stop
+    return n_heap, bar
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _prune(acc, touched, nt, r, theta, live, has_live):
     """Keep the rows of ``touched[:nt]`` that can still reach ``theta`` with at most ``r`` more;
-    zero the others' ``acc``. Returns the number kept.
+    zero the others' ``acc`` (and clear their bits in ``live`` when ``has_live``). Returns the
+    number kept.
 
     A dropped row may stay in the heap with its partial sum: that sum is below ``theta``, itself
     at most the k-th best final score, so the rows of the true top-k (never dropped, and offered
@@ -445,6 +479,9 @@ def _prune(acc, touched, nt, r, theta):
         touched[keep] = d
         keep += np.uint64(alive)
         acc[d] = a if alive else np.float32(0.0)
+        if has_live:
+            w = np.uint64(d >> np.uint32(6))
+            live[w] &= ~(np.uint64(not alive) << np.uint64(d & np.uint32(63)))
     return np.int64(keep)
 
 
@@ -480,38 +517,6 @@ def _gallop_term(indices, data, start, end, w_mult, acc, pos, touched, nt, heap_
             if a > bar:
                 n_heap = _raise(a, base32, d, heap_s, heap_d, pos, n_heap, k_eff)
                 bar = _bar(heap_s, n_heap, k_eff, base)
-    return n_heap, bar
-
-
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _scan_term(indices, data, start, end, w_mult, acc, pos, heap_s, heap_d, n_heap, k_eff,
-               bar, base, base32):
-    """Add the postings ``[start, end)`` to the rows with a positive ``acc`` (the live
-    candidates), offering rows above ``bar`` to the heap in bursts. Returns
-    ``(n_heap, bar)``."""
-    # The burst loop repeats _admit_term's on purpose: an inlined shared helper measured 8-10%
-    # slower (numba 0.68, jieba 200k batch).
-    queue = np.empty(_QUEUE + 1, np.uint32)
-    p = start
-    while p < end:
-        stop = min(p + _QUEUE, end)
-        nq = np.uint64(0)
-        for qs in range(p, stop):
-            q = np.uint64(qs)
-            d = np.uint32(indices[q])
-            a = acc[d]
-            live = a > 0.0
-            a = a + w_mult * data[q] if live else a
-            acc[d] = a
-            queue[nq] = d
-            nq += np.uint64(a > bar)
-        for i in range(nq):
-            d = queue[i]
-            a = acc[d]
-            if a > bar:
-                n_heap = _raise(a, base32, np.int64(d), heap_s, heap_d, pos, n_heap, k_eff)
-                bar = _bar(heap_s, n_heap, k_eff, base)
-        p = stop
     return n_heap, bar
 
 
@@ -630,6 +635,8 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                 # long list is scanned; when candidates are few, they are looked up in it by
                 # galloping search instead (rows sorted once, by radix sort).
                 is_sorted = False
+                has_live = False
+                live = np.zeros(0, np.uint64)
                 for oi in range(stop, m):
                     t = o_terms[oi]
                     w_mult = o_mult[oi]
@@ -639,7 +646,7 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                     theta = max(theta_floor, theta_seed)
                     if n_heap == k_eff and heap_s[0] > theta:
                         theta = heap_s[0]
-                    nt = _prune(acc, touched, nt, rest[oi] + base, theta)
+                    nt = _prune(acc, touched, nt, rest[oi] + base, theta, live, has_live)
                     if nt == 0:
                         break
                     if nt * _GALLOP_FACTOR < end - start:
@@ -650,8 +657,14 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                             indices, data, start, end, w_mult, acc, pos, touched, nt, heap_s,
                             heap_d, n_heap, k_eff, bar, base, base32)
                     else:
+                        if not has_live:
+                            live = np.zeros((n_docs + 63) >> 6, np.uint64)
+                            for j in range(nt):
+                                d = touched[j]
+                                live[d >> 6] |= np.uint64(1) << np.uint64(d & 63)
+                            has_live = True
                         n_heap, bar = _scan_term(
-                            indices, data, start, end, w_mult, acc, pos, heap_s, heap_d,
+                            indices, data, start, end, w_mult, acc, live, pos, heap_s, heap_d,
                             n_heap, k_eff, bar, base, base32)
             for j in range(nt):
                 acc[touched[j]] = 0.0
