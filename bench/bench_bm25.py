@@ -330,6 +330,13 @@ def ratio(a, b):
     return a / b if a and b else float("nan")
 
 
+def paired(r: dict, a: str, b: str) -> float:
+    """Median over repeats of ``b``'s time / ``a``'s time in the same repeat (back to back,
+    so a slow spell of the shared machine hits both)."""
+    ta, tb = r.get(f"{a}_runs_s"), r.get(f"{b}_runs_s")
+    return median([y / x for x, y in zip(ta, tb)]) if ta and tb else float("nan")
+
+
 def report(payload: dict) -> str:
     lines = ["# BM25: fastrag vs bm25s 0.3.16 (numba) and rank_bm25", ""]
     m = payload["machine"]
@@ -347,8 +354,10 @@ def report(payload: dict) -> str:
             r["analyzer"], r["n_docs"], r["tokens_per_doc"], r["n_queries"],
             r.get("bm25s_1t_qps"), r.get("fastrag_1t_qps"),
             ratio(r.get("fastrag_1t_qps"), r.get("bm25s_1t_qps")),
+            paired(r, "fastrag_1t", "bm25s_1t"),
             r.get("bm25s_2t_qps"), r.get("fastrag_2t_qps"),
             ratio(r.get("fastrag_2t_qps"), r.get("fastrag_1t_qps")),
+            paired(r, "fastrag_2t", "fastrag_1t"),
             r.get("bm25s_single_ms"), r.get("fastrag_single_ms"),
             ratio(r.get("fastrag_single_ms"), r.get("bm25s_single_ms")),
             r["bm25s_build_s"], r["fastrag_build_s"],
@@ -358,9 +367,13 @@ def report(payload: dict) -> str:
         ])
     lines.append(markdown_table(
         ["analyzer", "docs", "tok/doc", "queries", "bm25s q/s 1t", "fastrag q/s 1t", "x 1t",
-         "bm25s q/s 2t", "fastrag q/s 2t", "fastrag 2t/1t", "bm25s single ms",
+         "x 1t paired", "bm25s q/s 2t", "fastrag q/s 2t", "fastrag 2t/1t", "2t/1t paired",
+         "bm25s single ms",
          "fastrag single ms", "single ratio", "bm25s build s", "fastrag build s",
          "build ratio", "bm25s MiB", "fastrag MiB", "identical top-10"], rows))
+    lines.append("")
+    lines.append("paired = median over the repeats of the ratio of the two times measured back "
+                 "to back in the same repeat (a slow spell of the shared machine hits both).")
     lines.append("")
     fresh = [r for r in payload["main"] if "fastrag_fresh" in r]
     if fresh:
@@ -431,6 +444,19 @@ def plot(payload: dict, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def render(payload: dict) -> str:
+    """The Markdown report, with the 1M-document table when there is one."""
+    md = report(payload)
+    if payload["million"]:
+        md += "\n1,000,000 documents, fastrag alone:\n\n" + markdown_table(
+            ["analyzer", "tok/doc", "build s", "index MiB", "RSS after build MiB",
+             "peak RSS MiB", "q/s 1t", "q/s 2t"],
+            [[r["analyzer"], r["tokens_per_doc"], r["fastrag_build_s"],
+              r["fastrag_bytes"] / 2**20, r["rss_after_build_mb"], r["peak_rss_mb"],
+              r["fastrag_1t_qps"], r["fastrag_2t_qps"]] for r in payload["million"]]) + "\n"
+    return md
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-docs", type=int, default=200_000)
@@ -438,6 +464,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", default="10000,50000",
                     help="extra corpus sizes for the q/s-vs-size plot (comma-separated)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--from-json", help="re-render the Markdown of a results JSON")
     ap.add_argument("--build-repeats", type=int, default=3)
     ap.add_argument("--single-queries", type=int, default=500)
     ap.add_argument("--max-queries", type=int, default=0, help="0: every CMRC dev question")
@@ -449,6 +476,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny run for CI (< 20 s)")
     ap.add_argument("--out", default=None, help="results directory (default bench/results)")
     args = ap.parse_args(argv)
+    if args.from_json:
+        jp = Path(args.from_json)
+        jp.with_suffix(".md").write_text(render(json.loads(jp.read_text())))
+        return
     if args.smoke:
         args.n_docs, args.sizes, args.repeats, args.build_repeats = 3000, "", 2, 1
         args.single_queries, args.max_queries, args.rank_bm25_queries = 50, 200, 0
@@ -471,14 +502,7 @@ def main(argv: list[str] | None = None) -> None:
             payload["sizes"].append(r)
     payload["loadavg_at_end"] = list(os.getloadavg())
     payload["wall_s"] = time.perf_counter() - t_start
-    md = report(payload)
-    if payload["million"]:
-        md += "\n1,000,000 documents, fastrag alone:\n\n" + markdown_table(
-            ["analyzer", "tok/doc", "build s", "index MiB", "RSS after build MiB",
-             "peak RSS MiB", "q/s 1t", "q/s 2t"],
-            [[r["analyzer"], r["tokens_per_doc"], r["fastrag_build_s"],
-              r["fastrag_bytes"] / 2**20, r["rss_after_build_mb"], r["peak_rss_mb"],
-              r["fastrag_1t_qps"], r["fastrag_2t_qps"]] for r in payload["million"]]) + "\n"
+    md = render(payload)
     out = Path(args.out) if args.out else RESULTS_DIR
     name = "bm25_smoke" if args.smoke else "bm25"
     jp, mp = write_results(name, payload, md, out)
