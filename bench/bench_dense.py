@@ -16,9 +16,10 @@ fastrag, ...), and medians are reported.
   is timed apart), ``fastrag_fp32`` is ``FlatIndex(bf16=False)`` (float32 sgemm + numba top-k).
   numpy does one matmul + ``argpartition`` per query batch; at 1M rows it takes the queries in
   batches that keep the score matrix under ~2 GB.
-* single: one query at a time (median latency over ``--single`` queries); bound = corpus bytes /
-  read bandwidth, measured by a streaming numba sum over the same corpus array with the same
-  threads. Goal: fastrag within 1.5x of the bound.
+* single: one query at a time (median latency over ``--single`` queries, one peer after the
+  other with a pause between them, so no peer's spinning threads hold a core); bound = corpus
+  bytes / read bandwidth, measured by a streaming numba sum over the same corpus array with the
+  same threads. Goal: fastrag within 1.5x of the bound.
 * ``sgemm``: numpy's float32 matmul GFLOP/s (1 thread) with and without
   ``OPENBLAS_CORETYPE=SkylakeX``; ``--coretype auto`` sets it for the children only where
   OpenBLAS picked an AVX2-era kernel on an AVX-512 CPU (never downgrading a newer pick).
@@ -191,9 +192,14 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
         "numpy": lambda v: numpy_single(x, v, K),
         "faiss": lambda v: flat_ip.search(v[None, :], K),
     }
+    # One peer at a time, then a pause: after a call, OpenBLAS's and OpenMP's worker threads
+    # spin for a while, and on 2 cores a spinning peer steals the core the next peer's
+    # parallel region needs (interleaved, every 2-thread single query measured 2-4x slower).
     single: dict[str, list[float]] = {p: [] for p in single_fns}
-    for i in range(cfg["single"]):
-        for p, fn in single_fns.items():
+    for p, fn in single_fns.items():
+        time.sleep(0.5)
+        fn(q[0])
+        for i in range(cfg["single"]):
             t0 = time.perf_counter()
             fn(q[i])
             single[p].append(time.perf_counter() - t0)
