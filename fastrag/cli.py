@@ -77,28 +77,44 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return _print_info(Path(args.store))
 
 
-def _print_info(path: Path) -> int:
+def _print_info(path: Path, verify: bool = False) -> int:
     from fastrag.documents.store import MANIFEST, Store
+    from fastrag.errors import StoreError
 
     if not (path / MANIFEST).exists():
         print(f"error: {path} is not a fastrag store (no {MANIFEST})", file=sys.stderr)
         return 2
-    store = Store(path)
+    try:
+        store = Store(path, mode="r")
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     m = store.manifest
-    print(f"store {path}  format v{m['format_version']}  sources {len(m['sources'])}  "
-          f"total {store.nbytes():,} bytes")
-    print(f"{'group':<20} {'parent':<14} {'nodes':>10} {'bytes':>14}")
+    n_sources = sum(s["rows"] for s in m["sources"])
+    print(f"store {path}  format v{m['format_version']}  sources {n_sources:,}  "
+          f"generation {m['generation']}  total {store.nbytes():,} bytes")
+    print(f"{'group':<20} {'parent':<14} {'nodes':>10} {'segments':>9} {'bytes':>14}")
     for name, g in m["groups"].items():
-        stale = "  (stale: rebuilt on next use)" if g.get("pending") else ""
+        stale = "  (stale: updated on next use)" if g["root_gen"] < m["root_gen"] else ""
+        size = sum(s["size"] for s in g["segments"])
         print(f"{name:<20} {g.get('parent') or '-'!s:<14} {g['nodes']:>10,} "
-              f"{g['bytes']:>14,}{stale}")
+              f"{len(g['segments']):>9} {size:>14,}{stale}")
+    for v in m["vectors"].values():
+        print(f"vectors {v['group']!r} key {v['key']!r}: dim {v['dim']}, "
+              f"{sum(s['rows'] for s in v['segments']):,} nodes")
     if m["indexes"]:
         print(f"{len(m['indexes'])} indexes: " + ", ".join(sorted(m["indexes"])))
+    if verify:
+        problems = store.verify()
+        for p in problems:
+            print(f"damaged: {p}", file=sys.stderr)
+        print(f"verify: {len(store.referenced()) - 1} files checked, {len(problems)} damaged")
+        return 1 if problems else 0
     return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    return _print_info(Path(args.path))
+    return _print_info(Path(args.path), verify=args.verify)
 
 
 def _run_eval(squad, args) -> int:
@@ -161,8 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ing.set_defaults(func=cmd_ingest)
 
-    info = sub.add_parser("info", help="print a store's groups, node counts and bytes")
+    info = sub.add_parser("info", help="print a store's groups, node counts and bytes (--verify: checksums)")
     info.add_argument("path")
+    info.add_argument("--verify", action="store_true",
+                      help="check every file's size and checksum (exit 1 if any is damaged)")
     info.set_defaults(func=cmd_info)
 
     ev = sub.add_parser("eval", help="retrieval recall / context relevance / MRR on SQuAD data")

@@ -20,6 +20,18 @@ class StoreError(FastragError, RuntimeError):
     """A store on disk is unreadable, from an unknown format version, or inconsistent."""
 
 
+class StoreLockTimeout(StoreError, TimeoutError):
+    """Another writer held a store's lock for longer than ``lock_timeout``."""
+
+
+class StoreWarning(UserWarning):
+    """A damaged or stale derived file (index, vectors) was dropped and rebuilt."""
+
+
+class EmbeddingError(ConfigError):
+    """An embedder returned vectors of the wrong shape, dtype or values."""
+
+
 class MissingExtraError(FastragError, ImportError):
     """An optional dependency is needed; the message names the extra to install."""
 

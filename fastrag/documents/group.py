@@ -22,12 +22,15 @@ class NodeGroup:
     """The nodes of one group: ``table`` (Arrow) and light :class:`DocNode` views of its rows."""
 
     def __init__(
-        self, document: Document, name: str, parent_name: str | None, table: pa.Table
+        self, document: Document, name: str, parent_name: str | None, table: pa.Table,
+        *, built_gen: int = 0, segments: list[dict] | None = None,
     ) -> None:
         self.document = document
         self.name = name
         self.parent_name = parent_name
-        self.table = table
+        self.table = table  # replaced (copy-on-write) when a vector column is attached
+        self.built_gen = built_gen  # the root generation this group reflects
+        self.segments = segments  # the store segments it was read from or written to
 
     def __len__(self) -> int:
         return self.table.num_rows

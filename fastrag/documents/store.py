@@ -1,31 +1,65 @@
-"""A store directory: one Arrow IPC file per node group, index files, and ``manifest.json``.
+"""A store directory: Arrow IPC segments, index folders and one small ``manifest.json``.
 
-Writes are atomic at the level of the whole store. Every data file gets a fresh name (a
-generation number), is written to a temporary file, fsynced and renamed; the manifest, which
-names the files, is replaced last. A crash at any point leaves the previous manifest pointing at
-the previous, intact files. Files no manifest names are removed after a successful commit.
-Readers memory-map the files, so many processes can open one store read-only at once.
+Layout::
+
+    manifest.json            the commit point: format version, counters, and for every table
+                             (sources, groups, vectors) its segment files, for every index its
+                             folder; every file with its size and xxh3 checksum
+    data/<name>.<gen>.arrow  table segments (a table is the concatenation of its segments)
+    indexes/<key>.<gen>/     one folder per derived index (``.npy`` arrays or library files)
+    .lock                    the writers' OS file lock
+
+**Writes.** Every write happens inside :meth:`Store.transaction`, which holds a per-path thread
+lock and the OS file lock, re-reads the manifest, lets the caller apply its change to the newest
+committed state, writes new files under fresh names (temp file, fsync, rename), replaces the
+manifest last (the commit point) and then removes every file the manifest does not name. Since
+no other writer can be inside a transaction at that moment, anything unnamed is garbage: a
+superseded file, or a leftover of a crashed writer. A writable open does the same clean-up.
+
+**Reads.** ``mode="r"`` never writes, locks or creates anything. Files are memory-mapped; sizes
+are checked on every read, checksums on files under :data:`VERIFY_BELOW` bytes always and on all
+files with ``verify=True`` (or :meth:`Store.verify`). A reader whose file was collected between
+reading the manifest and opening the file re-reads the manifest (POSIX keeps mapped files
+alive after unlink).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
 import shutil
-import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import xxhash
 from pyarrow import ipc
 
-from fastrag.errors import StoreError
+from fastrag.errors import ConfigError, StoreError, StoreLockTimeout
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
+LOCK = ".lock"
+TMP_PREFIX = ".tmp-"
+DATA, INDEXES = "data", "indexes"
+# files below this size are checksummed on every read; larger ones with verify=True only
+VERIFY_BELOW = 64 << 20
+# a segmented table is compacted when it has more segments than this
+MAX_SEGMENTS = 16
+
+_PATH_LOCKS: dict[str, threading.RLock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+def _path_lock(path: Path) -> threading.RLock:
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(str(path), threading.RLock())
 
 
 def _fsync_dir(path: Path) -> None:
@@ -37,13 +71,43 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def atomic_write_bytes(path: Path, write) -> None:
-    """Write ``path`` atomically: ``write(fileobj)`` into a temp file, fsync, rename."""
+class _HashingFile:
+    """A binary file wrapper that hashes and counts what is written through it."""
+
+    closed = False
+
+    def __init__(self, f) -> None:
+        self.f, self.h, self.n = f, xxhash.xxh3_64(), 0
+
+    def write(self, b) -> int:
+        self.h.update(b)
+        self.n += len(b)
+        return self.f.write(b)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def tell(self) -> int:
+        return self.n
+
+
+def checksum_file(path: Path) -> str:
+    h = xxhash.xxh3_64()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: Path, write: Callable) -> dict[str, Any]:
+    """Write ``path`` atomically: ``write(fileobj)`` into a temp file, fsync, rename.
+    Returns ``{"size", "checksum"}`` of what was written."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}.{threading.get_ident()}"
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
+        with open(tmp, "wb") as f:
+            hf = _HashingFile(f)
+            write(hf)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -52,32 +116,76 @@ def atomic_write_bytes(path: Path, write) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+    return {"size": hf.n, "checksum": hf.h.hexdigest()}
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64]
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:48] or "_"
+
+
+def _manifest_checksum(body: dict) -> str:
+    return xxhash.xxh3_64(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def empty_manifest() -> dict[str, Any]:
+    return {"format_version": FORMAT_VERSION, "generation": 0, "root_gen": 0, "next_id": 0,
+            "sources": [], "groups": {}, "vectors": {}, "indexes": {}}
 
 
 class Store:
-    """The on-disk side of a :class:`~fastrag.Document`; see the module docstring."""
+    """The on-disk side of a :class:`~fastrag.Document`; see the module docstring.
 
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
+    ``mode="a"`` (default) opens or creates a store for reading and writing; ``mode="r"``
+    opens an existing store read-only (nothing on disk is ever changed). A writer waits up to
+    ``lock_timeout`` seconds for another writer. ``verify=True`` checks every file's checksum
+    when it is read (otherwise only files under 64 MiB and index files that are read whole).
+    """
+
+    def __init__(self, path: str | os.PathLike, mode: str = "a", *, lock_timeout: float = 30.0,
+                 verify: bool = False) -> None:
+        if mode not in ("r", "a"):
+            raise ConfigError(f"store mode must be 'r' (read-only) or 'a' (read and write), "
+                              f"got {mode!r}")
+        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) \
+                or lock_timeout < 0:
+            raise ConfigError(f"lock_timeout must be a number of seconds >= 0, got "
+                              f"{lock_timeout!r}")
+        self.path = Path(path).absolute()
+        self.mode = mode
+        self.lock_timeout = float(lock_timeout)
+        self.verify_all = bool(verify)
         if self.path.exists() and not self.path.is_dir():
             raise StoreError(f"store path {str(self.path)!r} exists and is not a directory")
-        self.path.mkdir(parents=True, exist_ok=True)
+        if mode == "r":
+            if not (self.path / MANIFEST).is_file():
+                raise StoreError(f"{str(self.path)!r} is not a fastrag store (no {MANIFEST}); "
+                                 "mode='r' opens existing stores only: use mode='a' to create one")
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+        self._thread_lock = _path_lock(self.path)
+        self._verified: set[tuple[str, str]] = set()
         self.manifest = self._read_manifest()
+        if mode == "a":
+            self._recover()
+
+    @property
+    def writable(self) -> bool:
+        return self.mode == "a"
 
     # -- manifest ----------------------------------------------------------------------------
     def _read_manifest(self) -> dict[str, Any]:
         mpath = self.path / MANIFEST
-        if not mpath.exists():
-            return {"format_version": FORMAT_VERSION, "generation": 0, "sources": {},
-                    "groups": {}, "indexes": {}, "deleted": []}
         try:
-            manifest = json.loads(mpath.read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise StoreError(f"cannot read {mpath}: {exc}; the store is damaged") from exc
+            raw = mpath.read_bytes()
+        except FileNotFoundError:
+            return empty_manifest()
+        except OSError as exc:
+            raise StoreError(f"cannot read {mpath}: {exc}") from exc
+        try:
+            manifest = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise StoreError(f"cannot read {mpath}: {exc}; the store is damaged: restore it from "
+                             "a backup or rebuild it from its sources into a new directory") from exc
         version = manifest.get("format_version") if isinstance(manifest, dict) else None
         if version != FORMAT_VERSION:
             raise StoreError(
@@ -85,137 +193,331 @@ class Store:
                 f"reads version {FORMAT_VERSION}; open it with the fastrag version that wrote it "
                 "or point store= at a new directory (nothing was changed)"
             )
-        for key in ("sources", "groups", "indexes"):
-            manifest.setdefault(key, {})
-        manifest.setdefault("deleted", [])
-        return manifest
+        body = {k: v for k, v in manifest.items() if k != "checksum"}
+        if manifest.get("checksum") != _manifest_checksum(body):
+            raise StoreError(f"{mpath} fails its checksum; the store is damaged: restore it "
+                             "from a backup or rebuild it from its sources into a new directory")
+        return body
 
-    def commit(self) -> None:
-        """Replace the manifest (the commit point), then remove files it no longer names."""
-        data = json.dumps(self.manifest, ensure_ascii=False, indent=1, sort_keys=True).encode()
-        atomic_write_bytes(self.path / MANIFEST, lambda f: f.write(data))
-        self._collect_garbage()
+    def reload(self) -> dict[str, Any]:
+        """Re-read the committed manifest (another process may have committed)."""
+        self.manifest = self._read_manifest()
+        return self.manifest
 
-    def _referenced(self) -> set[str]:
+    def referenced(self, manifest: dict | None = None) -> set[str]:
+        """Store-relative paths of every file the manifest names (the manifest included)."""
+        m = self.manifest if manifest is None else manifest
         refs = {MANIFEST}
-        for g in self.manifest["groups"].values():
-            refs.add(g["file"])
-        for idx in self.manifest["indexes"].values():
-            refs.add(idx["dir"])
+        for seg in _segments_of(m):
+            refs.add(seg["file"])
+        for idx in m["indexes"].values():
+            refs.update(f"{idx['dir']}/{name}" for name in idx["files"])
         return refs
 
-    def _collect_garbage(self) -> None:
-        refs = self._referenced()
-        for sub in ("groups", "indexes"):
-            folder = self.path / sub
-            if not folder.is_dir():
-                continue
-            for entry in folder.iterdir():
-                rel = f"{sub}/{entry.name}"
-                if rel in refs or entry.name.startswith("."):
-                    continue
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    # -- writing -----------------------------------------------------------------------------
+    def _check_writable(self) -> None:
+        if self.mode != "a":
+            raise StoreError(f"store {str(self.path)!r} is open read-only (mode='r'); open it "
+                             "with mode='a' to change it")
 
     @contextlib.contextmanager
-    def transaction(self):
-        """Group writes: on an exception, files written inside are removed and the manifest in
-        memory goes back to the committed one, so nothing half-written stays behind."""
-        before = set(self._files())
+    def _locked(self, timeout: float | None = None) -> Iterator[None]:
+        from filelock import FileLock, Timeout
+
+        timeout = self.lock_timeout if timeout is None else timeout
+        with self._thread_lock:
+            lock = FileLock(str(self.path / LOCK), timeout=timeout)
+            try:
+                lock.acquire()
+            except Timeout:
+                raise StoreLockTimeout(
+                    f"another writer holds the lock {str(self.path / LOCK)!r} for more than "
+                    f"lock_timeout={timeout} s; wait for it, raise lock_timeout, or open the "
+                    "store with mode='r' to read it"
+                ) from None
+            try:
+                yield
+            finally:
+                lock.release()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Lock, re-read the manifest, let the caller change it, commit, collect garbage.
+
+        On an exception nothing is committed and the files written inside are removed."""
+        self._check_writable()
+        with self._locked():
+            txn = Transaction(self, copy.deepcopy(self._read_manifest()))
+            try:
+                yield txn
+                if txn.changed:
+                    txn.manifest["generation"] = txn.gen
+                    body = txn.manifest
+                    data = json.dumps({**body, "checksum": _manifest_checksum(body)},
+                                      ensure_ascii=False, indent=1).encode()
+                    atomic_write_bytes(self.path / MANIFEST, lambda f: f.write(data))
+                    self.manifest = body
+                else:
+                    self.manifest = txn.base
+            except BaseException:
+                for path in txn.created:
+                    with contextlib.suppress(OSError):
+                        shutil.rmtree(path) if path.is_dir() else path.unlink()
+                raise
+            self._collect_garbage()
+
+    def _collect_garbage(self) -> list[str]:
+        """Remove what the manifest does not name. Only call with the lock held."""
+        refs = self.referenced()
+        removed = []
+        for entry in self.path.iterdir():
+            rel = entry.name
+            if rel in (MANIFEST, LOCK):
+                continue
+            if entry.is_dir() and not entry.is_symlink() and rel in (DATA, INDEXES):
+                for sub in entry.iterdir():
+                    srel = f"{rel}/{sub.name}"
+                    if sub.is_dir() and not sub.is_symlink():
+                        names = {f"{srel}/{f.name}" for f in sub.iterdir()}
+                        if names and names <= refs:
+                            continue
+                    elif srel in refs:
+                        continue
+                    removed.append(srel)
+            elif rel.startswith(TMP_PREFIX):
+                removed.append(rel)
+        for rel in removed:
+            path = self.path / rel
+            with contextlib.suppress(OSError):
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        return removed
+
+    def _recover(self) -> None:
+        """Remove a crashed writer's leftovers, if no writer is active right now."""
+        from fastrag.errors import StoreLockTimeout as _Busy
+
         try:
-            yield self
-        except BaseException:
-            for rel in set(self._files()) - before:
-                path = self.path / rel
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(path) if path.is_dir() else path.unlink()
-            self.manifest = self._read_manifest()
-            raise
+            with self._locked(timeout=0):
+                self.manifest = self._read_manifest()
+                self._collect_garbage()
+        except _Busy:
+            pass  # a live writer collects them at its commit
 
-    def _files(self) -> list[str]:
-        out = []
-        for sub in ("groups", "indexes"):
-            folder = self.path / sub
-            if folder.is_dir():
-                out += [f"{sub}/{e.name}" for e in folder.iterdir()]
-        return out
+    # -- reading -----------------------------------------------------------------------------
+    def check_file(self, rel: str, entry: dict, *, full: bool | None = None) -> Path:
+        """The path of a named file after checking its size (and checksum when asked, when the
+        file is small, or with verify=True); StoreError naming the file otherwise."""
+        path = self.path / rel
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise StoreError(f"store file {str(path)!r} is missing ({exc})") from exc
+        if size != entry["size"]:
+            raise StoreError(f"store file {str(path)!r} has {size} bytes, the manifest records "
+                             f"{entry['size']}: it is damaged")
+        if full is None:
+            full = self.verify_all or size < VERIFY_BELOW
+        key = (rel, entry["checksum"])
+        if full and key not in self._verified:
+            got = checksum_file(path)
+            if got != entry["checksum"]:
+                raise StoreError(f"store file {str(path)!r} fails its checksum ({got} != "
+                                 f"{entry['checksum']}): it is damaged")
+            self._verified.add(key)
+        return path
 
-    def _next_generation(self) -> int:
-        self.manifest["generation"] = int(self.manifest.get("generation", 0)) + 1
-        return self.manifest["generation"]
+    def read_segments(self, segments: list[dict], schema: pa.Schema | None = None) -> pa.Table:
+        """The table made of ``segments`` (memory-mapped, checked)."""
+        tables = [self._read_segment(seg) for seg in segments]
+        if not tables:
+            if schema is None:
+                raise StoreError("a table with no segments and no schema")
+            return schema.empty_table()
+        if len(tables) == 1:
+            return tables[0]
+        try:
+            return pa.concat_tables(tables)
+        except pa.ArrowInvalid as exc:
+            raise StoreError(f"segments {[s['file'] for s in segments]} of {self.path} do not "
+                             f"share a schema: {exc}; the store is damaged") from exc
 
-    # -- tables ------------------------------------------------------------------------------
-    def write_table(self, name: str, table: pa.Table) -> str:
-        """Write a group table under a new file name; returns its store-relative path."""
-        folder = self.path / "groups"
-        folder.mkdir(exist_ok=True)
-        rel = f"groups/{_safe(name)}.{self._next_generation()}.arrow"
+    def _read_segment(self, seg: dict) -> pa.Table:
+        path = self.check_file(seg["file"], seg)
+        try:
+            table = ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+            _check_offsets(table)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise StoreError(f"cannot read {path}: {exc}; the store is damaged") from exc
+        if table.num_rows != seg["rows"]:
+            raise StoreError(f"{path} has {table.num_rows} rows, the manifest records "
+                             f"{seg['rows']}: it is damaged")
+        return table
+
+    def index_folder(self, key: str, *, full: bool | None = None) -> tuple[Path, dict] | None:
+        """(folder, meta) of a derived index after checking its files, or None."""
+        entry = self.manifest["indexes"].get(key)
+        if entry is None:
+            return None
+        for name, f in entry["files"].items():
+            self.check_file(f"{entry['dir']}/{name}", f, full=full)
+        return self.path / entry["dir"], entry["meta"]
+
+    def read_arrays(self, key: str) -> tuple[dict[str, np.ndarray], dict] | None:
+        """Memory-mapped ``.npy`` arrays and meta of an index, or None when there is none."""
+        found = self.index_folder(key)
+        if found is None:
+            return None
+        folder, meta = found
+        arrays = {}
+        for name in self.manifest["indexes"][key]["files"]:
+            try:
+                arrays[name[:-4]] = np.load(folder / name, mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError, EOFError) as exc:
+                raise StoreError(f"cannot read {folder / name}: {exc}; it is damaged") from exc
+        return arrays, meta
+
+    def nbytes(self) -> int:
+        """Bytes of the files the manifest names."""
+        total = 0
+        for rel in self.referenced():
+            with contextlib.suppress(OSError):
+                total += (self.path / rel).stat().st_size
+        return total
+
+    def verify(self) -> list[str]:
+        """Check every named file's size and checksum; returns the problems found (empty when
+        the store is intact)."""
+        problems = []
+        m = self.manifest
+        entries = [(seg["file"], seg) for seg in _segments_of(m)]
+        entries += [(f"{idx['dir']}/{n}", f) for idx in m["indexes"].values()
+                    for n, f in idx["files"].items()]
+        for rel, entry in entries:
+            try:
+                self.check_file(rel, entry, full=True)
+            except StoreError as exc:
+                problems.append(str(exc))
+        return problems
+
+
+class Transaction:
+    """One locked change of a store: new files under fresh names, then one manifest commit."""
+
+    def __init__(self, store: Store, manifest: dict[str, Any]) -> None:
+        self.store = store
+        self.base = copy.deepcopy(manifest)
+        self.manifest = manifest
+        self.gen = int(manifest["generation"]) + 1
+        self.created: list[Path] = []
+        self._n = 0
+        self.changed = False
+
+    def _fresh(self, folder: str, name: str, suffix: str = "") -> str:
+        (self.store.path / folder).mkdir(exist_ok=True)
+        self._n += 1
+        self.changed = True
+        return f"{folder}/{_safe(name)}.{self.gen}.{self._n}{suffix}"
+
+    def write_segment(self, name: str, table: pa.Table) -> dict[str, Any]:
+        """Write ``table`` as one new segment file; returns its manifest entry."""
+        rel = self._fresh(DATA, name, ".arrow")
+        path = self.store.path / rel
+        self.created.append(path)
 
         def write(f):
             with ipc.new_file(f, table.schema) as writer:
                 writer.write_table(table, max_chunksize=65536)
 
-        atomic_write_bytes(self.path / rel, write)
-        return rel
+        info = atomic_write_bytes(path, write)
+        return {"file": rel, "rows": table.num_rows, **info}
 
-    def read_table(self, rel: str) -> pa.Table:
-        """Memory-map a table file written by :meth:`write_table`."""
-        path = self.path / rel
-        try:
-            source = pa.memory_map(str(path), "r")
-            return ipc.open_file(source).read_all()
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise StoreError(f"cannot read {path}: {exc}; the store is damaged") from exc
+    def write_index(self, key: str, write: Callable[[Path], None], meta: dict) -> None:
+        """Persist one derived index: ``write(folder)`` fills a new folder; its files' sizes and
+        checksums are recorded with ``meta`` under ``key``."""
+        rel = self._fresh(INDEXES, key)
+        folder = self.store.path / rel
+        self.created.append(folder)
+        folder.mkdir()
+        write(folder)
+        files = {}
+        for f in sorted(folder.iterdir()):
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+            files[f.name] = {"size": f.stat().st_size, "checksum": checksum_file(f)}
+        _fsync_dir(folder)
+        _fsync_dir(folder.parent)
+        self.manifest["indexes"][key] = {"dir": rel, "files": files, "meta": meta}
 
-    # -- index files (numpy arrays + JSON meta) ----------------------------------------------
     def write_arrays(self, key: str, arrays: dict[str, np.ndarray], meta: dict) -> None:
-        """Persist one derived index as a folder of ``.npy`` files (memory-mappable)."""
-
         def write(folder: Path) -> None:
             for name, arr in arrays.items():
                 np.save(folder / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
 
-        self.write_files(key, write, meta, arrays=sorted(arrays))
+        self.write_index(key, write, meta)
 
-    def write_files(self, key: str, write, meta: dict, arrays: list[str] | None = None) -> None:
-        """Persist an index that writes its own files: ``write(folder)`` fills a temp folder
-        that is renamed into place, then recorded in the manifest."""
-        folder = self.path / "indexes"
-        folder.mkdir(exist_ok=True)
-        rel = f"indexes/{_safe(key)}.{self._next_generation()}"
-        tmp = Path(tempfile.mkdtemp(prefix=".idx.", dir=folder))
-        try:
-            write(tmp)
-            for f in tmp.iterdir():
-                with open(f, "rb") as fh:
-                    os.fsync(fh.fileno())
-            os.replace(tmp, self.path / rel)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        _fsync_dir(folder)
-        self.manifest["indexes"][key] = {"dir": rel, "arrays": arrays or [], "meta": meta}
-        self.commit()
+    def drop_index(self, key: str) -> None:
+        if self.manifest["indexes"].pop(key, None) is not None:
+            self.changed = True
 
-    def read_files(self, key: str) -> tuple[Path, dict] | None:
-        entry = self.manifest["indexes"].get(key)
-        return None if entry is None else (self.path / entry["dir"], entry["meta"])
+    def set(self, key: str, value: Any) -> None:
+        self.manifest[key] = value
+        self.changed = True
 
-    def read_arrays(self, key: str) -> tuple[dict[str, np.ndarray], dict] | None:
-        """Memory-mapped arrays and meta of an index, or None when the store has none."""
-        entry = self.manifest["indexes"].get(key)
-        if entry is None:
-            return None
-        folder = self.path / entry["dir"]
-        try:
-            arrays = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in entry["arrays"]}
-        except (OSError, ValueError) as exc:
-            raise StoreError(f"cannot read index {key!r} in {folder}: {exc}") from exc
-        return arrays, entry["meta"]
+    def append(self, segments: list[dict], name: str, table: pa.Table) -> list[dict]:
+        """``segments`` plus one holding ``table``, compacted when there are too many."""
+        out = list(segments)
+        if table.num_rows:
+            out.append(self.write_segment(name, table))
+        return self.compact(out, name)
 
-    def drop_indexes(self, prefix: str) -> None:
-        for key in [k for k in self.manifest["indexes"] if k.startswith(prefix)]:
-            del self.manifest["indexes"][key]
+    def compact(self, segments: list[dict], name: str) -> list[dict]:
+        """Merge the adjacent pair of segments with the fewest rows until few are left."""
+        segs = list(segments)
+        while len(segs) > MAX_SEGMENTS:
+            i = min(range(len(segs) - 1), key=lambda j: segs[j]["rows"] + segs[j + 1]["rows"])
+            merged = self.store.read_segments(segs[i:i + 2])
+            segs[i:i + 2] = [self.write_segment(name, merged)]
+        return segs
 
-    def nbytes(self) -> int:
-        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+    def filter(self, segments: list[dict], name: str,
+               drop: Callable[[pa.Table], np.ndarray | None]) -> list[dict]:
+        """Rewrite only the segments where ``drop(table)`` (a bool mask, or None for none)
+        marks rows to remove."""
+        out = []
+        for seg in segments:
+            table = self.store._read_segment(seg)
+            mask = drop(table)
+            if mask is None or not mask.any():
+                out.append(seg)
+            elif not mask.all():
+                out.append(self.write_segment(name, table.filter(pa.array(~mask))))
+            else:
+                self.changed = True
+        return out
+
+
+def _segments_of(m: dict) -> Iterator[dict]:
+    yield from m["sources"]
+    for g in m["groups"].values():
+        yield from g["segments"]
+    for v in m["vectors"].values():
+        yield from v["segments"]
+
+
+def _check_offsets(table: pa.Table) -> None:
+    """Raise ValueError when a string column's offsets leave its data buffer (a damaged file
+    that would make Arrow read out of bounds)."""
+    for col in table.columns:
+        t = col.type
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            continue
+        dtype = np.int64 if pa.types.is_large_string(t) else np.int32
+        for chunk in col.chunks:
+            if len(chunk) == 0:
+                continue
+            bufs = chunk.buffers()
+            off = np.frombuffer(bufs[1], dtype=dtype)[chunk.offset:chunk.offset + len(chunk) + 1]
+            data_size = 0 if bufs[2] is None else bufs[2].size
+            if len(off) != len(chunk) + 1 or off[0] < 0 or off[-1] > data_size \
+                    or np.any(np.diff(off) < 0):
+                raise ValueError(f"column offsets out of range (data {data_size} bytes)")

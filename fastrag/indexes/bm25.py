@@ -261,6 +261,13 @@ class BM25Index:
                 f"indptr {a['indptr'].shape}, indices {a['indices'].shape} "
                 f"{a['indices'].dtype}, data {a['data'].shape} {a['data'].dtype}); "
                 "the index files are corrupt: rebuild the index")
+        n_docs = int(meta["n_docs"])
+        bad = _kernels().check_postings(a["indptr"], a["indices"], n_docs) if n_docs >= 0 else 1
+        if bad or (meta.get("external_stats") and a["stats_df"].shape != (n_vocab,)):
+            raise StoreError(
+                f"BM25 index arrays are inconsistent (term {bad - 1}: doc ids outside "
+                f"[0, {n_docs}) or out of order, or bad offsets); the index files are "
+                "corrupt: rebuild the index")
         method = _check_method(meta["method"])
         if meta.get("external_stats"):
             stats = BM25Stats(int(meta["stats_n_docs"]), int(meta["stats_n_tokens"]),

@@ -8,8 +8,6 @@ one query.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +16,7 @@ import pyarrow as pa
 
 from fastrag.errors import ConfigError
 from fastrag.retrieval.similarity import Similarity, get_similarity
-from fastrag.schema import DocNode, NodeWithScore
+from fastrag.schema import NodeWithScore
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
@@ -28,11 +26,6 @@ Hits = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows int64, scores float32, 
 
 _BM25_PARAMS = ("method", "k1", "b", "delta")
 _HNSW_PARAMS = ("M", "ef_construction", "ef")
-
-
-def _key(*parts: Any) -> str:
-    return hashlib.blake2b(json.dumps(parts, sort_keys=True, default=str).encode(),
-                           digest_size=8).hexdigest()
 
 
 class Retriever:
@@ -69,7 +62,7 @@ class Retriever:
 
         if not isinstance(doc, Document):
             raise ConfigError(f"doc must be a fastrag.Document, got {type(doc).__name__}")
-        doc._check_group(group_name)
+        doc.check_group(group_name)
         self.doc = doc
         self.group_name = group_name
         self.sim: Similarity = get_similarity(similarity)
@@ -238,34 +231,10 @@ class Retriever:
         return get_analyzer(spec)
 
     def _bm25(self, group):
-        """(index, vocab, analyzer), from memory, the store, or built now."""
-        from fastrag.analysis import tokenize_corpus
-        from fastrag.indexes.bm25 import BM25Index
-
+        """(index, vocab, analyzer): the Document's derived-data owner builds or loads it."""
         analyzer = self._analyzer()
         params = {p: self.params[p] for p in _BM25_PARAMS if p in self.params}
-        key = f"{group.name}/bm25/{_key(analyzer.identity(), params)}"
-        cache = self.doc.__dict__.setdefault("_index_cache", {})
-        hit = cache.get(key)
-        if hit is not None and hit[0] == group.fingerprint:
-            return hit[1], hit[2], analyzer
-        store = self.doc.store
-        loaded = store.read_arrays(key) if store is not None else None
-        if loaded is not None and loaded[1].get("fingerprint") == group.fingerprint:
-            arrays, meta = loaded
-            vocab = _decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
-            index = BM25Index.from_arrays(arrays, meta["index"])
-        else:
-            tc = tokenize_corpus(group.texts(), analyzer, num_workers=self.num_workers)
-            vocab = tc.vocab
-            index = BM25Index.build(tc.values, tc.offsets, len(vocab), **params)
-            if store is not None:
-                arrays = dict(index.to_arrays())
-                arrays["vocab_bytes"], arrays["vocab_offsets"] = _encode_vocab(vocab)
-                store.write_arrays(key, arrays, {"fingerprint": group.fingerprint,
-                                                 "analyzer": analyzer.identity(),
-                                                 "index": index.meta()})
-        cache[key] = (group.fingerprint, index, vocab)
+        index, vocab = self.doc.derived.bm25(group.name, analyzer, params, self.num_workers)
         return index, vocab, analyzer
 
     def _search_bm25(self, group, queries, k, mask) -> Hits:
@@ -278,23 +247,7 @@ class Retriever:
 
     # -- map ---------------------------------------------------------------------------------
     def _search_map(self, group, queries, k, mask) -> Hits:
-        if self.map_key is None:
-            keys = group.texts()
-        else:
-            meta = group.metadata_table()
-            if self.map_key not in meta.column_names:
-                raise ConfigError(f"map_key {self.map_key!r} is not a metadata key of group "
-                                  f"{group.name!r}; known: {meta.column_names}")
-            keys = [None if v is None else str(v) for v in meta.column(self.map_key).to_pylist()]
-        lookup = self.doc.__dict__.setdefault("_map_cache", {})
-        ck = (group.name, group.fingerprint, self.map_key)
-        if ck not in lookup:
-            table: dict[str, list[int]] = {}
-            for row, key in enumerate(keys):
-                if key is not None:
-                    table.setdefault(key, []).append(row)
-            lookup[ck] = table
-        table = lookup[ck]
+        table = self.doc.derived.key_map(group.name, self.map_key)
         rows = np.full((len(queries), k), -1, dtype=np.int64)
         scores = np.zeros((len(queries), k), dtype=np.float32)
         counts = np.zeros(len(queries), dtype=np.int32)
@@ -320,34 +273,21 @@ class Retriever:
                 all_scores[i] = _scores_array(s, n, self.similarity)
         else:
             for key in self.embed_keys[:1]:
-                vecs = self.doc.embeddings(group.name, key)
+                vecs = self.doc.derived.vectors(group.name, key)
                 qv = self.doc.embed_queries(queries, key)
                 for i in range(len(queries)):
                     s = (fn(qv[i], vecs, **kw) if self.sim.batch
                          else [fn(qv[i], v, **kw) for v in vecs])
                     all_scores[i] = _scores_array(s, n, self.similarity)
-        return topk_dense(all_scores, k, mask, self._cutoff_for(None))
+        return _topk_scores(all_scores, k, mask, self._cutoff_for(None))
 
     # -- dense -------------------------------------------------------------------------------
     def _dense_index(self, group, key):
         metric = self.sim.metric
-        vecs = self.doc.embeddings(group.name, key)
-        cache = self.doc.__dict__.setdefault("_index_cache", {})
         if self.index == "hnsw":
             hparams = {p: self.params[p] for p in _HNSW_PARAMS if p in self.params}
-            ck = f"{group.name}/hnsw/{_key(key, metric, hparams)}"
-            hit = cache.get(ck)
-            if hit is None or hit[0] != group.fingerprint:
-                index = self.doc._hnsw_index(group, key, metric, hparams, vecs, ck)
-                cache[ck] = (group.fingerprint, index)
-            return cache[ck][1]
-        from fastrag.indexes.flat import FlatIndex
-
-        ck = f"{group.name}/flat/{key}/{metric}"
-        hit = cache.get(ck)
-        if hit is None or hit[0] != group.fingerprint:
-            cache[ck] = (group.fingerprint, FlatIndex.from_vectors(vecs, metric=metric))
-        return cache[ck][1]
+            return self.doc.derived.hnsw(group.name, key, metric, hparams)
+        return self.doc.derived.flat(group.name, key, metric)
 
     def _search_dense(self, group, queries, k, mask) -> Hits:
         results = []
@@ -375,22 +315,23 @@ def _scores_array(s, n: int, name: str) -> np.ndarray:
     return arr
 
 
-def topk_dense(scores: np.ndarray, k: int, mask: np.ndarray | None, cutoff: float | None) -> Hits:
+def _topk_scores(scores: np.ndarray, k: int, mask: np.ndarray | None,
+                 cutoff: float | None) -> Hits:
     """Top-k of a dense (n_q, n) score matrix: best first, ties by row; NaN never returned."""
-    scores = np.array(scores, dtype=np.float64)
-    scores[np.isnan(scores)] = -np.inf
+    from fastrag._kernels.topk import topk_rows
+
+    scores = np.array(scores, dtype=np.float32)
     if mask is not None:
         scores[:, ~mask] = -np.inf
     if cutoff is not None:
         scores[scores < cutoff] = -np.inf
-    n = scores.shape[1]
+    nq, n = scores.shape
     k = min(k, n)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    top = np.take_along_axis(scores, order, axis=1)
-    valid = np.isfinite(top)
-    counts = valid.sum(axis=1).astype(np.int32)
-    rows = np.where(valid, order, -1).astype(np.int64)
-    return rows, np.where(valid, top, 0).astype(np.float32), counts
+    rows = np.empty((nq, k), dtype=np.int64)
+    out = np.empty((nq, k), dtype=np.float32)
+    counts = np.empty(nq, dtype=np.int32)
+    topk_rows(scores, k, rows, out, counts)
+    return rows, np.where(rows >= 0, out, 0).astype(np.float32), counts
 
 
 def _merge_hits(results: list[Hits], k: int) -> Hits:
@@ -411,23 +352,3 @@ def _merge_hits(results: list[Hits], k: int) -> Hits:
             rows[q, : len(ranked)] = [r for r, _ in ranked]
             scores[q, : len(ranked)] = [s for _, s in ranked]
     return rows, scores, counts
-
-
-def _encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    tokens = [""] * len(vocab)
-    for tok, i in vocab.items():
-        tokens[i] = tok
-    encoded = [t.encode("utf-8") for t in tokens]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
-
-
-def _decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
-    data = bytes(blob)
-    off = offsets.tolist()
-    return {data[off[i]:off[i + 1]].decode("utf-8"): i for i in range(len(off) - 1)}
-
-
-def nodes_from_hits(group: NodeGroup, rows: np.ndarray, scores: np.ndarray) -> list[NodeWithScore]:
-    return [NodeWithScore(DocNode._view(group, int(r)), float(s)) for r, s in zip(rows, scores)]

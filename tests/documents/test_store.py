@@ -45,7 +45,8 @@ def test_round_trip_and_reopen_runs_no_transform(tmp_path):
     assert len(CALLS) == 2
     manifest = json.loads((st / "manifest.json").read_text())
     assert manifest["format_version"] == store_mod.FORMAT_VERSION
-    assert manifest["groups"]["line"]["nodes"] == 5 and len(manifest["sources"]) == 2
+    assert manifest["groups"]["line"]["nodes"] == 5
+    assert sum(seg["rows"] for seg in manifest["sources"]) == 2
 
     CALLS.clear()
     again = open_doc(kb, st)
@@ -132,33 +133,34 @@ def test_interrupted_write_leaves_previous_content(tmp_path, monkeypatch):
     kb, st = tmp_path / "kb", tmp_path / "store"
     write_kb(kb, {"a.txt": "one\ntwo"})
     open_doc(kb, st).group("line")
-    before = sorted(p.name for p in (st / "groups").iterdir())
+    files_before = sorted(p.name for p in (st / "data").iterdir() if "sources" not in p.name)
     manifest_before = (st / "manifest.json").read_bytes()
 
     (kb / "a.txt").write_text("changed\ntext\nhere", encoding="utf-8")
-    real_write = store_mod.Store.write_table
+    real_write = store_mod.Transaction.write_segment
 
     def failing_write(self, name, table):
-        if name == "line":  # the root is written, then the write of 'line' fails midway
-            path = self.path / "groups" / "line.partial.arrow"
-            path.write_bytes(b"half")
+        if name == "root":  # the sources are written, then the write of the root fails midway
+            (self.store.path / "data" / "root.partial.arrow").write_bytes(b"half")
             raise Boom("disk full")
         return real_write(self, name, table)
 
-    monkeypatch.setattr(store_mod.Store, "write_table", failing_write)
-    monkeypatch.setattr(store_mod.Store, "commit", lambda self: (_ for _ in ()).throw(Boom("x")))
+    monkeypatch.setattr(store_mod.Transaction, "write_segment", failing_write)
     with pytest.raises(Boom):
-        open_doc(kb, st).group("line")
+        open_doc(kb, st)
     monkeypatch.undo()
     assert (st / "manifest.json").read_bytes() == manifest_before
-    assert sorted(p.name for p in (st / "groups").iterdir()) == before  # nothing half-written
-    assert not [p for p in st.rglob("*.tmp")]
-
-    # the store still opens with its previous content (before the source change)
+    # the half-written file is a leftover: the next writable open removes it
     CALLS.clear()
     (kb / "a.txt").write_text("one\ntwo", encoding="utf-8")
     doc = open_doc(kb, st)
+    # (the touched file's new mtime is recorded in a new sources segment)
+    assert sorted(p.name for p in (st / "data").iterdir() if "sources" not in p.name) \
+        == files_before
+    assert not [p for p in st.rglob(".tmp-*")]
+    # the store still has its previous content (before the source change)
     assert [n.text for n in doc.group("line")] == ["one", "two"]
+    assert CALLS == []
 
 
 def test_crash_inside_atomic_write_removes_temp_file(tmp_path):

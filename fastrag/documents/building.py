@@ -1,0 +1,166 @@
+"""Running node transforms: the registered group definitions and the code that turns a
+parent table into child rows (in-process, in worker processes, or span-based)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import pickle
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from fastrag.documents.sources import rows_to_table
+from fastrag.errors import ConfigError
+from fastrag.schema import GROUP_SCHEMA, DocNode, dump_metadata, node_id
+from fastrag.transforms.base import NodeTransform, has_spans
+
+
+@dataclass
+class GroupDef:
+    name: str
+    parent: str
+    fn: Callable[[Any], Any]
+    trans_node: bool
+    num_workers: int
+    identity: str
+    spans: Callable[[list[str]], list[list[tuple[int, int]]]] | None = None
+
+
+def callable_identity(fn: Any) -> str:
+    """A fingerprint of a function's code, so a store notices when a transform changed."""
+    target = inspect.unwrap(fn.func if isinstance(fn, functools.partial) else fn)
+    name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', type(target).__qualname__)}"
+    code = getattr(target, "__code__", None)
+    if code is None:
+        try:
+            code = type(target).__call__.__code__
+        except AttributeError:
+            code = None
+    h = hashlib.blake2b(digest_size=8)
+    if code is not None:
+        h.update(code.co_code)
+        h.update(repr(code.co_consts).encode())
+        h.update(repr(code.co_names).encode())
+    if isinstance(fn, functools.partial):
+        h.update(repr(sorted(fn.keywords.items())).encode())
+    return f"{name}#{h.hexdigest()}"
+
+
+def _children_of(
+    fn: Callable, trans_node: bool, group: str, parent: tuple[str, str, str, str]
+) -> list[tuple]:
+    pid, doc_id, text, meta_json = parent
+    meta = json.loads(meta_json)
+    arg = DocNode(text=text, metadata=meta, id=pid) if trans_node else text
+    out = fn(arg)
+    if isinstance(out, (str, DocNode)):
+        out = [out]
+    if out is None or not isinstance(out, Iterable):
+        raise ConfigError(
+            f"transform of group {group!r} returned {type(out).__name__}; "
+            "it must return a list of str (or of DocNode with trans_node=True)"
+        )
+    rows = []
+    for i, item in enumerate(out):
+        if isinstance(item, str):
+            ctext, cmeta = item, meta_json
+        elif isinstance(item, DocNode):
+            ctext, cmeta = item.text, dump_metadata({**meta, **item.metadata})
+        else:
+            raise ConfigError(
+                f"transform of group {group!r} returned an item of type {type(item).__name__}; "
+                "items must be str or DocNode"
+            )
+        if ctext.strip():
+            rows.append((node_id(group, pid, i, ctext), doc_id, pid, ctext, None, None, cmeta))
+    return rows
+
+
+def _run_chunk(fn, trans_node, group, parents):
+    return [_children_of(fn, trans_node, group, p) for p in parents]
+
+
+def resolve_transform(name: str, transform: Any, kwargs: dict):
+    """(callable, identity, batch-spans or None) for every accepted transform form."""
+    if isinstance(transform, type):
+        try:
+            inst = transform(**kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"cannot create transform {transform.__name__} for group "
+                              f"{name!r} with {kwargs}: {exc}") from exc
+        if not callable(inst):
+            raise ConfigError(f"transform class {transform.__name__} of group {name!r} "
+                              "has no __call__")
+        transform, kwargs = inst, {}
+    if not callable(transform):
+        raise ConfigError(
+            f"transform of group {name!r} must be callable (a function, lambda, class with "
+            f"__call__ or NodeTransform), got {type(transform).__name__}"
+        )
+    if isinstance(transform, NodeTransform):
+        if kwargs:
+            raise ConfigError(f"extra arguments {sorted(kwargs)} for group {name!r} are only "
+                              "used when transform is a class; configure the instance instead")
+        spans = transform.batch_spans if has_spans(transform) else None
+        return transform, transform.identity(), spans
+    fn = functools.partial(transform, **kwargs) if kwargs else transform
+    return fn, callable_identity(fn), None
+
+
+
+def run_transform(d: GroupDef, ptable: pa.Table) -> pa.Table:
+    """The child rows of every row of ``ptable`` (in ``ptable`` order)."""
+    n = ptable.num_rows
+    if n == 0:
+        return GROUP_SCHEMA.empty_table()
+    ids = ptable.column("id").to_pylist()
+    docs = ptable.column("doc_id").to_pylist()
+    texts = ptable.column("text").to_pylist()
+    metas = ptable.column("metadata").to_pylist()
+    if d.spans is not None:
+        return _transform_spans(d, ids, docs, texts, metas)
+    parents = list(zip(ids, docs, texts, metas))
+    if d.num_workers > 0 and n > 1:
+        k = min(n, d.num_workers * 4)
+        chunks = [parents[i * n // k:(i + 1) * n // k] for i in range(k)]
+        pool_cls = ThreadPoolExecutor
+        try:
+            pickle.dumps(d.fn)
+            pool_cls = ProcessPoolExecutor
+        except Exception:
+            pass
+        with pool_cls(max_workers=d.num_workers) as pool:
+            parts = pool.map(_run_chunk, [d.fn] * k, [d.trans_node] * k, [d.name] * k, chunks)
+            per_parent = [rows for part in parts for rows in part]
+    else:
+        per_parent = _run_chunk(d.fn, d.trans_node, d.name, parents)
+    return rows_to_table([r for rows in per_parent for r in rows], d.name)
+
+def _transform_spans(d, ids, docs, texts, metas) -> pa.Table:
+    all_spans = d.spans(texts)
+    name = d.name
+    cols: dict[str, list] = {c: [] for c in GROUP_SCHEMA.names}
+    for pid, doc_id, text, meta, spans in zip(ids, docs, texts, metas, all_spans):
+        kept = [(s, e, c) for s, e in spans if (c := text[s:e]).strip()]
+        n = len(kept)
+        cols["id"] += [node_id(name, pid, i, c) for i, (_, _, c) in enumerate(kept)]
+        cols["text"] += [c for _, _, c in kept]
+        cols["start"] += [s for s, _, _ in kept]
+        cols["end"] += [e for _, e, _ in kept]
+        cols["doc_id"] += [doc_id] * n
+        cols["parent_id"] += [pid] * n
+        cols["metadata"] += [meta] * n
+    return _cols_table(cols, name)
+
+
+def _cols_table(cols: dict[str, list], name: str) -> pa.Table:
+    try:
+        return pa.table(cols, schema=GROUP_SCHEMA)
+    except (pa.ArrowException, UnicodeError):
+        return rows_to_table(list(zip(*cols.values())), name)  # names the bad node

@@ -1,0 +1,447 @@
+"""The one owner of a Document's derived data: vectors per (group, embed key), BM25 indexes
+(with their vocabulary), flat and HNSW indexes, and key maps.
+
+Retrievers ask for an artifact; this module builds it, caches it by the group's fingerprint,
+persists it in the store (when the store is writable) and reloads it. Each artifact is built
+once per key under a per-key lock, so N threads asking at once cause one build. A damaged
+derived file is dropped and rebuilt with a :class:`~fastrag.errors.StoreWarning`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import warnings
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
+from fastrag.schema import EMBEDDING_PREFIX
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastrag.documents.document import Document
+    from fastrag.documents.group import NodeGroup
+    from fastrag.documents.store import Transaction
+
+
+class KeyLocks:
+    """One lock per key, created on first use."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[Hashable, threading.RLock] = {}
+
+    def __call__(self, key: Hashable) -> threading.RLock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.RLock())
+
+
+def params_key(*parts: Any) -> str:
+    return hashlib.blake2b(json.dumps(parts, sort_keys=True, default=str).encode(),
+                           digest_size=8).hexdigest()
+
+
+def vectors_key(group: str, key: str) -> str:
+    return json.dumps([group, key])
+
+
+class DerivedData:
+    """Derived artifacts of one :class:`~fastrag.Document` (``doc.derived``)."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self._locks = KeyLocks()
+        self._cache: dict[Hashable, tuple[str, Any]] = {}
+        self.builds: dict[str, int] = {}  # artifact kind -> builds in this process
+
+    def _cached(self, key: tuple, fingerprint: str, build: Callable[[Any], Any]) -> Any:
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == fingerprint:
+            return hit[1]
+        with self._locks(key):
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == fingerprint:
+                return hit[1]
+            value = build(None if hit is None else hit[1])
+            self._cache[key] = (fingerprint, value)
+            return value
+
+    def _count(self, kind: str) -> None:
+        self.builds[kind] = self.builds.get(kind, 0) + 1
+
+    def _persist(self, write: Callable[[Transaction], None]) -> None:
+        store = self.doc.store
+        if store is not None and store.writable:
+            with store.transaction() as txn:
+                write(txn)
+
+    @staticmethod
+    def _damaged(what: str, exc: Exception) -> None:
+        warnings.warn(f"{what} in the store is damaged and is rebuilt: {exc}", StoreWarning,
+                      stacklevel=4)
+
+    # -- vectors -----------------------------------------------------------------------------
+    def vectors(self, group_name: str, key: str = "default") -> np.ndarray:
+        """The ``(n, dim)`` float32 vectors of a group for one embed key; computed only for
+        nodes whose vectors are not known (in memory or in the store)."""
+        emb = self.doc.embedder(key)
+        g = self.doc.group(group_name)
+        _, vecs = self._cached(("vec", group_name, key), g.fingerprint,
+                               lambda prev: (g.table.column("id"),
+                                             self._build_vectors(g, key, emb, prev)))
+        col = EMBEDDING_PREFIX + key
+        with self._locks(("vec", group_name, key)):
+            if col not in g.table.column_names:  # copy-on-write: readers see old or new
+                dim = vecs.shape[1]
+                arr = pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), dim)
+                g.table = g.table.append_column(col, arr)
+        return vecs
+
+    def _stored_vectors(self, g: NodeGroup, key: str):
+        """(ids, vectors, entry) stored for (group, key), or None."""
+        store = self.doc.store
+        entry = None if store is None else store.manifest["vectors"].get(vectors_key(g.name, key))
+        if entry is None:
+            return None
+        try:
+            table = store.read_segments(entry["segments"], _vector_schema(entry["dim"]))
+            vecs = _to_numpy(table.column("vector"), entry["dim"])
+            return table.column("id"), vecs, entry
+        except (StoreError, KeyError, ValueError, pa.ArrowException) as exc:
+            self._damaged(f"vectors of group {g.name!r} key {key!r}", exc)
+            return None
+
+    def _build_vectors(self, g: NodeGroup, key: str, emb: Any, prev) -> np.ndarray:
+        n = len(g)
+        ids_col = g.table.column("id")
+        stored = self._stored_vectors(g, key)
+        if stored is not None and stored[2].get("aligned") == g.fingerprint \
+                and stored[1].shape[0] == n:
+            return stored[1]
+        have = np.zeros(n, dtype=bool)
+        out: np.ndarray | None = None
+        aligned_prefix = 0
+        for source in (stored[:2] if stored else None,
+                       prev):
+            if source is None or source[1].shape[0] == 0:
+                continue
+            src_ids, src_vecs = source
+            if out is None:
+                out = np.empty((n, src_vecs.shape[1]), dtype=np.float32)
+            elif src_vecs.shape[1] != out.shape[1]:
+                continue
+            pos = np.asarray(pc.index_in(ids_col, value_set=src_ids).fill_null(-1), np.int64)
+            hit = (pos >= 0) & ~have
+            out[hit] = src_vecs[pos[hit]]
+            have |= hit
+            if source is not None and stored is not None and source[0] is stored[0]:
+                m = len(src_ids)
+                if m <= n and np.array_equal(pos[:m], np.arange(m)):
+                    aligned_prefix = m
+        todo = np.flatnonzero(~have)
+        if len(todo):
+            texts = g.texts()
+            fresh = self._embed(emb, key, [texts[i] for i in todo], [g.ids[i] for i in todo])
+            if out is None:
+                out = np.empty((n, fresh.shape[1]), dtype=np.float32)
+            elif fresh.shape[1] != out.shape[1]:
+                raise EmbeddingError(f"embed key {key!r} now returns dimension {fresh.shape[1]}, "
+                                     f"but stored vectors have {out.shape[1]}; use a new "
+                                     "embed key for a different model")
+            out[todo] = fresh
+            self._count("vectors")
+        if out is None:
+            out = np.zeros((n, int(getattr(emb, "dim", 0) or 0)), dtype=np.float32)
+        self._persist_vectors(g, key, out, stored, aligned_prefix)
+        return out
+
+    def _persist_vectors(self, g: NodeGroup, key: str, vecs: np.ndarray, stored,
+                         aligned_prefix: int) -> None:
+        if vecs.shape[1] == 0:
+            return
+        vkey = vectors_key(g.name, key)
+        schema = _vector_schema(vecs.shape[1])
+
+        def table(lo: int) -> pa.Table:
+            flat = pa.array(vecs[lo:].reshape(-1), pa.float32())
+            return pa.table({"id": g.table.column("id").slice(lo),
+                             "vector": pa.FixedSizeListArray.from_arrays(flat, vecs.shape[1])},
+                            schema=schema)
+
+        def write(txn: Transaction) -> None:
+            entry = txn.manifest["vectors"].get(vkey)
+            if entry is not None and entry.get("aligned") == g.fingerprint:
+                return  # another writer stored these already
+            same_base = stored is not None and entry is not None \
+                and [s["file"] for s in entry["segments"]] == \
+                [s["file"] for s in stored[2]["segments"]] and entry["dim"] == vecs.shape[1]
+            if same_base and aligned_prefix:
+                segs = txn.append(entry["segments"], f"vec-{g.name}-{key}", table(aligned_prefix))
+            else:
+                segs = [txn.write_segment(f"vec-{g.name}-{key}", table(0))]
+            txn.manifest["vectors"][vkey] = {"group": g.name, "key": key, "dim": vecs.shape[1],
+                                             "aligned": g.fingerprint, "segments": segs}
+            txn.changed = True
+
+        self._persist(write)
+
+    def _embed(self, emb, key: str, texts: list[str], ids: list[str]) -> np.ndarray:
+        from tqdm import tqdm
+
+        bs = int(getattr(emb, "batch_size", 64) or 64)
+        parts = []
+        with tqdm(total=len(texts), desc=f"embed {key}", unit="node",
+                  disable=len(texts) < 4 * bs) as bar:
+            for i in range(0, len(texts), bs):
+                batch = texts[i:i + bs]
+                vecs = emb.embed(batch) if hasattr(emb, "embed") else emb(batch)
+                parts.append(check_vectors(vecs, len(batch), ids[i:i + bs], key, emb))
+                bar.update(len(batch))
+        dims = {p.shape[1] for p in parts}
+        if len(dims) > 1:
+            raise EmbeddingError(f"embedder {_name(emb)} (key {key!r}) returned vectors of "
+                                 f"different dimensions {sorted(dims)} across batches")
+        return np.concatenate(parts)
+
+    # -- BM25 --------------------------------------------------------------------------------
+    def bm25(self, group_name: str, analyzer: Any, params: dict, num_workers: int = 0):
+        """(BM25Index, vocab) of a group for one analyzer and parameter set."""
+        g = self.doc.group(group_name)
+        key = f"{group_name}/bm25/{params_key(analyzer.identity(), params)}"
+        return self._cached(("bm25", key), g.fingerprint,
+                            lambda prev: self._build_bm25(g, key, analyzer, params, num_workers))
+
+    def _build_bm25(self, g: NodeGroup, key: str, analyzer, params: dict, num_workers: int):
+        from fastrag.analysis import tokenize_corpus
+        from fastrag.indexes.bm25 import BM25Index
+
+        store = self.doc.store
+        entry = None if store is None else store.manifest["indexes"].get(key)
+        if entry is not None and entry["meta"].get("fingerprint") == g.fingerprint:
+            try:
+                arrays, meta = store.read_arrays(key)
+                vocab = _decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
+                index = BM25Index.from_arrays(arrays, meta["index"])
+                if index.n_docs != len(g) or index.n_vocab != len(vocab):
+                    raise StoreError(f"index covers {index.n_docs} nodes and {index.n_vocab} "
+                                     f"terms, the group has {len(g)} and the vocabulary "
+                                     f"{len(vocab)}")
+                return index, vocab
+            except (StoreError, KeyError, ValueError, TypeError) as exc:
+                self._damaged(f"BM25 index {key!r}", exc)
+        tc = tokenize_corpus(g.texts(), analyzer, num_workers=num_workers)
+        index = BM25Index.build(tc.values, tc.offsets, len(tc.vocab), **params)
+        self._count("bm25")
+
+        def write(txn: Transaction) -> None:
+            cur = txn.manifest["indexes"].get(key)
+            if cur is not None and cur["meta"].get("fingerprint") == g.fingerprint \
+                    and cur is not entry:
+                return
+            arrays = dict(index.to_arrays())
+            arrays["vocab_bytes"], arrays["vocab_offsets"] = _encode_vocab(tc.vocab)
+            txn.write_arrays(key, arrays, {"kind": "bm25", "group": g.name,
+                                           "fingerprint": g.fingerprint,
+                                           "analyzer": analyzer.identity(),
+                                           "index": index.meta()})
+
+        self._persist(write)
+        return index, tc.vocab
+
+    # -- dense indexes -----------------------------------------------------------------------
+    def flat(self, group_name: str, key: str, metric: str):
+        """An exact dense index over a group's vectors (memory only: it is the vectors)."""
+        from fastrag.indexes.flat import FlatIndex
+
+        vecs = self.vectors(group_name, key)
+        g = self.doc.group(group_name)
+        return self._cached(("flat", group_name, key, metric), g.fingerprint,
+                            lambda prev: FlatIndex.from_vectors(vecs, metric=metric))
+
+    def hnsw(self, group_name: str, key: str, metric: str, params: dict):
+        """An HNSW index over a group's vectors: loaded from the store, updated incrementally
+        (new nodes added, vanished ones marked deleted), or built."""
+        vecs = self.vectors(group_name, key)
+        g = self.doc.group(group_name)
+        skey = f"{group_name}/hnsw/{params_key(key, metric, params)}"
+        return self._cached(("hnsw", skey), g.fingerprint,
+                            lambda prev: self._build_hnsw(g, skey, metric, params, vecs, prev))
+
+    def _load_hnsw(self, skey: str, dim: int, metric: str, params: dict):
+        from fastrag.indexes.hnsw import HNSWIndex
+
+        store = self.doc.store
+        if store is None or skey not in store.manifest["indexes"]:
+            return None
+        try:
+            folder, meta = store.index_folder(skey, full=True)  # hnswlib trusts its file
+            labels = list(meta["ids"])
+            if not all(x is None or isinstance(x, str) for x in labels):
+                raise StoreError("HNSW labels are not node ids")
+            index = HNSWIndex.load(folder / "index.bin", dim=dim, metric=metric,
+                                   **{k: v for k, v in params.items() if k == "ef"})
+            if len(labels) < index.n_rows:
+                raise StoreError(f"HNSW index has labels up to {index.n_rows - 1}, but only "
+                                 f"{len(labels)} node ids are recorded")
+            return index, labels, meta
+        except (StoreError, KeyError, TypeError, ValueError) as exc:
+            self._damaged(f"HNSW index {skey!r}", exc)
+            return None
+
+    def _build_hnsw(self, g: NodeGroup, skey: str, metric: str, params: dict,
+                    vecs: np.ndarray, prev):
+        from fastrag.indexes.hnsw import HNSWIndex
+
+        ids = g.ids
+        dim = vecs.shape[1]
+        loaded = self._load_hnsw(skey, dim, metric, params)
+        if loaded is not None and loaded[2].get("fingerprint") == g.fingerprint:
+            index, labels, _ = loaded
+            return LabelledIndex(index, _label_rows(labels, ids))
+        if loaded is not None:
+            index, labels, _ = loaded
+        else:
+            index = HNSWIndex(dim, metric=metric, max_elements=max(len(ids), 1), **params)
+            labels = []
+        self._count("hnsw")
+        pos = {nid: i for i, nid in enumerate(labels)}
+        current = set(ids)
+        gone = [i for i, nid in enumerate(labels) if nid is not None and nid not in current]
+        if gone:
+            index.mark_deleted(np.asarray(gone, dtype=np.int64))
+            for i in gone:
+                labels[i] = None
+        new_rows = [r for r, nid in enumerate(ids) if nid not in pos]
+        if new_rows:
+            new_labels = np.arange(len(labels), len(labels) + len(new_rows), dtype=np.int64)
+            index.add(vecs[new_rows], rows=new_labels)
+            labels += [ids[r] for r in new_rows]
+        self._persist(lambda txn: txn.write_index(
+            skey, lambda folder: index.save(folder / "index.bin"),
+            {"kind": "hnsw", "group": g.name, "fingerprint": g.fingerprint, "ids": labels}))
+        return LabelledIndex(index, _label_rows(labels, ids))
+
+    # -- key maps ----------------------------------------------------------------------------
+    def key_map(self, group_name: str, map_key: str | None) -> dict[str, list[int]]:
+        """Rows of each node text (or ``map_key`` metadata value) of a group."""
+        g = self.doc.group(group_name)
+
+        def build(prev) -> dict[str, list[int]]:
+            if map_key is None:
+                keys = g.texts()
+            else:
+                meta = g.metadata_table()
+                if map_key not in meta.column_names:
+                    raise ConfigError(f"map_key {map_key!r} is not a metadata key of group "
+                                      f"{group_name!r}; known: {meta.column_names}")
+                keys = [None if v is None else str(v)
+                        for v in meta.column(map_key).to_pylist()]
+            table: dict[str, list[int]] = {}
+            for row, k in enumerate(keys):
+                if k is not None:
+                    table.setdefault(k, []).append(row)
+            return table
+
+        return self._cached(("map", group_name, map_key), g.fingerprint, build)
+
+
+class LabelledIndex:
+    """An ANN index whose labels map to group rows (deleted labels map to -1)."""
+
+    def __init__(self, index, label_rows: np.ndarray) -> None:
+        self.index = index
+        self.label_rows = label_rows
+
+    def search(self, queries, k, *, mask=None, cutoff=None, num_threads=None):
+        label_mask = None
+        if mask is not None:
+            label_mask = np.zeros(len(self.label_rows), dtype=bool)
+            live = self.label_rows >= 0
+            label_mask[live] = mask[self.label_rows[live]]
+        labels, scores, counts = self.index.search(queries, k, mask=label_mask, cutoff=cutoff)
+        rows = np.where(labels >= 0, self.label_rows[np.maximum(labels, 0)], -1)
+        return rows, scores, counts
+
+
+def _label_rows(labels: list[str | None], ids: list[str]) -> np.ndarray:
+    row_of = {nid: r for r, nid in enumerate(ids)}
+    return np.asarray([row_of.get(nid, -1) if nid else -1 for nid in labels], dtype=np.int64)
+
+
+def _name(emb: Any) -> str:
+    return getattr(emb, "model", None) or type(emb).__name__
+
+
+def check_vectors(vecs: Any, n: int, ids: list[str], key: str, emb: Any) -> np.ndarray:
+    """``vecs`` as an ``(n, dim)`` float32 array, or an EmbeddingError naming the embed key,
+    the embedder and the shape."""
+
+    def fail(what: str) -> EmbeddingError:
+        return EmbeddingError(f"embed key {key!r} returned {what} (embedder {_name(emb)})")
+
+    try:
+        arr = np.asarray(vecs, dtype=np.float32)
+    except (ValueError, TypeError) as exc:
+        shapes = sorted({np.shape(v) for v in vecs}) if isinstance(vecs, (list, tuple)) else "?"
+        raise fail(f"a batch that is not an (n, dim) array of numbers for {n} texts (row "
+                   f"shapes {shapes}: {exc}); an embedder must return an (n, dim) array") from exc
+    if arr.ndim != 2 or arr.shape[0] != n:
+        raise fail(f"shape {arr.shape} for {n} texts; an embedder must return an (n, dim) array")
+    if arr.shape[1] == 0:
+        raise fail(f"an empty vector for node {ids[0]!r}")
+    dim = getattr(emb, "dim", None)
+    if isinstance(dim, int) and dim > 0 and arr.shape[1] != dim:
+        raise fail(f"dimension {arr.shape[1]} for node {ids[0]!r}, but the embedder's dim is "
+                   f"{dim}")
+    bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+    if len(bad):
+        raise fail(f"NaN/inf for node {ids[bad[0]]!r}")
+    return arr
+
+
+def _vector_schema(dim: int) -> pa.Schema:
+    return pa.schema([pa.field("id", pa.string(), nullable=False),
+                      pa.field("vector", pa.list_(pa.float32(), int(dim)))])
+
+
+def _to_numpy(col: pa.ChunkedArray, dim: int) -> np.ndarray:
+    parts = [c.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim) for c in col.chunks]
+    if not parts:
+        return np.zeros((0, dim), dtype=np.float32)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def vectors_of(table: pa.Table, col: str) -> np.ndarray:
+    arr = table.column(col)
+    return _to_numpy(arr, arr.type.list_size)
+
+
+def _encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    tokens = [""] * len(vocab)
+    for tok, i in vocab.items():
+        tokens[i] = tok
+    encoded = [t.encode("utf-8") for t in tokens]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+
+
+def _decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
+    off = np.asarray(offsets)
+    if off.ndim != 1 or len(off) == 0 or off[0] != 0 or off[-1] != blob.size \
+            or np.any(np.diff(off) < 0):
+        raise StoreError("BM25 vocabulary offsets are out of range")
+    data = bytes(blob)
+    o = off.tolist()
+    try:
+        vocab = {data[o[i]:o[i + 1]].decode("utf-8"): i for i in range(len(o) - 1)}
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"BM25 vocabulary is not valid UTF-8: {exc}") from exc
+    if len(vocab) != len(o) - 1:
+        raise StoreError("BM25 vocabulary has duplicate terms")
+    return vocab
