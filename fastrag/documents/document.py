@@ -31,7 +31,7 @@ from fastrag.documents.sources import (
     check_texts,
     drop_mask,
 )
-from fastrag.documents.store import Store, Transaction
+from fastrag.documents.store import MissingFile, Store, Transaction
 from fastrag.errors import ConfigError
 from fastrag.schema import GROUP_SCHEMA, ROOT_GROUP, DocNode, NodeWithScore
 
@@ -159,7 +159,17 @@ class Document:
 
     # -- committed state ---------------------------------------------------------------------
     def _load_committed(self) -> None:
-        """Publish the store's committed sources and root group."""
+        """Publish the store's committed sources and root group (re-reading the manifest when
+        a writer collected the files it named meanwhile)."""
+        for attempt in range(3):
+            try:
+                return self._load_manifest_state()
+            except MissingFile:
+                if attempt == 2:
+                    raise
+                self._store.reload()
+
+    def _load_manifest_state(self) -> None:
         store = self._store
         m = store.manifest
         sources = store.read_segments(m["sources"], SOURCE_SCHEMA)
@@ -187,6 +197,10 @@ class Document:
                 return change.result
             if not store.writable:
                 store._check_writable()
+            if not persist_ro:  # opening: take the lock only when there is something to write
+                st = self._state
+                if not plan(st.sources, st.root.table, st.next_id):
+                    return None
             with store.transaction() as txn:
                 change = self._apply_in_store(txn, plan)
             self._load_committed()
@@ -332,7 +346,11 @@ class Document:
         entry = self._store.manifest["groups"].get(d.name)
         if entry is None or entry.get("identity") != d.identity or entry.get("parent") != d.parent:
             return None
-        table = self._store.read_segments(entry["segments"], GROUP_SCHEMA)
+        try:
+            table = self._store.read_segments(entry["segments"], GROUP_SCHEMA)
+        except MissingFile:  # rewritten by another process since we read the manifest
+            self._store.reload()
+            return None
         return NodeGroup(self, d.name, d.parent, table, built_gen=entry["root_gen"],
                          segments=entry["segments"])
 

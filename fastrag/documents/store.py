@@ -57,6 +57,10 @@ _PATH_LOCKS: dict[str, threading.RLock] = {}
 _PATH_LOCKS_GUARD = threading.Lock()
 
 
+class MissingFile(StoreError):
+    """A file the manifest names is gone (collected after a newer commit, or deleted)."""
+
+
 def _path_lock(path: Path) -> threading.RLock:
     with _PATH_LOCKS_GUARD:
         return _PATH_LOCKS.setdefault(str(path), threading.RLock())
@@ -311,7 +315,8 @@ class Store:
         try:
             size = path.stat().st_size
         except OSError as exc:
-            raise StoreError(f"store file {str(path)!r} is missing ({exc})") from exc
+            raise MissingFile(f"store file {str(path)!r} is missing ({exc}); if another process "
+                              "is writing the store, call doc.refresh()") from exc
         if size != entry["size"]:
             raise StoreError(f"store file {str(path)!r} has {size} bytes, the manifest records "
                              f"{entry['size']}: it is damaged")
