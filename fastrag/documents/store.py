@@ -251,7 +251,9 @@ class Store:
         On an exception nothing is committed and the files written inside are removed."""
         self._check_writable()
         with self._locked():
-            txn = Transaction(self, copy.deepcopy(self._read_manifest()))
+            self.manifest = self._read_manifest()
+            self._collect_garbage()  # a crashed writer's files may carry the names we pick
+            txn = Transaction(self, copy.deepcopy(self.manifest))
             try:
                 yield txn
                 if txn.changed:

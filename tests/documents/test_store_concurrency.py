@@ -165,7 +165,9 @@ WRITER = textwrap.dedent("""
     doc = fr.Document(store=store, lock_timeout=60)
     doc.create_node_group("line", transform=lambda t: t.split("\\n"))
     doc.create_node_group(f"g_{who}", transform=lambda t: t.split(" "))
-    mine = []
+    from pathlib import Path
+    folder = Path(sys.argv[4])
+    mine = list(doc.add(folder))  # ingest a folder of files
     for j in range(n):
         mine += doc.add([f"{who} text {j}\\nsecond line {j}"])
         doc.group("line")
@@ -182,7 +184,13 @@ def test_processes_writing_one_store_equal_a_serial_order(tmp_path, n_proc):
     st = tmp_path / "st"
     fr.Document.from_texts(["seed one\nseed two"], store=st)
     n = 6
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(st), f"p{i}", str(n)],
+    for i in range(n_proc):
+        (tmp_path / f"kb{i}").mkdir()
+        for f in range(2):
+            (tmp_path / f"kb{i}" / f"f{f}.txt").write_text(f"p{i} file {f}\nline two {f}",
+                                                          encoding="utf-8")
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(st), f"p{i}", str(n),
+                               str(tmp_path / f"kb{i}")],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for i in range(n_proc)]
     for p in procs:
@@ -191,10 +199,12 @@ def test_processes_writing_one_store_equal_a_serial_order(tmp_path, n_proc):
     doc = fr.Document(store=st)
     doc.create_node_group("line", transform=lambda t: t.split("\n"))
     roots = [n.text for n in doc.group("root")]
-    # every process added n texts and deleted its first n // 3: in any serial order the
-    # survivors are the same set
-    want = {"seed one\nseed two"} | {f"p{i} text {j}\nsecond line {j}"
-                                     for i in range(n_proc) for j in range(n // 3, n)}
+    # every process ingested 2 files, added n texts and deleted its first n // 3 roots (the
+    # files first): in any serial order the survivors are the same set
+    want = {"seed one\nseed two"} | {t for i in range(n_proc)
+                                     for t in ([f"p{i} file {f}\nline two {f}" for f in range(2)]
+                                               + [f"p{i} text {j}\nsecond line {j}"
+                                                  for j in range(n)])[n // 3:]}
     assert set(roots) == want and len(roots) == len(want)
     lines = [n.text for n in doc.group("line")]
     assert lines == [line for t in roots for line in t.split("\n")]
@@ -359,6 +369,13 @@ def test_leftovers_are_removed_and_never_block_a_rebuild(tmp_path):
     doc.create_node_group(".x", transform=lambda t: t.split("\n"))
     files = {str(p.relative_to(st)) for p in st.rglob("*") if p.is_file()}
     assert files == Store(st).referenced() | {LOCK}
+    # a writer that crashed after this Document opened left files under the next names
+    m = json.loads((st / "manifest.json").read_text())
+    gen = m["generation"] + 1
+    for n in (1, 2, 3):
+        (st / "indexes" / f"_x_bm25_{n}.{gen}.{n}").mkdir()
+        (st / "data" / f"_x.{gen}.{n}.arrow").write_bytes(b"junk")
+        (st / "data" / f"root.{gen}.{n}.arrow").mkdir()  # even a folder where a file goes
     for j in range(4):  # rebuilds write new generations; old ones are collected
         doc.add([f"cat {j}"])
         assert fr.Retriever(doc, ".x", "bm25", topk=2)("cat")
