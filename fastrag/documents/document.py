@@ -430,7 +430,7 @@ class Document:
         kept as a ``fixed_size_list<float32>`` column ``_emb_<key>`` of the group's table and
         persisted in the store beside it.
         """
-        return self.derived.vectors(group_name, key)
+        return self.derived.vectors(self.group(group_name), key)
 
     def embed_queries(self, queries: list[str], key: str = "default") -> np.ndarray:
         """Query vectors for one embed key (``embed_query`` is used where the model has it)."""

@@ -86,11 +86,12 @@ class DerivedData:
                       stacklevel=4)
 
     # -- vectors -----------------------------------------------------------------------------
-    def vectors(self, group_name: str, key: str = "default") -> np.ndarray:
-        """The ``(n, dim)`` float32 vectors of a group for one embed key; computed only for
-        nodes whose vectors are not known (in memory or in the store)."""
+    def vectors(self, g: NodeGroup, key: str = "default") -> np.ndarray:
+        """The ``(n, dim)`` float32 vectors of group ``g`` for one embed key; computed only
+        for nodes whose vectors are not known (in memory or in the store). Every method takes
+        the group object, so an artifact always matches the table the caller holds."""
         emb = self.doc.embedder(key)
-        g = self.doc.group(group_name)
+        group_name = g.name
         _, vecs = self._cached(("vec", group_name, key), g.fingerprint,
                                lambda prev: (g.table.column("id"),
                                              self._build_vectors(g, key, emb, prev)))
@@ -209,10 +210,9 @@ class DerivedData:
         return np.concatenate(parts)
 
     # -- BM25 --------------------------------------------------------------------------------
-    def bm25(self, group_name: str, analyzer: Any, params: dict, num_workers: int = 0):
-        """(BM25Index, vocab) of a group for one analyzer and parameter set."""
-        g = self.doc.group(group_name)
-        key = f"{group_name}/bm25/{params_key(analyzer.identity(), params)}"
+    def bm25(self, g: NodeGroup, analyzer: Any, params: dict, num_workers: int = 0):
+        """(BM25Index, vocab) of group ``g`` for one analyzer and parameter set."""
+        key = f"{g.name}/bm25/{params_key(analyzer.identity(), params)}"
         return self._cached(("bm25", key), g.fingerprint,
                             lambda prev: self._build_bm25(g, key, analyzer, params, num_workers))
 
@@ -254,21 +254,19 @@ class DerivedData:
         return index, tc.vocab
 
     # -- dense indexes -----------------------------------------------------------------------
-    def flat(self, group_name: str, key: str, metric: str):
+    def flat(self, g: NodeGroup, key: str, metric: str):
         """An exact dense index over a group's vectors (memory only: it is the vectors)."""
         from fastrag.indexes.flat import FlatIndex
 
-        vecs = self.vectors(group_name, key)
-        g = self.doc.group(group_name)
-        return self._cached(("flat", group_name, key, metric), g.fingerprint,
+        vecs = self.vectors(g, key)
+        return self._cached(("flat", g.name, key, metric), g.fingerprint,
                             lambda prev: FlatIndex.from_vectors(vecs, metric=metric))
 
-    def hnsw(self, group_name: str, key: str, metric: str, params: dict):
+    def hnsw(self, g: NodeGroup, key: str, metric: str, params: dict):
         """An HNSW index over a group's vectors: loaded from the store, updated incrementally
         (new nodes added, vanished ones marked deleted), or built."""
-        vecs = self.vectors(group_name, key)
-        g = self.doc.group(group_name)
-        skey = f"{group_name}/hnsw/{params_key(key, metric, params)}"
+        vecs = self.vectors(g, key)
+        skey = f"{g.name}/hnsw/{params_key(key, metric, params)}"
         return self._cached(("hnsw", skey), g.fingerprint,
                             lambda prev: self._build_hnsw(g, skey, metric, params, vecs, prev))
 
@@ -327,9 +325,9 @@ class DerivedData:
         return LabelledIndex(index, _label_rows(labels, ids))
 
     # -- key maps ----------------------------------------------------------------------------
-    def key_map(self, group_name: str, map_key: str | None) -> dict[str, list[int]]:
-        """Rows of each node text (or ``map_key`` metadata value) of a group."""
-        g = self.doc.group(group_name)
+    def key_map(self, g: NodeGroup, map_key: str | None) -> dict[str, list[int]]:
+        """Rows of each node text (or ``map_key`` metadata value) of group ``g``."""
+        group_name = g.name
 
         def build(prev) -> dict[str, list[int]]:
             if map_key is None:

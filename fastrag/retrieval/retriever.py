@@ -234,7 +234,7 @@ class Retriever:
         """(index, vocab, analyzer): the Document's derived-data owner builds or loads it."""
         analyzer = self._analyzer()
         params = {p: self.params[p] for p in _BM25_PARAMS if p in self.params}
-        index, vocab = self.doc.derived.bm25(group.name, analyzer, params, self.num_workers)
+        index, vocab = self.doc.derived.bm25(group, analyzer, params, self.num_workers)
         return index, vocab, analyzer
 
     def _search_bm25(self, group, queries, k, mask) -> Hits:
@@ -247,7 +247,7 @@ class Retriever:
 
     # -- map ---------------------------------------------------------------------------------
     def _search_map(self, group, queries, k, mask) -> Hits:
-        table = self.doc.derived.key_map(group.name, self.map_key)
+        table = self.doc.derived.key_map(group, self.map_key)
         rows = np.full((len(queries), k), -1, dtype=np.int64)
         scores = np.zeros((len(queries), k), dtype=np.float32)
         counts = np.zeros(len(queries), dtype=np.int32)
@@ -273,7 +273,7 @@ class Retriever:
                 all_scores[i] = _scores_array(s, n, self.similarity)
         else:
             for key in self.embed_keys[:1]:
-                vecs = self.doc.derived.vectors(group.name, key)
+                vecs = self.doc.derived.vectors(group, key)
                 qv = self.doc.embed_queries(queries, key)
                 for i in range(len(queries)):
                     s = (fn(qv[i], vecs, **kw) if self.sim.batch
@@ -286,8 +286,8 @@ class Retriever:
         metric = self.sim.metric
         if self.index == "hnsw":
             hparams = {p: self.params[p] for p in _HNSW_PARAMS if p in self.params}
-            return self.doc.derived.hnsw(group.name, key, metric, hparams)
-        return self.doc.derived.flat(group.name, key, metric)
+            return self.doc.derived.hnsw(group, key, metric, hparams)
+        return self.doc.derived.flat(group, key, metric)
 
     def _search_dense(self, group, queries, k, mask) -> Hits:
         results = []
