@@ -120,28 +120,6 @@ _GALLOP_FACTOR = 12
 
 
 @njit(cache=True, nogil=True)
-def check_postings(indptr, indices, n_docs) -> int:
-    """0 when every posting list is a strictly increasing run of doc ids in ``[0, n_docs)``
-    and ``indptr`` is non-decreasing from 0 to ``len(indices)``; otherwise the index of the
-    first bad term plus one (a damaged index must never reach the scoring kernels)."""
-    n_terms = indptr.shape[0] - 1
-    if n_terms < 0 or indptr[0] != 0 or indptr[n_terms] != indices.shape[0]:
-        return n_terms + 1 if n_terms >= 0 else 1
-    for t in range(n_terms):
-        lo = indptr[t]
-        hi = indptr[t + 1]
-        if hi < lo or hi > indices.shape[0]:
-            return t + 1
-        prev = -1
-        for j in range(lo, hi):
-            d = indices[j]
-            if d <= prev or d >= n_docs:
-                return t + 1
-            prev = d
-    return 0
-
-
-@njit(cache=True, nogil=True)
 def count_document_frequencies(values, offsets, n_vocab):
     """Per-term document frequency ``df`` (int64 ``[n_vocab]``) of a ragged token-id corpus.
 

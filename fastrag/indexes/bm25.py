@@ -262,12 +262,10 @@ class BM25Index:
                 f"{a['indices'].dtype}, data {a['data'].shape} {a['data'].dtype}); "
                 "the index files are corrupt: rebuild the index")
         n_docs = int(meta["n_docs"])
-        bad = _kernels().check_postings(a["indptr"], a["indices"], n_docs) if n_docs >= 0 else 1
-        if bad or (meta.get("external_stats") and a["stats_df"].shape != (n_vocab,)):
-            raise StoreError(
-                f"BM25 index arrays are inconsistent (term {bad - 1}: doc ids outside "
-                f"[0, {n_docs}) or out of order, or bad offsets); the index files are "
-                "corrupt: rebuild the index")
+        problem = _bounds_problem(a, n_docs, n_vocab, bool(meta.get("external_stats")))
+        if problem:
+            raise StoreError(f"BM25 index arrays are inconsistent ({problem}); the index files "
+                             "are corrupt: rebuild the index")
         method = _check_method(meta["method"])
         if meta.get("external_stats"):
             stats = BM25Stats(int(meta["stats_n_docs"]), int(meta["stats_n_tokens"]),
@@ -499,3 +497,20 @@ def _check_threads(num_threads) -> int:
 
 
 __all__ = ["BM25_METHODS", "SEARCH_STRATEGIES", "BM25Index", "BM25Stats"]
+
+
+def _bounds_problem(a: dict[str, np.ndarray], n_docs: int, n_vocab: int,
+                    external_stats: bool) -> str | None:
+    """What makes loaded index arrays unsafe for the kernels (ids they would index out of
+    bounds with), or None. Two vectorized passes over ``indices``; posting order is not needed
+    for memory safety (searches stay inside ``[indptr[t], indptr[t + 1])``)."""
+    indptr, indices = a["indptr"], a["indices"]
+    if n_docs < 0 or indptr[0] != 0:
+        return f"n_docs={n_docs}, indptr[0]={indptr[0]}"
+    if n_vocab and np.any(indptr[1:] < indptr[:-1]):
+        return "indptr decreases"
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_docs):
+        return f"doc ids outside [0, {n_docs})"
+    if external_stats and a["stats_df"].shape != (n_vocab,):
+        return f"stats_df has shape {a['stats_df'].shape}, expected ({n_vocab},)"
+    return None

@@ -382,3 +382,19 @@ def test_corrupt_persisted_index_raises_store_error():
         BM25Index.from_arrays({n: a for n, a in arrays.items() if n != "data"}, meta)
     with pytest.raises(StoreError, match=r"do not match their meta"):
         BM25Index.from_arrays({**arrays, "data": arrays["data"][:-1]}, meta)
+
+
+@pytest.mark.parametrize("damage, match", [
+    (lambda a: a["indices"].__setitem__(3, 10**6), "doc ids outside"),
+    (lambda a: a["indices"].__setitem__(0, -2), "doc ids outside"),
+    (lambda a: a["indptr"].__setitem__(2, a["indptr"][1] - 1), "indptr decreases"),
+    (lambda a: a["indptr"].__setitem__(0, 1), r"indptr\[0\]=1"),
+])
+def test_loader_rejects_ids_a_kernel_would_index_out_of_bounds(damage, match):
+    values = np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32)
+    offsets = np.array([0, 3, 6, 8])
+    index = BM25Index.build(values, offsets, 4)
+    arrays = {k: np.array(v) for k, v in index.to_arrays().items()}
+    damage(arrays)
+    with pytest.raises(StoreError, match=match):
+        BM25Index.from_arrays(arrays, index.meta())
