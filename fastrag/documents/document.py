@@ -399,7 +399,7 @@ class Document:
             cur = m["groups"].get(d.name)
             if cur is not None and cur.get("identity") == d.identity \
                     and cur["root_gen"] >= group.built_gen:
-                return cur["segments"]  # another writer stored it (or a newer one)
+                return None  # another writer stored it (or a newer one): not our table
             base = [s["file"] for s in old.segments] if old is not None and old.segments else None
             if cur is not None and dropped is not None and base is not None \
                     and [s["file"] for s in cur["segments"]] == base \
@@ -501,11 +501,15 @@ class Document:
 
 
 def _touched_docs(sources: pa.Table, since_gen: int) -> list[str]:
-    """Root ids of the sources whose rows changed after generation ``since_gen``."""
+    """Root ids of the sources whose rows changed after generation ``since_gen`` (with the
+    ids deleted from them, whose nodes must go)."""
     if sources.num_rows == 0:
         return []
     changed = sources.filter(pc.greater(sources.column("changed_gen"), since_gen))
-    return pc.list_flatten(changed.column("roots")).to_pylist() if changed.num_rows else []
+    if not changed.num_rows:
+        return []
+    return (pc.list_flatten(changed.column("roots")).to_pylist()
+            + pc.list_flatten(changed.column("deleted")).to_pylist())
 
 
 def _drop_stale_indexes(m: dict, group: str, fingerprint: str | None = None) -> None:

@@ -55,6 +55,7 @@ MAX_SEGMENTS = 16
 
 _PATH_LOCKS: dict[str, threading.RLock] = {}
 _PATH_LOCKS_GUARD = threading.Lock()
+_HELD = threading.local()  # store paths whose locks this thread holds
 
 
 class MissingFile(StoreError):
@@ -229,11 +230,17 @@ class Store:
         from filelock import FileLock, Timeout
 
         timeout = self.lock_timeout if timeout is None else timeout
+        held = _HELD.__dict__.setdefault("paths", set())
+        if self.path in held:  # re-entered by this thread: it holds both locks already
+            yield
+            return
         with self._thread_lock:
+            held.add(self.path)
             lock = FileLock(str(self.path / LOCK), timeout=timeout)
             try:
                 lock.acquire()
             except Timeout:
+                held.discard(self.path)
                 raise StoreLockTimeout(
                     f"another writer holds the lock {str(self.path / LOCK)!r} for more than "
                     f"lock_timeout={timeout} s; wait for it, raise lock_timeout, or open the "
@@ -243,6 +250,7 @@ class Store:
                 yield
             finally:
                 lock.release()
+                held.discard(self.path)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:

@@ -428,3 +428,27 @@ def test_store_argument_errors(tmp_path):
     with pytest.raises(fr.ConfigError, match="group 'bad'.*lone surrogate"):
         doc.group("bad")
     assert os.listdir(tmp_path) == []  # nothing was created by the failed calls
+
+
+def test_two_writers_interleaving_group_updates(tmp_path):
+    """Two Documents on one store (as two processes would be): one falls behind, the other
+    adds, builds, then deletes without rebuilding; the laggard's later update must still
+    leave the group equal to its sources."""
+    st = tmp_path / "st"
+    fr.Document.from_texts(["a1\na2"], store=st)
+
+    def open_doc():
+        doc = fr.Document(store=st)
+        doc.create_node_group("line", transform=lambda t: t.split("\n"))
+        return doc
+
+    a, b = open_doc(), open_doc()
+    x = a.add(["x1\nx2"])
+    assert [n.text for n in a.group("line")] == ["a1", "a2", "x1", "x2"]  # stored
+    assert [n.text for n in b.group("line")] == ["a1", "a2"]  # b is behind: built, not stored
+    a.delete(x)  # the stored group still holds x's nodes
+    b.add(["y1"])  # b commits on top of the newest state and sees a's changes
+    assert [n.text for n in b.group("root")] == ["a1\na2", "y1"]
+    assert [n.text for n in b.group("line")] == ["a1", "a2", "y1"]
+    assert [n.text for n in open_doc().group("line")] == ["a1", "a2", "y1"]
+    assert [n.text for n in a.refresh().group("line")] == ["a1", "a2", "y1"]
