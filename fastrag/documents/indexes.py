@@ -217,7 +217,6 @@ class DerivedData:
                             lambda prev: self._build_bm25(g, key, analyzer, params, num_workers))
 
     def _build_bm25(self, g: NodeGroup, key: str, analyzer, params: dict, num_workers: int):
-        from fastrag.analysis import tokenize_corpus
         from fastrag.indexes.bm25 import BM25Index
 
         store = self.doc.store
@@ -234,7 +233,7 @@ class DerivedData:
                 return index, vocab
             except (StoreError, KeyError, ValueError, TypeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
-        tc = tokenize_corpus(g.texts(), analyzer, num_workers=num_workers)
+        tc = self._tokens(g, analyzer, num_workers)
         index = BM25Index.build(tc.values, tc.offsets, len(tc.vocab), **params)
         self._count("bm25")
 
@@ -252,6 +251,32 @@ class DerivedData:
 
         self._persist(write)
         return index, tc.vocab
+
+    def _tokens(self, g: NodeGroup, analyzer, num_workers: int):
+        """The group's token ids for ``analyzer``. After an update only new nodes are
+        tokenized; the others are gathered by node id from the previous corpus (kept in memory
+        per group and analyzer). Terms of removed nodes stay in the vocabulary with no
+        postings, so scores and ranks equal a clean build's."""
+        from fastrag.analysis import TokenizedCorpus, tokenize_corpus
+
+        tkey = ("tok", g.name, analyzer.identity())
+        with self._locks(tkey):
+            prev = self._cache.get(tkey)
+            ids = g.table.column("id")
+            pos = None
+            if prev is not None:
+                old_ids, old = prev[1]
+                pos = np.asarray(pc.index_in(ids, value_set=old_ids).fill_null(-1), np.int64)
+            if pos is None or np.count_nonzero(pos < 0) > len(pos) // 2 \
+                    or len(old.vocab) > 2 * len(old.values) + 1024:
+                tc = tokenize_corpus(g.texts(), analyzer, num_workers=num_workers)
+            else:
+                new_rows = np.flatnonzero(pos < 0)
+                texts = g.table.column("text").take(pa.array(new_rows)).to_pylist()
+                fresh = tokenize_corpus(texts, analyzer, num_workers=num_workers)
+                tc = _merge_tokens(old, pos, new_rows, fresh, TokenizedCorpus)
+            self._cache[tkey] = (g.fingerprint, (ids, tc))
+            return tc
 
     # -- dense indexes -----------------------------------------------------------------------
     def flat(self, g: NodeGroup, key: str, metric: str):
@@ -346,6 +371,30 @@ class DerivedData:
             return table
 
         return self._cached(("map", group_name, map_key), g.fingerprint, build)
+
+
+def _merge_tokens(old, pos: np.ndarray, new_rows: np.ndarray, fresh, corpus_cls):
+    """A corpus whose row ``r`` is ``old``'s row ``pos[r]``, or the next row of ``fresh`` where
+    ``pos[r] < 0``; ``fresh``'s terms are added to (a copy of) ``old``'s vocabulary."""
+    vocab = dict(old.vocab)
+    remap = np.empty(len(fresh.vocab), np.int32)
+    for tok, j in fresh.vocab.items():
+        remap[j] = vocab.setdefault(tok, len(vocab))
+    old_len = np.diff(old.offsets)
+    kept = np.flatnonzero(pos >= 0)
+    lengths = np.zeros(len(pos), np.int64)
+    lengths[kept] = old_len[pos[kept]]
+    lengths[new_rows] = np.diff(fresh.offsets)
+    offsets = np.zeros(len(pos) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.empty(int(offsets[-1]), np.int32)
+    for rows, src_start, src_values in (
+            (kept, old.offsets[pos[kept]], old.values),
+            (new_rows, fresh.offsets[:-1], remap[fresh.values])):
+        n = lengths[rows]
+        within = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        values[np.repeat(offsets[rows], n) + within] = src_values[np.repeat(src_start, n) + within]
+    return corpus_cls(vocab=vocab, values=values, offsets=offsets)
 
 
 class LabelledIndex:
