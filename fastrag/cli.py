@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ing.set_defaults(func=cmd_ingest)
 
-    info = sub.add_parser("info", help="print a store's groups, node counts and bytes (--verify: checksums)")
+    info = sub.add_parser("info", help="print a store's groups, node counts and bytes "
+                          "(--verify: checksums)")
     info.add_argument("path")
     info.add_argument("--verify", action="store_true",
                       help="check every file's size and checksum (exit 1 if any is damaged)")

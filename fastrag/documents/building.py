@@ -35,7 +35,8 @@ class GroupDef:
 def callable_identity(fn: Any) -> str:
     """A fingerprint of a function's code, so a store notices when a transform changed."""
     target = inspect.unwrap(fn.func if isinstance(fn, functools.partial) else fn)
-    name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', type(target).__qualname__)}"
+    qualname = getattr(target, "__qualname__", type(target).__qualname__)
+    name = f"{getattr(target, '__module__', '')}.{qualname}"
     code = getattr(target, "__code__", None)
     if code is None:
         try:
@@ -125,7 +126,7 @@ def run_transform(d: GroupDef, ptable: pa.Table) -> pa.Table:
     metas = ptable.column("metadata").to_pylist()
     if d.spans is not None:
         return _transform_spans(d, ids, docs, texts, metas)
-    parents = list(zip(ids, docs, texts, metas))
+    parents = list(zip(ids, docs, texts, metas, strict=True))
     if d.num_workers > 0 and n > 1:
         k = min(n, d.num_workers * 4)
         chunks = [parents[i * n // k:(i + 1) * n // k] for i in range(k)]
@@ -146,7 +147,7 @@ def _transform_spans(d, ids, docs, texts, metas) -> pa.Table:
     all_spans = d.spans(texts)
     name = d.name
     cols: dict[str, list] = {c: [] for c in GROUP_SCHEMA.names}
-    for pid, doc_id, text, meta, spans in zip(ids, docs, texts, metas, all_spans):
+    for pid, doc_id, text, meta, spans in zip(ids, docs, texts, metas, all_spans, strict=True):
         kept = [(s, e, c) for s, e in spans if (c := text[s:e]).strip()]
         n = len(kept)
         cols["id"] += [node_id(name, pid, i, c) for i, (_, _, c) in enumerate(kept)]
@@ -163,4 +164,4 @@ def _cols_table(cols: dict[str, list], name: str) -> pa.Table:
     try:
         return pa.table(cols, schema=GROUP_SCHEMA)
     except (pa.ArrowException, UnicodeError):
-        return rows_to_table(list(zip(*cols.values())), name)  # names the bad node
+        return rows_to_table(list(zip(*cols.values(), strict=True)), name)  # names the bad node

@@ -66,9 +66,9 @@ def rows_to_table(rows: list[tuple], group: str) -> pa.Table:
     """Node rows ``(id, doc_id, parent_id, text, start, end, metadata)`` as a group table."""
     if not rows:
         return GROUP_SCHEMA.empty_table()
-    cols = list(zip(*rows))
+    cols = list(zip(*rows, strict=True))
     try:
-        return pa.table({n: list(c) for n, c in zip(GROUP_SCHEMA.names, cols)},
+        return pa.table({n: list(c) for n, c in zip(GROUP_SCHEMA.names, cols, strict=True)},
                         schema=GROUP_SCHEMA)
     except (pa.ArrowException, UnicodeError) as exc:
         bad = next((r[0] for r in rows if not _is_utf8(r[3]) or not _is_utf8(r[6])), None)

@@ -189,8 +189,9 @@ class Store:
         try:
             manifest = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
-            raise StoreError(f"cannot read {mpath}: {exc}; the store is damaged: restore it from "
-                             "a backup or rebuild it from its sources into a new directory") from exc
+            raise StoreError(f"cannot read {mpath}: {exc}; the store is damaged: restore it "
+                             "from a backup or rebuild it from its sources into a new "
+                             "directory") from exc
         version = manifest.get("format_version") if isinstance(manifest, dict) else None
         if version != FORMAT_VERSION:
             raise StoreError(

@@ -149,7 +149,7 @@ class Retriever:
         for q in range(len(rows)):
             c = int(counts[q])
             nodes = group.nodes(rows[q, :c])
-            out.append([NodeWithScore(n, float(s)) for n, s in zip(nodes, scores[q, :c])])
+            out.append([NodeWithScore(n, float(s)) for n, s in zip(nodes, scores[q, :c], strict=False)])
         return out
 
     def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
@@ -343,7 +343,7 @@ def _merge_hits(results: list[Hits], k: int) -> Hits:
     for q in range(nq):
         best: dict[int, float] = {}
         for r, s, c in results:
-            for row, score in zip(r[q, : c[q]].tolist(), s[q, : c[q]].tolist()):
+            for row, score in zip(r[q, : c[q]].tolist(), s[q, : c[q]].tolist(), strict=False):
                 if row not in best or score > best[row]:
                     best[row] = score
         ranked = sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]
