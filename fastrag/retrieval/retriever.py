@@ -149,7 +149,8 @@ class Retriever:
         for q in range(len(rows)):
             c = int(counts[q])
             nodes = group.nodes(rows[q, :c])
-            out.append([NodeWithScore(n, float(s)) for n, s in zip(nodes, scores[q, :c], strict=False)])
+            out.append([NodeWithScore(n, float(s))
+                        for n, s in zip(nodes, scores[q, :c], strict=True)])
         return out
 
     def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
