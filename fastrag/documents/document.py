@@ -462,8 +462,7 @@ class Document:
         items = list(items)
         if not items:
             return []
-        files = [Path(x) for x in items if isinstance(x, os.PathLike)
-                 or (isinstance(x, str) and len(x) < 4096 and "\n" not in x and Path(x).exists())]
+        files = [Path(x) for x in items if isinstance(x, os.PathLike) or _names_a_path(x)]
         texts = [x for x in items if isinstance(x, str) and Path(x) not in files]
         if files and texts:
             raise ConfigError("add() takes either paths or texts in one call, not both")
@@ -498,6 +497,16 @@ class Document:
 
     def __repr__(self) -> str:
         return f"Document(roots={len(self._state.root)}, groups={self.group_names})"
+
+
+def _names_a_path(x: Any) -> bool:
+    """Whether a string given to ``add`` names an existing file or folder (not a text)."""
+    if not isinstance(x, str) or "\n" in x or len(x) >= 4096:
+        return False
+    try:
+        return Path(x).exists()
+    except (OSError, ValueError):  # too long for a file name, NUL bytes: a text
+        return False
 
 
 def _touched_docs(sources: pa.Table, since_gen: int) -> list[str]:

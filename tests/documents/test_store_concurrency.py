@@ -452,3 +452,11 @@ def test_two_writers_interleaving_group_updates(tmp_path):
     assert [n.text for n in b.group("line")] == ["a1", "a2", "y1"]
     assert [n.text for n in open_doc().group("line")] == ["a1", "a2", "y1"]
     assert [n.text for n in a.refresh().group("line")] == ["a1", "a2", "y1"]
+
+
+def test_add_long_texts_that_cannot_be_paths(tmp_path):
+    doc = fr.Document.from_texts(["a"], store=tmp_path / "st")
+    long = "word " * 100  # 500 bytes, no newline: too long for a file name
+    ids = doc.add([long, "nul \x00 byte", "x" * 5000])
+    assert [n.text for n in doc.group("root")][1:] == [long, "nul \x00 byte", "x" * 5000]
+    assert len(ids) == 3
