@@ -108,15 +108,28 @@ class NodeGroup:
         keys: dict[str, None] = {}
         for d in dicts:
             keys.update(dict.fromkeys(d))
-        columns = {}
-        for key in keys:
-            values = [d.get(key) for d in dicts]
-            try:
-                columns[key] = pa.array(values)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: compare as text
-                columns[key] = pa.array([None if v is None else str(v) for v in values])
-        return pa.table(columns)
+        return pa.table({key: _metadata_column([d.get(key) for d in dicts]) for key in keys})
 
     def metadata_table(self) -> pa.Table:
         """One column per metadata key (nulls where a node lacks it), one row per node."""
         return self._metadata_table
+
+
+def _metadata_column(values: list) -> pa.Array:
+    """One metadata key as an Arrow column. Integers beyond int64 become uint64 when they fit,
+    else decimal128(38, 0) (exact up to 38 digits); mixed types compare as text."""
+    try:
+        return pa.array(values)
+    except OverflowError:
+        ints = [v for v in values if v is not None]
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in ints):
+            if all(0 <= v < 2**64 for v in ints):
+                return pa.array(values, pa.uint64())
+            if all(abs(v) < 10**38 for v in ints):
+                import decimal
+
+                return pa.array([None if v is None else decimal.Decimal(v) for v in values],
+                                pa.decimal128(38, 0))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    return pa.array([None if v is None else str(v) for v in values])

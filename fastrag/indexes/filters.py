@@ -180,10 +180,15 @@ class Expression:
                 return f"NOT ({inner})"
             return f"NOT {inner}"
         # AND / OR: the parser is left-associative with AND above OR; parenthesise where the
-        # plain rendering would parse differently.
-        op = "AND" if t is ExpressionType.AND else "OR"
-        left, right = _side(self.left, t, False), _side(self.right, t, True)
-        return f"{left} {op} {right}"
+        # plain rendering would parse differently. The left spine of a chain is walked in a
+        # loop, so chains of thousands of terms render without deep recursion.
+        op = " AND " if t is ExpressionType.AND else " OR "
+        rights = []
+        node: Any = self
+        while isinstance(node, Expression) and node.type is t:
+            rights.append(_side(node.right, t, True))
+            node = node.left
+        return op.join([_side(node, t, False), *reversed(rights)])
 
 
 @dataclass(frozen=True)
@@ -256,6 +261,18 @@ class _Tok:
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0"}
 
 
+def _unicode(value: str, text: str, start: int) -> str:
+    """``value`` with ``\\uXXXX`` surrogate pairs joined; a lone surrogate is an error."""
+    try:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16")
+    except UnicodeDecodeError:
+        raise FilterSyntaxError(
+            f"syntax error at position {start}: the string starting {text[start:start + 12]!r} "
+            "holds a lone surrogate (e.g. '\\ud800' without its pair), which is not valid "
+            "Unicode; remove it or write the whole character", text, start, text[start:start + 12],
+        ) from None
+
+
 def _read_string(text: str, start: int) -> tuple[str, int]:
     quote = text[start]
     out = []
@@ -281,7 +298,7 @@ def _read_string(text: str, start: int) -> tuple[str, int]:
             i += 2
             continue
         if ch == quote:
-            return "".join(out), i + 1
+            return _unicode("".join(out), text, start), i + 1
         out.append(ch)
         i += 1
     raise FilterSyntaxError(
@@ -330,11 +347,21 @@ def _tokenize(text: str) -> list[_Tok]:
 
 
 # -- parser -----------------------------------------------------------------------------------
+MAX_DEPTH = 100  # nested parentheses and NOTs; AND/OR chains of any length are fine
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.toks = _tokenize(text)
         self.i = 0
+        self.depth = 0
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(f"at most {MAX_DEPTH} nested parentheses or NOTs (this filter nests "
+                             "deeper; flatten it, e.g. drop redundant parentheses)")
 
     def peek(self, ahead: int = 0) -> _Tok:
         return self.toks[min(self.i + ahead, len(self.toks) - 1)]
@@ -387,16 +414,21 @@ class _Parser:
     def parse_not(self) -> Node:
         if self.is_kw("NOT") or self.is_op("!"):
             self.take()
-            return Expression(ExpressionType.NOT, self.parse_not())
+            self.enter()
+            node = Expression(ExpressionType.NOT, self.parse_not())
+            self.depth -= 1
+            return node
         return self.parse_primary()
 
     def parse_primary(self) -> Node:
         if self.is_op("("):
             self.take()
+            self.enter()
             inner = self.parse_or()
             if not self.is_op(")"):
                 raise self.error("')' to close the '('")
             self.take()
+            self.depth -= 1
             return Group(inner)
         tok = self.peek()
         if tok.kind == "ident" or tok.kind == "string":
@@ -493,7 +525,14 @@ def parse_filter(text: str) -> Expression | Group:
 def _check_literal(value: Any, where: str) -> Any:
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, (bool, int, str)):
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{where}: value {value!r} holds a lone surrogate, which is not "
+                              "valid Unicode; remove it") from None
+        return value
+    if isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         if not np.isfinite(value):
@@ -729,6 +768,19 @@ _FIELD_WANTS = {
 }
 
 
+def _operands(node: Expression, t: ExpressionType) -> list[Any]:
+    """The operands of a chain of ``t`` (AND or OR) expressions, left to right, collected with
+    a stack instead of recursion."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Expression) and n.type is t:
+            stack += [n.right, n.left]
+        else:
+            out.append(n)
+    return out
+
+
 class _Compiler:
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
@@ -783,10 +835,13 @@ class _Compiler:
         if not isinstance(node, Expression):
             raise ConfigError(f"not a filter expression node: {node!r}")
         t = node.type
-        if t is ExpressionType.AND:
-            return self.compile(node.left) & self.compile(node.right)
-        if t is ExpressionType.OR:
-            return self.compile(node.left) | self.compile(node.right)
+        if t in (ExpressionType.AND, ExpressionType.OR):
+            parts = [self.compile(x) for x in _operands(node, t)]
+            combine = (lambda a, b: a & b) if t is ExpressionType.AND else (lambda a, b: a | b)
+            while len(parts) > 1:  # a balanced tree: shallow for Arrow, whatever the length
+                parts = [combine(*parts[i:i + 2]) if i + 1 < len(parts) else parts[i]
+                         for i in range(0, len(parts), 2)]
+            return parts[0]
         if t is ExpressionType.NOT:
             return ~self.compile(node.left)
         key = node.left
@@ -808,7 +863,12 @@ class _Compiler:
             if _kind(typ) == "null":
                 return pc.scalar(False)
             lit = self.literal(key, typ, v, _COMPARE[t])
-            if (_kind(typ) == "int" and isinstance(v, float)) or pa.types.is_decimal(typ):
+            if _kind(typ) == "int" and not isinstance(v, bool):
+                exact = _int_comparison(t, v, typ)
+                if isinstance(exact, bool):  # the same answer for every non-null value
+                    return pc.is_valid(expr) & pc.scalar(exact)
+                t, lit = exact
+            if pa.types.is_decimal(typ):
                 expr = expr.cast(pa.float64())
                 lit = pa.scalar(float(v))
             fn = {
@@ -829,10 +889,10 @@ class _Compiler:
         else:
             kind = _kind(typ)
             if kind in ("int", "float"):
-                if kind == "int" and all(isinstance(x, int) for x in v) and not (
-                    pa.types.is_unsigned_integer(typ)
-                ):
-                    vs = pa.array(v, pa.int64())
+                if kind == "int":  # exact: floats that are not whole numbers cannot match
+                    lo, hi = _int_range(typ)
+                    whole = [int(x) for x in v if float(x).is_integer() and lo <= x <= hi]
+                    vs = pa.array(whole, typ)
                 else:
                     # is_in hashes floats, so -0.0 would miss 0.0: adding 0.0 makes every zero +0.0
                     expr = pc.add(expr.cast(pa.float64()), pa.scalar(0.0))
@@ -847,6 +907,36 @@ class _Compiler:
         if t is ExpressionType.IN:
             return pc.is_valid(expr) & member
         return pc.is_valid(expr) & ~member
+
+
+def _int_range(typ: pa.DataType) -> tuple[int, int]:
+    info = np.iinfo(typ.to_pandas_dtype())
+    return int(info.min), int(info.max)
+
+
+def _int_comparison(t: ExpressionType, v: int | float, typ: pa.DataType):
+    """An integer column compared with ``v``, exactly (no cast to float64, which rounds above
+    2**53): ``True``/``False`` when the answer is the same for every non-null value, else
+    ``(op, literal of the column's type)`` with the same meaning."""
+    import math
+
+    lo, hi = _int_range(typ)
+    E = ExpressionType
+    if isinstance(v, float) and math.isnan(v):
+        return t is E.NE
+    if isinstance(v, float) and math.isfinite(v) and not v.is_integer():
+        if t is E.EQ or t is E.NE:
+            return t is E.NE
+        # x > 2.5 <=> x >= 3;  x < 2.5 <=> x <= 2
+        v, t = (math.ceil(v), E.GTE) if t in (E.GT, E.GTE) else (math.floor(v), E.LTE)
+    elif isinstance(v, float) and math.isfinite(v):
+        v = int(v)
+    if isinstance(v, float) or not lo <= v <= hi:  # beyond every value of the column
+        above = v > 0
+        if t is E.EQ or t is E.NE:
+            return t is E.NE
+        return (t in (E.LT, E.LTE)) == above
+    return t, pa.scalar(v, typ)
 
 
 def compile_filter(filter: FilterLike, schema: pa.Schema) -> pc.Expression:
@@ -864,7 +954,11 @@ def compile_filter(filter: FilterLike, schema: pa.Schema) -> pc.Expression:
     ast = _to_ast(filter)
     if ast is None:
         return pc.scalar(True)
-    return _Compiler(schema).compile(ast)
+    try:
+        return _Compiler(schema).compile(ast)
+    except RecursionError:
+        raise ConfigError(f"filter nests groups or NOTs too deeply to compile; keep nesting "
+                          f"under {MAX_DEPTH} levels") from None
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
