@@ -98,9 +98,37 @@ def _record(item: Any, text_field: str, path: Path, where: str) -> tuple[str, di
                       f"field, got {type(item).__name__}")
 
 
+def _replace_surrogates(obj: Any, count: list[int]) -> Any:
+    """``obj`` with lone surrogates (from JSON escapes like ``"\\ud800"``) replaced by U+FFFD;
+    ``count[0]`` counts the strings changed."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            count[0] += 1  # a UTF-16 round trip joins valid pairs, replaces lone ones
+            return obj.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_replace_surrogates(x, count) for x in obj)
+    if isinstance(obj, dict):
+        return {_replace_surrogates(k, count): _replace_surrogates(v, count)
+                for k, v in obj.items()}
+    return obj
+
+
+def _clean_json(data: Any, path: Path) -> Any:
+    count = [0]
+    data = _replace_surrogates(data, count)
+    if count[0]:
+        warnings.warn(f"{path}: {count[0]} string(s) held lone surrogates (JSON escapes such as "
+                      "'\\ud800' without their pair), which are not valid Unicode; each was "
+                      "replaced by U+FFFD", stacklevel=4)
+    return data
+
+
 def _read_json(path: Path, text_field: str) -> list[tuple[str, dict]]:
     try:
-        data = json.loads(_read_text_file(path))
+        data = _clean_json(json.loads(_read_text_file(path)), path)
     except json.JSONDecodeError as exc:
         raise ReaderError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
                           f"{exc.msg}") from exc
@@ -114,15 +142,17 @@ def _read_json(path: Path, text_field: str) -> list[tuple[str, dict]]:
 
 
 def _read_jsonl(path: Path, text_field: str) -> list[tuple[str, dict]]:
-    out = []
+    items = []
     for lineno, line in enumerate(_read_text_file(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            items.append((lineno, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise ReaderError(f"{path}: line {lineno} is not valid JSON ({exc.msg} at column "
                               f"{exc.colno}); fix or remove the line") from exc
+    out = []
+    for lineno, item in _clean_json(items, path):
         text, meta = _record(item, text_field, path, f"line {lineno}")
         out.append((text, {**meta, "row": len(out)}))
     return out
@@ -339,6 +369,7 @@ def iter_source_files(paths: str | os.PathLike | Iterable, *,
     exts = set(supported_extensions(extra))
     out: list[Path] = []
     seen: set[Path] = set()
+    skipped: dict[str, list[str]] = {}
 
     def add(p: Path) -> None:
         rp = p.resolve()
@@ -358,12 +389,23 @@ def iter_source_files(paths: str | os.PathLike | Iterable, *,
                     if name.startswith("."):
                         continue
                     f = Path(root) / name
-                    if f.suffix.lower() in exts:
-                        found.append(f)
-                    else:
+                    if f.suffix.lower() not in exts:
                         logger.info("skipping %s: no reader for %r", f, f.suffix or name)
+                        continue
+                    why = _not_a_file(f)
+                    if why:
+                        skipped.setdefault(why, []).append(str(f))
+                    else:
+                        found.append(f)
+                for name in dirs:
+                    if (Path(root) / name).is_symlink():  # os.walk does not follow them
+                        skipped.setdefault("symlinked folder (not followed)", []).append(
+                            str(Path(root) / name))
             for f in sorted(found, key=lambda f: f.relative_to(p).parts):
                 add(f)
+        elif _not_a_file(p) not in (None, "dangling link"):
+            raise ReaderError(f"{str(p)!r} is a {_not_a_file(p)}, not a file fastrag can read; "
+                              "pass regular files or directories")
         elif p.is_file():
             if p.suffix.lower() not in exts:
                 raise ReaderError(f"no reader for {str(p)!r} (extension {p.suffix or 'none'!r}); "
@@ -373,7 +415,33 @@ def iter_source_files(paths: str | os.PathLike | Iterable, *,
         else:
             raise ReaderError(f"path {str(p)!r} does not exist; pass an existing file or "
                               "directory")
+    if skipped:
+        warnings.warn("skipped " + "; ".join(
+            f"{len(v)} {why}{'s' if len(v) > 1 else ''} (e.g. {v[0]!r})"
+            for why, v in sorted(skipped.items())) + " while walking the folders", stacklevel=2)
     return out
+
+
+def _not_a_file(p: Path) -> str | None:
+    """Why ``p`` cannot be read as a file (never opening it: a FIFO would block), or None."""
+    import errno
+    import stat
+
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        return "dangling link" if os.path.islink(p) else None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink loop"
+        return f"unreadable entry ({exc.strerror})"
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "device file"
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -413,7 +481,15 @@ def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error:
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"path must be a str or Path, got {type(path).__name__}")
     extra = _check_readers(readers)
-    p = Path(path).expanduser().resolve()
+    p = Path(path).expanduser()
+    try:
+        p = p.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        err = ReaderError(f"cannot read {str(p)!r}: {exc}")
+        if on_error == "skip":
+            warnings.warn(f"skipping {str(p)!r}: {err}", stacklevel=2)
+            return []
+        raise err from exc
     ext = p.suffix.lower()
     if ext in extra or ext in _REGISTERED:
         fn = extra.get(ext) or _REGISTERED[ext]
@@ -430,6 +506,9 @@ def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error:
         if p.is_dir():
             raise ReaderError(f"{str(p)!r} is a directory; list its files with "
                               "iter_source_files()")
+        why = _not_a_file(p)
+        if why:
+            raise ReaderError(f"{str(p)!r} is a {why}, not a regular file; it was not opened")
         st = p.stat()
         docs = run()
     except MissingExtraError:
