@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from fastrag.analysis.registry import Analyzer, CallableAnalyzer, get_analyzer
+from fastrag.analysis.base import Analyzer, CallableAnalyzer
+from fastrag.analysis.registry import get_analyzer
 from fastrag.errors import ConfigError
 
 __all__ = ["TokenizedCorpus", "encode_queries", "tokenize_corpus"]

@@ -7,13 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from fastrag.analysis.registry import (
-    DEFAULT,
-    Analyzer,
-    load_stopwords,
-    resolve_stopwords,
-    stopwords_option,
-)
+from fastrag.analysis.base import Analyzer
+from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError, missing_extra
 
 _WORD = re.compile(r"\w+")

@@ -22,7 +22,8 @@ from typing import Any
 
 from fastrag._async import run_sync
 from fastrag.errors import ConfigError
-from fastrag.llms.base import balanced_spans, resolve_llm
+from fastrag.llms.base import balanced_spans
+from fastrag.llms.resolve import resolve_llm
 
 __all__ = ["LLMContextRecall", "parse_json_list"]
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from fastrag._async import iter_sync, run_sync
 from fastrag.errors import ConfigError
-from fastrag.llms.base import BaseLLM, Completion, resolve_llm, schema_instruction
+from fastrag.llms.base import BaseLLM, Completion, schema_instruction
+from fastrag.llms.resolve import resolve_llm
 from fastrag.schema import DocNode, NodeWithScore
 from fastrag.synth.packing import DEFAULT_CONTEXT_WINDOW, DEFAULT_NUM_OUTPUT, PromptHelper
 from fastrag.synth.prompts import (
