@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_bool, check_choice
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.segment import get_segmenter
 from fastrag.analysis.spans import expand_tokens
@@ -91,21 +92,11 @@ class ChineseAnalyzer(Analyzer):
     ):
         if HMM is not None:
             hmm = HMM
-        for opt, val in (
-            ("hmm", hmm),
-            ("cut_for_search", cut_for_search),
-            ("oov_chars", oov_chars),
-            ("lowercase", lowercase),
-        ):
-            if not isinstance(val, (bool, np.bool_)):
-                raise ConfigError(f"{opt} must be True or False, got {val!r}")
-        if segmenter not in ("auto", "fast", "jieba"):
-            raise ConfigError(f"segmenter must be 'auto', 'fast' or 'jieba', got {segmenter!r}")
-        self.hmm = bool(hmm)
-        self.cut_for_search = bool(cut_for_search)
-        self.oov_chars = bool(oov_chars)
-        self.lowercase = bool(lowercase)
-        self.segmenter = segmenter
+        self.hmm = check_bool("hmm", hmm)
+        self.cut_for_search = check_bool("cut_for_search", cut_for_search)
+        self.oov_chars = check_bool("oov_chars", oov_chars)
+        self.lowercase = check_bool("lowercase", lowercase)
+        self.segmenter = check_choice("segmenter", segmenter, ("auto", "fast", "jieba"))
         self.stopwords = resolve_stopwords(stopwords, ("zh", "en"), lowercase=self.lowercase)
         self._cache: dict[str, tuple[str, ...]] = {}
 

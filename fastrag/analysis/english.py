@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_str
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError, missing_extra
@@ -43,11 +44,7 @@ class EnglishAnalyzer(Analyzer):
     def __init__(
         self, stopwords: Any = DEFAULT, stemmer: str | None = None, lowercase: bool = True
     ):
-        if stemmer is not None and (not isinstance(stemmer, str) or not stemmer):
-            raise ConfigError(
-                f"stemmer must be None or a Snowball language name such as 'english', "
-                f"got {stemmer!r}"
-            )
+        check_str("stemmer", stemmer, none=True, note="a Snowball language such as 'english'")
         self.lowercase = bool(lowercase)
         self.stopwords = resolve_stopwords(stopwords, ("en",), lowercase=self.lowercase)
         self.stemmer = stemmer

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fastrag._checks import check_str
 from fastrag.analysis.base import Analyzer, CallableAnalyzer
 from fastrag.analysis.chinese import ChineseAnalyzer
 from fastrag.analysis.cjk import CJKAnalyzer
@@ -31,8 +32,7 @@ def register_analyzer(name: str, factory: Callable[..., Any], *, overwrite: bool
 
     ``factory`` may also be an Analyzer subclass. Re-registering a name needs ``overwrite=True``.
     """
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"analyzer name must be a non-empty string, got {name!r}")
+    check_str("analyzer name", name, strip=True)
     if not callable(factory):
         raise ConfigError(
             f"factory for analyzer {name!r} must be callable (returning an Analyzer or a "

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_int, check_number, check_str
 from fastrag._kernels import edit as _edit
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
 from fastrag.errors import ConfigError
@@ -58,9 +59,7 @@ GoldIds = Sequence[Hashable] | Sequence[Sequence[Hashable]] | Sequence[Mapping[H
 
 # -- gain matrix ------------------------------------------------------------------------------
 def _check_k(k: Any, name: str = "k") -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"{name}={k!r} must be an integer >= 1 (the rank cut-off)")
-    return int(k)
+    return check_int(name, k, min=1, note="the rank cut-off")
 
 
 def _as_id(x: Any) -> Any:
@@ -227,7 +226,7 @@ def evaluate_retrieval(
         ks = (ks,)
     if not isinstance(ks, Sequence) or not ks:
         raise ConfigError(f"ks={ks!r} must be a non-empty list of rank cut-offs, e.g. (1, 3, 5)")
-    ks = sorted({_check_k(k, "ks entry") for k in ks})
+    ks = sorted({_check_k(k, f"ks[{i}]") for i, k in enumerate(ks)})
     gain, ideal_all, n_rel = _gain_matrix(retrieved_ids, gold_ids, None, ideal_width=ks[-1])
     hit = gain > 0
     n = hit.shape[0]
@@ -317,10 +316,7 @@ def context_recall(
     ``binary=False`` the fraction of retrieved contexts that do. A query with no references or
     no retrieved contexts scores 0. Retrieved items may be strings or nodes (their ``.text``).
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)) or not (
-        0.0 <= threshold <= 1.0
-    ):
-        raise ConfigError(f"threshold={threshold!r} must be a number in [0, 1]")
+    check_number("threshold", threshold, min=0, max=1)
     batch = _text_batch(retrieved_contexts, reference_contexts, "context_recall")
     pos: dict[str, int] = {}
     left, right, owner_ref, exact = [], [], [], []
@@ -378,8 +374,7 @@ def context_relevance(
     ``"."`` for English), stripped, empty ones dropped; a query scores the fraction of its
     retrieved sentences that equal one of its reference sentences (0 with no sentences).
     """
-    if not isinstance(splitter, str) or not splitter:
-        raise ConfigError(f"splitter={splitter!r} must be a non-empty string such as '。' or '.'")
+    check_str("splitter", splitter, note="such as '。' or '.'")
     pattern = re.compile(f"(?:{re.escape(splitter)})+")
     batch = _text_batch(retrieved_contexts, reference_contexts, "context_relevance")
     scores = np.zeros(len(batch))

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fastrag._checks import check_int
 from fastrag.errors import ConfigError
 
 
@@ -35,8 +36,10 @@ def evaluate_squad(
     from fastrag.eval.metrics import context_relevance, evaluate_retrieval
     from fastrag.retrieval.retriever import Retriever
 
-    if not topks or any((not isinstance(k, int)) or k < 1 for k in topks):
-        raise ConfigError(f"topks must be integers >= 1, got {list(topks)}")
+    if not topks:
+        raise ConfigError(f"topks must be a non-empty list of ints >= 1, got {list(topks)}")
+    for i, k in enumerate(topks):
+        check_int(f"topks[{i}]", k, min=1)
     questions, gold_idx, contexts = squad_questions(squad)
     workdir = Path(workdir)
     build_squad_kb(squad, workdir / "kb", per_file=per_file)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from fastrag._async import iter_sync, run_sync
+from fastrag._checks import check_str
 from fastrag.errors import ConfigError, FastragError
 
 __all__ = [
@@ -241,11 +242,7 @@ def schema_instruction(schema: dict) -> str:
 
 def check_prompt(prompt: Any) -> str:
     """Validate a prompt argument (a string) and return it."""
-    if not isinstance(prompt, str):
-        raise ConfigError(
-            f"prompt must be a str, got {type(prompt).__name__}; format the template first"
-        )
-    return prompt
+    return check_str("prompt", prompt, empty=True, fix="format the template first")
 
 
 def _check_schema_arg(schema: Any) -> dict:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
 import re
 import threading
 import time
@@ -20,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastrag._checks import check_int, check_number, check_str
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM, Completion, LLMError, check_prompt
 
@@ -43,25 +43,6 @@ class LLMCall:
     ended: float | None = None
     error: str | None = None
     thread: str = field(default_factory=lambda: threading.current_thread().name)
-
-
-def _check_nonneg(name: str, value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ConfigError(f"{name} must be a finite number >= 0 (seconds), got {value!r}")
-    return float(value)
-
-
-def _check_pos_int(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be None or an int >= 1, got {value!r}")
-    return value
 
 
 class FunctionLLM(BaseLLM):
@@ -100,14 +81,13 @@ class FunctionLLM(BaseLLM):
                 f"token_counter must be None (tiktoken) or a function text -> int, "
                 f"got {type(token_counter).__name__}"
             )
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"model must be a non-empty str, got {model!r}")
         self.fn = fn
         self.to_thread = bool(to_thread)
-        self.latency = _check_nonneg("latency", latency)
-        self.latency_per_token = _check_nonneg("latency_per_token", latency_per_token)
-        self.max_tokens = _check_pos_int("max_tokens", max_tokens)
-        self.model = model
+        self.latency = check_number("latency", latency, min=0, note="seconds")
+        self.latency_per_token = check_number("latency_per_token", latency_per_token, min=0,
+                                              note="seconds")
+        self.max_tokens = check_int("max_tokens", max_tokens, min=1, none=True)
+        self.model = check_str("model", model)
         self.supports_json_mode = bool(supports_json_mode)
         self.encoding = encoding
         self.token_counter = token_counter

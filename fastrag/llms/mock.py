@@ -14,8 +14,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from fastrag._checks import check_int
 from fastrag.errors import ConfigError
-from fastrag.llms.function import FunctionLLM, LLMCall, _check_pos_int
+from fastrag.llms.function import FunctionLLM, LLMCall
 
 __all__ = ["FunctionLLM", "LLMCall", "MockLLM", "default_answer"]
 
@@ -109,7 +110,7 @@ class MockLLM(FunctionLLM):
             token_counter=token_counter,
         )
         self.response = response
-        self.answer_tokens = _check_pos_int("answer_tokens", answer_tokens)
+        self.answer_tokens = check_int("answer_tokens", answer_tokens, min=1, none=True)
 
     def _shape(self, text: str) -> str:
         if self.response is not None or self.answer_tokens is None:

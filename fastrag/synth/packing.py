@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fastrag._checks import check_int, check_str
 from fastrag.analysis.tokens import DEFAULT_ENCODING, get_encoding
 from fastrag.errors import ConfigError
 
@@ -78,15 +79,13 @@ class PromptHelper:
             ("padding", padding, 0),
             ("cache_size", cache_size, 0),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"{name}={value!r} must be an int >= {low}")
+            check_int(name, value, min=low)
         if num_output >= context_window:
             raise ConfigError(
                 f"num_output={num_output} leaves no room in context_window={context_window}; "
                 "lower num_output or raise context_window"
             )
-        if not isinstance(separator, str):
-            raise ConfigError(f"separator must be a str, got {type(separator).__name__}")
+        check_str("separator", separator, empty=True)
         if isinstance(tokenizer, str):
             self.encoding = get_encoding(tokenizer)
         elif hasattr(tokenizer, "encode_ordinary_batch") and hasattr(

@@ -117,7 +117,7 @@ def test_build_squad_kb_rewrites_and_removes_stale_files(tmp_path):
 
 @pytest.mark.parametrize("per_file", [0, -1, 2.5, True, "10"])
 def test_build_squad_kb_rejects_bad_per_file(tmp_path, per_file):
-    with pytest.raises(ConfigError, match=r"per_file=.* must be an integer >= 1"):
+    with pytest.raises(ConfigError, match=r"per_file must be an int >= 1 \(paragraphs per file\), got "):
         build_squad_kb(SQUAD, tmp_path, per_file=per_file)
 
 

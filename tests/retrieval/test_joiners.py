@@ -170,7 +170,7 @@ def test_argument_errors():
         ReciprocalRankFusionJoiner(topk=0)
     with pytest.raises(ConfigError, match=r"k must be a finite number >= 0 .* got -1"):
         ReciprocalRankFusionJoiner(k=-1)
-    with pytest.raises(ConfigError, match=r"normalization must be one of \['minmax', 'zscore'\]"):
+    with pytest.raises(ConfigError, match=r"normalization must be 'minmax' or 'zscore', got 'l2'"):
         WeightedScoreJoiner(normalization="l2")
     with pytest.raises(ConfigError, match=r"weights must be a non-empty list .* got \[-1, 2\]"):
         WeightedScoreJoiner(weights=[-1, 2])

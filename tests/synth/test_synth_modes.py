@@ -334,7 +334,7 @@ def test_bad_arguments():
         get_response_synthesizer("compact", llm=llm).synthesize(Q, ["ok", 3])
     with pytest.raises(ConfigError, match="needs an LLM"):
         get_response_synthesizer("compact").synthesize(Q, ["x"])
-    with pytest.raises(ConfigError, match="max_concurrency=0 must be an int >= 1"):
+    with pytest.raises(ConfigError, match="max_concurrency must be an int >= 1, got 0"):
         get_response_synthesizer("compact", llm=llm, max_concurrency=0)
     with pytest.raises(ConfigError, match=r"unexpected argument\(s\) \['temprature'\]"):
         get_response_synthesizer("compact", llm=llm, temprature=0.1)
