@@ -81,7 +81,7 @@ class BM25Reference:
         idf = {t: bm25_idf_reference(m, self.df.get(t, 0), self.n_docs) for t in set(query)}
         w0 = {t: idf[t] * bm25_tfc_reference(m, 0.0, avgdl, avgdl, k1, b, delta) for t in idf}
         scores, hits = [], []
-        for c, dl in zip(self.counts, self.lengths):
+        for c, dl in zip(self.counts, self.lengths, strict=True):
             s, hit = 0.0, False
             for t in query:
                 tf = c.get(t, 0)

@@ -156,7 +156,9 @@ class ChineseAnalyzer(Analyzer):
         if not missing:
             return [cache[r] for r in raws]
         oov_check = [r for r in missing if self.oov_chars and len(r) > 1 and _ALL_HAN.fullmatch(r)]
-        in_dict = dict(zip(oov_check, self._dict_freqs(oov_check))) if oov_check else {}
+        in_dict = (
+            dict(zip(oov_check, self._dict_freqs(oov_check), strict=True)) if oov_check else {}
+        )
         lower = self.lowercase
         stop = self.stopwords
         new: dict[str, tuple[str, ...]] = {}

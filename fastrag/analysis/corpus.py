@@ -209,13 +209,13 @@ def _merge_vocab(vocab: dict[str, int], local_vocab: list[str]) -> np.ndarray:
     each local token (int32), with C-level dict operations only."""
     n = len(local_vocab)
     if not vocab:
-        vocab.update(zip(local_vocab, range(n)))
+        vocab.update(zip(local_vocab, range(n), strict=True))
         return np.arange(n, dtype=np.int32)
     found = list(map(vocab.get, local_vocab))
-    missing = [t for t, g in zip(local_vocab, found) if g is None]
+    missing = [t for t, g in zip(local_vocab, found, strict=True) if g is None]
     if missing:
         base = len(vocab)
-        vocab.update(zip(missing, range(base, base + len(missing))))
+        vocab.update(zip(missing, range(base, base + len(missing)), strict=True))
     return np.fromiter(map(vocab.__getitem__, local_vocab), dtype=np.int32, count=n)
 
 

@@ -75,7 +75,7 @@ class EnglishAnalyzer(Analyzer):
         if missing:
             if len(cache) > 1_000_000:
                 cache.clear()
-            cache.update(zip(missing, self._stem.stemWords(missing)))
+            cache.update(zip(missing, self._stem.stemWords(missing), strict=True))
         return [cache[w] for w in words]
 
     def __call__(self, text: str) -> list[str]:

@@ -40,7 +40,7 @@ def span_strings(joined: str, cps: np.ndarray, starts: np.ndarray, lens: np.ndar
     if len(out) == n + 1:
         out.pop()
         return out
-    return [joined[s:e] for s, e in zip(starts.tolist(), (starts + lens).tolist())]
+    return [joined[s:e] for s, e in zip(starts.tolist(), (starts + lens).tolist(), strict=True)]
 
 
 def expand_tokens(

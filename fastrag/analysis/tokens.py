@@ -43,7 +43,8 @@ def get_encoding(name: str = DEFAULT_ENCODING):
 
     check_str("encoding", name)
     if name == DEFAULT_ENCODING or name.startswith(_CL100K_MODELS):
-        data = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken").read_bytes()
+        path = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken")
+        data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:
             raise ConfigError("the shipped cl100k_base.tiktoken file is damaged; reinstall fastrag")
         # parsed here rather than by tiktoken.load, which copies local files into its cache

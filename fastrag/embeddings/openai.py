@@ -86,9 +86,8 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
     ) -> None:
         super().__init__(query_prefix=query_prefix, passage_prefix=passage_prefix)
         self.base_url = check_base_url(base_url, "/embeddings", _URL_EXAMPLE)
-        self.model = check_str(
-            "model", model, strip=True, note="the served embedding model's name, e.g. 'text-embedding-3-small'"
-        )
+        self.model = check_str("model", model, strip=True,
+                               note="the served embedding model, e.g. 'text-embedding-3-small'")
         self.api_key = check_api_key(api_key)
         self.batch_size = check_int("batch_size", batch_size, min=1, note="texts per request")
         self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1,
@@ -164,7 +163,8 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
             head = content[:120].decode("utf-8", "replace")
             raise EmbeddingServiceError(
                 f"the embedding server answered HTTP 200 with malformed JSON (body starts "
-                f"{head!r}); is base_url an OpenAI-compatible API? {self._where(start, len(texts))}",
+                f"{head!r}); is base_url an OpenAI-compatible API? "
+                f"{self._where(start, len(texts))}",
                 status=200,
             ) from None
         items = data.get("data") if isinstance(data, dict) else None
@@ -218,7 +218,7 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         # Check each batch against the dimension (the first answer fixes an unknown one).
         dim = self.dim
         parts = []
-        for s, rows in zip(starts, batches):
+        for s, rows in zip(starts, batches, strict=True):
             arr = validate_embeddings(
                 rows, len(rows), dim, self.name, offset=s, texts=texts[s : s + len(rows)]
             )

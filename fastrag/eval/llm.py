@@ -70,7 +70,8 @@ _EVAL_PROMPT_ZH = (
     "context：光合作用发生在叶绿体中，利用阳光产生 ATP。\n"
     "statement：光合作用于 1780 年代被发现。光合作用发生在叶绿体中，并利用阳光产生 ATP。\n"
     "[示例输出]\n"
-    '[{"statement": "光合作用于 1780 年代被发现", "reason": "给定上下文中未提及光合作用被发现的时间", '
+    '[{"statement": "光合作用于 1780 年代被发现", '
+    '"reason": "给定上下文中未提及光合作用被发现的时间", '
     '"score": 0}, {"statement": "光合作用发生在叶绿体中，并利用阳光产生 ATP。", '
     '"reason": "给定上下文中存在确切的句子", "score": 1}]\n'
 )
@@ -143,7 +144,8 @@ class LLMContextRecall:
         check_int("retry", retry, min=1)
         check_int("concurrency", concurrency, min=1)
         self.llm = resolve_llm(llm)
-        self.eval_prompt = eval_prompt or (_EVAL_PROMPT_ZH if prompt_lang == "zh" else _EVAL_PROMPT_EN)
+        default_prompt = _EVAL_PROMPT_ZH if prompt_lang == "zh" else _EVAL_PROMPT_EN
+        self.eval_prompt = eval_prompt or default_prompt
         self.retry = retry
         self.concurrency = concurrency
         self.necessary_keys = list(_NECESSARY_KEYS)

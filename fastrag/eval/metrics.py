@@ -146,7 +146,7 @@ def _gain_matrix(retrieved: Any, gold: Any, depth: int | None, ideal_width: int 
     gain = np.zeros((n, K), dtype=np.float64)
     ideal = np.zeros((n, ideal_width), dtype=np.float64)
     n_rel = np.empty(n, dtype=np.int64)
-    for i, (row, g) in enumerate(zip(rows, golds)):
+    for i, (row, g) in enumerate(zip(rows, golds, strict=True)):
         seen = set()
         for r, x in enumerate(row):
             x = _as_id(x)

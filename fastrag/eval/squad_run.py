@@ -64,10 +64,10 @@ def evaluate_squad(
         search_s = time.perf_counter() - t0
         hits: list[list[str]] = [[] for _ in questions]
         for q, nid in zip(table.column("query_idx").to_pylist(),
-                          table.column("node_id").to_pylist()):
+                          table.column("node_id").to_pylist(), strict=True):
             hits[q].append(nid)
         metrics = evaluate_retrieval(hits, gold_ids, ks=topks)
-        text_of = dict(zip(nodes.ids, nodes.texts()))
+        text_of = dict(zip(nodes.ids, nodes.texts(), strict=True))
         row = {"build_s": build_s, "search_s": search_s,
                "queries_per_s": len(questions) / search_s if search_s else float("inf"),
                "mrr": metrics["mrr"]}

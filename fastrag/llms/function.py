@@ -2,9 +2,9 @@
 
 It is what :func:`~fastrag.llms.resolve.resolve_llm` wraps a plain ``fn(prompt) -> str``
 in, and the base of the test doubles in :mod:`fastrag.llms.mock`. The code path is the one
-every LLM uses (async core, sync wrappers, streaming, structured output, usage accounting). Every call
-is recorded (thread- and loop-safe) with the peak number of concurrent calls, so callers can
-count calls and check concurrency bounds; usage is counted with tiktoken (or
+every LLM uses (async core, sync wrappers, streaming, structured output, usage accounting).
+Every call is recorded (thread- and loop-safe) with the peak number of concurrent calls, so
+callers can count calls and check concurrency bounds; usage is counted with tiktoken (or
 ``token_counter``).
 """
 

@@ -134,7 +134,8 @@ class OpenAILike(BaseLLM, PooledClient):
         stream_usage: bool = True,
         encoding: str = "cl100k_base",
     ) -> None:
-        self.model = check_str("model", model, strip=True, note="the served model's name, e.g. 'qwen2.5:7b'")
+        self.model = check_str("model", model, strip=True,
+                               note="the served model's name, e.g. 'qwen2.5:7b'")
         self.base_url = check_base_url(base_url, "/chat/completions", _URL_EXAMPLE)
         self.api_key = check_api_key(api_key)
         self.timeout = check_number("timeout", timeout, above=0, note="seconds")

@@ -94,7 +94,7 @@ class NodePostprocessor:
             raise ConfigError(
                 f"got {n} for {len(nodes_per_query)} hit lists; give one query per hit list"
             )
-        return [self(nodes, query=q) for nodes, q in zip(nodes_per_query, queries)]
+        return [self(nodes, query=q) for nodes, q in zip(nodes_per_query, queries, strict=True)]
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
@@ -109,7 +109,7 @@ class SimilarityCutoff(NodePostprocessor):
 
     def _process(self, hits: list[NodeWithScore], query: str | None) -> list[NodeWithScore]:
         keep = _score_array(hits) >= self.threshold  # NaN (no score) compares False
-        return [h for h, k in zip(hits, keep.tolist()) if k]
+        return [h for h, k in zip(hits, keep.tolist(), strict=True) if k]
 
 
 def _check_keywords(name: str, words: Any) -> list[str]:
@@ -148,7 +148,10 @@ class KeywordFilter(NodePostprocessor):
         self.mode = mode
         self.case_sensitive = bool(case_sensitive)
         flags = 0 if self.case_sensitive else re.IGNORECASE
-        alt = lambda ws: re.compile("|".join(map(re.escape, ws)), flags)
+
+        def alt(words: list[str]) -> re.Pattern:
+            return re.compile("|".join(map(re.escape, words)), flags)
+
         self._any_required = alt(self.required) if self.required else None
         self._excluded = alt(self.excluded) if self.excluded else None
         fold = (lambda s: s) if self.case_sensitive else str.casefold
@@ -187,7 +190,7 @@ class Deduplicate(NodePostprocessor):
             keys = [h.node.text for h in hits]
         seen: set = set()
         out = []
-        for h, k in zip(hits, keys):
+        for h, k in zip(hits, keys, strict=True):
             if k not in seen:
                 seen.add(k)
                 out.append(h)
@@ -214,7 +217,7 @@ class LongContextReorder(NodePostprocessor):
         n_front = (n + 1) // 2
         pos = np.where(i % 2 == 0, n_front - 1 - i // 2, n_front + i // 2)
         out: list[NodeWithScore | None] = [None] * n
-        for k, p in zip(asc.tolist(), pos.tolist()):
+        for k, p in zip(asc.tolist(), pos.tolist(), strict=True):
             out[p] = hits[k]
         return out  # type: ignore[return-value]
 

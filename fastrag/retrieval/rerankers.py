@@ -126,7 +126,7 @@ class Reranker:
         self, hits_per_query: list[list[NodeWithScore]], queries: list[str]
     ) -> list[list[NodeWithScore]]:
         """Rerank many queries' hits; override to share work across queries."""
-        return [self.forward(h, q) for h, q in zip(hits_per_query, queries)]
+        return [self.forward(h, q) for h, q in zip(hits_per_query, queries, strict=True)]
 
     # -- public ------------------------------------------------------------------------------
     def __call__(self, nodes: Sequence[NodeWithScore | DocNode], query: str = "") -> Any:
@@ -284,7 +284,7 @@ class _CallableScorer(_Scorer):
 
     def score_batch(self, queries: list[str], texts: list[list[str]]) -> list[np.ndarray]:
         out = []
-        for q, ts in zip(queries, texts):
+        for q, ts in zip(queries, texts, strict=True):
             if not ts:
                 out.append(np.zeros(0))
                 continue
@@ -366,7 +366,7 @@ class _CrossEncoderScorer(_Scorer):
         self._lock = threading.Lock()
 
     def score_batch(self, queries: list[str], texts: list[list[str]]) -> list[np.ndarray]:
-        pairs = [(q, t) for q, ts in zip(queries, texts) for t in ts]
+        pairs = [(q, t) for q, ts in zip(queries, texts, strict=True) for t in ts]
         if not pairs:
             return [np.zeros(0) for _ in texts]
         with self._lock:
@@ -441,7 +441,10 @@ class ModuleReranker(Reranker):
     ) -> list[list[NodeWithScore]]:
         texts = [[h.node.get_content() for h in hits] for hits in hits_per_query]
         scores = self.scorer.score_batch(queries, texts)
-        return [_sorted_topk(hits, s, self.topk) for hits, s in zip(hits_per_query, scores)]
+        return [
+            _sorted_topk(hits, s, self.topk)
+            for hits, s in zip(hits_per_query, scores, strict=True)
+        ]
 
 
 class KeywordFilterReranker(Reranker):

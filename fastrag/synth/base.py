@@ -497,7 +497,9 @@ class BaseSynthesizer:
         helper = self._prompt_helper
         return sum(helper.count(p) for p in tmpl.parts(vals) if p)
 
-    def _overhead_bytes(self, tmpl: PromptTemplate, context_var: str, values: dict[str, Any]) -> int:
+    def _overhead_bytes(
+        self, tmpl: PromptTemplate, context_var: str, values: dict[str, Any]
+    ) -> int:
         """UTF-8 bytes of a filled template without its context slot: an upper bound on its
         tokens (every token is at least one byte), computed without tokenizing."""
         vals = dict(values)

@@ -133,7 +133,7 @@ class PromptHelper:
                 counts = [len(x) for x in self.encoding.encode_ordinary_batch(uniq)]
             else:
                 counts = [len(self.encoding.encode_ordinary(t)) for t in uniq]
-            fresh = dict(zip(uniq, counts))
+            fresh = dict(zip(uniq, counts, strict=True))
             for i in missing:
                 out[i] = fresh[texts[i]]
             for t, n in fresh.items():
@@ -175,7 +175,7 @@ class PromptHelper:
         stripped = [t for t in stripped if t]
         if not exact:
             return [Piece(t, -1) for t in stripped]
-        return [Piece(t, n) for t, n in zip(stripped, self.count_batch(stripped))]
+        return [Piece(t, n) for t, n in zip(stripped, self.count_batch(stripped), strict=True)]
 
     def counted(self, piece: Piece) -> Piece:
         """``piece`` with its token count known."""
@@ -251,7 +251,7 @@ class PromptHelper:
         texts = [data[offs[a]:offs[b]].decode("utf-8", errors="replace") for a, b in pieces]
         out: list[Piece] = []
         # Re-count the decoded pieces (exact); a piece that re-encodes longer is cut again.
-        for t, m in zip(texts, self.count_batch(texts)):
+        for t, m in zip(texts, self.count_batch(texts), strict=True):
             if m <= budget:
                 out.append(Piece(t, m))
             else:  # pragma: no cover - tiktoken re-encoding a cut piece longer: rare

@@ -1,4 +1,5 @@
-"""Token-budgeted splitters that emit offsets: :class:`SentenceSplitter`, :class:`TokenTextSplitter`.
+"""Token-budgeted splitters that emit offsets: :class:`SentenceSplitter`,
+:class:`TokenTextSplitter`.
 
 Both tokenize each text once with tiktoken (offline ``cl100k_base`` by default), map token
 boundaries to character offsets (multi-byte CJK tokens that split a character are never cut
@@ -133,11 +134,13 @@ class _TokenBudgetSplitter(NodeTransform):
     def spans(self, text: str) -> list[tuple[int, int]]:
         """``(start, end)`` of each chunk of ``text``: ``text[start:end]`` is the chunk."""
         starts, ends = self.span_arrays(text)
-        return list(zip(starts.tolist(), ends.tolist()))
+        return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
     def batch_spans(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Spans of many texts; tokenization and planning run on a thread pool."""
-        return [list(zip(s.tolist(), e.tolist())) for s, e in self.batch_span_arrays(texts)]
+        return [
+            list(zip(s.tolist(), e.tolist(), strict=True)) for s, e in self.batch_span_arrays(texts)
+        ]
 
     def span_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Chunk ``(starts, ends)`` of one text as int64 arrays."""
@@ -158,7 +161,7 @@ class _TokenBudgetSplitter(NodeTransform):
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out: list = [None] * len(texts)
         with ThreadPoolExecutor(threads) as pool:
-            for i, res in zip(order, pool.map(self._plan, [texts[i] for i in order])):
+            for i, res in zip(order, pool.map(self._plan, [texts[i] for i in order]), strict=True):
                 out[i] = res
         return out
 
@@ -205,7 +208,7 @@ def _exact_counts(enc, text, starts, ends, q, r, inner, cache) -> np.ndarray:
         return v
 
     for i, (s, e, qq, rr) in enumerate(zip(starts.tolist(), ends.tolist(), q.tolist(),
-                                           r.tolist())):
+                                           r.tolist(), strict=True)):
         if qq < 0:
             out[i] = count(text[s:e])
             continue

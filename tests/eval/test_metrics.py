@@ -143,7 +143,8 @@ def test_numpy_fast_path_equals_generic_path():
         (lambda: mrr(["abc"], ["a"]), r"retrieved_ids\[0\] is a str; pass one list of ids"),
         (lambda: mrr("abc", "a"), r"retrieved_ids must be a list"),
         (lambda: evaluate_retrieval(RET, GOLD, ks=()), r"ks=\(\) must be a non-empty list"),
-        (lambda: evaluate_retrieval(RET, GOLD, ks=(1, -2)), r"ks\[1\] must be an int >= 1 .*, got -2"),
+        (lambda: evaluate_retrieval(RET, GOLD, ks=(1, -2)),
+         r"ks\[1\] must be an int >= 1 .*, got -2"),
     ],
 )
 def test_id_metric_errors(call, match):
@@ -154,12 +155,13 @@ def test_id_metric_errors(call, match):
 # -- context recall -----------------------------------------------------------------------------
 def _ref_context_recall(ret, ref, th, binary):
     scores = []
-    for r_list, g_list in zip(ret, ref):
+    for r_list, g_list in zip(ret, ref, strict=True):
         g_list = [g_list] if isinstance(g_list, str) else g_list
         per = []
         for g in g_list:
             flags = [
-                1 - (levenshtein_reference(g, r) / max(len(g), len(r)) if max(len(g), len(r)) else 0.0) > th
+                1 - (levenshtein_reference(g, r) / max(len(g), len(r))
+                     if max(len(g), len(r)) else 0.0) > th
                 for r in r_list
             ]
             if binary:
@@ -223,7 +225,8 @@ def test_context_recall_on_long_paragraphs():
     assert levenshtein_reference(base, edited) == 150
     assert context_recall([[edited]], [base]) == 1.0
     assert context_recall([[edited]], [base], threshold=0.63) == 0.0
-    assert context_recall([[far]], [base]) == float(1 - levenshtein_reference(base, far) / 400 > 0.5)
+    similarity = 1 - levenshtein_reference(base, far) / 400
+    assert context_recall([[far]], [base]) == float(similarity > 0.5)
 
 
 def test_context_recall_lazyllm_evaluator():
@@ -242,8 +245,10 @@ def test_context_recall_lazyllm_evaluator():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: context_recall([["a"]], ["a"], threshold=-0.1), r"threshold must be a number in \[0, 1\], got -0.1"),
-        (lambda: context_recall([["a"]], ["a"], threshold="x"), r"threshold must be .*, got str 'x'"),
+        (lambda: context_recall([["a"]], ["a"], threshold=-0.1),
+         r"threshold must be a number in \[0, 1\], got -0.1"),
+        (lambda: context_recall([["a"]], ["a"], threshold="x"),
+         r"threshold must be .*, got str 'x'"),
         (lambda: context_recall(["a"], ["a"]), r"retrieved_contexts\[0\] is a str"),
         (lambda: context_recall([[1]], ["a"]), r"retrieved_contexts\[0\]\[0\] is int"),
         (lambda: context_recall([["a"]], [[None]]), r"reference_contexts\[0\]\[0\] is NoneType"),
@@ -264,7 +269,9 @@ def test_context_relevance_hand_values():
     # runs of the splitter are one break; empty sentences are dropped; sentences are stripped
     np.testing.assert_allclose(
         context_relevance(
-            [["甲。乙。。丙", " 丁 "], ["无关。"], []], [["乙。丁。戊"], "有关", ["x"]], per_query=True
+            [["甲。乙。。丙", " 丁 "], ["无关。"], []],
+            [["乙。丁。戊"], "有关", ["x"]],
+            per_query=True,
         ),
         [0.5, 0.0, 0.0],
     )

@@ -121,7 +121,7 @@ def _random_lists(rng: random.Random):
         scores = sorted((round(rng.uniform(-5, 5), 3) for _ in ids), reverse=True)
         if rng.random() < 0.3 and ids:
             scores = [scores[0]] * len(ids)  # all equal
-        out.append(list(zip(ids, scores)))
+        out.append(list(zip(ids, scores, strict=True)))
     return out
 
 

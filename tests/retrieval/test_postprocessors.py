@@ -177,7 +177,8 @@ def test_errors():
         Deduplicate(by="hash")
     with pytest.raises(ConfigError, match=r"nodes must be a list of NodeWithScore \(or DocNode\)"):
         Deduplicate()(HITS[0])
-    with pytest.raises(ConfigError, match=r"nodes\[1\] must be a NodeWithScore or DocNode, got int"):
+    with pytest.raises(ConfigError,
+                       match=r"nodes\[1\] must be a NodeWithScore or DocNode, got int"):
         Deduplicate()([HITS[0], 3])
     with pytest.raises(ConfigError, match="query must be None or a str, got int"):
         Deduplicate()(HITS, query=3)

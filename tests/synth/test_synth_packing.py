@@ -20,7 +20,10 @@ def ntok(text: str) -> int:
 
 
 def english(rng: random.Random, n_words: int) -> str:
-    words = ["the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and", "to", "in", "was"]
+    words = [
+        "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
+        "to", "in", "was",
+    ]
     sents, cur = [], []
     for _ in range(n_words):
         cur.append(rng.choice(words))
