@@ -223,7 +223,7 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
                                         np.asarray(b_scores), qv, qo)
         if len(thread_list) > 1:
             res["verify_threads_identical"] = all(
-                np.array_equal(a, b) for a, b in zip(out_f, f_serial))
+                np.array_equal(a, b) for a, b in zip(out_f, f_serial, strict=False))
         log(f"  verify {res['verify_vs_bm25s']}")
 
         # ---- single-query latency
@@ -334,7 +334,7 @@ def paired(r: dict, a: str, b: str) -> float:
     """Median over repeats of ``b``'s time / ``a``'s time in the same repeat (back to back,
     so a slow spell of the shared machine hits both)."""
     ta, tb = r.get(f"{a}_runs_s"), r.get(f"{b}_runs_s")
-    return median([y / x for x, y in zip(ta, tb)]) if ta and tb else float("nan")
+    return median([y / x for x, y in zip(ta, tb, strict=False)]) if ta and tb else float("nan")
 
 
 def report(payload: dict) -> str:
@@ -422,7 +422,7 @@ def plot(payload: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=False)
-    for ax, kind in zip(axes, ("bm25_chinese", "bm25_cjk")):
+    for ax, kind in zip(axes, ("bm25_chinese", "bm25_cjk"), strict=False):
         pts = [r for r in payload["sizes"] if r["analyzer"].endswith(kind)]
         pts.sort(key=lambda r: r["n_docs"])
         for key, label, style in (("fastrag_1t_qps", "fastrag 1 thread", "o-"),

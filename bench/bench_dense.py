@@ -102,8 +102,9 @@ def numpy_single(x, q, k):
 
 def _bandwidth_kernel():
     import numpy as np
-    from fastrag._kernels._config import FASTMATH
     from numba import njit, prange
+
+    from fastrag._kernels._config import FASTMATH
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
     def stream_sum(a):
@@ -211,7 +212,8 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
         bw_t.append(time.perf_counter() - t0)
     bandwidth = x.nbytes / median(bw_t)
     ref = found["faiss"]
-    agree = {p: float(np.mean([len(set(a) & set(b)) / K for a, b in zip(found[p], ref)]))
+    agree = {p: float(np.mean([len(set(a) & set(b)) / K
+                               for a, b in zip(found[p], ref, strict=False)]))
              for p in ("fastrag", "fastrag_fp32", "numpy")}
     row = {
         "n": n, "dim": dim, "n_queries": q.shape[0], "corpus_bytes": x.nbytes,
@@ -332,7 +334,7 @@ def plot(result: dict, path: Path) -> None:
 
 def paired_ratio(batch_all_s: dict, who: str = "fastrag") -> float:
     """Median over repeats of faiss's batch time / ``who``'s in the same repeat."""
-    return median([b / a for a, b in zip(batch_all_s[who], batch_all_s["faiss"])])
+    return median([b / a for a, b in zip(batch_all_s[who], batch_all_s["faiss"], strict=False)])
 
 
 def markdown(result: dict) -> str:

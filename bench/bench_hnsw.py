@@ -10,8 +10,8 @@ Rows (one process, same arrays, medians of interleaved repeats):
 * ef sweep: recall@10 and batch queries/s of both at each ``ef``, 1 and 2 threads; the goal is
   equal recall and fastrag q/s >= 0.9x raw hnswlib;
 * single query: median latency of one-query calls (the wrapper's fixed cost shows here);
-* mask crossover: one query and a ``--mask-queries`` batch with a mask allowing a fraction of the rows,
-  answered by exact search over the allowed rows vs hnswlib's filter callback, with the
+* mask crossover: one query and a ``--mask-queries`` batch with a mask allowing a fraction of
+  the rows, answered by exact search over the allowed rows vs hnswlib's filter callback, with the
   filter's recall: the data behind ``EXACT_MAX_FRACTION`` / ``EXACT_MAX_ROWS``;
 * persistence: save / load time and file size.
 
@@ -49,7 +49,7 @@ def structured(n: int, dim: int, seed: int) -> np.ndarray:
 
 def recall_at_k(rows: np.ndarray, exact: np.ndarray) -> float:
     return float(np.mean([len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
-                          for a, b in zip(rows, exact)]))
+                          for a, b in zip(rows, exact, strict=False)]))
 
 
 def timed(fn, repeats: int) -> float:
@@ -156,7 +156,8 @@ def run(args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         loaded = HNSWIndex.load(path, args.dim, "cosine", ef=args.ef)
         load_s = time.perf_counter() - t0
-        same = all(np.array_equal(a, b) for a, b in zip(ours.search(q, K), loaded.search(q, K)))
+        same = all(np.array_equal(a, b)
+                   for a, b in zip(ours.search(q, K), loaded.search(q, K), strict=False))
         size = os.path.getsize(path)
 
     return {
@@ -189,8 +190,10 @@ def plot(res: dict, path: Path) -> None:
     axes[0].legend(fontsize=8)
     cr = res["mask_crossover"]
     fr = [r["fraction"] for r in cr]
-    axes[1].plot(fr, [r["exact_batch_ms"] for r in cr], "s-", label=f"exact over allowed, {res['mask_queries']} q")
-    axes[1].plot(fr, [r["filter_batch_ms"] for r in cr], "o--", label=f"hnswlib filter, {res['mask_queries']} q")
+    n_mask = res["mask_queries"]
+    axes[1].plot(fr, [r["exact_batch_ms"] for r in cr], "s-",
+                 label=f"exact over allowed, {n_mask} q")
+    axes[1].plot(fr, [r["filter_batch_ms"] for r in cr], "o--", label=f"hnswlib filter, {n_mask} q")
     axes[1].plot(fr, [r["exact_single_ms"] for r in cr], "s-", label="exact, 1 q")
     axes[1].plot(fr, [r["filter_single_ms"] for r in cr], "o--", label="filter, 1 q")
     axes[1].set_xscale("log")

@@ -51,8 +51,8 @@ def _run_fastrag(files: list[Path], size: int, overlap: int) -> list[str]:
 
     texts = [text for f in files for text, _ in read_file(f)]
     arrays = SentenceSplitter(size, overlap).batch_span_arrays(texts)
-    return [t[s:e] for t, (st, en) in zip(texts, arrays)
-            for s, e in zip(st.tolist(), en.tolist())]
+    return [t[s:e] for t, (st, en) in zip(texts, arrays, strict=False)
+            for s, e in zip(st.tolist(), en.tolist(), strict=False)]
 
 
 def _run_document(files: list[Path], size: int, overlap: int, group: str) -> list[str]:
@@ -156,8 +156,9 @@ def main() -> None:
             res = json.loads(proc.stdout.strip().splitlines()[-1])
             res["wall_s"] = time.perf_counter() - t0
             results.append(res)
-            print(f"{group:12s} {lib:18s} {res['mb_per_s']:8.2f} MB/s  peak {res['peak_rss_mb']:7.0f}"
-                  f" MB  chunks {res['chunks']:8d}  max tok {res['max_tokens']}", flush=True)
+            print(f"{group:12s} {lib:18s} {res['mb_per_s']:8.2f} MB/s  "
+                  f"peak {res['peak_rss_mb']:7.0f} MB  chunks {res['chunks']:8d}  "
+                  f"max tok {res['max_tokens']}", flush=True)
 
     rows = []
     for group in CONFIGS:

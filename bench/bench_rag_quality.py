@@ -84,7 +84,7 @@ def main() -> int:
     cos_s = time.perf_counter() - t0
 
     joiner = fr.ReciprocalRankFusionJoiner(k=60)
-    fused = joiner.batch([[a, b] for a, b in zip(hits_bm25, hits_cos)])
+    fused = joiner.batch([[a, b] for a, b in zip(hits_bm25, hits_cos, strict=False)])
 
     if args.cross_encoder:
         reranker = fr.Reranker("ModuleReranker", model=f"cross-encoder:{args.cross_encoder}",
@@ -93,12 +93,12 @@ def main() -> int:
     else:
         # score = normalised BM25 + normalised cosine of each candidate for its query
         per_query: list[dict[str, float]] = []
-        for a, b in zip(hits_bm25, hits_cos):
+        for a, b in zip(hits_bm25, hits_cos, strict=False):
             s: dict[str, float] = {}
             for hits in (a, b):
                 if hits:
                     norm = minmax(np.array([h.score for h in hits]))
-                    for h, v in zip(hits, norm):
+                    for h, v in zip(hits, norm, strict=False):
                         s[h.text] = s.get(h.text, 0.0) + float(v)
             per_query.append(s)
         lookup = iter(per_query)
@@ -108,7 +108,7 @@ def main() -> int:
             return [s.get(t, 0.0) for t in texts]
 
         reranker = fr.Reranker("ModuleReranker", model=hybrid, topk=5)
-        reranked = [reranker(f, query=q) for f, q in zip(fused, questions)]
+        reranked = [reranker(f, query=q) for f, q in zip(fused, questions, strict=False)]
 
     ks = (1, 3, 5)
     rows = {

@@ -111,7 +111,20 @@ def cmrc_chunks_and_questions(n_chunks: int) -> tuple[list[str], list[str]]:
     return chunks, questions
 
 
-_WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "are", "which", "this", "be", "an", "it", "or", "were", "also", "had", "has", "first", "new", "their", "one", "after", "two", "city", "river", "school", "system", "during", "between", "under", "government", "music", "world", "including", "national", "history", "water", "known", "later", "people", "company", "used", "war", "team", "several", "season", "state", "high", "built", "early", "population", "north", "south", "century", "family", "area", "life", "name", "work", "number", "group", "including", "public", "power", "design", "second", "game", "village", "university", "series", "became", "small", "large", "modern", "light", "research", "local", "station", "island", "church", "market", "energy", "mountain", "language", "film", "record", "album", "building", "road", "science", "border", "region", "army", "court", "union", "force", "trade", "law", "bridge", "park", "library", "council"]
+_WORDS = [
+    "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at",
+    "from", "his", "her", "are", "which", "this", "be", "an", "it", "or", "were", "also", "had",
+    "has", "first", "new", "their", "one", "after", "two", "city", "river", "school", "system",
+    "during", "between", "under", "government", "music", "world", "including", "national",
+    "history", "water", "known", "later", "people", "company", "used", "war", "team", "several",
+    "season", "state", "high", "built", "early", "population", "north", "south", "century",
+    "family", "area", "life", "name", "work", "number", "group", "including", "public", "power",
+    "design", "second", "game", "village", "university", "series", "became", "small", "large",
+    "modern", "light", "research", "local", "station", "island", "church", "market", "energy",
+    "mountain", "language", "film", "record", "album", "building", "road", "science", "border",
+    "region", "army", "court", "union", "force", "trade", "law", "bridge", "park", "library",
+    "council",
+]
 
 
 def english_chunks(n: int, tokens: int = CHUNK_TOKENS, seed: int = 7) -> list[str]:
@@ -344,7 +357,7 @@ def run_batch(pool: list[str], questions: list[str], n_queries: int, per_query: 
     li = _li_synth("compact", llama_llm(mock))
     li_nodes = [_li_nodes(n) for n in nodes]
     t0, c0 = time.perf_counter(), time.process_time()
-    for q, n in zip(queries, li_nodes):
+    for q, n in zip(queries, li_nodes, strict=False):
         li.synthesize(q, n)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     out["llama_index_loop"] = {"wall_s": wall, "cpu_s": cpu, "llm_calls": len(mock.calls)}

@@ -28,7 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import WORK_DIR
 
 RECIPE_VERSION = 1
-FUNCTION_WORDS = ["the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "i", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she", "there", "one", "all", "we", "their", "been", "has", "more", "if", "will", "would", "about", "can", "its", "than", "other", "into", "some", "could", "them", "these", "two", "may", "then", "do", "first", "any"]
+FUNCTION_WORDS = [
+    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by",
+    "on", "not", "he", "i", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
+    "they", "you", "were", "her", "she", "there", "one", "all", "we", "their", "been", "has",
+    "more", "if", "will", "would", "about", "can", "its", "than", "other", "into", "some", "could",
+    "them", "these", "two", "may", "then", "do", "first", "any",
+]
 SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai",
                                                            "ou", "ea", "io")]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import math
 import random
 import threading
 import time
@@ -39,8 +38,6 @@ __all__ = [
     "check_headers",
     "error_detail",
     "failure_summary",
-    "finite_pos",
-    "int_at_least",
     "parse_retry_after",
     "post_json",
     "status_failure",
@@ -54,27 +51,6 @@ Refuse = Callable[[str, int, int], BaseException]
 
 
 # -- config checks ---------------------------------------------------------------------------------
-def finite_pos(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    """``value`` as a float of seconds, finite and > 0 (>= 0 with ``allow_zero``)."""
-    ok = (
-        not isinstance(value, bool)
-        and isinstance(value, (int, float))
-        and math.isfinite(value)
-        and (value >= 0 if allow_zero else value > 0)
-    )
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{name} must be a finite number {bound} (seconds), got {value!r}")
-    return float(value)
-
-
-def int_at_least(name: str, value: Any, low: int, fix: str) -> int:
-    """``value`` if it is an int (not bool) >= ``low``; else a ConfigError ending in ``fix``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}; {fix}")
-    return value
-
-
 def check_base_url(base_url: Any, endpoint: str, example: str) -> str:
     """The http(s) API root without a trailing slash; rejects a URL ending in ``endpoint``."""
     text = base_url.strip() if isinstance(base_url, str) else ""

@@ -81,7 +81,7 @@ class BM25Reference:
         idf = {t: bm25_idf_reference(m, self.df.get(t, 0), self.n_docs) for t in set(query)}
         w0 = {t: idf[t] * bm25_tfc_reference(m, 0.0, avgdl, avgdl, k1, b, delta) for t in idf}
         scores, hits = [], []
-        for c, dl in zip(self.counts, self.lengths):
+        for c, dl in zip(self.counts, self.lengths, strict=True):
             s, hit = 0.0, False
             for t in query:
                 tf = c.get(t, 0)
@@ -231,3 +231,27 @@ def dense_topk_reference(vectors, queries, k: int, metric: str = "cosine", mask=
             scores[i, j] = -neg
         counts[i] = min(k, len(cand))
     return rows, scores, counts
+
+
+# ============================================================================================
+# Edit distance (owner: house helper). Slow, obvious twins of fastrag._kernels.edit: the
+# Wagner-Fischer DP over code points, and the bag distance (multiset difference).
+# ============================================================================================
+def levenshtein_reference(a, b) -> int:
+    """Levenshtein distance of two sequences (str, or lists / arrays of code points)."""
+    a, b = list(a), list(b)
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def bag_distance_reference(a, b) -> int:
+    """max(len) minus the size of the multiset intersection: a lower bound of Levenshtein."""
+    from collections import Counter as _Counter
+
+    common = sum((_Counter(list(a)) & _Counter(list(b))).values())
+    return max(len(a), len(b)) - common

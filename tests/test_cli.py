@@ -43,7 +43,8 @@ def test_cli_errors(tmp_path, capsys):
 
 def test_eval_on_a_small_squad_file(tmp_path, capsys):
     squad = {"version": "t", "data": [{"title": "t", "paragraphs": [
-        {"context": "猫坐在垫子上。", "qas": [{"id": "1", "question": "猫坐在哪里？", "answers": []}]},
+        {"context": "猫坐在垫子上。", "qas": [
+            {"id": "1", "question": "猫坐在哪里？", "answers": []}]},
         {"context": "今天天气很好，阳光明媚。", "qas": [
             {"id": "2", "question": "今天天气怎么样？", "answers": []}]},
         {"context": "亚硫酸盐是一种食品添加剂。", "qas": [

@@ -28,8 +28,8 @@ def test_wheel_contains_kernels_and_imports_them(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
                     str(target), str(wheel)], check=True, capture_output=True)
     code = ("import fastrag, fastrag._kernels._config as c; "
-            "assert fastrag.__file__.startswith(%r), fastrag.__file__; print(sorted(c.FASTMATH))"
-            % str(target))
+            f"assert fastrag.__file__.startswith({str(target)!r}), fastrag.__file__; "
+            "print(sorted(c.FASTMATH))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(target)})
     assert out.returncode == 0, out.stderr

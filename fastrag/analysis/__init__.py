@@ -5,20 +5,20 @@ Which Chinese analyzer? ``bm25_chinese`` (jieba's dictionary, segmented by fastr
 numba port of jieba) gives the best recall and a compact index (fast scoring);
 ``bm25_cjk`` (uni+bigrams) needs no dictionary, tokenizes faster still and handles text
 jieba's dictionary does not know, at ~3.6x the postings (slower scoring).
+
+Modules, each importing only those above it: ``base`` (Analyzer, CallableAnalyzer),
+``stopwords``, ``spans`` (code points and token spans), ``segment`` (numba jieba port),
+``english`` / ``chinese`` / ``cjk`` (the analyzers), ``registry`` (names -> analyzers),
+``corpus`` (tokenize_corpus), ``tokens`` (tiktoken counting; independent).
 """
 
+from fastrag.analysis.base import Analyzer, CallableAnalyzer
 from fastrag.analysis.chinese import ChineseAnalyzer
 from fastrag.analysis.cjk import CJKAnalyzer
 from fastrag.analysis.corpus import TokenizedCorpus, encode_queries, tokenize_corpus
 from fastrag.analysis.english import EnglishAnalyzer
-from fastrag.analysis.registry import (
-    Analyzer,
-    CallableAnalyzer,
-    get_analyzer,
-    list_analyzers,
-    load_stopwords,
-    register_analyzer,
-)
+from fastrag.analysis.registry import get_analyzer, list_analyzers, register_analyzer
+from fastrag.analysis.stopwords import load_stopwords
 
 __all__ = [
     "Analyzer",

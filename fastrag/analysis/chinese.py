@@ -25,13 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from fastrag.analysis.registry import (
-    DEFAULT,
-    Analyzer,
-    load_stopwords,
-    resolve_stopwords,
-    stopwords_option,
-)
+from fastrag._checks import check_bool, check_choice
+from fastrag.analysis.base import Analyzer
+from fastrag.analysis.segment import get_segmenter
+from fastrag.analysis.spans import expand_tokens
+from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError
 
 # A token is kept only if it has a letter or digit (``\w`` without ``_``).
@@ -94,21 +92,11 @@ class ChineseAnalyzer(Analyzer):
     ):
         if HMM is not None:
             hmm = HMM
-        for opt, val in (
-            ("hmm", hmm),
-            ("cut_for_search", cut_for_search),
-            ("oov_chars", oov_chars),
-            ("lowercase", lowercase),
-        ):
-            if not isinstance(val, (bool, np.bool_)):
-                raise ConfigError(f"{opt} must be True or False, got {val!r}")
-        if segmenter not in ("auto", "fast", "jieba"):
-            raise ConfigError(f"segmenter must be 'auto', 'fast' or 'jieba', got {segmenter!r}")
-        self.hmm = bool(hmm)
-        self.cut_for_search = bool(cut_for_search)
-        self.oov_chars = bool(oov_chars)
-        self.lowercase = bool(lowercase)
-        self.segmenter = segmenter
+        self.hmm = check_bool("hmm", hmm)
+        self.cut_for_search = check_bool("cut_for_search", cut_for_search)
+        self.oov_chars = check_bool("oov_chars", oov_chars)
+        self.lowercase = check_bool("lowercase", lowercase)
+        self.segmenter = check_choice("segmenter", segmenter, ("auto", "fast", "jieba"))
         self.stopwords = resolve_stopwords(stopwords, ("zh", "en"), lowercase=self.lowercase)
         self._cache: dict[str, tuple[str, ...]] = {}
 
@@ -134,8 +122,6 @@ class ChineseAnalyzer(Analyzer):
 
     def warmup(self) -> None:
         if self._use_fast():
-            from fastrag.analysis.segment import get_segmenter
-
             get_segmenter().warmup()
         else:
             jieba_tokenizer()
@@ -150,8 +136,6 @@ class ChineseAnalyzer(Analyzer):
     def segment(self, text: str) -> list[str]:
         """jieba's raw tokens for ``text`` (before lowercasing and filtering)."""
         if self._use_fast():
-            from fastrag.analysis.segment import get_segmenter
-
             return get_segmenter().cut(text, hmm=self.hmm)
         dt = jieba_tokenizer()
         if self.cut_for_search:
@@ -161,8 +145,6 @@ class ChineseAnalyzer(Analyzer):
     def _dict_freqs(self, words: list[str]) -> list[int]:
         """jieba's ``FREQ.get(w, 0)`` for each word."""
         if self._use_fast():
-            from fastrag.analysis.segment import get_segmenter
-
             return get_segmenter().freqs(words).tolist()
         freq = jieba_tokenizer().FREQ
         return [freq.get(w, 0) for w in words]
@@ -174,7 +156,9 @@ class ChineseAnalyzer(Analyzer):
         if not missing:
             return [cache[r] for r in raws]
         oov_check = [r for r in missing if self.oov_chars and len(r) > 1 and _ALL_HAN.fullmatch(r)]
-        in_dict = dict(zip(oov_check, self._dict_freqs(oov_check))) if oov_check else {}
+        in_dict = (
+            dict(zip(oov_check, self._dict_freqs(oov_check), strict=True)) if oov_check else {}
+        )
         lower = self.lowercase
         stop = self.stopwords
         new: dict[str, tuple[str, ...]] = {}
@@ -208,8 +192,6 @@ class ChineseAnalyzer(Analyzer):
                     f"text {i} is a {type(text).__name__}, not a str; analyzers take str"
                 )
         if self._use_fast():
-            from fastrag.analysis.segment import get_segmenter
-
             raw, ids, offsets = get_segmenter().encode(texts, hmm=self.hmm)
         else:
             raw, ids, offsets = Analyzer.encode_chunk(_RawJieba(self), texts)
@@ -224,38 +206,3 @@ class _RawJieba(Analyzer):
 
     def __call__(self, text: str) -> list[str]:
         return self.parent.segment(text)
-
-
-def expand_tokens(
-    raw: list[str], ids: np.ndarray, offsets: np.ndarray, parts: list[tuple[str, ...]]
-) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Replace each distinct raw token ``raw[r]`` by the tokens ``parts[r]`` and rebuild
-    ``(vocab, ids, offsets)`` without a per-occurrence Python loop.
-
-    The new vocabulary is in first-occurrence order of the expanded stream, because ``raw``
-    is in first-occurrence order and each raw token's parts keep their order.
-    """
-    final: dict[str, int] = {}
-    exp_len = np.zeros(len(raw), dtype=np.int64)
-    exp_vals: list[int] = []
-    setdefault = final.setdefault
-    for r, toks in enumerate(parts):
-        exp_len[r] = len(toks)
-        exp_vals.extend([setdefault(p, len(final)) for p in toks])
-    exp_values = np.asarray(exp_vals, dtype=np.int32)
-    if len(ids) == 0:
-        return list(final), np.zeros(0, np.int32), np.zeros_like(offsets)
-    if len(exp_values) == len(raw) and np.array_equal(exp_values, np.arange(len(raw))):
-        return list(final), ids, offsets  # identity mapping
-    exp_off = np.zeros(len(raw) + 1, dtype=np.int64)
-    np.cumsum(exp_len, out=exp_off[1:])
-    lens = exp_len[ids]
-    cum = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(lens, out=cum[1:])
-    total = int(cum[-1])
-    if total and bool((lens == 1).all()):
-        values = exp_values[exp_off[ids]]
-    else:
-        starts = exp_off[ids] - cum[:-1]
-        values = exp_values[np.repeat(starts, lens) + np.arange(total, dtype=np.int64)]
-    return list(final), values.astype(np.int32, copy=False), cum[offsets]

@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from fastrag.analysis.registry import Analyzer, resolve_stopwords, stopwords_option
+from fastrag.analysis.base import Analyzer
+from fastrag.analysis.spans import expand_tokens, span_strings, texts_to_codepoints
+from fastrag.analysis.stopwords import resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError
 
 # CJK ranges: kana, CJK ext A, unified ideographs, compatibility ideographs, Hangul
@@ -49,37 +51,6 @@ def char_classes() -> np.ndarray:
         cls[a : b + 1] = 2
     cls.setflags(write=False)
     return cls
-
-
-def texts_to_codepoints(texts: list[str]) -> tuple[str, np.ndarray, np.ndarray]:
-    """``(joined, cps, doc_off)``: the texts each followed by '\\n', as a str and as uint32
-    code points; text ``d`` is ``cps[doc_off[d] : doc_off[d + 1] - 1]`` (same indices in
-    ``joined``), so a span's string is a slice of ``joined``."""
-    doc_off = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(
-        np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts)),
-        out=doc_off[1:],
-    )
-    joined = "\n".join(texts) + "\n" if texts else ""
-    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    return joined, cps, doc_off
-
-
-def span_strings(joined: str, cps: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> list[str]:
-    """The strings ``joined[s : s + len]`` of the spans, decoded in one go: the spans are
-    gathered with a NUL after each, decoded once and split (falling back to slicing when a
-    span itself contains NUL)."""
-    from fastrag._kernels.text import gather_spans
-
-    n = len(starts)
-    if n == 0:
-        return []
-    buf = gather_spans(cps, starts, lens, np.uint32(0))
-    out = buf.tobytes().decode("utf-32-le", "surrogatepass").split("\x00")
-    if len(out) == n + 1:
-        out.pop()
-        return out
-    return [joined[s:e] for s, e in zip(starts.tolist(), (starts + lens).tolist())]
 
 
 class CJKAnalyzer(Analyzer):
@@ -142,8 +113,6 @@ class CJKAnalyzer(Analyzer):
         ids, first = intern_spans(cps, tok_starts, tok_lens)
         vocab = span_strings(joined, cps, tok_starts[first], tok_lens[first])
         if self.stopwords:
-            from fastrag.analysis.chinese import expand_tokens
-
             stop = self.stopwords
             return expand_tokens(vocab, ids, tok_off, [() if t in stop else (t,) for t in vocab])
         return vocab, ids, tok_off

@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from fastrag.analysis.registry import Analyzer, CallableAnalyzer, get_analyzer
+from fastrag._checks import check_int
+from fastrag.analysis.base import Analyzer, CallableAnalyzer
+from fastrag.analysis.registry import get_analyzer
 from fastrag.errors import ConfigError
 
 __all__ = ["TokenizedCorpus", "encode_queries", "tokenize_corpus"]
@@ -207,13 +209,13 @@ def _merge_vocab(vocab: dict[str, int], local_vocab: list[str]) -> np.ndarray:
     each local token (int32), with C-level dict operations only."""
     n = len(local_vocab)
     if not vocab:
-        vocab.update(zip(local_vocab, range(n)))
+        vocab.update(zip(local_vocab, range(n), strict=True))
         return np.arange(n, dtype=np.int32)
     found = list(map(vocab.get, local_vocab))
-    missing = [t for t, g in zip(local_vocab, found) if g is None]
+    missing = [t for t, g in zip(local_vocab, found, strict=True) if g is None]
     if missing:
         base = len(vocab)
-        vocab.update(zip(missing, range(base, base + len(missing))))
+        vocab.update(zip(missing, range(base, base + len(missing)), strict=True))
     return np.fromiter(map(vocab.__getitem__, local_vocab), dtype=np.int32, count=n)
 
 
@@ -237,14 +239,8 @@ def tokenize_corpus(
     """
     texts = _check_texts(texts, "texts")
     an = _resolve(analyzer)
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-        raise ConfigError(
-            f"num_workers must be an int >= 0 (0 = tokenize in this process), got {num_workers!r}"
-        )
-    if chunk_chars is not None and (
-        isinstance(chunk_chars, bool) or not isinstance(chunk_chars, int) or chunk_chars < 1
-    ):
-        raise ConfigError(f"chunk_chars must be a positive int or None, got {chunk_chars!r}")
+    check_int("num_workers", num_workers, min=0, note="0 = tokenize in this process")
+    check_int("chunk_chars", chunk_chars, min=1, none=True)
     out_vocab: dict[str, int] = dict(_check_vocab(vocab)) if vocab is not None else {}
 
     if chunk_chars is None:

@@ -7,13 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from fastrag.analysis.registry import (
-    DEFAULT,
-    Analyzer,
-    load_stopwords,
-    resolve_stopwords,
-    stopwords_option,
-)
+from fastrag._checks import check_str
+from fastrag.analysis.base import Analyzer
+from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError, missing_extra
 
 _WORD = re.compile(r"\w+")
@@ -48,11 +44,7 @@ class EnglishAnalyzer(Analyzer):
     def __init__(
         self, stopwords: Any = DEFAULT, stemmer: str | None = None, lowercase: bool = True
     ):
-        if stemmer is not None and (not isinstance(stemmer, str) or not stemmer):
-            raise ConfigError(
-                f"stemmer must be None or a Snowball language name such as 'english', "
-                f"got {stemmer!r}"
-            )
+        check_str("stemmer", stemmer, none=True, note="a Snowball language such as 'english'")
         self.lowercase = bool(lowercase)
         self.stopwords = resolve_stopwords(stopwords, ("en",), lowercase=self.lowercase)
         self.stemmer = stemmer
@@ -83,7 +75,7 @@ class EnglishAnalyzer(Analyzer):
         if missing:
             if len(cache) > 1_000_000:
                 cache.clear()
-            cache.update(zip(missing, self._stem.stemWords(missing)))
+            cache.update(zip(missing, self._stem.stemWords(missing), strict=True))
         return [cache[w] for w in words]
 
     def __call__(self, text: str) -> list[str]:

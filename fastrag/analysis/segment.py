@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from fastrag.analysis.cjk import span_strings, texts_to_codepoints
+from fastrag.analysis.spans import span_strings, texts_to_codepoints
 
 _BLOCK_CHARS = "+#&._%-"  # with a-z, A-Z, 0-9 and U+4E00..U+9FD5: jieba's re_han_default
 _STATES = "BMES"

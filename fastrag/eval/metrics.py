@@ -16,9 +16,10 @@ Text-based metrics follow LazyLLM's non-LLM evaluators (``lazyllm.tools.eval``):
   similarity ``1 - distance / max(len)`` above ``threshold`` (0.5). With ``binary=True`` (the
   default) a query scores the fraction of its references that are retrieved; with
   ``binary=False`` each reference scores the fraction of retrieved contexts similar to it.
-  The edit distance runs in a numba kernel over all (reference, retrieved) pairs at once
-  (Myers/Hyyrö bit-parallel, 64 DP rows per machine word, early exit) after two lower bounds
-  (length difference, bag distance) that rule out almost every unrelated pair cheaply;
+  The edit distance runs in numba kernels (``fastrag._kernels.edit``) over all
+  (reference, retrieved) pairs at once (Myers/Hyyrö bit-parallel, 64 DP rows per machine
+  word, early exit) after two lower bounds (length difference, bag distance) that rule out
+  almost every unrelated pair cheaply;
   with ``binary=True`` a reference found verbatim skips its other pairs.
 * :func:`context_relevance` (LazyLLM ``ContextRelevance``): retrieved and reference contexts are
   split into sentences at runs of ``splitter`` ("。"); a query scores the fraction of its
@@ -35,8 +36,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from numba import njit, prange
 
+from fastrag._checks import check_int, check_number, check_str
+from fastrag._kernels import edit as _edit
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
 from fastrag.errors import ConfigError
 
@@ -57,9 +59,7 @@ GoldIds = Sequence[Hashable] | Sequence[Sequence[Hashable]] | Sequence[Mapping[H
 
 # -- gain matrix ------------------------------------------------------------------------------
 def _check_k(k: Any, name: str = "k") -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"{name}={k!r} must be an integer >= 1 (the rank cut-off)")
-    return int(k)
+    return check_int(name, k, min=1, note="the rank cut-off")
 
 
 def _as_id(x: Any) -> Any:
@@ -146,7 +146,7 @@ def _gain_matrix(retrieved: Any, gold: Any, depth: int | None, ideal_width: int 
     gain = np.zeros((n, K), dtype=np.float64)
     ideal = np.zeros((n, ideal_width), dtype=np.float64)
     n_rel = np.empty(n, dtype=np.int64)
-    for i, (row, g) in enumerate(zip(rows, golds)):
+    for i, (row, g) in enumerate(zip(rows, golds, strict=True)):
         seen = set()
         for r, x in enumerate(row):
             x = _as_id(x)
@@ -226,7 +226,7 @@ def evaluate_retrieval(
         ks = (ks,)
     if not isinstance(ks, Sequence) or not ks:
         raise ConfigError(f"ks={ks!r} must be a non-empty list of rank cut-offs, e.g. (1, 3, 5)")
-    ks = sorted({_check_k(k, "ks entry") for k in ks})
+    ks = sorted({_check_k(k, f"ks[{i}]") for i, k in enumerate(ks)})
     gain, ideal_all, n_rel = _gain_matrix(retrieved_ids, gold_ids, None, ideal_width=ks[-1])
     hit = gain > 0
     n = hit.shape[0]
@@ -271,121 +271,6 @@ def _codepoints(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le"), dtype=np.int32)
 
 
-_ONE = np.uint64(1)
-_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-_TOP = np.uint64(63)
-
-
-@njit(cache=True, nogil=True)
-def _bag_distance(sa, sb):
-    """A lower bound of the edit distance from the sorted code points of both strings: the
-    characters of the longer string left unmatched by the multiset intersection."""
-    i = 0
-    j = 0
-    common = 0
-    while i < sa.shape[0] and j < sb.shape[0]:
-        if sa[i] == sb[j]:
-            common += 1
-            i += 1
-            j += 1
-        elif sa[i] < sb[j]:
-            i += 1
-        else:
-            j += 1
-    return max(sa.shape[0], sb.shape[0]) - common
-
-
-@njit(cache=True, nogil=True)
-def _within_distance(a, b, kmax):
-    """True when the Levenshtein distance of code-point arrays ``a`` and ``b`` is <= ``kmax``.
-
-    Myers' bit-parallel algorithm in Hyyrö's block form (64 rows of the DP matrix per word,
-    the shorter string as the pattern), after the length bound and an equality shortcut; it
-    stops as soon as the remaining columns cannot bring the distance down to ``kmax``.
-    """
-    if kmax < 0:
-        return False
-    la, lb = a.shape[0], b.shape[0]
-    if abs(la - lb) > kmax:
-        return False
-    if la == lb:
-        same = True
-        for i in range(la):
-            if a[i] != b[i]:
-                same = False
-                break
-        if same:
-            return True
-    if la > lb:
-        a, b = b, a
-        la, lb = lb, la
-    if la == 0:
-        return lb <= kmax
-    words = (la + 63) >> 6
-    alphabet = np.unique(a)
-    peq = np.zeros((alphabet.shape[0], words), dtype=np.uint64)
-    for i in range(la):
-        c = np.searchsorted(alphabet, a[i])
-        peq[c, i >> 6] |= _ONE << np.uint64(i & 63)
-    vp = np.full(words, _ALL, dtype=np.uint64)
-    vn = np.zeros(words, dtype=np.uint64)
-    last_bit = np.uint64((la - 1) & 63)
-    score = la
-    n_alpha = alphabet.shape[0]
-    for j in range(lb):
-        c = np.searchsorted(alphabet, b[j])
-        present = c < n_alpha and alphabet[min(c, n_alpha - 1)] == b[j]
-        hin = 1
-        for w in range(words):
-            eq = peq[c, w] if present else np.uint64(0)
-            pv = vp[w]
-            mv = vn[w]
-            xv = eq | mv
-            if hin < 0:
-                eq |= _ONE
-            xh = (((eq & pv) + pv) ^ pv) | eq
-            ph = mv | (~(xh | pv))
-            mh = pv & xh
-            bit = _TOP if w < words - 1 else last_bit
-            hout = np.int64((ph >> bit) & _ONE) - np.int64((mh >> bit) & _ONE)
-            ph = ph << _ONE
-            mh = mh << _ONE
-            if hin < 0:
-                mh |= _ONE
-            elif hin > 0:
-                ph |= _ONE
-            vp[w] = mh | (~(xv | ph))
-            vn[w] = ph & xv
-            hin = hout
-        score += hin
-        if score - (lb - 1 - j) > kmax:
-            return False
-    return score <= kmax
-
-
-@njit(cache=True, nogil=True)
-def _pair_within(values, sorted_values, offsets, i, j, kmax):
-    lo_i, hi_i, lo_j, hi_j = offsets[i], offsets[i + 1], offsets[j], offsets[j + 1]
-    if kmax < 0 or abs((hi_i - lo_i) - (hi_j - lo_j)) > kmax:
-        return False
-    # the bag distance rules out almost every unrelated pair at a fraction of the DP's cost
-    if _bag_distance(sorted_values[lo_i:hi_i], sorted_values[lo_j:hi_j]) > kmax:
-        return False
-    return _within_distance(values[lo_i:hi_i], values[lo_j:hi_j], kmax)
-
-
-@njit(cache=True, nogil=True)
-def _pairs_within_serial(values, sorted_values, offsets, left, right, kmax, out):
-    for p in range(left.shape[0]):
-        out[p] = _pair_within(values, sorted_values, offsets, left[p], right[p], kmax[p])
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _pairs_within_parallel(values, sorted_values, offsets, left, right, kmax, out):
-    for p in prange(left.shape[0]):
-        out[p] = _pair_within(values, sorted_values, offsets, left[p], right[p], kmax[p])
-
-
 def _similar(texts: list[str], left: np.ndarray, right: np.ndarray, threshold: float) -> np.ndarray:
     """For each pair, whether ``1 - lev(texts[l], texts[r]) / max(len) > threshold``."""
     lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
@@ -408,8 +293,10 @@ def _similar(texts: list[str], left: np.ndarray, right: np.ndarray, threshold: f
     kmax[empty_pair] = 0 if 1.0 > threshold else -1
     out = np.zeros(left.shape[0], dtype=np.bool_)
     if left.shape[0]:
-        kernel = _pairs_within_parallel if left.shape[0] >= 64 * PARALLEL_MIN_QUERIES else (
-            _pairs_within_serial
+        kernel = (
+            _edit.pairs_within_parallel
+            if left.shape[0] >= 64 * PARALLEL_MIN_QUERIES
+            else _edit.pairs_within_serial
         )
         kernel(values, sorted_values, offsets, left, right, kmax, out)
     return out
@@ -429,10 +316,7 @@ def context_recall(
     ``binary=False`` the fraction of retrieved contexts that do. A query with no references or
     no retrieved contexts scores 0. Retrieved items may be strings or nodes (their ``.text``).
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)) or not (
-        0.0 <= threshold <= 1.0
-    ):
-        raise ConfigError(f"threshold={threshold!r} must be a number in [0, 1]")
+    check_number("threshold", threshold, min=0, max=1)
     batch = _text_batch(retrieved_contexts, reference_contexts, "context_recall")
     pos: dict[str, int] = {}
     left, right, owner_ref, exact = [], [], [], []
@@ -490,8 +374,7 @@ def context_relevance(
     ``"."`` for English), stripped, empty ones dropped; a query scores the fraction of its
     retrieved sentences that equal one of its reference sentences (0 with no sentences).
     """
-    if not isinstance(splitter, str) or not splitter:
-        raise ConfigError(f"splitter={splitter!r} must be a non-empty string such as '。' or '.'")
+    check_str("splitter", splitter, note="such as '。' or '.'")
     pattern = re.compile(f"(?:{re.escape(splitter)})+")
     batch = _text_batch(retrieved_contexts, reference_contexts, "context_relevance")
     scores = np.zeros(len(batch))

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fastrag._checks import check_int
 from fastrag.errors import ConfigError
 
 
@@ -35,8 +36,10 @@ def evaluate_squad(
     from fastrag.eval.metrics import context_relevance, evaluate_retrieval
     from fastrag.retrieval.retriever import Retriever
 
-    if not topks or any((not isinstance(k, int)) or k < 1 for k in topks):
-        raise ConfigError(f"topks must be integers >= 1, got {list(topks)}")
+    if not topks:
+        raise ConfigError(f"topks must be a non-empty list of ints >= 1, got {list(topks)}")
+    for i, k in enumerate(topks):
+        check_int(f"topks[{i}]", k, min=1)
     questions, gold_idx, contexts = squad_questions(squad)
     workdir = Path(workdir)
     build_squad_kb(squad, workdir / "kb", per_file=per_file)
@@ -61,10 +64,10 @@ def evaluate_squad(
         search_s = time.perf_counter() - t0
         hits: list[list[str]] = [[] for _ in questions]
         for q, nid in zip(table.column("query_idx").to_pylist(),
-                          table.column("node_id").to_pylist()):
+                          table.column("node_id").to_pylist(), strict=True):
             hits[q].append(nid)
         metrics = evaluate_retrieval(hits, gold_ids, ks=topks)
-        text_of = dict(zip(nodes.ids, nodes.texts()))
+        text_of = dict(zip(nodes.ids, nodes.texts(), strict=True))
         row = {"build_s": build_s, "search_s": search_s,
                "queries_per_s": len(questions) / search_s if search_s else float("inf"),
                "mrr": metrics["mrr"]}

@@ -1,6 +1,11 @@
 """LLMs: the :class:`BaseLLM` interface (async core, sync wrappers), an OpenAI-compatible
-HTTP client (:class:`OpenAILike`) and deterministic test doubles (:class:`MockLLM`,
-:class:`FunctionLLM`)."""
+HTTP client (:class:`OpenAILike`), the function adapter (:class:`FunctionLLM`, what
+``resolve_llm(fn)`` returns) and deterministic test doubles (:class:`MockLLM`).
+
+Modules: ``base`` (interface, errors, JSON parsing), ``function`` (FunctionLLM),
+``openai_like`` (HTTP client), ``resolve`` (resolve_llm); ``mock`` (test doubles) imports
+them, never the reverse.
+"""
 
 from fastrag.llms.base import (
     LLM,
@@ -12,10 +17,11 @@ from fastrag.llms.base import (
     StructuredOutputError,
     check_schema,
     parse_json_object,
-    resolve_llm,
 )
-from fastrag.llms.mock import FunctionLLM, LLMCall, MockLLM, default_answer
+from fastrag.llms.function import FunctionLLM, LLMCall
+from fastrag.llms.mock import MockLLM, default_answer
 from fastrag.llms.openai_like import OpenAILike
+from fastrag.llms.resolve import resolve_llm
 
 __all__ = [
     "LLM",

@@ -4,13 +4,13 @@ A concrete LLM implements :meth:`BaseLLM.acomplete_with_usage` (and, if it can s
 :meth:`BaseLLM.astream_with_usage`); everything else -- ``acomplete``, ``astream``,
 ``astructured`` and the sync ``complete`` / ``stream`` / ``structured`` -- is derived.
 Anything with an async ``acomplete(prompt, **kw) -> str`` satisfies :class:`LLMProtocol`;
-:func:`resolve_llm` wraps such objects (or plain functions) into a :class:`BaseLLM`.
+:func:`fastrag.llms.resolve.resolve_llm` wraps such objects (or plain functions) into a
+:class:`BaseLLM`.
 """
 
 from __future__ import annotations
 
 import abc
-import inspect
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from fastrag._async import iter_sync, run_sync
+from fastrag._checks import check_str
 from fastrag.errors import ConfigError, FastragError
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "check_prompt",
     "check_schema",
     "parse_json_object",
-    "resolve_llm",
     "schema_instruction",
 ]
 
@@ -242,11 +242,7 @@ def schema_instruction(schema: dict) -> str:
 
 def check_prompt(prompt: Any) -> str:
     """Validate a prompt argument (a string) and return it."""
-    if not isinstance(prompt, str):
-        raise ConfigError(
-            f"prompt must be a str, got {type(prompt).__name__}; format the template first"
-        )
-    return prompt
+    return check_str("prompt", prompt, empty=True, fix="format the template first")
 
 
 def _check_schema_arg(schema: Any) -> dict:
@@ -375,56 +371,3 @@ class BaseLLM(abc.ABC):
 
 
 LLM = BaseLLM
-
-
-class _ProtocolLLM(BaseLLM):
-    """Adapts a duck-typed LLM (``acomplete`` and maybe ``astream``) to :class:`BaseLLM`."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.model = str(getattr(inner, "model", type(inner).__name__))
-        self.encoding = str(getattr(inner, "encoding", BaseLLM.encoding))
-
-    async def acomplete_with_usage(self, prompt: str, **kw: Any) -> Completion:
-        text = await self.inner.acomplete(check_prompt(prompt), **kw)
-        if not isinstance(text, str):
-            raise LLMError(
-                f"{type(self.inner).__name__}.acomplete returned {type(text).__name__}, "
-                "expected str",
-                request={"model": self.model, "prompt": prompt},
-            )
-        return Completion(text, self.count_tokens(prompt), self.count_tokens(text))
-
-    async def astream_with_usage(self, prompt: str, **kw: Any) -> AsyncIterator[str | Completion]:
-        if not hasattr(self.inner, "astream"):
-            async for item in super().astream_with_usage(prompt, **kw):
-                yield item
-            return
-        parts: list[str] = []
-        async for chunk in self.inner.astream(check_prompt(prompt), **kw):
-            parts.append(chunk)
-            yield chunk
-        text = "".join(parts)
-        yield Completion(text, self.count_tokens(prompt), self.count_tokens(text))
-
-
-def resolve_llm(llm: Any) -> BaseLLM:
-    """A :class:`BaseLLM` from an LLM, a duck-typed object with async ``acomplete``, or a
-    function ``fn(prompt) -> str`` (sync or async; wrapped in ``FunctionLLM``)."""
-    if isinstance(llm, BaseLLM):
-        return llm
-    if llm is None:
-        raise ConfigError(
-            "no LLM given; pass llm=OpenAILike(model, base_url) or llm=MockLLM() for tests"
-        )
-    acomplete = getattr(llm, "acomplete", None)
-    if acomplete is not None and inspect.iscoroutinefunction(acomplete):
-        return _ProtocolLLM(llm)
-    if callable(llm):
-        from fastrag.llms.mock import FunctionLLM
-
-        return FunctionLLM(llm)
-    raise ConfigError(
-        f"llm must be a fastrag LLM, an object with an async acomplete(prompt) method, or a "
-        f"function prompt -> str; got {type(llm).__name__}"
-    )

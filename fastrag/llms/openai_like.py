@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
+from fastrag._checks import check_choice, check_int, check_number, check_str
 from fastrag._http import (
     RETRY_STATUSES,
     Failure,
@@ -37,8 +38,6 @@ from fastrag._http import (
     check_base_url,
     check_headers,
     failure_summary,
-    finite_pos,
-    int_at_least,
     post_json,
     status_failure,
 )
@@ -135,44 +134,32 @@ class OpenAILike(BaseLLM, PooledClient):
         stream_usage: bool = True,
         encoding: str = "cl100k_base",
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(
-                f"model must be a non-empty str naming the served model (e.g. 'qwen2.5:7b'), "
-                f"got {model!r}"
-            )
-        self.model = model
+        self.model = check_str("model", model, strip=True,
+                               note="the served model's name, e.g. 'qwen2.5:7b'")
         self.base_url = check_base_url(base_url, "/chat/completions", _URL_EXAMPLE)
         self.api_key = check_api_key(api_key)
-        self.timeout = finite_pos("timeout", timeout)
-        self.max_retries = int_at_least("max_retries", max_retries, 0, "use 0 to disable retries")
-        self.max_concurrency = int_at_least(
-            "max_concurrency", max_concurrency, 1, "it bounds the requests in flight at once"
-        )
+        self.timeout = check_number("timeout", timeout, above=0, note="seconds")
+        self.max_retries = check_int("max_retries", max_retries, min=0,
+                                     fix="use 0 to disable retries")
+        self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1,
+                                         fix="it bounds the requests in flight at once")
         self.extra_body = self._check_extra_body(extra_body)
         self.temperature = self._check_temperature(temperature)
-        if max_tokens is not None:
-            int_at_least("max_tokens", max_tokens, 1, "or None for the server's default")
-        self.max_tokens = max_tokens
+        self.max_tokens = check_int("max_tokens", max_tokens, min=1, none="the server's default")
         if json_mode is True:
             json_mode = "json_object"
         if json_mode is False:
             json_mode = None
-        if json_mode not in (None, "json_object", "json_schema"):
-            raise ConfigError(
-                f"json_mode must be 'json_object', 'json_schema' or None, got {json_mode!r}"
-            )
+        check_choice("json_mode", json_mode, ("json_object", "json_schema", None))
         self.json_mode: JsonMode | None = json_mode
         self.supports_json_mode = json_mode is not None
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise ConfigError(f"system_prompt must be None or a str, got {system_prompt!r}")
-        self.system_prompt = system_prompt
+        self.system_prompt = check_str("system_prompt", system_prompt, empty=True, none=True)
         self.headers = check_headers(headers)
-        self.retry_backoff = finite_pos("retry_backoff", retry_backoff, allow_zero=True)
-        self.retry_max_wait = finite_pos("retry_max_wait", retry_max_wait, allow_zero=True)
+        self.retry_backoff = check_number("retry_backoff", retry_backoff, min=0, note="seconds")
+        self.retry_max_wait = check_number("retry_max_wait", retry_max_wait, min=0,
+                                           note="seconds")
         self.stream_usage = bool(stream_usage)
-        if not isinstance(encoding, str) or not encoding:
-            raise ConfigError(f"encoding must be a tiktoken encoding name, got {encoding!r}")
-        self.encoding = encoding
+        self.encoding = check_str("encoding", encoding, note="a tiktoken encoding name")
         self._init_clients()
 
     def _init_clients(self) -> None:
@@ -195,11 +182,7 @@ class OpenAILike(BaseLLM, PooledClient):
 
     @staticmethod
     def _check_temperature(t: Any) -> float | None:
-        if t is None:
-            return None
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 2:
-            raise ConfigError(f"temperature must be None or a number in [0, 2], got {t!r}")
-        return float(t)
+        return check_number("temperature", t, min=0, max=2, none=True)
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (e.g. for worker processes): clients are per loop and made anew there."""
@@ -247,7 +230,7 @@ class OpenAILike(BaseLLM, PooledClient):
             body["temperature"] = temperature
         max_tokens = kw.get("max_tokens", self.max_tokens)
         if max_tokens is not None:
-            body["max_tokens"] = int_at_least("max_tokens", max_tokens, 1, "or None")
+            body["max_tokens"] = check_int("max_tokens", max_tokens, min=1, none=True)
         for key in (
             "top_p",
             "stop",
@@ -267,7 +250,10 @@ class OpenAILike(BaseLLM, PooledClient):
         body.update(self.extra_body)
         body.update(self._check_extra_body(kw.get("extra_body")))
         timeout = kw.get("timeout")
-        timeout = self.timeout if timeout is None else finite_pos("timeout", timeout)
+        if timeout is None:
+            timeout = self.timeout
+        else:
+            timeout = check_number("timeout", timeout, above=0, note="seconds")
         return body, timeout
 
     def _count_prompt(self, body: dict) -> int:

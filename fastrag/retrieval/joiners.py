@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_bool, check_choice, check_int, check_list, check_number
 from fastrag.errors import ConfigError
-from fastrag.retrieval.postprocessors import check_list
 from fastrag.schema import DocNode, NodeWithScore
 
 __all__ = [
@@ -33,11 +33,7 @@ __all__ = [
 
 
 def _check_topk(topk: Any) -> int | None:
-    if topk is None:
-        return None
-    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-        raise ConfigError(f"topk must be None (keep all) or an int >= 1, got {topk!r}")
-    return topk
+    return check_int("topk", topk, min=1, none="keep all")
 
 
 def _as_hit(h: Any, where: str) -> NodeWithScore:
@@ -73,7 +69,7 @@ class _Flat:
         list_pos: list[int] = []
         keys: list[tuple] = []
         for q, lists in enumerate(per_query):
-            check_list(lists, f"query {q}: expected a list of hit lists (one per retriever)")
+            check_list(f"per_query[{q}]", lists, "hit lists (one per retriever)")
             for j, lst in enumerate(lists):
                 if isinstance(lst, (NodeWithScore, DocNode)) or not isinstance(lst, Sequence):
                     raise ConfigError(
@@ -156,14 +152,14 @@ class BaseDocumentJoiner:
 
     def __call__(self, lists: Sequence[Sequence[NodeWithScore]]) -> list[NodeWithScore]:
         """Join one query's hit lists (one list per retriever) into one list, best first."""
-        check_list(lists, "lists must be a list of hit lists (one per retriever)")
+        check_list("lists", lists, "hit lists (one per retriever)")
         return self.batch([lists])[0]
 
     def batch(
         self, per_query: Sequence[Sequence[Sequence[NodeWithScore]]]
     ) -> list[list[NodeWithScore]]:
         """Join many queries at once: ``per_query[q]`` is query q's list of hit lists."""
-        check_list(per_query, "per_query must be a list (one item per query) of lists of hit lists")
+        check_list("per_query", per_query, "lists of hit lists (one item per query)")
         flat = _Flat(per_query)
         if flat.n_codes == 0:
             return [[] for _ in range(flat.n_queries)]
@@ -217,14 +213,12 @@ class ConcatenationDocumentJoiner(BaseDocumentJoiner):
 
     def __init__(self, topk: int | None = None, sort: bool = False) -> None:
         super().__init__(topk)
-        if not isinstance(sort, bool):
-            raise ConfigError(f"sort must be True or False, got {sort!r}")
-        self.sort = sort
+        self.sort = check_bool("sort", sort)
 
     def batch(
         self, per_query: Sequence[Sequence[Sequence[NodeWithScore]]]
     ) -> list[list[NodeWithScore]]:
-        check_list(per_query, "per_query must be a list (one item per query) of lists of hit lists")
+        check_list("per_query", per_query, "lists of hit lists (one item per query)")
         flat = _Flat(per_query)
         if flat.n_codes == 0:
             return [[] for _ in range(flat.n_queries)]
@@ -267,9 +261,7 @@ class ReciprocalRankFusionJoiner(BaseDocumentJoiner):
         self, k: float = 60, topk: int | None = None, weights: Sequence[float] | None = None
     ) -> None:
         super().__init__(topk)
-        if isinstance(k, bool) or not isinstance(k, (int, float)) or not math.isfinite(k) or k < 0:
-            raise ConfigError(f"k must be a finite number >= 0 (usually 60), got {k!r}")
-        self.k = float(k)
+        self.k = check_number("k", k, min=0, note="usually 60")
         self.weights = _check_weights(weights)
 
     def _fuse(self, flat: _Flat) -> np.ndarray:
@@ -297,11 +289,7 @@ class WeightedScoreJoiner(BaseDocumentJoiner):
         topk: int | None = None,
     ) -> None:
         super().__init__(topk)
-        if normalization not in self.NORMALIZATIONS:
-            raise ConfigError(
-                f"normalization must be one of {list(self.NORMALIZATIONS)}, got {normalization!r}"
-            )
-        self.normalization = normalization
+        self.normalization = check_choice("normalization", normalization, self.NORMALIZATIONS)
         self.weights = _check_weights(weights)
 
     def _fuse(self, flat: _Flat) -> np.ndarray:

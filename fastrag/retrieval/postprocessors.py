@@ -15,13 +15,13 @@ need it, so a pipeline can call every step the same way. ``DocNode`` inputs are 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_choice, check_list, check_number, check_str, check_str_list
 from fastrag.errors import ConfigError
 from fastrag.schema import DocNode, NodeWithScore
 
@@ -34,12 +34,6 @@ __all__ = [
     "TargetGroup",
     "as_hits",
 ]
-
-
-def check_list(value: Any, expected: str) -> None:
-    """Raise ``ConfigError("<expected>, got <type>")`` unless ``value`` is a non-string sequence."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise ConfigError(f"{expected}, got {type(value).__name__}")
 
 
 def as_hits(nodes: Any, what: str = "nodes") -> list[NodeWithScore]:
@@ -83,8 +77,7 @@ class NodePostprocessor:
         self, nodes: Sequence[NodeWithScore], query: str | None = None
     ) -> list[NodeWithScore]:
         """Post-process one query's hits."""
-        if query is not None and not isinstance(query, str):
-            raise ConfigError(f"query must be a str or None, got {type(query).__name__}")
+        check_str("query", query, empty=True, none=True)
         return self._process(as_hits(nodes), query)
 
     def batch(
@@ -93,8 +86,7 @@ class NodePostprocessor:
         queries: Sequence[str] | None = None,
     ) -> list[list[NodeWithScore]]:
         """Post-process many queries' hits (``queries`` aligned with them, or None)."""
-        check_list(nodes_per_query,
-                   "nodes_per_query must be a list of hit lists (one per query)")
+        check_list("nodes_per_query", nodes_per_query, "hit lists (one per query)")
         if queries is None:
             queries = [None] * len(nodes_per_query)
         elif isinstance(queries, str) or len(queries) != len(nodes_per_query):
@@ -102,7 +94,7 @@ class NodePostprocessor:
             raise ConfigError(
                 f"got {n} for {len(nodes_per_query)} hit lists; give one query per hit list"
             )
-        return [self(nodes, query=q) for nodes, q in zip(nodes_per_query, queries)]
+        return [self(nodes, query=q) for nodes, q in zip(nodes_per_query, queries, strict=True)]
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
@@ -113,17 +105,11 @@ class SimilarityCutoff(NodePostprocessor):
     """Keep hits with ``score >= threshold`` (hits without a score are dropped)."""
 
     def __init__(self, threshold: float) -> None:
-        if (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, (int, float))
-            or math.isnan(threshold)
-        ):
-            raise ConfigError(f"threshold must be a number, got {threshold!r}")
-        self.threshold = float(threshold)
+        self.threshold = check_number("threshold", threshold, finite=False)
 
     def _process(self, hits: list[NodeWithScore], query: str | None) -> list[NodeWithScore]:
         keep = _score_array(hits) >= self.threshold  # NaN (no score) compares False
-        return [h for h, k in zip(hits, keep.tolist()) if k]
+        return [h for h, k in zip(hits, keep.tolist(), strict=True) if k]
 
 
 def _check_keywords(name: str, words: Any) -> list[str]:
@@ -131,12 +117,9 @@ def _check_keywords(name: str, words: Any) -> list[str]:
         return []
     if isinstance(words, str):
         words = [words]
-    try:
-        words = list(words)
-    except TypeError:
-        raise ConfigError(f"{name} must be a list of str, got {type(words).__name__}") from None
+    words = check_str_list(name, words)
     for w in words:
-        if not isinstance(w, str) or not w:
+        if not w:
             raise ConfigError(f"{name} must hold non-empty strings, got {w!r}")
     return words
 
@@ -161,12 +144,14 @@ class KeywordFilter(NodePostprocessor):
         self.excluded = _check_keywords("excluded", excluded)
         if not self.required and not self.excluded:
             raise ConfigError("KeywordFilter needs required=[...] or excluded=[...] keywords")
-        if mode not in ("any", "all"):
-            raise ConfigError(f"mode must be 'any' or 'all', got {mode!r}")
+        check_choice("mode", mode, ("any", "all"))
         self.mode = mode
         self.case_sensitive = bool(case_sensitive)
         flags = 0 if self.case_sensitive else re.IGNORECASE
-        alt = lambda ws: re.compile("|".join(map(re.escape, ws)), flags)
+
+        def alt(words: list[str]) -> re.Pattern:
+            return re.compile("|".join(map(re.escape, words)), flags)
+
         self._any_required = alt(self.required) if self.required else None
         self._excluded = alt(self.excluded) if self.excluded else None
         fold = (lambda s: s) if self.case_sensitive else str.casefold
@@ -195,8 +180,7 @@ class Deduplicate(NodePostprocessor):
     """
 
     def __init__(self, by: str = "id") -> None:
-        if by not in ("id", "text"):
-            raise ConfigError(f"by must be 'id' or 'text', got {by!r}")
+        check_choice("by", by, ("id", "text"))
         self.by = by
 
     def _process(self, hits: list[NodeWithScore], query: str | None) -> list[NodeWithScore]:
@@ -206,7 +190,7 @@ class Deduplicate(NodePostprocessor):
             keys = [h.node.text for h in hits]
         seen: set = set()
         out = []
-        for h, k in zip(hits, keys):
+        for h, k in zip(hits, keys, strict=True):
             if k not in seen:
                 seen.add(k)
                 out.append(h)
@@ -233,7 +217,7 @@ class LongContextReorder(NodePostprocessor):
         n_front = (n + 1) // 2
         pos = np.where(i % 2 == 0, n_front - 1 - i // 2, n_front + i // 2)
         out: list[NodeWithScore | None] = [None] * n
-        for k, p in zip(asc.tolist(), pos.tolist()):
+        for k, p in zip(asc.tolist(), pos.tolist(), strict=True):
             out[p] = hits[k]
         return out  # type: ignore[return-value]
 
@@ -252,8 +236,7 @@ class TargetGroup(NodePostprocessor):
             raise ConfigError(
                 f"doc must be a Document (with find(group)), got {type(doc).__name__}"
             )
-        if not isinstance(target, str) or not target:
-            raise ConfigError(f"target must be a node group name, got {target!r}")
+        check_str("target", target, note="a node group name")
         self.doc = doc
         self.target = target
         self._find = doc.find(target)  # an unknown group fails here, naming the known ones
@@ -269,8 +252,7 @@ class TargetGroup(NodePostprocessor):
         nodes_per_query: Sequence[Sequence[NodeWithScore]],
         queries: Sequence[str] | None = None,
     ) -> list[list[NodeWithScore]]:
-        check_list(nodes_per_query,
-                   "nodes_per_query must be a list of hit lists (one per query)")
+        check_list("nodes_per_query", nodes_per_query, "hit lists (one per query)")
         if queries is not None and (
             isinstance(queries, str) or len(queries) != len(nodes_per_query)
         ):

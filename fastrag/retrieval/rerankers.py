@@ -35,9 +35,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fastrag._checks import check_choice, check_int, check_list, check_str, check_str_list
 from fastrag.errors import ConfigError, missing_extra
 from fastrag.retrieval.postprocessors import KeywordFilter as _KeywordFilter
-from fastrag.retrieval.postprocessors import as_hits, check_list
+from fastrag.retrieval.postprocessors import as_hits
 from fastrag.schema import DocNode, NodeWithScore
 
 __all__ = ["FunctionReranker", "ModuleReranker", "Reranker", "register_reranker"]
@@ -47,31 +48,22 @@ _BUILTIN = frozenset({"ModuleReranker", "KeywordFilter"})
 
 
 def _check_topk(topk: Any) -> int | None:
-    if topk is None:
-        return None
-    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-        raise ConfigError(f"topk must be None (keep all) or an int >= 1, got {topk!r}")
-    return topk
+    return check_int("topk", topk, min=1, none="keep all")
 
 
 def _check_query(query: Any) -> str:
-    if not isinstance(query, str):
-        raise ConfigError(f"query must be a str, got {type(query).__name__}")
-    return query
+    return check_str("query", query, empty=True)
 
 
 def _check_queries(nodes_per_query: Any, queries: Any) -> list[str]:
-    check_list(nodes_per_query, "nodes_per_query must be a list of hit lists (one per query)")
-    if isinstance(queries, str) or not isinstance(queries, Sequence):
-        raise ConfigError(
-            f"queries must be a list of str (one per hit list), got {type(queries).__name__}"
-        )
+    check_list("nodes_per_query", nodes_per_query, "hit lists (one per query)")
+    check_list("queries", queries, "str (one per hit list)")
     if len(queries) != len(nodes_per_query):
         raise ConfigError(
             f"got {len(queries)} queries for {len(nodes_per_query)} hit lists; give one query "
             f"per hit list"
         )
-    return [_check_query(q) for q in queries]
+    return check_str_list("queries", queries)
 
 
 def _node_dict(h: NodeWithScore) -> dict[str, Any]:
@@ -110,10 +102,7 @@ class Reranker:
         join: bool | str = False,
         **kwargs: Any,
     ) -> None:
-        if output_format not in OUTPUT_FORMATS:
-            raise ConfigError(
-                f"output_format must be None, 'content' or 'dict', got {output_format!r}"
-            )
+        check_choice("output_format", output_format, OUTPUT_FORMATS)
         if join is True:
             join = ""
         if join is not False and not isinstance(join, str):
@@ -137,7 +126,7 @@ class Reranker:
         self, hits_per_query: list[list[NodeWithScore]], queries: list[str]
     ) -> list[list[NodeWithScore]]:
         """Rerank many queries' hits; override to share work across queries."""
-        return [self.forward(h, q) for h, q in zip(hits_per_query, queries)]
+        return [self.forward(h, q) for h, q in zip(hits_per_query, queries, strict=True)]
 
     # -- public ------------------------------------------------------------------------------
     def __call__(self, nodes: Sequence[NodeWithScore | DocNode], query: str = "") -> Any:
@@ -295,7 +284,7 @@ class _CallableScorer(_Scorer):
 
     def score_batch(self, queries: list[str], texts: list[list[str]]) -> list[np.ndarray]:
         out = []
-        for q, ts in zip(queries, texts):
+        for q, ts in zip(queries, texts, strict=True):
             if not ts:
                 out.append(np.zeros(0))
                 continue
@@ -377,7 +366,7 @@ class _CrossEncoderScorer(_Scorer):
         self._lock = threading.Lock()
 
     def score_batch(self, queries: list[str], texts: list[list[str]]) -> list[np.ndarray]:
-        pairs = [(q, t) for q, ts in zip(queries, texts) for t in ts]
+        pairs = [(q, t) for q, ts in zip(queries, texts, strict=True) for t in ts]
         if not pairs:
             return [np.zeros(0) for _ in texts]
         with self._lock:
@@ -421,8 +410,7 @@ class ModuleReranker(Reranker):
                 f"output_format, join, embed, device, batch_size"
             )
         self.topk = _check_topk(topk)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        check_int("batch_size", batch_size, min=1)
         if embed is not None and model != "embedding-cosine":
             raise ConfigError("embed= is only used with model='embedding-cosine'")
         if callable(model):
@@ -453,7 +441,10 @@ class ModuleReranker(Reranker):
     ) -> list[list[NodeWithScore]]:
         texts = [[h.node.get_content() for h in hits] for hits in hits_per_query]
         scores = self.scorer.score_batch(queries, texts)
-        return [_sorted_topk(hits, s, self.topk) for hits, s in zip(hits_per_query, scores)]
+        return [
+            _sorted_topk(hits, s, self.topk)
+            for hits, s in zip(hits_per_query, scores, strict=True)
+        ]
 
 
 class KeywordFilterReranker(Reranker):

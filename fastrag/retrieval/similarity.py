@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fastrag._checks import check_choice
 from fastrag.errors import ConfigError
 
 
@@ -42,8 +43,7 @@ def register_similarity(
     ``mode="embedding"``: ``fn(query_vec, node_vecs (n, dim), **kw) -> scores (n,)`` with
     ``batch=True``, or ``fn(query_vec, node_vec) -> float``. Higher scores are better.
     """
-    if mode not in ("text", "embedding"):
-        raise ConfigError(f"mode must be 'text' or 'embedding', got {mode!r}")
+    check_choice("mode", mode, ("text", "embedding"))
 
     def decorator(fn: Callable) -> Callable:
         if not callable(fn):

@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastrag._async import iter_sync, run_sync
+from fastrag._checks import check_int, check_list, check_str
 from fastrag.errors import ConfigError
-from fastrag.llms.base import BaseLLM, Completion, resolve_llm, schema_instruction
+from fastrag.llms.base import BaseLLM, Completion, schema_instruction
+from fastrag.llms.resolve import resolve_llm
 from fastrag.schema import DocNode, NodeWithScore
 from fastrag.synth.packing import DEFAULT_CONTEXT_WINDOW, DEFAULT_NUM_OUTPUT, PromptHelper
 from fastrag.synth.prompts import (
@@ -277,12 +279,6 @@ def prepare_nodes(nodes: Any) -> tuple[list[str], list[Any]]:
     return texts, sources
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name}={value!r} must be an int >= {low}")
-    return value
-
-
 # ----------------------------------------------------------------------------------------------
 # BaseSynthesizer
 # ----------------------------------------------------------------------------------------------
@@ -346,11 +342,9 @@ class BaseSynthesizer:
             )
         self._llm = llm
         self._streaming = bool(streaming)
-        self.max_concurrency = _check_int("max_concurrency", max_concurrency, 1)
+        self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1)
         self.language = validate_language(language)
-        if not isinstance(empty_response, str):
-            raise ConfigError(f"empty_response must be a str, got {type(empty_response).__name__}")
-        self.empty_response = empty_response
+        self.empty_response = check_str("empty_response", empty_response, empty=True)
         if on_empty not in ON_EMPTY:
             raise ConfigError(f"on_empty={on_empty!r} is not one of {ON_EMPTY}")
         self.on_empty = on_empty
@@ -503,7 +497,9 @@ class BaseSynthesizer:
         helper = self._prompt_helper
         return sum(helper.count(p) for p in tmpl.parts(vals) if p)
 
-    def _overhead_bytes(self, tmpl: PromptTemplate, context_var: str, values: dict[str, Any]) -> int:
+    def _overhead_bytes(
+        self, tmpl: PromptTemplate, context_var: str, values: dict[str, Any]
+    ) -> int:
         """UTF-8 bytes of a filled template without its context slot: an upper bound on its
         tokens (every token is at least one byte), computed without tokenizing."""
         vals = dict(values)
@@ -671,15 +667,8 @@ class BaseSynthesizer:
         ``return_exceptions=True`` puts exceptions in the result list instead. Cancelling
         the batch cancels every in-flight LLM call.
         """
-        if isinstance(queries, str) or not isinstance(queries, Sequence):
-            raise ConfigError(
-                f"queries must be a list of str, got {type(queries).__name__}"
-            )
-        if isinstance(nodes_per_query, str) or not isinstance(nodes_per_query, Sequence):
-            raise ConfigError(
-                f"nodes_per_query must be a list with one node list per query, got "
-                f"{type(nodes_per_query).__name__}"
-            )
+        check_list("queries", queries, "str")
+        check_list("nodes_per_query", nodes_per_query, "node lists (one per query)")
         if len(queries) != len(nodes_per_query):
             raise ConfigError(
                 f"{len(queries)} queries but {len(nodes_per_query)} node lists; pass one "

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fastrag._checks import check_int, check_str
 from fastrag.analysis.tokens import DEFAULT_ENCODING, get_encoding
 from fastrag.errors import ConfigError
 
@@ -78,15 +79,13 @@ class PromptHelper:
             ("padding", padding, 0),
             ("cache_size", cache_size, 0),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"{name}={value!r} must be an int >= {low}")
+            check_int(name, value, min=low)
         if num_output >= context_window:
             raise ConfigError(
                 f"num_output={num_output} leaves no room in context_window={context_window}; "
                 "lower num_output or raise context_window"
             )
-        if not isinstance(separator, str):
-            raise ConfigError(f"separator must be a str, got {type(separator).__name__}")
+        check_str("separator", separator, empty=True)
         if isinstance(tokenizer, str):
             self.encoding = get_encoding(tokenizer)
         elif hasattr(tokenizer, "encode_ordinary_batch") and hasattr(
@@ -134,7 +133,7 @@ class PromptHelper:
                 counts = [len(x) for x in self.encoding.encode_ordinary_batch(uniq)]
             else:
                 counts = [len(self.encoding.encode_ordinary(t)) for t in uniq]
-            fresh = dict(zip(uniq, counts))
+            fresh = dict(zip(uniq, counts, strict=True))
             for i in missing:
                 out[i] = fresh[texts[i]]
             for t, n in fresh.items():
@@ -176,7 +175,7 @@ class PromptHelper:
         stripped = [t for t in stripped if t]
         if not exact:
             return [Piece(t, -1) for t in stripped]
-        return [Piece(t, n) for t, n in zip(stripped, self.count_batch(stripped))]
+        return [Piece(t, n) for t, n in zip(stripped, self.count_batch(stripped), strict=True)]
 
     def counted(self, piece: Piece) -> Piece:
         """``piece`` with its token count known."""
@@ -252,7 +251,7 @@ class PromptHelper:
         texts = [data[offs[a]:offs[b]].decode("utf-8", errors="replace") for a, b in pieces]
         out: list[Piece] = []
         # Re-count the decoded pieces (exact); a piece that re-encodes longer is cut again.
-        for t, m in zip(texts, self.count_batch(texts)):
+        for t, m in zip(texts, self.count_batch(texts), strict=True):
             if m <= budget:
                 out.append(Piece(t, m))
             else:  # pragma: no cover - tiktoken re-encoding a cut piece longer: rare

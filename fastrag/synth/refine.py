@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from fastrag.errors import ConfigError
+from fastrag._checks import check_str
 from fastrag.llms.base import StructuredOutputError, schema_instruction
 from fastrag.synth.base import BaseSynthesizer, note
 from fastrag.synth.packing import Piece
@@ -71,10 +71,7 @@ class Refine(BaseSynthesizer):
         **response_kwargs: Any,
     ) -> str | AsyncIterator[str]:
         """The refined answer (or, when streaming, an async iterator over the last step)."""
-        if prev_response is not None and not isinstance(prev_response, str):
-            raise ConfigError(
-                f"prev_response must be a str, got {type(prev_response).__name__}"
-            )
+        check_str("prev_response", prev_response, empty=True, none=True)
         lang = self._lang(query_str, text_chunks)
         self._check_vars(self._template_kinds, lang, response_kwargs)
         helper = self._prompt_helper

@@ -1,4 +1,5 @@
-"""Token-budgeted splitters that emit offsets: :class:`SentenceSplitter`, :class:`TokenTextSplitter`.
+"""Token-budgeted splitters that emit offsets: :class:`SentenceSplitter`,
+:class:`TokenTextSplitter`.
 
 Both tokenize each text once with tiktoken (offline ``cl100k_base`` by default), map token
 boundaries to character offsets (multi-byte CJK tokens that split a character are never cut
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from fastrag._checks import check_int, check_str, check_str_list
 from fastrag.analysis.tokens import DEFAULT_ENCODING, get_encoding
 from fastrag.errors import ConfigError
 from fastrag.transforms.base import NodeTransform
@@ -90,12 +92,6 @@ def _encode_np(enc, text: str) -> np.ndarray:
     return np.asarray(enc.encode_ordinary(text), dtype=np.uint32)
 
 
-def _check_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{name} must be an int, got {value!r}; pass e.g. {name}=128")
-    return int(value)
-
-
 class _TokenBudgetSplitter(NodeTransform):
     """Shared machinery of the splitters: validation, tokenization, planning, verification."""
 
@@ -109,21 +105,16 @@ class _TokenBudgetSplitter(NodeTransform):
         *,
         num_threads: int | None = None,
     ) -> None:
-        chunk_size = _check_int("chunk_size", chunk_size)
-        chunk_overlap = _check_int("chunk_overlap", chunk_overlap)
-        if chunk_size < 1:
-            raise ConfigError(f"chunk_size={chunk_size} must be >= 1 token; use e.g. 1024")
-        if chunk_overlap < 0:
-            raise ConfigError(f"chunk_overlap={chunk_overlap} must be >= 0; use 0 for no overlap")
+        chunk_size = check_int("chunk_size", chunk_size, min=1, note="tokens", fix="use e.g. 1024")
+        chunk_overlap = check_int("chunk_overlap", chunk_overlap, min=0, note="tokens",
+                                  fix="use 0 for no overlap")
         if chunk_overlap >= chunk_size:
             raise ConfigError(
                 f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}; "
                 f"lower chunk_overlap (e.g. {chunk_size // 10}) or raise chunk_size"
             )
-        if not isinstance(encoding, str) or not encoding:
-            raise ConfigError(f"encoding must be a tiktoken encoding name, got {encoding!r}")
-        if num_threads is not None and (_check_int("num_threads", num_threads) < 1):
-            raise ConfigError(f"num_threads={num_threads} must be >= 1 (or None for all cores)")
+        check_str("encoding", encoding, note="a tiktoken encoding name")
+        num_threads = check_int("num_threads", num_threads, min=1, none="all cores")
         get_encoding(encoding)  # fail now, not on first use, if it is unavailable
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
@@ -143,11 +134,13 @@ class _TokenBudgetSplitter(NodeTransform):
     def spans(self, text: str) -> list[tuple[int, int]]:
         """``(start, end)`` of each chunk of ``text``: ``text[start:end]`` is the chunk."""
         starts, ends = self.span_arrays(text)
-        return list(zip(starts.tolist(), ends.tolist()))
+        return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
     def batch_spans(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
         """Spans of many texts; tokenization and planning run on a thread pool."""
-        return [list(zip(s.tolist(), e.tolist())) for s, e in self.batch_span_arrays(texts)]
+        return [
+            list(zip(s.tolist(), e.tolist(), strict=True)) for s, e in self.batch_span_arrays(texts)
+        ]
 
     def span_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Chunk ``(starts, ends)`` of one text as int64 arrays."""
@@ -160,10 +153,7 @@ class _TokenBudgetSplitter(NodeTransform):
         if isinstance(texts, str):
             raise ConfigError("batch_span_arrays takes a list of texts, got one str; "
                               "wrap it in a list or call span_arrays()")
-        texts = list(texts)
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise ConfigError(f"texts[{i}] must be str, got {type(t).__name__}")
+        texts = check_str_list("texts", texts)
         threads = self._num_threads or min(8, os.cpu_count() or 1)
         if threads <= 1 or len(texts) <= 1:
             return [self._plan(t) for t in texts]
@@ -171,7 +161,7 @@ class _TokenBudgetSplitter(NodeTransform):
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out: list = [None] * len(texts)
         with ThreadPoolExecutor(threads) as pool:
-            for i, res in zip(order, pool.map(self._plan, [texts[i] for i in order])):
+            for i, res in zip(order, pool.map(self._plan, [texts[i] for i in order]), strict=True):
                 out[i] = res
         return out
 
@@ -218,7 +208,7 @@ def _exact_counts(enc, text, starts, ends, q, r, inner, cache) -> np.ndarray:
         return v
 
     for i, (s, e, qq, rr) in enumerate(zip(starts.tolist(), ends.tolist(), q.tolist(),
-                                           r.tolist())):
+                                           r.tolist(), strict=True)):
         if qq < 0:
             out[i] = count(text[s:e])
             continue

@@ -94,7 +94,7 @@ def test_chinese_fast_segmenter_equals_jieba_segmenter():
 
 
 def test_chinese_bad_options():
-    with pytest.raises(ConfigError, match=r"hmm must be True or False, got 'yes'"):
+    with pytest.raises(ConfigError, match=r"hmm must be True or False, got str 'yes'"):
         ChineseAnalyzer(hmm="yes")
     with pytest.raises(ConfigError, match=r"segmenter must be 'auto', 'fast' or 'jieba'"):
         ChineseAnalyzer(segmenter="pkuseg")
@@ -260,7 +260,7 @@ def test_registry_errors():
         get_analyzer(ChineseAnalyzer(), hmm=False)
     with pytest.raises(ConfigError, match=r"cannot be applied to a callable analyzer"):
         get_analyzer(upper_split, lower=True)
-    with pytest.raises(ConfigError, match=r"analyzer name must be a non-empty string"):
+    with pytest.raises(ConfigError, match=r"analyzer name must be a non-empty str, got ''"):
         register_analyzer("", upper_split)
     with pytest.raises(ConfigError, match=r"factory for analyzer 'x' must be callable"):
         register_analyzer("x", "not callable")

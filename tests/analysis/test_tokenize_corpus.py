@@ -96,7 +96,7 @@ def test_errors():
         tokenize_corpus(["a", 7], an)
     with pytest.raises(ConfigError, match=r"num_workers must be an int >= 0.*got -1"):
         tokenize_corpus(["a"], an, num_workers=-1)
-    with pytest.raises(ConfigError, match=r"chunk_chars must be a positive int or None, got 0"):
+    with pytest.raises(ConfigError, match=r"chunk_chars must be None or an int >= 1, got 0"):
         tokenize_corpus(["a"], an, chunk_chars=0)
     with pytest.raises(ConfigError, match=r"vocab ids must be exactly 0\.\.1"):
         tokenize_corpus(["a"], an, vocab={"x": 0, "y": 5})

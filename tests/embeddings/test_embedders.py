@@ -107,7 +107,7 @@ def test_as_embedder_wraps_plain_objects_and_functions():
 def test_embed_argument_errors():
     emb = CallableEmbedding(lambda t: np.ones((len(t), 2)))
     with pytest.raises(ConfigError, match=r"texts must be a list of str, got a single str "
-                                          r"'hello'; wrap it: \[text\]"):
+                                          r"'hello'; wrap it in a list: \[texts\]"):
         emb.embed("hello")
     with pytest.raises(ConfigError, match=r"texts\[1\] must be a str, got int"):
         emb.embed(["a", 3])
@@ -263,7 +263,8 @@ def test_openai_argument_errors(openai_server):
         OpenAIEmbedding("localhost:8000", "m")
     with pytest.raises(ConfigError, match="model must be a non-empty str"):
         OpenAIEmbedding(url, "")
-    with pytest.raises(ConfigError, match="batch_size must be an int >= 1, got 0"):
+    with pytest.raises(ConfigError,
+                       match=r"batch_size must be an int >= 1 \(texts per request\), got 0"):
         OpenAIEmbedding(url, "m", batch_size=0)
     with pytest.raises(ConfigError, match="max_concurrency must be an int >= 1"):
         OpenAIEmbedding(url, "m", max_concurrency=0)

@@ -332,7 +332,7 @@ def test_structured_text_mode_parses_code_fences(openai_server):
         ({"timeout": 0}, "timeout must be a finite number > 0"),
         ({"timeout": float("inf")}, "timeout must be a finite number > 0"),
         ({"temperature": 3}, r"temperature must be None or a number in \[0, 2\]"),
-        ({"max_tokens": 0}, "max_tokens must be an int >= 1"),
+        ({"max_tokens": 0}, r"max_tokens must be None \(the server's default\) or an int >= 1"),
         ({"extra_body": [1]}, "extra_body must be a dict"),
         ({"extra_body": {"x": object()}}, "extra_body must be JSON-serializable"),
         ({"json_mode": "yaml"}, "json_mode must be"),

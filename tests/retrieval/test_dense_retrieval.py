@@ -12,7 +12,10 @@ import fastrag as fr
 from fastrag.errors import ConfigError
 from fastrag.schema import EMBEDDING_PREFIX
 
-WORDS = ["cat", "dog", "fish", "bird", "mat", "floor", "tree", "river", "stone", "cloud", "sun", "moon", "rain", "snow", "wind", "fire", "apple", "bread", "milk", "tea"]
+WORDS = [
+    "cat", "dog", "fish", "bird", "mat", "floor", "tree", "river", "stone", "cloud", "sun", "moon",
+    "rain", "snow", "wind", "fire", "apple", "bread", "milk", "tea",
+]
 
 
 class HashEmbedding:
@@ -151,7 +154,8 @@ def test_hnsw_retriever_recall_persistence_and_incremental_add(tmp_path):
                        ef_construction=200, ef=100)
     queries = [" ".join(texts[i].split()[:3]) for i in range(0, 400, 20)]
     ex, an = exact.batch(queries), ann.batch(queries)
-    recall = np.mean([len({h.id for h in a} & {h.id for h in e}) / len(e) for a, e in zip(an, ex)])
+    recall = np.mean([len({h.id for h in a} & {h.id for h in e}) / len(e)
+                      for a, e in zip(an, ex, strict=True)])
     assert recall >= 0.95
     assert any("/hnsw/" in k for k in doc.store.manifest["indexes"])
     # reopened: the same answers from the persisted index
@@ -192,6 +196,8 @@ def test_multi_path_bm25_block_plus_cosine_coarse_rrf_rerank():
     assert all(h.score is not None for h in top)
     # the batch path gives the same answers
     queries = [q, "tea milk", "snow wind fire"]
-    fused_b = joiner.batch([[a, b] for a, b in zip(r1.batch(queries), r2.batch(queries))])
+    fused_b = joiner.batch(
+        [[a, b] for a, b in zip(r1.batch(queries), r2.batch(queries), strict=True)]
+    )
     top_b = reranker.batch(fused_b, queries)
     assert [h.id for h in top_b[0]] == [h.id for h in top]

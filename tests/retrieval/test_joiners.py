@@ -121,7 +121,7 @@ def _random_lists(rng: random.Random):
         scores = sorted((round(rng.uniform(-5, 5), 3) for _ in ids), reverse=True)
         if rng.random() < 0.3 and ids:
             scores = [scores[0]] * len(ids)  # all equal
-        out.append(list(zip(ids, scores)))
+        out.append(list(zip(ids, scores, strict=True)))
     return out
 
 
@@ -170,7 +170,7 @@ def test_argument_errors():
         ReciprocalRankFusionJoiner(topk=0)
     with pytest.raises(ConfigError, match=r"k must be a finite number >= 0 .* got -1"):
         ReciprocalRankFusionJoiner(k=-1)
-    with pytest.raises(ConfigError, match=r"normalization must be one of \['minmax', 'zscore'\]"):
+    with pytest.raises(ConfigError, match=r"normalization must be 'minmax' or 'zscore', got 'l2'"):
         WeightedScoreJoiner(normalization="l2")
     with pytest.raises(ConfigError, match=r"weights must be a non-empty list .* got \[-1, 2\]"):
         WeightedScoreJoiner(weights=[-1, 2])

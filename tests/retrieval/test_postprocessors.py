@@ -165,7 +165,7 @@ def test_target_group_unscored_hits_sort_last():
 
 # -- errors -------------------------------------------------------------------------------------
 def test_errors():
-    with pytest.raises(ConfigError, match="threshold must be a number, got 'x'"):
+    with pytest.raises(ConfigError, match="threshold must be a number, got str 'x'"):
         SimilarityCutoff("x")
     with pytest.raises(ConfigError, match=r"KeywordFilter needs required=\[...\] or excluded"):
         KeywordFilter()
@@ -177,15 +177,17 @@ def test_errors():
         Deduplicate(by="hash")
     with pytest.raises(ConfigError, match=r"nodes must be a list of NodeWithScore \(or DocNode\)"):
         Deduplicate()(HITS[0])
-    with pytest.raises(ConfigError, match=r"nodes\[1\] must be a NodeWithScore or DocNode, got int"):
+    with pytest.raises(ConfigError,
+                       match=r"nodes\[1\] must be a NodeWithScore or DocNode, got int"):
         Deduplicate()([HITS[0], 3])
-    with pytest.raises(ConfigError, match="query must be a str or None"):
+    with pytest.raises(ConfigError, match="query must be None or a str, got int"):
         Deduplicate()(HITS, query=3)
     with pytest.raises(ConfigError, match=r"got 1 queries for 2 hit lists"):
         Deduplicate().batch([HITS, HITS], ["q"])
     with pytest.raises(ConfigError, match=r"doc must be a Document \(with find\(group\)\)"):
         TargetGroup(object(), "paragraph")
-    with pytest.raises(ConfigError, match="target must be a node group name"):
+    with pytest.raises(ConfigError,
+                       match=r"target must be a non-empty str \(a node group name\), got ''"):
         TargetGroup(FakeDoc(), "")
     with pytest.raises(ConfigError, match=r"unknown group 'chapter'; groups:"):
         TargetGroup(FakeDoc(), "chapter")

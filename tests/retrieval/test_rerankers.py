@@ -64,7 +64,7 @@ def test_batch_matches_single_calls():
     per_query = [nodes(), nodes(DOCS[2:]), []]
     batched = rr.batch(per_query, queries)
     assert [[(h.id, h.score) for h in r] for r in batched] == [
-        [(h.id, h.score) for h in rr(n, query=q)] for n, q in zip(per_query, queries)]
+        [(h.id, h.score) for h in rr(n, query=q)] for n, q in zip(per_query, queries, strict=True)]
     assert [h.id for h in batched[1]] == ["n1", "n0"]  # "dogs bark at night", then "a cat..."
 
 
@@ -105,7 +105,7 @@ def test_embedding_cosine_exact_scores_and_one_embed_call_per_batch():
     queries = ["cats", "market"]
     per_query = [nodes(DOCS[:3]), nodes(DOCS[1:])]  # DOCS[1], DOCS[2] appear in both
     out = rr.batch(per_query, queries)
-    for q, hits, res in zip(queries, per_query, out):
+    for q, hits, res in zip(queries, per_query, out, strict=True):
         ref = cosine_reference(q, [h.text for h in hits])
         order = np.argsort(-ref, kind="stable")
         assert [h.text for h in res] == [hits[i].text for i in order]

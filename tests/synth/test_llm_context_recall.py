@@ -82,7 +82,7 @@ def test_concurrency_and_validation():
         metric([{"question": "q", "answer": "a", "context_retrieved": "ctx"}])
     with pytest.raises(ConfigError, match="data must be a list"):
         metric({"question": "q"})
-    with pytest.raises(ConfigError, match="prompt_lang='fr'"):
+    with pytest.raises(ConfigError, match="prompt_lang must be 'en' or 'zh', got 'fr'"):
         LLMContextRecall(llm, prompt_lang="fr")
-    with pytest.raises(ConfigError, match="retry=0 must be an int >= 1"):
+    with pytest.raises(ConfigError, match="retry must be an int >= 1, got 0"):
         LLMContextRecall(llm, retry=0)

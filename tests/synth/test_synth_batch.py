@@ -12,7 +12,10 @@ from fastrag.errors import ConfigError
 from fastrag.llms import LLMError, MockLLM
 from fastrag.synth import get_response_synthesizer
 
-WORDS = ["the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and", "to", "in", "was"]
+WORDS = [
+    "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
+    "to", "in", "was",
+]
 
 
 def chunks_for(q: int, n: int = 6) -> list[str]:

@@ -30,7 +30,10 @@ def ntok(text: str) -> int:
 
 def paragraphs(n: int, words: int = 60, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
-    vocab = ["the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and", "to", "in", "was"]
+    vocab = [
+        "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
+        "to", "in", "was",
+    ]
     out = []
     for i in range(n):
         body = " ".join(rng.choice(vocab) for _ in range(words))
@@ -95,7 +98,7 @@ def test_compact_packs_full_prompts_without_overlap():
     assert sent == chunks
     # greedy with exact budgets (counted as the sum of the parts, template parts with the
     # actual existing answer): the next chunk would not have fit into the previous prompt
-    for i, (prev, nxt) in enumerate(zip(llm.prompts, llm.prompts[1:])):
+    for i, (prev, nxt) in enumerate(zip(llm.prompts, llm.prompts[1:], strict=False)):
         if i == 0:
             tmpl, vals = EN["text_qa"], {"query_str": Q, "context_str": ""}
         else:
@@ -248,7 +251,10 @@ def test_generation_no_text_context_only():
 def test_node_types_give_identical_prompts():
     texts = ["node one", "node two"]
     prompts = []
-    for nodes in (texts, [DocNode(t) for t in texts], [NodeWithScore(DocNode(t), 1.0) for t in texts]):
+    node_lists = (
+        texts, [DocNode(t) for t in texts], [NodeWithScore(DocNode(t), 1.0) for t in texts]
+    )
+    for nodes in node_lists:
         llm = MockLLM("ok")
         get_response_synthesizer("compact", llm=llm).synthesize(Q, nodes)
         prompts.append(llm.prompts)
@@ -334,7 +340,7 @@ def test_bad_arguments():
         get_response_synthesizer("compact", llm=llm).synthesize(Q, ["ok", 3])
     with pytest.raises(ConfigError, match="needs an LLM"):
         get_response_synthesizer("compact").synthesize(Q, ["x"])
-    with pytest.raises(ConfigError, match="max_concurrency=0 must be an int >= 1"):
+    with pytest.raises(ConfigError, match="max_concurrency must be an int >= 1, got 0"):
         get_response_synthesizer("compact", llm=llm, max_concurrency=0)
     with pytest.raises(ConfigError, match=r"unexpected argument\(s\) \['temprature'\]"):
         get_response_synthesizer("compact", llm=llm, temprature=0.1)

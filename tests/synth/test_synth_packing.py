@@ -20,7 +20,10 @@ def ntok(text: str) -> int:
 
 
 def english(rng: random.Random, n_words: int) -> str:
-    words = ["the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and", "to", "in", "was"]
+    words = [
+        "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
+        "to", "in", "was",
+    ]
     sents, cur = [], []
     for _ in range(n_words):
         cur.append(rng.choice(words))
@@ -143,7 +146,7 @@ def test_budget_and_argument_errors():
         helper.budget(800)
     with pytest.raises(ConfigError, match="num_output=500 leaves no room"):
         PromptHelper(context_window=500, num_output=500)
-    with pytest.raises(ConfigError, match=r"chunk_overlap=-1 must be an int >= 0"):
+    with pytest.raises(ConfigError, match=r"chunk_overlap must be an int >= 0, got -1"):
         PromptHelper(chunk_overlap=-1)
     with pytest.raises(ConfigError, match="tokenizer must be"):
         PromptHelper(tokenizer=3.5)

@@ -15,7 +15,10 @@ Q = "Which river?"
 
 def paragraphs(n: int, words: int = 60) -> list[str]:
     rng = random.Random(4)
-    vocab = ["the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and", "to", "in", "was"]
+    vocab = [
+        "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
+        "to", "in", "was",
+    ]
     return [f"P{i}: " + " ".join(rng.choice(vocab) for _ in range(words)) + "."
             for i in range(n)]
 

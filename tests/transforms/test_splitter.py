@@ -173,7 +173,7 @@ def test_batch_equals_single_and_threads_agree():
     assert SentenceSplitter(32, 6, num_threads=1).batch_spans(texts) == single
     assert SentenceSplitter(32, 6, num_threads=4).batch_spans(texts) == single
     starts, ends = SentenceSplitter(32, 6).batch_span_arrays(texts)[5]
-    assert list(zip(starts.tolist(), ends.tolist())) == single[5]
+    assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == single[5]
 
 
 def test_token_splitter_matches_token_windows():
@@ -224,18 +224,22 @@ def test_cmrc_paragraphs_limits_and_coverage():
 
 
 def test_validation():
-    with pytest.raises(ConfigError, match=r"chunk_size=0 must be >= 1 token"):
+    with pytest.raises(ConfigError,
+                       match=r"chunk_size must be an int >= 1 \(tokens\), got 0; use e.g. 1024"):
         SentenceSplitter(0, 0)
-    with pytest.raises(ConfigError, match=r"chunk_overlap=-1 must be >= 0"):
+    with pytest.raises(ConfigError, match=r"chunk_overlap must be an int >= 0 \(tokens\), got -1"):
         SentenceSplitter(10, -1)
     with pytest.raises(ConfigError, match=r"chunk_overlap=10 must be smaller than "
                                           r"chunk_size=10; lower chunk_overlap"):
         SentenceSplitter(10, 10)
-    with pytest.raises(ConfigError, match=r"chunk_size must be an int, got '128'"):
+    with pytest.raises(ConfigError,
+                       match=r"chunk_size must be an int >= 1 \(tokens\), got str '128'"):
         SentenceSplitter("128")
-    with pytest.raises(ConfigError, match=r"chunk_size must be an int, got True"):
+    with pytest.raises(ConfigError,
+                       match=r"chunk_size must be an int >= 1 \(tokens\), got bool True"):
         TokenTextSplitter(True, 0)
-    with pytest.raises(ConfigError, match=r"num_threads=0 must be >= 1"):
+    with pytest.raises(ConfigError,
+                       match=r"num_threads must be None \(all cores\) or an int >= 1, got 0"):
         SentenceSplitter(10, 2, num_threads=0)
     with pytest.raises(ConfigError, match="not available offline"):
         SentenceSplitter(10, 2, encoding="no_such_encoding")
@@ -244,7 +248,7 @@ def test_validation():
         sp.spans(b"abc")
     with pytest.raises(ConfigError, match="got one str"):
         sp.batch_spans("abc")
-    with pytest.raises(ConfigError, match=r"texts\[1\] must be str, got int"):
+    with pytest.raises(ConfigError, match=r"texts\[1\] must be a str, got int 1"):
         sp.batch_spans(["a", 1])
 
 

@@ -1,0 +1,78 @@
+"""Code points and token spans shared by the CJK analyzer and the jieba segmenter.
+
+Texts go to the numba kernels as one uint32 code-point array plus offsets; kernels return
+token spans (start, length) and local ids; these helpers turn spans back into strings and
+rewrite ``(vocab, ids, offsets)`` when each distinct token maps to zero or more tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["expand_tokens", "span_strings", "texts_to_codepoints"]
+
+
+def texts_to_codepoints(texts: list[str]) -> tuple[str, np.ndarray, np.ndarray]:
+    """``(joined, cps, doc_off)``: the texts each followed by '\\n', as a str and as uint32
+    code points; text ``d`` is ``cps[doc_off[d] : doc_off[d + 1] - 1]`` (same indices in
+    ``joined``), so a span's string is a slice of ``joined``."""
+    doc_off = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(
+        np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts)),
+        out=doc_off[1:],
+    )
+    joined = "\n".join(texts) + "\n" if texts else ""
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return joined, cps, doc_off
+
+
+def span_strings(joined: str, cps: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> list[str]:
+    """The strings ``joined[s : s + len]`` of the spans, decoded in one go: the spans are
+    gathered with a NUL after each, decoded once and split (falling back to slicing when a
+    span itself contains NUL)."""
+    from fastrag._kernels.text import gather_spans
+
+    n = len(starts)
+    if n == 0:
+        return []
+    buf = gather_spans(cps, starts, lens, np.uint32(0))
+    out = buf.tobytes().decode("utf-32-le", "surrogatepass").split("\x00")
+    if len(out) == n + 1:
+        out.pop()
+        return out
+    return [joined[s:e] for s, e in zip(starts.tolist(), (starts + lens).tolist(), strict=True)]
+
+
+def expand_tokens(
+    raw: list[str], ids: np.ndarray, offsets: np.ndarray, parts: list[tuple[str, ...]]
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Replace each distinct raw token ``raw[r]`` by the tokens ``parts[r]`` and rebuild
+    ``(vocab, ids, offsets)`` without a per-occurrence Python loop.
+
+    The new vocabulary is in first-occurrence order of the expanded stream, because ``raw``
+    is in first-occurrence order and each raw token's parts keep their order.
+    """
+    final: dict[str, int] = {}
+    exp_len = np.zeros(len(raw), dtype=np.int64)
+    exp_vals: list[int] = []
+    setdefault = final.setdefault
+    for r, toks in enumerate(parts):
+        exp_len[r] = len(toks)
+        exp_vals.extend([setdefault(p, len(final)) for p in toks])
+    exp_values = np.asarray(exp_vals, dtype=np.int32)
+    if len(ids) == 0:
+        return list(final), np.zeros(0, np.int32), np.zeros_like(offsets)
+    if len(exp_values) == len(raw) and np.array_equal(exp_values, np.arange(len(raw))):
+        return list(final), ids, offsets  # identity mapping
+    exp_off = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(exp_len, out=exp_off[1:])
+    lens = exp_len[ids]
+    cum = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(lens, out=cum[1:])
+    total = int(cum[-1])
+    if total and bool((lens == 1).all()):
+        values = exp_values[exp_off[ids]]
+    else:
+        starts = exp_off[ids] - cum[:-1]
+        values = exp_values[np.repeat(starts, lens) + np.arange(total, dtype=np.int64)]
+    return list(final), values.astype(np.int32, copy=False), cum[offsets]
