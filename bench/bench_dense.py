@@ -102,9 +102,8 @@ def numpy_single(x, q, k):
 
 def _bandwidth_kernel():
     import numpy as np
-    from numba import njit, prange
-
     from fastrag._kernels._config import FASTMATH
+    from numba import njit, prange
 
     @njit(parallel=True, fastmath=FASTMATH, cache=False)
     def stream_sum(a):

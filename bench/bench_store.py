@@ -55,7 +55,6 @@ sys.path.insert(1, str(BENCH))
 from _harness import current_rss_mb, machine_info, markdown_table, write_results  # noqa: E402
 
 
-
 # -- corpus ----------------------------------------------------------------------------------
 def _vocab(seed: int, size: int = 20000) -> list[str]:
     import numpy as np
@@ -65,7 +64,7 @@ def _vocab(seed: int, size: int = 20000) -> list[str]:
     letters = rng.integers(97, 123, size=int(lens.sum()), dtype=np.uint8).tobytes().decode()
     ends = np.cumsum(lens)
     return list(dict.fromkeys(letters[s:e] for s, e in zip((ends - lens).tolist(),
-                                                            ends.tolist())))
+                                                            ends.tolist(), strict=False)))
 
 
 def generate_texts(n: int, seed: int = 0) -> list[str]:
@@ -172,14 +171,14 @@ def child(step: str, path: Path, n: int, seed: int, repeats: int, group: bool) -
         for i in range(repeats):
             doc, t = _timed(lambda: _open(path, group))
             res["reopen_s"].append(t)
-            ids, t = _timed(lambda: doc.add([extra[i]]))
+            ids, t = _timed(lambda doc=doc, i=i: doc.add([extra[i]]))
             assert len(ids) == 1
             res["add_s"].append(t)
             if group:
-                _, t = _timed(lambda: doc.group("line"))
+                _, t = _timed(lambda doc=doc: doc.group("line"))
                 res["group_access_s"].append(t)
             name = "line" if group else "root"
-            _, t = _timed(lambda: fr.Retriever(doc, name, "bm25", topk=3)(q))
+            _, t = _timed(lambda doc=doc, name=name: fr.Retriever(doc, name, "bm25", topk=3)(q))
             res["query_s"].append(t)
             del doc
             gc.collect()
@@ -291,7 +290,8 @@ def report(runs: list[dict], args, info: dict) -> str:
                           "line build s", "store MB +line", "manifest MB +line", "note"], rows1),
           "", "## Reopen and add one text", "",
           (f"Reopen: `Document(store=path)` in a fresh process; Δpeak RSS is the growth of "
-           f"`ru_maxrss` across the reopen, ΔRSS that of the current RSS (VmRSS). Add: median of {args.repeats} repeats, each "
+           f"`ru_maxrss` across the reopen, ΔRSS that of the current RSS (VmRSS). "
+           f"Add: median of {args.repeats} repeats, each "
            "reopen -> `doc.add([text])` -> next access; \"next query\" is the BM25 query "
            "right after the add (compare with \"1st query\", before any add). For +line, the "
            "\"line\" group (a 2-way split of each text) is built and registered; \"group s\" "

@@ -174,10 +174,14 @@ class DerivedData:
                              "vector": pa.FixedSizeListArray.from_arrays(flat, vecs.shape[1])},
                             schema=schema)
 
+        store = self.doc.store
+        seen = store.manifest["vectors"].get(vkey) if store is not None else None
+
         def write(txn: Transaction) -> None:
             entry = txn.manifest["vectors"].get(vkey)
-            if entry is not None and entry.get("aligned") == g.fingerprint:
-                return  # another writer stored these already
+            if entry is not None and entry.get("aligned") == g.fingerprint \
+                    and (stored is not None or _files(entry) != _files(seen)):
+                return  # stored already (by another writer), and not the damaged entry
             same_base = stored is not None and entry is not None \
                 and [s["file"] for s in entry["segments"]] == \
                 [s["file"] for s in stored[2]["segments"]] and entry["dim"] == vecs.shape[1]
@@ -240,8 +244,8 @@ class DerivedData:
         def write(txn: Transaction) -> None:
             cur = txn.manifest["indexes"].get(key)
             if cur is not None and cur["meta"].get("fingerprint") == g.fingerprint \
-                    and cur is not entry:
-                return
+                    and (entry is None or cur["dir"] != entry["dir"]):
+                return  # another writer stored it (and it is not the damaged one we read)
             arrays = dict(index.to_arrays())
             arrays["vocab_bytes"], arrays["vocab_offsets"] = _encode_vocab(tc.vocab)
             txn.write_arrays(key, arrays, {"kind": "bm25", "group": g.name,
@@ -413,6 +417,10 @@ class LabelledIndex:
         labels, scores, counts = self.index.search(queries, k, mask=label_mask, cutoff=cutoff)
         rows = np.where(labels >= 0, self.label_rows[np.maximum(labels, 0)], -1)
         return rows, scores, counts
+
+
+def _files(entry: dict | None) -> list[str] | None:
+    return None if entry is None else [seg["file"] for seg in entry["segments"]]
 
 
 def _label_rows(labels: list[str | None], ids: list[str]) -> np.ndarray:

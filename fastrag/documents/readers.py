@@ -174,7 +174,7 @@ def _read_csv(path: Path, text_field: str) -> list[tuple[str, dict]]:
         if len(row) > len(header):
             raise ReaderError(f"{path}: row {i + 2} has {len(row)} cells but the header has "
                               f"{len(header)} columns; fix the row")
-        rec = dict(zip(header, row + [""] * (len(header) - len(row))))
+        rec = dict(zip(header, row + [""] * (len(header) - len(row)), strict=False))
         if text_field in rec:
             body = rec.pop(text_field)
             meta = rec
@@ -189,12 +189,14 @@ class _HTMLText(HTMLParser):
     """Visible text of an HTML page: no tags, script or style; blocks become lines."""
 
     _SKIP: ClassVar[set[str]] = {"script", "style", "template", "noscript", "head", "svg", "math"}
-    _BLOCK: ClassVar[set[str]] = {"address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl",
+    _BLOCK: ClassVar[set[str]] = {"address", "article", "aside", "blockquote", "br", "dd",
+              "details", "div", "dl",
               "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
               "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
               "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "caption", "body"}
     _CELL: ClassVar[set[str]] = {"td", "th"}
-    _VOID: ClassVar[set[str]] = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed",
+    _VOID: ClassVar[set[str]] = {"br", "hr", "img", "input", "meta", "link", "area", "base",
+             "col", "embed",
              "source", "track", "wbr"}
 
     def __init__(self) -> None:

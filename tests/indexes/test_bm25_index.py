@@ -43,7 +43,7 @@ def assert_topk_equal(rows, scores, count, reference, query, k, mask=None, cutof
     all_scores, _ = reference.scores(query)
     got = rows[:count].tolist()
     assert len(set(got)) == len(got)
-    for i, (row, (_, ref_score)) in enumerate(zip(got, ref)):
+    for i, (row, (_, ref_score)) in enumerate(zip(got, ref, strict=False)):
         assert all_scores[row] == pytest.approx(ref_score, rel=REL, abs=1e-6), (query, i)
         assert scores[i] == pytest.approx(ref_score, rel=REL, abs=1e-6), (query, i)
     for i in range(count - 1):
@@ -165,7 +165,7 @@ def test_lucene_scores_equal_bm25s():
         n = int(counts[0])
         np.testing.assert_allclose(scores[0, :n], b_scores[0, :n], rtol=REL)
         # same rows, except that bm25s orders exact ties arbitrarily
-        for r, br in zip(rows[0, :n], b_rows[0, :n]):
+        for r, br in zip(rows[0, :n], b_rows[0, :n], strict=False):
             assert r == br or ours[r] == ours[br]
 
 
@@ -231,11 +231,11 @@ def test_batch_equals_single_queries_and_threads_agree():
     index = BM25Index.build(*ragged(docs), 70)
     batch = search_lists(index, queries, 5, num_threads=2)
     serial = search_lists(index, queries, 5, num_threads=1)
-    for a, b in zip(batch, serial):
+    for a, b in zip(batch, serial, strict=False):
         np.testing.assert_array_equal(a, b)
     for i, q in enumerate(queries[:10]):
         one = search_lists(index, [q], 5)
-        for a, b in zip(one, batch):
+        for a, b in zip(one, batch, strict=False):
             np.testing.assert_array_equal(a[0], b[i])
 
 
@@ -274,7 +274,7 @@ def test_offsets_that_do_not_start_at_zero():
     b = BM25Index.build(shifted, offsets + 3, 70)
     qv, qo = ragged(queries)
     qv2 = np.concatenate([np.array([1, 2], np.int32), qv])
-    for x, y in zip(a.search(qv, qo, 4), b.search(qv2, qo + 2, 4)):
+    for x, y in zip(a.search(qv, qo, 4), b.search(qv2, qo + 2, 4), strict=False):
         np.testing.assert_array_equal(x, y)
 
 
@@ -290,7 +290,7 @@ def test_round_trip_through_arrays_and_read_only_memory_maps(tmp_path):
     again = BM25Index.from_arrays(loaded, json.loads((tmp_path / "meta.json").read_text()))
     assert again.meta() == meta and again.nbytes == index.nbytes
     assert not again.data.flags.writeable
-    for a, b in zip(expected, search_lists(again, queries, 6)):
+    for a, b in zip(expected, search_lists(again, queries, 6), strict=False):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(index.get_scores(np.array([1, 2], np.int32)),
                                   again.get_scores(np.array([1, 2], np.int32)))

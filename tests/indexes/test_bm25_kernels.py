@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from fastrag._kernels import bm25 as kbm25
 from fastrag._kernels import topk as ktopk
 

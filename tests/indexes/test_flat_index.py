@@ -147,7 +147,7 @@ def test_incremental_add_equals_one_shot(small_blocks):
         index.add(part)
     assert index.n == 700 and len(index) == 700
     one = FlatIndex.from_vectors(x)
-    for a, b in zip(index.search(q, 7), one.search(q, 7)):
+    for a, b in zip(index.search(q, 7), one.search(q, 7), strict=False):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(np.linalg.norm(index.vectors, axis=1), 1.0, atol=1e-6)
 
@@ -189,7 +189,8 @@ def test_threads_give_identical_results():
     x = rng.standard_normal((5000, 24)).astype(np.float32)
     q = rng.standard_normal((64, 24)).astype(np.float32)
     index = FlatIndex.from_vectors(x)
-    for a, b in zip(index.search(q, 10, num_threads=1), index.search(q, 10, num_threads=2)):
+    for a, b in zip(index.search(q, 10, num_threads=1), index.search(q, 10, num_threads=2),
+                    strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -25,7 +25,7 @@ def structured(rng, n, dim=DIM):
 
 def recall(got_rows, exact_rows):
     hits = [len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
-            for a, b in zip(got_rows, exact_rows)]
+            for a, b in zip(got_rows, exact_rows, strict=False)]
     return float(np.mean(hits))
 
 
@@ -123,7 +123,7 @@ def test_save_load_identical_results(built, data, tmp_path):
     loaded = HNSWIndex.load(path, DIM, "cosine", ef=64)
     assert (loaded.M, loaded.ef_construction, loaded.n, loaded.n_rows) == (16, 100, 2997, 3000)
     assert not loaded.alive[[5, 17, 2999]].any()
-    for a, b in zip(before, loaded.search(q, 10)):
+    for a, b in zip(before, loaded.search(q, 10), strict=False):
         np.testing.assert_array_equal(a, b)
     loaded.add(x[:1], rows=[3000])  # a loaded index keeps growing
     assert loaded.n_rows == 3001

@@ -6,9 +6,8 @@ import random
 
 import numpy as np
 import pytest
-from reference import bag_distance_reference, levenshtein_reference
-
 from fastrag._kernels import edit
+from reference import bag_distance_reference, levenshtein_reference
 
 ALPHABETS = ["ab", "abc", "abcdefgh", "甲乙丙丁𝄞"]
 LENGTHS = [0, 1, 2, 63, 64, 65, 127, 128, 129, 150]

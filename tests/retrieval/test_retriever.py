@@ -71,14 +71,15 @@ def test_batch_equals_single_and_arrow_equals_batch(doc):
     queries = ["cat", "", "dog mat", "zebra", "cat mat floor"]
     batch = ret.batch(queries)
     assert batch[1] == [] and batch[3] == []
-    for q, hits in zip(queries, batch):
+    for q, hits in zip(queries, batch, strict=False):
         single = ret(q)
         assert [(h.id, h.score) for h in single] == [(h.id, h.score) for h in hits]
     table = ret.batch_arrow(queries)
     assert table.schema.names == ["query_idx", "rank", "node_id", "score"]
     flat = [(qi, r, h.id, pytest.approx(h.score)) for qi, hits in enumerate(batch)
             for r, h in enumerate(hits)]
-    assert list(zip(*[table.column(c).to_pylist() for c in table.schema.names])) == flat
+    columns = [table.column(c).to_pylist() for c in table.schema.names]
+    assert list(zip(*columns, strict=True)) == flat
 
 
 def test_topk_cutoff_and_topk_larger_than_group(doc):
@@ -105,7 +106,8 @@ def test_filters_dict_expression_callable_and_per_call_override(doc):
 
 
 def test_builtin_analyzers_and_chinese(doc):
-    zh = fr.Document.from_texts(["亚硫酸盐是一种食品添加剂，可以防腐。", "猫坐在垫子上。", "今天天气很好"])
+    zh = fr.Document.from_texts(["亚硫酸盐是一种食品添加剂，可以防腐。", "猫坐在垫子上。",
+                                 "今天天气很好"])
     for sim in ("bm25_chinese", "bm25_cjk"):
         hits = Retriever(zh, "root", similarity=sim, topk=2)("亚硫酸盐有什么作用？")
         assert hits[0].text.startswith("亚硫酸盐")
