@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastrag.documents.readers import iter_source_files, read_file
 from fastrag.errors import ConfigError
 from fastrag.schema import GROUP_SCHEMA, dump_metadata, node_id
 
@@ -190,8 +191,6 @@ class Planner:
 
     # -- files -------------------------------------------------------------------------------
     def file_rows(self, path: Path, key: str, deleted: Sequence[str] = ()) -> list[tuple]:
-        from fastrag.documents.readers import read_file
-
         records = read_file(path, readers=self.readers, on_error=self.on_error,
                             json_text_field=self.json_text_field)
         gone = set(deleted)
@@ -232,8 +231,6 @@ class Planner:
         """Sources read from ``paths``; with ``reopen`` (no paths given) the committed file
         sources are re-checked. Sources not found any more are dropped, except texts and
         sources added with ``Document.add``."""
-        from fastrag.documents.readers import iter_source_files
-
         view = SourceView(committed)
         old_files = view.files()
         change = Change()
@@ -263,8 +260,6 @@ class Planner:
         return change
 
     def add_files(self, files: list[Path], committed: pa.Table) -> Change:
-        from fastrag.documents.readers import iter_source_files
-
         old_files = SourceView(committed).files()
         change = Change()
         for f in iter_source_files(files, readers=self.readers):

@@ -309,13 +309,11 @@ class Store:
 
     def _recover(self) -> None:
         """Remove a crashed writer's leftovers, if no writer is active right now."""
-        from fastrag.errors import StoreLockTimeout as _Busy
-
         try:
             with self._locked(timeout=0):
                 self.manifest = self._read_manifest()
                 self._collect_garbage()
-        except _Busy:
+        except StoreLockTimeout:
             pass  # a live writer collects them at its commit
 
     # -- reading -----------------------------------------------------------------------------
