@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fastrag._checks import check_choice, check_int
 from fastrag.documents import lineage
 from fastrag.documents.building import GroupDef, resolve_transform, run_transform
 from fastrag.documents.group import NodeGroup
@@ -79,8 +80,8 @@ class Document:
         json_text_field: str = "text",
         _texts: tuple[list[str], list[dict] | None, list[str] | None] | None = None,
     ) -> None:
-        if on_error not in ("raise", "skip"):
-            raise ConfigError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        check_choice("on_error", on_error, ("raise", "skip"),
+                     note="'skip' warns and leaves out a file that cannot be read")
         if global_metadata is not None and not isinstance(global_metadata, Mapping):
             raise ConfigError("global_metadata must be a dict of metadata for every node")
         if readers is not None and not isinstance(readers, Mapping):
@@ -269,8 +270,7 @@ class Document:
         """
         if not isinstance(name, str) or not name:
             raise ConfigError(f"group name must be a non-empty string, got {name!r}")
-        if not isinstance(num_workers, int) or num_workers < 0:
-            raise ConfigError(f"num_workers must be an int >= 0, got {num_workers!r}")
+        check_int("num_workers", num_workers, min=0, note="0 runs the transform here")
         fn, identity, spans = resolve_transform(name, transform, kwargs)
         if trans_node is None:
             trans_node = bool(getattr(fn, "trans_node", False))

@@ -41,7 +41,8 @@ import pyarrow as pa
 import xxhash
 from pyarrow import ipc
 
-from fastrag.errors import ConfigError, StoreError, StoreLockTimeout
+from fastrag._checks import check_choice, check_number
+from fastrag.errors import StoreError, StoreLockTimeout
 
 FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
@@ -148,13 +149,8 @@ class Store:
 
     def __init__(self, path: str | os.PathLike, mode: str = "a", *, lock_timeout: float = 30.0,
                  verify: bool = False) -> None:
-        if mode not in ("r", "a"):
-            raise ConfigError(f"store mode must be 'r' (read-only) or 'a' (read and write), "
-                              f"got {mode!r}")
-        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) \
-                or lock_timeout < 0:
-            raise ConfigError(f"lock_timeout must be a number of seconds >= 0, got "
-                              f"{lock_timeout!r}")
+        check_choice("mode", mode, ("r", "a"), note="'r' reads only, 'a' reads and writes")
+        lock_timeout = check_number("lock_timeout", lock_timeout, min=0, note="seconds")
         self.path = Path(path).absolute()
         self.mode = mode
         self.lock_timeout = float(lock_timeout)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from fastrag._checks import check_int
 from fastrag.errors import ConfigError
 from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
@@ -304,9 +305,7 @@ class Retriever:
 
 # -- helpers -----------------------------------------------------------------------------------
 def _check_topk(topk: Any) -> int:
-    if isinstance(topk, bool) or not isinstance(topk, (int, np.integer)) or topk < 1:
-        raise ConfigError(f"topk must be an integer >= 1, got {topk!r}")
-    return int(topk)
+    return check_int("topk", topk, min=1, note="the number of hits per query")
 
 
 def _scores_array(s, n: int, name: str) -> np.ndarray:

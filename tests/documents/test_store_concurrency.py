@@ -415,7 +415,7 @@ def test_segments_are_compacted(tmp_path):
 
 
 def test_store_argument_errors(tmp_path):
-    with pytest.raises(fr.ConfigError, match="mode must be 'r'.*or 'a'"):
+    with pytest.raises(fr.ConfigError, match="mode must be 'r' or 'a'"):
         fr.Document.from_texts(["a"], store=tmp_path / "s", mode="w")
     with pytest.raises(fr.ConfigError, match="lock_timeout must be"):
         fr.Document.from_texts(["a"], store=tmp_path / "s", lock_timeout=-1)

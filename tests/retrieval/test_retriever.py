@@ -165,7 +165,8 @@ def test_errors(doc):
     with pytest.raises(ConfigError, match=r"unknown similarity 'bm99'; known: \["):
         Retriever(doc, "root", similarity="bm99")
     for bad in (0, -1, 1.5, True):
-        with pytest.raises(ConfigError, match="topk must be an integer >= 1"):
+        with pytest.raises(ConfigError,
+                           match=r"topk must be an int >= 1 \(the number of hits per query\)"):
             Retriever(doc, "root", topk=bad)
     with pytest.raises(ConfigError, match="query 0 is int"):
         Retriever(doc, "root", analyzer=ws)(5)
