@@ -58,6 +58,7 @@ class DerivedData:
         self._locks = KeyLocks()
         self._cache: dict[Hashable, tuple[str, Any]] = {}
         self.builds: dict[str, int] = {}  # artifact kind -> builds in this process
+        self._bad_dirs: set[str] = set()  # stored index folders found damaged
 
     def _cached(self, key: tuple, fingerprint: str, build: Callable[[Any], Any]) -> Any:
         hit = self._cache.get(key)
@@ -220,12 +221,27 @@ class DerivedData:
         return self._cached(("bm25", key), g.fingerprint,
                             lambda prev: self._build_bm25(g, key, analyzer, params, num_workers))
 
+    def rebuild_bm25(self, g: NodeGroup, analyzer: Any, params: dict, num_workers: int,
+                     exc: Exception):
+        """Drop a BM25 index that proved damaged while searching (postings are checked on
+        first use) and build it again; (BM25Index, vocab)."""
+        key = f"{g.name}/bm25/{params_key(analyzer.identity(), params)}"
+        self._damaged(f"BM25 index {key!r}", exc)
+        with self._locks(("bm25", key)):
+            store = self.doc.store
+            entry = None if store is None else store.manifest["indexes"].get(key)
+            if entry is not None:
+                self._bad_dirs.add(entry["dir"])
+            self._cache.pop(("bm25", key), None)
+        return self.bm25(g, analyzer, params, num_workers)
+
     def _build_bm25(self, g: NodeGroup, key: str, analyzer, params: dict, num_workers: int):
         from fastrag.indexes.bm25 import BM25Index
 
         store = self.doc.store
         entry = None if store is None else store.manifest["indexes"].get(key)
-        if entry is not None and entry["meta"].get("fingerprint") == g.fingerprint:
+        if entry is not None and entry["meta"].get("fingerprint") == g.fingerprint \
+                and entry["dir"] not in self._bad_dirs:
             try:
                 arrays, meta = store.read_arrays(key)
                 vocab = _decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))

@@ -108,6 +108,8 @@ class BM25Index:
         self.method = method
         self.params = {"k1": float(k1), "b": float(b), "delta": float(delta)}
         self._external_stats = bool(external_stats)
+        # terms whose postings are not yet bounds-checked (an index from untrusted arrays)
+        self._unchecked: np.ndarray | None = None
         idf = _kernels().idf_weights(method, stats.df, stats.n_docs)
         self.base_weights = _readonly(_kernels().base_weights_for(
             method, idf, float(k1), float(delta)).astype(np.float32))
@@ -168,6 +170,8 @@ class BM25Index:
         # Token-id range and offset order are checked inside the kernel (error code).
         k = _check_k(k)
         qv = _ragged_array(q_values, "q_values", np.int32)
+        if self._unchecked is not None:
+            self._check_postings(qv)
         qo = _ragged_array(q_offsets, "q_offsets", np.int64)
         if qo.shape[0] < 1:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
@@ -210,9 +214,41 @@ class BM25Index:
             _raise_query_error(int(err), qv, qo, self.n_vocab)
         return rows, scores, counts
 
+    def _check_postings(self, terms: np.ndarray) -> None:
+        """Bounds-check the postings of ``terms`` that were not checked yet. An index loaded
+        from arrays is checked lazily, term by term, before any kernel reads a posting: a fresh
+        process reads only the postings its queries read (memory-mapped pages stay cold)."""
+        unchecked = self._unchecked
+        if unchecked is None:
+            return
+        t = np.unique(terms)
+        t = t[(t >= 0) & (t < self.n_vocab)]  # other ids are the kernel's error to report
+        t = t[unchecked[t]]
+        starts = self.indptr[t].astype(np.int64)
+        lens = self.indptr[t + 1].astype(np.int64) - starts
+        ends = np.cumsum(lens)
+        lo = 0
+        while lo < len(t):  # chunks of about 4M postings bound the temporary arrays
+            hi = max(int(np.searchsorted(ends, ends[lo] - lens[lo] + (1 << 22))), lo + 1)
+            n, s = lens[lo:hi], starts[lo:hi]
+            total = int(n.sum())
+            if total:
+                idx = np.repeat(s - (np.cumsum(n) - n), n) + np.arange(total)
+                if int(self.indices[idx].view(np.uint32).max()) >= self.n_docs:
+                    raise StoreError(
+                        f"BM25 index arrays are inconsistent (doc ids outside [0, {self.n_docs}) "
+                        f"in the postings of terms {t[lo:hi][:5].tolist()}...); the index files "
+                        "are corrupt: rebuild the index")
+            unchecked[t[lo:hi]] = False
+            lo = hi
+        if not unchecked.any():
+            self._unchecked = None
+
     def get_scores(self, q_values: np.ndarray) -> np.ndarray:
         """Dense BM25 scores (float32 ``[n_docs]``) of one query given as token ids."""
         qv, _ = _check_queries(q_values, None, self.n_vocab)
+        if self._unchecked is not None:
+            self._check_postings(qv)
         out = np.empty(self.n_docs, np.float32)
         _kernels().score_dense(self.indptr, self.indices, self.data, self.base_weights, qv, out)
         return out
@@ -273,10 +309,12 @@ class BM25Index:
         else:
             stats = BM25Stats(int(meta["n_docs"]), int(meta["n_tokens"]),
                               np.diff(a["indptr"]).astype(np.int64))
-        return cls(indptr=a["indptr"], indices=a["indices"], data=a["data"],
-                   term_max=a["term_max"], stats=stats, n_docs=int(meta["n_docs"]),
-                   n_tokens=int(meta["n_tokens"]), method=method, k1=meta["k1"], b=meta["b"],
-                   delta=meta["delta"], external_stats=bool(meta.get("external_stats")))
+        index = cls(indptr=a["indptr"], indices=a["indices"], data=a["data"],
+                    term_max=a["term_max"], stats=stats, n_docs=int(meta["n_docs"]),
+                    n_tokens=int(meta["n_tokens"]), method=method, k1=meta["k1"], b=meta["b"],
+                    delta=meta["delta"], external_stats=bool(meta.get("external_stats")))
+        index._unchecked = np.ones(index.n_vocab, dtype=bool)
+        return index
 
     @property
     def nbytes(self) -> int:
@@ -501,16 +539,14 @@ __all__ = ["BM25_METHODS", "SEARCH_STRATEGIES", "BM25Index", "BM25Stats"]
 
 def _bounds_problem(a: dict[str, np.ndarray], n_docs: int, n_vocab: int,
                     external_stats: bool) -> str | None:
-    """What makes loaded index arrays unsafe for the kernels (ids they would index out of
-    bounds with), or None. Two vectorized passes over ``indices``; posting order is not needed
-    for memory safety (searches stay inside ``[indptr[t], indptr[t + 1])``)."""
-    indptr, indices = a["indptr"], a["indices"]
+    """What makes loaded index offsets unsafe for the kernels, or None. Doc ids are checked
+    per term on first use (:meth:`BM25Index._check_postings`); posting order is not needed for
+    memory safety (searches stay inside ``[indptr[t], indptr[t + 1])``)."""
+    indptr = a["indptr"]
     if n_docs < 0 or indptr[0] != 0:
         return f"n_docs={n_docs}, indptr[0]={indptr[0]}"
     if n_vocab and np.any(indptr[1:] < indptr[:-1]):
         return "indptr decreases"
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_docs):
-        return f"doc ids outside [0, {n_docs})"
     if external_stats and a["stats_df"].shape != (n_vocab,):
         return f"stats_df has shape {a['stats_df'].shape}, expected ({n_vocab},)"
     return None

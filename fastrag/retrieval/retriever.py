@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastrag._checks import check_int
-from fastrag.errors import ConfigError
+from fastrag.errors import ConfigError, StoreError
 from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
 
@@ -243,9 +243,17 @@ class Retriever:
         from fastrag.analysis import encode_queries
 
         index, vocab, analyzer = self._bm25(group)
-        q_values, q_offsets = encode_queries(queries, analyzer, vocab)
-        return index.search(q_values, q_offsets, k, mask=mask, cutoff=self._cutoff_for(None),
-                            num_threads=self.num_threads)
+        for attempt in (0, 1):
+            q_values, q_offsets = encode_queries(queries, analyzer, vocab)
+            try:
+                return index.search(q_values, q_offsets, k, mask=mask,
+                                    cutoff=self._cutoff_for(None), num_threads=self.num_threads)
+            except StoreError as exc:  # a stored index whose postings proved damaged
+                if attempt:
+                    raise
+                params = {p: self.params[p] for p in _BM25_PARAMS if p in self.params}
+                index, vocab = self.doc.derived.rebuild_bm25(group, analyzer, params,
+                                                             self.num_workers, exc)
 
     # -- map ---------------------------------------------------------------------------------
     def _search_map(self, group, queries, k, mask) -> Hits:

@@ -178,3 +178,30 @@ def test_large_files_are_checked_by_size_always_by_checksum_on_request(template,
     (st / rel).write_bytes(bytes(data[:-1]))
     with pytest.raises(StoreError, match="manifest records"):
         fr.Document(store=st, mode="r")
+
+
+def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch):
+    """Files over VERIFY_BELOW are not checksummed on open; BM25 postings are checked per term
+    on first use, and a damaged index is then rebuilt (and stored again) with a warning."""
+    import warnings as w
+
+    from fastrag.documents import store as store_mod
+    from fastrag.errors import StoreWarning
+
+    st = tmp_path / "st"
+    doc = fr.Document.from_texts(TEXTS, store=st)
+    want = [(h.text, h.score) for h in fr.Retriever(doc, "root", "bm25", topk=3)("cat fish")]
+    entry = next(v for v in Store(st).manifest["indexes"].values() if v["meta"]["kind"] == "bm25")
+    path = st / entry["dir"] / "indices.npy"
+    ids = np.load(path)
+    ids[len(ids) // 2:] = 10**6  # same size, doc ids out of range
+    np.save(path, ids)
+    monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)  # as if the files were large
+    again = fr.Document(store=st)
+    with w.catch_warnings(record=True) as caught:
+        w.simplefilter("always")
+        got = [(h.text, h.score) for h in fr.Retriever(again, "root", "bm25", topk=3)("cat fish")]
+    assert got == want
+    assert any(issubclass(c.category, StoreWarning) and "doc ids outside" in str(c.message)
+               for c in caught)
+    assert Store(st).verify() == []  # the rebuilt index replaced the damaged folder

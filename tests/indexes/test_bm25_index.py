@@ -385,16 +385,32 @@ def test_corrupt_persisted_index_raises_store_error():
 
 
 @pytest.mark.parametrize("damage, match", [
-    (lambda a: a["indices"].__setitem__(3, 10**6), "doc ids outside"),
-    (lambda a: a["indices"].__setitem__(0, -2), "doc ids outside"),
     (lambda a: a["indptr"].__setitem__(2, a["indptr"][1] - 1), "indptr decreases"),
     (lambda a: a["indptr"].__setitem__(0, 1), r"indptr\[0\]=1"),
 ])
-def test_loader_rejects_ids_a_kernel_would_index_out_of_bounds(damage, match):
-    values = np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32)
-    offsets = np.array([0, 3, 6, 8])
-    index = BM25Index.build(values, offsets, 4)
+def test_loader_rejects_offsets_a_kernel_would_leave_the_arrays_with(damage, match):
+    index = BM25Index.build(np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32),
+                            np.array([0, 3, 6, 8]), 4)
     arrays = {k: np.array(v) for k, v in index.to_arrays().items()}
     damage(arrays)
     with pytest.raises(StoreError, match=match):
         BM25Index.from_arrays(arrays, index.meta())
+
+
+@pytest.mark.parametrize("bad_id", [10**6, 3, -2])
+def test_doc_ids_are_checked_per_term_before_a_kernel_reads_them(bad_id):
+    index = BM25Index.build(np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32),
+                            np.array([0, 3, 6, 8]), 4)
+    arrays = {k: np.array(v) for k, v in index.to_arrays().items()}
+    arrays["indices"][3] = bad_id  # term 1's second posting
+    loaded = BM25Index.from_arrays(arrays, index.meta())  # offsets are fine: loads
+    ok = np.array([3], np.int32), np.array([0, 1])
+    np.testing.assert_array_equal(loaded.search(*ok, 2)[0], index.search(*ok, 2)[0])
+    for call in (lambda: loaded.search(np.array([3, 1], np.int32), np.array([0, 2]), 2),
+                 lambda: loaded.get_scores(np.array([1], np.int32))):
+        with pytest.raises(StoreError, match=r"doc ids outside \[0, 3\) in the postings of "
+                                             r"terms \[1\]"):
+            call()
+    intact = BM25Index.from_arrays(index.to_arrays(), index.meta())
+    intact.search(np.arange(4, dtype=np.int32), np.array([0, 4]), 2)
+    assert intact._unchecked is None  # every term checked once, then no more work
