@@ -23,6 +23,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from .._checks import check_int
 from ..errors import ConfigError, StoreError
 
 BM25_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -424,11 +425,7 @@ def _check_params(k1, b, delta) -> tuple[float, float, float]:
 
 
 def _check_k(k) -> int:
-    if isinstance(k, bool) or not isinstance(k, Integral):
-        raise ConfigError(f"k={k!r} must be an int >= 1")
-    if k < 1:
-        raise ConfigError(f"k={k} must be >= 1; ask for at least one result")
-    return int(k)
+    return check_int("k", k, min=1, note="the number of hits per query")
 
 
 def _as_int_array(x, name: str) -> np.ndarray:
@@ -527,11 +524,8 @@ def _check_threads(num_threads) -> int:
     if num_threads is None:
         return int(numba.get_num_threads())
     limit = int(numba.config.NUMBA_NUM_THREADS)
-    if isinstance(num_threads, bool) or not isinstance(num_threads, Integral) or not (
-            1 <= num_threads <= limit):
-        raise ConfigError(f"num_threads={num_threads!r} must be an int in [1, {limit}] "
-                          f"({limit} = numba's thread pool, NUMBA_NUM_THREADS)")
-    return int(num_threads)
+    return check_int("num_threads", num_threads, min=1, max=limit,
+                     note=f"{limit} is numba's thread pool, NUMBA_NUM_THREADS")
 
 
 __all__ = ["BM25_METHODS", "SEARCH_STRATEGIES", "BM25Index", "BM25Stats"]

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_int
 from fastrag._kernels import dense as _dense
 from fastrag.errors import ConfigError
 
@@ -83,15 +84,11 @@ def check_metric(metric: Any) -> str:
 
 
 def check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"k={k!r} must be a positive integer (the number of hits per query)")
-    return int(k)
+    return check_int("k", k, min=1, note="the number of hits per query")
 
 
 def check_dim(dim: Any) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ConfigError(f"dim={dim!r} must be a positive integer (the embedding size)")
-    return int(dim)
+    return check_int("dim", dim, min=1, note="the embedding size")
 
 
 def check_cutoff(cutoff: Any) -> float:
@@ -106,12 +103,7 @@ def check_cutoff(cutoff: Any) -> float:
 
 
 def check_num_threads(num_threads: Any) -> int | None:
-    if num_threads is None:
-        return None
-    if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) \
-            or num_threads < 1:
-        raise ConfigError(f"num_threads={num_threads!r} must be a positive integer or None")
-    return int(num_threads)
+    return check_int("num_threads", num_threads, min=1, none="a default")
 
 
 def as_matrix(vectors: Any, dim: int | None, what: str = "vectors") -> np.ndarray:

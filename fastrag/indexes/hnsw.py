@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._checks import check_int
 from fastrag._kernels import dense as _dense
 from fastrag.errors import ConfigError, StoreError, missing_extra
 from fastrag.indexes.flat import (
@@ -58,9 +59,7 @@ def _import_hnswlib() -> Any:
 
 
 def _check_positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ConfigError(f"{name}={value!r} must be a positive integer")
-    return int(value)
+    return check_int(name, value, min=1)
 
 
 def _check_rows(rows: Any, m: int, what: str = "rows", unique: bool = True) -> np.ndarray:

@@ -325,9 +325,9 @@ def test_index_statistics_and_sizes():
 def test_bad_arguments_raise_clear_errors():
     index = BM25Index.build(*ragged([[0, 1], [1]]), 2)
     qv, qo = np.array([0, 1], np.int32), np.array([0, 2])
-    with pytest.raises(ConfigError, match=r"k=0 must be >= 1"):
+    with pytest.raises(ConfigError, match=r"k must be an int >= 1 \(the number of hits.*got 0"):
         index.search(qv, qo, 0)
-    with pytest.raises(ConfigError, match=r"k=2.0 must be an int"):
+    with pytest.raises(ConfigError, match=r"k must be an int >= 1 .*got float 2.0"):
         index.search(qv, qo, 2.0)
     with pytest.raises(ConfigError, match=r"q_offsets spans \[0, 3\] but the values array has 2"):
         index.search(qv, np.array([0, 3]), 1)
@@ -339,7 +339,8 @@ def test_bad_arguments_raise_clear_errors():
         index.search(qv, qo, 1, mask=np.ones(3, bool))
     with pytest.raises(ConfigError, match=r"cutoff='x' must be a number"):
         index.search(qv, qo, 1, cutoff="x")
-    with pytest.raises(ConfigError, match=r"num_threads=0 must be an int in \[1, "):
+    with pytest.raises(ConfigError,
+                       match=r"num_threads must be an int in \[1, \d+\] \(\d+ is numba's"):
         index.search(qv, qo, 1, num_threads=0)
     with pytest.raises(ConfigError, match=r"unknown search strategy 'wand'; known strategies: "):
         index.search(qv, qo, 1, strategy="wand")

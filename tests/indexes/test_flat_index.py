@@ -210,7 +210,7 @@ def test_nan_and_inf_rejected_with_the_row():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"dim": 0}, r"dim=0 must be a positive integer"),
+    ({"dim": 0}, r"dim must be an int >= 1 \(the embedding size\), got 0"),
     ({"dim": 4, "metric": "l2"}, r"unknown metric 'l2'; use one of \['cosine', 'dot'\]"),
 ])
 def test_bad_constructor_arguments(kwargs, match):
@@ -219,8 +219,8 @@ def test_bad_constructor_arguments(kwargs, match):
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda ix: ix.search(np.ones(4), 0), r"k=0 must be a positive integer"),
-    (lambda ix: ix.search(np.ones(4), True), r"k=True must be a positive integer"),
+    (lambda ix: ix.search(np.ones(4), 0), r"k must be an int >= 1 \(the number of hits.*got 0"),
+    (lambda ix: ix.search(np.ones(4), True), r"k must be an int >= 1 .*got bool True"),
     (lambda ix: ix.search(np.ones(5), 1), r"queries have dim 5 but the index has dim 4"),
     (lambda ix: ix.search(np.ones((1, 1, 4)), 1), r"queries must be a 2-D array"),
     (lambda ix: ix.search(np.array([["a"] * 4]), 1), r"queries must be numeric"),

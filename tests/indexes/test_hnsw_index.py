@@ -231,12 +231,12 @@ def test_missing_extra_names_the_extra(monkeypatch):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"M": 0}, r"M=0 must be a positive integer"),
-    ({"ef": 0}, r"ef=0 must be a positive integer"),
-    ({"ef_construction": -1}, r"ef_construction=-1 must be a positive integer"),
-    ({"max_elements": 0}, r"max_elements=0 must be a positive integer"),
+    ({"M": 0}, r"M must be an int >= 1, got 0"),
+    ({"ef": 0}, r"ef must be an int >= 1, got 0"),
+    ({"ef_construction": -1}, r"ef_construction must be an int >= 1, got -1"),
+    ({"max_elements": 0}, r"max_elements must be an int >= 1, got 0"),
     ({"metric": "l2"}, r"unknown metric 'l2'"),
-    ({"num_threads": 0}, r"num_threads=0 must be a positive integer"),
+    ({"num_threads": 0}, r"num_threads must be None \(a default\) or an int >= 1, got 0"),
 ])
 def test_bad_constructor_arguments(kwargs, match):
     with pytest.raises(ConfigError, match=match):
@@ -250,7 +250,7 @@ def test_bad_constructor_arguments(kwargs, match):
     (lambda ix: ix.add(np.ones((1, 8)), rows=[1.5]), r"rows must be a 1-D integer array"),
     (lambda ix: ix.add(np.full((1, 8), np.nan)), r"vectors row 0 contains NaN or inf"),
     (lambda ix: ix.add(np.ones((1, 7))), r"vectors have dim 7 but the index has dim 8"),
-    (lambda ix: ix.search(np.ones(8), 0), r"k=0 must be a positive integer"),
+    (lambda ix: ix.search(np.ones(8), 0), r"k must be an int >= 1 \(the number of hits.*got 0"),
     (lambda ix: ix.search(np.ones(8), 1, mask=np.ones(3, bool)),
      r"mask has 3 entries but the index has rows up to 9"),
     (lambda ix: ix.search(np.ones(8), 1, mask=np.ones(10, int)), r"mask must be a 1-D bool"),
