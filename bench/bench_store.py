@@ -52,7 +52,13 @@ ROOT = BENCH.parent
 # the fastrag next to this script (a worktree's), not whatever is installed editable
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(BENCH))
-from _harness import current_rss_mb, machine_info, markdown_table, write_results  # noqa: E402
+from _harness import (  # noqa: E402
+    current_rss_mb,
+    git_commit,
+    machine_info,
+    markdown_table,
+    write_results,
+)
 
 
 # -- corpus ----------------------------------------------------------------------------------
@@ -240,15 +246,6 @@ def run_size(n: int, args, tmp: Path) -> dict:
     return out
 
 
-def _fastrag_commit() -> str | None:
-    try:
-        p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=5, check=False)
-        return p.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def _fmt_err(r: dict) -> str:
     return r.get("error", "")
 
@@ -344,7 +341,7 @@ def main() -> None:
     sizes = sorted(sizes)
     info = machine_info(["pyarrow"])
     info["fastrag_root"] = str(ROOT)
-    info["fastrag_commit"] = _fastrag_commit()
+    info["fastrag_commit"] = git_commit()  # the checkout whose fastrag runs
     label = f"_{args.label}" if args.label else ""
     info["command"] = "python bench/bench_store.py " + " ".join(
         a for a in sys.argv[1:])

@@ -4,6 +4,7 @@ naming the file."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 import subprocess
@@ -21,18 +22,18 @@ from fastrag.documents.store import Store
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [f"doc {i} cat dog {'bird ' * (i % 3)}\nline two {i} fish" for i in range(40)]
 
-CHILD = textwrap.dedent("""
+def emb(batch):  # a deterministic 8-dim bag of hashed words
+    out = np.zeros((len(batch), 8), np.float32)
+    for i, t in enumerate(batch):
+        for w in t.split():
+            out[i, sum(map(ord, w)) % 8] += 1.0
+    return out
+
+
+CHILD = "import numpy as np\n" + inspect.getsource(emb) + textwrap.dedent("""
     import json, sys, warnings
-    import numpy as np
     import fastrag as fr
     from fastrag.errors import StoreError
-
-    def emb(batch):
-        out = np.zeros((len(batch), 8), np.float32)
-        for i, t in enumerate(batch):
-            for w in t.split():
-                out[i, sum(map(ord, w)) % 8] += 1.0
-        return out
 
     def probe(store):
         with warnings.catch_warnings(record=True) as caught:
@@ -57,14 +58,6 @@ CHILD = textwrap.dedent("""
         print("BEGIN " + store, flush=True)  # names the case if the interpreter dies in it
         print("RESULT " + json.dumps({"store": store, **probe(store)}), flush=True)
 """)
-
-
-def emb(batch):
-    out = np.zeros((len(batch), 8), np.float32)
-    for i, t in enumerate(batch):
-        for w in t.split():
-            out[i, sum(map(ord, w)) % 8] += 1.0
-    return out
 
 
 @pytest.fixture(scope="module")
