@@ -487,11 +487,6 @@ def _to_numpy(col: pa.ChunkedArray, dim: int) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def vectors_of(table: pa.Table, col: str) -> np.ndarray:
-    arr = table.column(col)
-    return _to_numpy(arr, arr.type.list_size)
-
-
 def _encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     tokens = [""] * len(vocab)
     for tok, i in vocab.items():

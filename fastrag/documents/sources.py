@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -166,8 +167,6 @@ class SourceView:
 
     def holding(self, roots: set[str]) -> list[dict]:
         """Rows of the sources that hold any of ``roots``."""
-        import numpy as np
-
         t = self.table
         if not roots or t.num_rows == 0:
             return []
@@ -355,8 +354,6 @@ def apply_sources(table: pa.Table, change: Change, gen: int) -> pa.Table:
 
 def drop_mask(column: str, values: set[str]) -> Callable[[pa.Table], Any]:
     """A segment filter marking rows whose ``column`` is in ``values``."""
-    import numpy as np
-
     value_set = pa.array(sorted(values), pa.string())
 
     def mask(table: pa.Table):
