@@ -198,12 +198,15 @@ class Document:
                 return change.result
             if not store.writable:
                 store._check_writable()
+            planned = None
             if not persist_ro:  # opening: take the lock only when there is something to write
                 st = self._state
-                if not plan(st.sources, st.root.table, st.next_id):
+                planned = (store.manifest["generation"],
+                           plan(st.sources, st.root.table, st.next_id))
+                if not planned[1]:
                     return None
             with store.transaction() as txn:
-                change = self._apply_in_store(txn, plan)
+                change = self._apply_in_store(txn, plan, planned)
             self._load_committed()
             return change.result
 
@@ -219,13 +222,18 @@ class Document:
                       st.next_id if change.next_id is None else change.next_id,
                       apply_sources(st.sources, change, gen), root)
 
-    def _apply_in_store(self, txn: Transaction, plan) -> Change:
+    def _apply_in_store(self, txn: Transaction, plan, planned=None) -> Change:
+        """Apply ``plan`` to the newest committed state; ``planned`` is (generation, change)
+        planned before taking the lock, reused when nothing was committed since."""
         store, m = self._store, txn.manifest
-        sources = store.read_segments(m["sources"], SOURCE_SCHEMA)
         entry = m["groups"].get(ROOT_GROUP)
         root_segs = entry["segments"] if entry else []
-        root = store.read_segments(root_segs, GROUP_SCHEMA)
-        change = plan(sources, root, m["next_id"])
+        if planned is not None and planned[0] == m["generation"]:
+            change = planned[1]
+        else:
+            sources = store.read_segments(m["sources"], SOURCE_SCHEMA)
+            root = store.read_segments(root_segs, GROUP_SCHEMA)
+            change = plan(sources, root, m["next_id"])
         if not change:
             return change
         gen = m["root_gen"] + 1

@@ -202,3 +202,25 @@ def test_damaged_manifest(tmp_path):
     (st / "manifest.json").write_text("{not json")
     with pytest.raises(StoreError, match="damaged"):
         fr.Document.from_texts(["x"], store=st)
+
+
+def test_a_writable_open_reads_each_file_once(tmp_path, monkeypatch):
+    from fastrag.documents import readers, sources
+
+    kb = tmp_path / "kb"
+    write_kb(kb, {f"{i}.txt": f"text {i}" for i in range(5)})
+    calls = []
+
+    def counting(path, **kw):
+        calls.append(path)
+        return readers.read_file(path, **kw)
+
+    monkeypatch.setattr(sources, "read_file", counting)
+    fr.Document(kb, store=tmp_path / "st")  # planned before the lock, reused inside it
+    assert len(calls) == 5
+    (kb / "3.txt").write_text("changed", encoding="utf-8")
+    calls.clear()
+    doc = fr.Document(kb, store=tmp_path / "st")
+    assert [p.name for p in calls] == ["3.txt"]
+    assert [n.text for n in doc.group("root")] == ["text 0", "text 1", "text 2", "text 4",
+                                                   "changed"]
