@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from fastrag.documents.sources import (
     drop_mask,
 )
 from fastrag.documents.store import MissingFile, Store, Transaction
-from fastrag.errors import ConfigError
+from fastrag.errors import ConfigError, StoreWarning
 from fastrag.schema import GROUP_SCHEMA, ROOT_GROUP, DocNode, NodeWithScore
 
 
@@ -356,8 +357,12 @@ class Document:
             return None
         try:
             table = self._store.read_segments(entry["segments"], GROUP_SCHEMA)
-        except MissingFile:  # rewritten by another process since we read the manifest
+        except MissingFile as exc:  # rewritten by another process since we read the manifest?
             self._store.reload()
+            again = self._store.manifest["groups"].get(d.name)
+            if again is not None and again["segments"] == entry["segments"]:  # no: it is lost
+                warnings.warn(f"group {d.name!r} in the store is damaged and is rebuilt from its "
+                              f"parent: {exc}", StoreWarning, stacklevel=4)
             return None
         return NodeGroup(self, d.name, d.parent, table, built_gen=entry["root_gen"],
                          segments=entry["segments"])

@@ -113,6 +113,8 @@ class DerivedData:
         try:
             table = store.read_segments(entry["segments"], _vector_schema(entry["dim"]))
             vecs = _to_numpy(table.column("vector"), entry["dim"])
+            if not np.isfinite(vecs).all():
+                raise StoreError("stored vectors hold NaN or inf")
             return table.column("id"), vecs, entry
         except (StoreError, KeyError, ValueError, pa.ArrowException) as exc:
             self._damaged(f"vectors of group {g.name!r} key {key!r}", exc)

@@ -165,6 +165,13 @@ class Store:
             self.path.mkdir(parents=True, exist_ok=True)
         self._thread_lock = _path_lock(self.path)
         self._verified: set[tuple[str, str]] = set()
+        if not (self.path / MANIFEST).exists() and any(
+                (self.path / sub).is_dir() and any((self.path / sub).iterdir())
+                for sub in (DATA, INDEXES)):
+            raise StoreError(
+                f"{str(self.path / MANIFEST)!r} is missing but {str(self.path)!r} holds store "
+                "files: the store is damaged; restore manifest.json from a backup or rebuild the "
+                "store into a new directory (nothing was changed or removed)")
         self.manifest = self._read_manifest()
         if mode == "a":
             self._recover()
@@ -191,7 +198,7 @@ class Store:
         version = manifest.get("format_version") if isinstance(manifest, dict) else None
         if version != FORMAT_VERSION:
             raise StoreError(
-                f"store {str(self.path)!r} has format version {version!r}, but this fastrag "
+                f"{str(mpath)!r} has format version {version!r}, but this fastrag "
                 f"reads version {FORMAT_VERSION}; open it with the fastrag version that wrote it "
                 "or point store= at a new directory (nothing was changed)"
             )
@@ -280,6 +287,7 @@ class Store:
     def _collect_garbage(self) -> list[str]:
         """Remove what the manifest does not name. Only call with the lock held."""
         refs = self.referenced()
+        dirs = {idx["dir"] for idx in self.manifest["indexes"].values()}
         removed = []
         for entry in self.path.iterdir():
             rel = entry.name
@@ -289,8 +297,9 @@ class Store:
                 for sub in entry.iterdir():
                     srel = f"{rel}/{sub.name}"
                     if sub.is_dir() and not sub.is_symlink():
-                        names = {f"{srel}/{f.name}" for f in sub.iterdir()}
-                        if names and names <= refs:
+                        if srel in dirs:  # a named folder: only what it should not hold goes
+                            removed += [f"{srel}/{f.name}" for f in sub.iterdir()
+                                        if f"{srel}/{f.name}" not in refs]
                             continue
                     elif srel in refs:
                         continue
@@ -338,7 +347,7 @@ class Store:
 
     def read_segments(self, segments: list[dict], schema: pa.Schema | None = None) -> pa.Table:
         """The table made of ``segments`` (memory-mapped, checked)."""
-        tables = [self._read_segment(seg) for seg in segments]
+        tables = [self._read_segment(seg, schema) for seg in segments]
         if not tables:
             if schema is None:
                 raise StoreError("a table with no segments and no schema")
@@ -351,11 +360,20 @@ class Store:
             raise StoreError(f"segments {[s['file'] for s in segments]} of {self.path} do not "
                              f"share a schema: {exc}; the store is damaged") from exc
 
-    def _read_segment(self, seg: dict) -> pa.Table:
+    def _read_segment(self, seg: dict, schema: pa.Schema | None = None) -> pa.Table:
         path = self.check_file(seg["file"], seg)
         try:
             table = ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+            if schema is not None and not table.schema.equals(schema):
+                raise ValueError(f"schema {table.schema} is not the expected {schema}")
+            table.validate()  # buffer sizes agree with lengths and types (cheap)
             _check_offsets(table)
+            if (seg["file"], seg["checksum"]) \
+                    not in self._verified:  # unchecksummed (large): ids must be valid UTF-8
+                for name in table.column_names:
+                    if name != "text" and pa.types.is_string(table.schema.field(name).type):
+                        for chunk in table.column(name).chunks:
+                            chunk.validate(full=True)
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise StoreError(f"cannot read {path}: {exc}; the store is damaged") from exc
         if table.num_rows != seg["rows"]:
@@ -382,7 +400,7 @@ class Store:
         for name in self.manifest["indexes"][key]["files"]:
             try:
                 arrays[name[:-4]] = np.load(folder / name, mmap_mode="r", allow_pickle=False)
-            except (OSError, ValueError, EOFError) as exc:
+            except Exception as exc:  # a damaged header fails in many ways (even tokenize)
                 raise StoreError(f"cannot read {folder / name}: {exc}; it is damaged") from exc
         return arrays, meta
 
