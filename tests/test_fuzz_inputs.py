@@ -169,3 +169,18 @@ def test_json_lone_surrogates_are_replaced_with_a_warning(tmp_path, payload):
     (tmp_path / "g.jsonl").write_text(payload + "\n" + payload)
     with pytest.warns(UserWarning, match="2 string|lone surrogates"):
         assert len(fr.Document(tmp_path / "g.jsonl").group("root")) >= 2
+
+
+def test_very_long_chains_never_crash_the_interpreter():
+    """Arrow re-nests & / | chains left-deep; 5,000+ terms used to overflow its stack."""
+    import subprocess
+    import sys
+
+    code = ("import pyarrow as pa\nfrom fastrag.indexes.filters import filter_mask\n"
+            "t = pa.table({'a': [1, 2, 3]})\n"
+            "print(filter_mask(t, ' && '.join(['a == 1'] * 20000)).tolist(),"
+            " filter_mask(t, ' || '.join([f'a == {i}' for i in range(4, 20004)])).tolist())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[0] == "[True, False, False] [False, False, False]"

@@ -837,7 +837,16 @@ class _Compiler:
         t = node.type
         if t in (ExpressionType.AND, ExpressionType.OR):
             parts = [self.compile(x) for x in _operands(node, t)]
-            combine = (lambda a, b: a & b) if t is ExpressionType.AND else (lambda a, b: a | b)
+            # if_else, not & / |: Arrow re-nests and_kleene / or_kleene into one left-deep
+            # chain, and a few thousand terms overflow its stack (a segfault); if_else stays as
+            # built, and is exact here because every operand is a non-null boolean.
+            yes, no = pc.scalar(True), pc.scalar(False)
+            if t is ExpressionType.AND:
+                def combine(a, b):
+                    return pc.if_else(a, b, no)
+            else:
+                def combine(a, b):
+                    return pc.if_else(a, yes, b)
             while len(parts) > 1:  # a balanced tree: shallow for Arrow, whatever the length
                 parts = [combine(*parts[i:i + 2]) if i + 1 < len(parts) else parts[i]
                          for i in range(0, len(parts), 2)]
