@@ -4,7 +4,6 @@ naming the file."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from store_probe import CHILD_PRELUDE, emb
 
 import fastrag as fr
 from fastrag.cli import main
@@ -22,17 +22,9 @@ from fastrag.documents.store import Store
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [f"doc {i} cat dog {'bird ' * (i % 3)}\nline two {i} fish" for i in range(40)]
 
-def emb(batch):  # a deterministic 8-dim bag of hashed words
-    out = np.zeros((len(batch), 8), np.float32)
-    for i, t in enumerate(batch):
-        for w in t.split():
-            out[i, sum(map(ord, w)) % 8] += 1.0
-    return out
 
-
-CHILD = "import numpy as np\n" + inspect.getsource(emb) + textwrap.dedent("""
+CHILD = CHILD_PRELUDE + textwrap.dedent("""
     import json, sys, warnings
-    import fastrag as fr
     from fastrag.errors import StoreError
 
     def probe(store):

@@ -24,6 +24,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from store_probe import CHILD_PRELUDE
 
 import fastrag as fr
 from fastrag.documents.store import LOCK, Store
@@ -35,17 +36,7 @@ NEW = "doc new cat\nnew line bird"
 QUERIES = ["cat", "bird two", "doc 3 dog"]
 SIMS = [("bm25", "default"), ("cosine", "default"), ("cosine", "hnsw")]
 
-COMMON = textwrap.dedent("""
-    import numpy as np
-    import fastrag as fr
-
-    def emb(batch):
-        out = np.zeros((len(batch), 8), np.float32)
-        for i, t in enumerate(batch):
-            for w in t.split():
-                out[i, sum(map(ord, w)) % 8] += 1.0
-        return out
-
+COMMON = CHILD_PRELUDE + textwrap.dedent("""
     LINE = lambda t: t.split("\\n")  # noqa: E731  (same identity in every process)
 
     def query(doc, sims):

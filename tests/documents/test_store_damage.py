@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from store_probe import CHILD_PRELUDE
 
 import fastrag as fr
 from fastrag.cli import main
@@ -25,17 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [f"doc {i} cat dog {'bird ' * (i % 3)}\nline two {i} fish" for i in range(40)]
 DERIVED = ("vec", "index")  # dropped and rebuilt with a StoreWarning when damaged
 
-COMMON = textwrap.dedent("""
-    import numpy as np
-    import fastrag as fr
-
-    def emb(batch):
-        out = np.zeros((len(batch), 8), np.float32)
-        for i, t in enumerate(batch):
-            for w in t.split():
-                out[i, sum(map(ord, w)) % 8] += 1.0
-        return out
-
+COMMON = CHILD_PRELUDE + textwrap.dedent("""
     LINE = lambda t: t.split("\\n")  # noqa: E731  (same group identity in every process)
     SIMS = [("bm25", "default"), ("cosine", "default"), ("cosine", "hnsw")]
 
