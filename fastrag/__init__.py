@@ -88,11 +88,24 @@ _EXPORTS: dict[str, str] = {
     "Generation": "fastrag.synth",
     "NoText": "fastrag.synth",
     "ContextOnly": "fastrag.synth",
+    # query layer and pipeline
+    "Query": "fastrag.query",
+    "QueryTransformer": "fastrag.query",
+    "RewriteQueryTransformer": "fastrag.query",
+    "CompressionQueryTransformer": "fastrag.query",
+    "TranslationQueryTransformer": "fastrag.query",
+    "QueryExpander": "fastrag.query",
+    "MultiQueryExpander": "fastrag.query",
+    "SubQuestionExpander": "fastrag.query",
+    "MultiStepQuery": "fastrag.query",
+    "ContextualQueryAugmenter": "fastrag.query",
+    "RAGPipeline": "fastrag.pipeline",
+    "Settings": "fastrag.settings",
     # datasets
     "load_cmrc2018_dev": "fastrag.datasets",
 }
 _SUBMODULES = ("eval", "datasets", "llms", "embeddings", "synth", "analysis", "indexes",
-               "retrieval", "documents", "transforms")
+               "retrieval", "documents", "transforms", "query")
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -147,6 +147,10 @@ class Document:
     @staticmethod
     def _normalize_embed(embed: Any) -> dict[str, Any]:
         if embed is None:
+            from fastrag.settings import Settings
+
+            embed = Settings.embed_model
+        if embed is None:
             return {}
         if isinstance(embed, Mapping):
             for key, emb in embed.items():
@@ -502,6 +506,44 @@ class Document:
 
         return self._change(lambda src, root, nid: self._planner.delete(doc_ids, src,
                                                                         present(root)))
+
+    # -- one-line RAG --------------------------------------------------------------------------
+    def as_query_engine(self, group_name: str = "root", similarity: str = "bm25",
+                        topk: int = 6, response_mode: str = "compact", llm: Any = None,
+                        **kw: Any) -> Any:
+        """A :class:`~fastrag.RAGPipeline` over one retriever and one synthesizer
+        (LlamaIndex's ``index.as_query_engine()``): ``qe.query(question) -> Response``.
+
+        Keyword arguments go to the ``Retriever`` (``filter``, ``similarity_cut_off``,
+        ``index``, ``embed_keys``, BM25/HNSW parameters), to
+        ``get_response_synthesizer`` (``streaming``, ``max_concurrency``, ``language``,
+        ``text_qa_template``, ...) or to the pipeline (``query_transformers``,
+        ``query_expander``, ``postprocessors``, ``reranker``, ``augmenter``, ``on_error``).
+        ``llm=None`` uses ``fr.Settings.llm``.
+        """
+        import inspect
+
+        from fastrag.pipeline import RAGPipeline
+        from fastrag.retrieval.retriever import Retriever
+        from fastrag.synth.factory import get_response_synthesizer
+
+        pipe_names = set(inspect.signature(RAGPipeline).parameters) - {
+            "retrievers", "synthesizer", "llm"}
+        ret_names = set(inspect.signature(Retriever).parameters) - {
+            "doc", "group_name", "similarity", "topk", "params", "args"}
+        pipe_kw = {k: kw.pop(k) for k in list(kw) if k in pipe_names - {"max_concurrency",
+                                                                        "streaming"}}
+        for shared in ("max_concurrency", "streaming"):  # both the synthesizer's and ours
+            if shared in kw:
+                pipe_kw[shared] = kw[shared]
+        ret_kw = {k: kw.pop(k) for k in list(kw) if k in ret_names or k in (
+            "method", "k1", "b", "delta", "M", "ef_construction", "ef")}
+        retriever = Retriever(self, group_name, similarity, topk=topk, **ret_kw)
+        from fastrag.query.base import resolve_default_llm
+
+        llm = resolve_default_llm(llm, "as_query_engine", required=False)
+        synthesizer = get_response_synthesizer(response_mode=response_mode, llm=llm, **kw)
+        return RAGPipeline(retriever, synthesizer=synthesizer, llm=llm, **pipe_kw)
 
     # -- info --------------------------------------------------------------------------------
     @property

@@ -47,11 +47,11 @@ class Retriever:
         doc: Document,
         group_name: str,
         similarity: str = "bm25",
-        topk: int = 6,
+        *args: Any,
+        topk: int | None = None,
         similarity_cut_off: float | Mapping[str, float] | None = None,
         index: str = "default",
         filter: Any = None,
-        *,
         analyzer: Callable[[str], list[str]] | str | None = None,
         embed_keys: Sequence[str] | None = None,
         map_key: str | None = None,
@@ -61,6 +61,19 @@ class Retriever:
     ) -> None:
         from fastrag.documents.document import Document
 
+        given = {"topk": topk, "similarity_cut_off": similarity_cut_off, "index": index,
+                 "filter": filter}
+        set_by_name = {k for k, v in given.items()
+                       if v is not None and not (k == "index" and v == "default")}
+        for name, value in _positional(args, set_by_name).items():
+            if name in set_by_name:
+                raise ConfigError(f"{name} given both by position and by keyword; pass "
+                                  f"Retriever(doc, group_name, similarity, {name}=...) once")
+            given[name] = value
+        topk, similarity_cut_off = given["topk"], given["similarity_cut_off"]
+        index, filter = given["index"], given["filter"]
+        if topk is None:
+            topk = 6
         if not isinstance(doc, Document):
             raise ConfigError(f"doc must be a fastrag.Document, got {type(doc).__name__}")
         doc.check_group(group_name)
@@ -312,6 +325,29 @@ class Retriever:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+_FASTRAG_ORDER = ("topk", "similarity_cut_off", "index", "filter")
+_LAZYLLM_ORDER = ("similarity_cut_off", "index", "topk")
+
+
+def _positional(args: tuple, by_name: set[str]) -> dict[str, Any]:
+    """Positional arguments after ``similarity``, by name. fastrag's order is (topk,
+    similarity_cut_off, index, filter); LazyLLM's is (similarity_cut_off, index, topk), taken
+    when the first one is a fraction or ``topk`` is also given by keyword, as in LazyLLM's
+    ``Retriever(doc, "CoarseChunk", "bm25_chinese", 0.003, topk=3)``."""
+    if not args:
+        return {}
+    first = args[0]
+    lazyllm = "topk" in by_name or (isinstance(first, float) and not first.is_integer())
+    order = _LAZYLLM_ORDER if lazyllm else _FASTRAG_ORDER
+    if len(args) > len(order):
+        raise ConfigError(
+            f"Retriever got {len(args) + 3} positional arguments; pass the rest by keyword: "
+            "Retriever(doc, group_name, similarity, topk=..., similarity_cut_off=..., "
+            "index=..., filter=...)"
+        )
+    return dict(zip(order, args, strict=False))
+
+
 def _check_topk(topk: Any) -> int:
     return check_int("topk", topk, min=1, note="the number of hits per query")
 

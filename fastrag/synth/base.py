@@ -340,6 +340,10 @@ class BaseSynthesizer:
                 f"unexpected argument(s) {sorted(unused)} for {cls.__name__}; see "
                 "help(fastrag.get_response_synthesizer) for the accepted ones"
             )
+        if llm is None:
+            from fastrag.settings import Settings
+
+            llm = Settings.llm
         self._llm = llm
         self._streaming = bool(streaming)
         self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1)

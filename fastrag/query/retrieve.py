@@ -1,0 +1,96 @@
+"""Retrievers as the query layer sees them: a batch of query texts in, one hit list per text.
+
+A fastrag :class:`~fastrag.Retriever` (or anything with a ``batch(texts)`` method) is called
+once per batch, in a worker thread so the event loop stays free; a plain callable
+``str -> hits`` is called once per text. Hits may be ``NodeWithScore``, ``DocNode`` or ``str``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+from fastrag.errors import ConfigError
+from fastrag.schema import DocNode, NodeWithScore
+
+__all__ = ["RetrieverAdapter", "as_retriever"]
+
+
+def _hits(value: Any, who: str) -> list[NodeWithScore]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ConfigError(f"{who} returned {type(value).__name__}; a retriever must return a "
+                          "list of NodeWithScore / DocNode / str")
+    out = []
+    for i, h in enumerate(value):
+        if isinstance(h, NodeWithScore):
+            out.append(h)
+        elif isinstance(h, DocNode):
+            out.append(NodeWithScore(h, None))
+        elif isinstance(h, str):
+            out.append(NodeWithScore(DocNode(h), None))
+        else:
+            raise ConfigError(f"{who} returned hit {i} of type {type(h).__name__}; expected "
+                              "NodeWithScore, DocNode or str")
+    return out
+
+
+class RetrieverAdapter:
+    """One retriever behind ``abatch(texts, filter) -> list[list[NodeWithScore]]``;
+    ``calls`` counts the calls made to the underlying retriever."""
+
+    def __init__(self, inner: Any, name: str) -> None:
+        from fastrag.retrieval.retriever import Retriever
+
+        self.inner = inner
+        self.name = name
+        self.calls = 0
+        self.is_fastrag = isinstance(inner, Retriever)
+        batch = getattr(inner, "batch", None)
+        self._batch = batch if (self.is_fastrag or callable(batch)) else None
+        if self._batch is None and not callable(inner):
+            raise ConfigError(
+                f"{name} must be a fastrag.Retriever or a callable query str -> list of nodes, "
+                f"got {type(inner).__name__}"
+            )
+
+    def label(self) -> str:
+        if self.is_fastrag:
+            r = self.inner
+            return f"{r.group_name}/{r.similarity}"
+        return getattr(self.inner, "__name__", type(self.inner).__name__)
+
+    async def abatch(self, texts: list[str], flt: Any = None) -> list[list[NodeWithScore]]:
+        if not texts:
+            return []
+        if self._batch is not None:
+            self.calls += 1
+            if flt is not None:
+                out = await asyncio.to_thread(self._batch, texts, filter=flt)
+            else:
+                out = await asyncio.to_thread(self._batch, texts)
+            if not isinstance(out, Sequence) or len(out) != len(texts):
+                raise ConfigError(f"{self.name}.batch returned {len(out)} lists for "
+                                  f"{len(texts)} queries")
+            return [_hits(h, self.name) for h in out]
+        if flt is not None:
+            raise ConfigError(
+                f"{self.name} is a plain callable and cannot take the query's filter "
+                f"{flt!r}; use a fastrag.Retriever or drop context['filter']"
+            )
+        out = []
+        for t in texts:
+            self.calls += 1
+            res = self.inner(t)
+            if inspect.isawaitable(res):
+                res = await res
+            out.append(_hits(res, self.name))
+        return out
+
+
+def as_retriever(obj: Any, name: str) -> RetrieverAdapter:
+    """Wrap ``obj`` (checked; errors name the argument as ``name``)."""
+    if isinstance(obj, RetrieverAdapter):
+        return obj
+    return RetrieverAdapter(obj, name)
