@@ -84,7 +84,8 @@ class QueryExpander(QueryComponent):
             return [query]
         tmpl = self._prompt(kind, query.text, self.prompt_template)
         answer = await call(tmpl.format(query=query.text, number=n))
-        variants = [query.mutate(text=t) for t in parse_lines(answer, n, query.text)]
+        exclude = query.text if include_original else ""
+        variants = [query.mutate(text=t) for t in parse_lines(answer, n, exclude)]
         if include_original:
             return [query, *variants]
         return variants or [query]  # nothing usable came back: retrieve with the query itself

@@ -189,6 +189,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "augment_empty": (),
 }
 
+_ALIASES = {"query_str": "query", "context_str": "context"}
+
 QUERY_PROMPTS: dict[str, dict[str, PromptTemplate]] = {
     lang: {k: PromptTemplate(v) for k, v in table.items()} for lang, table in (("en", _EN),
                                                                                ("zh", _ZH))
@@ -202,10 +204,19 @@ def query_prompt(kind: str, language: str) -> PromptTemplate:
 
 def check_template(value: Any, kind: str, name: str = "prompt_template") -> PromptTemplate | None:
     """A user's replacement template (str or PromptTemplate), checked for the variables
-    prompt ``kind`` needs; None stays None (use the default)."""
+    prompt ``kind`` needs; None stays None (use the default). ``{query_str}`` and
+    ``{context_str}`` (LlamaIndex's and LazyLLM's names) are read as ``{query}`` and
+    ``{context}``."""
     tmpl = as_template(value, name)
     if tmpl is None:
         return None
+    renamed = {old: new for old, new in _ALIASES.items()
+               if old in tmpl.free_vars and new not in tmpl.free_vars}
+    if renamed:  # LlamaIndex / LazyLLM names: {query_str} and {context_str}
+        text = tmpl.template
+        for old, new in renamed.items():
+            text = text.replace("{" + old + "}", "{" + new + "}")
+        tmpl = PromptTemplate(text, **tmpl.kwargs)
     missing = [v for v in REQUIRED[kind] if v not in tmpl.free_vars]
     if missing:
         raise ConfigError(

@@ -179,8 +179,13 @@ def test_multi_query_expander_parses_leniently_dedups_and_caps(server, llm):
 
 def test_expander_drops_the_original_repeated_and_falls_back_to_it(server, llm):
     server.reply = lambda m: "1. Same question?\n2. same question"
+    out = fr.MultiQueryExpander(llm).expand("Same question")
+    assert [q.text for q in out] == ["Same question"]  # the original is not repeated
     out = fr.MultiQueryExpander(llm, include_original=False).expand("Same question")
-    assert [q.text for q in out] == ["Same question"]  # nothing new: retrieve the query itself
+    assert [q.text for q in out] == ["Same question?"]  # de-duplicated among themselves
+    server.reply = lambda m: "```\n```"
+    out = fr.MultiQueryExpander(llm, include_original=False).expand("Same question")
+    assert [q.text for q in out] == ["Same question"]  # nothing usable: the query itself
 
 
 def test_expanded_queries_keep_history_and_context(server, llm):
