@@ -234,5 +234,38 @@ class NodeWithScore:
     def get_text(self) -> str:
         return self.node.text
 
+    # LazyLLM code walks lineage on the hit itself (small-to-big: ``hit.parent``).
+    @property
+    def parent(self) -> DocNode | None:
+        return self.node.parent
+
+    @property
+    def children(self) -> Mapping[str, list[DocNode]]:
+        return self.node.children
+
+    @property
+    def root_node(self) -> DocNode | None:
+        return self.node.root_node
+
+    @property
+    def group(self) -> str | None:
+        return self.node.group
+
+    @property
+    def doc_id(self) -> str | None:
+        return self.node.doc_id
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.node.parent_id
+
+    @property
+    def doc_path(self) -> str | None:
+        return self.node.doc_path
+
+    @property
+    def embedding(self) -> dict[str, list[float]] | None:
+        return self.node.embedding
+
     def __repr__(self) -> str:
         return f"NodeWithScore(score={self.score!r}, node={self.node!r})"

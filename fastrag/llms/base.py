@@ -320,21 +320,36 @@ class BaseLLM(abc.ABC):
         tolerantly (code fences, surrounding prose) otherwise. ``instruct=True`` appends a
         sentence with the schema to the prompt. Raises :class:`StructuredOutputError`.
         """
+        return (await self.astructured_with_usage(prompt, schema, instruct=instruct, **kw))[0]
+
+    async def astructured_with_usage(
+        self, prompt: str, schema: dict, *, instruct: bool = True, **kw: Any
+    ) -> tuple[dict, Completion]:
+        """:meth:`astructured` plus the call's :class:`Completion`: its usage counts what was
+        sent (the schema instruction included), as the server reported it where it does."""
         check_prompt(prompt)
         _check_schema_arg(schema)
         full = prompt + schema_instruction(schema) if instruct else prompt
-        text = await self._astructured_text(full, schema, **kw)
+        comp = await self._astructured_completion(full, schema, **kw)
         try:
-            return check_schema(parse_json_object(text), schema)
+            return check_schema(parse_json_object(comp.text), schema), comp
         except (ValueError, TypeError) as exc:
             raise StructuredOutputError(
                 f"the LLM's answer is not a JSON object matching the schema: {exc}",
                 request={"model": self.model, "prompt": prompt},
             ) from None
 
+    async def _astructured_completion(self, prompt: str, schema: dict, **kw: Any) -> Completion:
+        """The raw answer to a structured request with its usage; JSON-mode backends override
+        this (or :meth:`_astructured_text`, whose usage is then counted with tiktoken)."""
+        if type(self)._astructured_text is not BaseLLM._astructured_text:
+            text = await self._astructured_text(prompt, schema, **kw)
+            return Completion(text, self.count_tokens(prompt), self.count_tokens(text))
+        return await self.acomplete_with_usage(prompt, **kw)
+
     async def _astructured_text(self, prompt: str, schema: dict, **kw: Any) -> str:
-        """Text answer for a structured request; JSON-mode backends override this."""
-        return await self.acomplete(prompt, **kw)
+        """Text answer for a structured request."""
+        return (await self.acomplete_with_usage(prompt, **kw)).text
 
     # -- sync wrappers ------------------------------------------------------------------------
     def complete_with_usage(self, prompt: str, **kw: Any) -> Completion:

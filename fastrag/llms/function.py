@@ -208,17 +208,22 @@ class FunctionLLM(BaseLLM):
                 await asyncio.sleep(0)
         yield comp
 
-    async def _astructured_text(self, prompt: str, schema: dict, **kw: Any) -> str:
+    async def _astructured_completion(self, prompt: str, schema: dict, **kw: Any) -> Completion:
         _, comp = await self._run(prompt, kw, "structured")
-        return comp.text
+        return comp
 
     async def astructured(
         self, prompt: str, schema: dict, *, instruct: bool | None = None, **kw: Any
     ) -> dict:
         """Like :meth:`BaseLLM.astructured`; ``instruct`` defaults to ``not supports_json_mode``."""
+        return (await self.astructured_with_usage(prompt, schema, instruct=instruct, **kw))[0]
+
+    async def astructured_with_usage(
+        self, prompt: str, schema: dict, *, instruct: bool | None = None, **kw: Any
+    ) -> tuple[dict, Completion]:
         if instruct is None:
             instruct = not self.supports_json_mode
-        return await super().astructured(prompt, schema, instruct=instruct, **kw)
+        return await super().astructured_with_usage(prompt, schema, instruct=instruct, **kw)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, calls={len(self.calls)})"

@@ -16,6 +16,7 @@ from typing import Any
 
 from fastrag._checks import check_int
 from fastrag.errors import ConfigError
+from fastrag.llms.base import Completion
 from fastrag.llms.function import FunctionLLM, LLMCall
 
 __all__ = ["FunctionLLM", "LLMCall", "MockLLM", "default_answer"]
@@ -126,10 +127,11 @@ class MockLLM(FunctionLLM):
             text = text + " a" * missing
         return self._cut(text, n)
 
-    async def _astructured_text(self, prompt: str, schema: dict, **kw: Any) -> str:
+    async def _astructured_completion(self, prompt: str, schema: dict, **kw: Any) -> Completion:
         if self.response is None:
             call, comp = await self._run(prompt, kw, "structured")
             text = json.dumps(_example_value(schema, comp.text), ensure_ascii=False)
             call.response = text
-            return text
-        return await super()._astructured_text(prompt, schema, **kw)
+            call.completion_tokens = self._usage_count(text)
+            return Completion(text, comp.prompt_tokens, call.completion_tokens)
+        return await super()._astructured_completion(prompt, schema, **kw)

@@ -468,7 +468,7 @@ class OpenAILike(BaseLLM, PooledClient):
         raise self._final_error(prompt, last, attempts)
 
     # -- structured ------------------------------------------------------------------------------
-    async def _astructured_text(self, prompt: str, schema: dict, **kw: Any) -> str:
+    async def _astructured_completion(self, prompt: str, schema: dict, **kw: Any) -> Completion:
         if self.json_mode is not None and kw.get("response_format") is None:
             if self.json_mode == "json_object":
                 kw["response_format"] = {"type": "json_object"}
@@ -478,9 +478,9 @@ class OpenAILike(BaseLLM, PooledClient):
                     "json_schema": {"name": _schema_name(schema), "schema": schema},
                 }
             try:
-                return await self.acomplete(prompt, **kw)
+                return await self.acomplete_with_usage(prompt, **kw)
             except LLMError as exc:
                 if not _rejects_field(exc, "response_format"):
                     raise
                 kw.pop("response_format")  # the server has no JSON mode: parse text instead
-        return await self.acomplete(prompt, **kw)
+        return await self.acomplete_with_usage(prompt, **kw)

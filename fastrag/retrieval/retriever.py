@@ -294,15 +294,17 @@ class Retriever:
             for i, q in enumerate(queries):
                 s = fn(q, texts, **kw) if self.sim.batch else [fn(q, t, **kw) for t in texts]
                 all_scores[i] = _scores_array(s, n, self.similarity)
-        else:
-            for key in self.embed_keys[:1]:
-                vecs = self.doc.derived.vectors(group, key)
-                qv = self.doc.embed_queries(queries, key)
-                for i in range(len(queries)):
-                    s = (fn(qv[i], vecs, **kw) if self.sim.batch
-                         else [fn(qv[i], v, **kw) for v in vecs])
-                    all_scores[i] = _scores_array(s, n, self.similarity)
-        return _topk_scores(all_scores, k, mask, self._cutoff_for(None))
+            return _topk_scores(all_scores, k, mask, self._cutoff_for(None))
+        results = []
+        for key in self.embed_keys:  # several keys merge as the built-in dense ones do
+            vecs = self.doc.derived.vectors(group, key)
+            qv = self.doc.embed_queries(queries, key)
+            for i in range(len(queries)):
+                s = (fn(qv[i], vecs, **kw) if self.sim.batch
+                     else [fn(qv[i], v, **kw) for v in vecs])
+                all_scores[i] = _scores_array(s, n, self.similarity)
+            results.append(_topk_scores(all_scores, k, mask, self._cutoff_for(key)))
+        return results[0] if len(results) == 1 else _merge_hits(results, k)
 
     # -- dense -------------------------------------------------------------------------------
     def _dense_index(self, group, key):

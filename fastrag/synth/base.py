@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
@@ -28,7 +27,7 @@ from typing import Any
 from fastrag._async import iter_sync, run_sync
 from fastrag._checks import check_int, check_list, check_str
 from fastrag.errors import ConfigError
-from fastrag.llms.base import BaseLLM, Completion, schema_instruction
+from fastrag.llms.base import BaseLLM, Completion
 from fastrag.llms.resolve import resolve_llm
 from fastrag.schema import DocNode, NodeWithScore
 from fastrag.synth.packing import DEFAULT_CONTEXT_WINDOW, DEFAULT_NUM_OUTPUT, PromptHelper
@@ -64,6 +63,20 @@ _KIND = {
     "summary_template": "summary",
     "simple_template": "simple",
 }
+
+
+def _refine_context_alias(tmpl: PromptTemplate) -> PromptTemplate:
+    """A refine template written with ``{context_str}`` (as in LlamaIndex tutorials) reads as
+    one with ``{context_msg}``; having both is ambiguous."""
+    names = set(tmpl.free_vars)
+    if "context_str" not in names:
+        return tmpl
+    if "context_msg" in names:
+        raise ConfigError(
+            "refine_template has both {context_msg} and {context_str}; use one of them for "
+            "the new context"
+        )
+    return PromptTemplate(tmpl.template.replace("{context_str}", "{context_msg}"), **tmpl.kwargs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -188,16 +201,12 @@ class _MeteredLLM(BaseLLM):
         usage = _USAGE.get()
         sem = self._sem()
         if sem is None:
-            result = await self.inner.astructured(prompt, schema, **kw)
+            result, comp = await self.inner.astructured_with_usage(prompt, schema, **kw)
         else:
             async with sem:
-                result = await self.inner.astructured(prompt, schema, **kw)
-        if usage is not None:
-            # Structured calls return no usage: count what was sent and received.
-            n_prompt = self.inner.count_tokens(prompt)
-            if not self.supports_json_mode:
-                n_prompt += self.inner.count_tokens(schema_instruction(schema))
-            usage.add(n_prompt, self.inner.count_tokens(json.dumps(result, ensure_ascii=False)))
+                result, comp = await self.inner.astructured_with_usage(prompt, schema, **kw)
+        if usage is not None:  # what was sent, schema instruction included
+            usage.add(comp.prompt_tokens, comp.completion_tokens)
         return result
 
     def count_tokens(self, text: str) -> int:
@@ -433,13 +442,18 @@ class BaseSynthesizer:
     # -- templates -----------------------------------------------------------------------------
     def _set_template(self, name: str, value: Any) -> None:
         tmpl = as_template(value, name)
+        if tmpl is not None and name == "refine_template":
+            tmpl = _refine_context_alias(tmpl)
         if tmpl is not None:
             present = set(tmpl.free_vars)
             missing = [v for v in _REQUIRED[name] if v not in present]
             if missing:
+                shown = ["{" + v + "}" for v in missing]
+                if name == "refine_template" and "context_msg" in missing:
+                    shown[missing.index("context_msg")] = "{context_msg} (or {context_str})"
                 raise ConfigError(
                     f"{name} is missing required variable(s) "
-                    f"{', '.join('{' + v + '}' for v in missing)}; it has "
+                    f"{', '.join(shown)}; it has "
                     f"{['{' + v + '}' for v in tmpl.template_vars]}"
                 )
             cvar = _CONTEXT_VAR.get(name)
