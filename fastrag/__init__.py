@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "NodeTransform": "fastrag.transforms.base",
     "SentenceSplitter": "fastrag.transforms.sentence",
     "TokenTextSplitter": "fastrag.transforms.sentence",
+    "LLMParser": "fastrag.transforms.llm_parser",
     "read_file": "fastrag.documents.readers",
     # analysis
     "count_tokens": "fastrag.analysis.tokens",

@@ -18,7 +18,7 @@ import pyarrow as pa
 from fastrag.documents.sources import rows_to_table
 from fastrag.errors import ConfigError
 from fastrag.schema import GROUP_SCHEMA, DocNode, dump_metadata, node_id
-from fastrag.transforms.base import NodeTransform, has_spans
+from fastrag.transforms.base import NodeTransform, has_batch, has_spans
 
 
 @dataclass
@@ -59,7 +59,13 @@ def _children_of(
     pid, doc_id, text, meta_json = parent
     meta = json.loads(meta_json)
     arg = DocNode(text=text, metadata=meta, id=pid) if trans_node else text
-    out = fn(arg)
+    return _child_rows(fn(arg), group, parent, meta)
+
+
+def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str],
+                meta: dict[str, Any]) -> list[tuple]:
+    """The rows of one parent's children, from what its transform returned."""
+    pid, doc_id, _text, meta_json = parent
     if isinstance(out, (str, DocNode)):
         out = [out]
     if out is None or not isinstance(out, Iterable):
@@ -127,6 +133,19 @@ def run_transform(d: GroupDef, ptable: pa.Table) -> pa.Table:
     if d.spans is not None:
         return _transform_spans(d, ids, docs, texts, metas)
     parents = list(zip(ids, docs, texts, metas, strict=True))
+    if has_batch(d.fn):  # one call for every parent (e.g. concurrent LLM calls)
+        parsed = [json.loads(m) for m in metas]
+        arg = ([DocNode(text=t, metadata=m, id=i) for i, t, m in zip(ids, texts, parsed,
+                                                                      strict=True)]
+               if d.trans_node else texts)
+        outs = d.fn.batch_transform(arg)
+        if not isinstance(outs, list) or len(outs) != n:
+            raise ConfigError(f"batch_transform of group {d.name!r} returned "
+                              f"{len(outs) if isinstance(outs, list) else type(outs).__name__} "
+                              f"results for {n} parents; return one list per parent")
+        rows = [r for out, p, m in zip(outs, parents, parsed, strict=True)
+                for r in _child_rows(out, d.name, p, m)]
+        return rows_to_table(rows, d.name)
     if d.num_workers > 0 and n > 1:
         k = min(n, d.num_workers * 4)
         chunks = [parents[i * n // k:(i + 1) * n // k] for i in range(k)]

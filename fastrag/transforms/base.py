@@ -43,6 +43,17 @@ class NodeTransform:
         """Spans of many texts; override when a batch is cheaper than one call per text."""
         return [self.spans(t) for t in texts]
 
+    def batch_transform(self, nodes_or_texts: list) -> list[list]:
+        """Children of every parent of a group at once (one list per parent). Override it
+        when one call for all parents pays (e.g. concurrent LLM calls): a group then calls
+        it once instead of :meth:`transform` per parent."""
+        return [self.transform(x) for x in nodes_or_texts]
+
+
+def has_batch(transform: object) -> bool:
+    return (isinstance(transform, NodeTransform)
+            and type(transform).batch_transform is not NodeTransform.batch_transform)
+
 
 def has_spans(transform: object) -> bool:
     return isinstance(transform, NodeTransform) and type(transform).spans is not NodeTransform.spans
