@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "Reranker": "fastrag.retrieval.rerankers",
     "ModuleReranker": "fastrag.retrieval.rerankers",
     "register_reranker": "fastrag.retrieval.rerankers",
+    "OpenAIRerank": "fastrag.retrieval.online",
     "SimilarityCutoff": "fastrag.retrieval.postprocessors",
     "KeywordFilter": "fastrag.retrieval.postprocessors",
     "Deduplicate": "fastrag.retrieval.postprocessors",

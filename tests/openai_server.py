@@ -21,6 +21,11 @@ Endpoints
                                 endian float32); ``dimensions`` overrides ``dim``. Vectors are
                                 :meth:`OpenAIServer.embedding` (hash-seeded, float32, unit norm);
                                 ``usage.prompt_tokens`` = ``total_tokens`` = tiktoken count.
+    POST /v1/rerank             ``{"model", "query", "documents", "top_n"?}`` -> Cohere / Jina /
+                                vLLM shape ``{"results": [{"index", "relevance_score"}]}`` best
+                                first (``rerank_format = "tei"``: a bare list of ``{"index",
+                                "score"}``); scores are :meth:`OpenAIServer.rerank_score`;
+                                ``max_inputs`` caps the documents per request (400 beyond).
     GET  /v1/models             one model, ``server.model``.
 
 Behaviours (``server.script([...])``; each request to a POST endpoint takes the next one; when
@@ -232,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self, rec: RecordedRequest, raw: bytes) -> int | None:
         owner, b = self.owner, rec.behaviour
         path = rec.path.split("?")[0].rstrip("/")
-        if path not in ("/v1/chat/completions", "/v1/embeddings"):
+        if path not in ("/v1/chat/completions", "/v1/embeddings", "/v1/rerank"):
             self._error(404, f"no route POST {rec.path}")
             return 404
         if (
@@ -260,6 +265,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._wait(float(b.split(":", 1)[1]))
         if path.endswith("/embeddings"):
             return self._embeddings(rec)
+        if path.endswith("/rerank"):
+            return self._rerank(rec)
         return self._chat(rec, stream)
 
     # -- chat ----------------------------------------------------------------------------------
@@ -432,6 +439,39 @@ class _Handler(BaseHTTPRequestHandler):
         return 200
 
 
+    # -- rerank -------------------------------------------------------------------------------
+    def _rerank(self, rec: RecordedRequest) -> int:
+        owner, body, b = self.owner, rec.body, rec.behaviour
+        query, docs = body.get("query"), body.get("documents")
+        if not isinstance(query, str) or not isinstance(docs, list) or not docs or not all(
+            isinstance(d, str) for d in docs
+        ):
+            self._error(400, "'query' must be a string and 'documents' a non-empty list of "
+                             "strings")
+            return 400
+        if owner.max_inputs is not None and len(docs) > owner.max_inputs:
+            self._error(400, f"too many documents: {len(docs)} > {owner.max_inputs}")
+            return 400
+        if b == "malformed":
+            self._send_bytes(200, b'{"results": [{"index": 0, "relev', "application/json")
+            return 200
+        scored = [(i, OpenAIServer.rerank_score(query, d)) for i, d in enumerate(docs)]
+        scored.sort(key=lambda x: (-x[1], x[0]))
+        top_n = body.get("top_n")
+        if isinstance(top_n, int) and top_n > 0:
+            scored = scored[:top_n]
+        if owner.rerank_format == "tei":
+            self._send_json(200, [{"index": i, "score": s} for i, s in scored])
+            return 200
+        self._send_json(200, {
+            "id": f"rerank-{len(owner.requests)}",
+            "model": body.get("model", owner.model),
+            "results": [{"index": i, "relevance_score": s} for i, s in scored],
+            "usage": {"total_tokens": _count(query) * len(docs) + sum(_count(d) for d in docs)},
+        })
+        return 200
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -456,6 +496,7 @@ class OpenAIServer:
         self.reply = reply
         self.usage: tuple[int, int] | None = None
         self.max_inputs: int | None = None
+        self.rerank_format = "cohere"
         self.chunk_delay = 0.0
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
@@ -549,6 +590,17 @@ class OpenAIServer:
         """The reply to a chat: ``"Echo: "`` plus the last message's first 30 words."""
         words = messages[-1]["content"].split()
         return "Echo: " + " ".join(words[:30])
+
+    @staticmethod
+    def rerank_score(query: str, document: str) -> float:
+        """The server's relevance: the share of the query's distinct tokens (lowercased words;
+        CJK characters one by one) found in the document, plus 1e-3 / (1 + len(document))."""
+        def toks(t: str) -> set[str]:
+            return set(re.findall(r"[a-z0-9]+|[\u4e00-\u9fff]", t.lower()))
+
+        q = toks(query)
+        share = len(q & toks(document)) / len(q) if q else 0.0
+        return share + 1e-3 / (1 + len(document))
 
     @staticmethod
     def embedding(text: str, dim: int) -> np.ndarray:

@@ -382,8 +382,10 @@ class ModuleReranker(Reranker):
     """Rerank with a model scoring (query, text) pairs; keeps the best ``topk``.
 
     Args:
-        model: a callable ``(query, texts) -> scores``, ``"embedding-cosine"`` or
-            ``"cross-encoder:<local model dir>"``.
+        model: a callable ``(query, texts) -> scores``, ``fr.OpenAIRerank(base_url, model)``
+            (a served ``/v1/rerank`` API; any object with ``score_batch(queries, texts)``),
+            ``"embedding-cosine"``, ``"cross-encoder:<local model dir>"`` or a local model
+            directory.
         topk: hits to keep (None: all), best first; ties keep the input order.
         embed: the embedder for ``"embedding-cosine"`` (default: the offline default model).
         device, batch_size: for the cross-encoder.
@@ -415,6 +417,8 @@ class ModuleReranker(Reranker):
             raise ConfigError("embed= is only used with model='embedding-cosine'")
         if callable(model):
             self.scorer: _Scorer = _CallableScorer(model)
+        elif callable(getattr(model, "score_batch", None)):  # fr.OpenAIRerank or alike
+            self.scorer = model
         elif model == "embedding-cosine":
             self.scorer = _EmbeddingCosineScorer(embed)
         elif (
@@ -423,10 +427,19 @@ class ModuleReranker(Reranker):
             and model[len("cross-encoder:") :]
         ):
             self.scorer = _CrossEncoderScorer(model[len("cross-encoder:") :], device, batch_size)
+        elif isinstance(model, str) and model and os.path.isdir(os.path.expanduser(model)):
+            self.scorer = _CrossEncoderScorer(model, device, batch_size)  # a local model dir
+        elif isinstance(model, str) and model:
+            raise ConfigError(
+                f"model={model!r} is neither a local cross-encoder directory nor a configured "
+                f"endpoint; for a served reranker pass model=fr.OpenAIRerank(base_url="
+                f"'http://host:port/v1', model={model!r}), for a local one "
+                f"model='cross-encoder:/path/to/model'"
+            )
         else:
             raise ConfigError(
-                f"model must be a callable (query, texts) -> scores, 'embedding-cosine', or "
-                f"'cross-encoder:<local model dir>', got {model!r}"
+                f"model must be a callable (query, texts) -> scores, fr.OpenAIRerank(...), "
+                f"'embedding-cosine', or 'cross-encoder:<local model dir>', got {model!r}"
             )
         self.model = model
 

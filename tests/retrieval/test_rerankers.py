@@ -203,10 +203,12 @@ def test_errors():
                                           r"'KeywordFilter', .*'ModuleReranker'"):
         Reranker("Nope")
     with pytest.raises(ConfigError, match=r"model must be a callable \(query, texts\) -> scores, "
-                                          r"'embedding-cosine', or 'cross-encoder:<local model "
-                                          r"dir>', got None"):
+                                          r"fr.OpenAIRerank\(...\), 'embedding-cosine', or "
+                                          r"'cross-encoder:<local model dir>', got None"):
         Reranker("ModuleReranker")
-    with pytest.raises(ConfigError, match="got 'bge'"):
+    with pytest.raises(ConfigError, match=r"model='bge' is neither a local cross-encoder "
+                                          r"directory nor a configured endpoint; .*"
+                                          r"model=fr.OpenAIRerank\(base_url="):
         Reranker("ModuleReranker", model="bge")
     with pytest.raises(ConfigError, match="topk must be None"):
         Reranker("ModuleReranker", model=overlap, topk=0)
