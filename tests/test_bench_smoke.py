@@ -27,13 +27,18 @@ def run_smoke(script: str, tmp_path: Path, *extra: str) -> list[Path]:
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["bench_bm25.py", "bench_dense.py", "bench_hnsw.py",
                                     "bench_synthesis.py", "bench_tokenize.py",
-                                    "bench_ingest.py"])
+                                    "bench_ingest.py", "bench_pipeline.py"])
 def test_benchmark_smoke(script, tmp_path):
     pytest.importorskip("bm25s")
     files = run_smoke(script, tmp_path, *(["--out", str(tmp_path)]
                                           if script == "bench_bm25.py" else []))
     data = json.loads(files[0].read_text())
     assert data  # a results document with content
+    if script == "bench_pipeline.py":  # same flow: both answer every question, same LLM shape
+        rows = {r["flow"]: r for r in data["rows"]}
+        assert len(rows) == 4 and all(r["n_queries"] == 20 for r in rows.values())
+        fast = rows["fastrag batch (max_concurrency=16)"]
+        assert fast["llm_calls"] == fast["reported_llm_calls"] >= 2 * 20
     if script == "bench_bm25.py":  # fastrag's top-10 equals bm25s's on every query
         checks = [r["verify_vs_bm25s"]["identical"] for r in data["main"] + data["sizes"]]
         assert checks and all(c is True for c in checks)
