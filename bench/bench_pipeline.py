@@ -97,7 +97,7 @@ def hash_gram(g: str) -> int:
     return h
 
 
-# -- data ---------------------------------------------------------------------------------------------
+# -- data ----------------------------------------------------------------------
 def load(n_paragraphs: int | None, n_questions: int):
     questions, gold, contexts = squad_questions(load_cmrc2018_dev())
     if n_paragraphs is not None:
@@ -109,7 +109,7 @@ def load(n_paragraphs: int | None, n_questions: int):
     return contexts, [questions[i] for i in picked], [gold[i] for i in picked]
 
 
-# -- fastrag ------------------------------------------------------------------------------------------
+# -- fastrag ----------------------------------------------------------------------
 def fastrag_doc(contexts: list[str]) -> fr.Document:
     doc = fr.Document.from_texts(contexts, metadatas=[{"para": i} for i in range(len(contexts))],
                                  embed=embed)
@@ -140,7 +140,7 @@ def run_fastrag(doc, questions, gold, conc: int, zero: bool = False) -> dict[str
                 sum(r.metadata["llm_calls"] for r in resps))
 
 
-# -- LlamaIndex ---------------------------------------------------------------------------------------
+# -- LlamaIndex ----------------------------------------------------------------------
 def llama_engine(contexts: list[str], llm) -> Any:
     import bm25s
     from llama_index.core import VectorStoreIndex
@@ -217,7 +217,7 @@ def _row(label, wall, cpu, llm, hits, gold, reported_calls) -> dict[str, Any]:
             "recall@5": recall, "n_queries": n}
 
 
-# -- report -------------------------------------------------------------------------------------------
+# -- report ----------------------------------------------------------------------
 def plot(rows: list[dict], path: Path) -> None:
     try:
         import matplotlib
