@@ -254,28 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     doc = fastrag_doc(contexts)
     run_fastrag(doc, questions[:4], gold[:4], 16)  # warm-up (kernels, tokenizer caches)
 
-    rows: list[dict[str, Any]] = []
-    for conc in (16, 128):
-        reps = [run_fastrag(doc, questions, gold, conc) for _ in range(repeats)]
+    def measure(run, n_rep: int) -> dict[str, Any]:
+        """Medians of n_rep timed runs, plus the CPU per question with a zero-latency LLM."""
+        reps = [run(False) for _ in range(n_rep)]
         row = reps[0]
         row["wall_s"] = median([r["wall_s"] for r in reps])
         row["cpu_s"] = median([r["cpu_s"] for r in reps])
-        zero = [run_fastrag(doc, questions, gold, conc, zero=True) for _ in range(repeats)]
-        row["cpu_ms_zero"] = median([r["cpu_ms_per_query"] for r in zero])
-        rows.append(row)
+        row["cpu_ms_zero"] = median([run(True)["cpu_ms_per_query"] for _ in range(n_rep)])
         print(f"  {row['flow']}: {row['wall_s']:.2f} s, cpu/q (zero-latency) "
               f"{row['cpu_ms_zero']:.2f} ms", flush=True)
-    for how in ("gather", "loop"):
-        n_rep = repeats if how == "gather" else 1
-        reps = [run_llama(contexts, questions, gold, how) for _ in range(n_rep)]
-        row = reps[0]
-        row["wall_s"] = median([r["wall_s"] for r in reps])
-        row["cpu_s"] = median([r["cpu_s"] for r in reps])
-        zero = [run_llama(contexts, questions, gold, how, zero=True) for _ in range(n_rep)]
-        row["cpu_ms_zero"] = median([r["cpu_ms_per_query"] for r in zero])
-        rows.append(row)
-        print(f"  {row['flow']}: {row['wall_s']:.2f} s, cpu/q (zero-latency) "
-              f"{row['cpu_ms_zero']:.2f} ms", flush=True)
+        return row
+
+    rows = [measure(lambda z, c=conc: run_fastrag(doc, questions, gold, c, zero=z), repeats)
+            for conc in (16, 128)]
+    rows += [measure(lambda z, h=how: run_llama(contexts, questions, gold, h, zero=z),
+                     repeats if how == "gather" else 1) for how in ("gather", "loop")]
     info["loadavg_at_end"] = list(os.getloadavg())
 
     fast = {r["flow"]: r for r in rows}

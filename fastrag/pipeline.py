@@ -394,9 +394,12 @@ class RAGPipeline:
 
     def _postprocess(self, states: list[_State]) -> None:
         alive = [(i, s) for i, s in enumerate(states) if s.error is None]
-        if not alive:
-            return
-        for p in self.postprocessors:
+        steps = [(p, "postprocess") for p in self.postprocessors]
+        if self.reranker is not None:
+            steps.append((self.reranker, "rerank"))
+        for p, stage in steps:
+            if not alive:
+                return
             hits = [s.hits for _, s in alive]
             texts = [self._answer_text(s) for _, s in alive]
             try:
@@ -404,23 +407,15 @@ class RAGPipeline:
                        else [p(h, t) for h, t in zip(hits, texts, strict=True)])
             except Exception as exc:
                 for i, s in alive:
-                    self._fail(s, "postprocess", exc, i)
+                    self._fail(s, stage, exc, i)
                 return
             for (_, s), h in zip(alive, out, strict=True):
                 s.hits = list(h)
-                s.trace.setdefault("postprocessed", []).append(
-                    {"postprocessor": _name(p), "hits": _ids(s.hits)})
-        if self.reranker is not None:
-            try:
-                out = self.reranker.batch([s.hits for _, s in alive],
-                                          [self._answer_text(s) for _, s in alive])
-            except Exception as exc:
-                for i, s in alive:
-                    self._fail(s, "rerank", exc, i)
-                return
-            for (_, s), h in zip(alive, out, strict=True):
-                s.hits = list(h)
-                s.trace["reranked"] = _ids(s.hits)
+                if stage == "rerank":
+                    s.trace["reranked"] = _ids(s.hits)
+                else:
+                    s.trace.setdefault("postprocessed", []).append(
+                        {"postprocessor": _name(p), "hits": _ids(s.hits)})
 
     # -- the answer ----------------------------------------------------------------------------
     def _streams(self) -> bool:
@@ -520,15 +515,8 @@ class RAGPipeline:
         if s.error is not None:
             raise s.error
         if self.synthesizer is not None and (s.hits or self.augmenter is None):
-            r = self.synthesizer.synthesize(self._answer_text(s), s.hits)
-            if not r.is_streaming:
-                r.metadata = self._synth_done(s, r.metadata)
-                return r
-            out = Response(None, r.source_nodes, self._metadata(s, r.metadata),
-                           response_gen=iter(r.response_gen),
-                           on_done=lambda _t: out.metadata.update(self._synth_done(s,
-                                                                                   r.metadata)))
-            return out
+            return self._wrap_synth(s, self.synthesizer.synthesize(self._answer_text(s),
+                                                                   s.hits), sync=True)
         return self._stream_augmented(s, sync=True)
 
     async def _astream(self, s: _State) -> Response:
@@ -536,15 +524,21 @@ class RAGPipeline:
             raise s.error
         if self.synthesizer is not None and (s.hits or self.augmenter is None):
             r = await self.synthesizer.asynthesize(self._answer_text(s), s.hits)
-            if not r.is_streaming:
-                r.metadata = self._synth_done(s, r.metadata)
-                return r
-            out = Response(None, r.source_nodes, self._metadata(s, r.metadata),
-                           async_response_gen=r.async_response_gen,
-                           on_done=lambda _t: out.metadata.update(self._synth_done(s,
-                                                                                   r.metadata)))
-            return out
+            return self._wrap_synth(s, r, sync=False)
         return self._stream_augmented(s, sync=False)
+
+    def _wrap_synth(self, s: _State, r: Response, sync: bool) -> Response:
+        """The synthesizer's response with the pipeline's totals and trace (completed when a
+        stream ends)."""
+        if not r.is_streaming:
+            r.metadata = self._synth_done(s, r.metadata)
+            return r
+        gen = ({"response_gen": iter(r.response_gen)} if sync
+               else {"async_response_gen": r.async_response_gen})
+        out = Response(None, r.source_nodes, self._metadata(s, r.metadata),
+                       on_done=lambda _t: out.metadata.update(self._synth_done(s, r.metadata)),
+                       **gen)
+        return out
 
     def _stream_augmented(self, s: _State, sync: bool) -> Response:
         from fastrag.llms.base import Completion
