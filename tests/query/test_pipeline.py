@@ -283,3 +283,25 @@ def test_sync_batch_inside_a_running_loop(llm, doc):
 
     a, b = asyncio.run(main())
     assert a[0].response == b[0].response == "ANSWER"
+
+
+def test_one_pipeline_shared_by_many_threads(server, llm, doc):
+    from concurrent.futures import ThreadPoolExecutor
+
+    server.script(["slow:0.05"] * 200)
+    pipe = fr.RAGPipeline([fr.Retriever(doc, "root", "bm25", topk=2),
+                           fr.Retriever(doc, "root", "bm25", topk=3, k1=1.2)],
+                          query_transformers=[fr.RewriteQueryTransformer(llm)],
+                          query_expander=fr.MultiQueryExpander(llm, number_of_queries=2),
+                          joiner=fr.ReciprocalRankFusionJoiner(topk=3), llm=llm)
+    batches = [[f"{q} #{t}" for q in QUESTIONS] for t in range(8)]
+    with ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(pipe.batch, batches))
+    assert len(server.requests) == 8 * len(QUESTIONS) * 3  # rewrite, expand, answer: once each
+    for batch, resps in zip(batches, got, strict=True):
+        for q, r in zip(batch, resps, strict=True):
+            assert r.metadata["trace"]["query"] == q and r.response == "ANSWER"
+            rewritten = q.rstrip("?") + " explained"
+            assert r.metadata["trace"]["transformed_query"] == rewritten
+            alone = pipe.retrieve(q)  # the same hits as computed alone
+            assert [h.id for h in r.source_nodes] == [h.id for h in alone]
