@@ -27,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "register_reader": "fastrag.documents.readers",
     "NodeTransform": "fastrag.transforms.base",
     "SentenceSplitter": "fastrag.transforms.sentence",
+    "LineSplitter": "fastrag.transforms.simple",
+    "ParagraphSplitter": "fastrag.transforms.simple",
     "TokenTextSplitter": "fastrag.transforms.sentence",
     "LLMParser": "fastrag.transforms.llm_parser",
     "read_file": "fastrag.documents.readers",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
+
+_KINDS = ("lines", "paragraphs", "sentence", "tokens")
 
 
 def _parse_group(spec: str) -> tuple[str, str, dict]:
@@ -19,7 +22,7 @@ def _parse_group(spec: str) -> tuple[str, str, dict]:
     if "@" in rest:
         rest, parent = rest.rsplit("@", 1)
     kind, *args = rest.split(":")
-    if kind not in ("lines", "paragraphs", "sentence", "tokens"):
+    if kind not in _KINDS:
         raise argparse.ArgumentTypeError(
             f"--group {spec!r}: unknown SPEC {kind!r}; use lines, paragraphs, "
             "sentence:SIZE[:OVERLAP] or tokens:SIZE[:OVERLAP]"
@@ -31,50 +34,97 @@ def _parse_group(spec: str) -> tuple[str, str, dict]:
     return name, parent, {"kind": kind, "args": nums}
 
 
-def _split_lines(text: str) -> list[str]:
-    return text.split("\n")
-
-
-def _split_paragraphs(text: str) -> list[str]:
-    return text.split("\n\n")
-
-
-def _register(doc, name: str, parent: str, spec: dict) -> None:
-    from fastrag.transforms.sentence import SentenceSplitter, TokenTextSplitter
+def _transform(spec: dict):
+    """The transform of a CLI group spec (one whose spec the store records)."""
+    from fastrag.transforms import (
+        LineSplitter,
+        ParagraphSplitter,
+        SentenceSplitter,
+        TokenTextSplitter,
+    )
 
     kind, args = spec["kind"], spec["args"]
     if kind == "lines":
-        doc.create_node_group(name, transform=_split_lines, parent=parent)
-    elif kind == "paragraphs":
-        doc.create_node_group(name, transform=_split_paragraphs, parent=parent)
-    else:
-        cls = SentenceSplitter if kind == "sentence" else TokenTextSplitter
-        size = args[0] if args else 256
-        overlap = args[1] if len(args) > 1 else size // 10
-        doc.create_node_group(name, transform=cls, parent=parent, chunk_size=size,
-                              chunk_overlap=overlap)
+        return LineSplitter()
+    if kind == "paragraphs":
+        return ParagraphSplitter()
+    cls = SentenceSplitter if kind == "sentence" else TokenTextSplitter
+    size = args[0] if args else 256
+    overlap = args[1] if len(args) > 1 else size // 10
+    return cls(chunk_size=size, chunk_overlap=overlap)
+
+
+def _progress(desc: str, total: int | None, quiet: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="group", disable=quiet, file=sys.stderr,
+                leave=False)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from fastrag.documents.document import Document
 
-    groups = args.group
     t0 = time.perf_counter()
-    doc = Document(args.path, store=args.store, on_error=args.on_error)
-    for name, parent, spec in groups:
-        _register(doc, name, parent, spec)
-    names = [g[0] for g in groups] + list(args.builtin)
-    with tqdm(total=len(names) + 1, desc="ingest", unit="group", disable=args.quiet) as bar:
-        bar.update(1)  # root, read above
+    opts = {"on_error": args.on_error, "json_text_field": args.text_field,
+            "show_progress": not args.quiet}
+    opts.update(_reader_options(args))
+    if args.add:
+        if not (Path(args.store) / "manifest.json").exists():
+            print(f"error: --add needs an existing store; {args.store} is not one (drop --add "
+                  "to create it)", file=sys.stderr)
+            return 2
+        doc = Document(store=args.store, **opts)
+        added = doc.add(args.path)
+        print(f"added {len(added)} documents from {', '.join(args.path)}", file=sys.stderr)
+    else:
+        doc = Document(args.path, store=args.store, replace=args.replace, **opts)
+    for name, parent, spec in args.group:
+        doc.create_node_group(name, transform=_transform(spec), parent=parent)
+    if not args.group and len(doc.group_names) == 1 + len(Document._BUILTIN) \
+            and not args.builtin:
+        doc.create_node_group("chunk", transform=_transform({"kind": "sentence",
+                                                             "args": [256, 32]}))
+        print("no --group given: building group 'chunk' (sentence:256:32)", file=sys.stderr)
+    names = [n for n in doc.group_names[1:] if n not in Document._BUILTIN or n in args.builtin
+             or _stored(doc, n)]
+    with _progress("building groups", len(names), args.quiet) as bar:
         for name in names:
             bar.set_postfix_str(name)
             doc.group(name)
             bar.update(1)
-    print(f"ingested {len(doc.group('root'))} documents into {args.store} "
+    report = getattr(doc, "read_report", None)
+    if report is not None:
+        print(report.summary())
+        if args.verbose:
+            print(report.details())
+    print(f"ingested {len(doc.group('root')):,} documents into {args.store} "
           f"in {time.perf_counter() - t0:.2f} s")
     return _print_info(Path(args.store))
+
+
+def _stored(doc, name: str) -> bool:
+    return doc.store is not None and name in doc.store.manifest["groups"]
+
+
+def _reader_options(args: argparse.Namespace) -> dict:
+    """Reader keyword arguments the Document accepts (those the readers module knows)."""
+    import inspect
+
+    from fastrag.documents.document import Document
+
+    known = inspect.signature(Document).parameters
+    wanted = {"metadata_fields": args.metadata_field or None,
+              "required_exts": args.required_ext or None,
+              "exclude": args.exclude or None,
+              "recursive": False if args.no_recursive else None}
+    out = {}
+    for k, v in wanted.items():
+        if v is None:
+            continue
+        if k not in known:
+            raise SystemExit(f"error: this fastrag cannot use --{k.replace('_', '-')} yet")
+        out[k] = v
+    return out
 
 
 def _print_info(path: Path, verify: bool = False) -> int:
@@ -113,6 +163,214 @@ def _print_info(path: Path, verify: bool = False) -> int:
     return 0
 
 
+# -- search / ask ------------------------------------------------------------------------------
+def _open_store(path: str):
+    """The Document of a store (its sources and groups), writable when possible so indexes
+    built by a query persist; read-only on a store this process cannot write."""
+    from fastrag.documents.document import Document
+    from fastrag.documents.store import MANIFEST
+
+    if not (Path(path) / MANIFEST).is_file():
+        raise _Usage(f"{path} is not a fastrag store (no {MANIFEST}); create one with "
+                     f"`fastrag ingest FILES --store {path}`")
+    mode = "a" if os.access(path, os.W_OK) else "r"
+    return Document(store=path, mode=mode, lock_timeout=5.0)
+
+
+class _Usage(Exception):
+    """A command-line mistake: printed as one line, exit status 2."""
+
+
+def _pick_group(doc, name: str | None) -> str:
+    if name is not None:
+        doc.check_group(name)
+        return name
+    built = [n for n in doc.group_names[1:] if _stored(doc, n)]
+    if not built:
+        return "root"
+    if len(built) > 1:
+        print(f"searching group {built[-1]!r} (also in the store: "
+              f"{', '.join(built[:-1])}; choose with --group)", file=sys.stderr)
+    return built[-1]
+
+
+def _retriever(doc, args: argparse.Namespace, topk: int):
+    from fastrag.analysis.language import default_similarity
+    from fastrag.retrieval.retriever import Retriever
+
+    group = _pick_group(doc, args.group)
+    sim = args.similarity
+    if sim is None:
+        sim = default_similarity(doc.group(group).texts())
+    return Retriever(doc, group, sim, topk=topk, filter=args.filter)
+
+
+def _source(hit) -> str:
+    meta = hit.metadata
+    name = meta.get("file_name") or meta.get("file_path") or hit.doc_id or hit.id
+    page = meta.get("page_label")
+    return f"{name} p.{page}" if page is not None else str(name)
+
+
+def _snippet(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[:width - 1] + "…"
+
+
+def _hit_record(qi: int, query: str, rank: int, hit) -> dict:
+    return {"query_idx": qi, "query": query, "rank": rank, "score": float(hit.score),
+            "node_id": hit.id, "doc_id": hit.doc_id, "source": _source(hit),
+            "file_path": hit.metadata.get("file_path"), "text": hit.text}
+
+
+def _read_queries(path: Path) -> list[str]:
+    if not path.is_file():
+        raise _Usage(f"--queries {path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        col = next((c for c in ("query", "question", "text") if c in table.column_names), None)
+        if col is None:
+            raise _Usage(f"--queries {path}: no 'query' column (columns: {table.column_names})")
+        return [str(q) for q in table.column(col).to_pylist()]
+    lines = [ln for ln in path.read_text(encoding="utf-8-sig").splitlines() if ln.strip()]
+    if suffix != ".jsonl":
+        return lines
+    out = []
+    for i, line in enumerate(lines, 1):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _Usage(f"--queries {path}: line {i} is not JSON ({exc.msg})") from None
+        q = rec if isinstance(rec, str) else next(
+            (rec[k] for k in ("query", "question", "text") if isinstance(rec, dict) and k in rec),
+            None)
+        if not isinstance(q, str):
+            raise _Usage(f"--queries {path}: line {i} has no 'query' field")
+        out.append(q)
+    return out
+
+
+def _write_hits(records: list[dict], out: Path) -> None:
+    if out.suffix.lower() == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(records), out)
+    else:
+        with open(out, "w", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    if (args.query is None) == (args.queries is None):
+        raise _Usage("give one query, or --queries FILE (one query per line, JSONL or Parquet)")
+    doc = _open_store(args.store)
+    ret = _retriever(doc, args, args.topk)
+    queries = [args.query] if args.queries is None else _read_queries(Path(args.queries))
+    t0 = time.perf_counter()
+    hits = ret.batch(queries)
+    seconds = time.perf_counter() - t0
+    records = [_hit_record(qi, q, r, h)
+               for qi, (q, hs) in enumerate(zip(queries, hits, strict=True))
+               for r, h in enumerate(hs, 1)]
+    if args.out:
+        _write_hits(records, Path(args.out))
+        print(f"{len(queries):,} queries ({len(queries) / max(seconds, 1e-9):,.0f}/s, "
+              f"{ret.similarity} on group {ret.group_name!r}): {len(records):,} hits written to "
+              f"{args.out}", file=sys.stderr)
+        return 0
+    if args.json:
+        for r in records:
+            print(json.dumps(r, ensure_ascii=False))
+        return 0
+    for qi, q in enumerate(queries):
+        if len(queries) > 1:
+            print(f"\nquery {qi}: {q}")
+        rows = [r for r in records if r["query_idx"] == qi]
+        if not rows:
+            print("no hits")
+            continue
+        width = max(len(r["source"]) for r in rows)
+        width = min(max(width, 6), 40)
+        print(f"{'rank':>4}  {'score':>8}  {'source':<{width}}  snippet")
+        for r in rows:
+            print(f"{r['rank']:>4}  {r['score']:>8.3f}  {_snippet(r['source'], width):<{width}}"
+                  f"  {_snippet(r['text'])}")
+    return 0
+
+
+def _llm_from(args: argparse.Namespace):
+    """An OpenAI-compatible LLM from --base-url/--model or the environment, or None."""
+    base = args.base_url or os.environ.get("FASTRAG_LLM_BASE_URL")
+    model = args.model or os.environ.get("FASTRAG_LLM_MODEL")
+    if not base and not model:
+        return None
+    if not base or not model:
+        raise _Usage("an LLM needs both a base URL and a model: --base-url/--model or "
+                     "FASTRAG_LLM_BASE_URL/FASTRAG_LLM_MODEL")
+    from fastrag.llms.openai_like import OpenAILike
+
+    return OpenAILike(model=model, base_url=base, api_key=os.environ.get("OPENAI_API_KEY"),
+                      max_retries=args.max_retries)
+
+
+def extractive_answer(query: str, hits: list, analyzer, max_sentences: int = 3) -> list[tuple]:
+    """The sentences of ``hits`` sharing the most query terms: ``[(sentence, hit), ...]``,
+    best first (ties keep the hits' order)."""
+    import re
+
+    terms = set(analyzer(query))
+    scored = []
+    for hi, hit in enumerate(hits):
+        for si, sent in enumerate(re.split(r"(?<=[.!?。！？；;])\s*|\n+", hit.text)):
+            sent = sent.strip()
+            if len(sent) < 2:
+                continue
+            words = analyzer(sent)
+            overlap = len(terms.intersection(words))
+            if overlap:
+                scored.append((-overlap / (1 + len(set(words))) ** 0.5, hi, si, sent, hit))
+    scored.sort(key=lambda x: x[:3])
+    return [(sent, hit) for *_, sent, hit in scored[:max_sentences]]
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    doc = _open_store(args.store)
+    ret = _retriever(doc, args, args.topk)
+    hits = ret(args.question)
+    llm = _llm_from(args)
+    if not hits:
+        print("no passage in the store matches the question")
+        return 1
+    if llm is None:
+        from fastrag.analysis import get_analyzer
+
+        best = extractive_answer(args.question, hits, get_analyzer(ret.similarity)
+                                 if ret.similarity.startswith("bm25") else get_analyzer("bm25"))
+        print("Best-matching passages (extractive answer):")
+        for sent, hit in best or [(_snippet(hits[0].text, 300), hits[0])]:
+            print(f"- {sent}  [{_source(hit)}]")
+        print("(no LLM configured: set FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL, or pass "
+              "--base-url and --model, for a generated answer)", file=sys.stderr)
+    else:
+        from fastrag.synth.factory import get_response_synthesizer
+
+        synth = get_response_synthesizer(response_mode=args.mode, llm=llm, streaming=True)
+        resp = synth.synthesize(args.question, hits)
+        for piece in resp.response_gen:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        print()
+    print("\nSources:")
+    for rank, hit in enumerate(hits, 1):
+        print(f"{rank}. {_source(hit)}  (score {hit.score:.3f})  {_snippet(hit.text, 70)}")
+    return 0
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     return _print_info(Path(args.path), verify=args.verify)
 
@@ -139,7 +397,124 @@ def _run_eval(squad, args) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from fastrag.eval.loaders import _read_json
 
-    return _run_eval(_read_json(Path(args.squad)), args)
+    if args.squad:
+        if args.store or args.questions:
+            raise _Usage("--squad builds its own knowledge base: drop STORE and --questions")
+        squad = _read_json(Path(args.squad))
+        if args.similarity is None:
+            from fastrag.analysis.language import default_similarity
+            from fastrag.eval.loaders import squad_questions
+
+            questions, _, contexts = squad_questions(squad)
+            sim = default_similarity(contexts[:200] + questions[:200])
+            args.similarity = ["bm25_chinese", "bm25_cjk"] if sim == "bm25_chinese" else [sim]
+        return _run_eval(squad, args)
+    if not args.store or not args.questions:
+        raise _Usage("eval needs STORE and --questions FILE (or --squad FILE for SQuAD data)")
+    return _eval_store(args)
+
+
+def _read_questions(path: Path) -> list[dict]:
+    """Question records from JSONL, a JSON list, or CSV: ``question`` (or ``query``) and a
+    gold field: ``answer``/``answers`` (text a relevant passage contains), ``source`` (a
+    file name or path the passage comes from) or ``node_ids``."""
+    import csv
+
+    if not path.is_file():
+        raise _Usage(f"--questions {path}: no such file")
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix.lower() == ".csv":
+        records = list(csv.DictReader(text.splitlines()))
+    elif path.suffix.lower() == ".jsonl":
+        records = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+    else:
+        data = json.loads(text)
+        records = data if isinstance(data, list) else data.get("questions", [])
+    out = []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise _Usage(f"--questions {path}: record {i} is not an object")
+        q = rec.get("question", rec.get("query"))
+        answers = rec.get("answers", rec.get("answer"))
+        answers = [answers] if isinstance(answers, str) else list(answers or [])
+        source = rec.get("source", rec.get("file"))
+        ids = rec.get("node_ids") or []
+        if not isinstance(q, str) or not (answers or source or ids):
+            raise _Usage(f"--questions {path}: record {i} needs 'question' and one of "
+                         "'answer', 'source' or 'node_ids'")
+        out.append({"question": q, "answers": [a for a in answers if a],
+                    "source": source, "node_ids": list(ids)})
+    if not out:
+        raise _Usage(f"--questions {path}: no questions")
+    return out
+
+
+def _gold_ids(group, records: list[dict]) -> list[set]:
+    """For each question, the ids of the group's nodes that answer it."""
+    import pyarrow.compute as pc
+
+    table = group.table
+    ids = table.column("id")
+    paths = [m.get("file_path") or "" for m in
+             (json.loads(x) for x in group.full_metadata_json())]
+    gold = []
+    for rec in records:
+        hit = set(rec["node_ids"])
+        for ans in rec["answers"]:
+            mask = pc.match_substring(table.column("text"), ans)
+            hit.update(pc.filter(ids, mask).to_pylist())
+        if rec["source"]:
+            src = str(rec["source"])
+            hit.update(i for i, p in zip(group.ids, paths, strict=True)
+                       if p == src or Path(p).name == src or p.endswith("/" + src))
+        gold.append(hit)
+    return gold
+
+
+def _eval_store(args: argparse.Namespace) -> int:
+    from fastrag.eval.metrics import evaluate_retrieval
+
+    records = _read_questions(Path(args.questions))
+    doc = _open_store(args.store)
+    topks = [int(k) for k in str(args.topk).split(",")]
+    sims = args.similarity or [None]
+    gold = None
+    rows = []
+    for sim in sims:
+        args_sim = argparse.Namespace(**{**vars(args), "similarity": sim, "filter": None})
+        ret = _retriever(doc, args_sim, max(topks))
+        if gold is None:
+            gold = _gold_ids(doc.group(ret.group_name), records)
+            missing = sum(1 for g in gold if not g)
+            if missing:
+                print(f"note: {missing} of {len(records)} questions have no passage in group "
+                      f"{ret.group_name!r} that holds their answer; they count as misses",
+                      file=sys.stderr)
+        questions = [r["question"] for r in records]
+        ret(questions[0])  # builds (or loads) the index outside the timing
+        t0 = time.perf_counter()
+        hits = ret.batch(questions)
+        qps = len(questions) / max(time.perf_counter() - t0, 1e-9)
+        res = evaluate_retrieval([[h.id for h in hs] for hs in hits], [sorted(g) for g in gold],
+                                 topks)
+        rows.append((ret.similarity, res, qps))
+    head = ["similarity"] + [f"hit@{k}" for k in topks] + [f"ndcg@{k}" for k in topks] + \
+        ["MRR", "queries/s"]
+    print(f"{len(records):,} questions over group {ret.group_name!r} "
+          f"({len(doc.group(ret.group_name)):,} nodes), one batch per similarity\n")
+    print(" | ".join(head))
+    print(" | ".join("---" for _ in head))
+    for sim, res, qps in rows:
+        print(" | ".join([sim] + [f"{res[f'hit_rate@{k}']:.3f}" for k in topks]
+                         + [f"{res[f'ndcg@{k}']:.3f}" for k in topks]
+                         + [f"{res['mrr']:.3f}", f"{qps:,.0f}"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"n_queries": len(records), "group": ret.group_name,
+             "similarities": {sim: {**res, "queries_per_s": qps} for sim, res, qps in rows}},
+            indent=1))
+        print(f"\nwrote {args.json}")
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -154,27 +529,63 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb-per-file", type=int, default=10, help="paragraphs per .txt file")
     p.add_argument("--group", default="block")
     p.add_argument("--similarity", action="append", default=None,
-                   help="repeatable; default: bm25_chinese and bm25_cjk side by side")
+                   help="repeatable; default: by the data's language (bm25 for English, "
+                        "bm25_chinese and bm25_cjk side by side for Chinese)")
     p.add_argument("--topk", default="1,3,5", help="comma-separated cut-offs")
     p.add_argument("--workdir", help="keep the knowledge base and store here")
     p.add_argument("--json", help="also write the results as JSON to this path")
 
 
+def _query_args(p: argparse.ArgumentParser, topk: int) -> None:
+    p.add_argument("--group", help="node group to search (default: the last one built)")
+    p.add_argument("--similarity", help="bm25, bm25_chinese, bm25_cjk, cosine, ... "
+                   "(default: by the data's language)")
+    p.add_argument("--topk", type=int, default=topk)
+    p.add_argument("--filter", help="metadata filter, Spring AI syntax: \"file_type == 'md'\"")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fastrag-engine")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fastrag", description=__doc__)
+    p.add_argument("--version", action="version", version=f"fastrag {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     ing = sub.add_parser("ingest", help="read files into a store and build node groups")
-    ing.add_argument("path", help="file or directory (read recursively)")
+    ing.add_argument("path", nargs="+", help="files or directories (read recursively)")
     ing.add_argument("--store", required=True, help="store directory (created if missing)")
     ing.add_argument("--group", action="append", default=[], metavar="NAME=SPEC", type=_parse_group,
                      help="node group to build: lines, paragraphs, sentence:SIZE[:OVERLAP], "
-                          "tokens:SIZE[:OVERLAP]; append @PARENT for a parent other than root")
+                          "tokens:SIZE[:OVERLAP]; append @PARENT for a parent other than root "
+                          "(default: chunk=sentence:256:32 for a new store)")
     ing.add_argument("--builtin", action="append", default=[],
                      choices=["CoarseChunk", "MediumChunk", "FineChunk"],
                      help="also build a built-in group")
-    ing.add_argument("--on-error", choices=["raise", "skip"], default="raise")
-    ing.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    how = ing.add_mutually_exclusive_group()
+    how.add_argument("--add", action="store_true",
+                     help="add these files to an existing store (keeping its sources)")
+    how.add_argument("--replace", action="store_true",
+                     help="make these files the store's only sources")
+    ing.add_argument("--on-error", choices=["raise", "skip"], default="raise",
+                     help="skip: report a file that cannot be read and go on")
+    ing.add_argument("--text-field", default="text",
+                     help="JSON/JSONL/CSV field holding the text (default: text)")
+    ing.add_argument("--metadata-field", action="append", default=[],
+                     help="repeatable: keep only these record fields as metadata")
+    ing.add_argument("--required-ext", action="append", default=[],
+                     help="repeatable: read only files with these extensions (.md)")
+    ing.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                     help="repeatable: skip files matching this glob")
+    ing.add_argument("--no-recursive", action="store_true", help="top-level files only")
+    ing.add_argument("-v", "--verbose", action="store_true", help="list the files skipped")
+    ing.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     ing.set_defaults(func=cmd_ingest)
 
     info = sub.add_parser("info", help="print a store's groups, node counts and bytes "
@@ -184,10 +595,37 @@ def build_parser() -> argparse.ArgumentParser:
                       help="check every file's size and checksum (exit 1 if any is damaged)")
     info.set_defaults(func=cmd_info)
 
-    ev = sub.add_parser("eval", help="retrieval recall / context relevance / MRR on SQuAD data")
-    ev.add_argument("--squad", required=True, help="SQuAD-format JSON file (e.g. CMRC 2018)")
+    se = sub.add_parser("search", help="retrieve from a store: a hits table, JSON, or a batch "
+                        "of queries to JSONL/Parquet")
+    se.add_argument("store")
+    se.add_argument("query", nargs="?")
+    _query_args(se, 5)
+    se.add_argument("--json", action="store_true", help="one JSON object per hit")
+    se.add_argument("--queries", help="file of queries: one per line, JSONL or Parquet")
+    se.add_argument("--out", help="write the hits here (.jsonl or .parquet)")
+    se.set_defaults(func=cmd_search)
+
+    ask = sub.add_parser("ask", help="answer a question from a store (an OpenAI-compatible "
+                         "LLM, or an extractive answer without one)")
+    ask.add_argument("store")
+    ask.add_argument("question")
+    _query_args(ask, 5)
+    ask.add_argument("--mode", default="compact", help="response mode (compact, refine, "
+                     "tree_summarize, simple_summarize, accumulate, ...)")
+    ask.add_argument("--base-url", help="OpenAI-compatible endpoint (or FASTRAG_LLM_BASE_URL)")
+    ask.add_argument("--model", help="model name (or FASTRAG_LLM_MODEL); the key is read from "
+                     "OPENAI_API_KEY")
+    ask.add_argument("--max-retries", type=int, default=3)
+    ask.set_defaults(func=cmd_ask)
+
+    ev = sub.add_parser("eval", help="hit rate / nDCG / MRR of a store on your questions, or "
+                        "recall on SQuAD data (--squad)")
+    ev.add_argument("store", nargs="?", help="a store built with fastrag ingest")
+    ev.add_argument("--questions", help="JSONL/JSON/CSV: question + answer | source | node_ids")
+    ev.add_argument("--squad", help="SQuAD-format JSON file (e.g. CMRC 2018)")
     _eval_args(ev)
-    ev.set_defaults(func=cmd_eval)
+    ev.set_defaults(func=cmd_eval, group=None)
+    ev.set_defaults(group=None)
 
     demo = sub.add_parser("demo", help="batch retrieval over the bundled CMRC knowledge base")
     _eval_args(demo)
@@ -198,15 +636,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "similarity", "unset") is None:
+    if args.command == "demo" and args.similarity is None:
         args.similarity = ["bm25_chinese", "bm25_cjk"]
     from fastrag.errors import FastragError
 
     try:
         return args.func(args)
-    except FastragError as exc:
+    except (FastragError, _Usage) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `fastrag search ... | head`: the reader left; not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ class ReaderError(FastragError, ValueError):
     """A source file could not be read or decoded."""
 
 
+class TransformError(FastragError, RuntimeError):
+    """A node transform failed; the message names the group, the node and its file."""
+
+
 class StoreError(FastragError, RuntimeError):
     """A store on disk is unreadable, from an unknown format version, or inconsistent."""
 

@@ -31,7 +31,9 @@ GROUP_SCHEMA = pa.schema(
         pa.field("text", pa.large_string(), nullable=False),
         pa.field("start", pa.int64()),  # offsets into the parent's text, null when unknown
         pa.field("end", pa.int64()),
-        pa.field("metadata", pa.string(), nullable=False),  # JSON object, sorted keys
+        # JSON object, sorted keys: a root node's document metadata; any other node's own
+        # metadata (what it adds to or changes in its document's), usually "{}"
+        pa.field("metadata", pa.string(), nullable=False),
     ]
 )
 
@@ -102,8 +104,15 @@ class DocNode:
 
     @property
     def metadata(self) -> dict[str, Any]:
+        """The node's metadata: its document's, updated by what the node itself carries."""
         if self._metadata is None:
-            self._metadata = json.loads(self._col("metadata"))
+            own = json.loads(self._col("metadata"))
+            g = self._group
+            if g.parent_name is None:
+                self._metadata = own
+            else:
+                self._metadata = {**g.document.group(ROOT_GROUP).doc_metadata(self.doc_id),
+                                  **own}
         return self._metadata
 
     @property

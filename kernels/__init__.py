@@ -3,3 +3,22 @@
 Arrays and scalars in, arrays out: no pyarrow and no Python objects inside. Every kernel is
 ``@njit(cache=True)`` at module level and compiles on first call, never at import.
 """
+
+import logging as _logging
+import os as _os
+from pathlib import Path as _Path
+
+
+def _cached() -> bool:
+    """Whether numba's cache already holds compiled kernels (next to them, or in
+    NUMBA_CACHE_DIR)."""
+    here = _Path(__file__).parent / "__pycache__"
+    if here.is_dir() and any(here.glob("*.nbi")):
+        return True
+    env = _os.environ.get("NUMBA_CACHE_DIR")
+    return bool(env) and any(_Path(env).rglob("*.nbi"))
+
+
+if not _cached():
+    _logging.getLogger("fastrag").warning(
+        "fastrag: compiling kernels (first run only; this takes up to half a minute)")

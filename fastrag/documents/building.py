@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from fastrag.documents.sources import rows_to_table
-from fastrag.errors import ConfigError
+from fastrag.errors import ConfigError, FastragError, TransformError
 from fastrag.schema import GROUP_SCHEMA, DocNode, dump_metadata, node_id
 from fastrag.transforms.base import NodeTransform, has_batch, has_spans
 
@@ -30,6 +30,23 @@ class GroupDef:
     num_workers: int
     identity: str
     spans: Callable[[list[str]], list[list[tuple[int, int]]]] | None = None
+    spec: dict | None = None  # how to rebuild the transform when the store is re-opened
+    from_store: bool = False  # registered by re-opening a store (a later definition replaces it)
+
+
+STORED_ONLY = "stored-only"  # fn of a group whose transform the store could not record
+
+
+def transform_from_spec(spec: Any) -> Any:
+    """The transform a recorded spec describes, or None when it is not one fastrag can rebuild."""
+    from fastrag.transforms import SPEC_CLASSES
+
+    if not isinstance(spec, dict) or spec.get("class") not in SPEC_CLASSES:
+        return None
+    try:
+        return SPEC_CLASSES[spec["class"]](**dict(spec.get("params") or {}))
+    except (TypeError, ValueError):
+        return None
 
 
 def callable_identity(fn: Any) -> str:
@@ -54,18 +71,20 @@ def callable_identity(fn: Any) -> str:
 
 
 def _children_of(
-    fn: Callable, trans_node: bool, group: str, parent: tuple[str, str, str, str]
+    fn: Callable, trans_node: bool, group: str, parent: tuple[str, str, str, str, str]
 ) -> list[tuple]:
-    pid, doc_id, text, meta_json = parent
-    meta = json.loads(meta_json)
+    pid, doc_id, text, own_json, full_json = parent
+    meta = json.loads(full_json)
     arg = DocNode(text=text, metadata=meta, id=pid) if trans_node else text
     return _child_rows(fn(arg), group, parent, meta)
 
 
-def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str],
+def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str, str],
                 meta: dict[str, Any]) -> list[tuple]:
-    """The rows of one parent's children, from what its transform returned."""
-    pid, doc_id, _text, meta_json = parent
+    """The rows of one parent's children, from what its transform returned. A child stores
+    only the metadata it adds to (or changes in) its document's: the parent's own, plus what
+    a returned DocNode carries."""
+    pid, doc_id, _text, own_json, full_json = parent
     if isinstance(out, (str, DocNode)):
         out = [out]
     if out is None or not isinstance(out, Iterable):
@@ -74,11 +93,18 @@ def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str],
             "it must return a list of str (or of DocNode with trans_node=True)"
         )
     rows = []
+    doc_meta = None
     for i, item in enumerate(out):
         if isinstance(item, str):
-            ctext, cmeta = item, meta_json
+            ctext, cmeta = item, own_json
         elif isinstance(item, DocNode):
-            ctext, cmeta = item.text, dump_metadata({**meta, **item.metadata})
+            ctext = item.text
+            if item.metadata:
+                if doc_meta is None:
+                    doc_meta = _doc_part(meta, json.loads(own_json))
+                cmeta = _own_part({**meta, **item.metadata}, doc_meta)
+            else:
+                cmeta = own_json
         else:
             raise ConfigError(
                 f"transform of group {group!r} returned an item of type {type(item).__name__}; "
@@ -89,8 +115,48 @@ def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str],
     return rows
 
 
+def _doc_part(full: dict, own: dict) -> dict:
+    """The document's metadata, given a node's full and own metadata."""
+    return {k: v for k, v in full.items() if k not in own}
+
+
+def _own_part(full: dict, doc_meta: dict) -> str:
+    """JSON of the keys of ``full`` that its document's metadata lacks or holds otherwise."""
+    own = {}
+    for k, v in full.items():
+        if k not in doc_meta or dump_metadata({"v": doc_meta[k]}) != dump_metadata({"v": v}):
+            own[k] = v
+    return dump_metadata(own)
+
+
 def _run_chunk(fn, trans_node, group, parents):
-    return [_children_of(fn, trans_node, group, p) for p in parents]
+    out = []
+    for p in parents:
+        try:
+            out.append(_children_of(fn, trans_node, group, p))
+        except Exception as exc:
+            raise _failure(group, [p], exc) from exc
+    return out
+
+
+def _failure(group: str, parents: list[tuple], exc: Exception) -> FastragError:
+    """A TransformError naming the group, the node and its document's file."""
+    if isinstance(exc, TransformError) or "the transform of group" in str(exc):
+        return exc
+    first = parents[0]
+    meta = json.loads(first[4])
+    where = meta.get("file_path") or f"document {first[1]}"
+    node = f"node {first[0]} of {where}" if len(parents) == 1 else \
+        f"{len(parents)} nodes (the first: {first[0]} of {where})"
+    cls = ConfigError if isinstance(exc, ConfigError) else TransformError
+    return cls(f"the transform of group {group!r} failed on {node}: {type(exc).__name__}: {exc}")
+
+
+def _call(d: GroupDef, parents: list[tuple], fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        raise _failure(d.name, parents, exc) from exc
 
 
 def resolve_transform(name: str, transform: Any, kwargs: dict):
@@ -121,24 +187,30 @@ def resolve_transform(name: str, transform: Any, kwargs: dict):
 
 
 
-def run_transform(d: GroupDef, ptable: pa.Table) -> pa.Table:
-    """The child rows of every row of ``ptable`` (in ``ptable`` order)."""
+def run_transform(d: GroupDef, ptable: pa.Table, full_meta: list[str] | None = None) -> pa.Table:
+    """The child rows of every row of ``ptable`` (in ``ptable`` order). ``full_meta``: each
+    parent's complete metadata JSON when the parent is not the root group (whose rows hold
+    their documents' metadata)."""
     n = ptable.num_rows
     if n == 0:
         return GROUP_SCHEMA.empty_table()
     ids = ptable.column("id").to_pylist()
     docs = ptable.column("doc_id").to_pylist()
     texts = ptable.column("text").to_pylist()
-    metas = ptable.column("metadata").to_pylist()
+    if full_meta is None:  # parents are documents: children inherit, carrying nothing
+        full_meta = ptable.column("metadata").to_pylist()
+        own = ["{}"] * n
+    else:
+        own = ptable.column("metadata").to_pylist()
     if d.spans is not None:
-        return _transform_spans(d, ids, docs, texts, metas)
-    parents = list(zip(ids, docs, texts, metas, strict=True))
+        return _transform_spans(d, ids, docs, texts, own)
+    parents = list(zip(ids, docs, texts, own, full_meta, strict=True))
     if has_batch(d.fn):  # one call for every parent (e.g. concurrent LLM calls)
-        parsed = [json.loads(m) for m in metas]
+        parsed = [json.loads(m) for m in full_meta]
         arg = ([DocNode(text=t, metadata=m, id=i) for i, t, m in zip(ids, texts, parsed,
                                                                       strict=True)]
                if d.trans_node else texts)
-        outs = d.fn.batch_transform(arg)
+        outs = _call(d, parents, lambda: d.fn.batch_transform(arg))
         if not isinstance(outs, list) or len(outs) != n:
             raise ConfigError(f"batch_transform of group {d.name!r} returned "
                               f"{len(outs) if isinstance(outs, list) else type(outs).__name__} "
@@ -161,6 +233,7 @@ def run_transform(d: GroupDef, ptable: pa.Table) -> pa.Table:
     else:
         per_parent = _run_chunk(d.fn, d.trans_node, d.name, parents)
     return rows_to_table([r for rows in per_parent for r in rows], d.name)
+
 
 def _transform_spans(d, ids, docs, texts, metas) -> pa.Table:
     all_spans = d.spans(texts)

@@ -9,6 +9,7 @@ published, so a failed write leaves the Document as it was.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,8 +23,14 @@ import pyarrow.compute as pc
 
 from fastrag._checks import check_choice, check_int
 from fastrag.documents import lineage
-from fastrag.documents.building import GroupDef, resolve_transform, run_transform
-from fastrag.documents.group import NodeGroup
+from fastrag.documents.building import (
+    STORED_ONLY,
+    GroupDef,
+    resolve_transform,
+    run_transform,
+    transform_from_spec,
+)
+from fastrag.documents.group import NodeGroup, full_metadata_json
 from fastrag.documents.indexes import DerivedData, KeyLocks, check_vectors
 from fastrag.documents.sources import (
     SOURCE_SCHEMA,
@@ -36,6 +43,7 @@ from fastrag.documents.sources import (
 from fastrag.documents.store import MissingFile, Store, Transaction
 from fastrag.errors import ConfigError, StoreWarning
 from fastrag.schema import GROUP_SCHEMA, ROOT_GROUP, DocNode, NodeWithScore
+from fastrag.transforms.base import NodeTransform
 
 
 @dataclass(frozen=True)
@@ -58,8 +66,12 @@ class Document:
     ``store=`` every built group and derived index is persisted and re-opened without running
     any transform; ``mode="r"`` opens a store read-only (what is missing is built in memory),
     ``lock_timeout`` bounds the wait for another writer, ``verify=True`` checks every file's
-    checksum when it is read.
+    checksum when it is read. ``Document(store=PATH)`` re-opens a store with its sources and
+    groups; a store built from other paths is an error unless ``replace=True`` (add files with
+    :meth:`add`).
     """
+
+    read_report: Any = None  # what the last read of files found (see fastrag.ReadReport)
 
     CoarseChunk = "CoarseChunk"
     MediumChunk = "MediumChunk"
@@ -79,6 +91,8 @@ class Document:
         global_metadata: Mapping[str, Any] | None = None,
         on_error: str = "raise",
         json_text_field: str = "text",
+        replace: bool = False,
+        show_progress: bool = False,
         _texts: tuple[list[str], list[dict] | None, list[str] | None] | None = None,
     ) -> None:
         check_choice("on_error", on_error, ("raise", "skip"),
@@ -106,19 +120,30 @@ class Document:
         self._planner = Planner(readers=dict(readers) if readers else None, on_error=on_error,
                                 json_text_field=json_text_field,
                                 global_metadata=self._global_metadata,
-                                hash_files=self._store is not None)
+                                hash_files=self._store is not None,
+                                show_progress=bool(show_progress))
+        self.show_progress = bool(show_progress)
         self.derived = DerivedData(self)
         empty = NodeGroup(self, ROOT_GROUP, None, GROUP_SCHEMA.empty_table(), built_gen=0)
         self._state = _State(0, 0, 0, SOURCE_SCHEMA.empty_table(), empty)
         if self._store is not None:
             self._load_committed()
+            self._register_stored_groups()
+            if path is not None:
+                self._check_inputs(path, replace)
         if _texts is not None:
             texts, metadatas, ids = _texts
             self._change(lambda src, root, nid: self._planner.plan_texts(texts, metadatas, ids,
                                                                           src), persist_ro=False)
         elif path is not None or self._store is not None:
-            self._change(lambda src, root, nid: self._planner.plan_paths(
-                path, src, reopen=path is None), persist_ro=False)
+            inputs = None if path is None else _input_keys(path)
+
+            def plan(src, root, nid):
+                change = self._planner.plan_paths(path, src, reopen=path is None)
+                change.inputs = inputs
+                return change
+
+            self._change(plan, persist_ro=False)
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -253,6 +278,8 @@ class Document:
             m["removed_gen"] = gen
         if change.next_id is not None:
             m["next_id"] = change.next_id
+        if change.inputs is not None:
+            m["inputs"] = change.inputs
         _drop_stale_indexes(m, ROOT_GROUP)
         return change
 
@@ -263,6 +290,44 @@ class Document:
                 self._store.reload()
                 self._load_committed()
         return self
+
+    def _register_stored_groups(self) -> None:
+        """Register the groups the store holds: rebuilt from their recorded spec where fastrag
+        can, else usable as stored (until their documents change)."""
+        entries = {k: v for k, v in self._store.manifest["groups"].items() if k != ROOT_GROUP}
+        pending = [k for k in entries if k not in self._defs]
+        while pending:
+            ready = [k for k in pending if entries[k].get("parent") in self.group_names]
+            if not ready:
+                warnings.warn(f"store groups {pending} have parents the store does not hold; "
+                              "they are not registered", StoreWarning, stacklevel=3)
+                return
+            for name in ready:
+                self._defs[name] = self._stored_def(name, entries[name])
+                pending.remove(name)
+
+    @staticmethod
+    def _stored_def(name: str, entry: dict) -> GroupDef:
+        transform = transform_from_spec(entry.get("spec"))
+        if transform is not None:
+            fn, identity, spans = resolve_transform(name, transform, {})
+            return GroupDef(name, entry["parent"], fn, False, 0, f"{identity}|trans_node=False",
+                            spans, spec=entry["spec"], from_store=True)
+        return GroupDef(name, entry["parent"], STORED_ONLY, False, 0, entry.get("identity", ""),
+                        None, from_store=True)
+
+    def _check_inputs(self, path: Any, replace: bool) -> None:
+        """A store built from other sources is not silently replaced."""
+        have = self._store.manifest.get("inputs")
+        want = _input_keys(path)
+        if have is None or have == want or replace or not len(self._state.root):
+            return
+        store = str(self._store.path)
+        raise ConfigError(
+            f"store {store!r} was built from {_short(have)}, not {_short(want)}; to add these "
+            f"sources use fastrag.Document(store={store!r}).add(paths) (CLI: fastrag ingest "
+            f"PATHS --store {store} --add); to make them the store's only sources pass "
+            "replace=True (CLI: --replace); to keep both stores, pick another store directory")
 
     # -- registry ----------------------------------------------------------------------------
     def create_node_group(
@@ -290,8 +355,9 @@ class Document:
         if trans_node:
             spans = None
         identity = f"{identity}|trans_node={trans_node}"
+        spec = fn.spec() if isinstance(fn, NodeTransform) else None
         with self._lock:
-            if name == ROOT_GROUP or name in self._defs:
+            if name == ROOT_GROUP or (name in self._defs and not self._defs[name].from_store):
                 raise ConfigError(f"node group {name!r} already exists; choose another name")
             if parent == name:
                 raise ConfigError(f"node group {name!r} cannot be its own parent (a cycle)")
@@ -301,7 +367,8 @@ class Document:
                     f"{self.group_names}; register the parent first"
                 )
             self._defs[name] = GroupDef(name, parent, fn, bool(trans_node), num_workers,
-                                        identity, spans)
+                                        identity, spans, spec=spec)
+            self._groups.pop(name, None)
         return self
 
     @property
@@ -380,10 +447,25 @@ class Document:
                 return old
             if old is not None and old.built_gen > parent.built_gen:
                 old = None  # stored by a process that saw newer sources: rebuild
+        if d.fn is STORED_ONLY:
+            raise ConfigError(
+                f"group {d.name!r} was built by a Python transform the store cannot record, and "
+                "its documents changed since (or the store does not hold it any more); register "
+                f"it again with doc.create_node_group({d.name!r}, transform=..., "
+                f"parent={d.parent!r}) to rebuild it")
         st = self._state
         ptable = parent.table
+        if self.show_progress:
+            from tqdm import tqdm
+
+            with tqdm(total=1, desc=f"building group {d.name!r}", unit="group", leave=False):
+                return self._build_rows(d, parent, old, st, ptable)
+        return self._build_rows(d, parent, old, st, ptable)
+
+    def _build_rows(self, d: GroupDef, parent: NodeGroup, old: NodeGroup | None, st: _State,
+                    ptable: pa.Table) -> NodeGroup:
         if old is None:
-            table, dropped = run_transform(d, ptable), None
+            table, dropped = run_transform(d, ptable, self._full_meta(parent, ptable)), None
         else:
             touched = _touched_docs(st.sources, old.built_gen)
             dropped = set(touched)
@@ -401,13 +483,18 @@ class Document:
             else:
                 ptable = ptable.slice(0, 0)
             keep = keep.select(GROUP_SCHEMA.names)
-            new = run_transform(d, ptable)
+            new = run_transform(d, ptable, self._full_meta(parent, ptable))
             table = keep if new.num_rows == 0 else pa.concat_tables([keep, new])
         group = NodeGroup(self, d.name, d.parent, table, built_gen=parent.built_gen)
         if self._store is not None and self._store.writable:
             new_rows = table if dropped is None else table.slice(keep.num_rows)
             group.segments = self._persist_group(d, group, old, dropped, new_rows)
         return group
+
+    def _full_meta(self, parent: NodeGroup, ptable: pa.Table) -> list[str] | None:
+        if parent.parent_name is None:
+            return None
+        return full_metadata_json(ptable, self._state.root)
 
     def _persist_group(self, d: GroupDef, group: NodeGroup, old: NodeGroup | None,
                        dropped: set[str] | None, new_rows: pa.Table) -> list[dict] | None:
@@ -427,7 +514,7 @@ class Document:
                 segs = txn.append([], d.name, group.table.select(GROUP_SCHEMA.names))
             m["groups"][d.name] = {"segments": segs, "parent": d.parent,
                                    "identity": d.identity, "nodes": group.table.num_rows,
-                                   "root_gen": group.built_gen}
+                                   "root_gen": group.built_gen, "spec": d.spec}
             txn.changed = True
             _drop_stale_indexes(m, d.name, group.fingerprint)
             return segs
@@ -471,22 +558,37 @@ class Document:
     find_children = find
 
     # -- updates -----------------------------------------------------------------------------
-    def add(self, items: str | os.PathLike | Sequence[str | os.PathLike],
-            metadatas: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
-        """Add files (paths that exist) or texts; returns the new root ids."""
+    def add(self, items: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+            metadatas: Sequence[Mapping[str, Any]] | None = None, *,
+            texts: Sequence[str] | None = None) -> list[str]:
+        """Add files or folders (``items``), or texts (``texts=[...]``); returns the new root
+        ids. A string in ``items`` that looks like a path but names nothing is an error (a
+        text that merely looks like a path goes in ``texts=``)."""
+        if texts is not None:
+            if items is not None:
+                raise ConfigError("pass either paths (items) or texts=, not both")
+            texts, metadatas, _ = check_texts(texts, metadatas, None)
+            return self._change(lambda src, root, nid: self._planner.add_texts(
+                texts, metadatas, nid))
+        if items is None:
+            raise ConfigError("add() needs paths, or texts=[...] for texts")
         if isinstance(items, (str, os.PathLike)):
             items = [items]
         items = list(items)
         if not items:
             return []
         files = [Path(x) for x in items if isinstance(x, os.PathLike) or _names_a_path(x)]
+        missing = [x for x in items if isinstance(x, str) and Path(x) not in files
+                   and _looks_like_path(x)]
+        if missing:
+            raise ConfigError(f"no such file or folder: {missing[0]!r}"
+                              f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''};"
+                              " to add text rather than a file, use doc.add(texts=[...])")
         texts = [x for x in items if isinstance(x, str) and Path(x) not in files]
         if files and texts:
             raise ConfigError("add() takes either paths or texts in one call, not both")
         if texts:
-            texts, metadatas, _ = check_texts(texts, metadatas, None)
-            return self._change(lambda src, root, nid: self._planner.add_texts(
-                texts, metadatas, nid))
+            return self.add(texts=texts, metadatas=metadatas)
         return self._change(lambda src, root, nid: self._planner.add_files(files, src))
 
     def delete(self, doc_ids: str | Sequence[str]) -> int:
@@ -554,6 +656,17 @@ class Document:
         return f"Document(roots={len(self._state.root)}, groups={self.group_names})"
 
 
+def _input_keys(path: Any) -> list[str]:
+    """The sources a Document was asked to read, as sorted absolute paths."""
+    items = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    return sorted({str(Path(p).expanduser().absolute()) for p in items})
+
+
+def _short(paths: list[str]) -> str:
+    shown = ", ".join(repr(p) for p in paths[:3])
+    return f"[{shown}{f', ... ({len(paths)} in all)' if len(paths) > 3 else ''}]"
+
+
 def _names_a_path(x: Any) -> bool:
     """Whether a string given to ``add`` names an existing file or folder (not a text)."""
     if not isinstance(x, str) or "\n" in x or len(x) >= 4096:
@@ -562,6 +675,23 @@ def _names_a_path(x: Any) -> bool:
         return Path(x).exists()
     except (OSError, ValueError):  # too long for a file name, NUL bytes: a text
         return False
+
+
+_PATHLIKE_EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
+
+
+def _looks_like_path(x: str) -> bool:
+    """A one-line string with no spaces around that ends in a file extension or holds a path
+    separator: meant as a path, not as a text."""
+    if "\n" in x or len(x) > 1024 or x != x.strip():
+        return False
+    from fastrag.documents.readers import supported_extensions
+
+    spaced = any(c.isspace() for c in x)
+    ext = _PATHLIKE_EXT.search(x)
+    if ext and (not spaced or ext.group().lower() in supported_extensions()):
+        return True
+    return (os.sep in x or "/" in x) and not spaced
 
 
 def _touched_docs(sources: pa.Table, since_gen: int) -> list[str]:

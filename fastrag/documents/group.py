@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastrag.schema import DocNode
+from fastrag.schema import DocNode, dump_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
@@ -102,9 +102,35 @@ class NodeGroup:
         h.update(str(len(ids)).encode())
         return h.hexdigest()
 
+    # -- metadata ----------------------------------------------------------------------------
+    @functools.cached_property
+    def _doc_json(self) -> dict[str, str]:
+        """Root groups: each document's metadata JSON, by root id."""
+        return dict(zip(self.ids, self.table.column("metadata").to_pylist(), strict=True))
+
+    def doc_metadata(self, doc_id: str) -> dict:
+        """Root groups: a fresh dict of document ``doc_id``'s metadata ({} when unknown)."""
+        raw = self._doc_json.get(doc_id)
+        return json.loads(raw) if raw is not None else {}
+
+    def full_metadata_json(self) -> list[str]:
+        """Each node's complete metadata (its document's updated by its own), as JSON."""
+        if self.parent_name is None:
+            return self.table.column("metadata").to_pylist()
+        return full_metadata_json(self.table, self.document.group("root"))
+
     @functools.cached_property
     def _metadata_table(self) -> pa.Table:
-        dicts = [json.loads(m) for m in self.table.column("metadata").to_pylist()]
+        if self.parent_name is not None:
+            root = self.document.group("root")
+            own = self.table.column("metadata")
+            if pc.all(pc.equal(own, "{}")).as_py() is not False:  # all inherited: gather rows
+                rows = root.rows_of(self.table.column("doc_id").to_pylist())
+                base = root.metadata_table()
+                if base.num_columns == 0:
+                    return base
+                return base.take(pa.array(rows, mask=rows < 0))
+        dicts = [json.loads(m) for m in self.full_metadata_json()]
         keys: dict[str, None] = {}
         for d in dicts:
             keys.update(dict.fromkeys(d))
@@ -133,3 +159,17 @@ def _metadata_column(values: list) -> pa.Array:
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass
     return pa.array([None if v is None else str(v) for v in values])
+
+
+def full_metadata_json(table: pa.Table, root: NodeGroup) -> list[str]:
+    """Each row's complete metadata JSON: its document's (from ``root``) updated by its own."""
+    own = table.column("metadata").to_pylist()
+    docs = table.column("doc_id").to_pylist()
+    doc_json = root._doc_json
+    out = []
+    for d, m in zip(docs, own, strict=True):
+        if m == "{}":
+            out.append(doc_json.get(d, "{}"))
+        else:
+            out.append(dump_metadata({**root.doc_metadata(d), **json.loads(m)}))
+    return out

@@ -51,6 +51,7 @@ class Change:
     drop_roots: set[str] = field(default_factory=set)
     next_id: int | None = None
     result: Any = None
+    inputs: list[str] | None = None  # the paths a Document was made from (recorded)
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.roots or self.drop_keys or self.drop_roots
@@ -181,12 +182,13 @@ class Planner:
     """Turns files and texts into a :class:`Change` against a committed sources table."""
 
     def __init__(self, *, readers: dict | None, on_error: str, json_text_field: str,
-                 global_metadata: dict, hash_files: bool) -> None:
+                 global_metadata: dict, hash_files: bool, show_progress: bool = False) -> None:
         self.readers = readers
         self.on_error = on_error
         self.json_text_field = json_text_field
         self.global_metadata = global_metadata
         self.hash_files = hash_files
+        self.show_progress = show_progress
 
     # -- files -------------------------------------------------------------------------------
     def file_rows(self, path: Path, key: str, deleted: Sequence[str] = ()) -> list[tuple]:
@@ -241,6 +243,10 @@ class Planner:
             found += [Path(k) for k, r in old_files.items()
                       if r["added"] and k not in found_keys and Path(k).is_file()]
         seen = set()
+        if self.show_progress:
+            from tqdm import tqdm
+
+            found = tqdm(found, desc="reading files", unit="file", leave=False)
         for f in found:
             key = str(f.resolve())
             if key in seen:
@@ -302,6 +308,7 @@ class Planner:
                 change.drop_roots.update(row["roots"])
         if committed.num_rows == 0:
             change.next_id = 0
+        change.inputs = []
         return change
 
     def add_texts(self, texts, metadatas, next_id: int) -> Change:

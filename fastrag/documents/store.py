@@ -44,13 +44,20 @@ from pyarrow import ipc
 from fastrag._checks import check_choice, check_number
 from fastrag.errors import StoreError, StoreLockTimeout
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+# v2 stored every node's complete metadata; v3 stores a node's own metadata only (what it adds
+# to its document's) and compresses text tables. v3 reads v2 rows unchanged (a complete
+# metadata object updates its document's to itself), so v2 stores open and upgrade on commit.
+READABLE_VERSIONS = (2, 3)
 MANIFEST = "manifest.json"
 LOCK = ".lock"
+HOLDER = ".lock.holder"  # who holds the writers' lock (pid, host, command, since)
 TMP_PREFIX = ".tmp-"
 DATA, INDEXES = "data", "indexes"
 # files below this size are checksummed on every read; larger ones with verify=True only
 VERIFY_BELOW = 64 << 20
+# codec of segments holding text (ids, texts, metadata); vector segments are not compressed
+COMPRESSION: str | None = "zstd"
 # a segmented table is compacted when it has more segments than this
 MAX_SEGMENTS = 16
 
@@ -196,11 +203,13 @@ class Store:
                              "from a backup or rebuild it from its sources into a new "
                              "directory") from exc
         version = manifest.get("format_version") if isinstance(manifest, dict) else None
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise StoreError(
-                f"{str(mpath)!r} has format version {version!r}, but this fastrag "
-                f"reads version {FORMAT_VERSION}; open it with the fastrag version that wrote it "
-                "or point store= at a new directory (nothing was changed)"
+                f"{str(mpath)!r} has format version {version!r}, but this fastrag reads "
+                f"versions {list(READABLE_VERSIONS)}; open it with the fastrag version that wrote "
+                "it, or rebuild it from its sources into a new directory (e.g. `fastrag ingest "
+                "SOURCES --store NEW_DIR`, or fastrag.Document(SOURCES, store=NEW_DIR)); nothing "
+                "was changed"
             )
         body = {k: v for k, v in manifest.items() if k != "checksum"}
         if manifest.get("checksum") != _manifest_checksum(body):
@@ -246,15 +255,39 @@ class Store:
             except Timeout:
                 held.discard(self.path)
                 raise StoreLockTimeout(
-                    f"another writer holds the lock {str(self.path / LOCK)!r} for more than "
-                    f"lock_timeout={timeout} s; wait for it, raise lock_timeout, or open the "
-                    "store with mode='r' to read it"
+                    f"another writer ({self._holder()}) holds the lock "
+                    f"{str(self.path / LOCK)!r} for more than lock_timeout={timeout} s; wait for "
+                    "it, raise lock_timeout, or open the store with mode='r' to read it"
                 ) from None
             try:
+                self._write_holder()
                 yield
             finally:
+                with contextlib.suppress(OSError):
+                    (self.path / HOLDER).unlink()
                 lock.release()
                 held.discard(self.path)
+
+    def _write_holder(self) -> None:
+        import socket
+        import sys
+        import time
+
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "command": " ".join(sys.argv)[:200], "since": time.time()}
+        with contextlib.suppress(OSError):
+            (self.path / HOLDER).write_text(json.dumps(info))
+
+    def _holder(self) -> str:
+        """Who holds the writers' lock, in words (as far as it recorded itself)."""
+        import time
+
+        try:
+            info = json.loads((self.path / HOLDER).read_text())
+            return (f"pid {info['pid']} on {info['host']}, running {info['command']!r}, "
+                    f"for {time.time() - float(info['since']):.0f} s")
+        except (OSError, ValueError, KeyError, TypeError):
+            return "a process that did not record itself"
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -270,6 +303,7 @@ class Store:
                 yield txn
                 if txn.changed:
                     txn.manifest["generation"] = txn.gen
+                    txn.manifest["format_version"] = FORMAT_VERSION
                     body = txn.manifest
                     data = json.dumps({**body, "checksum": _manifest_checksum(body)},
                                       ensure_ascii=False, indent=1).encode()
@@ -291,7 +325,7 @@ class Store:
         removed = []
         for entry in self.path.iterdir():
             rel = entry.name
-            if rel in (MANIFEST, LOCK):
+            if rel in (MANIFEST, LOCK, HOLDER):
                 continue
             if entry.is_dir() and not entry.is_symlink() and rel in (DATA, INDEXES):
                 for sub in entry.iterdir():
@@ -452,8 +486,13 @@ class Transaction:
         path = self.store.path / rel
         self.created.append(path)
 
+        # text tables compress 2-4x (hex ids, repeated doc ids, prose); vectors do not
+        textual = any(pa.types.is_string(t) or pa.types.is_large_string(t)
+                      for t in table.schema.types)
+        options = ipc.IpcWriteOptions(compression=COMPRESSION if textual else None)
+
         def write(f):
-            with ipc.new_file(f, table.schema) as writer:
+            with ipc.new_file(f, table.schema, options=options) as writer:
                 writer.write_table(table, max_chunksize=65536)
 
         info = atomic_write_bytes(path, write)

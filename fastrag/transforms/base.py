@@ -39,6 +39,11 @@ class NodeTransform:
         params = {k: v for k, v in sorted(vars(self).items()) if not k.startswith("_")}
         return f"{type(self).__module__}.{type(self).__qualname__}({params!r})"
 
+    def spec(self) -> dict | None:
+        """``{"class", "params"}`` that rebuilds this transform when a store is re-opened
+        (fastrag's own transforms), or None when it cannot be recorded."""
+        return None
+
     def batch_spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
         """Spans of many texts; override when a batch is cheaper than one call per text."""
         return [self.spans(t) for t in texts]

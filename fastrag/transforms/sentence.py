@@ -126,6 +126,11 @@ class _TokenBudgetSplitter(NodeTransform):
                 f"chunk_overlap={self.chunk_overlap}, encoding={self.encoding!r}, "
                 f"v={_ALGORITHM_VERSION})")
 
+    def spec(self) -> dict:
+        return {"class": type(self).__name__,
+                "params": {"chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
+                           "encoding": self.encoding}}
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(chunk_size={self.chunk_size}, "
                 f"chunk_overlap={self.chunk_overlap}, encoding={self.encoding!r})")

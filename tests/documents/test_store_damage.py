@@ -224,8 +224,8 @@ def test_clean_up_keeps_committed_files_beside_a_foreign_one(template, tmp_path)
 def test_flipped_format_version_names_a_damaged_manifest(template, tmp_path):
     st = copy_of(template, tmp_path / "st")
     raw = (st / "manifest.json").read_bytes()
-    pos = raw.index(b'"format_version": 2') + len(b'"format_version": ')
-    (st / "manifest.json").write_bytes(raw[:pos] + b"3" + raw[pos + 1:])  # '2' ^ 0x01
+    pos = raw.index(b'"format_version": 3') + len(b'"format_version": ')
+    (st / "manifest.json").write_bytes(raw[:pos] + b"2" + raw[pos + 1:])  # '3' ^ 0x01
     got, _ = run_children([(st, "r")])
     assert "manifest.json" in got[str(st)]["message"]
 
@@ -268,12 +268,21 @@ def _large_probe(template: Path, tmp_path: Path, rel_kind: str, edit) -> dict:
     return r
 
 
-def test_large_files_unseen_flip_in_text_bytes_is_harmless(template, tmp_path):
-    """A flipped ASCII letter in a large root segment is not detected without verify=True
-    (by design), and does not disturb anything else."""
+def test_large_files_unseen_flip_in_text_bytes_is_harmless(template, tmp_path, monkeypatch):
+    """A flipped ASCII letter in a large (uncompressed) root segment is not detected without
+    verify=True (by design), and does not disturb anything else."""
+    from fastrag.documents import store as store_mod
+
+    monkeypatch.setattr(store_mod, "COMPRESSION", None)  # the letter must be findable
+    plain = tmp_path / "plain"
+    copy_of(template, plain)
+    doc = fr.Document(store=plain)
+    doc.delete(doc.group("root").ids[:1])  # rewrites the root segment, uncompressed
+    doc.add(texts=["a fish of a text"])
+
     def edit(data):
         data[data.find(b"fish")] ^= 0x01
-    assert _large_probe(template, tmp_path, "root", edit)["status"] == "OK"
+    assert _large_probe(plain, tmp_path, "root", edit)["status"] == "OK"
 
 
 def test_large_vector_segment_with_damaged_schema_never_crashes(template, tmp_path):
