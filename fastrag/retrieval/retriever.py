@@ -40,6 +40,9 @@ class Retriever:
     syntax), or a callable on the group's Arrow table returning a boolean mask. Extra keyword
     arguments are BM25 parameters (``method``, ``k1``, ``b``, ``delta``), HNSW parameters, or are
     passed to a custom similarity.
+
+    Bad configuration fails here, not at the first query: an unknown group, similarity, BM25
+    method or parameter, or analyzer, and a group with no nodes.
     """
 
     def __init__(
@@ -101,6 +104,10 @@ class Retriever:
             if unknown:
                 raise ConfigError(f"unknown BM25 parameters {sorted(unknown)}; "
                                   f"known: {list(_BM25_PARAMS)}")
+            from fastrag.indexes.bm25 import check_bm25_params
+
+            check_bm25_params(**params)
+            self._analyzer()  # built once now so a bad analyzer fails here
         elif self.sim.kind == "dense":
             unknown = set(params) - set(_HNSW_PARAMS)
             if unknown:
@@ -108,6 +115,8 @@ class Retriever:
                                   f"{similarity!r}; known: {list(_HNSW_PARAMS)}")
         self.embed_keys = self._check_embed_keys(embed_keys)
         self.similarity_cut_off = self._check_cutoff(similarity_cut_off)
+        if len(doc.group(group_name)) == 0:  # builds the group now (it is lazy)
+            raise ConfigError(_no_nodes(doc, group_name))
 
     # -- validation --------------------------------------------------------------------------
     def _check_embed_keys(self, embed_keys):
@@ -191,8 +200,8 @@ class Retriever:
                 raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
         k = self.topk if topk is None else _check_topk(topk)
         group = self.doc.group(self.group_name)
-        if len(group) == 0:
-            raise ConfigError(f"group {self.group_name!r} has no nodes; add documents first")
+        if len(group) == 0:  # emptied since construction (doc.delete)
+            raise ConfigError(_no_nodes(self.doc, self.group_name))
         k = min(k, len(group))
         mask = self._mask(group, filter if filter is not None else self.filter)
         nq = len(queries)
@@ -348,6 +357,19 @@ def _positional(args: tuple, by_name: set[str]) -> dict[str, Any]:
             "index=..., filter=...)"
         )
     return dict(zip(order, args, strict=False))
+
+
+def _no_nodes(doc: Document, group_name: str) -> str:
+    """Why ``group_name`` has no nodes, and the fix."""
+    n_roots = len(doc.group("root"))
+    if n_roots == 0:
+        return (f"group {group_name!r} has no nodes: the Document holds no documents (its "
+                "sources gave no text, e.g. the source folder had no readable files); add "
+                "documents with doc.add(...) or point the Document at files with text, then "
+                "create the Retriever")
+    return (f"group {group_name!r} has no nodes: its transform made none from the Document's "
+            f"{n_roots} root nodes; check the transform given to create_node_group, or "
+            "retrieve from another group")
 
 
 def _check_topk(topk: Any) -> int:
