@@ -37,12 +37,15 @@ class Retriever:
     ``index``: "default" (exact), "map" (exact match of the query string against node texts or
     ``map_key`` metadata), "hnsw" (dense only; ``M``, ``ef_construction``, ``ef``).
     ``filter``: metadata equalities (dict), a filter expression string / builder (Spring AI
-    syntax), or a callable on the group's Arrow table returning a boolean mask. Extra keyword
-    arguments are BM25 parameters (``method``, ``k1``, ``b``, ``delta``), HNSW parameters, or are
-    passed to a custom similarity.
+    syntax), or a callable on the group's Arrow table returning a boolean mask. ``stemmer``
+    ("bm25" only): "auto" (the default: "english" when PyStemmer is installed, as it is with
+    fastrag), "english" (or another Snowball language) or None for no stemming; ``analyzer``
+    replaces the similarity's analyzer altogether. Extra keyword arguments are BM25 parameters
+    (``method``, ``k1``, ``b``, ``delta``), HNSW parameters, or are passed to a custom
+    similarity.
 
     Bad configuration fails here, not at the first query: an unknown group, similarity, BM25
-    method or parameter, or analyzer, and a group with no nodes.
+    method or parameter, stemmer or analyzer, and a group with no nodes.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class Retriever:
         index: str = "default",
         filter: Any = None,
         analyzer: Callable[[str], list[str]] | str | None = None,
+        stemmer: str | None = "auto",
         embed_keys: Sequence[str] | None = None,
         map_key: str | None = None,
         num_workers: int = 0,
@@ -98,6 +102,9 @@ class Retriever:
         if analyzer is not None and self.sim.kind != "bm25":
             raise ConfigError("analyzer= applies to BM25 similarities only")
         self._analyzer_spec = analyzer
+        self._analyzer_opts = self._check_stemmer(stemmer, analyzer)
+        #: the stemmer the BM25 analyzer uses ("auto" resolved; None: no stemming)
+        self.stemmer: str | None = None
         self.params = params
         if self.sim.kind == "bm25":
             unknown = set(params) - set(_BM25_PARAMS)
@@ -107,7 +114,9 @@ class Retriever:
             from fastrag.indexes.bm25 import check_bm25_params
 
             check_bm25_params(**params)
-            self._analyzer()  # built once now so a bad analyzer fails here
+            # built once now so a bad analyzer or stemmer (or a missing PyStemmer) fails here
+            stem = getattr(self._analyzer(), "stemmer", None)
+            self.stemmer = stem if isinstance(stem, str) else None
         elif self.sim.kind == "dense":
             unknown = set(params) - set(_HNSW_PARAMS)
             if unknown:
@@ -119,6 +128,21 @@ class Retriever:
             raise ConfigError(_no_nodes(doc, group_name))
 
     # -- validation --------------------------------------------------------------------------
+    def _check_stemmer(self, stemmer, analyzer) -> dict[str, Any]:
+        """The analyzer options ``stemmer`` stands for ({} for the default "auto")."""
+        if isinstance(stemmer, str) and stemmer == "auto":
+            return {}
+        if self.sim.name != "bm25":
+            raise ConfigError(
+                f"stemmer={stemmer!r} applies to similarity 'bm25' (English) only, not "
+                f"{self.similarity!r}; drop stemmer= or use similarity='bm25'")
+        if analyzer is not None:
+            raise ConfigError(
+                f"stemmer={stemmer!r} and analyzer= were both given; stemmer= configures the "
+                "built-in 'bm25' analyzer, so drop it and set stemming on your analyzer "
+                "(e.g. fastrag.analysis.EnglishAnalyzer(stemmer='english'))")
+        return {"stemmer": stemmer}
+
     def _check_embed_keys(self, embed_keys):
         if self.sim.mode != "embedding":
             if embed_keys is not None:
@@ -252,7 +276,7 @@ class Retriever:
         from fastrag.analysis import get_analyzer
 
         spec = self._analyzer_spec if self._analyzer_spec is not None else self.sim.analyzer
-        return get_analyzer(spec)
+        return get_analyzer(spec, **self._analyzer_opts)
 
     def _bm25(self, group):
         """(index, vocab, analyzer): the Document's derived-data owner builds or loads it."""
