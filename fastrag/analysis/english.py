@@ -1,4 +1,5 @@
-"""``bm25``: the English analyzer (lowercase, ``\\w+`` words, stopwords, optional stemming)."""
+"""``bm25``: the English analyzer (lowercase, ``\\w+`` words, stopwords, Snowball stemming when
+PyStemmer is installed)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,18 @@ from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopword
 from fastrag.errors import ConfigError, missing_extra
 
 _WORD = re.compile(r"\w+")
+
+AUTO = "auto"
+
+
+def default_stemmer() -> str | None:
+    """What ``stemmer="auto"`` means here: ``"english"`` when PyStemmer imports (it is a core
+    dependency), else None (no stemming, no error)."""
+    try:
+        import Stemmer  # noqa: F401  (PyStemmer)
+    except ImportError:
+        return None
+    return "english"
 
 
 def _make_stemmer(language: str):
@@ -30,21 +43,26 @@ def _make_stemmer(language: str):
 
 
 class EnglishAnalyzer(Analyzer):
-    """Lowercase, split into ``\\w+`` words, drop stopwords, optionally Snowball-stem.
+    """Lowercase, split into ``\\w+`` words, drop stopwords, Snowball-stem.
 
     ``stopwords``: ``"default"`` (Lucene's 33 English stopwords, as bm25s), None to keep all,
-    or an iterable of words. ``stemmer``: None or a Snowball language such as ``"english"``
-    (needs PyStemmer: ``pip install 'fastrag-engine[stem]'``). Stopwords are removed before
-    stemming, as bm25s does.
+    or an iterable of words. ``stemmer``: ``"auto"`` (the default: ``"english"`` when PyStemmer
+    is installed, else None), None (no stemming) or a Snowball language such as ``"english"``
+    (needs PyStemmer, a core dependency). ``auto`` is resolved here, so ``stemmer``,
+    ``options()`` and ``identity()`` name the stemmer actually used. Stopwords are removed
+    before stemming, as bm25s does.
     """
 
     name = "bm25"
     version = 1
 
     def __init__(
-        self, stopwords: Any = DEFAULT, stemmer: str | None = None, lowercase: bool = True
+        self, stopwords: Any = DEFAULT, stemmer: str | None = AUTO, lowercase: bool = True
     ):
-        check_str("stemmer", stemmer, none=True, note="a Snowball language such as 'english'")
+        check_str("stemmer", stemmer, none="no stemming",
+                  note="'auto' or a Snowball language such as 'english'")
+        if stemmer == AUTO:
+            stemmer = default_stemmer()
         self.lowercase = bool(lowercase)
         self.stopwords = resolve_stopwords(stopwords, ("en",), lowercase=self.lowercase)
         self.stemmer = stemmer
@@ -73,8 +91,8 @@ class EnglishAnalyzer(Analyzer):
         cache = self._stem_cache
         missing = [w for w in set(words) if w not in cache]
         if missing:
-            if len(cache) > 1_000_000:
-                cache.clear()
+            if len(cache) > 1_000_000:  # a fresh dict: a thread still reading the old one is fine
+                self._stem_cache = cache = {}
             cache.update(zip(missing, self._stem.stemWords(missing), strict=True))
         return [cache[w] for w in words]
 

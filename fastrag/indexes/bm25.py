@@ -364,10 +364,19 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 def _check_method(method) -> str:
-    if method not in BM25_METHODS:
+    if not isinstance(method, str) or method not in BM25_METHODS:
         raise ConfigError(f"unknown BM25 method {method!r}; known methods: "
-                          f"{', '.join(BM25_METHODS)}")
+                          f"{', '.join(BM25_METHODS)} (pass method= one of them; "
+                          "'lucene' is the default)")
     return method
+
+
+def check_bm25_params(method: str = "lucene", k1: float = 1.5, b: float = 0.75,
+                      delta: float = 0.5) -> dict:
+    """The BM25 parameters as :meth:`BM25Index.build` takes them, validated (ConfigError
+    naming the bad value and the fix): lets a caller fail before any index is built."""
+    k1, b, delta = _check_params(k1, b, delta)
+    return {"method": _check_method(method), "k1": k1, "b": b, "delta": delta}
 
 
 _STRATEGY_CODES = {"auto": 3, "maxscore": 2, "touched": 1, "dense": 0}  # kernels' STRATEGY_*
@@ -528,7 +537,7 @@ def _check_threads(num_threads) -> int:
                      note=f"{limit} is numba's thread pool, NUMBA_NUM_THREADS")
 
 
-__all__ = ["BM25_METHODS", "SEARCH_STRATEGIES", "BM25Index", "BM25Stats"]
+__all__ = ["BM25_METHODS", "SEARCH_STRATEGIES", "BM25Index", "BM25Stats", "check_bm25_params"]
 
 
 def _bounds_problem(a: dict[str, np.ndarray], n_docs: int, n_vocab: int,

@@ -37,9 +37,15 @@ class Retriever:
     ``index``: "default" (exact), "map" (exact match of the query string against node texts or
     ``map_key`` metadata), "hnsw" (dense only; ``M``, ``ef_construction``, ``ef``).
     ``filter``: metadata equalities (dict), a filter expression string / builder (Spring AI
-    syntax), or a callable on the group's Arrow table returning a boolean mask. Extra keyword
-    arguments are BM25 parameters (``method``, ``k1``, ``b``, ``delta``), HNSW parameters, or are
-    passed to a custom similarity.
+    syntax), or a callable on the group's Arrow table returning a boolean mask. ``stemmer``
+    ("bm25" only): "auto" (the default: "english" when PyStemmer is installed, as it is with
+    fastrag), "english" (or another Snowball language) or None for no stemming; ``analyzer``
+    replaces the similarity's analyzer altogether. Extra keyword arguments are BM25 parameters
+    (``method``, ``k1``, ``b``, ``delta``), HNSW parameters, or are passed to a custom
+    similarity.
+
+    Bad configuration fails here, not at the first query: an unknown group, similarity, BM25
+    method or parameter, stemmer or analyzer, and a group with no nodes.
     """
 
     def __init__(
@@ -53,6 +59,7 @@ class Retriever:
         index: str = "default",
         filter: Any = None,
         analyzer: Callable[[str], list[str]] | str | None = None,
+        stemmer: str | None = "auto",
         embed_keys: Sequence[str] | None = None,
         map_key: str | None = None,
         num_workers: int = 0,
@@ -95,12 +102,21 @@ class Retriever:
         if analyzer is not None and self.sim.kind != "bm25":
             raise ConfigError("analyzer= applies to BM25 similarities only")
         self._analyzer_spec = analyzer
+        self._analyzer_opts = self._check_stemmer(stemmer, analyzer)
+        #: the stemmer the BM25 analyzer uses ("auto" resolved; None: no stemming)
+        self.stemmer: str | None = None
         self.params = params
         if self.sim.kind == "bm25":
             unknown = set(params) - set(_BM25_PARAMS)
             if unknown:
                 raise ConfigError(f"unknown BM25 parameters {sorted(unknown)}; "
                                   f"known: {list(_BM25_PARAMS)}")
+            from fastrag.indexes.bm25 import check_bm25_params
+
+            check_bm25_params(**params)
+            # built once now so a bad analyzer or stemmer (or a missing PyStemmer) fails here
+            stem = getattr(self._analyzer(), "stemmer", None)
+            self.stemmer = stem if isinstance(stem, str) else None
         elif self.sim.kind == "dense":
             unknown = set(params) - set(_HNSW_PARAMS)
             if unknown:
@@ -108,8 +124,25 @@ class Retriever:
                                   f"{similarity!r}; known: {list(_HNSW_PARAMS)}")
         self.embed_keys = self._check_embed_keys(embed_keys)
         self.similarity_cut_off = self._check_cutoff(similarity_cut_off)
+        if len(doc.group(group_name)) == 0:  # builds the group now (it is lazy)
+            raise ConfigError(_no_nodes(doc, group_name))
 
     # -- validation --------------------------------------------------------------------------
+    def _check_stemmer(self, stemmer, analyzer) -> dict[str, Any]:
+        """The analyzer options ``stemmer`` stands for ({} for the default "auto")."""
+        if isinstance(stemmer, str) and stemmer == "auto":
+            return {}
+        if self.sim.name != "bm25":
+            raise ConfigError(
+                f"stemmer={stemmer!r} applies to similarity 'bm25' (English) only, not "
+                f"{self.similarity!r}; drop stemmer= or use similarity='bm25'")
+        if analyzer is not None:
+            raise ConfigError(
+                f"stemmer={stemmer!r} and analyzer= were both given; stemmer= configures the "
+                "built-in 'bm25' analyzer, so drop it and set stemming on your analyzer "
+                "(e.g. fastrag.analysis.EnglishAnalyzer(stemmer='english'))")
+        return {"stemmer": stemmer}
+
     def _check_embed_keys(self, embed_keys):
         if self.sim.mode != "embedding":
             if embed_keys is not None:
@@ -191,8 +224,8 @@ class Retriever:
                 raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
         k = self.topk if topk is None else _check_topk(topk)
         group = self.doc.group(self.group_name)
-        if len(group) == 0:
-            raise ConfigError(f"group {self.group_name!r} has no nodes; add documents first")
+        if len(group) == 0:  # emptied since construction (doc.delete)
+            raise ConfigError(_no_nodes(self.doc, self.group_name))
         k = min(k, len(group))
         mask = self._mask(group, filter if filter is not None else self.filter)
         nq = len(queries)
@@ -243,7 +276,7 @@ class Retriever:
         from fastrag.analysis import get_analyzer
 
         spec = self._analyzer_spec if self._analyzer_spec is not None else self.sim.analyzer
-        return get_analyzer(spec)
+        return get_analyzer(spec, **self._analyzer_opts)
 
     def _bm25(self, group):
         """(index, vocab, analyzer): the Document's derived-data owner builds or loads it."""
@@ -348,6 +381,19 @@ def _positional(args: tuple, by_name: set[str]) -> dict[str, Any]:
             "index=..., filter=...)"
         )
     return dict(zip(order, args, strict=False))
+
+
+def _no_nodes(doc: Document, group_name: str) -> str:
+    """Why ``group_name`` has no nodes, and the fix."""
+    n_roots = len(doc.group("root"))
+    if n_roots == 0:
+        return (f"group {group_name!r} has no nodes: the Document holds no documents (its "
+                "sources gave no text, e.g. the source folder had no readable files); add "
+                "documents with doc.add(...) or point the Document at files with text, then "
+                "create the Retriever")
+    return (f"group {group_name!r} has no nodes: its transform made none from the Document's "
+            f"{n_roots} root nodes; check the transform given to create_node_group, or "
+            "retrieve from another group")
 
 
 def _check_topk(topk: Any) -> int:

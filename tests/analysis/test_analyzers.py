@@ -149,7 +149,7 @@ def test_cjk_exact_tokens():
 
 
 def test_english_tokens_stopwords_stemming():
-    an = get_analyzer("bm25")
+    an = get_analyzer("bm25", stemmer=None)
     assert an("The quick brown foxes are RUNNING, aren't they?") == [
         "quick",
         "brown",
@@ -162,6 +162,11 @@ def test_english_tokens_stopwords_stemming():
     assert stem("The quick brown foxes are RUNNING") == ["quick", "brown", "fox", "run"]
     assert get_analyzer("bm25", stopwords=None)("The end") == ["the", "end"]
     assert stem.identity() != an.identity()
+    # the default ("auto") stems with PyStemmer, a core dependency, and names it in its identity
+    default = get_analyzer("bm25")
+    assert default.stemmer == "english" and default == stem
+    assert default("The quick brown foxes are RUNNING") == ["quick", "brown", "fox", "run"]
+    assert get_analyzer("bm25", stemmer="auto").identity() == stem.identity()
 
 
 def test_english_stemmer_errors(monkeypatch):
@@ -172,7 +177,10 @@ def test_english_stemmer_errors(monkeypatch):
         MissingExtraError, match=r"needs the optional package 'PyStemmer'.*fastrag-engine\[stem\]"
     ):
         EnglishAnalyzer(stemmer="english")
-    assert EnglishAnalyzer()("Dogs") == ["dogs"]  # no stemmer, no PyStemmer needed
+    assert EnglishAnalyzer(stemmer=None)("Dogs") == ["dogs"]  # no stemmer, no PyStemmer needed
+    auto = EnglishAnalyzer()  # "auto" without PyStemmer: no stemming, no error
+    assert auto.stemmer is None and auto("Dogs") == ["dogs"]
+    assert auto.identity() == EnglishAnalyzer(stemmer=None).identity()
 
 
 # ------------------------------------------------------------------------------ identity, pickle
