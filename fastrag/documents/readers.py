@@ -4,8 +4,8 @@ Readers are chosen by extension: ``.txt``/``.md`` (as is), ``.json`` (a string, 
 with a text field, or a list of them), ``.jsonl`` (one record a line), ``.csv`` (one document
 a row), ``.html``/``.htm`` (visible text), ``.pdf`` (``[pdf]`` extra, pypdf) and ``.docx``
 (``[docx]`` extra, python-docx). ``register_reader`` adds readers globally, ``readers=``
-per call; both override the built-ins. Text files are decoded as UTF-8 (with or without
-BOM), UTF-16 with a BOM, then GB18030 (a superset of GBK and GB2312).
+per call; both override the built-ins. Text files are decoded by
+:mod:`fastrag.documents.decoding` (BOMs, strict UTF-8, then charset-normalizer under checks).
 
 Every root document's metadata holds ``file_path`` (absolute), ``file_name``, ``file_type``
 (extension without the dot), ``file_size`` (bytes) and ``mtime``; records of multi-document
@@ -14,7 +14,6 @@ files (.json lists, .jsonl, .csv) also carry ``row`` (0-based) and their other f
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
@@ -27,6 +26,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, ClassVar
 
+from fastrag.documents.decoding import decode_bytes
 from fastrag.errors import ConfigError, MissingExtraError, ReaderError, missing_extra
 
 logger = logging.getLogger(__name__)
@@ -39,38 +39,6 @@ _ON_ERROR = ("raise", "skip")
 
 
 # -- decoding ---------------------------------------------------------------------------------
-def decode_bytes(data: bytes, path: str | os.PathLike | None = None) -> str:
-    """Text of ``data``: UTF-8 (BOM or not), UTF-16 with a BOM, else GB18030/GBK.
-
-    Raises :class:`ReaderError` naming ``path`` when no encoding fits, or when the bytes
-    look binary (NUL bytes outside UTF-16).
-    """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise ConfigError(f"decode_bytes takes bytes, got {type(data).__name__}")
-    data = bytes(data)
-    where = f" {str(path)!r}" if path is not None else ""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) and not data.startswith(
-            codecs.BOM_UTF8):
-        try:
-            return data.decode("utf-16")
-        except UnicodeDecodeError as exc:
-            raise ReaderError(f"file{where} starts with a UTF-16 BOM but is not valid UTF-16 "
-                              f"({exc}); re-save it as UTF-8") from exc
-    if b"\x00" in data:
-        raise ReaderError(f"file{where} looks binary (it contains NUL bytes), not text; "
-                          "convert it to UTF-8 text or register a reader for its extension")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as utf8_exc:
-        try:
-            return data.decode("gb18030")
-        except UnicodeDecodeError:
-            raise ReaderError(
-                f"cannot decode file{where}: not UTF-8 ({utf8_exc}) and not GB18030/GBK; "
-                "re-save it as UTF-8, or pass on_error='skip' to skip it"
-            ) from None
-
-
 def _read_text_file(path: Path) -> str:
     return decode_bytes(path.read_bytes(), path)
 
