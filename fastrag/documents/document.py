@@ -79,6 +79,11 @@ class Document:
         global_metadata: Mapping[str, Any] | None = None,
         on_error: str = "raise",
         json_text_field: str = "text",
+        metadata_fields: Sequence[str] | None = None,
+        required_exts: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        recursive: bool = True,
+        exclude_hidden: bool = True,
         _texts: tuple[list[str], list[dict] | None, list[str] | None] | None = None,
     ) -> None:
         check_choice("on_error", on_error, ("raise", "skip"),
@@ -106,7 +111,10 @@ class Document:
         self._planner = Planner(readers=dict(readers) if readers else None, on_error=on_error,
                                 json_text_field=json_text_field,
                                 global_metadata=self._global_metadata,
-                                hash_files=self._store is not None)
+                                hash_files=self._store is not None,
+                                metadata_fields=metadata_fields, required_exts=required_exts,
+                                exclude=exclude, recursive=recursive,
+                                exclude_hidden=exclude_hidden)
         self.derived = DerivedData(self)
         empty = NodeGroup(self, ROOT_GROUP, None, GROUP_SCHEMA.empty_table(), built_gen=0)
         self._state = _State(0, 0, 0, SOURCE_SCHEMA.empty_table(), empty)
