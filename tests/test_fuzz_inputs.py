@@ -109,8 +109,8 @@ def test_walking_hostile_trees_skips_and_never_hangs(entries):
             if kind == "file":
                 p.write_text(f"text {i}")
                 regular.add(p.resolve())
-            elif kind == "bad_ext":
-                p.with_suffix(".xyz").write_text("x")
+            elif kind == "bad_ext":  # no reader and not text: a binary, skipped
+                p.with_suffix(".xyz").write_bytes(b"\x89PNG\r\n\x1a\n")
             elif kind == "hidden":
                 (dirs[where] / f".e{i}.txt").write_text("x")
             elif kind == "fifo":

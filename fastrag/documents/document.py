@@ -71,8 +71,6 @@ class Document:
     :meth:`add`).
     """
 
-    read_report: Any = None  # what the last read of files found (see fastrag.ReadReport)
-
     CoarseChunk = "CoarseChunk"
     MediumChunk = "MediumChunk"
     FineChunk = "FineChunk"
@@ -91,6 +89,11 @@ class Document:
         global_metadata: Mapping[str, Any] | None = None,
         on_error: str = "raise",
         json_text_field: str = "text",
+        metadata_fields: Sequence[str] | None = None,
+        required_exts: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        recursive: bool = True,
+        exclude_hidden: bool = True,
         replace: bool = False,
         show_progress: bool = False,
         _texts: tuple[list[str], list[dict] | None, list[str] | None] | None = None,
@@ -121,6 +124,9 @@ class Document:
                                 json_text_field=json_text_field,
                                 global_metadata=self._global_metadata,
                                 hash_files=self._store is not None,
+                                metadata_fields=metadata_fields, required_exts=required_exts,
+                                exclude=exclude, recursive=recursive,
+                                exclude_hidden=exclude_hidden,
                                 show_progress=bool(show_progress))
         self.show_progress = bool(show_progress)
         self.derived = DerivedData(self)
@@ -648,6 +654,12 @@ class Document:
         return RAGPipeline(retriever, synthesizer=synthesizer, llm=llm, **pipe_kw)
 
     # -- info --------------------------------------------------------------------------------
+    @property
+    def read_report(self) -> Any:
+        """What the last read of files did: a :class:`~fastrag.documents.readers.ReadReport`
+        (files read / skipped / failed per extension, with reasons)."""
+        return self._planner.report
+
     @property
     def store(self) -> Store | None:
         return self._store

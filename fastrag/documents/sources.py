@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastrag.documents.readers import iter_source_files, read_file
+from fastrag.documents.readers import ReadReport, iter_source_files, read_file
 from fastrag.errors import ConfigError
 from fastrag.schema import GROUP_SCHEMA, dump_metadata, node_id
 
@@ -182,18 +182,27 @@ class Planner:
     """Turns files and texts into a :class:`Change` against a committed sources table."""
 
     def __init__(self, *, readers: dict | None, on_error: str, json_text_field: str,
-                 global_metadata: dict, hash_files: bool, show_progress: bool = False) -> None:
+                 global_metadata: dict, hash_files: bool,
+                 metadata_fields: Sequence[str] | None = None,
+                 required_exts: Sequence[str] | None = None,
+                 exclude: Sequence[str] | None = None, recursive: bool = True,
+                 exclude_hidden: bool = True, show_progress: bool = False) -> None:
         self.readers = readers
         self.on_error = on_error
         self.json_text_field = json_text_field
+        self.metadata_fields = metadata_fields
+        self.walk_options = {"required_exts": required_exts, "exclude": exclude,
+                             "recursive": recursive, "exclude_hidden": exclude_hidden}
         self.global_metadata = global_metadata
         self.hash_files = hash_files
         self.show_progress = show_progress
+        self.report = ReadReport()  # what the last plan of files read, skipped and failed
 
     # -- files -------------------------------------------------------------------------------
     def file_rows(self, path: Path, key: str, deleted: Sequence[str] = ()) -> list[tuple]:
         records = read_file(path, readers=self.readers, on_error=self.on_error,
-                            json_text_field=self.json_text_field)
+                            json_text_field=self.json_text_field,
+                            metadata_fields=self.metadata_fields, report=self.report)
         gone = set(deleted)
         rows = []
         for i, (text, meta) in enumerate(records):
@@ -235,10 +244,12 @@ class Planner:
         view = SourceView(committed)
         old_files = view.files()
         change = Change()
+        self.report = ReadReport()
         if reopen:
             found = [Path(k) for k in old_files if Path(k).is_file()]
         else:
-            found = list(iter_source_files(paths, readers=self.readers))
+            found = list(iter_source_files(paths, readers=self.readers, report=self.report,
+                                           **self.walk_options))
             found_keys = {str(f.resolve()) for f in found}
             found += [Path(k) for k, r in old_files.items()
                       if r["added"] and k not in found_keys and Path(k).is_file()]
@@ -267,7 +278,8 @@ class Planner:
     def add_files(self, files: list[Path], committed: pa.Table) -> Change:
         old_files = SourceView(committed).files()
         change = Change()
-        for f in iter_source_files(files, readers=self.readers):
+        self.report = ReadReport()
+        for f in iter_source_files(files, readers=self.readers, report=self.report):
             self._plan_file(change, f, old_files.get(str(f.resolve())), added=True)
         change.result = [r[0] for r in change.roots]
         return change
