@@ -401,6 +401,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.store or args.questions:
             raise _Usage("--squad builds its own knowledge base: drop STORE and --questions")
         squad = _read_json(Path(args.squad))
+        args.group = args.group or "block"
         if args.similarity is None:
             from fastrag.analysis.language import default_similarity
             from fastrag.eval.loaders import squad_questions
@@ -625,7 +626,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--squad", help="SQuAD-format JSON file (e.g. CMRC 2018)")
     _eval_args(ev)
     ev.set_defaults(func=cmd_eval, group=None)
-    ev.set_defaults(group=None)
 
     demo = sub.add_parser("demo", help="batch retrieval over the bundled CMRC knowledge base")
     _eval_args(demo)

@@ -225,7 +225,10 @@ def _guess_legacy(data: bytes) -> tuple[str | None, list[str]]:
             return "gb18030", guesses
     # 2. Western
     west = readings.get("cp1252")
-    if west is not None and west.coherence >= max(m.coherence for m in matches) - 0.2 \
+    # charset-normalizer's coherence (a language model over letter frequencies) often ranks
+    # iso8859-x first for short Western text; chaos plus the text checks decide instead
+    if west is not None and (west.coherence >= max(m.coherence for m in matches) - 0.2
+                             or west.chaos <= min(m.chaos for m in matches) + 0.01) \
             and _decodes(data, "cp1252") and _reads_western(data.decode("cp1252")):
         return "cp1252", guesses
     # 3. a confident reading

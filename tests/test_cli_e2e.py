@@ -1,0 +1,147 @@
+"""From files to answers with the command line, each verb in its own process: ingest a mixed
+folder, search (one query, a batch to JSONL/Parquet), ask (a real HTTP LLM, and none), eval,
+re-open the CLI store from Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import fastrag as fr
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "fastrag.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, **(env or {})})
+    if check:
+        assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr[-3000:])
+    return proc
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("cli")
+    kb = base / "kb"
+    (kb / "guide").mkdir(parents=True)
+    (kb / "guide" / "install.md").write_text(
+        "# Installing\nRun pip install fastrag-engine to install the package.\n"
+        "Python 3.10 or newer is required.\n", encoding="utf-8")
+    (kb / "guide" / "tuning.rst").write_text(
+        "Tuning\n======\n\nThe k1 parameter controls term frequency saturation.\n"
+        "The b parameter controls length normalization.\n", encoding="utf-8")
+    (kb / "faq.html").write_text(
+        "<html><head><title>FAQ</title><style>p{}</style></head><body>"
+        "<p>Stores are folders of Arrow files.</p><p>A manifest names every file.</p>"
+        "</body></html>", encoding="utf-8")
+    (kb / "people.json").write_text(json.dumps(
+        {"team": {"lead": "Ada", "members": ["Grace", "Linus"]}}), encoding="utf-8")
+    (kb / "notes").write_text("Cafe notes: the espresso machine is on the second floor.\n",
+                              encoding="utf-8")
+    (kb / "latin1.txt").write_bytes("Caf\u00e9 na\u00efve r\u00e9sum\u00e9: the "
+                                    "\u00abclich\u00e9\u00bb of d\u00e9j\u00e0 vu.\n"
+                                    .encode("cp1252"))
+    (kb / "blob.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    store = base / "kb" / "store"  # a store inside the source folder is never read as a source
+    run("ingest", str(kb), "--store", str(store), "--group", "line=lines", "-q")
+    return kb, store
+
+
+def test_ingest_summary_and_reopen_from_python(corpus):
+    kb, store = corpus
+    doc = fr.Document(store=store, mode="r")
+    assert "line" in doc.group_names
+    files = {Path(n.metadata["file_path"]).name for n in doc.group("root")}
+    assert files == {"install.md", "tuning.rst", "faq.html", "people.json", "notes",
+                     "latin1.txt"}
+    texts = doc.group("line").texts()
+    assert "Caf\u00e9 na\u00efve r\u00e9sum\u00e9: the \u00abclich\u00e9\u00bb of d\u00e9j\u00e0 vu." \
+        in texts
+    assert any("Ada" in t for t in texts)
+    # ingesting the same folder again changes nothing
+    gen = json.loads((store / "manifest.json").read_text())["generation"]
+    out = run("ingest", str(kb), "--store", str(store), "-q")
+    assert json.loads((store / "manifest.json").read_text())["generation"] == gen
+    assert "blob.txt" in out.stdout or "binary" in out.stdout  # the summary counts the binary
+
+
+def test_search_table_json_and_batch(corpus, tmp_path):
+    kb, store = corpus
+    out = run("search", str(store), "length normalization parameter", "--topk", "3").stdout
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["rank", "score", "source"]
+    assert "tuning.rst" in lines[1] and "length normalization" in lines[1]
+    hits = [json.loads(x) for x in run("search", str(store), "espresso", "--json").stdout
+            .splitlines()]
+    assert hits[0]["source"] == "notes" and hits[0]["rank"] == 1
+    filtered = [json.loads(x) for x in run(
+        "search", str(store), "the parameter files", "--json", "--filter",
+        "file_type == 'html'").stdout.splitlines()]
+    assert filtered and {Path(h["file_path"]).suffix for h in filtered} == {".html"}
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(json.dumps({"query": q}) for q in
+                                 ["install the package", "Arrow files", "Grace"]))
+    run("search", str(store), "--queries", str(queries), "--out", str(tmp_path / "h.parquet"))
+    table = pq.read_table(tmp_path / "h.parquet")
+    assert sorted(set(table.column("query_idx").to_pylist())) == [0, 1, 2]
+    top = {r["query_idx"]: r["source"] for r in table.to_pylist() if r["rank"] == 1}
+    assert top == {0: "install.md", 1: "faq.html", 2: "people.json"}
+    run("search", str(store), "--queries", str(queries), "--out", str(tmp_path / "h.jsonl"))
+    assert len((tmp_path / "h.jsonl").read_text().splitlines()) == table.num_rows
+
+
+def test_ask_with_an_llm_over_http_and_without_one(corpus, openai_server):
+    kb, store = corpus
+    openai_server.reply = "Install it with pip install fastrag-engine."
+    out = run("ask", str(store), "How do I install it?", "--base-url", openai_server.url,
+              "--model", "test-model")
+    assert out.stdout.startswith("Install it with pip install fastrag-engine.")
+    assert "Sources:" in out.stdout and "install.md" in out.stdout.split("Sources:")[1]
+    prompt = openai_server.requests[-1].body["messages"][-1]["content"]
+    assert "pip install fastrag-engine" in prompt and "How do I install it?" in prompt
+    env = {"FASTRAG_LLM_BASE_URL": "", "FASTRAG_LLM_MODEL": ""}
+    out = run("ask", str(store), "How do I install it?", env=env)
+    assert "Run pip install fastrag-engine to install the package." in out.stdout
+    assert "[install.md]" in out.stdout
+    assert "FASTRAG_LLM_BASE_URL" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_eval_on_own_questions(corpus, tmp_path):
+    kb, store = corpus
+    qs = tmp_path / "qs.jsonl"
+    qs.write_text("\n".join(json.dumps(r) for r in [
+        {"question": "which python version is required", "answer": "Python 3.10"},
+        {"question": "where is the espresso machine", "source": "notes"},
+        {"question": "what controls term frequency saturation", "answer": "k1 parameter"},
+    ]))
+    out = run("eval", str(store), "--questions", str(qs), "--topk", "1,3",
+              "--json", str(tmp_path / "r.json")).stdout
+    assert "bm25 |" in out  # English data: the English analyzer
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert list(res["similarities"]) == ["bm25"]
+    assert res["similarities"]["bm25"]["hit_rate@3"] == 1.0
+
+
+def test_version_errors_and_a_closed_pipe(corpus, tmp_path):
+    kb, store = corpus
+    out = run("--version")
+    assert out.stdout.startswith("fastrag ")
+    bad = run("search", str(kb / "nothing"), "x", check=False)
+    assert bad.returncode == 2 and "not a fastrag store" in bad.stderr
+    clash = run("ingest", str(kb / "guide"), "--store", str(store), "-q", check=False)
+    assert clash.returncode == 2 and "--add" in clash.stderr and "--replace" in clash.stderr
+    many = tmp_path / "many.txt"  # megabytes of output: the pipe closes while it writes
+    many.write_text("install the parameter files\n" * 3000)
+    shell = subprocess.run(
+        f"{sys.executable} -m fastrag.cli search {store} --queries {many} --json | head -n 1",
+        shell=True, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert shell.stdout.count("\n") == 1 and "Traceback" not in shell.stderr
+    assert "BrokenPipe" not in shell.stderr
