@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "NodeTransform": "fastrag.transforms.base",
     "SentenceSplitter": "fastrag.transforms.sentence",
     "LineSplitter": "fastrag.transforms.simple",
+    "ReadReport": "fastrag.documents.readers",
     "ParagraphSplitter": "fastrag.transforms.simple",
     "TokenTextSplitter": "fastrag.transforms.sentence",
     "LLMParser": "fastrag.transforms.llm_parser",

@@ -174,7 +174,7 @@ def _open_store(path: str):
         raise _Usage(f"{path} is not a fastrag store (no {MANIFEST}); create one with "
                      f"`fastrag ingest FILES --store {path}`")
     mode = "a" if os.access(path, os.W_OK) else "r"
-    return Document(store=path, mode=mode, lock_timeout=5.0)
+    return Document(store=path, mode=mode, lock_timeout=5.0, show_progress=True)
 
 
 class _Usage(Exception):

@@ -12,11 +12,11 @@ from pathlib import Path as _Path
 def _cached() -> bool:
     """Whether numba's cache already holds compiled kernels (next to them, or in
     NUMBA_CACHE_DIR)."""
-    here = _Path(__file__).parent / "__pycache__"
-    if here.is_dir() and any(here.glob("*.nbi")):
-        return True
     env = _os.environ.get("NUMBA_CACHE_DIR")
-    return bool(env) and any(_Path(env).rglob("*.nbi"))
+    if env:  # numba then caches there only
+        return any(_Path(env).rglob("*.nbi"))
+    here = _Path(__file__).parent / "__pycache__"
+    return here.is_dir() and any(here.glob("*.nbi"))
 
 
 if not _cached():

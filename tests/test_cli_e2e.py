@@ -16,6 +16,7 @@ import pytest
 import fastrag as fr
 
 ROOT = Path(__file__).resolve().parents[1]
+LATIN = "Caf\u00e9 na\u00efve r\u00e9sum\u00e9: the \u00abclich\u00e9\u00bb of d\u00e9j\u00e0 vu."
 
 
 def run(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -46,9 +47,7 @@ def corpus(tmp_path_factory) -> tuple[Path, Path]:
         {"team": {"lead": "Ada", "members": ["Grace", "Linus"]}}), encoding="utf-8")
     (kb / "notes").write_text("Cafe notes: the espresso machine is on the second floor.\n",
                               encoding="utf-8")
-    (kb / "latin1.txt").write_bytes("Caf\u00e9 na\u00efve r\u00e9sum\u00e9: the "
-                                    "\u00abclich\u00e9\u00bb of d\u00e9j\u00e0 vu.\n"
-                                    .encode("cp1252"))
+    (kb / "latin1.txt").write_bytes(LATIN.encode("cp1252") + b"\n")
     (kb / "blob.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
     store = base / "kb" / "store"  # a store inside the source folder is never read as a source
     run("ingest", str(kb), "--store", str(store), "--group", "line=lines", "-q")
@@ -63,8 +62,7 @@ def test_ingest_summary_and_reopen_from_python(corpus):
     assert files == {"install.md", "tuning.rst", "faq.html", "people.json", "notes",
                      "latin1.txt"}
     texts = doc.group("line").texts()
-    assert "Caf\u00e9 na\u00efve r\u00e9sum\u00e9: the \u00abclich\u00e9\u00bb of d\u00e9j\u00e0 vu." \
-        in texts
+    assert LATIN in texts
     assert any("Ada" in t for t in texts)
     # ingesting the same folder again changes nothing
     gen = json.loads((store / "manifest.json").read_text())["generation"]
@@ -145,3 +143,19 @@ def test_version_errors_and_a_closed_pipe(corpus, tmp_path):
         shell=True, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert shell.stdout.count("\n") == 1 and "Traceback" not in shell.stderr
     assert "BrokenPipe" not in shell.stderr
+
+
+def test_first_run_says_kernels_are_compiling(tmp_path):
+    """With an empty numba cache the first import of the kernels says so; once a kernel is
+    cached, it says nothing."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    code = ("import numpy as np\nfrom fastrag._kernels.topk import topk_rows\n"
+            "topk_rows(np.ones((2, 4), np.float32), 2, np.zeros((2, 2), np.int64), "
+            "np.zeros((2, 2), np.float32), np.zeros(2, np.int32))\n")
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=ROOT, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "compiling kernels (first run only" in first.stderr
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, env=env, timeout=300)
+    assert second.returncode == 0 and "compiling kernels" not in second.stderr

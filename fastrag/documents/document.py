@@ -36,6 +36,7 @@ from fastrag.documents.sources import (
     SOURCE_SCHEMA,
     Change,
     Planner,
+    SourceView,
     apply_sources,
     check_texts,
     drop_mask,
@@ -654,6 +655,17 @@ class Document:
         return RAGPipeline(retriever, synthesizer=synthesizer, llm=llm, **pipe_kw)
 
     # -- info --------------------------------------------------------------------------------
+    def source_text(self, path: str | os.PathLike, sep: str = "\n") -> str:
+        """The whole text of one source file: its root documents (a PDF's pages, a JSONL's
+        records) joined in order by ``sep``."""
+        key = str(Path(path).expanduser().resolve())
+        rows = SourceView(self._state.sources).with_keys({key})
+        if key not in rows:
+            raise ConfigError(f"{str(path)!r} is not a source of this Document; sources are "
+                              "listed in doc.group('root') metadata['file_path']")
+        root = self._state.root
+        return sep.join(root.node_by_id(r).text for r in rows[key]["roots"])
+
     @property
     def read_report(self) -> Any:
         """What the last read of files did: a :class:`~fastrag.documents.readers.ReadReport`

@@ -198,6 +198,13 @@ class DerivedData:
 
         self._persist(write)
 
+    def _stage(self, desc: str, steps: int):
+        """A progress bar of ``steps`` for an index build (shown with show_progress=True)."""
+        from tqdm import tqdm
+
+        return tqdm(total=steps, desc=desc, unit="step", leave=False,
+                    disable=not getattr(self.doc, "show_progress", False))
+
     def _embed(self, emb, key: str, texts: list[str], ids: list[str]) -> np.ndarray:
         from tqdm import tqdm
 
@@ -255,8 +262,11 @@ class DerivedData:
                 return index, vocab
             except (StoreError, KeyError, ValueError, TypeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
-        tc = self._tokens(g, analyzer, num_workers)
-        index = BM25Index.build(tc.values, tc.offsets, len(tc.vocab), **params)
+        with self._stage(f"bm25 index of {g.name!r}", 2) as bar:
+            tc = self._tokens(g, analyzer, num_workers)
+            bar.update(1)
+            index = BM25Index.build(tc.values, tc.offsets, len(tc.vocab), **params)
+            bar.update(1)
         self._count("bm25")
 
         def write(txn: Transaction) -> None:
@@ -315,7 +325,14 @@ class DerivedData:
         vecs = self.vectors(g, key)
         skey = f"{g.name}/hnsw/{params_key(key, metric, params)}"
         return self._cached(("hnsw", skey), g.fingerprint,
-                            lambda prev: self._build_hnsw(g, skey, metric, params, vecs, prev))
+                            lambda prev: self._hnsw_with_progress(g, skey, metric, params, vecs,
+                                                                  prev))
+
+    def _hnsw_with_progress(self, g, skey, metric, params, vecs, prev):
+        with self._stage(f"hnsw index of {g.name!r}", 1) as bar:
+            out = self._build_hnsw(g, skey, metric, params, vecs, prev)
+            bar.update(1)
+        return out
 
     def _load_hnsw(self, skey: str, dim: int, metric: str, params: dict):
         from fastrag.indexes.hnsw import HNSWIndex

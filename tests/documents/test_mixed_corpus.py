@@ -190,12 +190,21 @@ def test_mixed_corpus_texts_metadata_and_report(corpus, caplog, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_document_reads_the_mixed_corpus(corpus):
+def test_document_reads_the_mixed_corpus(corpus, tmp_path):
     doc = fr.Document(corpus)
     texts = sorted(n.text for n in doc.group("root"))
     assert texts == sorted(t for ts in EXPECTED_TEXT.values() for t in ts)
-    report = doc._planner.report
+    report = doc.read_report
     assert sum(c["read"] for c in report.counts().values()) == 14
+    # into a store, then again: the second ingest changes nothing
+    st = tmp_path / "st"
+    first = fr.Document(corpus, store=st)
+    first.create_node_group("line", transform=fr.LineSplitter())
+    ids = first.group("line").ids
+    manifest = (st / "manifest.json").read_bytes()
+    again = fr.Document(corpus, store=st)
+    assert again.group("line").ids == ids
+    assert (st / "manifest.json").read_bytes() == manifest
 
 
 def test_walk_options(corpus):
@@ -269,6 +278,11 @@ def test_pdf_pages_empty_pages_and_pypdf_noise(tmp_path, caplog, capsys):
     assert len(lines) == 1 and lines[0].name.startswith("fastrag")
     assert re.match(r"pypdf: \d+ warnings? reading .*gaps\.pdf: .*startxref", lines[0].getMessage())
     assert capsys.readouterr().err == ""
+    doc = fr.Document(p)
+    assert [n.metadata["page_label"] for n in doc.group("root")] == ["1", "3"]
+    assert doc.source_text(p) == "First\nThird"
+    with pytest.raises(fr.errors.ConfigError, match="not a source"):
+        doc.source_text(tmp_path / "other.pdf")
 
 
 def test_encodings_long_and_short(tmp_path):
