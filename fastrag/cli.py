@@ -87,10 +87,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print("no --group given: building group 'chunk' (sentence:256:32)", file=sys.stderr)
     names = [n for n in doc.group_names[1:] if n not in Document._BUILTIN or n in args.builtin
              or _stored(doc, n)]
+    from fastrag.documents.building import STORED_ONLY
+    from fastrag.errors import ConfigError
+
     with _progress("building groups", len(names), args.quiet) as bar:
         for name in names:
             bar.set_postfix_str(name)
-            doc.group(name)
+            try:
+                doc.group(name)
+            except ConfigError as exc:
+                if doc._defs[name].fn is not STORED_ONLY:
+                    raise
+                print(f"note: group {name!r} was not updated: {exc}", file=sys.stderr)
             bar.update(1)
     report = getattr(doc, "read_report", None)
     if report is not None:

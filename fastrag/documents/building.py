@@ -153,8 +153,11 @@ def _failure(group: str, parents: list[tuple], exc: Exception) -> FastragError:
 
 
 def _call(d: GroupDef, parents: list[tuple], fn: Callable[[], Any]) -> Any:
+    """Run a batch transform; fastrag's own errors (which name their node) pass through."""
     try:
         return fn()
+    except FastragError:
+        raise
     except Exception as exc:
         raise _failure(d.name, parents, exc) from exc
 

@@ -226,3 +226,21 @@ def test_two_processes_ingesting_into_one_store(tmp_path):
     words = {t.split()[0] for t in texts}
     assert len(words) == 1 and len(texts) == 60  # one of the two outcomes, whole
     assert len(doc.group("root")) == 30
+
+
+def test_small_text_segments_are_compressed_large_ones_stay_mappable(tmp_path, monkeypatch):
+    texts = [f"the quick brown fox number {i} jumps over the lazy dog" for i in range(2000)]
+    small = tmp_path / "small"
+    fr.Document.from_texts(texts, store=small)
+    seg = next(f for f in Store(small).referenced() if "/root" in f)
+    raw = (small / seg).read_bytes()
+    assert b"lazy dog" not in raw  # zstd
+    monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 1024)  # every table counts as large
+    large = tmp_path / "large"
+    doc = fr.Document.from_texts(texts, store=large)
+    seg = next(f for f in Store(large).referenced() if "/root" in f)
+    plain = (large / seg).read_bytes()
+    assert b"the quick brown fox number 1999 jumps" in plain
+    assert len(raw) < 0.5 * len(plain)
+    assert doc.group("root").texts() == texts
+    assert fr.Document(store=small, mode="r").group("root").texts() == texts
