@@ -57,10 +57,12 @@ DATA, INDEXES = "data", "indexes"
 # files below this size are checksummed on every read; larger ones with verify=True only
 VERIFY_BELOW = 64 << 20
 # codec of segments holding text (ids, texts, metadata) below COMPRESS_BELOW bytes: those are
-# read whole for their checksum on every open anyway; larger ones and vector segments are
-# written plain, so they stay memory-mapped (zero-copy, shared between processes)
+# read whole for their checksum on every open anyway; larger ones, vector segments and the
+# tables every open reads (PLAIN_TABLES) are written plain, so they stay memory-mapped
+# (zero-copy, shared between processes)
 COMPRESSION: str | None = "zstd"
 COMPRESS_BELOW = 64 << 20
+PLAIN_TABLES = ("root", "sources")
 # a segmented table is compacted when it has more segments than this
 MAX_SEGMENTS = 16
 
@@ -492,8 +494,8 @@ class Transaction:
         # text tables compress 2-4x (hex ids, repeated doc ids, prose); vectors do not
         textual = any(pa.types.is_string(t) or pa.types.is_large_string(t)
                       for t in table.schema.types)
-        small = table.nbytes < COMPRESS_BELOW
-        options = ipc.IpcWriteOptions(compression=COMPRESSION if textual and small else None)
+        packed = textual and table.nbytes < COMPRESS_BELOW and name not in PLAIN_TABLES
+        options = ipc.IpcWriteOptions(compression=COMPRESSION if packed else None)
 
         def write(f):
             with ipc.new_file(f, table.schema, options=options) as writer:

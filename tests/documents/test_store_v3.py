@@ -229,18 +229,23 @@ def test_two_processes_ingesting_into_one_store(tmp_path):
 
 
 def test_small_text_segments_are_compressed_large_ones_stay_mappable(tmp_path, monkeypatch):
-    texts = [f"the quick brown fox number {i} jumps over the lazy dog" for i in range(2000)]
-    small = tmp_path / "small"
-    fr.Document.from_texts(texts, store=small)
-    seg = next(f for f in Store(small).referenced() if "/root" in f)
-    raw = (small / seg).read_bytes()
-    assert b"lazy dog" not in raw  # zstd
+    texts = [f"the quick brown fox number {i} jumps over the lazy dog\nline two {i}"
+             for i in range(2000)]
+
+    def build(path):
+        doc = fr.Document.from_texts(texts, store=path)
+        doc.create_node_group("line", transform=fr.LineSplitter())
+        doc.group("line")
+        files = Store(path).referenced()
+        return (doc, (path / next(f for f in files if "/line" in f)).read_bytes(),
+                (path / next(f for f in files if "/root" in f)).read_bytes())
+
+    doc, line, root = build(tmp_path / "small")
+    assert b"lazy dog" not in line  # zstd
+    assert b"number 1999 jumps" in root  # the root table, read by every open, stays plain
     monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 1024)  # every table counts as large
-    large = tmp_path / "large"
-    doc = fr.Document.from_texts(texts, store=large)
-    seg = next(f for f in Store(large).referenced() if "/root" in f)
-    plain = (large / seg).read_bytes()
-    assert b"the quick brown fox number 1999 jumps" in plain
-    assert len(raw) < 0.5 * len(plain)
-    assert doc.group("root").texts() == texts
-    assert fr.Document(store=small, mode="r").group("root").texts() == texts
+    big, plain, _ = build(tmp_path / "large")
+    assert b"number 1999 jumps" in plain and len(line) < 0.5 * len(plain)
+    assert big.group("line").texts() == doc.group("line").texts()
+    assert fr.Document(store=tmp_path / "small", mode="r").group("line").ids == \
+        doc.group("line").ids
