@@ -651,7 +651,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (FastragError, _Usage) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from fastrag.errors import ReaderError
+
+        hint = ("\n(pass --on-error skip to report unreadable files and go on)"
+                if isinstance(exc, ReaderError) and args.command == "ingest" else "")
+        print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `fastrag search ... | head`: the reader left; not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
