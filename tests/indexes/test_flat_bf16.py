@@ -1,4 +1,8 @@
-"""The bf16 first pass of FlatIndex: same results as the float32 search, error bound holds."""
+"""The bf16 first pass of FlatIndex: same results as the float32 search, error bound holds.
+
+The first pass runs on torch (extra ``[amx]``): the tests that run it take the ``torch``
+fixture and skip without torch; the argument checks and the fallbacks run everywhere.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,13 @@ from fastrag.errors import ConfigError, MissingExtraError
 from fastrag.indexes import flat
 from fastrag.indexes.flat import FlatIndex
 
-torch = pytest.importorskip("torch")
+NEEDS_TORCH = "needs torch: pip install torch (CPU build) or the [amx] extra"
+
+
+@pytest.fixture
+def torch():
+    """torch, imported when a test runs (never at collection); the test skips without it."""
+    return pytest.importorskip("torch", reason=NEEDS_TORCH)
 
 
 @pytest.fixture
@@ -52,7 +62,7 @@ def assert_same(got, ref, exact_scores=True):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_random_cosine_equals_float32_search(threads, small_blocks, calls):
+def test_random_cosine_equals_float32_search(threads, torch, small_blocks, calls):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((6000, 96)).astype(np.float32)
     q = rng.standard_normal((100, 96)).astype(np.float32)
@@ -65,7 +75,7 @@ def test_random_cosine_equals_float32_search(threads, small_blocks, calls):
     np.testing.assert_allclose(fast[1], ref_scores, rtol=0, atol=2e-6)
 
 
-def test_dot_with_wide_norms_mask_and_cutoff(small_blocks, calls):
+def test_dot_with_wide_norms_mask_and_cutoff(torch, small_blocks, calls):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5000, 40)).astype(np.float32)
     x *= rng.lognormal(0.0, 2.0, (5000, 1)).astype(np.float32)  # norms over ~4 decades
@@ -81,7 +91,7 @@ def test_dot_with_wide_norms_mask_and_cutoff(small_blocks, calls):
     assert calls["bf16"] == 3
 
 
-def test_exact_ties_keep_the_lower_row(small_blocks):
+def test_exact_ties_keep_the_lower_row(torch, small_blocks):
     """Small integers are exact in bf16 and their dot products exact in float32: scores must
     be bit-equal to the reference and ties must fall to the lower row, as on every path."""
     rng = np.random.default_rng(2)
@@ -92,7 +102,8 @@ def test_exact_ties_keep_the_lower_row(small_blocks):
     assert_same(got, (ref[0], ref[1].astype(np.float32), ref[2].astype(np.int32)))
 
 
-def test_near_duplicates_overflow_to_the_float32_pass(small_blocks, calls, monkeypatch):
+def test_near_duplicates_overflow_to_the_float32_pass(torch, small_blocks, calls,
+                                                       monkeypatch):
     """Rows that differ below bf16's resolution all stay candidates: the queries whose
     candidates outgrow the buffer are searched again in float32, and only those."""
     monkeypatch.setattr(flat, "BF16_CANDIDATES", 64)
@@ -111,7 +122,7 @@ def test_near_duplicates_overflow_to_the_float32_pass(small_blocks, calls, monke
     np.testing.assert_allclose(got[1], ref_scores, rtol=0, atol=2e-6)
 
 
-def test_error_bound_holds_when_rounding_errors_add_up():
+def test_error_bound_holds_when_rounding_errors_add_up(torch):
     """Entries just below a bf16 rounding midpoint all round the same way, so the errors of
     the products add up instead of cancelling: the bound used for the window must still hold
     for what torch's bf16 matmul returns."""
@@ -138,7 +149,7 @@ def test_error_bound_holds_when_rounding_errors_add_up():
     assert (gap / bound).max() > 0.25  # the test does push the errors towards the bound
 
 
-def test_incremental_add_updates_the_bf16_copy(small_blocks):
+def test_incremental_add_updates_the_bf16_copy(torch, small_blocks):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3000, 24)).astype(np.float32)
     q = rng.standard_normal((30, 24)).astype(np.float32)
@@ -152,7 +163,7 @@ def test_incremental_add_updates_the_bf16_copy(small_blocks):
     np.testing.assert_array_equal(got[0], ref_rows)
 
 
-def test_auto_follows_the_cpu_and_small_batches_skip_it(calls, monkeypatch):
+def test_auto_follows_the_cpu_and_small_batches_skip_it(torch, calls, monkeypatch):
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2000, 16)).astype(np.float32)
     index = FlatIndex.from_vectors(x)  # bf16="auto"
@@ -167,7 +178,7 @@ def test_auto_follows_the_cpu_and_small_batches_skip_it(calls, monkeypatch):
     assert calls["bf16"] == 1 and index._approx.n == 2000
 
 
-def test_torch_thread_count_is_restored():
+def test_torch_thread_count_is_restored(torch):
     rng = np.random.default_rng(7)
     index = FlatIndex.from_vectors(rng.standard_normal((3000, 16)).astype(np.float32), bf16=True)
     before = torch.get_num_threads()
@@ -186,3 +197,19 @@ def test_bf16_true_without_torch_names_the_extra(monkeypatch):
     with pytest.raises(MissingExtraError, match=r"fastrag-engine\[amx\]"):
         FlatIndex(8, bf16=True)
     assert FlatIndex(8, bf16="auto").bf16 == "auto"  # auto just falls back
+
+
+def test_without_torch_auto_is_not_fast_and_searches_in_float32(calls, monkeypatch):
+    """No torch (simulated, so this runs whether torch is installed or not): the probe says
+    no, and a batch that would take the bf16 pass is searched exactly in float32."""
+    monkeypatch.setattr(flat, "_BF16_STATE", {"torch": None})
+    assert flat.bf16_fast() is False
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2000, 16)).astype(np.float32)
+    q = rng.standard_normal((40, 16)).astype(np.float32)
+    index = FlatIndex.from_vectors(x, "dot")
+    got = index.search(q, 5)
+    assert calls["bf16"] == 0 and calls["blocked"] == [40] and index._approx is None
+    ref_rows, ref_scores, _ = dense_topk_reference(x, q, 5, "dot")
+    np.testing.assert_array_equal(got[0], ref_rows)
+    np.testing.assert_allclose(got[1], ref_scores, rtol=0, atol=1e-5)

