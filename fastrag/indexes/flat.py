@@ -287,6 +287,19 @@ def _torch() -> Any:
     return _BF16_STATE["torch"]
 
 
+_BLAS_CHECKED = False
+
+
+def _check_blas_once() -> None:
+    """Warn once per process when a BLAS kernel is older than the CPU (fastrag._blas)."""
+    global _BLAS_CHECKED
+    if not _BLAS_CHECKED:
+        _BLAS_CHECKED = True
+        from fastrag._blas import check_blas
+
+        check_blas()
+
+
 def bf16_fast() -> bool:
     """True when the bf16 first pass pays here: torch is installed and the CPU has AMX-BF16
     tiles (without them torch's bf16 matmul is slower than float32 sgemm)."""
@@ -670,6 +683,7 @@ class FlatIndex:
         mask = check_mask(mask, self._n)
         cut = check_cutoff(cutoff)
         vectors = self._buf[:self._n]
+        _check_blas_once()
         return exact_search(vectors, q, k, mask, cut, num_threads=check_num_threads(num_threads),
                             approx=self._bf16_copy(q.shape[0], k))
 
