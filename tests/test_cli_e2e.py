@@ -63,8 +63,9 @@ def test_ingest_summary_and_reopen_from_python(corpus):
     assert files == {"install.md", "tuning.rst", "faq.html", "people.json", "notes",
                      "latin1.txt"}
     texts = doc.group("line").texts()
-    assert "Caf\u00e9 na\u00efve r\u00e9sum\u00e9: the \u00abclich\u00e9\u00bb of d\u00e9j\u00e0 vu." \
-        in texts
+    cafe = ("Caf\u00e9 na\u00efve r\u00e9sum\u00e9: the \u00abclich\u00e9\u00bb of "
+            "d\u00e9j\u00e0 vu.")
+    assert cafe in texts
     assert any("Ada" in t for t in texts)
     # ingesting the same folder again changes nothing
     gen = json.loads((store / "manifest.json").read_text())["generation"]
