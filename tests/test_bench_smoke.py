@@ -42,3 +42,24 @@ def test_benchmark_smoke(script, tmp_path):
     if script == "bench_bm25.py":  # fastrag's top-10 equals bm25s's on every query
         checks = [r["verify_vs_bm25s"]["identical"] for r in data["main"] + data["sizes"]]
         assert checks and all(c is True for c in checks)
+
+
+@pytest.mark.slow
+def test_ingest_mixed_smoke(tmp_path):
+    """The mixed-folder ingest benchmark (issue 12) on its 14-file corpus: both libraries read
+    the folder, the v3 store is measured per group, and no worktree of the old commit is made."""
+    pytest.importorskip("llama_index.core")
+    files = run_smoke("bench_ingest_mixed.py", tmp_path)
+    data = json.loads(files[0].read_text())
+    assert data["corpus"]["files"] >= 12 and data["old_commit"] is None
+    assert list(data["stores"]) == ["after (v3), all files"]
+    store = data["stores"]["after (v3), all files"]
+    assert store["format_version"] == 3 and store["files_read"] >= 10
+    for group in ("root", "line", "sentence"):
+        g = store["groups"][group]
+        assert g["nodes"] > 0 and g["store_bytes"] > 0 and g["ratio"] > 0
+    for lib in ("llama-index-core", "fastrag", "fastrag store="):
+        run = data["ingest"][lib]
+        assert run["files_read"] >= 10 and run["nodes"] > 0 and run["cold_median_s"] > 0
+    assert data["ingest"]["fastrag"]["nodes"] == data["ingest"]["fastrag store="]["nodes"]
+    assert ".png" not in data["ingest"]["fastrag"]["files_read_per_ext"]  # binaries skipped
