@@ -322,13 +322,16 @@ def _read_csv(ctx: _Ctx) -> list[tuple[str, dict]]:
     if not rows:
         return []
     header = [h.strip() for h in rows[0]]
+    if any(len(row) > len(header) for row in rows[1:]):
+        # the first line is no header (a title, or counts as in scikit-learn's data files):
+        # one document of "cell, cell" lines, as LlamaIndex's CSVReader reads any CSV
+        logger.info("%s: rows are wider than the first line, read as one table", ctx.path)
+        lines = [", ".join(cell.strip() for cell in row) for row in rows]
+        return [("\n".join(ln for ln in lines if ln.strip(", ")), {"csv_header": False})]
     out = []
     for i, row in enumerate(rows[1:]):
         if not any(cell.strip() for cell in row):
             continue
-        if len(row) > len(header):
-            raise ReaderError(f"{ctx.path}: row {i + 2} has {len(row)} cells but the header "
-                              f"has {len(header)} columns; fix the row")
         rec = dict(zip(header, row + [""] * (len(header) - len(row)), strict=False))
         if ctx.text_field in rec:
             body = rec.pop(ctx.text_field)

@@ -147,9 +147,10 @@ def test_csv_rows(tmp_path):
     assert [t for t, _ in docs] == ["line1\nline2", "中文"]
     assert [m["title"] for _, m in docs] == ["A, with comma", "B"]
     ragged = tmp_path / "r.csv"
-    ragged.write_text("a,b\n1,2,3\n", encoding="utf-8")
-    with pytest.raises(ReaderError, match=r"r\.csv: row 2 has 3 cells but the header has 2"):
-        read_file(ragged)
+    ragged.write_text("150,4,setosa\n5.1,3.5,1.4,0.2,0\n4.9,3.0,1.4,0.2,0\n", encoding="utf-8")
+    (text, meta), = read_file(ragged)  # no header (scikit-learn's style): one table document
+    assert text == "150, 4, setosa\n5.1, 3.5, 1.4, 0.2, 0\n4.9, 3.0, 1.4, 0.2, 0"
+    assert meta["csv_header"] is False
     gbk = tmp_path / "g.csv"
     gbk.write_bytes("问题,答案\n作用,防腐\n".encode("gbk"))
     assert read_file(gbk)[0][0] == "问题: 作用\n答案: 防腐"
