@@ -329,7 +329,7 @@ def _read_csv(ctx: _Ctx) -> list[tuple[str, dict]]:
         lines = [", ".join(cell.strip() for cell in row) for row in rows]
         return [("\n".join(ln for ln in lines if ln.strip(", ")), {"csv_header": False})]
     out = []
-    for i, row in enumerate(rows[1:]):
+    for row in rows[1:]:
         if not any(cell.strip() for cell in row):
             continue
         rec = dict(zip(header, row + [""] * (len(header) - len(row)), strict=False))
