@@ -2,7 +2,8 @@
 :class:`fastrag.embeddings.OpenAIEmbedding`).
 
 * Config checks: base URL (API root, not the endpoint), api key, headers, numbers.
-* One ``httpx.AsyncClient`` and one concurrency limit per event loop (:class:`LoopClients`);
+* One ``httpx.AsyncClient`` per event loop (:class:`LoopClients`) and one concurrency limit per
+  client object across all loops and threads (:class:`GlobalLimiter`);
   a client is closed when its loop shuts down (``asyncio.run`` finalizes it) or by ``aclose``.
 * Retries: HTTP 408/409/429/5xx, timeouts and connection errors are retryable; the wait is
   ``backoff * 2**(attempt-1)`` (times a jitter in [0.5, 1], capped at ``max_wait``) or what
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import email.utils
 import json
 import random
@@ -182,12 +184,72 @@ def failure_summary(last: Failure, attempts: int) -> str:
 
 
 # -- per-loop clients ------------------------------------------------------------------------------
+class GlobalLimiter:
+    """At most ``n`` holders at once across every event loop and thread (``async with``).
+
+    A released slot goes to the longest waiter, on its own loop. A waiter cancelled after it
+    was handed a slot gives the slot back, so no slot is lost or counted twice.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._held = 0
+        self._lock = threading.Lock()
+        self._waiters: collections.deque = collections.deque()
+
+    @property
+    def held(self) -> int:
+        return self._held
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._held < self.n and not self._waiters:
+                self._held += 1
+                return
+            fut = loop.create_future()
+            self._waiters.append((loop, fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            with self._lock:
+                try:
+                    self._waiters.remove((loop, fut))
+                    granted = False
+                except ValueError:  # already handed a slot
+                    granted = True
+            if granted:
+                self.release()
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                loop, fut = self._waiters.popleft()
+                if loop.is_closed():
+                    continue
+                loop.call_soon_threadsafe(_grant, fut)  # the slot moves, the count stays
+                return
+            self._held -= 1
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _grant(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class LoopState:
-    """One event loop's client, concurrency limit and shutdown hook."""
+    """One event loop's client, the client object's concurrency limit and shutdown hook."""
 
     __slots__ = ("__weakref__", "client", "closer", "sem")
 
-    def __init__(self, client: httpx.AsyncClient, sem: asyncio.Semaphore) -> None:
+    def __init__(self, client: httpx.AsyncClient, sem: GlobalLimiter) -> None:
         self.client, self.sem = client, sem
         self.closer: AsyncGenerator[None, None] | None = None
 
@@ -208,6 +270,7 @@ class LoopClients(weakref.WeakKeyDictionary):
     def __init__(self) -> None:
         super().__init__()
         self.lock = threading.Lock()
+        self.limiter: GlobalLimiter | None = None  # shared by every loop: one global limit
 
     async def state(
         self, *, timeout: float, max_concurrency: int, headers: dict[str, str], api_key: str | None
@@ -229,7 +292,9 @@ class LoopClients(weakref.WeakKeyDictionary):
                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
                 headers=all_headers,
             )
-            st = LoopState(client, asyncio.Semaphore(n))
+            if self.limiter is None:
+                self.limiter = GlobalLimiter(n)
+            st = LoopState(client, self.limiter)
             self[loop] = st
         closer = _close_at_loop_shutdown(client)
         await closer.__anext__()  # registers it with this loop's async-generator hooks

@@ -4,7 +4,7 @@
 strings) and ``encoding_format="float"`` (plus ``dimensions`` when asked for).
 
 * Texts are split into batches of ``batch_size``; up to ``max_concurrency`` batches are in
-  flight at once (one client and one limit per event loop, as :class:`fastrag.OpenAILike`).
+  flight at once (one client per event loop, one limit across them, as :class:`fastrag.OpenAILike`).
   Results come back in input order whatever order the server lists them in (``index``).
 * Retries on HTTP 408/409/429/5xx, timeouts and connection errors, ``max_retries`` times, with
   exponential backoff or the server's ``Retry-After``; other statuses fail at once.
@@ -54,7 +54,7 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         model: model name as the server knows it.
         api_key: sent as ``Authorization: Bearer``; None sends no header (never read from env).
         batch_size: texts per request.
-        max_concurrency: most requests in flight at once (per event loop).
+        max_concurrency: most requests in flight at once (across event loops and threads).
         dim: the expected dimension (None: the first answer fixes it); every vector is
             checked against it.
         timeout: seconds for connect / read / write of one request.

@@ -4,9 +4,9 @@
 fields: ``model``, ``messages``, ``temperature``, ``max_tokens``, ``stream``,
 ``stream_options``, ``response_format`` (plus whatever ``extra_body`` adds).
 
-* One HTTP client and one concurrency limit per event loop (the sync wrappers all run on
-  fastrag's shared background loop, so they share one pool). A client is closed when its
-  loop shuts down (``asyncio.run`` finalizes it) or by :meth:`OpenAILike.aclose`.
+* One HTTP client per event loop and one concurrency limit for all of them (the sync
+  wrappers all run on fastrag's shared background loop, so they share one pool). A client
+  is closed when its loop shuts down (``asyncio.run`` finalizes it) or by :meth:`OpenAILike.aclose`.
 * Retries: on HTTP 408/409/429/5xx, timeouts and connection errors, up to ``max_retries``
   times, waiting ``retry_backoff * 2**(attempt-1)`` seconds (times a jitter in [0.5, 1],
   capped at ``retry_max_wait``) or what ``Retry-After`` / ``retry-after-ms`` says. A stream is
@@ -96,7 +96,8 @@ class OpenAILike(BaseLLM, PooledClient):
         api_key: sent as ``Authorization: Bearer``; None sends no header (never read from env).
         timeout: seconds for connect / each read / write (per chunk when streaming).
         max_retries: retries after the first attempt (0 = no retry).
-        max_concurrency: most requests in flight at once, per event loop.
+        max_concurrency: most requests in flight at once, for this client object across
+            every event loop and thread that uses it (one limit protecting the endpoint).
         extra_body: extra JSON fields merged into every request body (last word).
         temperature, max_tokens: defaults for every call (None: server default).
         json_mode: how :meth:`astructured` asks for JSON: ``"json_object"`` (default;

@@ -54,7 +54,7 @@ class OpenAIRerank(PooledClient):
         model: the served reranker's name (e.g. ``"BAAI/bge-reranker-v2-m3"``).
         api_key: sent as ``Authorization: Bearer``; never shown in errors.
         max_documents_per_request: longer document lists are split into several requests.
-        max_concurrency: requests in flight at once (per event loop).
+        max_concurrency: requests in flight at once (across event loops and threads).
         timeout, max_retries, retry_backoff, retry_max_wait, headers: as ``fr.OpenAILike``.
     """
 

@@ -303,7 +303,10 @@ class BaseSynthesizer:
         prompt_helper: the :class:`PromptHelper` to pack with; else one is built from
             ``context_window`` / ``num_output`` / ``tokenizer`` (defaults: the LLM's
             ``context_window`` / ``num_output`` attributes, else 3900 / 256, cl100k_base).
-        max_concurrency: LLM calls in flight at once, shared by all queries of a batch.
+        max_concurrency: LLM calls in flight at once, shared by all queries of a batch; None:
+            the mode's default (64 where a query's calls are independent: accumulate,
+            compact_accumulate, tree_summarize; else 16). The LLM client's own
+            ``max_concurrency`` still bounds the endpoint across everything that uses it.
         language: "en", "zh" or "auto" (pick per query) for the default templates.
         empty_response: the answer when there is nothing to answer from.
         on_empty: with no nodes, "respond" (``empty_response``, no LLM call), "generate" (ask
@@ -315,6 +318,7 @@ class BaseSynthesizer:
 
     response_mode: str = "custom"
     _template_kinds: tuple[str, ...] = ()
+    default_concurrency: int = 16
 
     def __init__(
         self,
@@ -325,7 +329,7 @@ class BaseSynthesizer:
         context_window: int | None = None,
         num_output: int | None = None,
         tokenizer: Any = None,
-        max_concurrency: int = 16,
+        max_concurrency: int | None = None,
         language: str = "en",
         empty_response: str = DEFAULT_EMPTY_RESPONSE,
         on_empty: str = "respond",
@@ -355,6 +359,8 @@ class BaseSynthesizer:
             llm = Settings.llm
         self._llm = llm
         self._streaming = bool(streaming)
+        if max_concurrency is None:
+            max_concurrency = type(self).default_concurrency
         self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1)
         self.language = validate_language(language)
         self.empty_response = check_str("empty_response", empty_response, empty=True)

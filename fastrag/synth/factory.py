@@ -103,7 +103,7 @@ def get_response_synthesizer(
     refine_template: PromptTemplate | str | None = None,
     summary_template: PromptTemplate | str | None = None,
     simple_template: PromptTemplate | str | None = None,
-    max_concurrency: int = 16,
+    max_concurrency: int | None = None,
     context_window: int | None = None,
     num_output: int | None = None,
     **kwargs: Any,
