@@ -553,6 +553,14 @@ def _query_args(p: argparse.ArgumentParser, topk: int) -> None:
     p.add_argument("--filter", help="metadata filter, Spring AI syntax: \"file_type == 'md'\"")
 
 
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from fastrag.warmup import warmup
+
+    print("compiling fastrag's kernels (cached on disk; later runs start at once)")
+    print(f"warm-up done in {warmup():.1f} s")
+    return 0
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -634,6 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--squad", help="SQuAD-format JSON file (e.g. CMRC 2018)")
     _eval_args(ev)
     ev.set_defaults(func=cmd_eval, group=None)
+
+    warm = sub.add_parser("warmup", help="compile every kernel ahead of time (for images, CI)")
+    warm.set_defaults(func=cmd_warmup)
 
     demo = sub.add_parser("demo", help="batch retrieval over the bundled CMRC knowledge base")
     _eval_args(demo)

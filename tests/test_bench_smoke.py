@@ -63,3 +63,14 @@ def test_ingest_mixed_smoke(tmp_path):
         assert run["files_read"] >= 10 and run["nodes"] > 0 and run["cold_median_s"] > 0
     assert data["ingest"]["fastrag"]["nodes"] == data["ingest"]["fastrag store="]["nodes"]
     assert ".png" not in data["ingest"]["fastrag"]["files_read_per_ext"]  # binaries skipped
+
+
+@pytest.mark.slow
+def test_coldstart_smoke(tmp_path):
+    """Cold, warm and after-warmup first hits are measured in fresh processes; the cold one
+    says it is compiling, the other two do not."""
+    data = json.loads(run_smoke("bench_coldstart.py", tmp_path)[0].read_text())
+    assert [r["hits"] for r in data["cold"] + data["warm"] + data["after_warmup"]] == [5, 5, 5]
+    assert data["cold"][0]["said_compiling"] is True
+    assert data["warm"][0]["said_compiling"] is False
+    assert data["after_warmup"][0]["said_compiling"] is False

@@ -159,3 +159,36 @@ def test_first_run_says_kernels_are_compiling(tmp_path):
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=ROOT, env=env, timeout=300)
     assert second.returncode == 0 and "compiling kernels" not in second.stderr
+
+
+FIRST_QUERIES = """
+import fastrag as fr
+from fastrag.datasets import load_cmrc2018_dev
+from fastrag.eval.loaders import squad_questions
+q, _, ctx = squad_questions(load_cmrc2018_dev())
+doc = fr.Document.from_texts(ctx[:100])
+doc.create_node_group("line", transform=fr.LineSplitter())
+for sim in ("bm25_chinese", "bm25_cjk"):
+    ret = fr.Retriever(doc, "line", sim, topk=5)
+    assert ret(q[0]) and len(ret.batch(q[:200])) == 200
+en = fr.Document.from_texts(["stores are folders of files"] * 50)
+fr.Retriever(en, "root", "bm25", topk=3).batch(["folders", "files"] * 20)
+"""
+
+
+def test_warmup_compiles_what_first_queries_need(tmp_path):
+    """After `fastrag warmup` into a fresh numba cache, the first queries of a new process
+    (Chinese and English BM25, single and batch) compile nothing more."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    warm = subprocess.run([sys.executable, "-m", "fastrag.cli", "warmup"], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=900)
+    assert warm.returncode == 0, warm.stderr[-2000:]
+    assert "warm-up done" in warm.stdout
+    before = {p.name for p in (tmp_path / "numba").rglob("*.nbc")}
+    assert before
+    run_ = subprocess.run([sys.executable, "-c", FIRST_QUERIES], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=600)
+    assert run_.returncode == 0, run_.stderr[-2000:]
+    after = {p.name for p in (tmp_path / "numba").rglob("*.nbc")}
+    assert after == before, sorted(after - before)
+    assert "compiling kernels" not in run_.stderr

@@ -1,0 +1,137 @@
+"""Cold start: seconds from a fresh process to the first BM25 hit on the bundled CMRC demo.
+
+Three cases, each in fresh processes (medians of ``--repeats``):
+
+* **cold**: an empty numba cache (a new ``NUMBA_CACHE_DIR``): imports, knowledge base, index
+  build, and the compilation of every kernel the first query needs;
+* **warm**: the same with the cache the cold run filled (what every later run sees);
+* **after warm-up**: ``fastrag warmup`` into an empty cache first (timed separately), then the
+  first query.
+
+The first query is ``Retriever(doc, "block", "bm25_chinese")(question)`` over the demo's 848
+paragraphs (one node per paragraph), then a batch of all 3,219 questions. Goals (issue 13):
+cold first hit <= 5 s, warm <= 1 s.
+
+    python bench/bench_coldstart.py [--repeats 3] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import machine_info, markdown_table, write_results  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import fastrag as fr
+from fastrag.datasets import load_cmrc2018_dev
+from fastrag.eval.loaders import squad_questions
+t_import = time.perf_counter()
+questions, _, contexts = squad_questions(load_cmrc2018_dev())
+n = int(sys.argv[1])
+doc = fr.Document.from_texts(contexts[:n])
+ret = fr.Retriever(doc, "root", "bm25_chinese", topk=5)
+t_ready = time.perf_counter()
+hits = ret(questions[0])
+t_first = time.perf_counter()
+ret.batch(questions)
+t_batch = time.perf_counter()
+print(json.dumps({"import_s": t_import - t0, "ready_s": t_ready - t0,
+                  "first_hit_s": t_first - t0, "first_query_s": t_first - t_ready,
+                  "batch_s": t_batch - t_first, "hits": len(hits)}))
+"""
+
+
+def _child(cache: Path, n: int) -> dict:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(n)], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-3000:])
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res["said_compiling"] = "compiling kernels" in proc.stderr
+    return res
+
+
+def _warmup(cache: Path) -> float:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "fastrag.cli", "warmup"], capture_output=True,
+                   text=True, cwd=ROOT, env=env, timeout=1800, check=True)
+    return time.perf_counter() - t0
+
+
+def _med(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="one repeat, 100 paragraphs")
+    ap.add_argument("--out", default=None, help="results folder (default bench/results/)")
+    args = ap.parse_args()
+    repeats = 1 if args.smoke else args.repeats
+    n = 100 if args.smoke else 848
+    info = machine_info(["numba"])
+    cold, warm, after, warm_s = [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="fastrag-coldstart-") as tmp:
+        for i in range(repeats):
+            cache = Path(tmp) / f"cold{i}"
+            cold.append(_child(cache, n))
+            warm.append(_child(cache, n))
+            wcache = Path(tmp) / f"warmup{i}"
+            warm_s.append(_warmup(wcache))
+            after.append(_child(wcache, n))
+            print(f"repeat {i}: cold {cold[-1]['first_hit_s']:.1f} s, warm "
+                  f"{warm[-1]['first_hit_s']:.2f} s, warmup {warm_s[-1]:.1f} s then "
+                  f"{after[-1]['first_hit_s']:.2f} s", flush=True)
+    rows = []
+    for label, runs in (("cold (empty numba cache)", cold), ("warm cache", warm),
+                        ("after `fastrag warmup`", after)):
+        rows.append([label, _med(runs, "import_s"), _med(runs, "ready_s"),
+                     _med(runs, "first_query_s"), _med(runs, "first_hit_s"),
+                     _med(runs, "batch_s"), all(r["said_compiling"] for r in runs)])
+    goal_cold = _med(cold, "first_hit_s") <= 5.0
+    goal_warm = _med(warm, "first_hit_s") <= 1.0
+    command = "python bench/bench_coldstart.py" + (" --smoke" if args.smoke else "")
+    md = "\n".join([
+        f"# Cold start: first BM25 hit on the CMRC demo ({n} paragraphs, bm25_chinese)",
+        "",
+        f"Machine: {info['cpu']}, {info['usable_cores']} cores, load at start "
+        f"{info['loadavg_at_start']}, at end {list(os.getloadavg())}; commit {info['commit']};"
+        f" medians of {repeats} fresh processes per case.",
+        "",
+        markdown_table(["case", "import s", "ready s (KB + index)", "first query s",
+                        "first hit s (from start)", "batch of 3,219 s", "said compiling"],
+                       rows),
+        "",
+        f"`fastrag warmup` (empty cache): {statistics.median(warm_s):.1f} s.",
+        "",
+        f"Goals (issue 13): cold first hit <= 5 s: {'PASS' if goal_cold else 'FAIL'}; warm "
+        f"first hit <= 1 s: {'PASS' if goal_warm else 'FAIL'}.",
+        "",
+        f"Reproduce: `{command}`",
+    ])
+    payload = {"machine": info, "n_paragraphs": n, "repeats": repeats, "cold": cold,
+               "warm": warm, "after_warmup": after, "warmup_s": warm_s,
+               "goal_cold_5s": goal_cold, "goal_warm_1s": goal_warm, "command": command}
+    write_results("coldstart" + ("_smoke" if args.smoke else ""), payload, md,
+                  Path(args.out) if args.out else None)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
