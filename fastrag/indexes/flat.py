@@ -274,6 +274,7 @@ def numba_threads(num_threads: int | None) -> Iterator[int]:
 
 # ------------------------------------------------------------------------- bf16 first pass
 _BF16_STATE: dict[str, Any] = {}
+_BF16_LOCK = threading.Lock()
 
 
 def _torch() -> Any:
@@ -301,19 +302,70 @@ def _check_blas_once() -> None:
 
 
 def bf16_fast() -> bool:
-    """True when the bf16 first pass pays here: torch is installed and the CPU has AMX-BF16
-    tiles (without them torch's bf16 matmul is slower than float32 sgemm)."""
-    if "fast" not in _BF16_STATE:
-        torch = _torch()
-        probe = getattr(getattr(torch, "cpu", None), "_is_amx_tile_supported", None)
-        fast = False
-        if probe is not None:
-            try:
-                fast = bool(probe())
-            except Exception:  # noqa: BLE001 - a private probe: any failure means "no"
-                fast = False
-        _BF16_STATE["fast"] = fast
-    return _BF16_STATE["fast"]
+    """Whether the bf16 first pass pays on this machine (decided once per process).
+
+    Yes with torch and AMX-BF16 tiles; with AVX512_BF16 (no AMX: Zen 4/5, Cooper Lake) a short
+    timed probe decides: torch's bf16 matmul against numpy's float32 sgemm on a batch-sized
+    problem (about 50 ms); without either, no (bf16 is emulated and slower than float32).
+    ``FASTRAG_BF16=0|1`` overrides. :func:`bf16_probe` tells what was decided and why.
+    """
+    return bf16_probe()["fast"]
+
+
+def bf16_probe() -> dict[str, Any]:
+    """What :func:`bf16_fast` decided: ``fast``, ``reason`` and, when a probe ran, the
+    seconds of each matmul."""
+    with _BF16_LOCK:
+        if "probe" not in _BF16_STATE:
+            _BF16_STATE["probe"] = _decide_bf16()
+        return _BF16_STATE["probe"]
+
+
+def _decide_bf16() -> dict[str, Any]:
+    import os
+
+    from fastrag._blas import cpu_flags
+
+    forced = os.environ.get("FASTRAG_BF16")
+    torch = _torch()
+    if torch is None:
+        return {"fast": False, "reason": "torch is not installed"}
+    if forced in ("0", "1"):
+        return {"fast": forced == "1", "reason": f"FASTRAG_BF16={forced}"}
+    probe = getattr(getattr(torch, "cpu", None), "_is_amx_tile_supported", None)
+    try:
+        if probe is not None and probe():
+            return {"fast": True, "reason": "AMX-BF16 tiles"}
+    except Exception:  # noqa: BLE001 - a private probe: any failure means "no AMX"
+        pass
+    if "avx512_bf16" not in cpu_flags():
+        return {"fast": False, "reason": "no AMX and no AVX512_BF16: bf16 would be emulated"}
+    return _timed_probe(torch)
+
+
+def _timed_probe(torch: Any) -> dict[str, Any]:
+    """Best of 3: torch bf16 ``(256, 384) @ (384, 8192)`` against numpy float32 sgemm."""
+    import time
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((256, 384), dtype=np.float32)
+    x = rng.standard_normal((8192, 384), dtype=np.float32)
+    qb, xb = torch.from_numpy(q).to(torch.bfloat16), torch.from_numpy(x).to(torch.bfloat16)
+
+    def best(fn) -> float:
+        fn()
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    bf16_s = best(lambda: torch.matmul(qb, xb.T))
+    f32_s = best(lambda: q @ x.T)
+    fast = bf16_s < 0.8 * f32_s
+    return {"fast": fast, "reason": f"AVX512_BF16 probe: bf16 {bf16_s * 1e3:.2f} ms vs float32 "
+            f"{f32_s * 1e3:.2f} ms", "bf16_s": bf16_s, "float32_s": f32_s}
 
 
 def check_bf16(bf16: Any) -> bool | str:

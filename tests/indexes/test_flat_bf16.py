@@ -213,3 +213,38 @@ def test_without_torch_auto_is_not_fast_and_searches_in_float32(calls, monkeypat
     ref_rows, ref_scores, _ = dense_topk_reference(x, q, 5, "dot")
     np.testing.assert_array_equal(got[0], ref_rows)
     np.testing.assert_allclose(got[1], ref_scores, rtol=0, atol=1e-5)
+
+
+def _fresh_probe(monkeypatch, torch_obj, flags):
+    from fastrag import _blas
+
+    monkeypatch.setattr(flat, "_BF16_STATE", {"torch": torch_obj})
+    monkeypatch.setattr(_blas, "cpu_flags", lambda: set(flags))
+    monkeypatch.delenv("FASTRAG_BF16", raising=False)
+
+
+class _FakeTorch:
+    """Only what the decision reads: ``torch.cpu._is_amx_tile_supported``."""
+
+    def __init__(self, amx: bool) -> None:
+        self.cpu = type("cpu", (), {"_is_amx_tile_supported": staticmethod(lambda: amx)})
+
+
+def test_auto_decides_by_amx_then_avx512_bf16_probe_then_no(monkeypatch):
+    _fresh_probe(monkeypatch, _FakeTorch(amx=True), {"avx512f"})
+    assert flat.bf16_probe() == {"fast": True, "reason": "AMX-BF16 tiles"}
+    _fresh_probe(monkeypatch, _FakeTorch(amx=False), {"avx512f", "avx2"})
+    assert flat.bf16_probe()["fast"] is False
+    assert "emulated" in flat.bf16_probe()["reason"]
+    _fresh_probe(monkeypatch, _FakeTorch(amx=False), {"avx512f", "avx512_bf16"})
+    monkeypatch.setattr(flat, "_timed_probe", lambda torch: {"fast": True, "reason": "probe"})
+    assert flat.bf16_fast() is True and flat.bf16_probe()["reason"] == "probe"
+    monkeypatch.setattr(flat, "_BF16_STATE", {"torch": _FakeTorch(amx=True)})
+    monkeypatch.setenv("FASTRAG_BF16", "0")
+    assert flat.bf16_probe() == {"fast": False, "reason": "FASTRAG_BF16=0"}
+
+
+def test_the_timed_probe_measures_both_matmuls(torch, monkeypatch):
+    got = flat._timed_probe(torch)
+    assert got["bf16_s"] > 0 and got["float32_s"] > 0
+    assert got["fast"] == (got["bf16_s"] < 0.8 * got["float32_s"])
