@@ -248,3 +248,54 @@ def test_the_timed_probe_measures_both_matmuls(torch, monkeypatch):
     got = flat._timed_probe(torch)
     assert got["bf16_s"] > 0 and got["float32_s"] > 0
     assert got["fast"] == (got["bf16_s"] < 0.8 * got["float32_s"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n,dim", [(100_000, 384), (100_000, 768), (1_000_000, 384),
+                                   (1_000_000, 768)])
+def test_at_scale_with_near_duplicate_clusters_equals_float32(torch, n, dim):
+    """Corpus sizes and dims of real use, with clusters of near-duplicates whose scores differ
+    by 1e-5..1e-4: far below what bf16 can tell apart (2**-8), above float32's noise. On
+    whatever bf16 path this CPU has (AMX, AVX512_BF16, or emulated), the bf16 pass returns a
+    top-10 with the same float64 scores as the float32 search's, and the same rows wherever
+    the scores are not tied at float32 resolution."""
+    rng = np.random.default_rng(n + dim)
+    x = rng.standard_normal((n, dim), dtype=np.float32)
+    bases = x[:40].copy()
+    for i, b in enumerate(bases):  # 40 clusters of 300 rows each
+        lo = 1000 + 300 * i
+        x[lo:lo + 300] = b + rng.standard_normal((300, dim), dtype=np.float32) * 0.03
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = np.concatenate([bases[:32], rng.standard_normal((32, dim), dtype=np.float32)])
+    q64 = q.astype(np.float64) / np.linalg.norm(q.astype(np.float64), axis=1, keepdims=True)
+    fast = FlatIndex.from_vectors(x, "cosine", normalized=True, bf16=True)
+    exact = FlatIndex.from_vectors(x, "cosine", normalized=True, bf16=False)
+    got, ref = fast.search(q, 10), exact.search(q, 10)
+    assert fast._approx is not None  # the bf16 pass ran
+    true_rows, true_scores = _float64_topk(x, q64, 11)
+    for i in range(q.shape[0]):
+        for found in (got, ref):  # both searches: the true top-10 up to float32 rounding
+            s64 = x[found[0][i]].astype(np.float64) @ q64[i]
+            np.testing.assert_allclose(np.sort(s64)[::-1], true_scores[i][:10], rtol=0,
+                                       atol=3e-6)
+            np.testing.assert_allclose(found[1][i], s64, rtol=0, atol=3e-6)
+        gaps = np.abs(np.diff(true_scores[i])) > 1e-5  # and the true rows, where not near-tied
+        untied = np.ones(11, bool)
+        untied[:-1] &= gaps
+        untied[1:] &= gaps
+        np.testing.assert_array_equal(got[0][i][untied[:10]], true_rows[i][:10][untied[:10]])
+
+
+def _float64_topk(x: np.ndarray, q64: np.ndarray, k: int, chunk: int = 100_000):
+    """The exact top-``k`` (rows, scores) in float64, in chunks of rows."""
+    best_s = np.full((q64.shape[0], 0), -np.inf)
+    best_r = np.zeros((q64.shape[0], 0), np.int64)
+    for lo in range(0, x.shape[0], chunk):
+        s = q64 @ x[lo:lo + chunk].astype(np.float64).T
+        s_all = np.concatenate([best_s, s], axis=1)
+        r_all = np.concatenate([best_r, np.broadcast_to(np.arange(lo, lo + s.shape[1]),
+                                                        s.shape)], axis=1)
+        top = np.argsort(-s_all, axis=1, kind="stable")[:, :k]
+        best_s = np.take_along_axis(s_all, top, axis=1)
+        best_r = np.take_along_axis(r_all, top, axis=1)
+    return best_r, best_s
