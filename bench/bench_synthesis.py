@@ -272,7 +272,7 @@ def _measure(coro_factory) -> tuple[float, float, Any]:
 
 
 def run_modes(chunks: list[str], query: str, repeats: int, modes: list[str],
-              max_concurrency: int, libs: tuple[str, ...] = ("fastrag", "llama_index"),
+              max_concurrency: int | None, libs: tuple[str, ...] = ("fastrag", "llama_index"),
               label: str = "") -> list[dict]:
     rows = []
     li_nodes = _li_nodes(chunks)
@@ -414,8 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="tiny run for CI (< 20 s)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--max-concurrency", type=int, default=16,
-                    help="fastrag's max_concurrency in the per-mode table")
+    ap.add_argument("--max-concurrency", type=int, default=None,
+                    help="fastrag's max_concurrency in the per-mode table (default: each "
+                         "mode's own default, 256 for accumulate / compact_accumulate / "
+                         "tree_summarize, 16 for the others)")
     args = ap.parse_args(argv)
 
     if args.smoke:
@@ -488,7 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         (f"Simulated LLM: {LATENCY * 1e3:.0f} ms + {LATENCY_PER_TOKEN * 1e3:.2f} ms per prompt "
         f"token, {ANSWER_TOKENS}-token answers; context_window {CONTEXT_WINDOW}, num_output "
         f"{NUM_OUTPUT}; {len(chunks)} CMRC chunks, {sum(chunk_tokens):,} tokens. "
-        f"fastrag max_concurrency={args.max_concurrency}; LlamaIndex use_async=True. "
+        f"fastrag max_concurrency="
+        f"{args.max_concurrency or 'each mode default (256 accumulate, compact_accumulate, '}"
+        f"{'' if args.max_concurrency else 'tree_summarize; 16 others)'}; LlamaIndex "
+        "use_async=True. "
         f"Medians of {repeats} (refine: 1)."),
         "",
         "## Per mode",

@@ -26,7 +26,7 @@ class Accumulate(BaseSynthesizer):
     """One answer per chunk (a chunk too big for a prompt is split), all concurrently."""
 
     response_mode = "accumulate"
-    default_concurrency = 64  # a query's calls are independent
+    default_concurrency = 256  # a query's calls are independent
     _template_kinds = ("text_qa_template",)
     _compact = False
 
@@ -78,5 +78,5 @@ class CompactAndAccumulate(Accumulate):
     """Accumulate over packs of whole chunks (fewest prompts) instead of single chunks."""
 
     response_mode = "compact_accumulate"
-    default_concurrency = 64  # a query's calls are independent
+    default_concurrency = 256  # a query's calls are independent
     _compact = True

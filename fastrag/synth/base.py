@@ -304,9 +304,10 @@ class BaseSynthesizer:
             ``context_window`` / ``num_output`` / ``tokenizer`` (defaults: the LLM's
             ``context_window`` / ``num_output`` attributes, else 3900 / 256, cl100k_base).
         max_concurrency: LLM calls in flight at once, shared by all queries of a batch; None:
-            the mode's default (64 where a query's calls are independent: accumulate,
-            compact_accumulate, tree_summarize; else 16). The LLM client's own
-            ``max_concurrency`` still bounds the endpoint across everything that uses it.
+            the mode's default (256 where a query's calls are independent: accumulate,
+            compact_accumulate, tree_summarize; else 16). The endpoint is protected by the
+            LLM client's own ``max_concurrency`` (``OpenAILike``: 16 by default), which holds
+            across everything that uses the client.
         language: "en", "zh" or "auto" (pick per query) for the default templates.
         empty_response: the answer when there is nothing to answer from.
         on_empty: with no nodes, "respond" (``empty_response``, no LLM call), "generate" (ask

@@ -23,7 +23,7 @@ class TreeSummarize(BaseSynthesizer):
     """Bottom-up summary tree over the chunks with ``summary_template``."""
 
     response_mode = "tree_summarize"
-    default_concurrency = 64  # a query's calls are independent
+    default_concurrency = 256  # a query's calls are independent
     _template_kinds = ("summary_template",)
 
     def __init__(

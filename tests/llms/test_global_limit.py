@@ -63,9 +63,9 @@ def test_a_cancelled_waiter_loses_no_slot():
 def test_synthesizer_concurrency_defaults_by_mode():
     llm = fr.MockLLM()
     get = fr.get_response_synthesizer
-    assert get("accumulate", llm).max_concurrency == 64
-    assert get("compact_accumulate", llm).max_concurrency == 64
-    assert get("tree_summarize", llm).max_concurrency == 64
+    assert get("accumulate", llm).max_concurrency == 256
+    assert get("compact_accumulate", llm).max_concurrency == 256
+    assert get("tree_summarize", llm).max_concurrency == 256
     assert get("compact", llm).max_concurrency == 16
     assert get("refine", llm).max_concurrency == 16
     assert get("accumulate", llm, max_concurrency=5).max_concurrency == 5
