@@ -238,8 +238,11 @@ def run_child(cfg: dict) -> dict:
     threads = cfg["threads"]
     faiss.omp_set_num_threads(threads)
     stream_sum = _bandwidth_kernel()
+    from fastrag.indexes.flat import bf16_probe
+
     out = {"threads": threads, "numba_threads": numba.get_num_threads(),
-           "blas": blas_architectures(), "sgemm_gflops_1t": sgemm_gflops(), "sizes": []}
+           "blas": blas_architectures(), "sgemm_gflops_1t": sgemm_gflops(),
+           "bf16_probe": bf16_probe(), "sizes": []}
     for n, dim in cfg["sizes"]:
         row = bench_size(n, dim, cfg, stream_sum)
         out["sizes"].append(row)
@@ -388,14 +391,17 @@ def markdown(result: dict) -> str:
     lines += [
         "",
         ("fastrag = `FlatIndex` as users get it (`bf16=\"auto\"`): "
-         + ("the bf16 first pass was on (torch installed, AMX-BF16 CPU): AMX scores every row "
-            "approximately, a proven error bound picks the rows that can be in the exact "
+         + ("the bf16 first pass was on (torch installed; "
+            + result["runs"][0].get("bf16_probe", {}).get(
+                "reason", "AMX-BF16 or an AVX512_BF16 probe")
+            + "): every row is scored in bfloat16, a proven error bound picks the rows that "
+            "can be in the exact "
             "top-10, and those are rescored in float32; results are exact. The one-time bf16 "
             "copy of the corpus took " + ", ".join(
                 f"{r['bf16_copy_s']:.2f} s ({r['n']:,} x {r['dim']})" for r in first) + "."
             if first[0].get("bf16_first_pass") else
-            "the bf16 first pass was off here (no torch or no AMX-BF16), so it is the float32 "
-            "path.")
+            "the bf16 first pass was off here (no torch, or bf16 does not pay on this CPU), so "
+            "it is the float32 path.")
          + " fastrag fp32 = `FlatIndex(bf16=False)`: blocked float32 sgemm + numba top-k."),
         "",
         ("paired = median over the repeats of faiss's time / fastrag's time in the same "
