@@ -192,3 +192,31 @@ def test_warmup_compiles_what_first_queries_need(tmp_path):
     after = {p.name for p in (tmp_path / "numba").rglob("*.nbc")}
     assert after == before, sorted(after - before)
     assert "compiling kernels" not in run_.stderr
+
+
+def test_cli_usage_errors_are_one_line(corpus, tmp_path, capsys, monkeypatch):
+    from fastrag.cli import main
+
+    kb, store = corpus
+    monkeypatch.delenv("FASTRAG_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("FASTRAG_LLM_MODEL", raising=False)
+    cases = [
+        (["search", str(store)], "give one query, or --queries FILE"),
+        (["search", str(store), "x", "--queries", "q.txt"], "give one query, or --queries"),
+        (["search", str(store), "--queries", str(tmp_path / "none.txt")], "no such file"),
+        (["search", str(store), "x", "--group", "nope"], "unknown node group 'nope'"),
+        (["ask", str(store), "x", "--base-url", "http://127.0.0.1:9/v1"],
+         "needs both a base URL and a model"),
+        (["eval", str(store)], "eval needs STORE and --questions FILE"),
+        (["eval", str(store), "--questions", str(tmp_path / "none.jsonl")], "no such file"),
+        (["ingest", str(kb), "--store", str(tmp_path / "new"), "--add"],
+         "--add needs an existing store"),
+    ]
+    bad_q = tmp_path / "bad.jsonl"
+    bad_q.write_text('{"question": "x"}\n')
+    cases.append((["eval", str(store), "--questions", str(bad_q)],
+                  "needs 'question' and one of 'answer', 'source' or 'node_ids'"))
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (argv, err)
