@@ -103,15 +103,12 @@ class NodeGroup:
         return h.hexdigest()
 
     # -- metadata ----------------------------------------------------------------------------
-    @functools.cached_property
-    def _doc_json(self) -> dict[str, str]:
-        """Root groups: each document's metadata JSON, by root id."""
-        return dict(zip(self.ids, self.table.column("metadata").to_pylist(), strict=True))
-
     def doc_metadata(self, doc_id: str) -> dict:
         """Root groups: a fresh dict of document ``doc_id``'s metadata ({} when unknown)."""
-        raw = self._doc_json.get(doc_id)
-        return json.loads(raw) if raw is not None else {}
+        row = self._row_by_id.get(doc_id)
+        if row is None:
+            return {}
+        return json.loads(self.table.column("metadata")[row].as_py())
 
     def full_metadata_json(self) -> list[str]:
         """Each node's complete metadata (its document's updated by its own), as JSON."""
@@ -164,12 +161,12 @@ def _metadata_column(values: list) -> pa.Array:
 def full_metadata_json(table: pa.Table, root: NodeGroup) -> list[str]:
     """Each row's complete metadata JSON: its document's (from ``root``) updated by its own."""
     own = table.column("metadata").to_pylist()
-    docs = table.column("doc_id").to_pylist()
-    doc_json = root._doc_json
+    rows = root.rows_of(table.column("doc_id").to_pylist())
+    base = root.table.column("metadata").take(pa.array(rows, mask=rows < 0)).to_pylist()
     out = []
-    for d, m in zip(docs, own, strict=True):
+    for b, m in zip(base, own, strict=True):
         if m == "{}":
-            out.append(doc_json.get(d, "{}"))
+            out.append(b if b is not None else "{}")
         else:
-            out.append(dump_metadata({**root.doc_metadata(d), **json.loads(m)}))
+            out.append(dump_metadata({**(json.loads(b) if b else {}), **json.loads(m)}))
     return out
