@@ -83,3 +83,23 @@ def test_idf_and_base_weights_follow_the_formulas():
     np.testing.assert_allclose(kbm25.base_weights_for("bm25+", idf, 1.5, 0.5), idf * 0.5)
     assert not kbm25.base_weights_for("lucene", idf, 1.5, 0.5).any()
     assert kbm25.idf_weights("lucene", df, n)[0] == 0.0
+
+
+def test_small_sorts_match_numpy():
+    """The search path's heapsorts (cheap to compile) order exactly like np.sort and a stable
+    descending argsort, ties included."""
+    from fastrag._kernels.bm25 import _heapsort, _order_desc_stable
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 3, 7, 64, 1000):
+        ints = rng.integers(0, max(1, n // 3), n).astype(np.int64)
+        got = ints.copy()
+        _heapsort(got)
+        np.testing.assert_array_equal(got, np.sort(ints))
+        floats = rng.random(n).astype(np.float32)
+        got = floats.copy()
+        _heapsort(got)
+        np.testing.assert_array_equal(got, np.sort(floats))
+        keys = rng.integers(0, 4, n).astype(np.float64)  # many ties
+        np.testing.assert_array_equal(_order_desc_stable(keys, n),
+                                      np.argsort(-keys, kind="mergesort"))
