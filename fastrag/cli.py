@@ -115,23 +115,14 @@ def _stored(doc, name: str) -> bool:
 
 
 def _reader_options(args: argparse.Namespace) -> dict:
-    """Reader keyword arguments the Document accepts (those the readers module knows)."""
-    import inspect
-
-    from fastrag.documents.document import Document
-
-    known = inspect.signature(Document).parameters
-    wanted = {"metadata_fields": args.metadata_field or None,
-              "required_exts": args.required_ext or None,
-              "exclude": args.exclude or None,
-              "recursive": False if args.no_recursive else None}
-    out = {}
-    for k, v in wanted.items():
-        if v is None:
-            continue
-        if k not in known:
-            raise SystemExit(f"error: this fastrag cannot use --{k.replace('_', '-')} yet")
-        out[k] = v
+    """The Document's folder-walk and record options from the ingest flags."""
+    out = {"recursive": not args.no_recursive}
+    if args.metadata_field:
+        out["metadata_fields"] = args.metadata_field
+    if args.required_ext:
+        out["required_exts"] = args.required_ext
+    if args.exclude:
+        out["exclude"] = args.exclude
     return out
 
 

@@ -8,6 +8,7 @@ import re
 import sys
 
 import pytest
+from pdf_maker import pdf_bytes
 
 from fastrag.documents import readers as R
 from fastrag.documents.readers import (
@@ -175,35 +176,9 @@ def test_html_visible_text(tmp_path):
     assert _one(htm)[0] == "中文网页"
 
 
-def _minimal_pdf(pages: list[str]) -> bytes:
-    """A valid PDF with one Helvetica text line per page (hand-written objects + xref)."""
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>"]
-    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(pages)))
-    objs.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode())
-    font = 3 + 2 * len(pages)
-    for i, line in enumerate(pages):
-        stream = f"BT /F1 24 Tf 72 700 Td ({line}) Tj ET".encode("latin-1")
-        objs.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents "
-                    f"{4 + 2 * i} 0 R /Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
-        objs.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-    objs.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for i, body in enumerate(objs, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-    for off in offsets:
-        out += b"%010d 00000 n \n" % off
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1,
-                                                                               xref)
-    return bytes(out)
-
-
 def test_pdf(tmp_path):
     p = tmp_path / "doc.pdf"
-    p.write_bytes(_minimal_pdf(["Hello PDF world", "Second page here"]))
+    p.write_bytes(pdf_bytes(["Hello PDF world", "Second page here"]))
     docs = read_file(p)
     assert [t for t, _ in docs] == ["Hello PDF world", "Second page here"]
     assert [(m["page"], m["page_label"], m["page_count"]) for _, m in docs] == [
