@@ -1,14 +1,18 @@
 """Cold start: seconds from a fresh process to the first BM25 hit on the bundled CMRC demo.
 
-Three cases, each in fresh processes (medians of ``--repeats``):
+Four cases, each in fresh processes (medians of ``--repeats``):
 
-* **cold**: an empty numba cache (a new ``NUMBA_CACHE_DIR``): imports, knowledge base, index
-  build, and the compilation of every kernel the first query needs;
-* **warm**: the same with the cache the cold run filled (what every later run sees);
+* **cold** (the default): an empty numba cache (a new ``NUMBA_CACHE_DIR``). The process finds
+  no compiled kernels, starts ``fastrag warmup`` in a background process and answers on the
+  NumPy path meanwhile (:mod:`fastrag._coldstart`). Also timed: how long until the background
+  compile marks the cache ready (the next case then starts);
+* **cold, compiling in-process** (``FASTRAG_BACKGROUND_COMPILE=0``): what plain numba does,
+  every kernel the first query needs compiles before it returns;
+* **warm**: a fresh process on the cache the cold case's background compile filled;
 * **after warm-up**: ``fastrag warmup`` into an empty cache first (timed separately), then the
   first query.
 
-The first query is ``Retriever(doc, "block", "bm25_chinese")(question)`` over the demo's 848
+The first query is ``Retriever(doc, "root", "bm25_chinese")(question)`` over the demo's 848
 paragraphs (one node per paragraph), then a batch of all 3,219 questions. Goals (issue 13):
 cold first hit <= 5 s, warm <= 1 s.
 
@@ -54,8 +58,9 @@ print(json.dumps({"import_s": t_import - t0, "ready_s": t_ready - t0,
 """
 
 
-def _child(cache: Path, n: int) -> dict:
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+def _child(cache: Path, n: int, background: bool = True) -> dict:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache),
+           "FASTRAG_BACKGROUND_COMPILE": "1" if background else "0"}
     proc = subprocess.run([sys.executable, "-c", CHILD, str(n)], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=1800)
     if proc.returncode != 0:
@@ -63,6 +68,15 @@ def _child(cache: Path, n: int) -> dict:
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     res["said_compiling"] = "compiling kernels" in proc.stderr
     return res
+
+
+def _wait_ready(cache: Path, t_start: float, limit_s: float = 900.0) -> float:
+    """Seconds from ``t_start`` until the background compile marked ``cache`` ready."""
+    while time.perf_counter() - t_start < limit_s:
+        if any(cache.rglob("fastrag-kernels-*.ready")):
+            return time.perf_counter() - t_start
+        time.sleep(0.2)
+    raise RuntimeError(f"the background compile did not finish within {limit_s:.0f} s")
 
 
 def _warmup(cache: Path) -> float:
@@ -86,20 +100,26 @@ def main() -> None:
     repeats = 1 if args.smoke else args.repeats
     n = 100 if args.smoke else 848
     info = machine_info(["numba"])
-    cold, warm, after, warm_s = [], [], [], []
+    cold, inproc, warm, after, warm_s, ready_s = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="fastrag-coldstart-") as tmp:
         for i in range(repeats):
             cache = Path(tmp) / f"cold{i}"
+            t0 = time.perf_counter()
             cold.append(_child(cache, n))
+            ready_s.append(_wait_ready(cache, t0))  # nothing else runs meanwhile
             warm.append(_child(cache, n))
+            inproc.append(_child(Path(tmp) / f"inproc{i}", n, background=False))
             wcache = Path(tmp) / f"warmup{i}"
             warm_s.append(_warmup(wcache))
             after.append(_child(wcache, n))
-            print(f"repeat {i}: cold {cold[-1]['first_hit_s']:.1f} s, warm "
-                  f"{warm[-1]['first_hit_s']:.2f} s, warmup {warm_s[-1]:.1f} s then "
+            print(f"repeat {i}: cold {cold[-1]['first_hit_s']:.2f} s (kernels ready after "
+                  f"{ready_s[-1]:.1f} s), in-process compile {inproc[-1]['first_hit_s']:.1f} s,"
+                  f" warm {warm[-1]['first_hit_s']:.2f} s, warmup {warm_s[-1]:.1f} s then "
                   f"{after[-1]['first_hit_s']:.2f} s", flush=True)
     rows = []
-    for label, runs in (("cold (empty numba cache)", cold), ("warm cache", warm),
+    for label, runs in (("cold: empty numba cache (background compile, NumPy path)", cold),
+                        ("cold, compiling in-process (FASTRAG_BACKGROUND_COMPILE=0)", inproc),
+                        ("warm cache (filled by the background compile)", warm),
                         ("after `fastrag warmup`", after)):
         rows.append([label, _med(runs, "import_s"), _med(runs, "ready_s"),
                      _med(runs, "first_query_s"), _med(runs, "first_hit_s"),
@@ -118,6 +138,8 @@ def main() -> None:
                         "first hit s (from start)", "batch of 3,219 s", "said compiling"],
                        rows),
         "",
+        f"Background compile of the cold case: kernels cached and marked ready "
+        f"{statistics.median(ready_s):.1f} s after the process started (median). "
         f"`fastrag warmup` (empty cache): {statistics.median(warm_s):.1f} s.",
         "",
         f"Goals (issue 13): cold first hit <= 5 s: {'PASS' if goal_cold else 'FAIL'}; warm "
@@ -126,7 +148,8 @@ def main() -> None:
         f"Reproduce: `{command}`",
     ])
     payload = {"machine": info, "n_paragraphs": n, "repeats": repeats, "cold": cold,
-               "warm": warm, "after_warmup": after, "warmup_s": warm_s,
+               "cold_in_process": inproc, "background_ready_s": ready_s, "warm": warm,
+               "after_warmup": after, "warmup_s": warm_s,
                "goal_cold_5s": goal_cold, "goal_warm_1s": goal_warm, "command": command}
     write_results("coldstart" + ("_smoke" if args.smoke else ""), payload, md,
                   Path(args.out) if args.out else None)

@@ -5,7 +5,8 @@ the machine code on disk (``__pycache__`` beside the kernels, or ``NUMBA_CACHE_D
 runs small workloads that reach every search path a user's first queries take: BM25 with the
 three analyzers, single queries and batches (serial and parallel kernels), filters, the
 splitters, exact dense search (fused single-query and blocked batch paths, with and without a
-mask) and the evaluation metrics.
+mask) and the evaluation metrics. At the end it marks the cache ready, so that processes
+started later call the kernels from their first query (see :mod:`fastrag._coldstart`).
 """
 
 from __future__ import annotations
@@ -74,10 +75,14 @@ def _metrics(log: Callable[[str], None]) -> None:
 def warmup(verbose: bool = True) -> float:
     """Run every kernel path once so numba compiles and caches it; returns the seconds it
     took (a second call, or one in a process with a warm cache, takes a few seconds)."""
+    from fastrag import _coldstart
+
     log = print if verbose else (lambda _: None)
     t0 = time.perf_counter()
+    _coldstart.use_kernels()  # compile here, never the NumPy path of a cold process
     for stage in (_bm25, _dense, _metrics):
         s0 = time.perf_counter()
         stage(log)
         log(f"    {time.perf_counter() - s0:.1f} s")
+    _coldstart.mark_ready()
     return time.perf_counter() - t0

@@ -7,6 +7,10 @@ import sys
 
 import pytest
 
+# Kernels compile in the test process (and its subprocesses) on first use, as plain numba does:
+# tests of the background compile and its NumPy path (tests/test_coldstart.py) turn it on.
+os.environ.setdefault("FASTRAG_BACKGROUND_COMPILE", "0")
+
 # tests/ on sys.path, so test modules can `from openai_server import OpenAIServer`.
 sys.path.insert(0, os.path.dirname(__file__))
 

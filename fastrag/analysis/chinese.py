@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from fastrag._checks import check_bool, check_choice
+from fastrag._coldstart import kernels_ready
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.segment import get_segmenter
 from fastrag.analysis.spans import expand_tokens
@@ -131,7 +132,8 @@ class ChineseAnalyzer(Analyzer):
     def _use_fast(self) -> bool:
         if self.cut_for_search or self.segmenter == "jieba":
             return False
-        return self.segmenter == "fast" or _AUTO_FAST
+        # While the kernels compile in the background, jieba itself gives the same tokens.
+        return (self.segmenter == "fast" or _AUTO_FAST) and kernels_ready()
 
     def segment(self, text: str) -> list[str]:
         """jieba's raw tokens for ``text`` (before lowercasing and filtering)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._coldstart import kernels_ready
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.spans import expand_tokens, span_strings, texts_to_codepoints
 from fastrag.analysis.stopwords import resolve_stopwords, stopwords_option
@@ -91,6 +92,8 @@ class CJKAnalyzer(Analyzer):
         return out
 
     def warmup(self) -> None:
+        if not kernels_ready():
+            return
         from fastrag._kernels.text import cjk_spans, intern_spans
 
         char_classes()
@@ -108,6 +111,8 @@ class CJKAnalyzer(Analyzer):
                     f"text {i} is a {type(text).__name__}, not a str; analyzers take str"
                 )
             lowered.append(text.lower())
+        if not kernels_ready():  # compiling in the background: the same tokens in Python
+            return Analyzer.encode_chunk(self, texts)
         joined, cps, doc_off = texts_to_codepoints(lowered)
         tok_starts, tok_lens, tok_off = cjk_spans(cps, doc_off, char_classes())
         ids, first = intern_spans(cps, tok_starts, tok_lens)

@@ -24,7 +24,9 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._checks import check_int
+from .._coldstart import kernels_ready
 from ..errors import ConfigError, StoreError
+from . import bm25_numpy
 
 BM25_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 """Known BM25 variants (``lucene`` is the default, as in bm25s)."""
@@ -134,7 +136,12 @@ class BM25Index:
         k1, b, delta = _check_params(k1, b, delta)
         values, offsets, n_vocab = _check_corpus(values, offsets, n_vocab)
         kb = _kernels()
-        local_df = _document_frequencies(values, offsets, n_vocab)
+        cold = not kernels_ready()
+        if cold:  # kernels compiling in the background: the same arrays from NumPy
+            local_df, bad, built = bm25_numpy.postings(values, offsets, n_vocab)
+            _raise_bad_token(bad, values, n_vocab)
+        else:
+            local_df = _document_frequencies(values, offsets, n_vocab)
         n_docs = int(offsets.shape[0] - 1)
         n_tokens = int(offsets[-1] - offsets[0])
         if stats is None:
@@ -143,9 +150,14 @@ class BM25Index:
             use = _check_stats(stats, local_df, n_docs, n_tokens)
         idf = kb.idf_weights(method, use.df, use.n_docs)
         base = kb.base_weights_for(method, idf, k1, delta)
-        indptr, indices, data = kb.build_postings(values, offsets, n_vocab, local_df)
-        term_max = kb.weigh_postings(indptr, indices, data, offsets, idf, base,
-                                     kb.METHOD_CODES[method], k1, b, delta, use.avgdl)
+        if cold:
+            indptr, indices, data = built
+            weigh = bm25_numpy.weigh_postings
+        else:
+            indptr, indices, data = kb.build_postings(values, offsets, n_vocab, local_df)
+            weigh = kb.weigh_postings
+        term_max = weigh(indptr, indices, data, offsets, idf, base, kb.METHOD_CODES[method],
+                         k1, b, delta, use.avgdl)
         if indptr[-1] <= _INT32_MAX:
             indptr = indptr.astype(np.int32)
         return cls(indptr=indptr, indices=indices, data=data, term_max=term_max, stats=use,
@@ -189,7 +201,12 @@ class BM25Index:
         scratch = self._acquire(slots)
         ok = False
         try:
-            if slots == 1:
+            if not kernels_ready():  # compiling in the background: NumPy, same results
+                err = bm25_numpy.search_batch(
+                    self.indptr, self.indices, self.data, self.term_max, self.base_weights,
+                    self.n_docs, qv, qo, k, mask_arr, has_mask, cut, has_cutoff, rows, scores,
+                    counts)
+            elif slots == 1:
                 err = kb.search_batch_serial(
                     self.indptr, self.indices, self.data, self.term_max, self.base_weights,
                     qv, qo, k, mask_arr, has_mask, cut, has_cutoff, code, scratch[0][0],
@@ -251,7 +268,8 @@ class BM25Index:
         if self._unchecked is not None:
             self._check_postings(qv)
         out = np.empty(self.n_docs, np.float32)
-        _kernels().score_dense(self.indptr, self.indices, self.data, self.base_weights, qv, out)
+        score = _kernels().score_dense if kernels_ready() else bm25_numpy.score_dense
+        score(self.indptr, self.indices, self.data, self.base_weights, qv, out)
         return out
 
     # ---------------------------------------------------------------------------- persistence
@@ -479,11 +497,18 @@ def _check_corpus(values, offsets, n_vocab):
 
 
 def _document_frequencies(values, offsets, n_vocab) -> np.ndarray:
-    df, bad = _kernels().count_document_frequencies(values, offsets, n_vocab)
+    if kernels_ready():
+        df, bad = _kernels().count_document_frequencies(values, offsets, n_vocab)
+    else:
+        df, bad, _ = bm25_numpy.postings(values, offsets, n_vocab)
+    _raise_bad_token(bad, values, n_vocab)
+    return df
+
+
+def _raise_bad_token(bad: int, values: np.ndarray, n_vocab: int) -> None:
     if bad >= 0:
         raise ConfigError(f"token id {int(values[bad])} at values[{bad}] is outside the "
                           f"vocabulary [0, {n_vocab}); map tokens to ids below n_vocab")
-    return df
 
 
 def _check_stats(stats, local_df, n_docs, n_tokens) -> BM25Stats:

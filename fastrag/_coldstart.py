@@ -1,0 +1,182 @@
+"""The first run of a fresh install: kernels compile in a background process.
+
+numba compiles fastrag's kernels on first use and caches the machine code; compiling the BM25
+search and segmentation kernels takes 20-40 s on a small CPU. So that a fresh install's first
+query does not stall, a process that finds no compiled kernels for this install starts
+``fastrag warmup`` in a background process (once per cache folder: a file lock keeps other
+processes from starting another) and, until it is done, BM25 runs on a NumPy path with the
+same results (jieba's own segmenter, NumPy index build and search). When the background
+compile finishes, the next call loads the cached kernels.
+
+``FASTRAG_BACKGROUND_COMPILE=0`` turns this off: kernels then compile in the calling process
+on first use, as plain numba does. ``fastrag warmup`` ahead of time (in an image build or CI)
+makes every process start warm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ENV = "FASTRAG_BACKGROUND_COMPILE"
+# Exit status of a background compile that found another process compiling already.
+_BUSY = 3
+# A background compile that finds the lock taken is retried at most this often.
+_RESPAWN_S = 5.0
+
+_log = logging.getLogger("fastrag")
+_lock = threading.Lock()
+_ready = False
+_proc: subprocess.Popen | None = None
+_spawned_at = 0.0
+_announced = False
+
+
+def enabled() -> bool:
+    """Whether background compilation is on (``FASTRAG_BACKGROUND_COMPILE`` is not 0)."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def cache_dir() -> Path:
+    """numba's cache folder for fastrag's kernels (``NUMBA_CACHE_DIR``, ``__pycache__`` beside
+    the kernels, or numba's user-wide folder when that is not writable)."""
+    from fastrag._kernels import bm25
+
+    try:
+        return Path(bm25.search_batch_serial._cache._cache_path)
+    except AttributeError:  # numba changed its internals: use its documented locations
+        env = os.environ.get("NUMBA_CACHE_DIR")
+        return Path(env) if env else Path(bm25.__file__).parent / "__pycache__"
+
+
+def _digest() -> str:
+    """What compiled kernels depend on: versions, the kernels' sources and the CPU."""
+    import llvmlite.binding as llvm
+    import numba
+
+    from fastrag import __version__, _kernels
+
+    kdir = Path(_kernels.__file__).parent
+    parts = [__version__, numba.__version__, sys.version, llvm.get_host_cpu_name()]
+    for src in sorted(kdir.glob("*.py")):
+        st = src.stat()
+        parts.append(f"{src.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def marker() -> Path:
+    """The file ``fastrag warmup`` writes once every kernel is compiled into the cache."""
+    return cache_dir() / f"fastrag-kernels-{_digest()}.ready"
+
+
+def mark_ready() -> Path:
+    """Record that this install's kernels are compiled and cached (called by warmup)."""
+    path = marker()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text("compiled by fastrag warmup\n")
+    os.replace(tmp, path)
+    return path
+
+
+def use_kernels() -> None:
+    """Call kernels from now on in this process, compiling them here if need be (warm-up)."""
+    global _ready
+    _ready = True
+
+
+def kernels_ready() -> bool:
+    """True when kernels can be called without compiling in this process for long: they are
+    cached, background compilation is off, or it failed. Otherwise starts (or watches) the
+    background compile and returns False: the caller takes its NumPy path."""
+    global _ready
+    if _ready:
+        return True
+    with _lock:
+        if not _ready:
+            _ready = _check()
+        return _ready
+
+
+def _check() -> bool:
+    global _proc
+    if not enabled():
+        return True
+    try:
+        done = marker().exists()
+    except OSError:
+        return True
+    if done:
+        return True
+    if _proc is not None:
+        code = _proc.poll()
+        if code is None:
+            return False
+        _proc = None
+        if marker().exists():
+            return True
+        if code != _BUSY:
+            _log.warning("fastrag: the background kernel compile failed (exit %s; log: %s); "
+                         "compiling in this process instead", code, _logfile())
+            return True
+    if time.monotonic() - _spawned_at >= _RESPAWN_S or _spawned_at == 0.0:
+        _spawn()
+    return False
+
+
+def _logfile() -> Path:
+    return cache_dir() / "fastrag-warmup.log"
+
+
+def _spawn() -> None:
+    global _proc, _spawned_at, _announced
+    _spawned_at = time.monotonic()
+    env = {**os.environ, ENV: "0"}
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        log = open(_logfile(), "ab")  # noqa: SIM115 - the child writes it; closed below
+    except OSError:
+        log = subprocess.DEVNULL
+    try:
+        _proc = subprocess.Popen(
+            [sys.executable, "-c", "from fastrag._coldstart import main; main()"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+            start_new_session=True)  # finishes the cache even if this process exits
+    finally:
+        if log is not subprocess.DEVNULL:
+            log.close()
+    if not _announced:
+        _announced = True
+        _log.warning("fastrag: compiling kernels in a background process (first run only, "
+                     "about a minute); until then BM25 runs on a slower NumPy path with the "
+                     "same results. `fastrag warmup` ahead of time avoids this; %s=0 compiles "
+                     "in this process instead.", ENV)
+
+
+def main() -> None:
+    """The background compile: ``fastrag warmup`` under a lock, then the ready marker."""
+    from filelock import FileLock, Timeout
+
+    from fastrag.warmup import warmup
+
+    lock = FileLock(str(cache_dir() / "fastrag-warmup.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        sys.exit(_BUSY)
+    try:
+        if marker().exists():
+            return
+        t0 = time.perf_counter()
+        warmup(verbose=False)
+        mark_ready()
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} fastrag warmup {os.getpid()}: "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+    finally:
+        lock.release()

@@ -1,0 +1,151 @@
+"""BM25 build and search in NumPy: what a process runs while its numba kernels are still being
+compiled in the background (:mod:`fastrag._coldstart`).
+
+Each function mirrors the kernel of the same name in ``fastrag._kernels.bm25``: same inputs,
+same outputs, same arithmetic order (the index arrays are bit-identical to the kernels';
+search returns the same rows, with scores equal to the kernels' up to float32 rounding of a
+repeated query term). Slower per query than the kernels, but no compile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def postings(values: np.ndarray, offsets: np.ndarray, n_vocab: int
+             ) -> tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(df, bad, (indptr, indices, tf))``: ``count_document_frequencies`` and
+    ``build_postings`` in one pass (``bad`` as the kernel returns it; the postings are only
+    meaningful when it is -1)."""
+    n_docs = offsets.shape[0] - 1
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    v = values[lo:hi]
+    out_of_range = np.flatnonzero((v < 0) | (v >= n_vocab))
+    if out_of_range.size:
+        empty = (np.zeros(n_vocab + 1, np.int64), np.empty(0, np.int32), np.empty(0, np.float32))
+        return np.zeros(n_vocab, np.int64), lo + int(out_of_range[0]), empty
+    if n_docs == 0 or v.size == 0:
+        indptr = np.zeros(n_vocab + 1, np.int64)
+        return np.zeros(n_vocab, np.int64), -1, (indptr, np.empty(0, np.int32),
+                                                   np.empty(0, np.float32))
+    doc = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(offsets))
+    keys, tf = np.unique(v.astype(np.int64) * n_docs + doc, return_counts=True)  # term-major
+    terms = keys // n_docs
+    df = np.bincount(terms, minlength=n_vocab).astype(np.int64)
+    indptr = np.zeros(n_vocab + 1, np.int64)
+    np.cumsum(df, out=indptr[1:])
+    return df, -1, (indptr, (keys - terms * n_docs).astype(np.int32), tf.astype(np.float32))
+
+
+def weigh_postings(indptr, indices, tf, offsets, idf, base_weights, method, k1, b, delta,
+                   avgdl) -> np.ndarray:
+    """Turn ``tf`` into BM25 weights in place; returns ``term_max`` (the kernel's contract)."""
+    n_vocab = indptr.shape[0] - 1
+    avg = avgdl if avgdl > 0.0 else 1.0
+    lens = np.diff(indptr)
+    t = np.repeat(np.arange(n_vocab), lens)
+    dl = (offsets[indices.astype(np.int64) + 1] - offsets[indices]).astype(np.float64)
+    f = tf.astype(np.float64)
+    norm = (1.0 - b) + b * dl / avg
+    if method in (0, 1):  # lucene, robertson
+        tfc = f / (k1 * norm + f)
+    elif method == 2:  # atire
+        tfc = f * (k1 + 1.0) / (f + k1 * norm)
+    elif method == 3:  # bm25l
+        c = f / norm
+        tfc = (k1 + 1.0) * (c + delta) / (k1 + c + delta)
+    else:  # bm25+
+        tfc = (k1 + 1.0) * f / (k1 * norm + f) + delta
+    tf[:] = (idf[t] * tfc - base_weights[t]).astype(np.float32)
+    term_max = np.zeros(n_vocab, np.float32)
+    nonempty = np.flatnonzero(lens)
+    if nonempty.size:
+        term_max[nonempty] = np.maximum(np.maximum.reduceat(tf, indptr[nonempty]), 0.0)
+    return term_max
+
+
+def check_queries(q_values: np.ndarray, q_offsets: np.ndarray, n_vocab: int) -> int:
+    """The kernel's query check: -1 when valid, ``-2 - i`` for a bad ``q_offsets[i]``, else
+    the position of the first token id outside ``[0, n_vocab)``."""
+    n = q_offsets.shape[0]
+    if n == 0:
+        return -1
+    if q_offsets[0] < 0:
+        return -2
+    dec = np.flatnonzero(np.diff(q_offsets) < 0)
+    if dec.size:
+        return -2 - (int(dec[0]) + 1)
+    if q_offsets[-1] > q_values.shape[0]:
+        return -2 - (n - 1)
+    used = q_values[q_offsets[0]:q_offsets[-1]]
+    bad = np.flatnonzero((used < 0) | (used >= n_vocab))
+    return int(q_offsets[0]) + int(bad[0]) if bad.size else -1
+
+
+def search_batch(indptr, indices, data, term_max, base_weights, n_docs, q_values, q_offsets, k,
+                 mask, has_mask, cutoff, has_cutoff, out_rows, out_scores, out_counts) -> int:
+    """``search_batch_serial``: exact top-``k`` of each query (best first, ties by row,
+    padded with -1 / -inf); returns :func:`check_queries`'s code."""
+    code = check_queries(q_values, q_offsets, term_max.shape[0])
+    if code != -1:
+        return code
+    acc = np.zeros(n_docs, np.float32)
+    for qi in range(q_offsets.shape[0] - 1):
+        q = q_values[q_offsets[qi]:q_offsets[qi + 1]]
+        out_counts[qi] = _search_one(indptr, indices, data, term_max, base_weights, q, k, mask,
+                                     has_mask, cutoff, has_cutoff, acc, out_rows[qi],
+                                     out_scores[qi])
+    return -1
+
+
+def _search_one(indptr, indices, data, term_max, base_weights, q, k, mask, has_mask, cutoff,
+                has_cutoff, acc, out_rows, out_scores) -> int:
+    out_rows[:] = -1
+    out_scores[:] = -np.inf
+    base = 0.0
+    for t in q.tolist():  # the kernel's summation order
+        base += float(base_weights[t])
+    terms, mult = np.unique(q, return_counts=True)
+    keep = (term_max[terms] > 0.0) & (indptr[terms + 1] > indptr[terms])
+    terms, mult = terms[keep], mult[keep]
+    k_eff = min(k, acc.shape[0])
+    if terms.size == 0 or k_eff <= 0:
+        return 0
+    ub = mult * term_max[terms].astype(np.float64)
+    order = np.argsort(-ub, kind="stable")  # equal bounds keep term order, as the kernel
+    acc[:] = 0.0
+    for t, m in zip(terms[order].tolist(), mult[order].tolist(), strict=True):
+        s, e = int(indptr[t]), int(indptr[t + 1])
+        rows = indices[s:e]
+        if m == 1:
+            acc[rows] += data[s:e]
+        else:  # the kernel's fused multiply-add: one rounding of acc + m * w
+            acc[rows] = (acc[rows].astype(np.float64) + m * data[s:e].astype(np.float64)
+                         ).astype(np.float32)
+    hit = acc > 0.0
+    if has_mask:
+        hit &= mask
+    rows = np.flatnonzero(hit)
+    scores = acc[rows] + np.float32(base)
+    best = np.argsort(-scores, kind="stable")[:k_eff]  # rows ascending: ties by row
+    rows, scores = rows[best], scores[best]
+    if has_cutoff:
+        n = int(np.count_nonzero(scores.astype(np.float64) >= cutoff))
+        rows, scores = rows[:n], scores[:n]
+    out_rows[:rows.size] = rows
+    out_scores[:rows.size] = scores
+    return int(rows.size)
+
+
+def score_dense(indptr, indices, data, base_weights, q_terms, out) -> None:
+    """``score_dense``: dense scores of one query into ``out`` (float32 ``[n_docs]``)."""
+    base = 0.0
+    for t in q_terms.tolist():
+        base += float(base_weights[t])
+    out[:] = 0.0
+    for t in q_terms.tolist():
+        s, e = int(indptr[t]), int(indptr[t + 1])
+        out[indices[s:e]] += data[s:e]  # rows are distinct within a term
+    b32 = np.float32(base)
+    if b32 != 0.0:
+        out += b32

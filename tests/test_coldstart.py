@@ -1,0 +1,197 @@
+"""First run of a fresh install: kernels compile in a background process while BM25 answers on
+its NumPy path (fastrag._coldstart, fastrag.indexes.bm25_numpy), with the kernels' results."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fastrag._coldstart as cs
+import fastrag.analysis.chinese as chinese
+import fastrag.analysis.cjk as cjk
+import fastrag.indexes.bm25 as mb
+from fastrag.analysis import get_analyzer
+from fastrag.datasets import load_cmrc2018_dev
+from fastrag.errors import ConfigError
+from fastrag.eval.loaders import squad_questions
+from fastrag.indexes.bm25 import BM25_METHODS, BM25Index
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _corpus(rng, n_docs, n_vocab, max_len=40):
+    lens = rng.integers(0, max_len, n_docs)
+    off = np.zeros(n_docs + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    vals = (rng.zipf(1.3, int(off[-1])) % n_vocab).astype(np.int32)  # many repeated terms
+    return vals, off
+
+
+def _queries(rng, n_q, n_vocab):
+    ql = rng.integers(0, 8, n_q)
+    qo = np.zeros(n_q + 1, np.int64)
+    np.cumsum(ql, out=qo[1:])
+    return (rng.zipf(1.3, int(qo[-1])) % n_vocab).astype(np.int32), qo
+
+
+def _set_ready(monkeypatch, ready: bool) -> None:
+    monkeypatch.setattr(mb, "kernels_ready", lambda: ready)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_numpy_path_equals_kernels_bit_for_bit(seed, monkeypatch):
+    """Index arrays, and rows, scores and counts of every search, are identical to the
+    kernels' for every BM25 variant, with masks, cut-offs, k beyond the hits and repeated
+    query terms."""
+    rng = np.random.default_rng(seed)
+    n_docs, n_vocab = int(rng.integers(1, 3000)), int(rng.integers(1, 500))
+    vals, off = _corpus(rng, n_docs, n_vocab)
+    qv, qo = _queries(rng, 60, n_vocab)
+    mask = rng.random(n_docs) < 0.7
+    for method in BM25_METHODS:
+        _set_ready(monkeypatch, True)
+        fast = BM25Index.build(vals, off, n_vocab, method=method)
+        _set_ready(monkeypatch, False)
+        slow = BM25Index.build(vals, off, n_vocab, method=method)
+        for name in ("indptr", "indices", "data", "term_max", "base_weights"):
+            a, b = getattr(fast, name), getattr(slow, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (method, name)
+        for kw in ({}, {"mask": mask}, {"cutoff": 0.5}, {"mask": mask, "cutoff": 1.0}):
+            for k in (1, 10, n_docs + 5):
+                _set_ready(monkeypatch, True)
+                want = fast.search(qv, qo, k, **kw)
+                _set_ready(monkeypatch, False)
+                got = fast.search(qv, qo, k, **kw)
+                for w, g in zip(want, got, strict=True):
+                    assert w.dtype == g.dtype and np.array_equal(w, g), (method, kw, k)
+        q = qv[qo[3]:qo[8]]
+        _set_ready(monkeypatch, True)
+        want = fast.get_scores(q)
+        _set_ready(monkeypatch, False)
+        assert np.array_equal(fast.get_scores(q), want), method
+
+
+def test_numpy_path_rejects_what_the_kernels_reject(monkeypatch):
+    rng = np.random.default_rng(0)
+    vals, off = _corpus(rng, 50, 20)
+    idx = BM25Index.build(vals, off, 20)
+    _set_ready(monkeypatch, False)
+    with pytest.raises(ConfigError, match="query token id 20 is outside the vocabulary"):
+        idx.search(np.array([1, 20], np.int32), np.array([0, 2]), 5)
+    with pytest.raises(ConfigError, match="q_offsets"):
+        idx.search(np.array([1, 2], np.int32), np.array([0, 2, 1]), 5)
+    bad = vals.copy()
+    bad[7] = 99
+    with pytest.raises(ConfigError, match=r"token id 99 at values\[7\]"):
+        BM25Index.build(bad, off, 20)
+
+
+@pytest.mark.parametrize("name", ["bm25_chinese", "bm25_cjk"])
+def test_cold_analyzers_give_the_same_tokens(name, monkeypatch):
+    """While the kernels compile, the Chinese analyzers tokenize in Python (jieba itself for
+    bm25_chinese): the same vocabulary, ids and offsets on real CMRC text."""
+    questions, _, contexts = squad_questions(load_cmrc2018_dev())
+    texts = contexts[:120] + questions[:300]
+    an = get_analyzer(name)
+    want = an.encode_chunk(texts)
+    monkeypatch.setattr(chinese, "kernels_ready", lambda: False)
+    monkeypatch.setattr(cjk, "kernels_ready", lambda: False)
+    got = get_analyzer(name).encode_chunk(texts)
+    assert got[0] == want[0]
+    assert np.array_equal(got[1], want[1]) and np.array_equal(got[2], want[2])
+
+
+def test_failed_background_compile_falls_back_to_compiling_here(tmp_path, monkeypatch,
+                                                                  caplog):
+    """A background compile that dies without marking the cache ready is reported once and
+    the process calls its kernels (compiling them itself) from then on."""
+    monkeypatch.setenv(cs.ENV, "1")
+    monkeypatch.setattr(cs, "_ready", False)
+    monkeypatch.setattr(cs, "_proc", None)
+    monkeypatch.setattr(cs, "_spawned_at", 0.0)
+    monkeypatch.setattr(cs, "cache_dir", lambda: tmp_path)
+    spawned = []
+
+    def spawn():
+        spawned.append(1)
+        cs._spawned_at = time.monotonic()
+        cs._proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(7)"])
+
+    monkeypatch.setattr(cs, "_spawn", spawn)
+    assert cs.kernels_ready() is False and spawned == [1]
+    cs._proc.wait(timeout=60)
+    with caplog.at_level(logging.WARNING, logger="fastrag"):
+        assert cs.kernels_ready() is True
+    assert "background kernel compile failed (exit 7" in caplog.text
+    assert spawned == [1]
+
+
+def test_switched_off_means_ready(monkeypatch):
+    monkeypatch.setenv(cs.ENV, "0")
+    monkeypatch.setattr(cs, "_ready", False)
+    assert cs.kernels_ready() is True
+
+
+CHILD = r"""
+import json, sys, time
+from numba.core import event
+import fastrag as fr
+import fastrag._coldstart as cs
+from fastrag.datasets import load_cmrc2018_dev
+from fastrag.eval.loaders import squad_questions
+q, _, ctx = squad_questions(load_cmrc2018_dev())
+ready_at_start = cs.kernels_ready()
+with event.install_recorder("numba:compile") as rec:
+    doc = fr.Document.from_texts(ctx[:200])
+    hits = {}
+    for sim in ("bm25_chinese", "bm25_cjk"):
+        ret = fr.Retriever(doc, "root", sim, topk=5)
+        one = ret(q[0])
+        batch = ret.batch(q[:300])
+        hits[sim] = [[n.text[:30] for n in one]] + [[n.text[:30] for n in b] for b in batch]
+compiles = sum(1 for _, e in rec.buffer if e.is_start)
+print(json.dumps({"ready_at_start": ready_at_start, "compiles": compiles, "hits": hits}))
+"""
+
+
+def _run_child(env):
+    proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+@pytest.mark.slow
+def test_fresh_install_answers_at_once_then_uses_the_cached_kernels(tmp_path):
+    """A process with an empty numba cache compiles nothing itself: it says that kernels
+    compile in the background and answers (the same hits as compiled kernels give). A second
+    background compile finds the first one's lock and leaves. Once the cache is marked ready, a
+    new process calls the cached kernels from its first query, again compiling nothing."""
+    cache = tmp_path / "numba"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), cs.ENV: "1"}
+    cold, err = _run_child(env)
+    assert cold["ready_at_start"] is False and cold["compiles"] == 0
+    assert "compiling kernels in a background process" in err
+    busy = subprocess.run([sys.executable, "-c", "from fastrag._coldstart import main; main()"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    markers = list(cache.rglob("fastrag-kernels-*.ready"))
+    assert busy.returncode == cs._BUSY or markers, busy.stderr[-2000:]
+    deadline = time.monotonic() + 900
+    while not markers and time.monotonic() < deadline:
+        time.sleep(0.5)
+        markers = list(cache.rglob("fastrag-kernels-*.ready"))
+    assert markers, (cache / "fastrag-warmup.log").read_text()[-2000:] if (
+        cache / "fastrag-warmup.log").exists() else "no marker and no log"
+    warm, err = _run_child(env)
+    assert warm["ready_at_start"] is True and warm["compiles"] == 0
+    assert "compiling kernels" not in err
+    assert warm["hits"] == cold["hits"]
+    assert len(cold["hits"]["bm25_chinese"]) == 301 and all(cold["hits"]["bm25_chinese"])
