@@ -62,8 +62,8 @@ def expand_tokens(
     exp_values = np.asarray(exp_vals, dtype=np.int32)
     if len(ids) == 0:
         return list(final), np.zeros(0, np.int32), np.zeros_like(offsets)
-    if len(exp_values) == len(raw) and np.array_equal(exp_values, np.arange(len(raw))):
-        return list(final), ids, offsets  # identity mapping
+    if bool((exp_len == 1).all()) and np.array_equal(exp_values, np.arange(len(raw))):
+        return list(final), ids, offsets  # identity mapping (not just the same count)
     exp_off = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum(exp_len, out=exp_off[1:])
     lens = exp_len[ids]

@@ -275,3 +275,26 @@ def test_registry_errors():
     bad = get_analyzer(lambda t: [1, 2])
     with pytest.raises(ConfigError, match=r"returned a token of type int \(1\)"):
         bad("text")
+
+
+def test_expand_tokens_same_count_is_not_identity():
+    """Raw tokens dropped (stopwords) and others expanded (OOV back-off) can leave as many
+    tokens as before; the stream must still be remapped, not returned as is."""
+    import numpy as np
+
+    from fastrag.analysis.spans import expand_tokens
+
+    vocab, ids, off = expand_tokens(["a", "b", "c"], np.array([0, 2, 1], np.int32),
+                                    np.array([0, 3]), [(), ("x", "y"), ("z",)])
+    assert vocab == ["x", "y", "z"]
+    assert ids.tolist() == [2, 0, 1] and off.tolist() == [0, 3]
+
+
+def test_chinese_encode_equals_call_alone_and_in_a_batch():
+    """A question whose dropped stopwords offset its back-off characters (found by the serve
+    benchmark: its hits differed alone and in a batch)."""
+    an = get_analyzer("bm25_chinese")
+    q = "文周王是哪年到哪年在位？"
+    for texts in ([q], ["第一个问题是什么？", q]):
+        vocab, ids, off = an.encode_chunk(texts)
+        assert [vocab[i] for i in ids[off[-2]:off[-1]].tolist()] == an(q)
