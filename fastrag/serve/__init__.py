@@ -24,12 +24,16 @@ __all__ = ["create_app", "serve", "serve_config"]
 def _require_extra() -> None:
     from fastrag.errors import missing_extra
 
-    for module, package in (("fastapi", "fastapi"), ("uvicorn", "uvicorn"),
-                            ("multipart", "python-multipart")):
-        try:
-            __import__(module)
-        except ImportError:
-            raise missing_extra(package, "serve", "fastrag serve") from None
+    for modules, package in ((("fastapi",), "fastapi"), (("uvicorn",), "uvicorn"),
+                             (("python_multipart", "multipart"), "python-multipart")):
+        for module in modules:
+            try:
+                __import__(module)
+                break
+            except ImportError:
+                continue
+        else:
+            raise missing_extra(package, "serve", "fastrag serve")
 
 
 def create_app(target: Any, **kw: Any) -> Any:

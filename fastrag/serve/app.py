@@ -351,6 +351,7 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         except ConfigError as exc:
             raise ApiError(400, str(exc), param="group") from None
         cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        model = req.model or settings.model_name
         created = int(time.time())
         resp = await _answer(pipe, query, metrics)
         if not req.stream:
@@ -358,7 +359,7 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
             metrics.inc("fastrag_chat_completions_total", stream="false")
             _count_llm(metrics, resp.metadata)
             return {"id": cid, "object": "chat.completion", "created": created,
-                    "model": req.model,
+                    "model": model,
                     "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                                  "message": {"role": "assistant", "content": text}}],
                     "usage": _usage(resp.metadata), "sources": _sources(resp.source_nodes)}
@@ -373,7 +374,7 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
             first = resp.response or ""
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return StreamingResponse(
-            _sse(cid, created, req.model, first, pieces, resp, include_usage, metrics,
+            _sse(cid, created, model, first, pieces, resp, include_usage, metrics,
                  settings),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -385,9 +386,11 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         eng.require_doc()
         ctype = request.headers.get("content-type", "")
         if ctype.startswith("multipart/form-data"):
-            rec = await _upload(request, tasks, settings)
+            rec = await _upload(request, eng, tasks, settings)
         else:
             req = await _parse(request, AddTextsRequest)
+            if req.group is not None:
+                await _retriever(eng, req.group)
             if len(req.texts) > 100_000:
                 raise ApiError(400, f"{len(req.texts)} texts exceed the limit of 100000 per "
                                     "request", param="texts")
@@ -595,7 +598,8 @@ async def _sse(cid: str, created: int, model: str, first: str | None,
     yield "data: [DONE]\n\n"
 
 
-async def _upload(request: Request, tasks: TaskStore, settings: ServeSettings) -> dict[str, Any]:
+async def _upload(request: Request, engine: ServeEngine, tasks: TaskStore,
+                  settings: ServeSettings) -> dict[str, Any]:
     from starlette.datastructures import UploadFile
 
     try:
@@ -608,12 +612,15 @@ async def _upload(request: Request, tasks: TaskStore, settings: ServeSettings) -
     try:
         files: list[tuple[str, Any]] = []
         meta: dict[str, Any] = {}
+        group: str | None = None
         for key, value in form.multi_items():
             if isinstance(value, UploadFile):
                 if key not in ("file", "files"):
                     raise ApiError(400, f"unknown upload field {key!r}; send files as 'file'",
                                    param=key)
                 files.append((value.filename or "upload.txt", value.file))
+            elif key == "group":
+                group = value  # checked below: documents go to the root, every group follows
             elif key == "metadata":
                 try:
                     meta = json.loads(value)
@@ -627,6 +634,8 @@ async def _upload(request: Request, tasks: TaskStore, settings: ServeSettings) -
         if not files:
             raise ApiError(400, "no file in the upload: send multipart field 'file'",
                            param="file")
+        if group is not None:
+            await _retriever(engine, group)
         return await asyncio.to_thread(tasks.add_files, files, meta)
     finally:
         await form.close()
@@ -635,6 +644,9 @@ async def _upload(request: Request, tasks: TaskStore, settings: ServeSettings) -
 def _task_view(rec: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in rec.items() if k != "created_ns"}
     out["task_id"] = rec["id"]
+    if rec["status"] == "done":
+        out["result"] = ({"deleted": rec["deleted"]} if rec["kind"] == "delete" else
+                         {"documents": len(rec["doc_ids"]), "texts": rec.get("n_texts")})
     return out
 
 

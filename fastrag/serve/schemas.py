@@ -36,6 +36,9 @@ class RetrieveRequest(_Body):
 class AddTextsRequest(_Body):
     texts: Annotated[list[str], Field(min_length=1)]
     metadatas: list[dict[str, Any]] | None = None
+    # accepted for symmetry with the chat's knowledge-base picker: documents always go to the
+    # store's root, and every group is rebuilt from it
+    group: str | None = None
 
 
 class TextPart(_Body):
@@ -69,7 +72,7 @@ UNSUPPORTED_CHAT_FIELDS = (
 
 
 class ChatCompletionRequest(_Body):
-    model: str
+    model: str | None = None  # OpenAI requires it; here it defaults to the server's name
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     stream: bool = False
     stream_options: StreamOptions | None = None
