@@ -275,9 +275,12 @@ class ServeEngine:
         """The store's groups (and any built in memory for a retriever) with node counts."""
         doc = self.require_doc()
         self.refresh_if_changed()
+        from fastrag.documents.document import Document
+
+        builtin = {Document.CoarseChunk, Document.MediumChunk, Document.FineChunk}
         stored = doc.store.manifest["groups"] if doc.store is not None else {}
         names = [n for n in doc.group_names if n in stored or n in self._retrievers
-                 or doc.store is None and n not in doc._BUILTIN]
+                 or doc.store is None and n not in builtin]
         out = []
         for n in names:
             entry = stored.get(n)
