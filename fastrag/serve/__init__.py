@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -72,16 +73,21 @@ def serve_config(cfg: dict[str, Any], *, host: str = "127.0.0.1", port: int = 80
     from fastrag.serve.app import CONFIG_ENV, app_from_config
 
     cfg = dict(cfg, log_level=log_level)
-    if not cfg.get("tasks_dir"):
-        cfg["tasks_dir"] = tempfile.mkdtemp(prefix="fastrag-serve-tasks-")
     opts = {"host": host, "port": port, "log_level": log_level, "proxy_headers": False,
             "server_header": False}
     if workers <= 1:
         uvicorn.run(app_from_config(cfg), **opts)
         return
-    app_from_config(cfg)  # fail here, once, on a bad config (not in every worker)
-    os.environ[CONFIG_ENV] = json.dumps(cfg)
-    uvicorn.run("fastrag.serve.app:app_from_env", factory=True, workers=workers, **opts)
+    owned = not cfg.get("tasks_dir")  # one folder shared by the workers; ours to remove
+    if owned:
+        cfg["tasks_dir"] = tempfile.mkdtemp(prefix="fastrag-serve-tasks-")
+    try:
+        app_from_config(cfg)  # fail here, once, on a bad config (not in every worker)
+        os.environ[CONFIG_ENV] = json.dumps(cfg)
+        uvicorn.run("fastrag.serve.app:app_from_env", factory=True, workers=workers, **opts)
+    finally:
+        if owned:
+            shutil.rmtree(cfg["tasks_dir"], ignore_errors=True)
 
 
 class _CallableModule(types.ModuleType):

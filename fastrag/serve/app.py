@@ -29,15 +29,16 @@ error body and log line.
 from __future__ import annotations
 
 import asyncio
-import hmac
+import contextlib
 import io
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +46,23 @@ from fastrag.errors import ConfigError, FastragError, missing_extra
 
 try:
     from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
     from pydantic import ValidationError
-    from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise missing_extra(exc.name or "fastapi", "serve", "fastrag serve") from None
 
 from fastrag.serve.engine import ServeEngine
+from fastrag.serve.guard import (
+    ApiError,
+    BodyTooLarge,
+    Guard,
+    ServeSettings,
+    error_body,
+    install_error_handlers,
+    install_log_filter,
+    setup_logging,
+    validation_error,
+)
 from fastrag.serve.metrics import Metrics
 from fastrag.serve.schemas import (
     UNSUPPORTED_CHAT_FIELDS,
@@ -70,88 +80,6 @@ log = logging.getLogger("fastrag.serve")
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 CONFIG_ENV = "FASTRAG_SERVE_CONFIG"
-_OPEN_PATHS = ("/health", "/", "/index.html", "/favicon.ico")
-_ROUTES = ("/v1/chat/completions", "/v1/retrieve", "/v1/documents", "/v1/groups", "/v1/models",
-           "/health", "/ready", "/metrics", "/")
-
-
-# -- settings ------------------------------------------------------------------------------------
-class ServeSettings:
-    """The request limits and behaviour knobs of one app (all have working defaults)."""
-
-    def __init__(self, *, api_key: str | None = None, max_body_bytes: int = 1 << 20,
-                 max_upload_bytes: int = 50 << 20, max_queries: int = 1024,
-                 max_query_chars: int = 8192, max_messages: int = 256,
-                 max_upload_files: int = 32, model_name: str = "fastrag",
-                 secrets: Sequence[str] = ()) -> None:
-        from fastrag._checks import check_int
-
-        if api_key is not None and (not isinstance(api_key, str) or len(api_key) < 8):
-            raise ConfigError("api_key must be a string of at least 8 characters (or None for "
-                              "no authentication)")
-        self.api_key = api_key
-        self.max_body_bytes = check_int("max_body_bytes", max_body_bytes, min=1024)
-        self.max_upload_bytes = check_int("max_upload_bytes", max_upload_bytes, min=1024)
-        self.max_queries = check_int("max_queries", max_queries, min=1)
-        self.max_query_chars = check_int("max_query_chars", max_query_chars, min=1)
-        self.max_messages = check_int("max_messages", max_messages, min=1)
-        self.max_upload_files = check_int("max_upload_files", max_upload_files, min=1)
-        self.model_name = model_name
-        self.secrets = tuple(s for s in (api_key, *secrets) if s)
-
-    def scrub(self, text: str) -> str:
-        for s in self.secrets:
-            text = text.replace(s, "[redacted]")
-        return text
-
-
-# -- errors --------------------------------------------------------------------------------------
-class ApiError(Exception):
-    """An error answered as ``{"error": {"message", "type", "param"}}`` with ``status``."""
-
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
-                 param: str | None = None, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.param = status, message, type, param
-        self.headers = headers
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-def _error_body(message: str, type: str, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type, "param": param}}
-
-
-def _status_type(status: int) -> str:
-    return {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-            405: "invalid_request_error", 413: "request_too_large", 502: "upstream_error",
-            503: "unavailable"}.get(status, "server_error" if status >= 500
-                                    else "invalid_request_error")
-
-
-def _loc(loc: Sequence[Any]) -> str | None:
-    parts = [str(p) for p in loc if p != "body"]
-    # pydantic names union members ("list[TextPart]", "str"): they are no part of the field path
-    parts = [p for p in parts if not (p[:1].isalpha() and ("[" in p or p in ("str", "int")))]
-    return ".".join(parts) or None
-
-
-def _validation_error(errors: Sequence[dict[str, Any]]) -> ApiError:
-    """The first pydantic error as a 400 naming its field."""
-    err = errors[0]
-    param = _loc(err.get("loc", ()))
-    kind = err.get("type", "")
-    if kind == "json_invalid":
-        return ApiError(400, f"request body is not valid JSON: {err.get('msg', '')}")
-    if kind == "extra_forbidden":
-        return ApiError(400, f"unknown field {param!r}", param=param)
-    if kind == "missing":
-        return ApiError(400, f"missing required field {param!r}", param=param)
-    if param is None:
-        return ApiError(400, f"request body must be a JSON object ({err.get('msg', '')})")
-    return ApiError(400, f"invalid value for {param!r}: {err.get('msg', '')}", param=param)
 
 
 # -- the app ---------------------------------------------------------------------------------------
@@ -195,10 +123,10 @@ def create_app(
     engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm,
                          mode=mode, compress_history=compress_history, batching=batching,
                          batch_window_ms=batch_window_ms, max_batch=max_batch, metrics=metrics)
-    tasks = TaskStore(tasks_dir if tasks_dir is not None
-                      else tempfile.mkdtemp(prefix="fastrag-serve-tasks-"))
+    owned = tasks_dir is None  # a temporary folder of our own: removed at shutdown
+    tasks = TaskStore(tempfile.mkdtemp(prefix="fastrag-serve-tasks-") if owned else tasks_dir)
     writer = Writer(tasks, engine, metrics=metrics, scrub=settings.scrub)
-    return _build(engine, settings, metrics, tasks, writer)
+    return _build(engine, settings, metrics, tasks, writer, owned)
 
 
 class _State:
@@ -207,8 +135,9 @@ class _State:
     another app (Starlette runs no lifespan of a mounted app)."""
 
     def __init__(self, engine: ServeEngine, writer: Writer, metrics: Metrics,
-                 settings: ServeSettings) -> None:
+                 settings: ServeSettings, remove_at_stop: Path | None = None) -> None:
         self.engine, self.writer, self.metrics, self.settings = engine, writer, metrics, settings
+        self.remove_at_stop = remove_at_stop
         self.ready = False
         self.error: str | None = None
         self.started = time.time()
@@ -217,7 +146,7 @@ class _State:
 
     def start(self) -> None:
         if self._task is None:
-            _install_log_filter(self.settings.scrub)
+            install_log_filter(self.settings.scrub)
             self._task = asyncio.get_running_loop().create_task(self._startup())
 
     async def _startup(self) -> None:
@@ -243,11 +172,14 @@ class _State:
             self._task.cancel()
         self.writer.stop()
         self.engine.close()
+        if self.remove_at_stop is not None:
+            shutil.rmtree(self.remove_at_stop, ignore_errors=True)
 
 
 def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks: TaskStore,
-           writer: Writer) -> Any:
-    state = _State(engine, writer, metrics, settings)
+           writer: Writer, owned_tasks_dir: bool) -> Any:
+    state = _State(engine, writer, metrics, settings,
+                   tasks.root if owned_tasks_dir else None)
 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.start()
@@ -256,11 +188,11 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         finally:
             state.stop()
 
-    app = FastAPI(title="fastrag serve", lifespan=_asynccontextmanager(lifespan),
+    app = FastAPI(title="fastrag serve", lifespan=contextlib.asynccontextmanager(lifespan),
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.state.engine, app.state.settings, app.state.metrics = engine, settings, metrics
     app.state.tasks, app.state.writer = tasks, writer
-    _errors(app, settings, metrics)
+    install_error_handlers(app, settings, metrics)
 
     def ready_engine() -> ServeEngine:
         if not state.ready:
@@ -321,7 +253,11 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         _check_lengths(req.queries, "queries", settings.max_query_chars)
         flt = _check_filter(req.filter)
         ret = await _retriever(eng, req.group)
-        hits = await eng.search(ret, req.queries, flt=flt, topk=req.topk)
+        try:
+            hits = await eng.search(ret, req.queries, flt=flt, topk=req.topk)
+        except ConfigError as exc:  # e.g. a filter naming a field the metadata lacks
+            raise ApiError(400, str(exc), param="filter" if flt and "filter" in str(exc)
+                           else None) from None
         if ARROW_STREAM in request.headers.get("accept", ""):
             return Response(_arrow_ipc(hits), media_type=ARROW_STREAM)
         return {"object": "list", "group": ret.group_name, "similarity": ret.similarity,
@@ -425,13 +361,7 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
             raise ApiError(404, f"no task {task_id!r}", "not_found_error", param="task_id")
         return _task_view(rec)
 
-    return _Guard(app, settings, metrics, state)
-
-
-def _asynccontextmanager(fn: Callable) -> Callable:
-    import contextlib
-
-    return contextlib.asynccontextmanager(fn)
+    return Guard(app, settings, metrics, state)
 
 
 # -- request helpers -------------------------------------------------------------------------------
@@ -447,7 +377,7 @@ async def _parse(request: Request, model: type) -> Any:
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
-        raise _validation_error(exc.errors()) from None
+        raise validation_error(exc.errors()) from None
 
 
 def _check_lengths(texts: Sequence[str], field: str, limit: int) -> None:
@@ -509,7 +439,9 @@ async def _answer(pipe: Any, query: Any, metrics: Metrics) -> Any:
     try:
         return await pipe.aquery(query)
     except ConfigError as exc:
-        raise ApiError(400, str(exc)) from None
+        flt = query.context.get("filter")
+        raise ApiError(400, str(exc), param="filter" if flt and "filter" in str(exc)
+                       else None) from None
     except FastragError as exc:
         raise _llm_error(exc, metrics) from None
 
@@ -585,7 +517,7 @@ async def _sse(cid: str, created: int, model: str, first: str | None,
         except FastragError as exc:  # after the 200: an error event, as OpenAI sends
             err = _llm_error(exc, metrics)
             log.warning("chat stream %s failed: %s", cid, settings.scrub(err.message))
-            yield f"data: {json.dumps(_error_body(settings.scrub(err.message), err.type))}\n\n"
+            yield f"data: {json.dumps(error_body(settings.scrub(err.message), err.type))}\n\n"
             yield "data: [DONE]\n\n"
             return
     metrics.inc("fastrag_chat_completions_total", stream="true")
@@ -605,7 +537,7 @@ async def _upload(request: Request, engine: ServeEngine, tasks: TaskStore,
     try:
         form = await request.form(max_files=settings.max_upload_files, max_fields=64,
                                   max_part_size=settings.max_upload_bytes)
-    except _BodyTooLarge:
+    except BodyTooLarge:
         raise
     except Exception as exc:  # python-multipart / starlette parse errors
         raise ApiError(400, f"malformed multipart upload: {exc}", param="file") from None
@@ -673,193 +605,6 @@ def _arrow_ipc(hits: Sequence[Sequence[Any]]) -> bytes:
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
     return sink.getvalue()
-
-
-# -- errors as JSON ------------------------------------------------------------------------
-def _errors(app: FastAPI, settings: ServeSettings, metrics: Metrics) -> None:
-    def answer(status: int, message: str, type: str, param: str | None = None,
-               headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse(_error_body(settings.scrub(message), type, param), status_code=status,
-                            headers=headers)
-
-    @app.exception_handler(ApiError)
-    async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return answer(exc.status, exc.message, exc.type, exc.param, exc.headers)
-
-    @app.exception_handler(_BodyTooLarge)
-    async def too_large(request: Request, _exc: _BodyTooLarge) -> JSONResponse:
-        limit = _limit_for(request.scope, settings)
-        return answer(413, f"request body over the limit of {limit} bytes", "request_too_large")
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        err = _validation_error(exc.errors())
-        return answer(err.status, err.message, err.type, err.param)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        msg = str(exc.detail)
-        if exc.status_code == 404:
-            msg = f"no route {request.method} {request.url.path}"
-        elif exc.status_code == 405:
-            msg = f"method {request.method} is not allowed on {request.url.path}"
-        return answer(exc.status_code, msg, _status_type(exc.status_code),
-                      headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(ConfigError)
-    async def config_error(_request: Request, exc: ConfigError) -> JSONResponse:
-        return answer(400, str(exc), "invalid_request_error")
-
-    @app.exception_handler(Exception)
-    async def crash(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unhandled error on %s %s: %s", request.method, request.url.path,
-                  settings.scrub(f"{type(exc).__name__}: {exc}"))
-        return answer(500, "internal server error (details are in the server log)",
-                      "server_error")
-
-
-def _limit_for(scope: dict[str, Any], settings: ServeSettings) -> int:
-    if scope.get("path", "").rstrip("/") == "/v1/documents" and scope.get("method") == "POST":
-        return settings.max_upload_bytes
-    return settings.max_body_bytes
-
-
-# -- the outer ASGI layer: metrics, auth, body size ----------------------------------------------
-def _route(path: str) -> str:
-    if path.startswith("/v1/tasks/"):
-        return "/v1/tasks/{task_id}"
-    if path.startswith("/v1/documents/"):
-        return "/v1/documents/{doc_id}"
-    if path.startswith("/static/"):
-        return "/static/{name}"
-    p = path.rstrip("/") or "/"
-    return p if p in _ROUTES else "other"
-
-
-class _Guard:
-    """Outermost ASGI layer: counts every request (status, latency), checks the bearer key,
-    and caps the request body (413). Pure ASGI, so streaming responses pass straight
-    through."""
-
-    def __init__(self, app: FastAPI, settings: ServeSettings, metrics: Metrics,
-                 lifecycle: _State) -> None:
-        self.app = app
-        self.lifecycle = lifecycle
-        self.settings = settings
-        self.metrics = metrics
-        self.state = app.state  # so `app.state` works on the returned app as on FastAPI's
-        self._key = settings.api_key.encode() if settings.api_key else None
-
-    def __getattr__(self, name: str) -> Any:  # routes, dependency_overrides, ... of the app
-        return getattr(self.app, name)
-
-    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        self.lifecycle.start()
-        t0 = time.perf_counter()
-        route = _route(scope.get("path", ""))
-        status = {"code": 500}
-
-        async def send_counted(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-            await send(message)
-
-        try:
-            if not self._authorized(scope):
-                await _send_json(send_counted, 401, _error_body(
-                    "missing or invalid API key: send the header 'Authorization: Bearer <key>'",
-                    "authentication_error"), {"www-authenticate": "Bearer"})
-                return
-            limit = _limit_for(scope, self.settings)
-            length = _header(scope, b"content-length")
-            if length is not None and (not length.isdigit() or int(length) > limit):
-                await _send_json(send_counted, 413, _error_body(
-                    f"request body over the limit of {limit} bytes", "request_too_large"))
-                return
-            await self.app(scope, _capped(receive, limit), send_counted)
-        finally:
-            seconds = time.perf_counter() - t0
-            self.metrics.inc("fastrag_http_requests_total", method=scope.get("method", ""),
-                             path=route, status=str(status["code"]))
-            self.metrics.observe("fastrag_http_request_duration_seconds", seconds, path=route)
-
-    def _authorized(self, scope: dict[str, Any]) -> bool:
-        if self._key is None:
-            return True
-        path = scope.get("path", "")
-        if path in _OPEN_PATHS or path.startswith("/static/"):
-            return True
-        auth = _header(scope, b"authorization") or ""
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(token.strip().encode(), self._key)
-
-
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
-    for k, v in scope.get("headers", ()):
-        if k.lower() == name:
-            return v.decode("latin-1")
-    return None
-
-
-def _capped(receive: Callable, limit: int) -> Callable:
-    seen = {"n": 0}
-
-    async def wrapped() -> dict[str, Any]:
-        message = await receive()
-        if message["type"] == "http.request":
-            seen["n"] += len(message.get("body", b""))
-            if seen["n"] > limit:
-                raise _BodyTooLarge()
-        return message
-
-    return wrapped
-
-
-async def _send_json(send: Callable, status: int, body: dict[str, Any],
-                     headers: dict[str, str] | None = None) -> None:
-    data = json.dumps(body).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": data})
-
-
-class _Redact(logging.Filter):
-    def __init__(self, scrub: Callable[[str], str]) -> None:
-        super().__init__()
-        self.scrub = scrub
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        clean = self.scrub(msg)
-        if clean != msg:
-            record.msg, record.args = clean, ()
-        return True
-
-
-def _install_log_filter(scrub: Callable[[str], str]) -> None:
-    """Scrub secrets from every log line the server's handlers write."""
-    flt = _Redact(scrub)
-    for name in ("", "uvicorn", "uvicorn.error", "uvicorn.access", "fastrag.serve"):
-        for handler in logging.getLogger(name).handlers:
-            if not any(isinstance(f, _Redact) for f in handler.filters):
-                handler.addFilter(flt)
-
-
-def setup_logging(level: str = "info") -> None:
-    """Log fastrag serve's own lines (startup, failed tasks) to stderr like uvicorn's."""
-    logger = logging.getLogger("fastrag.serve")
-    logger.setLevel(level.upper())
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
-        logger.addHandler(handler)
-        logger.propagate = False
 
 
 # -- from a config (the CLI, and each worker process) -------------------------------------------

@@ -364,6 +364,7 @@ USER = [{"role": "user", "content": "hi"}]
     (R, {"queries": ["a"], "topk": "3"}, 400, "topk"),
     (R, {"queries": ["a"], "filter": "file_name =="}, 400, "filter"),
     (R, {"queries": ["a"], "group": "no-such-group"}, 400, "group"),
+    (R, {"queries": ["a"], "filter": "no_such_key == 'x'"}, 400, "filter"),
     (C, {"model": "m", "messages": USER, "foo": 1}, 400, "foo"),
     (C, {"model": "m", "messages": []}, 400, "messages"),
     (C, {"model": "m", "messages": [{"role": "user", "content": 5}]}, 400, "messages.0.content"),
@@ -373,6 +374,9 @@ USER = [{"role": "user", "content": "hi"}]
      "messages.0.role"),
     (C, {"model": "m", "messages": [{"role": "user", "content": "q" * 9000}]}, 400,
      "messages.0"),
+    (C, {"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}, 400,
+     "messages.0.content.0.type"),
     (C, {"model": "m", "messages": USER, "tools": [{"type": "function"}]}, 400, "tools"),
     (C, {"model": "m", "messages": USER, "n": 2}, 400, "n"),
     (C, {"model": "m", "messages": USER, "temperature": 3}, 400, "temperature"),
@@ -460,9 +464,13 @@ def test_concurrent_requests_are_coalesced_into_fewer_batch_calls(server, plain,
 
 
 # -- in-process and command line -------------------------------------------------------------------
-def test_create_app_is_an_asgi_app_to_mount(questions):
+def test_create_app_is_an_asgi_app_to_mount(monkeypatch, tmp_path):
     from starlette.applications import Starlette
     from starlette.routing import Mount
+
+    import fastrag.serve.app
+
+    monkeypatch.setattr(fastrag.serve.app, "STATIC_DIR", tmp_path)  # no chat page installed
 
     doc = fr.Document.from_texts(["猫坐在垫子上。", "狗在院子里跑。", "鸟在天上飞。"])
     app = fr.create_app(doc, topk=2, api_key="k" * 16)
@@ -476,10 +484,13 @@ def test_create_app_is_an_asgi_app_to_mount(questions):
                 if (await c.get("/rag/ready")).status_code == 200:
                     break
                 await asyncio.sleep(0.05)
-            return (await c.post("/rag/v1/retrieve", json={"queries": ["猫在哪里？"]})).json()
+            page = await c.get("/rag/")
+            return (await c.post("/rag/v1/retrieve", json={"queries": ["猫在哪里？"]})), page
 
-    body = asyncio.run(go())
+    resp, page = asyncio.run(go())
+    body = resp.json()
     assert body["group"] == "root" and body["results"][0][0]["text"] == "猫坐在垫子上。"
+    assert "chat page is not installed" in _assert_error(page, 404, None)["message"]
 
 
 def test_missing_extra_names_the_install_command(monkeypatch):
