@@ -260,9 +260,10 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
                            else None) from None
         if ARROW_STREAM in request.headers.get("accept", ""):
             return Response(_arrow_ipc(hits), media_type=ARROW_STREAM)
-        return {"object": "list", "group": ret.group_name, "similarity": ret.similarity,
-                "results": [[{"id": h.id, "score": h.score, "text": h.text,
-                              "metadata": h.metadata} for h in hs] for hs in hits]}
+        return JSONResponse({  # as is: FastAPI's encoder would walk every hit again
+            "object": "list", "group": ret.group_name, "similarity": ret.similarity,
+            "results": [[{"id": h.id, "score": h.score, "text": h.text, "metadata": h.metadata}
+                         for h in hs] for hs in hits]})
 
     @app.get("/v1/groups")
     async def groups() -> dict[str, Any]:

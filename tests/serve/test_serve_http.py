@@ -159,6 +159,10 @@ def test_every_api_endpoint_needs_the_key(server, plain):
     assert ok.status_code == 200
     # without --api-key-env there is no auth at all
     assert httpx.post(plain.url + "/v1/retrieve", json={"queries": ["x"]}).status_code == 200
+    # and without an LLM, chat says how to configure one
+    err = _assert_error(httpx.post(plain.url + "/v1/chat/completions",
+                                   json={"messages": [{"role": "user", "content": "x"}]}), 503)
+    assert "--llm-base-url" in err["message"]
 
 
 # -- chat completions --------------------------------------------------------------------------
