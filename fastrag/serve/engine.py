@@ -105,14 +105,18 @@ class ServeEngine:
         retrieve_threads: int = 4,
         metrics: Metrics | None = None,
     ) -> None:
+        from fastrag._checks import check_int
         from fastrag.documents.document import Document
         from fastrag.pipeline import RAGPipeline
+        from fastrag.retrieval.similarity import get_similarity
 
         self.target = target
         self.metrics = metrics if metrics is not None else Metrics()
         self.group_arg = group
+        if similarity is not None:
+            get_similarity(similarity)  # an unknown name fails now, not at startup
         self.similarity_arg = similarity
-        self.topk = topk
+        self.topk = check_int("topk", topk, min=1, note="the number of hits per query")
         self.llm = llm
         self.mode = mode
         self.compress_history = bool(compress_history)
@@ -121,6 +125,10 @@ class ServeEngine:
         if not isinstance(target, (str, os.PathLike, Document, RAGPipeline)):
             raise ConfigError(f"serve needs a store path, a fastrag.Document or a "
                               f"fastrag.RAGPipeline, got {type(target).__name__}")
+        if llm is not None and self.user_pipeline is None:  # a bad mode fails now
+            from fastrag.synth.factory import get_response_synthesizer
+
+            get_response_synthesizer(response_mode=mode, llm=llm, streaming=True)
         if compress_history and llm is None and self.user_pipeline is None:
             raise ConfigError("compress_history=True needs an LLM (it rewrites the chat history "
                               "and the question into one standalone query): pass llm=...")
