@@ -86,6 +86,10 @@ class MicroBatcher:
                         if not w.future.done():
                             w.future.set_exception(exc)
                     continue
+                except BaseException:  # the drain was cancelled (shutdown): so are they
+                    for w in taken:
+                        w.future.cancel()
+                    raise
                 pos = 0
                 for w in taken:
                     part = results[pos:pos + len(w.queries)]
