@@ -263,8 +263,11 @@ def test_chat_page_streams_answers_sources_and_uploads(driver, server, llm, tmp_
     files = [s["file"] for s in _sources(driver)]
     assert any("lighthouse_note.txt" in f for f in files), files
 
-    shot = tmp_path / "chat_page.png"
+    shot = tmp_path / "chat_page.png"  # the whole page: the window grown to its height
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1200, min(int(height) + 140, 4000))
     assert driver.save_screenshot(str(shot))
+    driver.set_window_size(1200, 1000)
     if os.environ.get("FASTRAG_SAVE_SCREENSHOT") == "1":
         dest = ROOT / "bench" / "results" / "chat_page.png"
         dest.parent.mkdir(parents=True, exist_ok=True)
