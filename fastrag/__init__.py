@@ -108,11 +108,14 @@ _EXPORTS: dict[str, str] = {
     "Settings": "fastrag.settings",
     # datasets
     "load_cmrc2018_dev": "fastrag.datasets",
+    # serving (the [serve] extra; FastAPI loads on the first call)
+    "create_app": "fastrag.serve",
 }
 _SUBMODULES = ("eval", "datasets", "llms", "embeddings", "synth", "analysis", "indexes",
-               "retrieval", "documents", "transforms", "query")
+               "retrieval", "documents", "transforms", "query", "serve")
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+# ``fastrag.serve`` is a callable module: ``fr.serve(doc)`` runs the server
+__all__ = sorted([*_EXPORTS, "serve"]) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:

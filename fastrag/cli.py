@@ -1,4 +1,4 @@
-"""The ``fastrag`` command line: ingest, info, eval, demo."""
+"""The ``fastrag`` command line: ingest, info, search, ask, eval, serve, warmup, demo."""
 
 from __future__ import annotations
 
@@ -552,6 +552,91 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from fastrag.documents.store import MANIFEST
+
+    store = Path(args.store)
+    if not (store / MANIFEST).is_file():
+        raise _Usage(f"{store} is not a fastrag store (no {MANIFEST}); create one with "
+                     f"`fastrag ingest FILES --store {store}`")
+    if args.group is not None:
+        groups = json.loads((store / MANIFEST).read_text("utf-8")).get("groups", {})
+        builtin = ("CoarseChunk", "MediumChunk", "FineChunk")
+        if args.group not in groups and args.group not in builtin:
+            raise _Usage(f"--group {args.group!r} is not in the store; it has "
+                         f"{', '.join(sorted(groups))} (or a built-in: {', '.join(builtin)})")
+    base = args.llm_base_url or os.environ.get("FASTRAG_LLM_BASE_URL")
+    model = args.llm_model or os.environ.get("FASTRAG_LLM_MODEL")
+    if bool(base) != bool(model):
+        raise _Usage("an LLM needs both --llm-base-url and --llm-model (or "
+                     "FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL)")
+    if args.compress_history and not base:
+        raise _Usage("--compress-history needs an LLM: give --llm-base-url and --llm-model")
+    if args.api_key_env is not None and not os.environ.get(args.api_key_env):
+        raise _Usage(f"--api-key-env {args.api_key_env}: that environment variable is not set "
+                     "or empty")
+    if args.workers < 1:
+        raise _Usage(f"--workers {args.workers}: must be at least 1")
+    cfg = {"store": str(store.resolve()), "group": args.group, "similarity": args.similarity,
+           "topk": args.topk, "mode": args.mode, "compress_history": args.compress_history,
+           "batching": not args.no_batching, "batch_window_ms": args.batch_window_ms,
+           "max_batch": args.max_batch, "max_body_bytes": args.max_body_bytes,
+           "max_upload_bytes": args.max_upload_bytes, "api_key_env": args.api_key_env,
+           "tasks_dir": args.tasks_dir,
+           "llm": {"base_url": base, "model": model, "api_key_env": args.llm_api_key_env,
+                   "max_retries": args.llm_max_retries, "timeout": args.llm_timeout}
+           if base else None}
+    from fastrag.serve import serve_config
+
+    if args.host not in ("127.0.0.1", "localhost", "::1") and args.api_key_env is None:
+        print(f"warning: listening on {args.host} without --api-key-env: anyone who can reach "
+              "this port can read and change the store", file=sys.stderr)
+    serve_config(cfg, host=args.host, port=args.port, workers=args.workers,
+                 log_level=args.log_level)
+    return 0
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="a store built with fastrag ingest (opened read-only; uploads "
+                   "go through one writer)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
+    p.add_argument("--group", help="default node group (default: the last one built)")
+    p.add_argument("--similarity", help="bm25, bm25_chinese, bm25_cjk, ... (default: by the "
+                   "data's language)")
+    p.add_argument("--topk", type=int, default=5, help="hits per query (default 5)")
+    p.add_argument("--mode", default="compact", help="response mode of chat answers (compact, "
+                   "refine, tree_summarize, simple_summarize, ...)")
+    p.add_argument("--llm-base-url", help="OpenAI-compatible LLM endpoint for chat (or "
+                   "FASTRAG_LLM_BASE_URL)")
+    p.add_argument("--llm-model", help="the LLM's model name (or FASTRAG_LLM_MODEL)")
+    p.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                   help="environment variable holding the LLM's key (default OPENAI_API_KEY)")
+    p.add_argument("--llm-max-retries", type=int, default=2)
+    p.add_argument("--llm-timeout", type=float, default=60.0, help="seconds")
+    p.add_argument("--compress-history", action="store_true",
+                   help="rewrite chat history + question into one standalone query (one more "
+                   "LLM call per follow-up question)")
+    p.add_argument("--api-key-env", metavar="NAME",
+                   help="require 'Authorization: Bearer <key>', the key read from this "
+                   "environment variable")
+    p.add_argument("--no-batching", action="store_true",
+                   help="one Retriever.batch call per request (no micro-batching)")
+    p.add_argument("--batch-window-ms", type=float, default=3.0,
+                   help="how long a retrieval waits for others to batch with (default 3)")
+    p.add_argument("--max-batch", type=int, default=256, help="queries per batch call at most")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20,
+                   help="JSON request body limit (default 1 MiB)")
+    p.add_argument("--max-upload-bytes", type=int, default=50 << 20,
+                   help="upload body limit (default 50 MiB)")
+    p.add_argument("--tasks-dir", help="folder for queued upload tasks (default: a new "
+                   "temporary folder)")
+    p.add_argument("--log-level", default="info",
+                   choices=["critical", "error", "warning", "info", "debug"])
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -636,6 +721,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     warm = sub.add_parser("warmup", help="compile every kernel ahead of time (for images, CI)")
     warm.set_defaults(func=cmd_warmup)
+
+    srv = sub.add_parser("serve", help="an OpenAI-compatible RAG server over a store: chat "
+                         "completions, batch retrieval, uploads, a chat page")
+    _serve_args(srv)
+    srv.set_defaults(func=cmd_serve)
 
     demo = sub.add_parser("demo", help="batch retrieval over the bundled CMRC knowledge base")
     _eval_args(demo)

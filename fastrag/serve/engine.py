@@ -1,0 +1,370 @@
+"""What the server runs, without the HTTP: the read-only Document, its retrievers (one per
+group), the micro-batcher in front of them, and the RAG pipeline that answers chats.
+
+* The store is opened read-only (``mode="r"``); writes go through the single writer
+  (:mod:`fastrag.serve.tasks`). Before each retrieval call the engine looks at the store's
+  manifest (one ``stat``) and, when another process committed since, refreshes the Document,
+  so uploads and deletes are seen by every worker.
+* Every retrieval -- ``/v1/retrieve`` and the retrieve stage of a chat -- goes through
+  :meth:`ServeEngine.search`: with batching on, the :class:`~fastrag.serve.batching.MicroBatcher`
+  coalesces concurrent requests into one ``Retriever.batch`` call; off, each request is its own
+  call. Either way the call runs in a worker thread.
+* Chats run a :class:`~fastrag.RAGPipeline` whose retrievers are :class:`BatchedRetriever`
+  adapters over the same engine. Built from a Document: retriever -> (optional
+  ``CompressionQueryTransformer`` for chat history) -> streaming synthesizer. A user's own
+  pipeline is used as given (a shallow copy with its fastrag retrievers batched).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import threading
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from fastrag.errors import ConfigError
+from fastrag.llms.base import BaseLLM, Completion
+from fastrag.query.retrieve import RetrieverAdapter
+from fastrag.schema import NodeWithScore
+from fastrag.serve.batching import MicroBatcher
+from fastrag.serve.metrics import Metrics
+
+__all__ = ["BatchedRetriever", "OptionsLLM", "ServeEngine"]
+
+
+class OptionsLLM(BaseLLM):
+    """An LLM with per-request call options (temperature, max_tokens, ...) merged into every
+    call; the chat request's options reach an augmenter-only pipeline through it."""
+
+    def __init__(self, inner: BaseLLM, options: dict[str, Any]) -> None:
+        self.inner = inner
+        self.options = dict(options)
+        self.model = getattr(inner, "model", "unknown")
+        self.encoding = getattr(inner, "encoding", "cl100k_base")
+
+    async def acomplete_with_usage(self, prompt: str, **kw: Any) -> Completion:
+        return await self.inner.acomplete_with_usage(prompt, **{**self.options, **kw})
+
+    async def astream_with_usage(self, prompt: str, **kw: Any) -> AsyncIterator[str | Completion]:
+        agen = self.inner.astream_with_usage(prompt, **{**self.options, **kw})
+        try:
+            async for item in agen:
+                yield item
+        finally:
+            await agen.aclose()
+
+
+class BatchedRetriever(RetrieverAdapter):
+    """A pipeline retriever that sends its batches through the engine (micro-batched with
+    every other request for the same retriever)."""
+
+    def __init__(self, inner: Any, engine: ServeEngine, name: str = "retriever") -> None:
+        super().__init__(inner, name)
+        self.engine = engine
+
+    async def abatch(self, texts: list[str], flt: Any = None) -> list[list[NodeWithScore]]:
+        if not texts:
+            return []
+        self.calls += 1
+        return await self.engine.search(self.inner, texts, flt=flt, source="chat")
+
+
+def _store_signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path / "manifest.json")
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+class ServeEngine:
+    """The Document, retrievers, batcher and chat pipelines of one server process.
+
+    ``target``: a store path (opened read-only), a :class:`~fastrag.Document`, or a
+    :class:`~fastrag.RAGPipeline` (its first fastrag ``Retriever`` gives the Document, group,
+    similarity and topk). Construction is cheap; :meth:`start` opens and warms up (blocking).
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        group: str | None = None,
+        similarity: str | None = None,
+        topk: int = 5,
+        llm: Any = None,
+        mode: str = "compact",
+        compress_history: bool = False,
+        batching: bool = True,
+        batch_window_ms: float = 3.0,
+        max_batch: int = 256,
+        retrieve_threads: int = 4,
+        metrics: Metrics | None = None,
+    ) -> None:
+        from fastrag._checks import check_int
+        from fastrag.documents.document import Document
+        from fastrag.pipeline import RAGPipeline
+        from fastrag.retrieval.similarity import get_similarity
+
+        self.target = target
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.group_arg = group
+        if similarity is not None:
+            get_similarity(similarity)  # an unknown name fails now, not at startup
+        self.similarity_arg = similarity
+        self.topk = check_int("topk", topk, min=1, note="the number of hits per query")
+        self.llm = llm
+        self.mode = mode
+        self.compress_history = bool(compress_history)
+        self.user_pipeline: RAGPipeline | None = target if isinstance(target,
+                                                                       RAGPipeline) else None
+        if not isinstance(target, (str, os.PathLike, Document, RAGPipeline)):
+            raise ConfigError(f"serve needs a store path, a fastrag.Document or a "
+                              f"fastrag.RAGPipeline, got {type(target).__name__}")
+        if llm is not None and self.user_pipeline is None:  # a bad mode fails now
+            from fastrag.synth.factory import get_response_synthesizer
+
+            get_response_synthesizer(response_mode=mode, llm=llm, streaming=True)
+        if compress_history and llm is None and self.user_pipeline is None:
+            raise ConfigError("compress_history=True needs an LLM (it rewrites the chat history "
+                              "and the question into one standalone query): pass llm=...")
+        self.doc: Any = None
+        self.default_group: str | None = None
+        self.store_path: Path | None = None
+        self._retrievers: dict[str, Any] = {}
+        self._pipelines: dict[str, RAGPipeline] = {}
+        self._lock = threading.RLock()
+        self._refresh_lock = threading.Lock()
+        self._signature: tuple[int, int, int] | None = None
+        self.executor = ThreadPoolExecutor(max_workers=retrieve_threads,
+                                           thread_name_prefix="fastrag-retrieve")
+        self.batcher = (MicroBatcher(self._run_batch, executor=self.executor,
+                                     window_s=batch_window_ms / 1000.0, max_batch=max_batch)
+                        if batching else None)
+
+    # -- startup -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Open the store (read-only), build the default retriever and run first queries so
+        the kernels are compiled (from numba's on-disk cache after the first run)."""
+        from fastrag.documents.document import Document
+        from fastrag.retrieval.retriever import Retriever
+
+        target = self.target
+        if self.user_pipeline is not None:
+            rets = [a.inner for a in self.user_pipeline.retrievers
+                    if getattr(a, "is_fastrag", False)]
+            if rets:
+                first: Retriever = rets[0]
+                self.doc = first.doc
+                self.default_group = first.group_name
+                self._retrievers[first.group_name] = first
+        elif isinstance(target, Document):
+            self.doc = target
+        else:
+            path = Path(target)
+            if not (path / "manifest.json").is_file():
+                raise ConfigError(f"{path} is not a fastrag store (no manifest.json); create one "
+                                  f"with `fastrag ingest FILES --store {path}`")
+            self.doc = Document(store=path, mode="r")
+        if self.doc is not None and self.doc.store is not None:
+            self.store_path = Path(self.doc.store.path)
+            self._signature = _store_signature(self.store_path)
+        if self.doc is not None:
+            if self.default_group is None:
+                self.default_group = self._pick_group(self.group_arg)
+            ret = self.retriever(self.default_group)
+            self._warm(ret)
+        if self.user_pipeline is not None:
+            self._pipelines[self.default_group or ""] = self._wrap_user_pipeline()
+
+    def _pick_group(self, name: str | None) -> str:
+        doc = self.doc
+        if name is not None:
+            doc.check_group(name)
+            return name
+        stored = doc.store.manifest["groups"] if doc.store is not None else {}
+        built = [n for n in doc.group_names[1:] if n in stored]
+        return built[-1] if built else "root"
+
+    def _warm(self, ret: Any) -> None:
+        texts = [t for t in self.doc.group(ret.group_name).texts()[:64] if t.strip()]
+        queries = [t[:24] for t in texts] or ["warm-up"]
+        ret.batch(queries[:1])
+        ret.batch((queries * 64)[:64])
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- retrievers ----------------------------------------------------------------------------
+    def require_doc(self) -> Any:
+        if self.doc is None:
+            raise ConfigError("this server has no Document (its pipeline has no fastrag "
+                              "Retriever), so it cannot retrieve, list groups or take documents")
+        return self.doc
+
+    def retriever(self, group: str | None = None) -> Any:
+        """The retriever of ``group`` (default: the server's group), made on first use with
+        the server's similarity (default: by the group's language) and topk. Blocking."""
+        from fastrag.analysis.language import default_similarity
+        from fastrag.retrieval.retriever import Retriever
+
+        doc = self.require_doc()
+        name = group if group is not None else self.default_group
+        ret = self._retrievers.get(name)
+        if ret is not None:
+            return ret
+        with self._lock:
+            ret = self._retrievers.get(name)
+            if ret is None:
+                doc.check_group(name)
+                sim = self.similarity_arg
+                if sim is None:
+                    sim = default_similarity(doc.group(name).texts()[:200])
+                ret = Retriever(doc, name, sim, topk=self.topk)
+                self._retrievers[name] = ret
+        return ret
+
+    async def aretriever(self, group: str | None = None) -> Any:
+        name = group if group is not None else self.default_group
+        ret = self._retrievers.get(name)
+        if ret is not None:
+            return ret
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self.retriever,
+                                                                 group)
+
+    def served(self) -> list[tuple[str, str]]:
+        """(group, similarity) of every retriever made so far (the writer keeps their indexes
+        built)."""
+        return [(r.group_name, r.similarity) for r in list(self._retrievers.values())]
+
+    # -- retrieval -----------------------------------------------------------------------------
+    def refresh_if_changed(self) -> bool:
+        """Re-read the store when another writer committed since (one ``stat``)."""
+        if self.store_path is None:
+            return False
+        sig = _store_signature(self.store_path)
+        if sig == self._signature:
+            return False
+        with self._refresh_lock:
+            sig = _store_signature(self.store_path)
+            if sig == self._signature:
+                return False
+            self.doc.refresh()
+            self._signature = sig
+        return True
+
+    def _run_batch(self, key: tuple, queries: list[str]) -> list[list[NodeWithScore]]:
+        ret, flt, topk = key
+        self.refresh_if_changed()
+        out = ret.batch(queries, filter=flt, topk=topk)
+        m = self.metrics
+        m.inc("fastrag_retrieve_batches_total")
+        m.inc("fastrag_retrieve_queries_total", len(queries))
+        m.observe("fastrag_retrieve_batch_queries", len(queries))
+        return out
+
+    async def search(self, ret: Any, queries: Sequence[str], *, flt: Any = None,
+                     topk: int | None = None, source: str = "retrieve"
+                     ) -> list[list[NodeWithScore]]:
+        """Top-k lists of ``queries`` from ``ret`` (micro-batched when batching is on)."""
+        self.metrics.inc("fastrag_retrieve_requests_total", source=source)
+        key = (ret, flt, topk)
+        if self.batcher is not None and (flt is None or isinstance(flt, str)):
+            return await self.batcher.submit(key, list(queries))
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, self._run_batch, key, list(queries))
+
+    # -- groups --------------------------------------------------------------------------------
+    def groups(self) -> list[dict[str, Any]]:
+        """The store's groups (and any built in memory for a retriever) with node counts."""
+        doc = self.require_doc()
+        self.refresh_if_changed()
+        from fastrag.documents.document import Document
+
+        builtin = {Document.CoarseChunk, Document.MediumChunk, Document.FineChunk}
+        stored = doc.store.manifest["groups"] if doc.store is not None else {}
+        names = [n for n in doc.group_names if n in stored or n in self._retrievers
+                 or doc.store is None and n not in builtin]
+        out = []
+        for n in names:
+            entry = stored.get(n)
+            if n in self._retrievers or entry is None or doc.store is None:
+                nodes = len(doc.group(n))
+            else:
+                nodes = int(entry["nodes"])
+            ret = self._retrievers.get(n)
+            out.append({"name": n, "parent": doc.parent_of(n), "nodes": nodes,
+                        "similarity": ret.similarity if ret is not None else None,
+                        "default": n == self.default_group})
+        return out
+
+    def has_document(self, doc_id: str) -> bool:
+        doc = self.require_doc()
+        self.refresh_if_changed()
+        return bool(doc.group("root").rows_of([doc_id])[0] >= 0)
+
+    # -- chat ----------------------------------------------------------------------------------
+    def _wrap_user_pipeline(self) -> Any:
+        pipe = copy.copy(self.user_pipeline)
+        pipe.retrievers = [BatchedRetriever(a.inner, self, a.name) if a.is_fastrag else a
+                           for a in self.user_pipeline.retrievers]
+        return pipe
+
+    def pipeline(self, group: str | None = None) -> Any:
+        """The chat pipeline for ``group`` (None: the server's group); blocking when new."""
+        from fastrag.pipeline import RAGPipeline
+        from fastrag.query.transformers import CompressionQueryTransformer
+        from fastrag.synth.factory import get_response_synthesizer
+
+        name = group if group is not None else self.default_group
+        if self.user_pipeline is not None:
+            if name != self.default_group:
+                raise ConfigError(f"group {group!r}: this server answers from its pipeline's "
+                                  f"group {self.default_group!r} only")
+            return self._pipelines[self.default_group or ""]
+        pipe = self._pipelines.get(name)
+        if pipe is not None:
+            return pipe
+        if self.llm is None:
+            raise LookupError("no LLM is configured")
+        ret = self.retriever(name)
+        with self._lock:
+            pipe = self._pipelines.get(name)
+            if pipe is None:
+                transformers = ([CompressionQueryTransformer(self.llm)]
+                                if self.compress_history else [])
+                synth = get_response_synthesizer(response_mode=self.mode, llm=self.llm,
+                                                 streaming=True)
+                pipe = RAGPipeline(BatchedRetriever(ret, self, f"{name}/{ret.similarity}"),
+                                   query_transformers=transformers, synthesizer=synth,
+                                   llm=self.llm)
+                self._pipelines[name] = pipe
+        return pipe
+
+    async def apipeline(self, group: str | None = None, options: dict[str, Any] | None = None
+                        ) -> Any:
+        """The chat pipeline, with this request's LLM call options when it has any."""
+        name = group if group is not None else self.default_group
+        pipe = self._pipelines.get(name if self.user_pipeline is None
+                                   else (self.default_group or ""))
+        if pipe is None or (self.user_pipeline is not None and name != self.default_group):
+            pipe = await asyncio.get_running_loop().run_in_executor(self.executor,
+                                                                     self.pipeline, group)
+        if not options:
+            return pipe
+        pipe = copy.copy(pipe)
+        if pipe.synthesizer is not None:
+            synth = copy.copy(pipe.synthesizer)  # shares the LLM, limits and templates
+            synth.llm_kwargs = {**synth.llm_kwargs, **options}
+            pipe.synthesizer = synth
+        if pipe.llm is not None:
+            pipe.llm = OptionsLLM(pipe.llm, options)
+        return pipe
+
+    @property
+    def can_chat(self) -> bool:
+        return self.user_pipeline is not None or self.llm is not None
