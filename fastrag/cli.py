@@ -575,16 +575,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.api_key_env is not None and not os.environ.get(args.api_key_env):
         raise _Usage(f"--api-key-env {args.api_key_env}: that environment variable is not set "
                      "or empty")
-    if args.workers < 1:
-        raise _Usage(f"--workers {args.workers}: must be at least 1")
+    for flag, value in (("--workers", args.workers), ("--search-threads", args.search_threads),
+                        ("--llm-max-concurrency", args.llm_max_concurrency)):
+        if value < 1:
+            raise _Usage(f"{flag} {value}: must be at least 1")
     cfg = {"store": str(store.resolve()), "group": args.group, "similarity": args.similarity,
            "topk": args.topk, "mode": args.mode, "compress_history": args.compress_history,
            "batching": not args.no_batching, "batch_window_ms": args.batch_window_ms,
-           "max_batch": args.max_batch, "max_body_bytes": args.max_body_bytes,
+           "max_batch": args.max_batch, "search_threads": args.search_threads,
+           "max_body_bytes": args.max_body_bytes,
            "max_upload_bytes": args.max_upload_bytes, "api_key_env": args.api_key_env,
            "tasks_dir": args.tasks_dir,
            "llm": {"base_url": base, "model": model, "api_key_env": args.llm_api_key_env,
-                   "max_retries": args.llm_max_retries, "timeout": args.llm_timeout}
+                   "max_retries": args.llm_max_retries, "timeout": args.llm_timeout,
+                   "max_concurrency": args.llm_max_concurrency}
            if base else None}
     from fastrag.serve import serve_config
 
@@ -616,6 +620,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="environment variable holding the LLM's key (default OPENAI_API_KEY)")
     p.add_argument("--llm-max-retries", type=int, default=2)
     p.add_argument("--llm-timeout", type=float, default=60.0, help="seconds")
+    p.add_argument("--llm-max-concurrency", type=int, default=64,
+                   help="LLM calls in flight at once, across all chats (default 64)")
     p.add_argument("--compress-history", action="store_true",
                    help="rewrite chat history + question into one standalone query (one more "
                    "LLM call per follow-up question)")
@@ -627,6 +633,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-window-ms", type=float, default=3.0,
                    help="how long a retrieval waits for others to batch with (default 3)")
     p.add_argument("--max-batch", type=int, default=256, help="queries per batch call at most")
+    p.add_argument("--search-threads", type=int, default=1,
+                   help="numba threads per batch call (default 1: concurrent calls already "
+                   "use the cores)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="JSON request body limit (default 1 MiB)")
     p.add_argument("--max-upload-bytes", type=int, default=50 << 20,

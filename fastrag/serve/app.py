@@ -96,6 +96,7 @@ def create_app(
     batching: bool = True,
     batch_window_ms: float = 3.0,
     max_batch: int = 256,
+    search_threads: int = 1,
     tasks_dir: str | os.PathLike | None = None,
     secrets: Sequence[str] = (),
     **limits: Any,
@@ -110,7 +111,8 @@ def create_app(
     into one standalone query first (``CompressionQueryTransformer``). ``api_key``: require
     ``Authorization: Bearer <key>``. ``batching``: coalesce concurrent retrievals into one
     ``Retriever.batch`` call, waiting at most ``batch_window_ms`` for company, up to
-    ``max_batch`` queries. ``tasks_dir``: where upload tasks are queued (default: a new
+    ``max_batch`` queries; ``search_threads``: numba threads per batch call (default 1:
+    concurrent calls already use the cores). ``tasks_dir``: where upload tasks are queued (default: a new
     temporary folder). ``secrets``: more strings never to show in errors or logs (the LLM key).
     ``limits``: ``max_body_bytes`` (1 MiB), ``max_upload_bytes`` (50 MiB), ``max_queries``
     (1024), ``max_query_chars`` (8192), ``max_messages`` (256), ``max_upload_files`` (32),
@@ -122,7 +124,8 @@ def create_app(
     metrics = Metrics()
     engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm,
                          mode=mode, compress_history=compress_history, batching=batching,
-                         batch_window_ms=batch_window_ms, max_batch=max_batch, metrics=metrics)
+                         batch_window_ms=batch_window_ms, max_batch=max_batch,
+                         search_threads=search_threads, metrics=metrics)
     owned = tasks_dir is None  # a temporary folder of our own: removed at shutdown
     tasks = TaskStore(tempfile.mkdtemp(prefix="fastrag-serve-tasks-") if owned else tasks_dir)
     writer = Writer(tasks, engine, metrics=metrics, scrub=settings.scrub)
@@ -623,7 +626,8 @@ def app_from_config(cfg: dict[str, Any]) -> Any:
         if key:
             secrets.append(key)
         llm = OpenAILike(model=c["model"], base_url=c["base_url"], api_key=key or None,
-                         max_retries=c.get("max_retries", 2), timeout=c.get("timeout", 60.0))
+                         max_retries=c.get("max_retries", 2), timeout=c.get("timeout", 60.0),
+                         max_concurrency=c.get("max_concurrency", 64))
     api_key = None
     if cfg.get("api_key_env"):
         api_key = os.environ.get(cfg["api_key_env"]) or None
@@ -637,7 +641,8 @@ def app_from_config(cfg: dict[str, Any]) -> Any:
                       compress_history=cfg.get("compress_history", False), api_key=api_key,
                       batching=cfg.get("batching", True),
                       batch_window_ms=cfg.get("batch_window_ms", 3.0),
-                      max_batch=cfg.get("max_batch", 256), tasks_dir=cfg.get("tasks_dir"),
+                      max_batch=cfg.get("max_batch", 256),
+                      search_threads=cfg.get("search_threads", 1), tasks_dir=cfg.get("tasks_dir"),
                       secrets=secrets, **limits)
 
 

@@ -103,6 +103,7 @@ class ServeEngine:
         batch_window_ms: float = 3.0,
         max_batch: int = 256,
         retrieve_threads: int = 4,
+        search_threads: int = 1,
         metrics: Metrics | None = None,
     ) -> None:
         from fastrag._checks import check_int
@@ -140,6 +141,9 @@ class ServeEngine:
         self._lock = threading.RLock()
         self._refresh_lock = threading.Lock()
         self._signature: tuple[int, int, int] | None = None
+        # numba threads per batch call: 1 by default, since concurrent calls already run on
+        # the executor's threads (parallel kernels on cores the server is busy with are slower)
+        self.search_threads = check_int("search_threads", search_threads, min=1)
         self.executor = ThreadPoolExecutor(max_workers=retrieve_threads,
                                            thread_name_prefix="fastrag-retrieve")
         self.batcher = (MicroBatcher(self._run_batch, executor=self.executor,
@@ -224,7 +228,8 @@ class ServeEngine:
                 sim = self.similarity_arg
                 if sim is None:
                     sim = default_similarity(doc.group(name).texts()[:200])
-                ret = Retriever(doc, name, sim, topk=self.topk)
+                ret = Retriever(doc, name, sim, topk=self.topk,
+                                num_threads=self.search_threads)
                 self._retrievers[name] = ret
         return ret
 

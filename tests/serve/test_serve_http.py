@@ -510,6 +510,8 @@ def test_missing_extra_names_the_install_command(monkeypatch):
     (["STORE", "--llm-model", "m"], "needs both --llm-base-url and --llm-model"),
     (["STORE", "--similarity", "nope"], "unknown similarity 'nope'"),
     (["STORE", "--topk", "0"], "topk must be an int >= 1"),
+    (["STORE", "--search-threads", "0"], "--search-threads 0: must be at least 1"),
+    (["STORE", "--llm-max-concurrency", "0"], "--llm-max-concurrency 0: must be at least 1"),
 ])
 def test_cli_usage_errors_are_one_line(stores, args, message):
     args = [str(stores[1]) if a == "STORE" else a for a in args]
