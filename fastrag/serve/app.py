@@ -113,7 +113,8 @@ def create_app(
     ``Retriever.batch`` call, waiting at most ``batch_window_ms`` for company, up to
     ``max_batch`` queries; ``search_threads``: numba threads per batch call (default 1;
     concurrent calls already use the cores). ``tasks_dir``: where upload tasks are queued
-    (default: a new temporary folder). ``secrets``: more strings never to show in errors or logs (the LLM key).
+    (default: a new temporary folder). ``secrets``: more strings never to show in errors or
+    logs (the LLM key).
     ``limits``: ``max_body_bytes`` (1 MiB), ``max_upload_bytes`` (50 MiB), ``max_queries``
     (1024), ``max_query_chars`` (8192), ``max_messages`` (256), ``max_upload_files`` (32),
     ``model_name`` ("fastrag").
