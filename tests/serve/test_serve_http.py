@@ -520,3 +520,39 @@ def test_cli_usage_errors_are_one_line(stores, args, message):
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 2
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.slow
+def test_two_workers_share_one_writer_and_see_its_upload(tmp_path):
+    """`--workers 2`: an upload through either process is written once, its task is visible
+    from both, and every later retrieval, whichever process answers it, finds the text."""
+    store = make_cmrc_store(tmp_path, n_articles=3)
+    proc = ServeProcess([str(store), "--workers", "2", "--topk", "1", "--group", "block"],
+                        tmp_path / "workers.log")
+    try:
+        deadline, streak = time.monotonic() + 120, 0
+        while streak < 20 and time.monotonic() < deadline:  # both workers ready, not just one
+            ok = httpx.get(proc.url + "/ready").status_code == 200
+            streak = streak + 1 if ok else 0
+            time.sleep(0.02 if ok else 0.2)
+        assert streak == 20, proc.text()[-2000:]
+        text = f"{UNIQUE}-W 是两个进程都要看到的新文档。"
+        resp = httpx.post(proc.url + "/v1/documents", json={"texts": [text]})
+        assert resp.status_code == 202, resp.text
+        task_id = resp.json()["task_id"]
+        deadline = time.monotonic() + 60
+        while True:  # a fresh connection per poll: either worker may answer
+            task = httpx.get(f"{proc.url}/v1/tasks/{task_id}").json()
+            if task["status"] in ("done", "failed") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert task["status"] == "done", task
+        for _ in range(30):
+            with httpx.Client(base_url=proc.url) as client:  # new connection each time
+                assert client.get(f"/v1/tasks/{task_id}").json()["status"] == "done"
+                hit = client.post("/v1/retrieve", json={"queries": [f"{UNIQUE}-W"], "topk": 1,
+                                                        "group": "root"}).json()
+                assert hit["results"][0][0]["text"] == text
+        assert proc.text().count("Started server process") >= 2, proc.text()[-2000:]
+    finally:
+        proc.stop()
