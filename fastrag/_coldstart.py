@@ -15,6 +15,7 @@ makes every process start warm.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -55,6 +56,7 @@ def cache_dir() -> Path:
         return Path(env) if env else Path(bm25.__file__).parent / "__pycache__"
 
 
+@functools.lru_cache(maxsize=1)
 def _digest() -> str:
     """What compiled kernels depend on: versions, the kernels' sources and the CPU."""
     import llvmlite.binding as llvm
