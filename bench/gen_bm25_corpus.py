@@ -1,32 +1,51 @@
-"""Seeded BM25 benchmark corpus: CMRC 2018 dev sentences, tiled and shuffled into documents.
+"""Seeded BM25 benchmark corpora: tiled CMRC 2018 (Chinese), tiled English prose, and Zipf.
 
-Recipe (deterministic for a given ``seed`` and ``n_docs``):
+Tiled corpora (``make_corpus``; deterministic for a given ``seed`` and ``n_docs``):
 
-1. Split every CMRC dev context into sentences (ending at 。！？!? ; the mark stays with its
-   sentence), keep the unique ones in order of appearance.
+1. Sentences. ``jieba`` / ``cjk``: every CMRC dev context split into sentences (ending at
+   。！？!? ; the mark stays with its sentence). ``english``: English prose in paragraphs, split
+   into sentences after . ! or ? followed by white space: the English LlamaIndex "Response
+   Synthesizer" page of ``shared/seeds/`` (markdown; fenced code dropped) and the docstrings of
+   the Python standard library this interpreter ships (modules, classes and functions, files in
+   path order; tests, idlelib and site-packages skipped), about 18,000 unique sentences. Only
+   unique sentences are kept, in order of appearance.
 2. Tokenize each unique sentence once with an analyzer: ``jieba`` (``fastrag``'s
-   ``bm25_chinese`` when available) or ``cjk`` (``bm25_cjk``: CJK unigrams + bigrams). Token ids
-   follow first appearance. Both analyzers split at sentence-ending punctuation, so a document
-   made of whole sentences tokenizes exactly as the concatenation of its sentences' tokens.
+   ``bm25_chinese`` when available), ``cjk`` (``bm25_cjk``: CJK unigrams + bigrams) or
+   ``english`` (``bm25``: lowercase, stop words removed, Snowball English stemmer). Token ids
+   follow first appearance. The analyzers split at sentence ends (and at white space), so a
+   document made of whole sentences tokenizes exactly as the concatenation of its sentences'
+   tokens.
 3. Documents: a stream of sentence ids made by concatenating independent random permutations
    of all sentences (tiling), cut into documents of ``SENTENCES_PER_DOC`` (uniform) sentences.
-   The document layout depends only on the seed, so both analyzers see the same texts.
-4. Queries: the CMRC dev questions, tokenized by the same analyzer; tokens outside the
-   corpus vocabulary are dropped, and questions left empty are dropped.
+   The document layout depends only on the seed, so both CMRC analyzers see the same texts.
+4. Queries. CMRC: the dev questions, tokenized by the same analyzer. English: held-out
+   sentences (a seeded ``ENGLISH_HOLDOUT`` share of the unique sentences, never in a
+   document), the first ``ENGLISH_QUERIES`` of them. Tokens outside the corpus vocabulary are
+   dropped, and queries left empty are dropped.
 
 Tokenized sentences are cached under ``bench/.work/`` (gitignored); documents are rebuilt from
 them in about a second per million documents.
 
-Usage: ``python bench/gen_bm25_corpus.py --n-docs 200000 --analyzer jieba`` prints stats.
+Zipf corpus (``make_zipf_corpus``): no text. Token ids drawn independently from a Zipf law
+(exponent ``ZIPF_S``) over ``ZIPF_VOCAB`` ranks, a seeded permutation mapping ranks to ids;
+document lengths uniform in ``ZIPF_DOC_LEN``; ``ZIPF_QUERIES`` queries of ``ZIPF_QUERY_LEN``
+(uniform) tokens drawn from the same law with their own seed (the same queries at every size).
+
+``make_named_corpus(name, n_docs, seed)`` serves the names in ``CORPORA``.
+
+Usage: ``python bench/gen_bm25_corpus.py --n-docs 200000 --corpus cmrc_jieba`` prints stats.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
+import os
 import re
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -38,6 +57,15 @@ from _harness import WORK_DIR
 CMRC_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "cmrc2018_dev.json"
 SENTENCES_PER_DOC = (5, 15)  # inclusive range; mean 10 sentences ~ 180 jieba tokens
 CACHE_VERSION = 1
+SEEDS_DIR = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+ENGLISH_SEEDS = ("002_66d54c4f055a7260.txt",)  # LlamaIndex "Response Synthesizer", English
+ENGLISH_HOLDOUT = 0.1  # share of the unique English sentences held out as queries
+ENGLISH_QUERIES = 2000
+ZIPF_VOCAB = 1_000_000
+ZIPF_S = 1.1
+ZIPF_DOC_LEN = (50, 250)  # inclusive range of tokens per document (mean 150)
+ZIPF_QUERY_LEN = (2, 10)  # inclusive range of tokens per query (mean 6, as CMRC with jieba)
+ZIPF_QUERIES = 2000
 _SENT_RE = re.compile(r"[^。！？!?]*[。！？!?]+|[^。！？!?]+")
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(rf"[{_CJK}]+|[^\W{_CJK}_]+")
@@ -65,6 +93,45 @@ def load_cmrc(path: Path | None = None) -> tuple[list[str], list[str]]:
     return contexts, questions
 
 
+def english_sentences() -> list[str]:
+    """Unique English sentences, in order: the English seed documents, then the docstrings of
+    the standard library of this interpreter (see the module docstring)."""
+    paragraphs: list[str] = []
+    for name in ENGLISH_SEEDS:
+        p = SEEDS_DIR / name
+        if p.exists():
+            text = re.sub(r"```.*?```", "\n\n", p.read_text(encoding="utf-8"), flags=re.S)
+            paragraphs.extend(re.split(r"\n\s*\n", text))
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"idlelib", "site-packages", "dist-packages", "lib2to3", "turtledemo", "ensurepip",
+            "__pycache__"}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith(
+            ("test", "config-")))
+        for fn in sorted(filenames):
+            if not fn.endswith(".py"):
+                continue
+            try:
+                tree = ast.parse(Path(dirpath, fn).read_text(encoding="utf-8"))
+            except (SyntaxError, UnicodeDecodeError, ValueError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                     ast.AsyncFunctionDef)):
+                    doc = ast.get_docstring(node)
+                    if doc:
+                        paragraphs.extend(re.split(r"\n\s*\n", doc))
+    out, seen = [], set()
+    for para in paragraphs:
+        for sent in re.split(r"(?<=[.!?])\s+", " ".join(para.split())):
+            if len(sent.split()) >= 3 and sent not in seen:
+                seen.add(sent)
+                out.append(sent)
+    if not out:
+        raise SystemExit(f"no English text found under {SEEDS_DIR} or {root}")
+    return out
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``, each keeping its closing punctuation; whitespace-only dropped."""
     return [s for s in _SENT_RE.findall(text) if s.strip()]
@@ -87,20 +154,25 @@ def _local_cjk(text: str) -> list[str]:
     return out
 
 
+def _local_english(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
 def get_tokenizer(kind: str):
-    """``(callable str -> list[str], name)`` for ``kind`` in {"jieba", "cjk"}: fastrag's
-    analyzer when ``fastrag.analysis`` provides it, else a small local equivalent."""
-    name = {"jieba": "bm25_chinese", "cjk": "bm25_cjk"}.get(kind)
+    """``(callable str -> list[str], name)`` for ``kind`` in {"jieba", "cjk", "english"}:
+    fastrag's analyzer when ``fastrag.analysis`` provides it, else a small local equivalent."""
+    name = {"jieba": "bm25_chinese", "cjk": "bm25_cjk", "english": "bm25"}.get(kind)
     if name is None:
-        raise SystemExit(f"unknown analyzer kind {kind!r}; use jieba or cjk")
+        raise SystemExit(f"unknown analyzer kind {kind!r}; use jieba, cjk or english")
     try:
         from fastrag.analysis import get_analyzer
 
         fn = get_analyzer(name)
-        fn("测试")
+        fn("测试" if kind != "english" else "tests")
         return fn, f"fastrag.analysis:{name}"
     except Exception:  # noqa: BLE001 - any failure: use the local twin
-        return (_local_jieba if kind == "jieba" else _local_cjk), f"local:{kind}"
+        local = {"jieba": _local_jieba, "cjk": _local_cjk, "english": _local_english}
+        return local[kind], f"local:{kind}"
 
 
 def _ragged(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -111,28 +183,39 @@ def _ragged(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def tokenized_sentences(kind: str, refresh: bool = False) -> dict:
-    """Token ids of every unique CMRC sentence and of the questions (cached in bench/.work)."""
+    """Token ids of every unique corpus sentence and of the queries (cached in bench/.work)."""
     WORK_DIR.mkdir(parents=True, exist_ok=True)
     tok, used = get_tokenizer(kind)
     ident = getattr(tok, "identity", None)
-    key = hashlib.sha1((ident() if callable(ident) else used).encode()).hexdigest()[:10]
+    ident = ident() if callable(ident) else used
+    if kind == "english":  # the text depends on the interpreter's standard library
+        all_sents = english_sentences()
+        ident += hashlib.sha1("\n".join(all_sents).encode()).hexdigest()
+    key = hashlib.sha1(ident.encode()).hexdigest()[:10]
     cache = WORK_DIR / f"bm25_sentences_{kind}_v{CACHE_VERSION}_{key}.npz"
     if cache.exists() and not refresh:
         z = np.load(cache, allow_pickle=False)
         return {k: z[k] for k in z.files} | {"analyzer": str(z["analyzer"])}
-    contexts, questions = load_cmrc()
-    sents, seen = [], set()
-    for c in contexts:
-        for s in split_sentences(c):
-            if s not in seen:
-                seen.add(s)
-                sents.append(s)
+    if kind == "english":
+        held = np.random.default_rng(0).random(len(all_sents)) < ENGLISH_HOLDOUT
+        sents = [s for s, h in zip(all_sents, held, strict=True) if not h]
+        questions = [s for s, h in zip(all_sents, held, strict=True) if h]
+    else:
+        contexts, questions = load_cmrc()
+        sents, seen = [], set()
+        for c in contexts:
+            for s in split_sentences(c):
+                if s not in seen:
+                    seen.add(s)
+                    sents.append(s)
     t0 = time.perf_counter()
     vocab: dict[str, int] = {}
     sent_ids = [[vocab.setdefault(t, len(vocab)) for t in tok(s)] for s in sents]
     tok_s = time.perf_counter() - t0
     q_ids = [[vocab[t] for t in tok(q) if t in vocab] for q in questions]
     keep = [i for i, q in enumerate(q_ids) if q]
+    if kind == "english":
+        keep = keep[:ENGLISH_QUERIES]
     sv, so = _ragged(sent_ids)
     qv, qo = _ragged([q_ids[i] for i in keep])
     out = {"sent_values": sv, "sent_offsets": so, "q_values": qv, "q_offsets": qo,
@@ -184,17 +267,74 @@ def make_corpus(n_docs: int, kind: str = "jieba", seed: int = 0) -> dict:
             "n_queries": int(ts["q_offsets"].shape[0] - 1)}
 
 
+def _zipf_ids(rng, cdf: np.ndarray, rank_to_id: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` with token ids drawn from the law ``cdf`` (inverse CDF, in chunks)."""
+    chunk = 1 << 22
+    for s0 in range(0, out.shape[0], chunk):
+        u = rng.random(min(chunk, out.shape[0] - s0))
+        ranks = np.minimum(np.searchsorted(cdf, u, side="right"), cdf.shape[0] - 1)
+        out[s0:s0 + u.shape[0]] = rank_to_id[ranks]
+
+
+def make_zipf_corpus(n_docs: int, seed: int = 0, n_vocab: int = ZIPF_VOCAB,
+                     s: float = ZIPF_S) -> dict:
+    """Synthetic Zipf corpus with the same keys as ``make_corpus`` (see the module docstring);
+    about 20 s per million documents."""
+    cdf = np.cumsum(np.arange(1, n_vocab + 1, dtype=np.float64) ** -s)
+    cdf /= cdf[-1]
+    rank_to_id = np.random.default_rng([seed, 7]).permutation(n_vocab).astype(np.int32)
+    rng = np.random.default_rng(seed)
+    lo, hi = ZIPF_DOC_LEN
+    offsets = np.zeros(n_docs + 1, np.int64)
+    np.cumsum(rng.integers(lo, hi + 1, n_docs), out=offsets[1:])
+    values = np.empty(int(offsets[-1]), np.int32)
+    _zipf_ids(rng, cdf, rank_to_id, values)
+    rq = np.random.default_rng([seed, 1])  # queries do not depend on n_docs
+    q_offsets = np.zeros(ZIPF_QUERIES + 1, np.int64)
+    np.cumsum(rq.integers(ZIPF_QUERY_LEN[0], ZIPF_QUERY_LEN[1] + 1, ZIPF_QUERIES),
+              out=q_offsets[1:])
+    q_values = np.empty(int(q_offsets[-1]), np.int32)
+    _zipf_ids(rq, cdf, rank_to_id, q_values)
+    return {"values": values, "offsets": offsets, "n_vocab": n_vocab,
+            "q_values": q_values, "q_offsets": q_offsets,
+            "vocab": np.arange(n_vocab).astype(str),
+            "analyzer": f"synthetic:zipf(s={s},V={n_vocab:,})", "n_docs": n_docs, "seed": seed,
+            "tokens_per_doc": float(values.shape[0] / n_docs),
+            "tokens_per_query": float(q_values.shape[0] / ZIPF_QUERIES),
+            "n_queries": ZIPF_QUERIES}
+
+
+CORPORA = {
+    "zipf": make_zipf_corpus,
+    "cmrc_jieba": lambda n_docs, seed=0: make_corpus(n_docs, "jieba", seed),
+    "cmrc_cjk": lambda n_docs, seed=0: make_corpus(n_docs, "cjk", seed),
+    "english": lambda n_docs, seed=0: make_corpus(n_docs, "english", seed),
+}
+
+
+def make_named_corpus(name: str, n_docs: int, seed: int = 0) -> dict:
+    """The corpus ``name`` (a key of ``CORPORA``) with ``n_docs`` documents."""
+    if name not in CORPORA:
+        raise SystemExit(f"unknown corpus {name!r}; use one of {', '.join(CORPORA)}")
+    return CORPORA[name](n_docs, seed=seed) | {"corpus": name}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-docs", type=int, default=200_000)
-    ap.add_argument("--analyzer", choices=["jieba", "cjk"], default="jieba")
+    ap.add_argument("--corpus", choices=list(CORPORA), default="cmrc_jieba")
+    ap.add_argument("--analyzer", choices=["jieba", "cjk", "english"],
+                    help="tiled corpus by analyzer (same as --corpus cmrc_jieba, cmrc_cjk, ...)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--refresh", action="store_true", help="re-tokenize the sentences")
     a = ap.parse_args(argv)
-    if a.refresh:
-        tokenized_sentences(a.analyzer, refresh=True)
+    name = ({"english": "english"}.get(a.analyzer, f"cmrc_{a.analyzer}") if a.analyzer
+            else a.corpus)
+    kind = {"cmrc_jieba": "jieba", "cmrc_cjk": "cjk", "english": "english"}.get(name)
+    if a.refresh and kind:
+        tokenized_sentences(kind, refresh=True)
     t0 = time.perf_counter()
-    c = make_corpus(a.n_docs, a.analyzer, a.seed)
+    c = make_named_corpus(name, a.n_docs, a.seed)
     print(json.dumps({k: c[k] for k in ("analyzer", "n_docs", "n_vocab", "tokens_per_doc",
                                          "n_queries", "tokens_per_query", "seed")}
                      | {"build_s": round(time.perf_counter() - t0, 2)}, ensure_ascii=False))

@@ -45,6 +45,27 @@ def test_benchmark_smoke(script, tmp_path):
 
 
 @pytest.mark.slow
+def test_bm25_pisa_smoke(tmp_path):
+    """fastrag vs PISA, tantivy and bm25s on the three tiny corpora: fastrag's top-10 equals
+    bm25s's, the PISA files written with numpy equal pyterrier-pisa's toks_indexer files, and
+    every PISA configuration and tantivy ran and overlaps bm25s's top-10."""
+    for module in ("bm25s", "pyterrier_pisa", "tantivy"):
+        pytest.importorskip(module, reason=f"{module} not importable: pip install "
+                                           "'fastrag-engine[bench]' (the peers of this bench)")
+    data = json.loads(run_smoke("bench_bm25_pisa.py", tmp_path, "--out",
+                                str(tmp_path))[0].read_text())
+    assert data["peers_skipped"] == {}
+    assert [b["corpus"] for b in data["blocks"]] == ["zipf", "cmrc_jieba", "english"]
+    for b in data["blocks"]:
+        assert b["verify_vs_bm25s"]["identical"] is True
+        assert b["pisa_build_check"]["identical"] is True
+        assert len([k for k in b["qps"] if k.startswith("pisa:") and k.endswith("@1t")]) == 6
+        assert {"fastrag@1t", "bm25s@1t", "tantivy@1t"} <= set(b["qps"])
+        assert b["overlap_top10"]["tantivy"] > 0.8  # same BM25 up to tantivy's norm rounding
+        assert b["overlap_top10"]["pisa:maxscore:exact"] > 0.5  # PISA's idf differs
+
+
+@pytest.mark.slow
 def test_ingest_mixed_smoke(tmp_path):
     """The mixed-folder ingest benchmark (issue 12) on its 14-file corpus: both libraries read
     the folder, the v3 store is measured per group, and no worktree of the old commit is made."""
