@@ -156,10 +156,7 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
     otherwise build + batch q/s only, for the size plot)."""
     corpus = gen.make_corpus(n_docs, kind, args.seed)
     values, offsets, n_vocab = corpus["values"], corpus["offsets"], corpus["n_vocab"]
-    qv, qo = corpus["q_values"], corpus["q_offsets"]
-    if args.max_queries and qo.shape[0] - 1 > args.max_queries:
-        qo = qo[:args.max_queries + 1]
-        qv = qv[:qo[-1]]
+    qv, qo = gen.corpus_queries(corpus, args.max_queries)
     n_q = qo.shape[0] - 1
     q_lists = [qv[qo[i]:qo[i + 1]].tolist() for i in range(n_q)]
     res: dict = {"analyzer": corpus["analyzer"], "n_docs": n_docs, "n_vocab": n_vocab,

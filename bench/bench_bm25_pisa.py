@@ -277,10 +277,7 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
     t_block = time.perf_counter()
     dt, corpus = timed(lambda: gen.make_named_corpus(name, n_docs, args.seed))
     values, offsets, n_vocab = corpus["values"], corpus["offsets"], corpus["n_vocab"]
-    qv, qo = corpus["q_values"], corpus["q_offsets"]
-    if args.max_queries and qo.shape[0] - 1 > args.max_queries:
-        qo = qo[:args.max_queries + 1]
-        qv = qv[:qo[-1]]
+    qv, qo = gen.corpus_queries(corpus, args.max_queries)
     n_q = qo.shape[0] - 1
     res: dict = {"corpus": name, "analyzer": corpus["analyzer"], "n_docs": n_docs,
                  "n_vocab": n_vocab, "tokens_per_doc": round(corpus["tokens_per_doc"], 1),

@@ -319,6 +319,16 @@ def make_named_corpus(name: str, n_docs: int, seed: int = 0) -> dict:
     return CORPORA[name](n_docs, seed=seed) | {"corpus": name}
 
 
+def corpus_queries(corpus: dict, max_queries: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The corpus's ragged queries ``(q_values, q_offsets)``, the first ``max_queries`` only
+    when given."""
+    qv, qo = corpus["q_values"], corpus["q_offsets"]
+    if max_queries and qo.shape[0] - 1 > max_queries:
+        qo = qo[:max_queries + 1]
+        qv = qv[:qo[-1]]
+    return qv, qo
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-docs", type=int, default=200_000)

@@ -2,9 +2,9 @@
 compiled in the background (:mod:`fastrag._coldstart`).
 
 Each function mirrors the kernel of the same name in ``fastrag._kernels.bm25``: same inputs,
-same outputs, same arithmetic order (the index arrays are bit-identical to the kernels';
-search returns the same rows, with scores equal to the kernels' up to float32 rounding of a
-repeated query term). Slower per query than the kernels, but no compile.
+same outputs, same arithmetic order: index arrays, rows and scores are bit-identical to the
+kernels' (a repeated query term is added with one rounding, as the kernels' fused
+multiply-add does). Slower per query than the kernels, but no compile.
 """
 
 from __future__ import annotations
