@@ -377,7 +377,11 @@ class Store:
             full = self.verify_all or size < VERIFY_BELOW
         key = (rel, entry["checksum"])
         if full and key not in self._verified:
-            got = checksum_file(path)
+            try:
+                got = checksum_file(path)
+            except FileNotFoundError as exc:  # collected by a writer after the stat
+                raise MissingFile(f"store file {str(path)!r} is missing ({exc}); if another "
+                                  "process is writing the store, call doc.refresh()") from exc
             if got != entry["checksum"]:
                 raise StoreError(f"store file {str(path)!r} fails its checksum ({got} != "
                                  f"{entry['checksum']}): it is damaged")
@@ -413,6 +417,9 @@ class Store:
                     if name != "text" and pa.types.is_string(table.schema.field(name).type):
                         for chunk in table.column(name).chunks:
                             chunk.validate(full=True)
+        except FileNotFoundError as exc:  # collected by a writer after the size check
+            raise MissingFile(f"store file {str(path)!r} is missing ({exc}); if another process "
+                              "is writing the store, call doc.refresh()") from exc
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise StoreError(f"cannot read {path}: {exc}; the store is damaged") from exc
         if table.num_rows != seg["rows"]:
@@ -439,6 +446,10 @@ class Store:
         for name in self.manifest["indexes"][key]["files"]:
             try:
                 arrays[name[:-4]] = np.load(folder / name, mmap_mode="r", allow_pickle=False)
+            except FileNotFoundError as exc:
+                raise MissingFile(f"store file {str(folder / name)!r} is missing ({exc}); if "
+                                  "another process is writing the store, call doc.refresh()"
+                                  ) from exc
             except Exception as exc:  # a damaged header fails in many ways (even tokenize)
                 raise StoreError(f"cannot read {folder / name}: {exc}; it is damaged") from exc
         return arrays, meta

@@ -460,3 +460,47 @@ def test_add_long_texts_that_cannot_be_paths(tmp_path):
     ids = doc.add([long, "nul \x00 byte", "x" * 5000])
     assert [n.text for n in doc.group("root")][1:] == [long, "nul \x00 byte", "x" * 5000]
     assert len(ids) == 3
+
+
+@pytest.mark.parametrize("stage", ["checksum", "map"])
+def test_file_collected_between_check_and_open_is_reread(tmp_path, monkeypatch, stage):
+    # another process's commit removes a segment after this reader stat'ed it: the reader
+    # must see MissingFile (and re-read the manifest), never a "damaged store" error
+    from fastrag.documents import store as store_mod
+
+    st = tmp_path / "st"
+    doc = fr.Document.from_texts(["alpha one\nbeta two", "gamma three"], store=st)
+    doc.create_node_group("line", transform=lambda t: t.split("\n"))
+    want = [n.text for n in doc.group("line")]
+    seg = json.loads((st / "manifest.json").read_text())["groups"]["line"]["segments"][0]
+    victim = st / seg["file"]
+    saved = victim.read_bytes()
+    calls = []
+
+    if stage == "checksum":
+        real = store_mod.checksum_file
+
+        def vanish(path):
+            if Path(path) == victim and not calls:
+                calls.append(path)
+                victim.unlink()
+            return real(path)
+        monkeypatch.setattr(store_mod, "checksum_file", vanish)
+    else:
+        real = Store.check_file
+
+        def vanish(self, rel, entry, *, full=None):
+            path = real(self, rel, entry, full=full)
+            if path == victim and not calls:
+                calls.append(path)
+                victim.unlink()
+            return path
+        monkeypatch.setattr(Store, "check_file", vanish)
+    reader = Store(st, mode="r")
+    with pytest.raises(store_mod.MissingFile, match="call doc.refresh"):
+        reader.read_segments([seg])
+    assert calls == [victim]
+    victim.write_bytes(saved)  # the "writer" committed the same content under that name again
+    again = fr.Document(store=st, mode="r")
+    again.create_node_group("line", transform=lambda t: t.split("\n"))
+    assert [n.text for n in again.group("line")] == want
