@@ -1,0 +1,703 @@
+"""A corpus split into segment stores that score as one index.
+
+A sharded index is a directory::
+
+    shards.json        the commit point: the group, similarity and parameters, and the
+                       segments in global node order (each a fastrag store directory)
+    seg-000001/ ...    one fastrag store per segment (its documents, groups, tokens, vectors)
+    .lock              the writers' OS file lock
+
+BM25 weights depend on corpus statistics (document frequencies, the number of nodes, the
+average length). Every segment keeps its token ids (persisted in its store); on open the
+segments' vocabularies and document frequencies are merged in one reduction into one global
+vocabulary and :class:`~fastrag.indexes.bm25.BM25Stats`, and each segment's index is weighed with
+them. A query is encoded once against the global vocabulary, searched in every segment, and
+the per-segment top-k lists are merged by score, ties broken by global node order (segment
+order, then row order): scores and top-k equal one index built over the whole corpus. Dense
+segments merge their exact top-k the same way.
+
+New documents become a new segment (:meth:`ShardedRetriever.add`), deletions are applied in the
+segments that hold them (:meth:`ShardedRetriever.delete`), and :meth:`ShardedRetriever.merge`
+compacts segments; every change commits by replacing ``shards.json`` under the lock, after the
+new segment stores are complete, and removes what the manifest no longer names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from fastrag._checks import check_int
+from fastrag.errors import ConfigError, StoreError
+from fastrag.schema import NodeWithScore
+
+FORMAT = "fastrag.shards/1"
+MANIFEST = "shards.json"
+LOCK = ".lock"
+TMP_PREFIX = ".tmp-"
+
+_BM25_PARAMS = ("method", "k1", "b", "delta")
+
+
+def is_sharded(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a sharded index directory (it holds ``shards.json``)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+# -- corpus input ------------------------------------------------------------------------------
+def root_table(source: Any) -> pa.Table:
+    """``(id, text, metadata)`` of the root documents of ``source``: a fastrag store directory,
+    files or folders (a path or a list of paths), a list of texts, or an Arrow table with a
+    ``text`` column (optional ``id``; other columns become metadata)."""
+    from fastrag.documents.document import Document
+
+    if isinstance(source, pa.Table):
+        if "text" not in source.column_names:
+            raise ConfigError(f"the table needs a 'text' column; it has {source.column_names}")
+        texts = source.column("text").to_pylist()
+        ids = source.column("id").to_pylist() if "id" in source.column_names else None
+        other = [c for c in source.column_names if c not in ("text", "id")]
+        metas = source.select(other).to_pylist() if other else None
+        doc = Document.from_texts(texts, metas, ids)
+    elif isinstance(source, (str, os.PathLike)) and (Path(source) / "manifest.json").is_file():
+        doc = Document(store=source, mode="r")
+    elif isinstance(source, (str, os.PathLike)) or (
+            isinstance(source, Sequence) and source
+            and all(isinstance(x, os.PathLike) for x in source)):
+        doc = Document(source)
+    elif isinstance(source, Sequence) and not isinstance(source, str):
+        doc = Document.from_texts(list(source))
+    else:
+        raise ConfigError(
+            "the corpus must be a fastrag store directory, files or folders, a list of texts, "
+            f"or an Arrow table with a 'text' column; got {type(source).__name__}")
+    return doc.group("root").table.select(["id", "text", "metadata"])
+
+
+def _partition(n: int, parts: int) -> list[tuple[int, int]]:
+    """Contiguous ``[lo, hi)`` ranges of ``n`` rows in ``parts`` near-equal pieces."""
+    bounds = np.linspace(0, n, parts + 1).round().astype(np.int64)
+    return [(int(bounds[i]), int(bounds[i + 1])) for i in range(parts)
+            if bounds[i + 1] > bounds[i]]
+
+
+# -- one segment -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IndexSpec:
+    """What every segment of one sharded index builds: the group and how it is searched."""
+
+    group_name: str = "root"
+    similarity: str = "bm25"
+    parent: str = "root"
+    params: Mapping[str, Any] | None = None  # BM25 parameters (method, k1, b, delta)
+    stemmer: str | None = "auto"
+    embed_key: str = "default"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"group_name": self.group_name, "similarity": self.similarity,
+                "parent": self.parent, "params": dict(self.params or {}),
+                "stemmer": self.stemmer, "embed_key": self.embed_key}
+
+
+def _open_segment(path: Path, spec: IndexSpec, transform: Any, embed: Any, mode: str):
+    """(Document, Retriever) of one segment store."""
+    from fastrag.documents.document import Document
+    from fastrag.retrieval.retriever import Retriever
+
+    doc = Document(store=path, mode=mode, embed=embed)
+    _register_group(doc, spec, transform)
+    kw = {"stemmer": spec.stemmer} if _kind(spec.similarity) == "bm25" else \
+        {"embed_keys": [spec.embed_key]}
+    ret = Retriever(doc, spec.group_name, spec.similarity, topk=1, **kw,
+                    **dict(spec.params or {}))
+    return doc, ret
+
+
+def _register_group(doc, spec: IndexSpec, transform: Any) -> None:
+    if transform is not None:
+        doc.create_node_group(spec.group_name, transform=transform, parent=spec.parent)
+
+
+def _kind(similarity: str) -> str:
+    from fastrag.retrieval.similarity import get_similarity
+
+    return get_similarity(similarity).kind
+
+
+def build_segment(dest: str, table: pa.Table, spec: IndexSpec, transform: Any = None,
+                  embed: Any = None) -> dict[str, Any]:
+    """Build one segment store at ``dest`` from root rows ``(id, text, metadata)``: its
+    documents, its group, and its tokens (BM25) or vectors (dense). Returns its manifest entry.
+    Runs in a Ray task or in this process; ``dest`` must not exist."""
+    texts = table.column("text").to_pylist()
+    ids = table.column("id").to_pylist()
+    metas = [json.loads(m) for m in table.column("metadata").to_pylist()]
+    from fastrag.documents.document import Document
+
+    Document.from_texts(texts, metas, ids, store=dest)
+    doc, ret = _open_segment(Path(dest), spec, transform, embed, "a")
+    group = doc.group(spec.group_name)
+    if ret.sim.kind == "bm25":
+        segment_tokens(doc, group, ret._analyzer())
+    elif ret.sim.kind == "dense":
+        doc.derived.vectors(group, spec.embed_key)
+    return {"dir": Path(dest).name, "docs": len(texts), "nodes": len(group)}
+
+
+def segment_tokens(doc, group, analyzer):
+    """The token ids of a segment's group (a TokenizedCorpus), kept in its store."""
+    from fastrag.analysis import TokenizedCorpus
+    from fastrag.documents.indexes import _decode_vocab, _encode_vocab, params_key
+
+    store = doc.store
+    key = f"{group.name}/tokens/{params_key(analyzer.identity())}"
+    entry = store.manifest["indexes"].get(key)
+    if entry is not None and entry["meta"].get("fingerprint") == group.fingerprint:
+        try:
+            arrays, _ = store.read_arrays(key)
+            vocab = _decode_vocab(arrays["vocab_bytes"], arrays["vocab_offsets"])
+            values = np.asarray(arrays["values"])
+            offsets = np.asarray(arrays["offsets"])
+            if offsets.shape[0] != len(group) + 1 or (values.size and (
+                    values.min() < 0 or values.max() >= len(vocab))):
+                raise StoreError("token arrays do not match the group")
+            return TokenizedCorpus(vocab, values, offsets)
+        except (StoreError, KeyError, ValueError) as exc:
+            import warnings
+
+            from fastrag.errors import StoreWarning
+
+            warnings.warn(f"tokens {key!r} of {store.path} are damaged and are rebuilt: {exc}",
+                          StoreWarning, stacklevel=2)
+    tc = doc.derived._tokens(group, analyzer, 0)
+    if store.writable:
+        blob, voff = _encode_vocab(tc.vocab)
+        with store.transaction() as txn:
+            txn.write_arrays(key, {"values": np.asarray(tc.values, np.int32),
+                                   "offsets": np.asarray(tc.offsets, np.int64),
+                                   "vocab_bytes": blob, "vocab_offsets": voff},
+                             {"kind": "tokens", "group": group.name,
+                              "fingerprint": group.fingerprint,
+                              "analyzer": analyzer.identity()})
+    return tc
+
+
+class _Segment:
+    """One open segment: its document, group and retriever; a BM25 index weighed with the
+    global statistics once :meth:`weigh` is called."""
+
+    def __init__(self, path: Path, spec: IndexSpec, transform: Any, embed: Any) -> None:
+        self.path = path
+        self.doc, self.ret = _open_segment(path, spec, transform, embed, "r")
+        self.group = self.doc.group(spec.group_name)
+        self.spec = spec
+        self.tokens = None
+        self.index = None
+        if self.ret.sim.kind == "bm25":
+            self.tokens = segment_tokens(self.doc, self.group, self.ret._analyzer())
+
+    def __len__(self) -> int:
+        return len(self.group)
+
+    def weigh(self, to_global: np.ndarray, n_vocab: int, stats) -> None:
+        from fastrag.indexes.bm25 import BM25Index
+
+        values = to_global[np.asarray(self.tokens.values, np.int64)].astype(np.int32)
+        params = {p: v for p, v in (self.spec.params or {}).items() if p in _BM25_PARAMS}
+        self.index = BM25Index.build(values, np.asarray(self.tokens.offsets, np.int64),
+                                     n_vocab, stats=stats, **params)
+
+    def mask(self, flt: Any) -> np.ndarray | None:
+        return self.ret._mask(self.group, flt)
+
+    def search_bm25(self, q_values, q_offsets, k, flt, cutoff, num_threads):
+        mask = self.mask(flt)
+        n_q = q_offsets.shape[0] - 1
+        k = min(k, len(self))
+        if mask is not None and not mask.any():
+            return _empty(n_q, k)
+        return self.index.search(q_values, q_offsets, k, mask=mask, cutoff=cutoff,
+                                 num_threads=num_threads)
+
+    def search_dense(self, qv, k, flt, cutoff, num_threads):
+        mask = self.mask(flt)
+        k = min(k, len(self))
+        if mask is not None and not mask.any():
+            return _empty(qv.shape[0], k)
+        index = self.doc.derived.flat(self.group, self.spec.embed_key, self.ret.sim.metric)
+        return index.search(qv, k, mask=mask, cutoff=cutoff, num_threads=num_threads)
+
+
+def _empty(n_q: int, k: int):
+    return (np.full((n_q, k), -1, np.int64), np.full((n_q, k), -np.inf, np.float32),
+            np.zeros(n_q, np.int32))
+
+
+def merge_stats(segments: Sequence[_Segment]):
+    """One reduction over the segments' tokens: (global vocab, local->global id maps,
+    BM25Stats of the whole corpus)."""
+    from fastrag.indexes.bm25 import BM25Stats
+
+    vocab: dict[str, int] = {}
+    maps = []
+    parts = []
+    for seg in segments:
+        tc = seg.tokens
+        local = [""] * len(tc.vocab)
+        for term, i in tc.vocab.items():
+            local[i] = term
+        m = np.empty(len(local), np.int64)
+        for i, term in enumerate(local):
+            m[i] = vocab.setdefault(term, len(vocab))
+        maps.append(m)
+        parts.append(BM25Stats.from_tokens(np.asarray(tc.values, np.int32),
+                                           np.asarray(tc.offsets, np.int64), len(local)))
+    df = np.zeros(len(vocab), np.int64)
+    for m, st in zip(maps, parts, strict=True):
+        np.add.at(df, m, st.df)
+    stats = BM25Stats(sum(p.n_docs for p in parts), sum(p.n_tokens for p in parts), df)
+    return vocab, maps, stats
+
+
+def merge_hits(results: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+               offsets: Sequence[int], k: int):
+    """Per-segment ``(rows, scores, counts)`` -> global top-``k``: best score first, ties by
+    global row (segment offset + local row)."""
+    n_q = results[0][0].shape[0] if results else 0
+    cand_rows = []
+    cand_scores = []
+    for (rows, scores, counts), off in zip(results, offsets, strict=True):
+        valid = np.arange(rows.shape[1])[None, :] < counts[:, None]
+        cand_rows.append(np.where(valid, rows + off, np.iinfo(np.int64).max))
+        cand_scores.append(np.where(valid, scores.astype(np.float32), -np.inf))
+    if not cand_rows:
+        return _empty(n_q, 0)
+    rows = np.concatenate(cand_rows, axis=1)
+    scores = np.concatenate(cand_scores, axis=1)
+    order = np.lexsort((rows, -scores.astype(np.float64)), axis=1)[:, :k]
+    top_rows = np.take_along_axis(rows, order, axis=1)
+    top_scores = np.take_along_axis(scores, order, axis=1)
+    counts = np.minimum(np.sum(np.concatenate([r[2][:, None] for r in results], axis=1),
+                               axis=1), top_rows.shape[1]).astype(np.int32)
+    top_rows[np.arange(top_rows.shape[1])[None, :] >= counts[:, None]] = -1
+    return top_rows, top_scores, counts
+
+
+# -- the sharded retriever ---------------------------------------------------------------------
+class ShardedRetriever:
+    """Top-k retrieval over the segments of a sharded index, scoring exactly as one index over
+    the whole corpus. The same API as :class:`~fastrag.Retriever`: ``ret(query)``,
+    ``ret.batch(queries)``, ``ret.batch_arrow(queries)``; plus :meth:`add`, :meth:`delete`,
+    :meth:`merge` and :meth:`refresh`.
+
+    Open one with :func:`fastrag.ray.open_index` (or build one with
+    :func:`fastrag.ray.build_index`). ``transform``: the group's transform when the group is
+    not ``root`` or a built-in (needed to build new segments); ``embed``: the embedder of a
+    dense similarity.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, topk: int = 6, filter: Any = None,
+                 similarity_cut_off: float | None = None, transform: Any = None,
+                 embed: Any = None, num_threads: int | None = None,
+                 lock_timeout: float = 60.0) -> None:
+        from fastrag.retrieval.retriever import _check_topk
+
+        self.path = Path(path)
+        if not is_sharded(self.path):
+            raise ConfigError(f"{str(self.path)!r} is not a sharded index (no {MANIFEST}); "
+                              "build one with fastrag.ray.build_index(corpus, path, ...)")
+        self.topk = _check_topk(topk)
+        self.filter = filter
+        self.similarity_cut_off = similarity_cut_off
+        self.transform = transform
+        self.embed = embed
+        self.num_threads = num_threads
+        self.lock_timeout = float(lock_timeout)
+        self._lock = threading.RLock()
+        self.refresh()
+
+    # -- state -----------------------------------------------------------------------------
+    def _read_manifest(self) -> dict[str, Any]:
+        try:
+            m = json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read {self.path / MANIFEST}: {exc}") from exc
+        if m.get("format") != FORMAT:
+            raise StoreError(f"{self.path / MANIFEST} has format {m.get('format')!r}, this "
+                             f"fastrag reads {FORMAT!r}")
+        return m
+
+    def refresh(self) -> ShardedRetriever:
+        """Re-open the committed segments (another process may have added or merged) and
+        recompute the global statistics."""
+        with self._lock:
+            m = self._read_manifest()
+            spec = IndexSpec(**m["spec"])
+            old = {s.path.name: s for s in getattr(self, "_segments", [])}
+            segments = []
+            for entry in m["segments"]:
+                seg = old.get(entry["dir"])
+                if seg is None or getattr(self, "_spec", None) != spec:
+                    seg = _Segment(self.path / entry["dir"], spec, self.transform, self.embed)
+                segments.append(seg)
+            kind = _kind(spec.similarity)
+            vocab = None
+            if kind == "bm25":
+                vocab, maps, stats = merge_stats(segments)
+                for seg, mp in zip(segments, maps, strict=True):
+                    seg.weigh(mp, len(vocab), stats)
+                # Every segment gets the whole corpus's per-term bound: the kernel orders a
+                # query's terms by it, so each score is summed in the same order as in one
+                # index (float32 sums are order-sensitive); it is still an upper bound.
+                bound = np.maximum.reduce([seg.index.term_max for seg in segments])
+                bound.setflags(write=False)
+                for seg in segments:
+                    seg.index.term_max = bound
+                self.stats = stats
+            elif kind != "dense":
+                raise ConfigError(f"sharded indexes support BM25 and dense similarities, not "
+                                  f"{spec.similarity!r}")
+            self._manifest, self._spec, self._segments, self._vocab = m, spec, segments, vocab
+            self._offsets = np.concatenate([[0], np.cumsum([len(s) for s in segments])])
+            return self
+
+    @property
+    def spec(self) -> IndexSpec:
+        return self._spec
+
+    @property
+    def segments(self) -> list[str]:
+        """Segment directory names, in global node order."""
+        return [s.path.name for s in self._segments]
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    # -- search ----------------------------------------------------------------------------
+    def __call__(self, query: str, *, filter: Any = None, topk: int | None = None
+                 ) -> list[NodeWithScore]:
+        """The top-k nodes for ``query``, best first."""
+        return self.batch([query], filter=filter, topk=topk)[0]
+
+    def batch(self, queries: Sequence[str], *, filter: Any = None, topk: int | None = None
+              ) -> list[list[NodeWithScore]]:
+        """Top-k lists for many queries in one pass."""
+        segs, offsets, (rows, scores, counts) = self._run(queries, filter, topk)
+        out = []
+        for q in range(len(rows)):
+            hits = []
+            for r, s in zip(rows[q, :counts[q]], scores[q, :counts[q]], strict=True):
+                i = int(np.searchsorted(offsets, r, side="right") - 1)
+                hits.append(NodeWithScore(segs[i].group.nodes([int(r - offsets[i])])[0],
+                                          float(s)))
+            out.append(hits)
+        return out
+
+    def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
+                    topk: int | None = None) -> pa.Table:
+        """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first."""
+        segs, offsets, (rows, scores, counts) = self._run(queries, filter, topk)
+        k = rows.shape[1] if rows.ndim == 2 else 0
+        valid = np.arange(k)[None, :] < counts[:, None]
+        qidx, rank = np.nonzero(valid)
+        hit_rows = rows[valid]
+        ids = pa.concat_arrays([s.group.table.column("id").combine_chunks() for s in segs]) \
+            if segs else pa.array([], pa.string())
+        return pa.table({
+            "query_idx": pa.array(qidx.astype(np.int32)),
+            "rank": pa.array(rank.astype(np.int32)),
+            "node_id": ids.take(pa.array(hit_rows)),
+            "score": pa.array(scores[valid].astype(np.float32)),
+        })
+
+    def _run(self, queries, filter, topk):
+        from fastrag.retrieval.retriever import _check_topk
+
+        if isinstance(queries, str) or not isinstance(queries, Sequence):
+            raise ConfigError("queries must be a list of strings; for one query call ret(query)")
+        for i, q in enumerate(queries):
+            if not isinstance(q, str):
+                raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
+        k = self.topk if topk is None else _check_topk(topk)
+        with self._lock:
+            segs, offsets, vocab = self._segments, self._offsets, self._vocab
+        k = min(k, int(offsets[-1]))
+        flt = filter if filter is not None else self.filter
+        n_q = len(queries)
+        if not segs or n_q == 0 or k == 0:
+            return segs, offsets, _empty(n_q, k)
+        empty = np.array([not q.strip() for q in queries], dtype=bool)
+        todo = np.flatnonzero(~empty)
+        sub = [queries[i] for i in todo]
+        if segs[0].ret.sim.kind == "bm25":
+            from fastrag.analysis import encode_queries
+
+            qv, qo = encode_queries(sub, segs[0].ret._analyzer(), vocab)
+            parts = [s.search_bm25(qv, qo, k, flt, self.similarity_cut_off, self.num_threads)
+                     for s in segs]
+        else:
+            qvec = segs[0].doc.embed_queries(sub, self._spec.embed_key)
+            parts = [s.search_dense(qvec, k, flt, self.similarity_cut_off, self.num_threads)
+                     for s in segs]
+        r, s, c = merge_hits(parts, offsets[:-1], k)
+        rows, scores, counts = _empty(n_q, k)
+        scores[:] = 0.0
+        rows[todo, :r.shape[1]] = r
+        scores[todo, :s.shape[1]] = s
+        counts[todo] = c
+        return segs, offsets, (rows, scores, counts)
+
+    # -- changes ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _writing(self):
+        from filelock import FileLock, Timeout
+
+        from fastrag.errors import StoreLockTimeout
+
+        lock = FileLock(str(self.path / LOCK), timeout=self.lock_timeout)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise StoreLockTimeout(f"another writer holds {self.path / LOCK} for more than "
+                                   f"lock_timeout={self.lock_timeout} s") from None
+        try:
+            yield self._read_manifest()
+        finally:
+            lock.release()
+
+    def _commit(self, manifest: dict[str, Any]) -> None:
+        write_manifest(self.path, manifest)
+        collect_garbage(self.path, manifest)
+
+    def add(self, corpus: Any, *, executor: str = "auto") -> str:
+        """Add documents as one new segment (weighed with refreshed global statistics); returns
+        the segment's name. ``corpus``: as :func:`fastrag.ray.build_index` takes it."""
+        table = root_table(corpus)
+        if table.num_rows == 0:
+            raise ConfigError("nothing to add: the corpus has no documents")
+        with self._writing() as m:
+            dup = _duplicate_ids(self._all_ids(m), table.column("id").to_pylist())
+            if dup:
+                raise ConfigError(f"document ids already in the index: {dup[:3]}; delete them "
+                                  "first or give new ids")
+            name = _segment_name(m)
+            built = run_builds(self.path, [(name, table)], IndexSpec(**m["spec"]),
+                               self.transform, self.embed, executor)
+            m["segments"] += built
+            m["next_segment"] += 1
+            self._commit(m)
+        self.refresh()
+        return name
+
+    def delete(self, doc_ids: str | Sequence[str]) -> int:
+        """Remove root documents (and their nodes) from the segments holding them; returns how
+        many were removed."""
+        from fastrag.documents.document import Document
+
+        if isinstance(doc_ids, str):
+            doc_ids = [doc_ids]
+        wanted = set(doc_ids)
+        removed = 0
+        with self._writing() as m:
+            keep = []
+            for entry in m["segments"]:
+                seg = Document(store=self.path / entry["dir"], mode="r")
+                here = wanted & set(seg.group("root").ids)
+                if not here:
+                    keep.append(entry)
+                    continue
+                left = seg.group("root").table.filter(
+                    pa.compute.invert(pa.compute.is_in(seg.group("root").table.column("id"),
+                                                       value_set=pa.array(sorted(here)))))
+                removed += len(here)
+                if left.num_rows:  # rewrite the segment without them (a fresh directory)
+                    name = _segment_name(m)
+                    m["next_segment"] += 1
+                    keep += run_builds(self.path, [(name, left.select(["id", "text",
+                                                                        "metadata"]))],
+                                       IndexSpec(**m["spec"]), self.transform, self.embed,
+                                       "local")
+            m["segments"] = keep
+            if removed:
+                self._commit(m)
+        self.refresh()
+        return removed
+
+    def merge(self, max_segments: int = 1, *, executor: str = "auto") -> list[str]:
+        """Compact the segments into at most ``max_segments`` (neighbours join, so global node
+        order and every result stay the same); returns the new segment names."""
+        max_segments = check_int("max_segments", max_segments, min=1)
+        with self._writing() as m:
+            if len(m["segments"]) <= max_segments:
+                return [e["dir"] for e in m["segments"]]
+            tables = [_segment_roots(self.path / e["dir"]) for e in m["segments"]]
+            whole = pa.concat_tables(tables)
+            jobs = []
+            for lo, hi in _partition(whole.num_rows, max_segments):
+                name = _segment_name(m)
+                m["next_segment"] += 1
+                jobs.append((name, whole.slice(lo, hi - lo)))
+            m["segments"] = run_builds(self.path, jobs, IndexSpec(**m["spec"]), self.transform,
+                                       self.embed, executor)
+            self._commit(m)
+        self.refresh()
+        return self.segments
+
+    def _all_ids(self, m: dict) -> list[str]:
+        return [i for e in m["segments"]
+                for i in _segment_roots(self.path / e["dir"]).column("id").to_pylist()]
+
+
+def _duplicate_ids(have: list[str], new: list[str]) -> list[str]:
+    seen = set(have)
+    return [i for i in new if i in seen]
+
+
+def _segment_roots(path: Path) -> pa.Table:
+    from fastrag.documents.document import Document
+
+    return Document(store=path, mode="r").group("root").table.select(["id", "text", "metadata"])
+
+
+def _segment_name(m: dict) -> str:
+    return f"seg-{m['next_segment']:06d}"
+
+
+def write_manifest(root: Path, manifest: dict[str, Any]) -> None:
+    from fastrag.documents.store import atomic_write_bytes
+
+    data = json.dumps(manifest, ensure_ascii=False, indent=1).encode()
+    atomic_write_bytes(root / MANIFEST, lambda f: f.write(data))
+
+
+def collect_garbage(root: Path, manifest: dict[str, Any]) -> list[str]:
+    """Remove segment folders (and temp folders) the manifest does not name; call with the
+    lock held. Open readers keep their memory-mapped files (POSIX)."""
+    named = {e["dir"] for e in manifest["segments"]}
+    removed = []
+    for entry in root.iterdir():
+        if entry.name in (MANIFEST, LOCK) or entry.name in named:
+            continue
+        if entry.is_dir() and (entry.name.startswith("seg-")
+                               or entry.name.startswith(TMP_PREFIX)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+        elif entry.name.startswith(TMP_PREFIX):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+            removed.append(entry.name)
+    return removed
+
+
+def run_builds(root: Path, jobs: list[tuple[str, pa.Table]], spec: IndexSpec, transform: Any,
+               embed: Any, executor: str) -> list[dict[str, Any]]:
+    """Build segment stores (in Ray tasks when ``executor`` is "ray", or "auto" with Ray
+    initialized; else here, one after another) into temp folders, then rename each into place.
+    On any failure every folder of this call is removed and the error raised."""
+    if executor not in ("auto", "ray", "local"):
+        raise ConfigError(f"executor must be 'auto', 'ray' or 'local', got {executor!r}")
+    use_ray = executor == "ray"
+    if executor == "auto":
+        try:
+            import ray
+
+            use_ray = ray.is_initialized()
+        except ImportError:
+            use_ray = False
+    tmp = [root / f"{TMP_PREFIX}{name}-{os.getpid()}-{time.monotonic_ns()}" for name, _ in jobs]
+    try:
+        if use_ray:
+            from fastrag.distributed._ray import require_ray
+
+            ray = require_ray("fastrag.ray.build_index")
+            task = ray.remote(build_segment).options(max_retries=2)
+            refs = [task.remote(str(t), table, spec, transform, embed)
+                    for t, (_, table) in zip(tmp, jobs, strict=True)]
+            entries = ray.get(refs)
+        else:
+            entries = [build_segment(str(t), table, spec, transform, embed)
+                       for t, (_, table) in zip(tmp, jobs, strict=True)]
+        out = []
+        for t, (name, _), entry in zip(tmp, jobs, entries, strict=True):
+            os.rename(t, root / name)
+            out.append({**entry, "dir": name})
+        return out
+    except BaseException:
+        for t, (name, _) in zip(tmp, jobs, strict=True):
+            shutil.rmtree(t, ignore_errors=True)
+        raise
+
+
+def create(path: str | os.PathLike, corpus: Any, spec: IndexSpec, *, num_shards: int,
+           transform: Any = None, embed: Any = None, executor: str = "auto",
+           overwrite: bool = False) -> Path:
+    """Partition ``corpus`` into ``num_shards`` segments at ``path`` (built in parallel on Ray
+    when it is running) and commit the sharded index; returns ``path``."""
+    num_shards = check_int("num_shards", num_shards, min=1)
+    root = Path(path)
+    if root.exists() and any(root.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"{str(root)!r} exists and is not empty; choose a new directory "
+                              "or pass overwrite=True to replace it")
+        if not is_sharded(root):
+            raise ConfigError(f"{str(root)!r} is not a sharded index; refusing to overwrite it")
+    table = root_table(corpus)
+    if table.num_rows == 0:
+        raise ConfigError("the corpus has no documents")
+    root.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock
+
+    with FileLock(str(root / LOCK)):
+        m = {"format": FORMAT, "spec": spec.to_json(), "segments": [], "next_segment": 1}
+        jobs = []
+        for lo, hi in _partition(table.num_rows, num_shards):
+            jobs.append((_segment_name(m), table.slice(lo, hi - lo)))
+            m["next_segment"] += 1
+        m["segments"] = run_builds(root, jobs, spec, transform, embed, executor)
+        write_manifest(root, m)
+        collect_garbage(root, m)
+    return root
+
+
+def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[str, Any],
+               stemmer: str | None, embed_key: str, transform: Any, embed: Any) -> IndexSpec:
+    """Validate what a sharded index builds, before any work starts."""
+    from fastrag.documents.document import Document
+
+    if not isinstance(group_name, str) or not group_name:
+        raise ConfigError(f"group_name must be a non-empty string, got {group_name!r}")
+    kind = _kind(similarity)
+    if kind == "bm25":
+        unknown = set(params) - set(_BM25_PARAMS)
+        if unknown:
+            raise ConfigError(f"unknown BM25 parameters {sorted(unknown)}; known: "
+                              f"{list(_BM25_PARAMS)}")
+        from fastrag.indexes.bm25 import check_bm25_params
+
+        check_bm25_params(**params)
+    elif kind == "dense":
+        if params:
+            raise ConfigError(f"parameters {sorted(params)} do not apply to {similarity!r}")
+        if embed is None:
+            raise ConfigError(f"similarity {similarity!r} needs embed= (an Embedder)")
+    else:
+        raise ConfigError(f"sharded indexes support BM25 and dense similarities, not "
+                          f"{similarity!r}")
+    if group_name != "root" and group_name not in Document._BUILTIN and transform is None:
+        raise ConfigError(f"group {group_name!r} is not 'root' or a built-in group "
+                          f"({sorted(Document._BUILTIN)}); pass transform= to build it")
+    return IndexSpec(group_name, similarity, parent, dict(params), stemmer, embed_key)
+
+
+Builder = Callable[..., Any]
