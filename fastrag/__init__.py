@@ -112,7 +112,7 @@ _EXPORTS: dict[str, str] = {
     "create_app": "fastrag.serve",
 }
 _SUBMODULES = ("eval", "datasets", "llms", "embeddings", "synth", "analysis", "indexes",
-               "retrieval", "documents", "transforms", "query", "serve")
+               "retrieval", "documents", "transforms", "query", "serve", "ray")
 
 # ``fastrag.serve`` is a callable module: ``fr.serve(doc)`` runs the server
 __all__ = sorted([*_EXPORTS, "serve"]) + ["__version__"]

@@ -372,6 +372,22 @@ class PooledClient:
     headers: dict[str, str]
     api_key: str | None
 
+    def __getstate__(self) -> dict:
+        """Picklable (worker processes, Ray actors): HTTP clients are per event loop, made
+        anew in the process that unpickles."""
+        state = self.__dict__.copy()
+        for key in ("_states", "_finalizer"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        init = getattr(self, "_init_clients", None)
+        if init is not None:
+            init()
+        else:
+            self._states = LoopClients()
+
     async def _state(self) -> LoopState:
         return await self._states.state(
             timeout=self.timeout,

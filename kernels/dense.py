@@ -462,3 +462,48 @@ def rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, he
             continue
         _rescore_query(vectors, queries[q], low_s[q, 0], cand_s[:, q], cand_r[:, q],
                        n_cand[:, q], heap_s[q], heap_r[q])
+
+
+@njit(cache=True, nogil=True)
+def exact_final_scores(vectors, queries, out_rows, out_scores, counts, cutoff):
+    """Recompute the score of every hit in one fixed summation order (float64, 8 lanes, then
+    float32), re-sort each query's hits (best first, ties by row) and drop those below
+    ``cutoff``: a (query, row) pair scores the same whatever path, batch size or BLAS kernel
+    found it. No fastmath, so the order is exactly the written one."""
+    n_q, width = out_rows.shape
+    dim = vectors.shape[1]
+    lanes = np.empty(8, np.float64)
+    for i in range(n_q):
+        c = counts[i]
+        q = queries[i]
+        for t in range(c):
+            x = vectors[out_rows[i, t]]
+            lanes[:] = 0.0
+            d = 0
+            while d + 8 <= dim:
+                for j in range(8):
+                    lanes[j] += np.float64(q[d + j]) * np.float64(x[d + j])
+                d += 8
+            tail = 0.0
+            while d < dim:
+                tail += np.float64(q[d]) * np.float64(x[d])
+                d += 1
+            s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) \
+                + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])) + tail
+            out_scores[i, t] = np.float32(s)
+        for t in range(1, c):  # insertion sort: the order was nearly right already
+            s = out_scores[i, t]
+            r = out_rows[i, t]
+            u = t - 1
+            while u >= 0 and (out_scores[i, u] < s
+                              or (out_scores[i, u] == s and out_rows[i, u] > r)):
+                out_scores[i, u + 1] = out_scores[i, u]
+                out_rows[i, u + 1] = out_rows[i, u]
+                u -= 1
+            out_scores[i, u + 1] = s
+            out_rows[i, u + 1] = r
+        while c > 0 and not out_scores[i, c - 1] >= cutoff:
+            out_rows[i, c - 1] = -1
+            out_scores[i, c - 1] = -np.inf
+            c -= 1
+        counts[i] = c

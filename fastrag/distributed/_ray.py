@@ -58,5 +58,7 @@ def to_dataset(ray: Any, data: Any, column: str, batch_size: int, *, index: bool
 def actor_options(concurrency: int) -> dict[str, Any]:
     """map_batches options: a fixed pool of ``concurrency`` actors, restarted (and their
     batch retried) when one dies."""
-    return {"concurrency": concurrency,
-            "ray_remote_args": {"max_restarts": -1, "max_task_retries": -1}}
+    import ray.data
+
+    return {"compute": ray.data.ActorPoolStrategy(size=concurrency), "max_restarts": -1,
+            "max_task_retries": -1}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -178,8 +177,9 @@ class _RayEmbedder:
         table = pa.table({"pos": pa.array(range(len(texts)), pa.int64()),
                           "text": pa.array(texts, pa.large_string()),
                           "id": pa.array([str(i) for i in range(len(texts))])})
-        ds = to_dataset(self.ray, table, "text", self.rows, index=False)
-        out = ds.map_batches(_EmbedActor, batch_size=self.rows, batch_format="pyarrow",
+        rows = max(1, min(self.rows, -(-len(texts) // self.concurrency)))  # every actor busy
+        ds = to_dataset(self.ray, table, "text", rows, index=False)
+        out = ds.map_batches(_EmbedActor, batch_size=rows, batch_format="pyarrow",
                              fn_constructor_args=(self.embedder,),
                              **actor_options(self.concurrency)).to_arrow_refs()
         result = pa.concat_tables(self.ray.get(out))
@@ -354,8 +354,9 @@ class _RayParser(NodeTransform):
                           "metadata": pa.array([json.dumps(n.metadata or {}, ensure_ascii=False)
                                                 for n in nodes]),
                           "id": pa.array([n.id for n in nodes])})
-        ds = to_dataset(self.ray, table, "text", self.rows, index=False)
-        out = ds.map_batches(_ParseActor, batch_size=self.rows, batch_format="pyarrow",
+        rows = max(1, min(self.rows, -(-len(nodes) // self.concurrency)))  # every actor busy
+        ds = to_dataset(self.ray, table, "text", rows, index=False)
+        out = ds.map_batches(_ParseActor, batch_size=rows, batch_format="pyarrow",
                              fn_constructor_args=(self.parser, self.per_actor),
                              **actor_options(self.concurrency)).to_arrow_refs()
         result = pa.concat_tables(self.ray.get(out)).sort_by("pos")
@@ -394,10 +395,3 @@ def parse(store: str | os.PathLike, group_name: str, parser: Any, *, parent: str
     group = doc.group(group_name)
     return {"parents": remote.parsed, "nodes": len(group)}
 
-
-def check_mapping(name: str, value: Any) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{name} must be a dict, got {type(value).__name__}")
-    return dict(value)

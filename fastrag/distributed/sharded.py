@@ -30,7 +30,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -634,7 +634,7 @@ def run_builds(root: Path, jobs: list[tuple[str, pa.Table]], spec: IndexSpec, tr
             out.append({**entry, "dir": name})
         return out
     except BaseException:
-        for t, (name, _) in zip(tmp, jobs, strict=True):
+        for t in tmp:
             shutil.rmtree(t, ignore_errors=True)
         raise
 
@@ -699,5 +699,3 @@ def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[st
                           f"({sorted(Document._BUILTIN)}); pass transform= to build it")
     return IndexSpec(group_name, similarity, parent, dict(params), stemmer, embed_key)
 
-
-Builder = Callable[..., Any]

@@ -568,6 +568,8 @@ def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int,
                 heap_s, heap_r = _blocked(vectors, qs, kk, mask, rows, n_threads)
             sl = slice(s0, s0 + qs.shape[0])
             _dense.finalize_topk(heap_s, heap_r, cut, out_rows[sl], out_scores[sl], counts[sl])
+            _dense.exact_final_scores(vectors, qs, out_rows[sl], out_scores[sl], counts[sl],
+                                      cut)
     return out_rows, out_scores, counts
 
 

@@ -402,6 +402,21 @@ class BaseSynthesizer:
             weakref.WeakKeyDictionary()
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (worker processes, Ray actors): the per-loop semaphores and the metered
+        wrapper (it refers back to this object) are made anew on unpickling."""
+        state = self.__dict__.copy()
+        state.pop("_sems", None)
+        metered = state.pop("_metered", None)
+        state["_user_llm"] = metered.inner if metered is not None else None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        llm = state.pop("_user_llm", None)
+        self.__dict__.update(state)
+        self._sems = weakref.WeakKeyDictionary()
+        self._llm = llm
+
     # -- the LLM -------------------------------------------------------------------------------
     @property
     def _llm(self) -> _MeteredLLM | None:

@@ -1,0 +1,232 @@
+"""Sharded indexes (fastrag.ray.build_index with executor="local": no Ray needed): segments
+weighed with global statistics score exactly as one index over the whole corpus."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import fastrag as fr
+from fastrag.datasets import squad_questions
+from fastrag.ray import ShardedRetriever, build_index, open_index
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cmrc():
+    """(texts, metadatas, ids, questions) of the CMRC dev set."""
+    questions, _, contexts = squad_questions(fr.load_cmrc2018_dev())
+    metas = [{"part": i % 3, "long": len(t) > 500} for i, t in enumerate(contexts)]
+    ids = [f"p{i:04d}" for i in range(len(contexts))]
+    return contexts, metas, ids, questions
+
+
+def corpus_table(texts, metas, ids) -> pa.Table:
+    return pa.table({"id": ids, "text": texts, "part": [m["part"] for m in metas],
+                     "long": [m["long"] for m in metas]})
+
+
+@pytest.mark.parametrize("similarity", ["bm25_chinese", "bm25_cjk"])
+def test_shards_score_exactly_as_one_index(tmp_path, cmrc, similarity):
+    texts, metas, ids, questions = cmrc
+    whole = fr.Document.from_texts(texts, metas, ids)
+    ret = fr.Retriever(whole, "root", similarity, topk=10)
+    want = ret.batch_arrow(questions)
+    want_f = ret.batch_arrow(questions, filter="part == 1 && long == true")
+    for n in (1, 2, 4):
+        sr = build_index(corpus_table(texts, metas, ids), tmp_path / f"s{n}", num_shards=n,
+                         similarity=similarity, executor="local", topk=10)
+        assert len(sr.segments) == n and len(sr) == len(texts)
+        got = sr.batch_arrow(questions)
+        assert got.equals(want), n  # same ids, ranks and bit-identical float32 scores
+        assert sr.batch_arrow(questions, filter="part == 1 && long == true").equals(want_f)
+        # the global statistics are the whole corpus's
+        assert sr.stats.n_docs == len(texts)
+        assert sr.stats.n_tokens == ret._bm25(whole.group("root"))[0].stats.n_tokens
+    one = sr(questions[5])
+    assert [(h.node.id, h.score) for h in one] == \
+        [(h.node.id, h.score) for h in ret(questions[5])]
+    assert [h.node.text for h in one] == [h.node.text for h in ret(questions[5])]
+
+
+def test_ties_break_by_global_node_order(tmp_path):
+    # identical documents score the same: the first in corpus order wins in every shard layout
+    texts = ["apple pie recipe"] * 6 + ["banana bread"] * 2
+    ids = [f"d{i}" for i in range(len(texts))]
+    whole = fr.Retriever(fr.Document.from_texts(texts, ids=ids), "root", "bm25", topk=4)
+    for n in (1, 3, 8):
+        sr = build_index(pa.table({"id": ids, "text": texts}), tmp_path / f"t{n}",
+                         num_shards=n, executor="local", topk=4)
+        assert sr.batch_arrow(["apple", "bread pie"]).equals(
+            whole.batch_arrow(["apple", "bread pie"]))
+
+
+def test_added_segment_equals_a_full_rebuild(tmp_path, cmrc):
+    texts, metas, ids, questions = cmrc
+    qs = questions[:400]
+    sr = build_index(corpus_table(texts[:600], metas[:600], ids[:600]), tmp_path / "ix",
+                     num_shards=2, similarity="bm25_chinese", executor="local", topk=10)
+    name = sr.add(corpus_table(texts[600:], metas[600:], ids[600:]), executor="local")
+    assert sr.segments == ["seg-000001", "seg-000002", name]
+    full = fr.Retriever(fr.Document.from_texts(texts, metas, ids), "root", "bm25_chinese",
+                        topk=10)
+    assert sr.batch_arrow(qs).equals(full.batch_arrow(qs))
+    # another process opening the directory sees the same index
+    again = open_index(tmp_path / "ix", topk=10)
+    assert again.batch_arrow(qs).equals(full.batch_arrow(qs))
+    # compaction keeps every result; superseded segment folders are gone
+    merged = sr.merge(1, executor="local")
+    assert merged == ["seg-000004"] and sr.batch_arrow(qs).equals(full.batch_arrow(qs))
+    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == \
+        [".lock", "seg-000004", "shards.json"]
+    # the reader opened before the merge still answers (its files stay mapped), and refresh
+    # moves it to the merged segment
+    assert again.batch_arrow(qs[:50]).equals(full.batch_arrow(qs[:50]))
+    assert again.refresh().segments == ["seg-000004"]
+
+
+def test_delete_equals_a_rebuild_without_them(tmp_path, cmrc):
+    texts, metas, ids, questions = cmrc
+    qs = questions[:300]
+    sr = build_index(corpus_table(texts, metas, ids), tmp_path / "ix", num_shards=3,
+                     similarity="bm25_chinese", executor="local", topk=10)
+    gone = [ids[3], ids[500], ids[501], "no-such-id"]
+    assert sr.delete(gone) == 3
+    keep = [i for i in range(len(ids)) if ids[i] not in gone]
+    rebuilt = fr.Retriever(fr.Document.from_texts([texts[i] for i in keep],
+                                                  [metas[i] for i in keep],
+                                                  [ids[i] for i in keep]),
+                           "root", "bm25_chinese", topk=10)
+    assert sr.batch_arrow(qs).equals(rebuilt.batch_arrow(qs))
+    assert len(sr) == len(keep)
+    with pytest.raises(fr.ConfigError, match="already in the index"):
+        sr.add(pa.table({"id": [ids[0]], "text": ["x"]}), executor="local")
+
+
+def test_dense_shards_merge_exact_top_k(tmp_path, openai_server):
+    texts = [f"document {i} about topic {i % 7} and colour {i % 5}" for i in range(120)]
+    ids = [f"d{i}" for i in range(120)]
+    emb = fr.OpenAIEmbedding(model="m", base_url=openai_server.url, api_key="k")
+    whole = fr.Retriever(fr.Document.from_texts(texts, ids=ids, embed=emb), "root", "cosine",
+                         topk=8)
+    qs = [f"topic {i} colour {i % 3}" for i in range(20)]
+    want = whole.batch_arrow(qs)
+    sr = build_index(pa.table({"id": ids, "text": texts}), tmp_path / "dense", num_shards=3,
+                     similarity="cosine", embed=emb, executor="local", topk=8)
+    got = sr.batch_arrow(qs)
+    assert got.column("node_id").to_pylist() == want.column("node_id").to_pylist()
+    np.testing.assert_allclose(got.column("score").to_numpy(), want.column("score").to_numpy(),
+                               rtol=0, atol=1e-6)
+
+
+def test_custom_group_needs_its_transform(tmp_path):
+    texts = ["a b\nc d", "e f\ng h"]
+    with pytest.raises(fr.ConfigError, match="pass transform="):
+        build_index(texts, tmp_path / "x", group_name="line", executor="local")
+    sr = build_index(texts, tmp_path / "y", group_name="line", num_shards=2,
+                     transform=lambda t: t.split("\n"), executor="local", topk=2)
+    assert [h.node.text for h in sr("g h")] == ["g h"]
+    assert [h.node.text for h in open_index(tmp_path / "y", topk=2)("c")] == ["c d"]
+
+
+def test_bad_arguments_say_what_to_do(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f.txt").write_text("x")
+    with pytest.raises(fr.ConfigError, match="not empty"):
+        build_index(["a"], tmp_path / "full", executor="local")
+    with pytest.raises(fr.ConfigError, match="not a sharded index"):
+        build_index(["a"], tmp_path / "full", executor="local", overwrite=True)
+    with pytest.raises(fr.ConfigError, match="unknown BM25 parameters"):
+        build_index(["a"], tmp_path / "p", kk1=1.0, executor="local")
+    with pytest.raises(fr.ConfigError, match="needs embed="):
+        build_index(["a"], tmp_path / "p", similarity="cosine", executor="local")
+    with pytest.raises(fr.ConfigError, match="num_shards"):
+        build_index(["a"], tmp_path / "p", num_shards=0, executor="local")
+    with pytest.raises(fr.ConfigError, match="executor"):
+        build_index(["a"], tmp_path / "p", executor="spark")
+    assert not any((tmp_path / "p").glob("seg-*")) and not any((tmp_path / "p").glob(".tmp-*"))
+    with pytest.raises(fr.ConfigError, match="not a sharded index"):
+        ShardedRetriever(tmp_path / "full")
+    sr = build_index(["alpha beta", "gamma"], tmp_path / "ok", executor="local")
+    with pytest.raises(fr.ConfigError, match="list of strings"):
+        sr.batch("alpha")
+    with pytest.raises(fr.ConfigError, match="query 1"):
+        sr.batch(["alpha", 3])
+    assert sr.batch(["", "   "]) == [[], []]
+
+
+def test_failed_segment_build_leaves_nothing(tmp_path, monkeypatch):
+    from fastrag.distributed import sharded
+
+    sr = build_index(["alpha beta", "gamma delta"], tmp_path / "ix", executor="local")
+    before = json.loads((tmp_path / "ix" / "shards.json").read_text())
+    real = sharded.build_segment
+
+    def fail(dest, *a, **kw):
+        real(dest, *a, **kw)  # the folder is complete on disk ...
+        raise OSError("disk full")  # ... but the build fails before the commit
+
+    monkeypatch.setattr(sharded, "build_segment", fail)
+    with pytest.raises(OSError, match="disk full"):
+        sr.add(["epsilon"], executor="local")
+    assert json.loads((tmp_path / "ix" / "shards.json").read_text()) == before
+    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == \
+        [".lock", "seg-000001", "seg-000002", "shards.json"]
+    assert [h.node.text for h in sr("gamma")] == ["gamma delta"]
+
+
+ADDER = textwrap.dedent("""
+    import sys
+    import fastrag as fr
+    sr = fr.ray.open_index(sys.argv[1], lock_timeout=120)
+    who = sys.argv[2]
+    for j in range(3):
+        sr.add(__import__("pyarrow").table({"id": [f"{who}-{j}"],
+                                           "text": [f"{who} words number {j}"]}),
+               executor="local")
+    print("ok")
+""")
+
+
+def test_processes_adding_segments_and_a_reader(tmp_path):
+    build_index(pa.table({"id": ["seed"], "text": ["seed words"]}), tmp_path / "ix",
+                executor="local")
+    reader = open_index(tmp_path / "ix", topk=50)
+    stop = threading.Event()
+    seen = []
+
+    def read():
+        while not stop.is_set():
+            hits = reader.refresh().batch_arrow(["words"])
+            seen.append(len(hits))
+
+    t = threading.Thread(target=read)
+    t.start()
+    procs = [subprocess.Popen([sys.executable, "-c", ADDER, str(tmp_path / "ix"), f"w{i}"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(3)]
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            assert p.returncode == 0, err
+    finally:
+        stop.set()
+        t.join()
+    final = open_index(tmp_path / "ix", topk=50)
+    assert len(final.segments) == 1 + 9 and len(final) == 10
+    ids = final.batch_arrow(["words"]).column("node_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 10
+    assert seen and all(1 <= n <= 10 for n in seen) and seen == sorted(seen)
+    rebuilt = fr.Retriever(fr.Document.from_texts(
+        [n.text for n in final.batch(["words"])[0]]), "root", "bm25", topk=50)
+    assert sorted(h.score for h in rebuilt("words")) == sorted(
+        h.score for h in final("words"))
