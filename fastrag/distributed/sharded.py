@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from fastrag._checks import check_int
 from fastrag.errors import ConfigError, StoreError
-from fastrag.schema import NodeWithScore
+from fastrag.schema import DocNode, NodeWithScore
 
 FORMAT = "fastrag.shards/1"
 MANIFEST = "shards.json"
@@ -195,11 +195,12 @@ def segment_tokens(doc, group, analyzer):
 
 class _Segment:
     """One open segment: its document, group and retriever; a BM25 index weighed with the
-    global statistics once :meth:`weigh` is called."""
+    global statistics once :meth:`weigh` is called. Runs in this process or as a Ray actor
+    (then every method is called remotely, and answers only arrays and plain values)."""
 
-    def __init__(self, path: Path, spec: IndexSpec, transform: Any, embed: Any) -> None:
-        self.path = path
-        self.doc, self.ret = _open_segment(path, spec, transform, embed, "r")
+    def __init__(self, path: str, spec: IndexSpec, transform: Any, embed: Any) -> None:
+        self.path = Path(path)
+        self.doc, self.ret = _open_segment(self.path, spec, transform, embed, "r")
         self.group = self.doc.group(spec.group_name)
         self.spec = spec
         self.tokens = None
@@ -207,16 +208,39 @@ class _Segment:
         if self.ret.sim.kind == "bm25":
             self.tokens = segment_tokens(self.doc, self.group, self.ret._analyzer())
 
-    def __len__(self) -> int:
+    def size(self) -> int:
         return len(self.group)
 
-    def weigh(self, to_global: np.ndarray, n_vocab: int, stats) -> None:
+    def stats_part(self) -> tuple[list[str], np.ndarray, int, int]:
+        """(terms by local id, document frequencies, nodes, tokens) of this segment."""
+        from fastrag.indexes.bm25 import BM25Stats
+
+        tc = self.tokens
+        terms = [""] * len(tc.vocab)
+        for term, i in tc.vocab.items():
+            terms[i] = term
+        st = BM25Stats.from_tokens(np.asarray(tc.values, np.int32),
+                                   np.asarray(tc.offsets, np.int64), len(terms))
+        return terms, st.df, st.n_docs, st.n_tokens
+
+    def weigh(self, to_global: np.ndarray, n_vocab: int, stats) -> np.ndarray:
+        """Build the index in the global id space with the global statistics; returns its
+        per-term bound (``term_max``)."""
         from fastrag.indexes.bm25 import BM25Index
 
         values = to_global[np.asarray(self.tokens.values, np.int64)].astype(np.int32)
         params = {p: v for p, v in (self.spec.params or {}).items() if p in _BM25_PARAMS}
         self.index = BM25Index.build(values, np.asarray(self.tokens.offsets, np.int64),
                                      n_vocab, stats=stats, **params)
+        return np.asarray(self.index.term_max)
+
+    def set_bound(self, bound: np.ndarray) -> None:
+        """Use the whole corpus's per-term bound: the kernel orders a query's terms by it, so
+        each score is summed in the same order as in one index (float32 sums are
+        order-sensitive); it is still an upper bound."""
+        bound = np.array(bound, np.float32)
+        bound.setflags(write=False)
+        self.index.term_max = bound
 
     def mask(self, flt: Any) -> np.ndarray | None:
         return self.ret._mask(self.group, flt)
@@ -224,7 +248,7 @@ class _Segment:
     def search_bm25(self, q_values, q_offsets, k, flt, cutoff, num_threads):
         mask = self.mask(flt)
         n_q = q_offsets.shape[0] - 1
-        k = min(k, len(self))
+        k = min(k, self.size())
         if mask is not None and not mask.any():
             return _empty(n_q, k)
         return self.index.search(q_values, q_offsets, k, mask=mask, cutoff=cutoff,
@@ -232,11 +256,58 @@ class _Segment:
 
     def search_dense(self, qv, k, flt, cutoff, num_threads):
         mask = self.mask(flt)
-        k = min(k, len(self))
+        k = min(k, self.size())
         if mask is not None and not mask.any():
             return _empty(qv.shape[0], k)
         index = self.doc.derived.flat(self.group, self.spec.embed_key, self.ret.sim.metric)
         return index.search(qv, k, mask=mask, cutoff=cutoff, num_threads=num_threads)
+
+    def ids(self, rows: np.ndarray) -> pa.Array:
+        return self.group.table.column("id").take(
+            pa.array(np.asarray(rows, np.int64))).combine_chunks()
+
+    def nodes(self, rows: np.ndarray) -> list:
+        return self.group.nodes(np.asarray(rows, np.int64))
+
+    def node_data(self, rows: np.ndarray) -> list[tuple[str, str, dict]]:
+        """(id, text, metadata) of rows: what crosses a process boundary."""
+        return [(n.id, n.text, dict(n.metadata)) for n in self.nodes(rows)]
+
+
+class _Handles:
+    """The open segments, in this process or on Ray actors (one each): ``call(name, *args)``
+    runs a method on every segment at once and returns the answers in segment order."""
+
+    def __init__(self, names: list[str], root: Path, spec: IndexSpec, transform: Any,
+                 embed: Any, executor: str, old: _Handles | None) -> None:
+        self.names = names
+        self.remote = executor == "ray"
+        keep = {} if old is None or old.spec != spec or old.remote != self.remote \
+            else dict(zip(old.names, old.items, strict=True))
+        self.spec = spec
+        if self.remote:
+            from fastrag.distributed._ray import init_if_needed, require_ray
+
+            self.ray = require_ray("ShardedRetriever(executor='ray')")
+            init_if_needed(self.ray)
+            actor = self.ray.remote(_Segment).options(max_restarts=-1, max_task_retries=-1)
+            self.items = [keep.get(n) or actor.remote(str(root / n), spec, transform, embed)
+                          for n in names]
+        else:
+            self.items = [keep.get(n) or _Segment(str(root / n), spec, transform, embed)
+                          for n in names]
+
+    def call(self, method: str, *args: Any, each: list[tuple] | None = None) -> list:
+        argv = each if each is not None else [args] * len(self.items)
+        if self.remote:
+            return self.ray.get([getattr(a, method).remote(*x)
+                                 for a, x in zip(self.items, argv, strict=True)])
+        return [getattr(s, method)(*x) for s, x in zip(self.items, argv, strict=True)]
+
+    def one(self, i: int, method: str, *args: Any) -> Any:
+        if self.remote:
+            return self.ray.get(getattr(self.items[i], method).remote(*args))
+        return getattr(self.items[i], method)(*args)
 
 
 def _empty(n_q: int, k: int):
@@ -244,29 +315,22 @@ def _empty(n_q: int, k: int):
             np.zeros(n_q, np.int32))
 
 
-def merge_stats(segments: Sequence[_Segment]):
-    """One reduction over the segments' tokens: (global vocab, local->global id maps,
-    BM25Stats of the whole corpus)."""
+def merge_stats(parts: Sequence[tuple[list[str], np.ndarray, int, int]]):
+    """One reduction over the segments' ``stats_part()``: (global vocab, local->global id
+    maps, BM25Stats of the whole corpus)."""
     from fastrag.indexes.bm25 import BM25Stats
 
     vocab: dict[str, int] = {}
     maps = []
-    parts = []
-    for seg in segments:
-        tc = seg.tokens
-        local = [""] * len(tc.vocab)
-        for term, i in tc.vocab.items():
-            local[i] = term
-        m = np.empty(len(local), np.int64)
-        for i, term in enumerate(local):
+    for terms, _, _, _ in parts:
+        m = np.empty(len(terms), np.int64)
+        for i, term in enumerate(terms):
             m[i] = vocab.setdefault(term, len(vocab))
         maps.append(m)
-        parts.append(BM25Stats.from_tokens(np.asarray(tc.values, np.int32),
-                                           np.asarray(tc.offsets, np.int64), len(local)))
     df = np.zeros(len(vocab), np.int64)
-    for m, st in zip(maps, parts, strict=True):
-        np.add.at(df, m, st.df)
-    stats = BM25Stats(sum(p.n_docs for p in parts), sum(p.n_tokens for p in parts), df)
+    for m, (_, local_df, _, _) in zip(maps, parts, strict=True):
+        np.add.at(df, m, local_df)
+    stats = BM25Stats(sum(p[2] for p in parts), sum(p[3] for p in parts), df)
     return vocab, maps, stats
 
 
@@ -310,7 +374,7 @@ class ShardedRetriever:
     def __init__(self, path: str | os.PathLike, *, topk: int = 6, filter: Any = None,
                  similarity_cut_off: float | None = None, transform: Any = None,
                  embed: Any = None, num_threads: int | None = None,
-                 lock_timeout: float = 60.0) -> None:
+                 lock_timeout: float = 60.0, executor: str = "local") -> None:
         from fastrag.retrieval.retriever import _check_topk
 
         self.path = Path(path)
@@ -324,6 +388,10 @@ class ShardedRetriever:
         self.embed = embed
         self.num_threads = num_threads
         self.lock_timeout = float(lock_timeout)
+        if executor not in ("local", "ray"):
+            raise ConfigError(f"executor must be 'local' (segments open in this process) or "
+                              f"'ray' (one Ray actor per segment), got {executor!r}")
+        self.executor = executor
         self._lock = threading.RLock()
         self.refresh()
 
@@ -340,36 +408,26 @@ class ShardedRetriever:
 
     def refresh(self) -> ShardedRetriever:
         """Re-open the committed segments (another process may have added or merged) and
-        recompute the global statistics."""
+        recompute the global statistics (one reduction over the segments)."""
         with self._lock:
             m = self._read_manifest()
             spec = IndexSpec(**m["spec"])
-            old = {s.path.name: s for s in getattr(self, "_segments", [])}
-            segments = []
-            for entry in m["segments"]:
-                seg = old.get(entry["dir"])
-                if seg is None or getattr(self, "_spec", None) != spec:
-                    seg = _Segment(self.path / entry["dir"], spec, self.transform, self.embed)
-                segments.append(seg)
             kind = _kind(spec.similarity)
-            vocab = None
-            if kind == "bm25":
-                vocab, maps, stats = merge_stats(segments)
-                for seg, mp in zip(segments, maps, strict=True):
-                    seg.weigh(mp, len(vocab), stats)
-                # Every segment gets the whole corpus's per-term bound: the kernel orders a
-                # query's terms by it, so each score is summed in the same order as in one
-                # index (float32 sums are order-sensitive); it is still an upper bound.
-                bound = np.maximum.reduce([seg.index.term_max for seg in segments])
-                bound.setflags(write=False)
-                for seg in segments:
-                    seg.index.term_max = bound
-                self.stats = stats
-            elif kind != "dense":
+            if kind not in ("bm25", "dense"):
                 raise ConfigError(f"sharded indexes support BM25 and dense similarities, not "
                                   f"{spec.similarity!r}")
-            self._manifest, self._spec, self._segments, self._vocab = m, spec, segments, vocab
-            self._offsets = np.concatenate([[0], np.cumsum([len(s) for s in segments])])
+            names = [e["dir"] for e in m["segments"]]
+            segs = _Handles(names, self.path, spec, self.transform, self.embed, self.executor,
+                            getattr(self, "_segs", None))
+            sizes = segs.call("size")
+            vocab = None
+            if kind == "bm25" and names:
+                vocab, maps, stats = merge_stats(segs.call("stats_part"))
+                bounds = segs.call("weigh", each=[(mp, len(vocab), stats) for mp in maps])
+                segs.call("set_bound", np.maximum.reduce(bounds))
+                self.stats = stats
+            self._manifest, self._spec, self._segs, self._vocab = m, spec, segs, vocab
+            self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
             return self
 
     @property
@@ -379,7 +437,7 @@ class ShardedRetriever:
     @property
     def segments(self) -> list[str]:
         """Segment directory names, in global node order."""
-        return [s.path.name for s in self._segments]
+        return list(self._segs.names)
 
     def __len__(self) -> int:
         return int(self._offsets[-1])
@@ -394,14 +452,14 @@ class ShardedRetriever:
               ) -> list[list[NodeWithScore]]:
         """Top-k lists for many queries in one pass."""
         segs, offsets, (rows, scores, counts) = self._run(queries, filter, topk)
-        out = []
+        valid = np.arange(rows.shape[1])[None, :] < counts[:, None]
+        nodes = self._fetch(segs, offsets, rows[valid], "nodes")
+        out, j = [], 0
         for q in range(len(rows)):
-            hits = []
-            for r, s in zip(rows[q, :counts[q]], scores[q, :counts[q]], strict=True):
-                i = int(np.searchsorted(offsets, r, side="right") - 1)
-                hits.append(NodeWithScore(segs[i].group.nodes([int(r - offsets[i])])[0],
-                                          float(s)))
-            out.append(hits)
+            c = int(counts[q])
+            out.append([NodeWithScore(n, float(s))
+                        for n, s in zip(nodes[j:j + c], scores[q, :c], strict=True)])
+            j += c
         return out
 
     def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
@@ -411,15 +469,35 @@ class ShardedRetriever:
         k = rows.shape[1] if rows.ndim == 2 else 0
         valid = np.arange(k)[None, :] < counts[:, None]
         qidx, rank = np.nonzero(valid)
-        hit_rows = rows[valid]
-        ids = pa.concat_arrays([s.group.table.column("id").combine_chunks() for s in segs]) \
-            if segs else pa.array([], pa.string())
+        ids = self._fetch(segs, offsets, rows[valid], "ids")
         return pa.table({
             "query_idx": pa.array(qidx.astype(np.int32)),
             "rank": pa.array(rank.astype(np.int32)),
-            "node_id": ids.take(pa.array(hit_rows)),
+            "node_id": ids,
             "score": pa.array(scores[valid].astype(np.float32)),
         })
+
+    @staticmethod
+    def _fetch(segs: _Handles, offsets: np.ndarray, rows: np.ndarray, what: str):
+        """Node ids (an Arrow array) or nodes (a list) of global ``rows``, in that order."""
+        seg_of = np.searchsorted(offsets, rows, side="right") - 1
+        parts: dict[int, Any] = {}
+        method = "node_data" if what == "nodes" and segs.remote else what
+        for i in np.unique(seg_of):
+            parts[int(i)] = segs.one(int(i), method, rows[seg_of == i] - offsets[i])
+            if method == "node_data":  # detached nodes (lineage lookups need the segment)
+                parts[int(i)] = [DocNode(text=t, metadata=m, id=n) for n, t, m in parts[int(i)]]
+        if what == "ids":
+            if not len(rows):
+                return pa.array([], pa.string())
+            order = np.argsort(np.argsort(seg_of, kind="stable"), kind="stable")
+            joined = pa.concat_arrays([parts[i] for i in sorted(parts)])
+            return joined.take(pa.array(order))
+        out = [None] * len(rows)
+        for i, got in parts.items():
+            for pos, node in zip(np.flatnonzero(seg_of == i), got, strict=True):
+                out[pos] = node
+        return out
 
     def _run(self, queries, filter, topk):
         from fastrag.retrieval.retriever import _check_topk
@@ -431,25 +509,24 @@ class ShardedRetriever:
                 raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
         k = self.topk if topk is None else _check_topk(topk)
         with self._lock:
-            segs, offsets, vocab = self._segments, self._offsets, self._vocab
+            segs, offsets, vocab, spec = self._segs, self._offsets, self._vocab, self._spec
         k = min(k, int(offsets[-1]))
         flt = filter if filter is not None else self.filter
         n_q = len(queries)
-        if not segs or n_q == 0 or k == 0:
+        if not segs.names or n_q == 0 or k == 0:
             return segs, offsets, _empty(n_q, k)
         empty = np.array([not q.strip() for q in queries], dtype=bool)
         todo = np.flatnonzero(~empty)
         sub = [queries[i] for i in todo]
-        if segs[0].ret.sim.kind == "bm25":
+        args = (k, flt, self.similarity_cut_off, self.num_threads)
+        if _kind(spec.similarity) == "bm25":
             from fastrag.analysis import encode_queries
 
-            qv, qo = encode_queries(sub, segs[0].ret._analyzer(), vocab)
-            parts = [s.search_bm25(qv, qo, k, flt, self.similarity_cut_off, self.num_threads)
-                     for s in segs]
+            qv, qo = encode_queries(sub, self._analyzer(), vocab)
+            parts = segs.call("search_bm25", qv, qo, *args)
         else:
-            qvec = segs[0].doc.embed_queries(sub, self._spec.embed_key)
-            parts = [s.search_dense(qvec, k, flt, self.similarity_cut_off, self.num_threads)
-                     for s in segs]
+            qvec = self._query_vectors(sub)
+            parts = segs.call("search_dense", qvec, *args)
         r, s, c = merge_hits(parts, offsets[:-1], k)
         rows, scores, counts = _empty(n_q, k)
         scores[:] = 0.0
@@ -457,6 +534,29 @@ class ShardedRetriever:
         scores[todo, :s.shape[1]] = s
         counts[todo] = c
         return segs, offsets, (rows, scores, counts)
+
+    def _analyzer(self):
+        from fastrag.analysis import get_analyzer
+        from fastrag.retrieval.similarity import get_similarity
+
+        if getattr(self, "_an", None) is None or self._an[0] != self._spec:
+            opts = {"stemmer": self._spec.stemmer} if self._spec.similarity == "bm25" else {}
+            stem = opts.get("stemmer")
+            if stem == "auto":
+                opts = {}
+            self._an = (self._spec, get_analyzer(get_similarity(self._spec.similarity).analyzer,
+                                                 **opts))
+        return self._an[1]
+
+    def _query_vectors(self, queries: list[str]) -> np.ndarray:
+        from fastrag.documents.document import embed_query_vectors
+
+        key = self._spec.embed_key
+        emb = (self.embed or {}).get(key)
+        if emb is None:
+            raise ConfigError(f"this sharded index is dense (embed key {key!r}); open it with "
+                              "embed= (the Embedder it was built with)")
+        return embed_query_vectors(emb, queries, key)
 
     # -- changes ---------------------------------------------------------------------------
     @contextlib.contextmanager

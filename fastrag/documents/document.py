@@ -545,15 +545,7 @@ class Document:
 
     def embed_queries(self, queries: list[str], key: str = "default") -> np.ndarray:
         """Query vectors for one embed key (``embed_query`` is used where the model has it)."""
-        emb = self.embedder(key)
-        if hasattr(emb, "embed_queries"):
-            vecs = emb.embed_queries(list(queries))
-        elif hasattr(emb, "embed_query"):
-            vecs = [np.asarray(emb.embed_query(q), dtype=np.float32) for q in queries]
-        else:
-            vecs = emb.embed(list(queries)) if hasattr(emb, "embed") else emb(list(queries))
-        return check_vectors(vecs, len(queries), [f"query {i}" for i in range(len(queries))],
-                             key, emb)
+        return embed_query_vectors(self.embedder(key), queries, key)
 
     # -- lineage -----------------------------------------------------------------------------
     def find(self, target: str) -> Callable[[Iterable[DocNode | NodeWithScore]], list[DocNode]]:
@@ -737,3 +729,15 @@ def _drop_stale_indexes(m: dict, group: str, fingerprint: str | None = None) -> 
                 if v["meta"].get("group") == group and v["meta"].get("kind") == "bm25"
                 and v["meta"].get("fingerprint") != fingerprint]:
         del m["indexes"][key]
+
+
+def embed_query_vectors(emb: Any, queries: Sequence[str], key: str = "default") -> np.ndarray:
+    """Query vectors from one embedder (``embed_query`` is used where the model has it)."""
+    if hasattr(emb, "embed_queries"):
+        vecs = emb.embed_queries(list(queries))
+    elif hasattr(emb, "embed_query"):
+        vecs = [np.asarray(emb.embed_query(q), dtype=np.float32) for q in queries]
+    else:
+        vecs = emb.embed(list(queries)) if hasattr(emb, "embed") else emb(list(queries))
+    return check_vectors(vecs, len(queries), [f"query {i}" for i in range(len(queries))],
+                         key, emb)

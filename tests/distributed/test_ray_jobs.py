@@ -123,6 +123,15 @@ def test_sharded_index_on_ray(cluster, tmp_path, cmrc):
                                                 [f"p{i}" for i in range(len(contexts))]),
                          "root", "bm25_chinese", topk=10)
     assert sr.batch_arrow(questions).equals(whole.batch_arrow(questions))
+    # one Ray actor per segment: the query fans out to the actors and the top-k lists merge
+    on_actors = fr.ray.open_index(tmp_path / "ix", topk=10, executor="ray")
+    assert on_actors.batch_arrow(questions).equals(whole.batch_arrow(questions))
+    assert on_actors.batch_arrow(questions, filter="part == 1").equals(
+        whole.batch_arrow(questions, filter="part == 1"))
+    got_nodes = on_actors.batch(questions[:20])
+    want_nodes = whole.batch(questions[:20])
+    assert [[(h.node.id, h.node.text, h.score) for h in hits] for hits in got_nodes] == \
+        [[(h.node.id, h.node.text, h.score) for h in hits] for hits in want_nodes]
     # the retrieval job over the sharded index gives the same rows
     got = collect(fr.ray.retrieve(tmp_path / "ix", questions[:500], topk=10, batch_size=100))
     assert as_batch_arrow(got).equals(whole.batch_arrow(questions[:500]))
