@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> None:
              f"{payload['overhead_us_per_query']:.1f} us/query; fixed {t_fixed:.2f} s"]]
     md = [f"# Ray batch retrieval ({args.n_docs:,} docs, {args.n_queries:,} queries, top-10, "
           f"bm25_chinese)", "",
-          f"CPU: {m.get('cpu')}, {args.cpus} CPUs for Ray; load before: {m.get('load')}; "
+          f"CPU: {m.get('cpu')}, {args.cpus} CPUs for Ray; "
+          f"load at start: {m.get('loadavg_at_start')}; "
           f"medians of {args.repeats}. Ray rows equal the single-process rows: {same}.", "",
           markdown_table(["path", "seconds", "queries/s", "overhead"], rows), "",
           "## Sharded BM25 (segments searched one after another in one process)", "",
@@ -175,8 +176,8 @@ def _segment_times(sr, queries, repeats):
     from fastrag.analysis import encode_queries
     from fastrag.distributed.sharded import merge_hits
 
-    segs = sr._segments
-    qv, qo = encode_queries(queries, segs[0].ret._analyzer(), sr._vocab)
+    segs = sr._segs.items  # the open segments (executor="local")
+    qv, qo = encode_queries(queries, sr._analyzer(), sr._vocab)
     per = []
     parts = []
     for s in segs:

@@ -759,7 +759,11 @@ def create(path: str | os.PathLike, corpus: Any, spec: IndexSpec, *, num_shards:
     from filelock import FileLock
 
     with FileLock(str(root / LOCK)):
-        m = {"format": FORMAT, "spec": spec.to_json(), "segments": [], "next_segment": 1}
+        first = 1
+        if is_sharded(root):  # overwrite: new names after the old ones, which go at the commit
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                first = int(json.loads((root / MANIFEST).read_text())["next_segment"])
+        m = {"format": FORMAT, "spec": spec.to_json(), "segments": [], "next_segment": first}
         jobs = []
         for lo, hi in _partition(table.num_rows, num_shards):
             jobs.append((_segment_name(m), table.slice(lo, hi - lo)))

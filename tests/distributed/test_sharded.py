@@ -230,3 +230,13 @@ def test_processes_adding_segments_and_a_reader(tmp_path):
         [n.text for n in final.batch(["words"])[0]]), "root", "bm25", topk=50)
     assert sorted(h.score for h in rebuilt("words")) == sorted(
         h.score for h in final("words"))
+
+
+def test_overwrite_replaces_an_index(tmp_path):
+    build_index(["alpha", "beta"], tmp_path / "ix", num_shards=2, executor="local")
+    sr = build_index(["gamma delta", "epsilon"], tmp_path / "ix", num_shards=2,
+                     executor="local", overwrite=True)
+    assert sr.segments == ["seg-000003", "seg-000004"]
+    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == \
+        [".lock", "seg-000003", "seg-000004", "shards.json"]
+    assert [h.node.text for h in sr("delta")] == ["gamma delta"] and sr("alpha") == []
