@@ -106,3 +106,14 @@ def test_serve_smoke(tmp_path):
     assert all(r["errors"] == 0 and r["wrong_results"] == 0 for r in data["retrieve"])
     assert all(r["lost"] == r["wrong_answer"] == r["llm_extra_calls"] == r["llm_missing"] == 0
                for r in data["chat"])
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_ray_smoke(tmp_path):
+    """bench_ray: the Ray job's rows equal one process's; sharded BM25 equals one index (the
+    script asserts it for 1, 2 and 4 segments)."""
+    pytest.importorskip("ray", reason="needs the [ray] extra: pip install -e '.[ray]'")
+    data = json.loads(run_smoke("bench_ray.py", tmp_path)[0].read_text())
+    assert data["ray_equals_single"] is True
+    assert [s["segments"] for s in data["shards"]] == [1, 2, 4]
