@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import machine_info, markdown_table, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+PYTHON = [sys.executable]  # the interpreter of the measured processes (--python)
 
 CHILD = r"""
 import json, sys, time
@@ -61,7 +62,7 @@ print(json.dumps({"import_s": t_import - t0, "ready_s": t_ready - t0,
 def _child(cache: Path, n: int, background: bool = True) -> dict:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache),
            "FASTRAG_BACKGROUND_COMPILE": "1" if background else "0"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(n)], capture_output=True, text=True,
+    proc = subprocess.run([PYTHON[0], "-c", CHILD, str(n)], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
@@ -82,7 +83,7 @@ def _wait_ready(cache: Path, t_start: float, limit_s: float = 900.0) -> float:
 def _warmup(cache: Path) -> float:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "fastrag.cli", "warmup"], capture_output=True,
+    subprocess.run([PYTHON[0], "-m", "fastrag.cli", "warmup"], capture_output=True,
                    text=True, cwd=ROOT, env=env, timeout=1800, check=True)
     return time.perf_counter() - t0
 
@@ -97,7 +98,16 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true",
                     help="one repeat, 100 paragraphs, the cold and warm cases only")
     ap.add_argument("--out", default=None, help="results folder (default bench/results/)")
+    ap.add_argument("--python", default=sys.executable,
+                    help="interpreter of the measured processes, e.g. a venv with only "
+                         "`pip install -e .` (what is installed changes import times: numba "
+                         "imports scipy and pyarrow imports pandas when they are there)")
+    ap.add_argument("--name", default="coldstart", help="results file name")
     args = ap.parse_args()
+    PYTHON[0] = args.python
+    probe = subprocess.run([args.python, "-c", "import importlib.util as u; print(sorted(m for "
+                            "m in ('scipy', 'pandas', 'torch') if u.find_spec(m)))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
     repeats = 1 if args.smoke else args.repeats
     n = 100 if args.smoke else 848
     info = machine_info(["numba"])
@@ -131,13 +141,15 @@ def main() -> None:
                      _med(runs, "batch_s"), all(r["said_compiling"] for r in runs)])
     goal_cold = _med(cold, "first_hit_s") <= 5.0
     goal_warm = _med(warm, "first_hit_s") <= 1.0
-    command = "python bench/bench_coldstart.py" + (" --smoke" if args.smoke else "")
+    command = "python bench/bench_coldstart.py" + (" --smoke" if args.smoke else "") + (
+        f" --python {args.python} --name {args.name}" if args.python != sys.executable else "")
     md = "\n".join([
         f"# Cold start: first BM25 hit on the CMRC demo ({n} paragraphs, bm25_chinese)",
         "",
         f"Machine: {info['cpu']}, {info['usable_cores']} cores, load at start "
         f"{info['loadavg_at_start']}, at end {list(os.getloadavg())}; commit {info['commit']};"
-        f" medians of {repeats} fresh processes per case.",
+        f" medians of {repeats} fresh processes per case. Interpreter: {args.python} "
+        f"(heavy optional packages importable there: {probe}).",
         "",
         markdown_table(["case", "import s", "ready s (KB + index)", "first query s",
                         "first hit s (from start)", "batch of 3,219 s", "said compiling"],
@@ -156,8 +168,9 @@ def main() -> None:
     payload = {"machine": info, "n_paragraphs": n, "repeats": repeats, "cold": cold,
                "cold_in_process": inproc, "background_ready_s": ready_s, "warm": warm,
                "after_warmup": after, "warmup_s": warm_s,
-               "goal_cold_5s": goal_cold, "goal_warm_1s": goal_warm, "command": command}
-    write_results("coldstart" + ("_smoke" if args.smoke else ""), payload, md,
+               "goal_cold_5s": goal_cold, "goal_warm_1s": goal_warm, "command": command,
+               "python": args.python, "optional_packages": probe}
+    write_results(args.name + ("_smoke" if args.smoke else ""), payload, md,
                   Path(args.out) if args.out else None)
     print(md)
 

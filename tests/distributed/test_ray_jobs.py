@@ -140,7 +140,7 @@ def test_sharded_index_on_ray(cluster, tmp_path, cmrc):
 
 def test_killed_actor_gives_complete_unduplicated_output(cluster, cmrc):
     path, _, _, questions = cmrc
-    qs = questions * 3
+    qs = questions * 10  # 805 batches: the job outlives the kill
     ds = fr.ray.retrieve(path, qs, similarity="bm25_chinese", topk=5, batch_size=40,
                          concurrency=2)
     result = {}
@@ -151,17 +151,20 @@ def test_killed_actor_gives_complete_unduplicated_output(cluster, cmrc):
     t = threading.Thread(target=run)
     t.start()
     killed = None
+    running_at_kill = False
     deadline = time.monotonic() + 120
     while killed is None and time.monotonic() < deadline and t.is_alive():
         for pid, cmd in processes():
             if "_RetrieveActor" in cmd and "MapWorker" in cmd:
-                time.sleep(1.0)  # let it take a few batches
+                time.sleep(0.5)  # let it take a few batches
                 os.kill(pid, signal.SIGKILL)
                 killed = pid
+                running_at_kill = t.is_alive()
                 break
         time.sleep(0.1)
     t.join(timeout=300)
     assert killed is not None, "no retrieval actor process found to kill"
+    assert running_at_kill, "the job ended before the kill: make it longer"
     got = result["table"]
     doc = fr.Document(store=path, mode="r")
     want = fr.Retriever(doc, "root", "bm25_chinese", topk=5).batch_arrow(qs)
