@@ -193,6 +193,10 @@ def segment_tokens(doc, group, analyzer):
     return tc
 
 
+class SegmentNotReady(RuntimeError):
+    """A segment (a restarted Ray actor) lost the index weighed with the global statistics."""
+
+
 class _Segment:
     """One open segment: its document, group and retriever; a BM25 index weighed with the
     global statistics once :meth:`weigh` is called. Runs in this process or as a Ray actor
@@ -246,6 +250,8 @@ class _Segment:
         return self.ret._mask(self.group, flt)
 
     def search_bm25(self, q_values, q_offsets, k, flt, cutoff, num_threads):
+        if self.index is None:  # a restarted actor: the driver weighs it again
+            raise SegmentNotReady(f"segment {self.path.name} has no weighed index")
         mask = self.mask(flt)
         n_q = q_offsets.shape[0] - 1
         k = min(k, self.size())
@@ -507,26 +513,32 @@ class ShardedRetriever:
         for i, q in enumerate(queries):
             if not isinstance(q, str):
                 raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
-        k = self.topk if topk is None else _check_topk(topk)
-        with self._lock:
-            segs, offsets, vocab, spec = self._segs, self._offsets, self._vocab, self._spec
-        k = min(k, int(offsets[-1]))
+        k_asked = self.topk if topk is None else _check_topk(topk)
         flt = filter if filter is not None else self.filter
         n_q = len(queries)
-        if not segs.names or n_q == 0 or k == 0:
-            return segs, offsets, _empty(n_q, k)
         empty = np.array([not q.strip() for q in queries], dtype=bool)
         todo = np.flatnonzero(~empty)
         sub = [queries[i] for i in todo]
-        args = (k, flt, self.similarity_cut_off, self.num_threads)
-        if _kind(spec.similarity) == "bm25":
-            from fastrag.analysis import encode_queries
+        for attempt in (0, 1):
+            with self._lock:
+                segs, offsets, vocab, spec = self._segs, self._offsets, self._vocab, self._spec
+            k = min(k_asked, int(offsets[-1]))
+            if not segs.names or n_q == 0 or k == 0:
+                return segs, offsets, _empty(n_q, k)
+            args = (k, flt, self.similarity_cut_off, self.num_threads)
+            try:
+                if _kind(spec.similarity) == "bm25":
+                    from fastrag.analysis import encode_queries
 
-            qv, qo = encode_queries(sub, self._analyzer(), vocab)
-            parts = segs.call("search_bm25", qv, qo, *args)
-        else:
-            qvec = self._query_vectors(sub)
-            parts = segs.call("search_dense", qvec, *args)
+                    qv, qo = encode_queries(sub, self._analyzer(), vocab)
+                    parts = segs.call("search_bm25", qv, qo, *args)
+                else:
+                    parts = segs.call("search_dense", self._query_vectors(sub), *args)
+                break
+            except SegmentNotReady:  # an actor died and Ray restarted it: weigh it again
+                if attempt:
+                    raise
+                self.refresh()
         r, s, c = merge_hits(parts, offsets[:-1], k)
         rows, scores, counts = _empty(n_q, k)
         scores[:] = 0.0

@@ -129,6 +129,11 @@ def test_sharded_index_on_ray(cluster, tmp_path, cmrc):
     assert on_actors.batch_arrow(questions).equals(whole.batch_arrow(questions))
     assert on_actors.batch_arrow(questions, filter="part == 1").equals(
         whole.batch_arrow(questions, filter="part == 1"))
+    # a segment actor that dies is restarted by Ray and weighed again on the next query
+    victims = [pid for pid, cmd in processes() if "ray::_Segment" in cmd]
+    assert len(victims) == 4
+    os.kill(victims[1], signal.SIGKILL)
+    assert on_actors.batch_arrow(questions).equals(whole.batch_arrow(questions))
     got_nodes = on_actors.batch(questions[:20])
     want_nodes = whole.batch(questions[:20])
     assert [[(h.node.id, h.node.text, h.score) for h in hits] for hits in got_nodes] == \
