@@ -472,25 +472,29 @@ def exact_final_scores(vectors, queries, out_rows, out_scores, counts, cutoff):
     found it. No fastmath, so the order is exactly the written one."""
     n_q, width = out_rows.shape
     dim = vectors.shape[1]
-    lanes = np.empty(8, np.float64)
     for i in range(n_q):
         c = counts[i]
         q = queries[i]
         for t in range(c):
             x = vectors[out_rows[i, t]]
-            lanes[:] = 0.0
+            a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
             d = 0
             while d + 8 <= dim:
-                for j in range(8):
-                    lanes[j] += np.float64(q[d + j]) * np.float64(x[d + j])
+                a0 += np.float64(q[d]) * np.float64(x[d])
+                a1 += np.float64(q[d + 1]) * np.float64(x[d + 1])
+                a2 += np.float64(q[d + 2]) * np.float64(x[d + 2])
+                a3 += np.float64(q[d + 3]) * np.float64(x[d + 3])
+                a4 += np.float64(q[d + 4]) * np.float64(x[d + 4])
+                a5 += np.float64(q[d + 5]) * np.float64(x[d + 5])
+                a6 += np.float64(q[d + 6]) * np.float64(x[d + 6])
+                a7 += np.float64(q[d + 7]) * np.float64(x[d + 7])
                 d += 8
             tail = 0.0
             while d < dim:
                 tail += np.float64(q[d]) * np.float64(x[d])
                 d += 1
-            s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) \
-                + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])) + tail
-            out_scores[i, t] = np.float32(s)
+            out_scores[i, t] = np.float32(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
+                                          + tail)
         for t in range(1, c):  # insertion sort: the order was nearly right already
             s = out_scores[i, t]
             r = out_rows[i, t]
