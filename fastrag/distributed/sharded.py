@@ -506,13 +506,9 @@ class ShardedRetriever:
         return out
 
     def _run(self, queries, filter, topk):
-        from fastrag.retrieval.retriever import _check_topk
+        from fastrag.retrieval.retriever import _check_topk, check_queries
 
-        if isinstance(queries, str) or not isinstance(queries, Sequence):
-            raise ConfigError("queries must be a list of strings; for one query call ret(query)")
-        for i, q in enumerate(queries):
-            if not isinstance(q, str):
-                raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
+        check_queries(queries)
         k_asked = self.topk if topk is None else _check_topk(topk)
         flt = filter if filter is not None else self.filter
         n_q = len(queries)

@@ -217,11 +217,7 @@ class Retriever:
 
     # -- core --------------------------------------------------------------------------------
     def _run(self, queries, filter, topk) -> tuple[NodeGroup, Hits]:
-        if isinstance(queries, str) or not isinstance(queries, Sequence):
-            raise ConfigError("queries must be a list of strings; for one query call ret(query)")
-        for i, q in enumerate(queries):
-            if not isinstance(q, str):
-                raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
+        check_queries(queries)
         k = self.topk if topk is None else _check_topk(topk)
         group = self.doc.group(self.group_name)
         if len(group) == 0:  # emptied since construction (doc.delete)
@@ -394,6 +390,15 @@ def _no_nodes(doc: Document, group_name: str) -> str:
     return (f"group {group_name!r} has no nodes: its transform made none from the Document's "
             f"{n_roots} root nodes; check the transform given to create_node_group, or "
             "retrieve from another group")
+
+
+def check_queries(queries: Any) -> None:
+    """ConfigError unless ``queries`` is a list (sequence) of strings."""
+    if isinstance(queries, str) or not isinstance(queries, Sequence):
+        raise ConfigError("queries must be a list of strings; for one query call ret(query)")
+    for i, q in enumerate(queries):
+        if not isinstance(q, str):
+            raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
 
 
 def _check_topk(topk: Any) -> int:
