@@ -239,3 +239,27 @@ def test_parse_builds_the_group_under_the_parsers_identity(cluster, tmp_path, op
     assert len(openai_server.requests) == 30
     # every parent's own summary, in parent order
     assert summaries == [f"summary of {i:03d}" for i in range(30)]
+
+
+def test_bad_arguments_name_the_problem(cluster, tmp_path, cmrc):
+    path = cmrc[0]
+    with pytest.raises(fr.ConfigError, match="batch_size"):
+        fr.ray.retrieve(path, ["q"], batch_size=0)
+    with pytest.raises(fr.ConfigError, match="concurrency"):
+        fr.ray.retrieve(path, ["q"], concurrency=0)
+    with pytest.raises(fr.ConfigError, match="not a directory"):
+        fr.ray.retrieve(tmp_path / "none", ["q"])
+    with pytest.raises(fr.ConfigError, match="expected a ray.data.Dataset"):
+        fr.ray.retrieve(path, "one query")
+    with pytest.raises(fr.ConfigError, match="synthesizer must be"):
+        fr.ray.synthesize(pa.table({"query": ["q"], "contexts": [["c"]]}), 3)
+    with pytest.raises(fr.ConfigError, match="no column 'contexts'"):
+        fr.ray.synthesize(pa.table({"query": ["q"]}), fr.get_response_synthesizer(
+            "compact", llm=lambda p: "x"))
+    with pytest.raises(fr.ConfigError, match="parser must be"):
+        fr.ray.parse(path, "summary", lambda t: [t])
+    with pytest.raises(fr.ConfigError, match="max_llm_calls"):
+        fr.ray.parse(path, "summary", fr.LLMParser(lambda p: "x"), max_llm_calls=0)
+    fr.ray.build_index(["alpha", "beta"], tmp_path / "ix", executor="local")
+    with pytest.raises(fr.ConfigError, match="executor must be"):
+        fr.ray.ShardedRetriever(tmp_path / "ix", executor="dask")
