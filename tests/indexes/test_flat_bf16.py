@@ -250,6 +250,32 @@ def test_the_timed_probe_measures_both_matmuls(torch, monkeypatch):
     assert got["fast"] == (got["bf16_s"] < 0.8 * got["float32_s"])
 
 
+def test_the_timed_probe_times_one_thread_each_whatever_the_process_set(torch, monkeypatch):
+    """A process that set torch to 1 thread (and BLAS to 2) used to compare 1-thread bf16 with
+    2-thread sgemm, so the answer flipped with the load; the search runs both per thread."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    seen = []
+    real = torch.matmul
+
+    def matmul(*args, **kwargs):
+        blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+        seen.append((torch.get_num_threads(), blas))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "matmul", matmul)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with threadpool_limits(limits=2, user_api="blas"):
+            flat._timed_probe(torch)
+            after = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+        assert torch.get_num_threads() == 2 and set(after) <= {2}
+    finally:
+        torch.set_num_threads(saved)
+    assert len(seen) == 4 and all(t == 1 and set(b) <= {1} for t, b in seen), seen
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n,dim", [(100_000, 384), (100_000, 768), (1_000_000, 384),
                                    (1_000_000, 768)])
