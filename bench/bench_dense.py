@@ -136,6 +136,12 @@ def sgemm_gflops(repeats: int = 5) -> float:
     return 2 * 1000 * 8192 * 384 / median(ts) / 1e9
 
 
+def lib_label(filename: str) -> str:
+    """'numpy' or 'faiss' for an OpenBLAS file name (faiss bundles libopenblaso 0.3.15)."""
+    return "faiss" if filename.startswith("libopenblaso") else (
+        "numpy" if "scipy_openblas" in filename or "numpy" in filename else filename)
+
+
 def blas_architectures() -> dict[str, str]:
     from threadpoolctl import threadpool_info
 
@@ -347,9 +353,10 @@ def markdown(result: dict) -> str:
         (f"Machine: {info['cpu']}, {info['usable_cores']} usable cores, load average at start "
         f"{info['loadavg_at_start']}; numpy {info['numpy']}, numba {info.get('numba')}, "
         f"faiss-cpu {info.get('faiss-cpu')}; commit {info['commit']}; {info['date']}."),
-        (f"`OPENBLAS_CORETYPE={result['coretype'] or '(unset)'}` in the children (unset: "
-        f"every OpenBLAS already picked an AVX-512 kernel); BLAS kernel of each library: "
-        f"{result['runs'][0]['blas']}. Machine shared with other jobs: numbers are noisy."),
+        (f"`OPENBLAS_CORETYPE={result['coretype'] or '(unset)'}` in the children ("
+        f"{result.get('coretype_why', 'unset: every OpenBLAS picked an AVX-512 kernel')}); "
+        f"BLAS kernel of each library: {result['runs'][0]['blas']}. Machine shared with other "
+        "jobs: numbers are noisy."),
         (f"Command: `{result['command']}`. Medians of {result['repeats']} interleaved repeats "
         f"(batch) and of {result['single']} single queries."),
         "",
@@ -413,7 +420,7 @@ def markdown(result: dict) -> str:
         "",
         "## numpy sgemm, one thread (1000 x 8192 x 384; median of 3 interleaved probes)",
         "",
-        markdown_table(["OPENBLAS_CORETYPE", "BLAS kernel", "GFLOP/s"],
+        markdown_table(["OPENBLAS_CORETYPE", "BLAS kernel per library", "GFLOP/s"],
                        [[k or "(unset)", v["arch"], v["gflops"]]
                         for k, v in result["sgemm_coretype"].items()]),
     ]
@@ -461,19 +468,23 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(3):  # interleaved rounds, median: the machine's load drifts
         for ct in (None, "SkylakeX", "Haswell") if has_avx512() else (None,):
             got = sgemm_probe(ct)
-            entry = sgemm.setdefault(ct or "", {"runs": [], "arch": ",".join(
-                f"{a}" for a in got["arch"].values())})
+            entry = sgemm.setdefault(ct or "", {"runs": [], "arch": ", ".join(
+                f"{lib_label(lib)} {a}" for lib, a in got["arch"].items())})
             entry["runs"].append(got["gflops"])
     for entry in sgemm.values():
         entry["gflops"] = median(entry["runs"])
     if args.coretype == "auto":
         # force SkylakeX, for every OpenBLAS in the process (numpy's and faiss's alike), where
         # any of them picked an AVX2-era or older kernel on an AVX-512 CPU
-        detected = sgemm[""]["arch"].lower().split(",")
+        detected = [a.rsplit(" ", 1)[-1] for a in sgemm[""]["arch"].lower().split(", ")]
         coretype = ("SkylakeX" if has_avx512() and any(a in AVX2_ERA_KERNELS for a in detected)
                     else None)
+        why = (f"pinned: without it the kernels were {sgemm['']['arch']}; SkylakeX is the "
+               "newest kernel every one of them has" if coretype
+               else "unset: every OpenBLAS picked an AVX-512 kernel")
     else:
         coretype = None if args.coretype == "none" else args.coretype
+        why = f"`--coretype {args.coretype}`"
     runs = []
     for t in threads:
         cfg = {"threads": t, "sizes": sizes, "n_queries": args.n_queries,
@@ -484,8 +495,8 @@ def main(argv: list[str] | None = None) -> None:
         "command": "python bench/bench_dense.py " + " ".join(sys.argv[1:] if argv is None
                                                               else argv),
         "machine": machine_info(["faiss-cpu", "numba", "threadpoolctl"]),
-        "coretype": coretype, "repeats": args.repeats, "single": args.single, "k": K,
-        "sgemm_coretype": sgemm, "runs": runs,
+        "coretype": coretype, "coretype_why": why, "repeats": args.repeats,
+        "single": args.single, "k": K, "sgemm_coretype": sgemm, "runs": runs,
     }
     name = args.name or ("dense_smoke" if args.smoke else "dense")
     jp, mp = write_results(name, result, markdown(result))
