@@ -20,6 +20,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+# Benchmarks time fastrag's numba kernels: a process that finds them uncompiled compiles them
+# itself (before the warm-up calls) instead of running the NumPy path of a cold process while
+# a background compile runs (fastrag._coldstart). bench_coldstart sets it per child.
+os.environ.setdefault("FASTRAG_BACKGROUND_COMPILE", "0")
+
 BENCH_DIR = Path(__file__).resolve().parent
 # FASTRAG_BENCH_RESULTS redirects results (the CI smoke test writes to a temp folder)
 RESULTS_DIR = Path(os.environ.get("FASTRAG_BENCH_RESULTS", BENCH_DIR / "results"))

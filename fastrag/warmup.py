@@ -43,6 +43,23 @@ def _bm25(log: Callable[[str], None]) -> None:
     ret.batch(["running queries", "arrow files"] * 32)
     ret.batch(["running queries"] * 16, filter="n >= 10")
     log("  bm25 (English), splitters, filters")
+    _bm25_rank()
+    log("  bm25 rank directories (large corpora)")
+
+
+def _bm25_rank() -> None:
+    """An index large enough for rank directories (a term in every document), searched."""
+    from fastrag.indexes.bm25 import RANK_MIN_DOCS, BM25Index
+
+    n = RANK_MIN_DOCS
+    values = np.empty(2 * n, np.int32)
+    values[0::2] = 0
+    values[1::2] = 1 + np.arange(n, dtype=np.int32) % 997
+    index = BM25Index.build(values, np.arange(0, 2 * n + 1, 2, dtype=np.int64), 998)
+    index.build_rank_directories()
+    for n_q in (1, 64):  # serial and parallel kernels
+        index.search(np.tile(np.array([5, 0], np.int32), n_q),
+                     np.arange(0, 2 * n_q + 1, 2, dtype=np.int64), 10)
 
 
 def _dense(log: Callable[[str], None]) -> None:

@@ -22,7 +22,10 @@ Scoring strategies (``STRATEGY_*``; all exact, same results):
   then scanned (live candidates marked in a bitmap that stays in L1, so a posting of any other
   row costs one bit test), or, when few candidates are left, searched by galloping over them
   (rows sorted by a radix sort) from an interpolated guess (rows of a list spread evenly over
-  the documents), so that each search mostly stays within one prefetched cache line.
+  the documents), so that each search mostly stays within one prefetched cache line. A term
+  in many documents may have a *rank directory* (a bitmap of its documents with a running
+  count per 64 of them, :func:`build_rank_rows`): a candidate's posting is then found with one
+  cache line and a ``popcount``, prefetched exactly, instead of a search.
 * ``auto`` (default): ``dense`` on small corpora (accumulator in cache, see
   ``_DENSE_MAX_DOCS``) when the query touches many rows, else ``maxscore``.
 
@@ -87,6 +90,17 @@ def _fetch_add(typingctx, arr, idx, val):
     return sig, codegen
 
 
+@intrinsic
+def _popcount(typingctx, x):
+    """Set bits of a uint64 (one ``popcnt``)."""
+    sig = _nbtypes.uint64(_nbtypes.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
 # Prefetch distance (postings / rows ahead) of the streaming loops, and (candidates ahead) of
 # the galloping search; rows above the heap bar are offered to it in bursts of ``_QUEUE``.
 _PF = 16
@@ -112,6 +126,10 @@ _SEED_MAX_K = 100
 _DENSE_MAX_DOCS = 16384
 # Finish a remaining posting list by galloping search when candidates * this < its length.
 _GALLOP_FACTOR = 12
+# ... or, for a term with a rank directory, by rank lookups when candidates * this < its
+# length; rank lookups run _PF_RANK candidates ahead of their prefetches.
+_RANK_FACTOR = 4
+_PF_RANK = 8
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,6 +187,33 @@ def build_postings(values, offsets, n_vocab, local_df):
             else:
                 tf[slot[t]] += 1.0
     return indptr, indices, tf
+
+
+@njit(cache=True, nogil=True)
+def build_rank_rows(indptr, indices, n_docs, terms, slots, rank_dir):
+    """Fill row ``slots[i]`` of ``rank_dir`` with the rank directory of term ``terms[i]``: for
+    each 64-document word ``w``, ``[2w]`` = bitmap of the documents in the term's postings,
+    ``[2w + 1]`` = its postings before that word. The posting of document ``d`` (if its bit is
+    set) is then ``indptr[t] + [2w + 1] + popcount([2w] & ((1 << (d & 63)) - 1))``: one
+    cache line, no search. Returns -1, or the index into ``terms`` of a term whose postings
+    hold a document outside ``[0, n_docs)`` (its row is left zero: unusable but harmless)."""
+    n_words = (n_docs + 63) >> 6
+    for i in range(terms.shape[0]):
+        t = terms[i]
+        row = rank_dir[slots[i]]
+        row[:] = 0
+        for p in range(indptr[t], indptr[t + 1]):
+            d = np.int64(indices[p])
+            if d < 0 or d >= n_docs:
+                row[:] = 0
+                return i
+            du = np.uint64(d)
+            row[2 * (du >> np.uint64(6))] |= np.uint64(1) << (du & np.uint64(63))
+        c = np.uint64(0)
+        for w in range(n_words):
+            row[2 * w + 1] = c
+            c += _popcount(row[2 * w])
+    return -1
 
 
 @njit(cache=True, inline="always")
@@ -584,9 +629,46 @@ def _gallop_term(indices, data, start, end, w_mult, acc, pos, touched, nt, heap_
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _rank_term(data, start, w_mult, acc, pos, touched, nt, rdir, heap_s, heap_d, n_heap, k_eff,
+               bar, base, base32):
+    """Add the postings from ``start`` of the rows ``touched[:nt]`` (any order), found through
+    the term's rank directory ``rdir`` (see :func:`build_rank_rows`). Returns ``(n_heap, bar)``.
+
+    Two prefetch stages: the directory word of the row ``2 * _PF_RANK`` candidates ahead, then
+    the posting and accumulator entry of the row ``_PF_RANK`` ahead (its word now in cache)."""
+    last = np.uint64(nt - 1)
+    pf = np.uint64(_PF_RANK)
+    one = np.uint64(1)
+    six = np.uint64(6)
+    m63 = np.uint64(63)
+    st = np.uint64(start)
+    for js in range(nt):
+        j = np.uint64(js)
+        d2 = np.uint64(touched[min(j + pf + pf, last)])
+        _prefetch(rdir, (d2 >> six) << one)
+        d1 = np.uint64(touched[min(j + pf, last)])
+        w1 = (d1 >> six) << one
+        b1 = rdir[w1]
+        _prefetch(data, st + rdir[w1 + one] + _popcount(b1 & ((one << (d1 & m63)) - one)))
+        _prefetch(acc, d1)
+        d = np.uint64(touched[j])
+        w = (d >> six) << one
+        b = rdir[w]
+        sh = d & m63
+        if (b >> sh) & one:
+            p = st + rdir[w + one] + _popcount(b & ((one << sh) - one))
+            a = acc[d] + w_mult * data[p]
+            acc[d] = a
+            if a > bar:
+                n_heap = _raise(a, base32, np.int64(d), heap_s, heap_d, pos, n_heap, k_eff)
+                bar = _bar(heap_s, n_heap, k_eff, base)
+    return n_heap, bar
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
 def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, has_mask,
                cutoff, has_cutoff, strategy, acc, pos, touched, heap_s, heap_d,
-               out_rows, out_scores):
+               out_rows, out_scores, rank_slot, rank_dir):
     """Exact top-``k`` of one query. Returns the number of hits written to ``out_rows`` /
     ``out_scores`` (best first, ties by row; the rest padded with -1 / -inf).
 
@@ -595,7 +677,8 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
     ``>= cutoff`` when ``has_cutoff``. Query token ids repeat: each occurrence counts, as in
     bm25s. Scratch: ``acc`` float32 ``[n_docs]`` all 0, ``pos`` int32 ``[n_docs]`` all -1,
     ``touched`` int32 ``[n_docs + 1]``, ``heap_s``/``heap_d`` ``[>= min(k, n_docs)]``; ``acc`` and
-    ``pos`` are restored before returning."""
+    ``pos`` are restored before returning. ``rank_slot`` (int32 ``[n_vocab]``, or empty for
+    none): the row of ``rank_dir`` holding a term's rank directory, -1 where it has none."""
     n_docs = acc.shape[0]
     neg_inf = np.float32(-np.inf)
     width = out_rows.shape[0]
@@ -626,6 +709,9 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
             m += 1
         i = j
 
+    # (an index allocates rank_dir once, before it sets any slot: with rank_dir in hand, every
+    # slot this search may read is a complete row of it)
+    has_rank = rank_slot.shape[0] > 0 and rank_dir.shape[0] > 0
     n_heap = 0
     theta_floor = -np.inf
     if has_cutoff:
@@ -713,7 +799,12 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                     nt = _prune(acc, touched, nt, rest[oi] + base, theta, live, has_live)
                     if nt == 0:
                         break
-                    if nt * _GALLOP_FACTOR < end - start:
+                    slot = rank_slot[t] if has_rank else -1
+                    if slot >= 0 and nt * _RANK_FACTOR < end - start:
+                        n_heap, bar = _rank_term(
+                            data, start, w_mult, acc, pos, touched, nt, rank_dir[slot], heap_s,
+                            heap_d, n_heap, k_eff, bar, base, base32)
+                    elif nt * _GALLOP_FACTOR < end - start:
                         if not is_sorted:
                             sort_rows(touched, nt, n_docs)
                             is_sorted = True
@@ -770,7 +861,7 @@ def check_queries(q_values, q_offsets, n_vocab):
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def search_batch_serial(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
                         mask, has_mask, cutoff, has_cutoff, strategy, acc, pos, touched,
-                        out_rows, out_scores, out_counts):
+                        out_rows, out_scores, out_counts, rank_slot, rank_dir):
     """:func:`search_one` for each query ``q_values[q_offsets[i]:q_offsets[i+1]]`` in turn,
     reusing the caller's scratch (``acc`` zeros and ``pos`` -1, ``[n_docs]``; ``touched``
     ``[n_docs + 1]``). Returns :func:`check_queries`'s code; nothing is scored unless -1."""
@@ -784,14 +875,15 @@ def search_batch_serial(indptr, indices, data, term_max, base_weights, q_values,
         out_counts[qi] = search_one(
             indptr, indices, data, term_max, base_weights,
             q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff, has_cutoff,
-            strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi], out_scores[qi])
+            strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi], out_scores[qi],
+            rank_slot, rank_dir)
     return -1
 
 
 @njit(cache=True, fastmath=FASTMATH, parallel=True)
 def search_batch_parallel(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
                           mask, has_mask, cutoff, has_cutoff, strategy, acc2, pos2, touched2,
-                          out_rows, out_scores, out_counts):
+                          out_rows, out_scores, out_counts, rank_slot, rank_dir):
     """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` slots that take the queries
     in small runs from a shared atomic counter (a slot whose core is slowed by other work just
     takes fewer); slot ``c`` uses scratch row ``c`` of ``acc2``/``pos2``/``touched2`` and writes
@@ -821,7 +913,7 @@ def search_batch_parallel(indptr, indices, data, term_max, base_weights, q_value
                     indptr, indices, data, term_max, base_weights,
                     q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff,
                     has_cutoff, strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi],
-                    out_scores[qi])
+                    out_scores[qi], rank_slot, rank_dir)
     return -1
 
 
@@ -871,6 +963,7 @@ __all__ = [
     "STRATEGY_TOUCHED",
     "base_weights_for",
     "build_postings",
+    "build_rank_rows",
     "check_queries",
     "count_document_frequencies",
     "idf_weights",

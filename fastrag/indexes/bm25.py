@@ -37,6 +37,13 @@ choices for benchmarks (see ``fastrag._kernels.bm25``)."""
 
 FORMAT = "fastrag.bm25/1"
 
+# Rank directories (see ``fastrag._kernels.bm25.build_rank_rows``): for the terms in at least
+# 1/RANK_DF_DIVISOR of the documents of an index of at least RANK_MIN_DOCS documents, built on
+# the first query that needs one. 16 bytes per 64 documents per term: at most 1/32 of the
+# term's own postings' size (8 bytes each) times RANK_DF_DIVISOR / 16.
+RANK_MIN_DOCS = 1 << 16
+RANK_DF_DIVISOR = 16
+
 _INT32_MAX = np.iinfo(np.int32).max
 _INT32_MIN = np.iinfo(np.int32).min
 
@@ -119,6 +126,21 @@ class BM25Index:
         self._pool: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._lock = threading.Lock()
         self._no_mask = _readonly(np.zeros(0, dtype=np.bool_))
+        # Rank directories, built term by term on first use (under _rank_lock); a slot is
+        # published (rank_slot[t] set) only after its row is complete, and rows never change
+        # afterwards, so searches read both without a lock.
+        self._rank_lock = threading.Lock()
+        self._rank_slot = np.full(0, -1, np.int32)
+        self._rank_dir = np.zeros((0, 0), np.uint64)
+        self._rank_used = 0
+        self._rank_pending: np.ndarray | None = None
+        if self.n_docs >= RANK_MIN_DOCS:
+            df = np.diff(self.indptr)
+            dense = np.flatnonzero(df >= max(self.n_docs // RANK_DF_DIVISOR, 1))
+            if dense.size:
+                self._rank_pending = np.zeros(self.n_vocab, dtype=bool)
+                self._rank_pending[dense] = True
+                self._rank_slot = np.full(self.n_vocab, -1, np.int32)
 
     # ---------------------------------------------------------------------------- build
     @classmethod
@@ -185,6 +207,8 @@ class BM25Index:
         qv = _ragged_array(q_values, "q_values", np.int32)
         if self._unchecked is not None:
             self._check_postings(qv)
+        if self._rank_pending is not None and qv.shape[0]:
+            self._build_rank(qv)
         qo = _ragged_array(q_offsets, "q_offsets", np.int64)
         if qo.shape[0] < 1:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
@@ -210,7 +234,8 @@ class BM25Index:
                 err = kb.search_batch_serial(
                     self.indptr, self.indices, self.data, self.term_max, self.base_weights,
                     qv, qo, k, mask_arr, has_mask, cut, has_cutoff, code, scratch[0][0],
-                    scratch[1][0], scratch[2][0], rows, scores, counts)
+                    scratch[1][0], scratch[2][0], rows, scores, counts, self._rank_slot,
+                    self._rank_dir)
             else:
                 import numba
 
@@ -221,7 +246,7 @@ class BM25Index:
                         self.indptr, self.indices, self.data, self.term_max,
                         self.base_weights, qv, qo, k, mask_arr, has_mask, cut, has_cutoff,
                         code, scratch[0][:slots], scratch[1][:slots], scratch[2][:slots],
-                        rows, scores, counts)
+                        rows, scores, counts, self._rank_slot, self._rank_dir)
                 finally:
                     numba.set_num_threads(before)
             ok = True
@@ -231,6 +256,51 @@ class BM25Index:
         if err != -1:
             _raise_query_error(int(err), qv, qo, self.n_vocab)
         return rows, scores, counts
+
+    @property
+    def rank_nbytes(self) -> int:
+        """Bytes of the rank directories built so far (derived from the postings on first
+        use, never saved; see ``RANK_DF_DIVISOR``)."""
+        return int(self._rank_used * self._rank_dir.shape[1] * 8)
+
+    def build_rank_directories(self) -> int:
+        """Build now every rank directory that searches would otherwise build on first use
+        (for predictable latency after loading a large index); returns :attr:`rank_nbytes`."""
+        if self._rank_pending is not None:
+            if self._unchecked is not None:
+                self._check_postings(np.flatnonzero(self._rank_pending))
+            self._build_rank(np.flatnonzero(self._rank_pending).astype(np.int32), force=True)
+        return self.rank_nbytes
+
+    def _build_rank(self, qv: np.ndarray, force: bool = False) -> None:
+        """Build the rank directories the query terms ``qv`` lack (once per term)."""
+        pending = self._rank_pending
+        if pending is None or not np.take(pending, qv, mode="clip").any():
+            return
+        if not (force or kernels_ready()):  # the NumPy path does not use them
+            return
+        with self._rank_lock:
+            t = np.unique(qv[(qv >= 0) & (qv < self.n_vocab)])
+            t = t[pending[t]].astype(np.int64)
+            if not t.size:
+                return
+            if not self._rank_dir.shape[0]:
+                # zeroed pages are mapped on first write: unused slots cost no memory
+                self._rank_dir = np.zeros((int(pending.sum()), 2 * ((self.n_docs + 63) >> 6)),
+                                          np.uint64)
+            slots = np.arange(self._rank_used, self._rank_used + t.size, dtype=np.int64)
+            bad = _kernels().build_rank_rows(self.indptr, self.indices, self.n_docs, t, slots,
+                                             self._rank_dir)
+            if bad != -1:
+                raise StoreError(
+                    f"BM25 index arrays are inconsistent (doc ids outside [0, {self.n_docs}) in "
+                    f"the postings of term {int(t[bad])}); the index files are corrupt: rebuild "
+                    "the index")
+            self._rank_slot[t] = slots  # publish: the rows are complete
+            self._rank_used += t.size
+            pending[t] = False
+            if not pending.any():
+                self._rank_pending = None
 
     def _check_postings(self, terms: np.ndarray) -> None:
         """Bounds-check the postings of ``terms`` that were not checked yet. An index loaded
