@@ -39,8 +39,8 @@ FORMAT = "fastrag.bm25/1"
 
 # Rank directories (see ``fastrag._kernels.bm25.build_rank_rows``): for the terms in at least
 # 1/RANK_DF_DIVISOR of the documents of an index of at least RANK_MIN_DOCS documents, built on
-# the first query that needs one. 16 bytes per 64 documents per term: at most 1/32 of the
-# term's own postings' size (8 bytes each) times RANK_DF_DIVISOR / 16.
+# the first query that needs one. 16 bytes per 64 documents per term: at most
+# RANK_DF_DIVISOR / 32 of the size of the term's own postings (8 bytes each), half at 16.
 RANK_MIN_DOCS = 1 << 16
 RANK_DF_DIVISOR = 16
 
