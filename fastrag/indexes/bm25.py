@@ -266,10 +266,12 @@ class BM25Index:
     def build_rank_directories(self) -> int:
         """Build now every rank directory that searches would otherwise build on first use
         (for predictable latency after loading a large index); returns :attr:`rank_nbytes`."""
-        if self._rank_pending is not None:
+        pending = self._rank_pending  # once: a concurrent search may finish it and clear it
+        if pending is not None:
+            terms = np.flatnonzero(pending).astype(np.int32)
             if self._unchecked is not None:
-                self._check_postings(np.flatnonzero(self._rank_pending))
-            self._build_rank(np.flatnonzero(self._rank_pending).astype(np.int32), force=True)
+                self._check_postings(terms)
+            self._build_rank(terms, force=True)
         return self.rank_nbytes
 
     def _build_rank(self, qv: np.ndarray, force: bool = False) -> None:
