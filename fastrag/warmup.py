@@ -44,7 +44,7 @@ def _bm25(log: Callable[[str], None]) -> None:
     ret.batch(["running queries"] * 16, filter="n >= 10")
     log("  bm25 (English), splitters, filters")
     _bm25_rank()
-    log("  bm25 rank directories (large corpora)")
+    log("  bm25 rank directories and impact heads (large corpora)")
 
 
 def _bm25_rank() -> None:

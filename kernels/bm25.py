@@ -25,7 +25,14 @@ Scoring strategies (``STRATEGY_*``; all exact, same results):
   the documents), so that each search mostly stays within one prefetched cache line. A term
   in many documents may have a *rank directory* (a bitmap of its documents with a running
   count per 64 of them, :func:`build_rank_rows`): a candidate's posting is then found with one
-  cache line and a ``popcount``, prefetched exactly, instead of a search.
+  cache line and a ``popcount``, prefetched exactly, instead of a search. Such a term also has
+  an *impact head* (its heaviest postings, heaviest first, :func:`build_head_rows`). Before
+  admitting it, when the bar and the later terms' bounds leave only postings heavier than
+  the head's last one able to lift a new row into the top-k, the candidates look the term up
+  and new rows come from the head alone, its heaviest first until they are too light: the
+  rest of the list is never read. The head's best documents, completed over all terms, raise
+  the bar first (threshold-algorithm style). Queries of common terms, whose lists span most
+  documents, then touch a few hundred postings instead of millions.
 * ``auto`` (default): ``dense`` on small corpora (accumulator in cache, see
   ``_DENSE_MAX_DOCS``) when the query touches many rows, else ``maxscore``.
 
@@ -130,6 +137,14 @@ _GALLOP_FACTOR = 12
 # length; rank lookups run _PF_RANK candidates ahead of their prefetches.
 _RANK_FACTOR = 4
 _PF_RANK = 8
+# Impact heads: completing a head's best documents to raise the bar starts with
+# _HEAD_SEED0 * k of them and grows by _HEAD_SEED_GROW up to _HEAD_SEED_MAX * k (more costs
+# more than the admissions it saves on real text); _PF_HEAD: prefetch distance (entries ahead)
+# of the head walks.
+_HEAD_SEED0 = 8
+_HEAD_SEED_GROW = 4
+_HEAD_SEED_MAX = 32
+_PF_HEAD = 8
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,6 +229,78 @@ def build_rank_rows(indptr, indices, n_docs, terms, slots, rank_dir):
             row[2 * w + 1] = c
             c += _popcount(row[2 * w])
     return -1
+
+
+@njit(cache=True, nogil=True)
+def build_head_rows(indptr, indices, data, terms, slots, head_ptr, head_doc, head_w):
+    """Fill the impact head of each term ``terms[i]``: ``head_doc``/``head_w`` entries
+    ``[head_ptr[s], head_ptr[s + 1])`` (``s = slots[i]``) get the documents and weights of its
+    heaviest postings, heaviest first (ties by document), so that every posting left out
+    weighs at most the last entry's weight. Postings must be bounds-checked already; weights
+    are compared by their float32 bits, which order them for weights >= 0 (a term with
+    negative weights is never searched). Radix select and sort: linear, quick to compile."""
+    cnt = np.zeros(1 << 16, np.int64)
+    m16 = np.uint32(0xFFFF)
+    for i in range(terms.shape[0]):
+        t = terms[i]
+        lo = indptr[t]
+        n = indptr[t + 1] - lo
+        s = slots[i]
+        h0 = head_ptr[s]
+        h = min(head_ptr[s + 1] - h0, n)
+        if h <= 0:
+            continue
+        bits = data[lo:lo + n].view(np.uint32)
+        # cut = the bits of the h-th heaviest weight: high 16 bits, then low 16 bits
+        cnt[:] = 0
+        for p in range(n):
+            cnt[bits[p] >> np.uint32(16)] += 1
+        need = h
+        top = (1 << 16) - 1
+        while cnt[top] < need:
+            need -= cnt[top]
+            top -= 1
+        cnt[:] = 0
+        for p in range(n):
+            if bits[p] >> np.uint32(16) == top:
+                cnt[bits[p] & m16] += 1
+        low = (1 << 16) - 1
+        while cnt[low] < need:
+            need -= cnt[low]
+            low -= 1
+        cut = np.uint32((top << 16) | low)
+        # the postings above the cut and the first `need` at it, in document order
+        pick = np.empty(h, np.int64)
+        c = 0
+        for p in range(n):
+            b = bits[p]
+            if b > cut or (b == cut and need > 0):
+                if b == cut:
+                    need -= 1
+                pick[c] = p
+                c += 1
+        # stable LSD radix sort by descending weight: ties keep document order
+        order = np.arange(h)
+        tmp = np.empty(h, np.int64)
+        for shift in (0, 16):
+            cnt[:] = 0
+            for j in range(h):
+                cnt[((~bits[pick[order[j]]]) >> np.uint32(shift)) & m16] += 1
+            total = 0
+            for b in range(1 << 16):
+                c = cnt[b]
+                cnt[b] = total
+                total += c
+            for j in range(h):
+                o = order[j]
+                dg = ((~bits[pick[o]]) >> np.uint32(shift)) & m16
+                tmp[cnt[dg]] = o
+                cnt[dg] += 1
+            order, tmp = tmp, order
+        for j in range(h):
+            p = pick[order[j]]
+            head_doc[h0 + j] = indices[lo + p]
+            head_w[h0 + j] = data[lo + p]
 
 
 @njit(cache=True, inline="always")
@@ -665,10 +752,133 @@ def _rank_term(data, start, w_mult, acc, pos, touched, nt, rdir, heap_s, heap_d,
     return n_heap, bar
 
 
+@njit(cache=True, fastmath=FASTMATH, nogil=True, inline="always")
+def _theta(theta_floor, theta_known, heap_s, n_heap, k_eff):
+    """The bar a final score must reach: the caller's cutoff, a known k-th best score, or the
+    heap's worst once it holds k rows (its sums are lower bounds of final scores)."""
+    theta = max(theta_floor, theta_known)
+    if n_heap == k_eff and heap_s[0] > theta:
+        theta = heap_s[0]
+    return theta
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _posting(indptr, indices, t, d, rank_slot, rank_dir, n_docs):
+    """Position of document ``d`` in the postings of term ``t`` (rank directory if it has one,
+    else interpolated galloping search), or -1 when it has none."""
+    lo = indptr[t]
+    hi = indptr[t + 1]
+    s = rank_slot[t]
+    if s >= 0:
+        du = np.uint64(d)
+        w = (du >> np.uint64(6)) << np.uint64(1)
+        bits = rank_dir[s, w]
+        sh = du & np.uint64(63)
+        if (bits >> sh) & np.uint64(1):
+            return lo + np.int64(rank_dir[s, w + np.uint64(1)]
+                                 + _popcount(bits & ((np.uint64(1) << sh) - np.uint64(1))))
+        return -1
+    p = _find(indices, lo, hi, d, lo + int(d * ((hi - lo) / n_docs)))
+    if p < hi and indices[np.uint64(p)] == d:
+        return p
+    return -1
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _head_seed(indptr, indices, data, o_terms, o_mult, m, oi, head_doc, head_w, j0, j1, mask,
+               has_mask, rank_slot, rank_dir, top_s, n_top, k_eff, base, n_docs):
+    """Complete over all ``m`` terms the scores of the documents of head entries ``[j0, j1)``
+    of term ``o_terms[oi]`` (distinct documents) and keep the ``k_eff`` best in the min-heap
+    ``top_s[:n_top]``; returns ``n_top``. With ``k_eff`` of them, ``top_s[0]`` is a true lower
+    bound of the k-th best final score."""
+    last = j1 - 1
+    for j in range(j0, j1):
+        dn = np.int64(head_doc[min(j + _PF_HEAD, last)])
+        for i in range(m):
+            if i != oi:
+                ti = o_terms[i]
+                s = rank_slot[ti]
+                if s >= 0:
+                    _prefetch(rank_dir[s], (np.uint64(dn) >> np.uint64(6)) << np.uint64(1))
+                else:
+                    lo = indptr[ti]
+                    hi = indptr[ti + 1]
+                    _prefetch(indices, min(lo + int(dn * ((hi - lo) / n_docs)), hi - 1))
+        d = np.int64(head_doc[j])
+        if has_mask and not mask[d]:
+            continue
+        full = base
+        for i in range(m):
+            if i == oi:
+                full += o_mult[i] * head_w[j]
+            else:
+                p = _posting(indptr, indices, o_terms[i], d, rank_slot, rank_dir, n_docs)
+                if p >= 0:
+                    full += o_mult[i] * data[p]
+        if n_top < k_eff:
+            top_s[n_top] = full
+            c = n_top
+            n_top += 1
+            while c > 0:
+                par = (c - 1) >> 1
+                if top_s[par] <= top_s[c]:
+                    break
+                top_s[par], top_s[c] = top_s[c], top_s[par]
+                c = par
+        elif full > top_s[0]:
+            top_s[0] = full
+            c = 0
+            while True:
+                lc = 2 * c + 1
+                if lc >= n_top:
+                    break
+                if lc + 1 < n_top and top_s[lc + 1] < top_s[lc]:
+                    lc += 1
+                if top_s[c] <= top_s[lc]:
+                    break
+                top_s[lc], top_s[c] = top_s[c], top_s[lc]
+                c = lc
+    return n_top
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _head_admit(head_doc, head_w, j0, j1, w_mult, rest_b, theta, mask, has_mask, acc, pos,
+                touched, nt, live, has_live, heap_s, heap_d, n_heap, k_eff, bar, base, base32):
+    """Admit as new rows the documents of head entries from ``j0`` on (heaviest first) whose
+    weight plus ``rest_b`` (the later terms' bounds and the base) can still reach ``theta``;
+    rows already touched are skipped (they got this term from their own lookup), and so are
+    dropped rows still in the heap. Returns ``(nt, n_heap, bar)``."""
+    last = j1 - 1
+    j = j0
+    while j < j1:
+        wv = w_mult * head_w[j]
+        if (wv + rest_b) * _BOUND_SLACK < theta:
+            break
+        dn = np.uint32(head_doc[min(j + _PF_HEAD, last)])
+        _prefetch(acc, dn)
+        _prefetch(pos, dn)
+        d = np.uint32(head_doc[j])
+        j += 1
+        if has_mask and not mask[d]:
+            continue
+        if acc[d] != 0.0 or pos[d] >= 0:
+            continue
+        a = acc[d] + wv
+        acc[d] = a
+        touched[nt] = d
+        nt += 1
+        if has_live:
+            live[np.uint64(d >> np.uint32(6))] |= np.uint64(1) << np.uint64(d & np.uint32(63))
+        if a > bar:
+            n_heap = _raise(a, base32, np.int64(d), heap_s, heap_d, pos, n_heap, k_eff)
+            bar = _bar(heap_s, n_heap, k_eff, base)
+    return nt, n_heap, bar
+
+
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, has_mask,
                cutoff, has_cutoff, strategy, acc, pos, touched, heap_s, heap_d,
-               out_rows, out_scores, rank_slot, rank_dir):
+               out_rows, out_scores, rank_slot, rank_dir, head_ptr, head_doc, head_w):
     """Exact top-``k`` of one query. Returns the number of hits written to ``out_rows`` /
     ``out_scores`` (best first, ties by row; the rest padded with -1 / -inf).
 
@@ -678,7 +888,9 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
     bm25s. Scratch: ``acc`` float32 ``[n_docs]`` all 0, ``pos`` int32 ``[n_docs]`` all -1,
     ``touched`` int32 ``[n_docs + 1]``, ``heap_s``/``heap_d`` ``[>= min(k, n_docs)]``; ``acc`` and
     ``pos`` are restored before returning. ``rank_slot`` (int32 ``[n_vocab]``, or empty for
-    none): the row of ``rank_dir`` holding a term's rank directory, -1 where it has none."""
+    none): the row of ``rank_dir`` holding a term's rank directory, -1 where it has none; slot
+    ``s`` also has the impact head ``head_doc``/``head_w[head_ptr[s]:head_ptr[s + 1]]`` (see
+    :func:`build_head_rows`; empty arrays for none)."""
     n_docs = acc.shape[0]
     neg_inf = np.float32(-np.inf)
     width = out_rows.shape[0]
@@ -757,50 +969,71 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
             seed_full = np.empty(n_seed_cap, np.float64)
             n_seed = 0
             theta_seed = -np.inf
+            theta_head = -np.inf
+            top_s = np.empty(k_eff if seeding else 1, np.float64)
+            n_top = 0
+            has_heads = seeding and has_rank and head_ptr.shape[0] > 0 and head_w.shape[0] > 0
+            j0 = 0
+            j1 = 0
+            rest_b = 0.0
             nt = 0
             bar = np.float32(0.0)
-            stop = m
+            stopped = False
+            is_sorted = False
+            has_live = False
+            live = np.zeros(0, np.uint64)
             for oi in range(m):
-                if maxscore:
-                    theta = max(theta_floor, theta_seed)
-                    if n_heap == k_eff and heap_s[0] > theta:
-                        theta = heap_s[0]
-                    if (rest[oi] + base) * _BOUND_SLACK < theta:
-                        stop = oi
-                        break
                 t = o_terms[oi]
-                nt, n_heap, bar = _admit_term(
-                    indices, data, indptr[t], indptr[t + 1], o_mult[oi], mask, has_mask, acc,
-                    pos, touched, nt, heap_s, heap_d, n_heap, k_eff, bar, base, base32)
-                if seeding and oi + 1 < m and n_heap == k_eff and n_seed < n_seed_cap:
-                    # Complete the current top rows over all terms: k true scores give a far
-                    # higher bar than partial sums, so fewer long lists get scanned.
-                    n_seed, theta_seed = _seed_heap_rows(
-                        indptr, indices, data, o_terms, o_mult, m, oi + 1, acc, base32, heap_d,
-                        n_heap, seed_rows, seed_full, n_seed, k_eff)
-
-            if stop < m:
-                # No untouched row can reach the top-k any more: finish the remaining terms
-                # on the candidates whose bound still can, pruning again before each term. A
-                # long list is scanned; when candidates are few, they are looked up in it by
-                # galloping search instead (rows sorted once, by radix sort).
-                is_sorted = False
-                has_live = False
-                live = np.zeros(0, np.uint64)
-                for oi in range(stop, m):
-                    t = o_terms[oi]
-                    w_mult = o_mult[oi]
-                    start = indptr[t]
-                    end = indptr[t + 1]
-                    # Drop rows that can no longer make it (fewer rows: galloping pays).
-                    theta = max(theta_floor, theta_seed)
-                    if n_heap == k_eff and heap_s[0] > theta:
-                        theta = heap_s[0]
+                w_mult = o_mult[oi]
+                start = indptr[t]
+                end = indptr[t + 1]
+                theta = _theta(theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff)
+                if maxscore and not stopped and (rest[oi] + base) * _BOUND_SLACK < theta:
+                    # No untouched row can reach the top-k any more: from here on, only the
+                    # candidates whose bound still can get the remaining terms.
+                    stopped = True
+                use_head = False
+                if has_heads and not stopped and rank_slot[t] >= 0:
+                    # A term with an impact head: if every posting outside the head is too
+                    # light to lift a new row to theta, new rows come from the head alone
+                    # (raise theta first by completing the head's best documents).
+                    slot = rank_slot[t]
+                    j0 = head_ptr[slot]
+                    j1 = head_ptr[slot + 1]
+                    rest_b = rest[oi + 1] + base
+                    use_head = (w_mult * head_w[j1 - 1] + rest_b) * _BOUND_SLACK < theta
+                    # Only while no completed rows give a bar (the first terms matched fewer
+                    # than k rows): after that, a common term's heaviest documents rarely
+                    # beat it (real text: their lookups cost more than they save).
+                    s_done = 0
+                    s_next = min(_HEAD_SEED0 * k_eff, j1 - j0) if theta_seed == -np.inf else 0
+                    while not use_head and s_done < s_next:
+                        n_top = _head_seed(indptr, indices, data, o_terms, o_mult, m, oi,
+                                           head_doc, head_w, j0 + s_done, j0 + s_next, mask,
+                                           has_mask, rank_slot, rank_dir, top_s, n_top, k_eff,
+                                           base, n_docs)
+                        if n_top == k_eff and top_s[0] > theta_head:
+                            theta_head = top_s[0]
+                        theta = _theta(theta_floor, max(theta_seed, theta_head), heap_s,
+                                       n_heap, k_eff)
+                        use_head = (w_mult * head_w[j1 - 1] + rest_b) * _BOUND_SLACK < theta
+                        s_done = s_next
+                        s_next = min(s_next * _HEAD_SEED_GROW, _HEAD_SEED_MAX * k_eff, j1 - j0)
+                    if (rest[oi] + base) * _BOUND_SLACK < theta:
+                        stopped = True
+                        use_head = False
+                if stopped or use_head:
+                    # Candidates first: drop the rows that can no longer make it, then add
+                    # this term to the others. A long list is scanned; when candidates are few,
+                    # they are looked up in it by rank directory or galloping search (rows
+                    # sorted once, by radix sort).
                     nt = _prune(acc, touched, nt, rest[oi] + base, theta, live, has_live)
-                    if nt == 0:
+                    if nt == 0 and stopped:
                         break
                     slot = rank_slot[t] if has_rank else -1
-                    if slot >= 0 and nt * _RANK_FACTOR < end - start:
+                    if nt == 0:
+                        pass
+                    elif slot >= 0 and nt * _RANK_FACTOR < end - start:
                         n_heap, bar = _rank_term(
                             data, start, w_mult, acc, pos, touched, nt, rank_dir[slot], heap_s,
                             heap_d, n_heap, k_eff, bar, base, base32)
@@ -821,6 +1054,29 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                         n_heap, bar = _scan_term(
                             indices, data, start, end, w_mult, acc, live, pos, heap_s, heap_d,
                             n_heap, k_eff, bar, base, base32)
+                    if use_head:
+                        theta = _theta(theta_floor, max(theta_seed, theta_head), heap_s,
+                                       n_heap, k_eff)
+                        nt_new, n_heap, bar = _head_admit(
+                            head_doc, head_w, j0, j1, w_mult, rest_b, theta, mask, has_mask,
+                            acc, pos, touched, nt, live, has_live, heap_s, heap_d, n_heap,
+                            k_eff, bar, base, base32)
+                        if nt_new > nt:
+                            is_sorted = False
+                        nt = nt_new
+                else:
+                    nt, n_heap, bar = _admit_term(
+                        indices, data, start, end, w_mult, mask, has_mask, acc, pos, touched,
+                        nt, heap_s, heap_d, n_heap, k_eff, bar, base, base32)
+                    is_sorted = False
+                    has_live = False
+                if seeding and not stopped and oi + 1 < m and n_heap == k_eff and \
+                        n_seed < n_seed_cap:
+                    # Complete the current top rows over all terms: k true scores give a far
+                    # higher bar than partial sums, so fewer long lists get scanned.
+                    n_seed, theta_seed = _seed_heap_rows(
+                        indptr, indices, data, o_terms, o_mult, m, oi + 1, acc, base32, heap_d,
+                        n_heap, seed_rows, seed_full, n_seed, k_eff)
             for j in range(nt):
                 acc[touched[j]] = 0.0
 
@@ -861,7 +1117,8 @@ def check_queries(q_values, q_offsets, n_vocab):
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def search_batch_serial(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
                         mask, has_mask, cutoff, has_cutoff, strategy, acc, pos, touched,
-                        out_rows, out_scores, out_counts, rank_slot, rank_dir):
+                        out_rows, out_scores, out_counts, rank_slot, rank_dir, head_ptr, head_doc,
+                        head_w):
     """:func:`search_one` for each query ``q_values[q_offsets[i]:q_offsets[i+1]]`` in turn,
     reusing the caller's scratch (``acc`` zeros and ``pos`` -1, ``[n_docs]``; ``touched``
     ``[n_docs + 1]``). Returns :func:`check_queries`'s code; nothing is scored unless -1."""
@@ -876,14 +1133,15 @@ def search_batch_serial(indptr, indices, data, term_max, base_weights, q_values,
             indptr, indices, data, term_max, base_weights,
             q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff, has_cutoff,
             strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi], out_scores[qi],
-            rank_slot, rank_dir)
+            rank_slot, rank_dir, head_ptr, head_doc, head_w)
     return -1
 
 
 @njit(cache=True, fastmath=FASTMATH, parallel=True)
 def search_batch_parallel(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
                           mask, has_mask, cutoff, has_cutoff, strategy, acc2, pos2, touched2,
-                          out_rows, out_scores, out_counts, rank_slot, rank_dir):
+                          out_rows, out_scores, out_counts, rank_slot, rank_dir, head_ptr,
+                          head_doc, head_w):
     """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` slots that take the queries
     in small runs from a shared atomic counter (a slot whose core is slowed by other work just
     takes fewer); slot ``c`` uses scratch row ``c`` of ``acc2``/``pos2``/``touched2`` and writes
@@ -913,7 +1171,7 @@ def search_batch_parallel(indptr, indices, data, term_max, base_weights, q_value
                     indptr, indices, data, term_max, base_weights,
                     q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff,
                     has_cutoff, strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi],
-                    out_scores[qi], rank_slot, rank_dir)
+                    out_scores[qi], rank_slot, rank_dir, head_ptr, head_doc, head_w)
     return -1
 
 

@@ -43,6 +43,12 @@ FORMAT = "fastrag.bm25/1"
 # RANK_DF_DIVISOR / 32 of the size of the term's own postings (8 bytes each), half at 16.
 RANK_MIN_DOCS = 1 << 16
 RANK_DF_DIVISOR = 16
+# Impact heads (see ``fastrag._kernels.bm25.build_head_rows``): the same terms also keep their
+# heaviest max(HEAD_MIN, df // HEAD_DF_DIVISOR) postings, heaviest first (8 bytes each: 1/32 of
+# the term's postings), so that a query whose bar already excludes the other postings admits
+# new rows from the head alone instead of reading the whole list.
+HEAD_DF_DIVISOR = 32
+HEAD_MIN = 256
 
 _INT32_MAX = np.iinfo(np.int32).max
 _INT32_MIN = np.iinfo(np.int32).min
@@ -134,6 +140,11 @@ class BM25Index:
         self._rank_dir = np.zeros((0, 0), np.uint64)
         self._rank_used = 0
         self._rank_pending: np.ndarray | None = None
+        # Impact heads share the rank directories' slots: entries [head_ptr[s], head_ptr[s+1])
+        # of head_doc/head_w, written before the slot is published.
+        self._head_ptr = np.zeros(0, np.int64)
+        self._head_doc = np.zeros(0, np.int32)
+        self._head_w = np.zeros(0, np.float32)
         if self.n_docs >= RANK_MIN_DOCS:
             df = np.diff(self.indptr)
             dense = np.flatnonzero(df >= max(self.n_docs // RANK_DF_DIVISOR, 1))
@@ -141,6 +152,7 @@ class BM25Index:
                 self._rank_pending = np.zeros(self.n_vocab, dtype=bool)
                 self._rank_pending[dense] = True
                 self._rank_slot = np.full(self.n_vocab, -1, np.int32)
+                self._head_ptr = np.zeros(dense.size + 1, np.int64)
 
     # ---------------------------------------------------------------------------- build
     @classmethod
@@ -235,7 +247,7 @@ class BM25Index:
                     self.indptr, self.indices, self.data, self.term_max, self.base_weights,
                     qv, qo, k, mask_arr, has_mask, cut, has_cutoff, code, scratch[0][0],
                     scratch[1][0], scratch[2][0], rows, scores, counts, self._rank_slot,
-                    self._rank_dir)
+                    self._rank_dir, self._head_ptr, self._head_doc, self._head_w)
             else:
                 import numba
 
@@ -246,7 +258,8 @@ class BM25Index:
                         self.indptr, self.indices, self.data, self.term_max,
                         self.base_weights, qv, qo, k, mask_arr, has_mask, cut, has_cutoff,
                         code, scratch[0][:slots], scratch[1][:slots], scratch[2][:slots],
-                        rows, scores, counts, self._rank_slot, self._rank_dir)
+                        rows, scores, counts, self._rank_slot, self._rank_dir, self._head_ptr,
+                        self._head_doc, self._head_w)
                 finally:
                     numba.set_num_threads(before)
             ok = True
@@ -263,19 +276,27 @@ class BM25Index:
         use, never saved; see ``RANK_DF_DIVISOR``)."""
         return int(self._rank_used * self._rank_dir.shape[1] * 8)
 
+    @property
+    def head_nbytes(self) -> int:
+        """Bytes of the impact heads built so far (built with the rank directories, never
+        saved; see ``HEAD_DF_DIVISOR``)."""
+        return int(self._head_ptr[self._rank_used] * 8) if self._head_ptr.shape[0] else 0
+
     def build_rank_directories(self) -> int:
-        """Build now every rank directory that searches would otherwise build on first use
-        (for predictable latency after loading a large index); returns :attr:`rank_nbytes`."""
+        """Build now every rank directory and impact head that searches would otherwise build
+        on first use (for predictable latency after loading a large index); returns the bytes
+        they take, :attr:`rank_nbytes` + :attr:`head_nbytes`."""
         pending = self._rank_pending  # once: a concurrent search may finish it and clear it
         if pending is not None:
             terms = np.flatnonzero(pending).astype(np.int32)
             if self._unchecked is not None:
                 self._check_postings(terms)
             self._build_rank(terms, force=True)
-        return self.rank_nbytes
+        return self.rank_nbytes + self.head_nbytes
 
     def _build_rank(self, qv: np.ndarray, force: bool = False) -> None:
-        """Build the rank directories the query terms ``qv`` lack (once per term)."""
+        """Build the rank directories and impact heads the query terms ``qv`` lack (once per
+        term)."""
         pending = self._rank_pending
         if pending is None or not np.take(pending, qv, mode="clip").any():
             return
@@ -287,18 +308,31 @@ class BM25Index:
             if not t.size:
                 return
             if not self._rank_dir.shape[0]:
-                # zeroed pages are mapped on first write: unused slots cost no memory
+                # Zeroed pages are mapped on first write: unused slots cost no memory. The heads
+                # are set before rank_dir: a search that reads rank_dir (first) as allocated
+                # then reads allocated heads too.
+                df = np.diff(self.indptr)[pending]
+                cap = int(np.minimum(df, np.maximum(HEAD_MIN, df // HEAD_DF_DIVISOR)).sum())
+                self._head_doc = np.zeros(cap, np.int32)
+                self._head_w = np.zeros(cap, np.float32)
                 self._rank_dir = np.zeros((int(pending.sum()), 2 * ((self.n_docs + 63) >> 6)),
                                           np.uint64)
             slots = np.arange(self._rank_used, self._rank_used + t.size, dtype=np.int64)
-            bad = _kernels().build_rank_rows(self.indptr, self.indices, self.n_docs, t, slots,
-                                             self._rank_dir)
+            kb = _kernels()
+            bad = kb.build_rank_rows(self.indptr, self.indices, self.n_docs, t, slots,
+                                     self._rank_dir)
             if bad != -1:
                 raise StoreError(
                     f"BM25 index arrays are inconsistent (doc ids outside [0, {self.n_docs}) in "
                     f"the postings of term {int(t[bad])}); the index files are corrupt: rebuild "
                     "the index")
-            self._rank_slot[t] = slots  # publish: the rows are complete
+            df = (self.indptr[t + 1] - self.indptr[t]).astype(np.int64)
+            ends = self._head_ptr[self._rank_used] + np.cumsum(
+                np.minimum(df, np.maximum(HEAD_MIN, df // HEAD_DF_DIVISOR)))
+            self._head_ptr[self._rank_used + 1:self._rank_used + 1 + t.size] = ends
+            kb.build_head_rows(self.indptr, self.indices, self.data, t, slots, self._head_ptr,
+                               self._head_doc, self._head_w)
+            self._rank_slot[t] = slots  # publish: the rows and heads are complete
             self._rank_used += t.size
             pending[t] = False
             if not pending.any():

@@ -260,7 +260,8 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
         np.zeros(0, np.bool_), False, 0.0, False, kb.STRATEGY_AUTO,
         np.zeros((n_slots, n), np.float32), np.full((n_slots, n), -1, np.int32),
         np.empty((n_slots, n + 1), np.int32), rows, scores, counts, np.full(0, -1, np.int32),
-        np.zeros((0, 0), np.uint64))
+        np.zeros((0, 0), np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int32),
+        np.zeros(0, np.float32))
     assert err == -1
     np.testing.assert_array_equal(rows, serial[0])
     np.testing.assert_array_equal(scores, serial[1])

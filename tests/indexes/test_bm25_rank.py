@@ -70,8 +70,9 @@ def test_directory_bits_and_counts_describe_each_terms_postings(data):
     df = np.diff(index.indptr)
     eligible = np.flatnonzero(df >= N_DOCS // bm25_mod.RANK_DF_DIVISOR)
     assert 5 <= eligible.size < 200
-    assert index.build_rank_directories() == eligible.size * 2 * ((N_DOCS + 63) // 64) * 8
-    assert index.rank_nbytes > 0
+    nbytes = index.build_rank_directories()
+    assert index.rank_nbytes == eligible.size * 2 * ((N_DOCS + 63) // 64) * 8
+    assert nbytes == index.rank_nbytes + index.head_nbytes  # (heads: test_bm25_heads.py)
     slots = index._rank_slot
     assert sorted(slots[eligible].tolist()) == list(range(eligible.size))
     assert (slots[np.setdiff1d(np.arange(N_VOCAB), eligible)] == -1).all()
