@@ -1005,8 +1005,11 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                     # Only while no completed rows give a bar (the first terms matched fewer
                     # than k rows): after that, a common term's heaviest documents rarely
                     # beat it (real text: their lookups cost more than they save).
+                    # Each head's candidates are distinct documents; two heads' are not, so
+                    # each head gets a fresh top-k (its own k-th score is a true bar).
                     s_done = 0
                     s_next = min(_HEAD_SEED0 * k_eff, j1 - j0) if theta_seed == -np.inf else 0
+                    n_top = 0
                     while not use_head and s_done < s_next:
                         n_top = _head_seed(indptr, indices, data, o_terms, o_mult, m, oi,
                                            head_doc, head_w, j0 + s_done, j0 + s_next, mask,

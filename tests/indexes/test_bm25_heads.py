@@ -6,7 +6,8 @@ nothing left out weighs more than its last entry; top-k of queries made of commo
 bit-identical to the dense accumulation and to an index without heads (serial, parallel,
 masks, cut-offs, repeated terms, k from 1 to past the seeding limit); a one-term query's top-k
 is the head's first k entries; searches really take the head path (sabotaged heads change the
-results); concurrent first searches build every head once and completely."""
+results); two heads completed in one query never count a document twice; concurrent first
+searches build every head once and completely."""
 
 from __future__ import annotations
 
@@ -167,3 +168,28 @@ def test_concurrent_first_searches_build_complete_heads(data):
         assert_same(got, (want[0][a:], want[1][a:], want[2][a:]))
     check_heads(index)
     assert index._rank_used >= 6
+
+
+def test_heads_of_two_terms_never_count_a_document_twice():
+    """A mask leaves 6 short documents, at the top of both common terms' heads: with
+    fewer than k hits there is no bar, so both heads are completed in turn; each head's k-th
+    score must come from distinct documents, or the bar overshoots and drops hits."""
+    rng = np.random.default_rng(9)
+    lens = rng.integers(8, 40, N_DOCS)
+    lens[:50] = 2  # "A B ...": the heaviest postings of both terms
+    hits = [3, 7, 11, 19, 23, 42]
+    lens[hits] = [2, 3, 4, 5, 6, 40]  # distinct scores; the last not in the heads' tops
+    offsets = np.zeros(N_DOCS + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    values = rng.integers(2, N_VOCAB, int(offsets[-1])).astype(np.int32)
+    values[offsets[:-1]] = 0
+    values[offsets[:-1] + 1] = 1
+    mask = np.zeros(N_DOCS, bool)
+    mask[hits] = True
+    plain = build(values, offsets, heads=False)
+    headed = build(values, offsets, heads=True)
+    qv, qo = np.array([0, 1], np.int32), np.array([0, 2])
+    want = plain.search(qv, qo, 10, mask=mask, strategy="dense")
+    assert want[2][0] == 6
+    assert_same(headed.search(qv, qo, 10, mask=mask), want)
+    assert headed.head_nbytes > 0
