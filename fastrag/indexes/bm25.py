@@ -50,6 +50,12 @@ RANK_DF_DIVISOR = 16
 HEAD_DF_DIVISOR = 32
 HEAD_MIN = 256
 
+
+def _head_lengths(df: np.ndarray) -> np.ndarray:
+    """Impact head length of terms with document frequencies ``df`` (int64)."""
+    df = df.astype(np.int64)
+    return np.minimum(df, np.maximum(HEAD_MIN, df // HEAD_DF_DIVISOR))
+
 _INT32_MAX = np.iinfo(np.int32).max
 _INT32_MIN = np.iinfo(np.int32).min
 
@@ -311,8 +317,7 @@ class BM25Index:
                 # Zeroed pages are mapped on first write: unused slots cost no memory. The heads
                 # are set before rank_dir: a search that reads rank_dir (first) as allocated
                 # then reads allocated heads too.
-                df = np.diff(self.indptr)[pending]
-                cap = int(np.minimum(df, np.maximum(HEAD_MIN, df // HEAD_DF_DIVISOR)).sum())
+                cap = int(_head_lengths(np.diff(self.indptr)[pending]).sum())
                 self._head_doc = np.zeros(cap, np.int32)
                 self._head_w = np.zeros(cap, np.float32)
                 self._rank_dir = np.zeros((int(pending.sum()), 2 * ((self.n_docs + 63) >> 6)),
@@ -326,9 +331,8 @@ class BM25Index:
                     f"BM25 index arrays are inconsistent (doc ids outside [0, {self.n_docs}) in "
                     f"the postings of term {int(t[bad])}); the index files are corrupt: rebuild "
                     "the index")
-            df = (self.indptr[t + 1] - self.indptr[t]).astype(np.int64)
             ends = self._head_ptr[self._rank_used] + np.cumsum(
-                np.minimum(df, np.maximum(HEAD_MIN, df // HEAD_DF_DIVISOR)))
+                _head_lengths(self.indptr[t + 1] - self.indptr[t]))
             self._head_ptr[self._rank_used + 1:self._rank_used + 1 + t.size] = ends
             kb.build_head_rows(self.indptr, self.indices, self.data, t, slots, self._head_ptr,
                                self._head_doc, self._head_w)
