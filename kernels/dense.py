@@ -359,6 +359,67 @@ def _prefilter(low, e_max, rel):
     return _round_down(x - 2.0 ** -20 * (abs(x) + e_max))
 
 
+@njit(cache=True, inline="always")
+def _bf16_floor_bits(thr, vals, bits):
+    """For a float32 ``thr > 0``: the int16 bits ``b`` of ``thr`` truncated to bf16, so every
+    bf16 ``v >= thr`` has bits ``>= b`` as int16 (positive values sort by their bits, negative
+    ones are below 0); 0 when ``thr <= 0`` or ``b`` is 0 (the int16 test then does not apply).
+    ``vals`` / ``bits``: float32 / uint32 views of one scratch buffer."""
+    if not thr > 0.0:
+        return np.int16(0)
+    vals[0] = thr
+    return np.int16(bits[0] >> np.uint32(16))
+
+
+@njit(cache=True, inline="always")
+def _skip_below(srow, j, m, thr16):
+    """The first ``j' >= j`` (a multiple of the group size from ``j``) whose group of
+    ``_GROUP`` scores has one at or above ``thr16``; the tail group is not skipped."""
+    while j + _GROUP <= m:
+        grp = srow[j:j + _GROUP]  # indices from range(): no negative-index fix-ups
+        hit = 0
+        for t in range(_GROUP):
+            hit |= np.int32(grp[t] >= thr16)
+        if hit:
+            return j
+        j += _GROUP
+    return j
+
+
+@njit(cache=True, inline="always")
+def _seed_bar(row, m, e_max, rel, bits, vals, gtop):
+    """A lower bound on the k-th best exact score (``k = len(gtop)``) from the scores
+    ``row[:m]`` alone: the k-th largest of the maxima of the first groups of ``_GROUP`` is
+    the approximate score ``a`` of k rows scoring at least ``a``, whose lower ends are at least
+    ``a``'s with the largest norm's error. -inf when there are fewer than k groups or ``a``
+    is not finite. A row whose upper end is below it cannot be in the top k."""
+    k = gtop.shape[0]
+    n_groups = m // _GROUP
+    if k == 0 or n_groups < k:
+        return np.float32(-np.inf)
+    gtop[:] = -np.inf  # ascending: gtop[0] is the k-th largest so far
+    for gi in range(n_groups):
+        grp = row[gi * _GROUP:(gi + 1) * _GROUP]
+        for t in range(_GROUP):
+            bits[t] = np.uint32(grp[t]) << np.uint32(16)
+        mx = np.float32(-np.inf)
+        for t in range(_GROUP):
+            if vals[t] > mx:  # NaN never wins
+                mx = vals[t]
+        if mx > gtop[0]:
+            u = 0
+            while u + 1 < k and gtop[u + 1] < mx:
+                gtop[u] = gtop[u + 1]
+                u += 1
+            gtop[u] = mx
+    a = np.float64(gtop[0])
+    if not (a > -np.inf and a < np.inf):
+        return np.float32(-np.inf)
+    e = e_max + rel * abs(a)
+    e += 2.0 ** -20 * (abs(a) + e)
+    return _round_down(a - e)
+
+
 @njit(cache=True, nogil=True)
 def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_s, heap_r,
                      cand_s, cand_r, n_cand, over):
@@ -371,12 +432,14 @@ def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_
     reaches ``low`` may belong to the exact top-k and goes to ``cand_*[q, :n_cand[q]]`` (with
     its upper end). A query whose candidates outgrow the buffer gets ``over[q]`` set and is
     left for an exact pass. Scores are first screened 64 at a time against the bound for the
-    largest norm of the block."""
+    largest norm of the block; once that bound is positive, on their int16 bits."""
     k = heap_s.shape[1]
     cap = cand_s.shape[1]
     bits = np.empty(_GROUP, np.uint32)
     vals = bits.view(np.float32)
     neg_inf_bits = np.uint32(0xFF800000)
+    sblock = block.view(np.int16)
+    gtop = np.empty(k, np.float32)
     n_max = 0.0
     for j in range(m):
         n_max = max(n_max, np.float64(norms[j]))
@@ -388,14 +451,25 @@ def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_
         hr = heap_r[q]
         c = coef[q]
         low = hs[0]
-        thr = _prefilter(low, c * n_max, rel)
         row = block[i]
+        srow = sblock[i]
+        seed = -np.inf
+        if low == -np.inf and not use_mask:
+            seed = _seed_bar(row, m, c * n_max, rel, bits, vals, gtop)
+        bar = max(low, seed)
+        thr = _prefilter(bar, c * n_max, rel)
+        thr16 = _bf16_floor_bits(thr, vals, bits)
         n = n_cand[q]
         j = 0
         while j < m and not over[q]:
+            if thr16 > 0:  # skip groups on one int16 compare per score
+                j = _skip_below(srow, j, m, thr16)
+                if j >= m:
+                    break
             g = min(_GROUP, m - j)
+            grp = row[j:j + g]
             for t in range(_GROUP):
-                bits[t] = (np.uint32(row[j + t]) << np.uint32(16)) if t < g else neg_inf_bits
+                bits[t] = (np.uint32(grp[t]) << np.uint32(16)) if t < g else neg_inf_bits
             hit = 0
             for t in range(_GROUP):
                 hit |= np.int32(vals[t] >= thr)
@@ -410,7 +484,7 @@ def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_
                     e = c * np.float64(norms[j + t]) + rel * abs(a)
                     e += 2.0 ** -20 * (abs(a) + e)
                     hi = _round_up(a + e)
-                    if not hi >= low:
+                    if not hi >= bar:
                         continue
                     if n == cap:  # drop candidates the risen bar has left behind
                         keep = 0
@@ -430,7 +504,9 @@ def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_
                     if lo > low:
                         _replace_root(hs, hr, k, lo, r)
                         low = hs[0]
-                        thr = _prefilter(low, c * n_max, rel)
+                        bar = max(low, seed)
+                        thr = _prefilter(bar, c * n_max, rel)
+                        thr16 = _bf16_floor_bits(thr, vals, bits)
             j += _GROUP
         n_cand[q] = n
 
@@ -464,6 +540,42 @@ def rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, he
                        n_cand[:, q], heap_s[q], heap_r[q])
 
 
+@njit(cache=True, inline="always")
+def _fixed_dot2(q, x, y):
+    """``(q . x, q . y)`` each in one fixed order: float64 products summed in 8 lanes by
+    dimension mod 8, the lanes pairwise, the tail, then rounded to float32."""
+    dim = q.shape[0]
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = 0.0
+    d = 0
+    while d + 8 <= dim:
+        a0 += np.float64(q[d]) * np.float64(x[d])
+        a1 += np.float64(q[d + 1]) * np.float64(x[d + 1])
+        a2 += np.float64(q[d + 2]) * np.float64(x[d + 2])
+        a3 += np.float64(q[d + 3]) * np.float64(x[d + 3])
+        a4 += np.float64(q[d + 4]) * np.float64(x[d + 4])
+        a5 += np.float64(q[d + 5]) * np.float64(x[d + 5])
+        a6 += np.float64(q[d + 6]) * np.float64(x[d + 6])
+        a7 += np.float64(q[d + 7]) * np.float64(x[d + 7])
+        b0 += np.float64(q[d]) * np.float64(y[d])
+        b1 += np.float64(q[d + 1]) * np.float64(y[d + 1])
+        b2 += np.float64(q[d + 2]) * np.float64(y[d + 2])
+        b3 += np.float64(q[d + 3]) * np.float64(y[d + 3])
+        b4 += np.float64(q[d + 4]) * np.float64(y[d + 4])
+        b5 += np.float64(q[d + 5]) * np.float64(y[d + 5])
+        b6 += np.float64(q[d + 6]) * np.float64(y[d + 6])
+        b7 += np.float64(q[d + 7]) * np.float64(y[d + 7])
+        d += 8
+    ta = 0.0
+    tb = 0.0
+    while d < dim:
+        ta += np.float64(q[d]) * np.float64(x[d])
+        tb += np.float64(q[d]) * np.float64(y[d])
+        d += 1
+    return (np.float32(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ta),
+            np.float32(((b0 + b1) + (b2 + b3)) + ((b4 + b5) + (b6 + b7)) + tb))
+
+
 @njit(cache=True, nogil=True)
 def exact_final_scores(vectors, queries, out_rows, out_scores, counts, cutoff):
     """Recompute the score of every hit in one fixed summation order (float64, 8 lanes, then
@@ -471,30 +583,16 @@ def exact_final_scores(vectors, queries, out_rows, out_scores, counts, cutoff):
     ``cutoff``: a (query, row) pair scores the same whatever path, batch size or BLAS kernel
     found it. No fastmath, so the order is exactly the written one."""
     n_q, width = out_rows.shape
-    dim = vectors.shape[1]
     for i in range(n_q):
         c = counts[i]
         q = queries[i]
-        for t in range(c):
-            x = vectors[out_rows[i, t]]
-            a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
-            d = 0
-            while d + 8 <= dim:
-                a0 += np.float64(q[d]) * np.float64(x[d])
-                a1 += np.float64(q[d + 1]) * np.float64(x[d + 1])
-                a2 += np.float64(q[d + 2]) * np.float64(x[d + 2])
-                a3 += np.float64(q[d + 3]) * np.float64(x[d + 3])
-                a4 += np.float64(q[d + 4]) * np.float64(x[d + 4])
-                a5 += np.float64(q[d + 5]) * np.float64(x[d + 5])
-                a6 += np.float64(q[d + 6]) * np.float64(x[d + 6])
-                a7 += np.float64(q[d + 7]) * np.float64(x[d + 7])
-                d += 8
-            tail = 0.0
-            while d < dim:
-                tail += np.float64(q[d]) * np.float64(x[d])
-                d += 1
-            out_scores[i, t] = np.float32(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
-                                          + tail)
+        t = 0
+        while t + 1 < c:  # two rows at a time: two streams of cache misses in flight
+            out_scores[i, t], out_scores[i, t + 1] = _fixed_dot2(
+                q, vectors[out_rows[i, t]], vectors[out_rows[i, t + 1]])
+            t += 2
+        if t < c:
+            out_scores[i, t] = _fixed_dot2(q, vectors[out_rows[i, t]], q)[0]
         for t in range(1, c):  # insertion sort: the order was nearly right already
             s = out_scores[i, t]
             r = out_rows[i, t]

@@ -105,7 +105,9 @@ def test_exact_ties_keep_the_lower_row(torch, small_blocks):
 def test_near_duplicates_overflow_to_the_float32_pass(torch, small_blocks, calls,
                                                        monkeypatch):
     """Rows that differ below bf16's resolution all stay candidates: the queries whose
-    candidates outgrow the buffer are searched again in float32, and only those."""
+    candidates outgrow the buffer are searched again in float32, and only those. One worker:
+    with two, a worker that happens to take only a chunk of duplicates sees nothing but ties
+    for every query, and every query is rightly searched again (1 run in ~300 did)."""
     monkeypatch.setattr(flat, "BF16_CANDIDATES", 64)
     rng = np.random.default_rng(3)
     base = rng.standard_normal(32).astype(np.float32)
@@ -114,12 +116,61 @@ def test_near_duplicates_overflow_to_the_float32_pass(torch, small_blocks, calls
     others = rng.standard_normal((25, 32)).astype(np.float32)
     others -= (others @ base / (base @ base) + 0.5)[:, None] * base  # far from the duplicates
     q = np.concatenate([np.tile(base, (5, 1)), others])  # the first 5 overflow
-    got = FlatIndex.from_vectors(x, bf16=True).search(q, 10)
+    got = FlatIndex.from_vectors(x, bf16=True).search(q, 10, num_threads=1)
     assert calls["bf16"] == 1 and calls["blocked"] == [5]
     ref_rows, ref_scores, _ = dense_topk_reference(x, q, 10, "cosine")
     np.testing.assert_array_equal(got[0][5:], ref_rows[5:])
     # the duplicates' scores tie at float32 resolution: their order depends on summation order
     np.testing.assert_allclose(got[1], ref_scores, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("k", [1, 10, 16, 17])
+def test_first_block_bar_and_integer_screen_keep_every_top_row(torch, k):
+    """Default blocks of 1,024 rows: a query's first block sets its bar from the k-th largest
+    maximum of its groups of 64 (k <= 16 groups), and once the bar is positive scores are
+    screened on their int16 bits. A near-duplicate cluster spread over every group of the first
+    block (ties at bf16 resolution), rows scoring below zero and a second cluster further on:
+    the top-k is the true (float64) top-k up to float32 rounding, row for row where the
+    true scores are not tied at float32 resolution."""
+    rng = np.random.default_rng(9)
+    dim = 48
+    x = rng.standard_normal((5000, dim)).astype(np.float32)
+    bases = rng.standard_normal((2, dim)).astype(np.float32)
+    x[0:1024:4] = bases[0] + rng.standard_normal((256, dim)).astype(np.float32) * 0.01
+    x[1:1024:8] = -bases[0]  # far below zero for the cluster's queries
+    x[3000:3400] = bases[1] + rng.standard_normal((400, dim)).astype(np.float32) * 0.01
+    # planted: k-1 rows close to `plant`, one row clearly behind them, in k different groups of
+    # the first block; everything else scores far lower. A bar from the (k-1)-th group maximum
+    # would pass over the k-th row for good.
+    plant = rng.standard_normal(dim).astype(np.float32)
+    side = rng.standard_normal(dim).astype(np.float32)
+    side -= (side @ plant) / (plant @ plant) * plant
+    groups = 64 * np.arange(min(k, 16)) + 2
+    x[groups[:-1]] = plant + rng.standard_normal((len(groups) - 1, dim)).astype(np.float32) * 1e-3
+    x[groups[-1]] = 0.8 * plant + 0.6 * side * np.linalg.norm(plant) / np.linalg.norm(side)
+    near = np.repeat(bases, 12, axis=0) + rng.standard_normal((24, dim)).astype(np.float32) * 0.05
+    others = rng.standard_normal((13, dim)).astype(np.float32)
+    q = np.concatenate([bases, near, plant[None], others])
+    assert q.shape[0] > flat.FUSED_MAX_QUERIES  # the batch path, where the bf16 pass runs
+    for metric in ("cosine", "dot"):
+        index = FlatIndex.from_vectors(x, metric, bf16=True)
+        got = index.search(q, k)
+        assert index._approx is not None  # the bf16 pass ran
+        xs = index.vectors.astype(np.float64)
+        q64 = q.astype(np.float64)
+        if metric == "cosine":
+            q64 /= np.linalg.norm(q64, axis=1, keepdims=True)
+        true_rows, true_scores = _float64_topk(xs, q64, k + 1)
+        for i in range(q.shape[0]):  # the true top-k, up to ties at float32 resolution
+            tol = 1e-6 * np.abs(true_scores[i]).max()
+            s64 = xs[got[0][i]] @ q64[i]
+            np.testing.assert_allclose(np.sort(s64)[::-1], true_scores[i][:k], rtol=0,
+                                       atol=tol)
+            gaps = np.abs(np.diff(true_scores[i])) > 4 * tol
+            untied = np.ones(k + 1, bool)
+            untied[:-1] &= gaps
+            untied[1:] &= gaps
+            np.testing.assert_array_equal(got[0][i][untied[:k]], true_rows[i][:k][untied[:k]])
 
 
 def test_error_bound_holds_when_rounding_errors_add_up(torch):
