@@ -8,7 +8,8 @@ Four cases, each in fresh processes (medians of ``--repeats``):
   compile marks the cache ready (the next case then starts);
 * **cold, compiling in-process** (``FASTRAG_BACKGROUND_COMPILE=0``): what plain numba does,
   every kernel the first query needs compiles before it returns;
-* **warm**: a fresh process on the cache the cold case's background compile filled;
+* **warm**: a fresh process on the cache the cold case's background compile filled, started
+  once that compile has exited;
 * **after warm-up**: ``fastrag warmup`` into an empty cache first (timed separately), then the
   first query.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -80,6 +82,32 @@ def _wait_ready(cache: Path, t_start: float, limit_s: float = 900.0) -> float:
     raise RuntimeError(f"the background compile did not finish within {limit_s:.0f} s")
 
 
+def _wait_background_exit(cache: Path, limit_s: float = 120.0) -> None:
+    """Wait until the background compile that marked ``cache`` ready has exited: it tears
+    down a process with numba (and torch, where installed) loaded, which a 2-core machine
+    would otherwise share with the next measured process."""
+    t0 = time.perf_counter()
+    pid = None
+    while pid is None and time.perf_counter() - t0 < limit_s:
+        logs = "".join(p.read_text() for p in cache.rglob("fastrag-warmup.log"))
+        found = re.findall(r"fastrag warmup (\d+):", logs)
+        pid = int(found[-1]) if found else None
+        if pid is None:
+            time.sleep(0.05)
+    if pid is None:
+        raise RuntimeError(f"the background compile logged no pid under {cache} in "
+                           f"{limit_s:.0f} s")
+    stat = Path(f"/proc/{pid}/stat")
+    while time.perf_counter() - t0 < limit_s:
+        try:  # an exited process may stay a zombie where PID 1 does not reap it
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the background compile (pid {pid}) did not exit in {limit_s:.0f} s")
+
+
 def _warmup(cache: Path) -> float:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
     t0 = time.perf_counter()
@@ -118,6 +146,7 @@ def main() -> None:
             t0 = time.perf_counter()
             cold.append(_child(cache, n))
             ready_s.append(_wait_ready(cache, t0))  # nothing else runs meanwhile
+            _wait_background_exit(cache)
             warm.append(_child(cache, n))
             print(f"repeat {i}: cold {cold[-1]['first_hit_s']:.2f} s (kernels ready after "
                   f"{ready_s[-1]:.1f} s), warm {warm[-1]['first_hit_s']:.2f} s", flush=True)

@@ -5,14 +5,18 @@ the machine code on disk (``__pycache__`` beside the kernels, or ``NUMBA_CACHE_D
 runs small workloads that reach every search path a user's first queries take: BM25 with the
 three analyzers, single queries and batches (serial and parallel kernels), filters, the
 splitters, exact dense search (fused single-query and blocked batch paths, with and without a
-mask) and the evaluation metrics. At the end it marks the cache ready, so that processes
-started later call the kernels from their first query (see :mod:`fastrag._coldstart`).
+mask) and the evaluation metrics. It also byte-compiles fastrag's Python modules, which
+an editable install or ``PYTHONDONTWRITEBYTECODE=1`` leaves to every process start. At the end
+it marks the cache ready, so that processes started later call the kernels from their first
+query (see :mod:`fastrag._coldstart`).
 """
 
 from __future__ import annotations
 
+import py_compile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -89,6 +93,37 @@ def _metrics(log: Callable[[str], None]) -> None:
     log("  evaluation metrics")
 
 
+def compile_bytecode(folders: list[Path]) -> tuple[int, list[str]]:
+    """Byte-compile the ``.py`` files under ``folders`` into their ``__pycache__`` (as a
+    regular ``pip install`` does); returns the number of modules compiled and the files that
+    could not be written (a read-only install), which are left as they are."""
+    done, failed = 0, []
+    for folder in folders:
+        for src in sorted(Path(folder).rglob("*.py")):
+            if "__pycache__" in src.parts:
+                continue
+            try:
+                # the kind the interpreter writes (py_compile picks hash-based ones when
+                # SOURCE_DATE_EPOCH is set); the write is atomic, so warm-ups may race
+                py_compile.compile(str(src), doraise=True,
+                                   invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+                done += 1
+            except (OSError, py_compile.PyCompileError) as exc:
+                failed.append(f"{src}: {exc}")
+    return done, failed
+
+
+def _bytecode(log: Callable[[str], None]) -> None:
+    import fastrag
+    from fastrag import _kernels
+
+    done, failed = compile_bytecode([Path(fastrag.__file__).parent,
+                                     Path(_kernels.__file__).parent])
+    log(f"  bytecode of {done} modules" + (
+        f" ({len(failed)} not writable, left to the interpreter: {failed[0]}"
+        + (" ..." if len(failed) > 1 else "") + ")" if failed else ""))
+
+
 def warmup(verbose: bool = True) -> float:
     """Run every kernel path once so numba compiles and caches it; returns the seconds it
     took (a second call, or one in a process with a warm cache, takes a few seconds)."""
@@ -97,7 +132,7 @@ def warmup(verbose: bool = True) -> float:
     log = print if verbose else (lambda _: None)
     t0 = time.perf_counter()
     _coldstart.use_kernels()  # compile here, never the NumPy path of a cold process
-    for stage in (_bm25, _dense, _metrics):
+    for stage in (_bm25, _dense, _metrics, _bytecode):
         s0 = time.perf_counter()
         stage(log)
         log(f"    {time.perf_counter() - s0:.1f} s")

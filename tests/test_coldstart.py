@@ -195,3 +195,40 @@ def test_fresh_install_answers_at_once_then_uses_the_cached_kernels(tmp_path):
     assert "compiling kernels" not in err
     assert warm["hits"] == cold["hits"]
     assert len(cold["hits"]["bm25_chinese"]) == 301 and all(cold["hits"]["bm25_chinese"])
+
+
+def test_warmup_writes_bytecode_and_reports_what_it_cannot(tmp_path):
+    """`fastrag warmup` byte-compiles modules even under PYTHONDONTWRITEBYTECODE (the new
+    process then loads the .pyc, it does not compile the source); a folder it cannot write is
+    listed, not raised."""
+    import importlib.util
+
+    from fastrag.warmup import compile_bytecode
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "mod.py").write_text("X = 1\n")
+    (pkg / "sub" / "deep.py").write_text("Y = 2\n")
+    done, failed = compile_bytecode([pkg])
+    assert (done, failed) == (2, [])
+    for src in (pkg / "mod.py", pkg / "sub" / "deep.py"):
+        assert Path(importlib.util.cache_from_source(str(src))).is_file()
+    probe = ("import sys, importlib._bootstrap_external as be\n"
+             "seen = []\n"
+             "orig = be.SourceLoader.source_to_code\n"
+             "def spy(self, data, path, **kw):\n"
+             "    seen.append(path)\n"
+             "    return orig(self, data, path, **kw)\n"
+             "be.SourceLoader.source_to_code = spy\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "import mod\n"
+             "print(sys.flags.dont_write_bytecode, mod.X, seen)\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(pkg)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
+    assert out.stdout.split() == ["1", "1", "[]"]
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "m.py").write_text("Z = 3\n")
+    (ro / "__pycache__").write_text("a file where the cache folder should be\n")
+    done, failed = compile_bytecode([ro])
+    assert done == 0 and len(failed) == 1 and failed[0].startswith(str(ro / "m.py"))

@@ -163,16 +163,16 @@ class ChineseAnalyzer(Analyzer):
         )
         lower = self.lowercase
         stop = self.stopwords
+        has_alnum = _HAS_ALNUM.search
         new: dict[str, tuple[str, ...]] = {}
         for raw in missing:
             word = raw.lower() if lower else raw
-            if not _HAS_ALNUM.search(word):
+            if not has_alnum(word):
                 new[raw] = ()
-                continue
-            parts = [word]
-            if in_dict.get(raw, 1) == 0:  # an HMM-invented word: back off to characters
-                parts.extend(word)
-            new[raw] = tuple(p for p in parts if p not in stop)
+            elif raw in in_dict and in_dict[raw] == 0:  # HMM-invented: back off to characters
+                new[raw] = tuple(p for p in (word, *word) if p not in stop)
+            else:
+                new[raw] = () if word in stop else (word,)
         out = [cache[r] if r in cache else new[r] for r in raws]
         if len(cache) + len(new) > _MAX_CACHE:
             cache.clear()
