@@ -93,7 +93,7 @@ def _metrics(log: Callable[[str], None]) -> None:
     log("  evaluation metrics")
 
 
-def compile_bytecode(folders: list[Path]) -> tuple[int, list[str]]:
+def _compile_bytecode(folders: list[Path]) -> tuple[int, list[str]]:
     """Byte-compile the ``.py`` files under ``folders`` into their ``__pycache__`` (as a
     regular ``pip install`` does); returns the number of modules compiled and the files that
     could not be written (a read-only install), which are left as they are."""
@@ -117,7 +117,7 @@ def _bytecode(log: Callable[[str], None]) -> None:
     import fastrag
     from fastrag import _kernels
 
-    done, failed = compile_bytecode([Path(fastrag.__file__).parent,
+    done, failed = _compile_bytecode([Path(fastrag.__file__).parent,
                                      Path(_kernels.__file__).parent])
     log(f"  bytecode of {done} modules" + (
         f" ({len(failed)} not writable, left to the interpreter: {failed[0]}"

@@ -203,13 +203,13 @@ def test_warmup_writes_bytecode_and_reports_what_it_cannot(tmp_path):
     listed, not raised."""
     import importlib.util
 
-    from fastrag.warmup import compile_bytecode
+    from fastrag.warmup import _compile_bytecode
 
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "mod.py").write_text("X = 1\n")
     (pkg / "sub" / "deep.py").write_text("Y = 2\n")
-    done, failed = compile_bytecode([pkg])
+    done, failed = _compile_bytecode([pkg])
     assert (done, failed) == (2, [])
     for src in (pkg / "mod.py", pkg / "sub" / "deep.py"):
         assert Path(importlib.util.cache_from_source(str(src))).is_file()
@@ -230,5 +230,5 @@ def test_warmup_writes_bytecode_and_reports_what_it_cannot(tmp_path):
     ro.mkdir()
     (ro / "m.py").write_text("Z = 3\n")
     (ro / "__pycache__").write_text("a file where the cache folder should be\n")
-    done, failed = compile_bytecode([ro])
+    done, failed = _compile_bytecode([ro])
     assert done == 0 and len(failed) == 1 and failed[0].startswith(str(ro / "m.py"))
