@@ -232,3 +232,33 @@ def test_warmup_writes_bytecode_and_reports_what_it_cannot(tmp_path):
     (ro / "__pycache__").write_text("a file where the cache folder should be\n")
     done, failed = _compile_bytecode([ro])
     assert done == 0 and len(failed) == 1 and failed[0].startswith(str(ro / "m.py"))
+
+
+def test_concurrent_warmups_write_loadable_bytecode(tmp_path):
+    """Two processes byte-compiling the same modules at once (a background compile beside an
+    image's `fastrag warmup`) leave only whole .pyc files: a new process loads every module
+    from its .pyc, with the right values."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for i in range(60):
+        (pkg / f"m{i}.py").write_text(f"VALUE = {i}\n" + "X = [1, 2, 3]\n" * 200)
+    writer = ("import sys\nfrom pathlib import Path\nfrom fastrag.warmup import _compile_bytecode\n"
+              "for _ in range(5):\n"
+              "    done, failed = _compile_bytecode([Path(sys.argv[1])])\n"
+              "    assert (done, failed) == (60, []), failed\n")
+    procs = [subprocess.Popen([sys.executable, "-c", writer, str(pkg)]) for _ in range(3)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
+    probe = ("import sys, importlib, importlib._bootstrap_external as be\n"
+             "seen = []\n"
+             "orig = be.SourceLoader.source_to_code\n"
+             "def spy(self, data, path, **kw):\n"
+             "    seen.append(path)\n"
+             "    return orig(self, data, path, **kw)\n"
+             "be.SourceLoader.source_to_code = spy\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "vals = [importlib.import_module(f'm{i}').VALUE for i in range(60)]\n"
+             "print(vals == list(range(60)), seen)\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(pkg)], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+                         check=True)
+    assert out.stdout.split() == ["True", "[]"]
