@@ -11,9 +11,11 @@ Each thread count runs in its own child process with ``NUMBA_NUM_THREADS``,
 a child all peers search the same arrays, repeats are interleaved (fastrag, numpy, faiss,
 fastrag, ...), and medians are reported.
 
-* batch: 1,000 queries, top-10. ``fastrag`` is ``FlatIndex`` with its defaults (the bf16 first
-  pass when torch is installed and the CPU has AMX-BF16; the one-time bf16 copy of the corpus
-  is timed apart), ``fastrag_fp32`` is ``FlatIndex(bf16=False)`` (float32 sgemm + numba top-k).
+* batch: 1,000 queries, top-10. ``fastrag`` is ``FlatIndex`` with its defaults (the int8 first
+  pass on CPUs with AVX512-VNNI, bf16 on AMX-BF16 with torch; the one-time copy of the corpus
+  is timed apart), ``fastrag_bf16`` is ``FlatIndex(bf16=True, int8=False)`` (only where torch
+  is installed and the default pass is not bf16 already), ``fastrag_fp32`` is
+  ``FlatIndex(bf16=False, int8=False)`` (float32 sgemm + numba top-k).
   numpy does one matmul + ``argpartition`` per query batch; at 1M rows it takes the queries in
   batches that keep the score matrix under ~2 GB.
 * single: one query at a time (median latency over ``--single`` queries, one peer after the
@@ -155,7 +157,7 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
     import faiss
     import numpy as np
 
-    from fastrag.indexes.flat import FlatIndex
+    from fastrag.indexes.flat import FlatIndex, Int8Corpus
 
     xp, qp = dataset(n, dim, cfg["n_queries"])
     x = np.load(xp)
@@ -164,13 +166,14 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
     index = FlatIndex.from_vectors(x, "cosine")  # checks norms: no copy for unit rows
     t_build = time.perf_counter() - t_build
     assert np.shares_memory(index.vectors, x)
-    # the bf16 copy (made once, on the first batch that uses it), timed on its own, after
-    # torch's import and the kernels' first load (paid once per process)
-    FlatIndex.from_vectors(x[:4096], "cosine", normalized=True)._bf16_copy(q.shape[0], K)
-    t_bf16 = time.perf_counter()
-    uses_bf16 = index._bf16_copy(q.shape[0], K) is not None
-    t_bf16 = time.perf_counter() - t_bf16
-    index_fp32 = FlatIndex.from_vectors(x, "cosine", normalized=True, bf16=False)
+    # the int8 or bf16 copy (made once, on the first batch that uses it), timed on its own,
+    # after torch's import and the kernels' first load (paid once per process)
+    FlatIndex.from_vectors(x[:4096], "cosine", normalized=True)._approx_copy(q.shape[0], K)
+    t_copy = time.perf_counter()
+    copy = index._approx_copy(q.shape[0], K)
+    t_copy = time.perf_counter() - t_copy
+    kind = None if copy is None else "int8" if isinstance(copy, Int8Corpus) else "bf16"
+    index_fp32 = FlatIndex.from_vectors(x, "cosine", normalized=True, bf16=False, int8=False)
     flat_ip = faiss.IndexFlatIP(dim)
     flat_ip.add(x)
     peers = {
@@ -179,6 +182,10 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
         "numpy": lambda: numpy_topk(x, q, K)[0],
         "faiss": lambda: flat_ip.search(q, K)[1],
     }
+    if kind != "bf16" and bf16_available():
+        index_bf16 = FlatIndex.from_vectors(x, "cosine", normalized=True, bf16=True, int8=False)
+        peers["fastrag_bf16"] = lambda: index_bf16.search(q, K)[0]
+        index_bf16.search(q[:64], K)
     warm_q = q[:64]
     index.search(warm_q, K)
     index_fp32.search(warm_q, K)
@@ -219,10 +226,10 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
     ref = found["faiss"]
     agree = {p: float(np.mean([len(set(a) & set(b)) / K
                                for a, b in zip(found[p], ref, strict=False)]))
-             for p in ("fastrag", "fastrag_fp32", "numpy")}
+             for p in peers if p != "faiss"}
     row = {
         "n": n, "dim": dim, "n_queries": q.shape[0], "corpus_bytes": x.nbytes,
-        "index_build_s": t_build, "bf16_first_pass": uses_bf16, "bf16_copy_s": t_bf16,
+        "index_build_s": t_build, "first_pass": kind, "copy_s": t_copy,
         "batch_s": {p: median(v) for p, v in batch.items()},
         "batch_qps": {p: q.shape[0] / median(v) for p, v in batch.items()},
         "batch_all_s": batch,
@@ -236,6 +243,13 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
     return row
 
 
+def bf16_available() -> bool:
+    """Whether torch (the bf16 pass) is importable."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
 def run_child(cfg: dict) -> dict:
     """One thread count: every size, every peer, interleaved repeats."""
     import faiss
@@ -244,11 +258,11 @@ def run_child(cfg: dict) -> dict:
     threads = cfg["threads"]
     faiss.omp_set_num_threads(threads)
     stream_sum = _bandwidth_kernel()
-    from fastrag.indexes.flat import bf16_probe
+    from fastrag.indexes.flat import bf16_probe, int8_probe
 
     out = {"threads": threads, "numba_threads": numba.get_num_threads(),
            "blas": blas_architectures(), "sgemm_gflops_1t": sgemm_gflops(),
-           "bf16_probe": bf16_probe(), "sizes": []}
+           "bf16_probe": bf16_probe(), "int8_probe": int8_probe(), "sizes": []}
     for n, dim in cfg["sizes"]:
         row = bench_size(n, dim, cfg, stream_sum)
         out["sizes"].append(row)
@@ -372,14 +386,18 @@ def markdown(result: dict) -> str:
             unfair.append(f"{run['threads']} thread(s): {run['blas']}")
         for r in run["sizes"]:
             fp32 = "fastrag_fp32" in r["batch_qps"]
+            bf16 = "fastrag_bf16" in r["batch_qps"]
             no = "n/a: BLAS kernels differ"
             rows.append([
-                f"{r['n']:,} x {r['dim']}", run["threads"],
+                f"{r['n']:,} x {r['dim']}", run["threads"], r.get("first_pass") or "none",
                 r["batch_qps"]["fastrag"],
+                r["batch_qps"]["fastrag_bf16"] if bf16 else "-",
                 r["batch_qps"]["fastrag_fp32"] if fp32 else "-",
                 r["batch_qps"]["faiss"], r["batch_qps"]["numpy"],
                 r["fastrag_vs_faiss_batch"] if fair else no,
                 paired_ratio(r["batch_all_s"]) if fair else no,
+                (paired_ratio(r["batch_all_s"], "fastrag_bf16") if bf16 else "-") if fair
+                else no,
                 (paired_ratio(r["batch_all_s"], "fastrag_fp32") if fp32 else "-") if fair
                 else no,
                 r["single_ms"]["fastrag"], r["single_ms"]["faiss"], r["single_ms"]["numpy"],
@@ -387,8 +405,9 @@ def markdown(result: dict) -> str:
                 r["agree_at_10_vs_faiss"]["fastrag"],
             ])
     lines.append(markdown_table(
-        ["corpus", "threads", "fastrag q/s", "fastrag fp32 q/s", "faiss q/s", "numpy q/s",
-         "fastrag/faiss", "paired", "fp32 paired", "fastrag ms", "faiss ms", "numpy ms",
+        ["corpus", "threads", "first pass", "fastrag q/s", "fastrag bf16 q/s",
+         "fastrag fp32 q/s", "faiss q/s", "numpy q/s", "fastrag/faiss", "paired",
+         "bf16 paired", "fp32 paired", "fastrag ms", "faiss ms", "numpy ms",
          "bound ms", "fastrag/bound", "read GB/s", "agree@10"], rows))
     first = result["runs"][0]["sizes"]
     if unfair:
@@ -397,19 +416,20 @@ def markdown(result: dict) -> str:
                   "`--coretype SkylakeX` or another kernel both support): " + "; ".join(unfair)]
     lines += [
         "",
-        ("fastrag = `FlatIndex` as users get it (`bf16=\"auto\"`): "
-         + ("the bf16 first pass was on (torch installed; "
-            + result["runs"][0].get("bf16_probe", {}).get(
-                "reason", "AMX-BF16 or an AVX512_BF16 probe")
-            + "): every row is scored in bfloat16, a proven error bound picks the rows that "
-            "can be in the exact "
-            "top-10, and those are rescored in float32; results are exact. The one-time bf16 "
-            "copy of the corpus took " + ", ".join(
-                f"{r['bf16_copy_s']:.2f} s ({r['n']:,} x {r['dim']})" for r in first) + "."
-            if first[0].get("bf16_first_pass") else
-            "the bf16 first pass was off here (no torch, or bf16 does not pay on this CPU), so "
-            "it is the float32 path.")
-         + " fastrag fp32 = `FlatIndex(bf16=False)`: blocked float32 sgemm + numba top-k."),
+        ("fastrag = `FlatIndex` as users get it (`bf16=\"auto\", int8=\"auto\"`): "
+         + (f"the {first[0]['first_pass']} first pass was on (int8 probe: "
+            + result["runs"][0].get("int8_probe", {}).get("reason", "-") + "; bf16 probe: "
+            + result["runs"][0].get("bf16_probe", {}).get("reason", "-")
+            + "): every row is scored approximately, a proven error bound picks the rows that "
+            "can be in the exact top-10, and those are rescored in float32; results are exact. "
+            "The one-time copy of the corpus took " + ", ".join(
+                f"{r['copy_s']:.2f} s ({r['n']:,} x {r['dim']})" for r in first) + "."
+            if first[0].get("first_pass") else
+            "no first pass was on here (no AVX512-VNNI, and no torch or bf16 does not pay on "
+            "this CPU), so it is the float32 path.")
+         + " fastrag bf16 = `FlatIndex(bf16=True, int8=False)` (torch's bf16 matmul, with "
+         "torch installed); fastrag fp32 = `FlatIndex(bf16=False, int8=False)`: blocked "
+         "float32 sgemm + numba top-k."),
         "",
         ("paired = median over the repeats of faiss's time / fastrag's time in the same "
         "repeat (the two run back to back, so a slow spell of the shared machine hits both)."),

@@ -444,6 +444,7 @@ def bf16_first_pass(torch: Any, approx: flat.Bf16Corpus, queries: np.ndarray, k:
     q_corpus = flat.Bf16Corpus(dim)  # 64-byte aligned bf16 bits of the queries
     q_corpus.update(queries)
     coef, rel = flat.bf16_error_bound(queries)
+    zero = np.zeros_like(coef)  # merge_block_bf16's second error weight: unused for bf16
     qt = torch.from_numpy(q_corpus.bits[:n_q].view(np.int16)).view(torch.bfloat16)
     xt = torch.from_numpy(approx.bits[:n].view(np.int16)).view(torch.bfloat16)
     n_chunks = -(-n // CHUNK)
@@ -458,9 +459,9 @@ def bf16_first_pass(torch: Any, approx: flat.Bf16Corpus, queries: np.ndarray, k:
             c0 = c * CHUNK
             m = min(CHUNK, n - c0)
             torch.mm(qt, xt[c0:c0 + m].T, out=out[:n_q * m].view(n_q, m))
-            _dense.merge_block_bf16(out_bits[:n_q * m].reshape(n_q, m), m, c0,
-                                    approx.norms[c0:c0 + m], empty_mask, False, 0, coef, rel,
-                                    *bufs)
+            norms = approx.norms[c0:c0 + m]
+            _dense.merge_block_bf16(out_bits[:n_q * m].reshape(n_q, m), m, c0, norms, norms,
+                                    empty_mask, False, 0, coef, zero, rel, *bufs)
         return bufs
 
     return run_workers(worker, n_chunks, threads, pool)

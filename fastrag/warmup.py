@@ -67,20 +67,28 @@ def _bm25_rank() -> None:
 
 
 def _dense(log: Callable[[str], None]) -> None:
-    from fastrag.indexes.flat import FlatIndex
+    from fastrag._kernels import dense, vnni
+    from fastrag.indexes.flat import FlatIndex, Int8Corpus
 
     rng = np.random.default_rng(0)
+    int8 = vnni.available()
     for n, dim in ((2_000, 64), (8_192, 256)):  # serial and parallel paths
-        idx = FlatIndex(dim, bf16=False)
-        idx.add(rng.standard_normal((n, dim)).astype(np.float32))
-        mask = np.ones(n, dtype=bool)
-        mask[::3] = False
-        for q in (rng.standard_normal(dim).astype(np.float32),
-                  rng.standard_normal((64, dim)).astype(np.float32)):
-            idx.search(q, 10)
-            idx.search(q, 10, mask=mask)
-            idx.search(q, 10, cutoff=0.0)
-    log("  exact dense search")
+        for first in ([False, True] if int8 else [False]):  # float32 only, int8 first pass
+            idx = FlatIndex(dim, bf16=False, int8=first)
+            idx.add(rng.standard_normal((n, dim)).astype(np.float32))
+            mask = np.ones(n, dtype=bool)
+            mask[::3] = False
+            for q in (rng.standard_normal(dim).astype(np.float32),
+                      rng.standard_normal((64, dim)).astype(np.float32)):
+                idx.search(q, 10)
+                idx.search(q, 10, mask=mask)
+                idx.search(q, 10, cutoff=0.0)
+    if int8:  # the parallel conversion runs only on large corpora
+        corpus = Int8Corpus(8)
+        corpus.update(np.ones((64, 8), np.float32))
+        dense.to_int8(np.ones((64, 8), np.float32), 0, corpus.packed, corpus.scales,
+                      corpus.weights, corpus.weights2)
+    log("  exact dense search" + (" (float32 and int8 first pass)" if int8 else ""))
 
 
 def _metrics(log: Callable[[str], None]) -> None:

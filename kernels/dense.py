@@ -334,6 +334,90 @@ def to_bf16_serial(vectors, out, norms):
         norms[i] = _round_up(_to_bf16_row(vectors[i], out[i]))
 
 
+# ------------------------------------------------------------------------------ int8 first pass
+# The same idea with int8 codes (AVX512-VNNI runs them at twice bf16's rate): each vector ``v``
+# becomes ``s * c`` with ``s = max|v| / 127`` and integer codes ``c = round(v / s)`` in
+# [-127, 127]; ``||v - s c||`` is measured exactly (float64) and bounds the first pass's error.
+# No fastmath here: the error terms must be the written arithmetic.
+
+
+@njit(cache=True, inline="always")
+def _quantize_row(src, codes):
+    """Codes of ``src`` into ``codes[:len(src)]``; returns ``(scale, ||src||, ||src - scale c||)``
+    with the norms in float64 (the scale is float32)."""
+    amax = 0.0
+    sq = 0.0
+    for d in range(src.shape[0]):
+        v = np.float64(src[d])
+        amax = max(amax, abs(v))
+        sq += v * v
+    scale = np.float32(amax / 127.0)
+    err = 0.0
+    if scale > 0:
+        s = np.float64(scale)
+        for d in range(src.shape[0]):
+            v = np.float64(src[d])
+            c = min(127.0, max(-127.0, np.round(v / s)))
+            codes[d] = np.int8(c)
+            e = v - s * c  # s * c is exact in float64 (24 + 7 bits)
+            err += e * e
+    else:
+        for d in range(src.shape[0]):
+            codes[d] = np.int8(0)
+    return scale, np.sqrt(sq), np.sqrt(err)
+
+
+@njit(cache=True, inline="always")
+def _pack_row(vectors, r, row0, packed, scales, weights, weights2):
+    dim = vectors.shape[1]
+    codes = np.zeros(packed.shape[1] * 4, np.int8)
+    scale, norm, err = _quantize_row(vectors[r], codes[:dim])
+    g = (row0 + r) >> 4
+    lane = (row0 + r) & 15
+    for t4 in range(packed.shape[1]):
+        for b in range(4):
+            packed[g, t4, lane, b] = np.uint8(np.int32(codes[4 * t4 + b]) + 128)
+    scales[row0 + r] = scale
+    # float64 sums and square roots err by ~d 2**-53: the factor covers it, rounding up
+    slack = 1.0 + 2.0 ** -30
+    weights[row0 + r] = _round_up((err + 2.0 * dim * 2.0 ** -24 * norm) * slack)
+    weights2[row0 + r] = _round_up((norm + err) * slack)
+
+
+@njit(cache=True, parallel=True)
+def to_int8(vectors, row0, packed, scales, weights, weights2):
+    """Rows ``vectors[r]`` become row ``row0 + r`` of the int8 copy: unsigned codes ``c + 128``
+    packed 16 rows at a time for VPDPBUSD (``packed[row // 16, t // 4, row % 16, t % 4]``;
+    dimensions past ``dim`` stay 128, i.e. code 0) and their scale; and the row's error
+    weights (float32, rounded up): ``weights`` = ``||x - s c||`` plus the float32 rescoring's
+    share ``2 d 2**-24 ||x||``, ``weights2`` = ``||x|| + ||x - s c||`` (at least ``||s c||``)."""
+    for r in prange(vectors.shape[0]):
+        _pack_row(vectors, r, row0, packed, scales, weights, weights2)
+
+
+@njit(cache=True, nogil=True)
+def to_int8_serial(vectors, row0, packed, scales, weights, weights2):
+    """:func:`to_int8` on the calling thread (small inputs)."""
+    for r in range(vectors.shape[0]):
+        _pack_row(vectors, r, row0, packed, scales, weights, weights2)
+
+
+@njit(cache=True, nogil=True)
+def quantize_queries(queries, codes, offsets, scales, norms, errors):
+    """Signed codes of each query (``codes[i, :dim]``; the rest of the row is left as is),
+    ``offsets[i] = 128 * sum(codes[i])`` (what the unsigned row codes add to the dot product),
+    the scale and, in float64, ``||q||`` and ``||q - s c||``."""
+    for i in range(queries.shape[0]):
+        scale, norm, err = _quantize_row(queries[i], codes[i, :queries.shape[1]])
+        total = 0
+        for d in range(queries.shape[1]):
+            total += np.int64(codes[i, d])
+        offsets[i] = np.int32(128 * total)
+        scales[i] = scale
+        norms[i] = norm
+        errors[i] = err
+
+
 @njit(cache=True, inline="always")
 def _round_up(x):
     """float64 -> the float32 at or above it."""
@@ -421,13 +505,14 @@ def _seed_bar(row, m, e_max, rel, bits, vals, gtop):
 
 
 @njit(cache=True, nogil=True)
-def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_s, heap_r,
-                     cand_s, cand_r, n_cand, over):
-    """Merge approximate scores ``block[i, :m]`` (bf16 bits; rows ``row0 + j`` with norms
-    ``norms[j]``) for queries ``q0 + i``.
+def merge_block_bf16(block, m, row0, norms, norms2, mask, use_mask, q0, coef, coef2, rel,
+                     heap_s, heap_r, cand_s, cand_r, n_cand, over):
+    """Merge approximate scores ``block[i, :m]`` (bf16 bits; rows ``row0 + j`` with error
+    weights ``norms[j]``, ``norms2[j]``) for queries ``q0 + i``.
 
-    Row ``j`` of query ``q`` has an exact score within ``e = coef[q] * norms[j] + rel * |a|``
-    of its approximate score ``a``, so in ``[a - e, a + e]``. ``heap_*[q]`` keeps the k largest
+    Row ``j`` of query ``q`` has an exact score within
+    ``e = coef[q] * norms[j] + coef2[q] * norms2[j] + rel * |a|`` of its approximate score
+    ``a``, so in ``[a - e, a + e]``. ``heap_*[q]`` keeps the k largest
     lower ends: its root ``low`` is at most the exact k-th best score. Every row whose upper end
     reaches ``low`` may belong to the exact top-k and goes to ``cand_*[q, :n_cand[q]]`` (with
     its upper end). A query whose candidates outgrow the buffer gets ``over[q]`` set and is
@@ -441,8 +526,10 @@ def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_
     sblock = block.view(np.int16)
     gtop = np.empty(k, np.float32)
     n_max = 0.0
+    n2_max = 0.0
     for j in range(m):
         n_max = max(n_max, np.float64(norms[j]))
+        n2_max = max(n2_max, np.float64(norms2[j]))
     for i in range(block.shape[0]):
         q = q0 + i
         if over[q]:
@@ -450,14 +537,16 @@ def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_
         hs = heap_s[q]
         hr = heap_r[q]
         c = coef[q]
+        c2 = coef2[q]
+        e_max = c * n_max + c2 * n2_max
         low = hs[0]
         row = block[i]
         srow = sblock[i]
         seed = -np.inf
         if low == -np.inf and not use_mask:
-            seed = _seed_bar(row, m, c * n_max, rel, bits, vals, gtop)
+            seed = _seed_bar(row, m, e_max, rel, bits, vals, gtop)
         bar = max(low, seed)
-        thr = _prefilter(bar, c * n_max, rel)
+        thr = _prefilter(bar, e_max, rel)
         thr16 = _bf16_floor_bits(thr, vals, bits)
         n = n_cand[q]
         j = 0
@@ -481,7 +570,8 @@ def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_
                     r = row0 + j + t
                     if use_mask and not mask[r]:
                         continue
-                    e = c * np.float64(norms[j + t]) + rel * abs(a)
+                    e = c * np.float64(norms[j + t]) + c2 * np.float64(norms2[j + t]) \
+                        + rel * abs(a)
                     e += 2.0 ** -20 * (abs(a) + e)
                     hi = _round_up(a + e)
                     if not hi >= bar:
@@ -505,7 +595,7 @@ def merge_block_bf16(block, m, row0, norms, mask, use_mask, q0, coef, rel, heap_
                         _replace_root(hs, hr, k, lo, r)
                         low = hs[0]
                         bar = max(low, seed)
-                        thr = _prefilter(bar, c * n_max, rel)
+                        thr = _prefilter(bar, e_max, rel)
                         thr16 = _bf16_floor_bits(thr, vals, bits)
             j += _GROUP
         n_cand[q] = n

@@ -72,6 +72,13 @@ BF16_U = 2.0 ** -8
 BF16_MAX_K = 256
 BF16_CANDIDATES = 1024
 BF16_SUPER_BATCH = 4096
+# int8 first pass, "auto": the corpus's median relative quantisation error ||x - s c|| / ||x||
+# times sqrt(dim) predicts how many candidates the int8 bound lets through (scores of unit
+# vectors spread ~1/sqrt(dim)). Above the first limit the bf16 pass is faster where it pays,
+# above the second float32 alone beats int8 (docs/dense.md; measured on Gaussian rows with 8
+# dims scaled 1-4x: 0.14-0.27 at dim 384, 0.21-0.41 at 768).
+INT8_BF16_ABOVE = 0.29
+INT8_FLOAT32_ABOVE = 0.36
 
 SearchResult = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -335,7 +342,7 @@ def _decide_bf16() -> dict[str, Any]:
     probe = getattr(getattr(torch, "cpu", None), "_is_amx_tile_supported", None)
     try:
         if probe is not None and probe():
-            return {"fast": True, "reason": "AMX-BF16 tiles"}
+            return {"fast": True, "reason": "AMX-BF16 tiles", "amx": True}
     except Exception:  # noqa: BLE001 - a private probe: any failure means "no AMX"
         pass
     if "avx512_bf16" not in cpu_flags():
@@ -380,6 +387,98 @@ def check_bf16(bf16: Any) -> bool | str:
 
         raise missing_extra("torch", "amx", "FlatIndex(bf16=True)")
     return bf16
+
+
+# ------------------------------------------------------------------------- int8 first pass
+_INT8_STATE: dict[str, Any] = {}
+_INT8_LOCK = threading.Lock()
+
+
+def int8_probe() -> dict[str, Any]:
+    """Whether the int8 first pass pays on this machine (decided once per process): ``fast``,
+    ``reason`` and, when a probe ran, the seconds of each product.
+
+    No without AVX512-VNNI; with it a short timed probe (~20 ms): the int8 kernel against
+    numpy's float32 sgemm on a batch-sized problem, both on one thread; yes when int8 takes
+    under half the float32 time. ``FASTRAG_INT8=0|1`` overrides.
+    """
+    with _INT8_LOCK:
+        if "probe" not in _INT8_STATE:
+            _INT8_STATE["probe"] = _decide_int8()
+        return _INT8_STATE["probe"]
+
+
+def _decide_int8() -> dict[str, Any]:
+    import os
+
+    from fastrag._kernels import vnni
+
+    forced = os.environ.get("FASTRAG_INT8")
+    if not vnni.available():
+        return {"fast": False, "reason": "no AVX512-VNNI"}
+    if forced in ("0", "1"):
+        return {"fast": forced == "1", "reason": f"FASTRAG_INT8={forced}"}
+    import time
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((258, 384), dtype=np.float32)
+    x = rng.standard_normal((8192, 384), dtype=np.float32)
+    corpus = Int8Corpus(384)
+    corpus.update(x)
+    scorer = _Int8Scorer(corpus, q)
+    state = scorer.worker()
+
+    def best(fn) -> float:
+        fn()
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    def int8() -> None:
+        for c0 in range(0, 8192, CORPUS_CHUNK):
+            scorer.score(state, c0, CORPUS_CHUNK, 0, q.shape[0])
+
+    with single_threaded_blas():
+        int8_s = best(int8)
+        f32_s = best(lambda: q @ x.T)
+    return {"fast": int8_s < 0.5 * f32_s, "reason": f"AVX512-VNNI probe, one thread each: "
+            f"int8 {int8_s * 1e3:.2f} ms vs float32 {f32_s * 1e3:.2f} ms",
+            "int8_s": int8_s, "float32_s": f32_s}
+
+
+def check_int8(int8: Any) -> bool | str:
+    if not (isinstance(int8, bool) or (isinstance(int8, str) and int8 == "auto")):
+        raise ConfigError(f"int8={int8!r} must be 'auto', True or False")
+    if int8 is True:
+        from fastrag._kernels import vnni
+
+        if not vnni.available():
+            raise ConfigError("int8=True needs a CPU with AVX512-VNNI (Intel Ice Lake or later, "
+                              "AMD Zen 4 or later); use int8='auto' to fall back to bf16 or "
+                              "float32 elsewhere")
+    return int8
+
+
+def first_pass(bf16: bool | str, int8: bool | str) -> str | None:
+    """Which first pass a batch search uses: ``"int8"``, ``"bf16"`` or None (float32 only).
+
+    An explicit True wins; with both ``"auto"``: bf16 on AMX-BF16 tiles (faster than the int8
+    kernel), else int8 where :func:`int8_probe` says it pays, else bf16 where
+    :func:`bf16_probe` does."""
+    if int8 is True:
+        return "int8"
+    if bf16 is True:
+        return "bf16"
+    if bf16 == "auto" and bf16_probe().get("amx"):
+        return "bf16"
+    if int8 == "auto" and int8_probe()["fast"]:
+        return "int8"
+    if bf16 == "auto" and bf16_fast():
+        return "bf16"
+    return None
 
 
 def _aligned_bits(shape: tuple[int, int]) -> np.ndarray:
@@ -453,29 +552,159 @@ def bf16_error_bound(queries: np.ndarray) -> tuple[np.ndarray, float]:
     return scale * q_norm, 2 * BF16_U / (1 - 2 * BF16_U)
 
 
-def _bf16_search(vectors: np.ndarray, approx: Bf16Corpus, queries: np.ndarray, k: int,
-                 mask: np.ndarray | None, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact heaps of ``queries`` (at most BF16_SUPER_BATCH) via the bf16 first pass."""
-    torch = _torch()
+class Int8Corpus:
+    """int8 codes of the first ``n`` stored rows, packed for the VNNI kernel, with their scales
+    and error weights (``_dense.to_int8``)."""
+
+    def __init__(self, dim: int) -> None:
+        from fastrag._kernels import vnni
+
+        self.dim = dim
+        self.dp = -(-dim // 4) * 4
+        self._tile = vnni.NR
+        self.packed = np.full((0, self.dp // 4, 16, 4), 128, np.uint8)
+        self.scales = np.zeros(0, np.float32)
+        self.weights = np.zeros(0, np.float32)
+        self.weights2 = np.zeros(0, np.float32)
+        self.n = 0
+        self.residual = 0.0
+
+    def update(self, vectors: np.ndarray) -> None:
+        """Convert the rows of ``vectors`` not converted yet (vectors only ever grow)."""
+        n = vectors.shape[0]
+        if n > self.packed.shape[0] * 16:
+            cap = max(n, 2 * self.packed.shape[0] * 16)
+            cap = -(-cap // self._tile) * self._tile  # the kernel reads whole tiles of rows
+            packed = np.full((cap // 16,) + self.packed.shape[1:], 128, np.uint8)
+            packed[:self.packed.shape[0]] = self.packed
+            self.packed = packed
+            for name in ("scales", "weights", "weights2"):
+                grown = np.zeros(cap, np.float32)  # rows past n: scale 0, so they score 0
+                grown[:self.n] = getattr(self, name)[:self.n]
+                setattr(self, name, grown)
+        if n > self.n:
+            new = vectors[self.n:n]
+            convert = _dense.to_int8_serial if new.size < PARALLEL_MIN_ELEMENTS \
+                else _dense.to_int8
+            convert(new, self.n, self.packed, self.scales, self.weights, self.weights2)
+            self.n = n
+            self.residual = self.median_residual()
+
+    def median_residual(self, sample: int = 65_536) -> float:
+        """Median over (up to ``sample`` evenly spread) rows of ``||x - s c|| / ||x||``."""
+        step = max(1, self.n // sample)
+        w = self.weights[:self.n:step].astype(np.float64)
+        w2 = self.weights2[:self.n:step].astype(np.float64)
+        norm = w2 - w  # ||x|| (1 - 2 d 2**-24), near enough for a median
+        ok = norm > 0
+        return float(np.median(w[ok] / norm[ok])) if ok.any() else 0.0
+
+
+def int8_error_coef(q_norms: np.ndarray, q_errors: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(coef, coef2)``: the exact score of query ``i`` and a row with error weights ``w``,
+    ``w2`` (``_dense.to_int8``) lies within ``coef[i] * w + coef2[i] * w2 + rel * |a|`` of its
+    int8-pass score ``a`` (``rel`` as for bf16: the bf16 rounding of ``a``, doubled).
+
+    With ``q = q' + dq`` and ``x = x' + dx`` (``q'``, ``x'`` the scaled codes, whose dot
+    product the kernel computes exactly in integers), ``q.x - q'.x' = q.dx + dq.x'``, so
+    ``|q.x - q'.x'| <= ||q|| ||dx|| + ||dq|| (||x|| + ||dx||)``; ``w`` also holds the float32
+    rescoring's accumulation error. Both times 1.01.
+    """
+    return q_norms * 1.01, q_errors * 1.01
+
+
+class _Bf16Scorer:
+    """First-pass scores of a query batch from torch's bf16 matmul (oneDNN)."""
+
+    def __init__(self, approx: Bf16Corpus, queries: np.ndarray) -> None:
+        self.torch = _torch()
+        q_bits = _aligned_bits(queries.shape)
+        _dense.to_bf16_serial(queries, q_bits, np.empty(queries.shape[0], np.float32))
+        self.coef, self.rel = bf16_error_bound(queries)
+        self.coef2 = np.zeros_like(self.coef)  # one weight: the row's norm
+        self.qt = _as_torch_bf16(self.torch, q_bits)
+        self.xt = _as_torch_bf16(self.torch, approx.bits[:approx.n])
+        self.query_block = QUERY_BLOCK
+
+    def running(self) -> contextlib.AbstractContextManager:
+        return _torch_single_thread(self.torch)
+
+    def worker(self) -> Any:
+        self.torch.set_num_threads(1)  # this thread's OpenMP pool: one thread per worker
+        qb = min(self.query_block, self.qt.shape[0])
+        out = self.torch.empty((qb * CORPUS_CHUNK,), dtype=self.torch.bfloat16)
+        return out, out.view(self.torch.int16).numpy().view(np.uint16)
+
+    def score(self, state: Any, c0: int, m: int, q0: int, nb: int) -> np.ndarray:
+        out, out_bits = state
+        self.torch.mm(self.qt[q0:q0 + nb], self.xt[c0:c0 + m].T, out=out[:nb * m].view(nb, m))
+        return out_bits[:nb * m].reshape(nb, m)
+
+
+class _Int8Scorer:
+    """First-pass scores of a query batch from the AVX512-VNNI int8 kernel."""
+
+    def __init__(self, approx: Int8Corpus, queries: np.ndarray) -> None:
+        from fastrag._kernels import vnni
+
+        self.fn = vnni.scores_bf16()
+        # the arrays as of now: a concurrent add may replace them (rows below n never change)
+        self.packed, self.row_scales = approx.packed, approx.scales
+        self.dp = approx.dp
+        self.mr = vnni.MR
+        self.tile = vnni.NR
+        n_q, dim = queries.shape
+        n_pad = -(-n_q // self.mr) * self.mr
+        self.codes = np.zeros((n_pad, approx.dp), np.int8)
+        self.offsets = np.zeros(n_pad, np.int32)
+        self.scales = np.zeros(n_pad, np.float32)
+        self.q_norms = np.empty(n_q, np.float64)
+        self.q_errors = np.empty(n_q, np.float64)
+        _dense.quantize_queries(queries, self.codes, self.offsets, self.scales, self.q_norms,
+                                self.q_errors)
+        self.coef, self.coef2 = int8_error_coef(self.q_norms, self.q_errors)
+        self.rel = 2 * BF16_U / (1 - 2 * BF16_U)
+        self.query_block = QUERY_BLOCK // self.mr * self.mr
+
+    def running(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def worker(self) -> Any:
+        qb = min(self.query_block, self.codes.shape[0])
+        return np.empty((qb, CORPUS_CHUNK), np.uint16)
+
+    def score(self, out: np.ndarray, c0: int, m: int, q0: int, nb: int) -> np.ndarray:
+        nb_pad = -(-nb // self.mr) * self.mr
+        m_pad = -(-m // self.tile) * self.tile
+        self.fn(self.codes[q0].ctypes.data, self.offsets[q0:].ctypes.data,
+                self.scales[q0:].ctypes.data, self.packed[c0 // 16].ctypes.data,
+                self.row_scales[c0:].ctypes.data, out.ctypes.data, nb_pad, m_pad, self.dp,
+                out.shape[1])
+        return out[:nb]
+
+
+def _approx_search(vectors: np.ndarray, approx: Bf16Corpus | Int8Corpus, queries: np.ndarray,
+                   k: int, mask: np.ndarray | None,
+                   n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact heaps of ``queries`` (at most BF16_SUPER_BATCH) via a bf16 or int8 first pass."""
     n_q, dim = queries.shape
     n = vectors.shape[0]
-    q_bits = _aligned_bits(queries.shape)
-    _dense.to_bf16_serial(queries, q_bits, np.empty(n_q, np.float32))
-    coef, rel = bf16_error_bound(queries)
+    scorer = (_Int8Scorer(approx, queries) if isinstance(approx, Int8Corpus)
+              else _Bf16Scorer(approx, queries))
     cap = max(BF16_CANDIDATES, 16 * k)
     n_chunks = -(-n // CORPUS_CHUNK)
     n_workers = min(n_threads, n_chunks)
     if n_q * n * dim < BLOCKED_PARALLEL_MIN_MACS:
         n_workers = 1
-    qt = _as_torch_bf16(torch, q_bits)
-    xt = _as_torch_bf16(torch, approx.bits[:n])
-    args = (qt, xt, approx.norms, k, coef, rel, mask, cap, n_chunks)
-    with _torch_single_thread(torch):
+    weights = ((approx.weights, approx.weights2) if isinstance(approx, Int8Corpus)
+               else (approx.norms, approx.norms))
+    args = (scorer, weights, n_q, k, mask, cap, n, n_chunks)
+    with scorer.running():
         if n_workers <= 1:
-            parts = [_bf16_worker(*args, iter(range(n_chunks)))]
+            parts = [_approx_worker(*args, iter(range(n_chunks)))]
         else:
             chunk_ids = itertools.count()
-            jobs = [_pool().submit(_bf16_worker, *args, chunk_ids) for _ in range(n_workers)]
+            jobs = [_pool().submit(_approx_worker, *args, chunk_ids) for _ in range(n_workers)]
             parts = [job.result() for job in jobs]
     low_s, low_r = _new_heaps((n_q, k))
     _dense.merge_candidates(np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
@@ -491,22 +720,18 @@ def _bf16_search(vectors: np.ndarray, approx: Bf16Corpus, queries: np.ndarray, k
     return heap_s, heap_r
 
 
-def _bf16_worker(qt: Any, xt: Any, norms: np.ndarray, k: int, coef: np.ndarray, rel: float,
-                 mask: np.ndarray | None, cap: int, n_chunks: int,
-                 chunk_ids: Iterator[int]) -> tuple[np.ndarray, ...]:
+def _approx_worker(scorer: _Bf16Scorer | _Int8Scorer, weights: tuple[np.ndarray, np.ndarray],
+                   n_q: int, k: int,
+                   mask: np.ndarray | None, cap: int, n: int, n_chunks: int,
+                   chunk_ids: Iterator[int]) -> tuple[np.ndarray, ...]:
     """Heaps of lower ends and candidates of all queries over the chunks this worker takes."""
-    torch = _torch()
-    torch.set_num_threads(1)  # this thread's OpenMP pool: one thread per worker
-    n_q = qt.shape[0]
-    n = xt.shape[0]
     heap_s, heap_r = _new_heaps((n_q, k))
     cand_s = np.empty((n_q, cap), np.float32)
     cand_r = np.empty((n_q, cap), np.int64)
     n_cand = np.zeros(n_q, np.int64)
     over = np.zeros(n_q, np.bool_)
-    qb = min(QUERY_BLOCK, n_q)
-    out = torch.empty((qb * CORPUS_CHUNK,), dtype=torch.bfloat16)
-    out_bits = out.view(torch.int16).numpy().view(np.uint16)
+    state = scorer.worker()
+    qb = min(scorer.query_block, n_q)
     use_mask = mask is not None
     mask_arg = mask if use_mask else _EMPTY_MASK
     for c in chunk_ids:
@@ -514,13 +739,13 @@ def _bf16_worker(qt: Any, xt: Any, norms: np.ndarray, k: int, coef: np.ndarray, 
             break
         c0 = c * CORPUS_CHUNK
         m = min(CORPUS_CHUNK, n - c0)
-        chunk_t = xt[c0:c0 + m].T
         for q0 in range(0, n_q, qb):
             nb = min(qb, n_q - q0)
-            torch.mm(qt[q0:q0 + nb], chunk_t, out=out[:nb * m].view(nb, m))
-            _dense.merge_block_bf16(out_bits[:nb * m].reshape(nb, m), m, c0, norms[c0:c0 + m],
-                                    mask_arg, use_mask, q0, coef, rel, heap_s, heap_r, cand_s,
-                                    cand_r, n_cand, over)
+            block = scorer.score(state, c0, m, q0, nb)
+            _dense.merge_block_bf16(block, m, c0, weights[0][c0:c0 + m],
+                                    weights[1][c0:c0 + m], mask_arg, use_mask, q0, scorer.coef,
+                                    scorer.coef2, scorer.rel, heap_s, heap_r, cand_s, cand_r,
+                                    n_cand, over)
     return heap_s, heap_r, cand_s, cand_r, over, n_cand
 
 
@@ -567,7 +792,7 @@ def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int,
             elif qs.shape[0] <= FUSED_MAX_QUERIES:
                 heap_s, heap_r = _fused(vectors, qs, kk, mask, rows, n_threads)
             elif use_bf16:
-                heap_s, heap_r = _bf16_search(vectors, approx, qs, kk, mask, n_threads)
+                heap_s, heap_r = _approx_search(vectors, approx, qs, kk, mask, n_threads)
             else:
                 heap_s, heap_r = _blocked(vectors, qs, kk, mask, rows, n_threads)
             sl = slice(s0, s0 + qs.shape[0])
@@ -663,26 +888,34 @@ class FlatIndex:
     ``(rows int64 (n_q, k), scores float32 (n_q, k), counts int32 (n_q,))``, best first, ties
     by the lower row, padded with row -1 and score -inf.
 
-    ``bf16``: score batches (more than 16 queries, k <= 256) first with bfloat16 copies of the
-    vectors and then exactly in float32 (same results; see the module notes). ``"auto"`` does
-    so when torch is installed and the CPU has AMX-BF16; ``True`` whenever torch is installed
-    (the ``[amx]`` extra); ``False`` never. The bf16 copy (2 bytes per value) is made on the
-    first such batch and kept.
+    ``int8`` / ``bf16``: score batches (more than 16 queries, k <= 256) first with int8 or
+    bfloat16 copies of the vectors, then the rows a proven error bound cannot rule out exactly
+    in float32 (same results; docs/dense.md). ``int8="auto"`` (default) uses int8 on CPUs with
+    AVX512-VNNI where a short probe says it pays, unless the CPU has AMX-BF16 (bf16 is faster
+    there) or the corpus has a few dominant dimensions (its quantisation error is then too wide:
+    bf16 instead, where that pays); ``True`` forces it (VNNI needed). ``bf16="auto"`` uses bf16
+    with torch (the ``[amx]`` extra) on AMX-BF16, or on AVX512_BF16 where a probe says it pays;
+    ``True`` forces it. ``False`` turns a pass off. The copy (int8: 1 byte per value, bf16: 2)
+    is made on the first such batch and kept.
     """
 
-    def __init__(self, dim: int, metric: str = "cosine", bf16: bool | str = "auto") -> None:
+    def __init__(self, dim: int, metric: str = "cosine", bf16: bool | str = "auto",
+                 int8: bool | str = "auto") -> None:
         self.dim = check_dim(dim)
         self.metric = check_metric(metric)
         self.bf16 = check_bf16(bf16)
+        self.int8 = check_int8(int8)
+        if self.bf16 is True and self.int8 is True:
+            raise ConfigError("bf16=True and int8=True: choose one first pass (or 'auto')")
         self._buf = np.empty((0, self.dim), np.float32)
         self._n = 0
         self._owned = True
-        self._approx: Bf16Corpus | None = None
+        self._approx: dict[str, Bf16Corpus | Int8Corpus] = {}
         self._approx_lock = threading.Lock()
 
     @classmethod
     def from_vectors(cls, vectors: Any, metric: str = "cosine", normalized: bool = False,
-                     bf16: bool | str = "auto") -> FlatIndex:
+                     bf16: bool | str = "auto", int8: bool | str = "auto") -> FlatIndex:
         """An index over ``vectors`` (ndarray or Arrow ``fixed_size_list<float32>``).
 
         Float32 C-contiguous input is used in place (also read-only memory such as an Arrow
@@ -691,7 +924,7 @@ class FlatIndex:
         finiteness check and normalisation pass (for vectors this index wrote before).
         """
         vectors = as_matrix(vectors, None)
-        index = cls(vectors.shape[1], metric, bf16)
+        index = cls(vectors.shape[1], metric, bf16, int8)
         if not normalized:
             vectors = prepare_vectors(vectors, index.metric)
         index._buf = vectors
@@ -743,18 +976,31 @@ class FlatIndex:
         vectors = self._buf[:self._n]
         _check_blas_once()
         return exact_search(vectors, q, k, mask, cut, num_threads=check_num_threads(num_threads),
-                            approx=self._bf16_copy(q.shape[0], k))
+                            approx=self._approx_copy(q.shape[0], k))
 
-    def _bf16_copy(self, n_queries: int, k: int) -> Bf16Corpus | None:
-        """The bf16 copy of the vectors, brought up to date, when this search would use it."""
-        use = self.bf16 is True or (self.bf16 == "auto" and bf16_fast())
-        if not use or n_queries <= FUSED_MAX_QUERIES or k > BF16_MAX_K or self._n == 0:
+    def _approx_copy(self, n_queries: int, k: int) -> Bf16Corpus | Int8Corpus | None:
+        """The bf16 or int8 copy of the vectors, brought up to date, when this search would
+        use a first pass."""
+        if n_queries <= FUSED_MAX_QUERIES or k > BF16_MAX_K or self._n == 0:
+            return None
+        kind = first_pass(self.bf16, self.int8)
+        if kind is None:
             return None
         with self._approx_lock:
-            if self._approx is None:
-                self._approx = Bf16Corpus(self.dim)
-            self._approx.update(self._buf[:self._n])
-        return self._approx
+            copy = self._updated_copy(kind)
+            if kind == "int8" and self.int8 == "auto":  # is the int8 bound narrow enough?
+                spread = copy.residual * math.sqrt(self.dim)
+                if spread > INT8_BF16_ABOVE and self.bf16 == "auto" and bf16_fast():
+                    return self._updated_copy("bf16")
+                if spread > INT8_FLOAT32_ABOVE:
+                    return None
+            return copy
+
+    def _updated_copy(self, kind: str) -> Bf16Corpus | Int8Corpus:
+        if kind not in self._approx:
+            self._approx[kind] = (Int8Corpus if kind == "int8" else Bf16Corpus)(self.dim)
+        self._approx[kind].update(self._buf[:self._n])
+        return self._approx[kind]
 
     def __repr__(self) -> str:
         return f"FlatIndex(dim={self.dim}, metric={self.metric!r}, n={self._n})"

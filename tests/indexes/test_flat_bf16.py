@@ -1,10 +1,14 @@
-"""The bf16 first pass of FlatIndex: same results as the float32 search, error bound holds.
+"""The first passes of FlatIndex (bf16 and int8): same results as the float32 search, error
+bounds hold.
 
-The first pass runs on torch (extra ``[amx]``): the tests that run it take the ``torch``
-fixture and skip without torch; the argument checks and the fallbacks run everywhere.
+The bf16 pass runs on torch (extra ``[amx]``), the int8 pass on CPUs with AVX512-VNNI: tests
+that run a pass take the ``torch`` or ``first_pass`` fixture and skip where it cannot run; the
+argument checks, the choice between passes and the fallbacks run everywhere.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import numpy as np
 import pytest
@@ -23,6 +27,24 @@ def torch():
     return pytest.importorskip("torch", reason=NEEDS_TORCH)
 
 
+NEEDS_VNNI = "the int8 pass needs a CPU with AVX512-VNNI"
+PLAIN = {"bf16": False, "int8": False}  # float32 only
+
+
+@pytest.fixture(params=["bf16", "int8"])
+def first_pass(request):
+    """``(kind, FlatIndex keyword arguments)`` forcing one first pass; skips where that pass
+    cannot run (bf16 without torch, int8 without AVX512-VNNI)."""
+    if request.param == "bf16":
+        pytest.importorskip("torch", reason=NEEDS_TORCH)
+        return "bf16", {"bf16": True, "int8": False}
+    from fastrag._kernels import vnni
+
+    if not vnni.available():
+        pytest.skip(NEEDS_VNNI)
+    return "int8", {"bf16": False, "int8": True}
+
+
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Small blocks: a few thousand rows span many chunks, query blocks and super-batches, and
@@ -35,19 +57,20 @@ def small_blocks(monkeypatch):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Counts the bf16 searches and the float32 sgemm passes (and the queries they get)."""
-    seen = {"bf16": 0, "blocked": []}
-    bf16_search, blocked = flat._bf16_search, flat._blocked
+    """Counts the first-pass searches of each kind and the float32 sgemm passes (and the
+    queries they get)."""
+    seen = {"bf16": 0, "int8": 0, "blocked": []}
+    approx_search, blocked = flat._approx_search, flat._blocked
 
-    def spy_bf16(*args, **kwargs):
-        seen["bf16"] += 1
-        return bf16_search(*args, **kwargs)
+    def spy_approx(vectors, approx, *args, **kwargs):
+        seen["int8" if isinstance(approx, flat.Int8Corpus) else "bf16"] += 1
+        return approx_search(vectors, approx, *args, **kwargs)
 
     def spy_blocked(vectors, queries, *args, **kwargs):
         seen["blocked"].append(queries.shape[0])
         return blocked(vectors, queries, *args, **kwargs)
 
-    monkeypatch.setattr(flat, "_bf16_search", spy_bf16)
+    monkeypatch.setattr(flat, "_approx_search", spy_approx)
     monkeypatch.setattr(flat, "_blocked", spy_blocked)
     return seen
 
@@ -62,49 +85,52 @@ def assert_same(got, ref, exact_scores=True):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_random_cosine_equals_float32_search(threads, torch, small_blocks, calls):
+def test_random_cosine_equals_float32_search(threads, first_pass, small_blocks, calls):
+    kind, opts = first_pass
     rng = np.random.default_rng(0)
     x = rng.standard_normal((6000, 96)).astype(np.float32)
     q = rng.standard_normal((100, 96)).astype(np.float32)
-    fast = FlatIndex.from_vectors(x, bf16=True).search(q, 10, num_threads=threads)
-    assert calls["bf16"] == 3 and calls["blocked"] == []  # 100 queries: 40 + 40 + 20
-    plain = FlatIndex.from_vectors(x, bf16=False).search(q, 10, num_threads=threads)
+    fast = FlatIndex.from_vectors(x, **opts).search(q, 10, num_threads=threads)
+    assert calls[kind] == 3 and calls["blocked"] == []  # 100 queries: 40 + 40 + 20
+    plain = FlatIndex.from_vectors(x, **PLAIN).search(q, 10, num_threads=threads)
     assert_same(fast, plain, exact_scores=False)
     ref_rows, ref_scores, _ = dense_topk_reference(x, q, 10, "cosine")
     np.testing.assert_array_equal(fast[0], ref_rows)
     np.testing.assert_allclose(fast[1], ref_scores, rtol=0, atol=2e-6)
 
 
-def test_dot_with_wide_norms_mask_and_cutoff(torch, small_blocks, calls):
+def test_dot_with_wide_norms_mask_and_cutoff(first_pass, small_blocks, calls):
+    kind, opts = first_pass
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5000, 40)).astype(np.float32)
     x *= rng.lognormal(0.0, 2.0, (5000, 1)).astype(np.float32)  # norms over ~4 decades
     q = rng.standard_normal((40, 40)).astype(np.float32) * 3.0
     mask = rng.random(5000) < 0.6
-    fast = FlatIndex.from_vectors(x, "dot", bf16=True)
-    plain = FlatIndex.from_vectors(x, "dot", bf16=False)
+    fast = FlatIndex.from_vectors(x, "dot", **opts)
+    plain = FlatIndex.from_vectors(x, "dot", **PLAIN)
     for kwargs in ({"mask": mask}, {"cutoff": 5.0}, {"mask": mask, "cutoff": 0.0}):
         want = plain.search(q, 25, num_threads=2, **kwargs)
         calls["blocked"].clear()
         assert_same(fast.search(q, 25, num_threads=2, **kwargs), want, exact_scores=False)
         assert calls["blocked"] == [], kwargs
-    assert calls["bf16"] == 3
+    assert calls[kind] == 3
 
 
-def test_exact_ties_keep_the_lower_row(torch, small_blocks):
-    """Small integers are exact in bf16 and their dot products exact in float32: scores must
-    be bit-equal to the reference and ties must fall to the lower row, as on every path."""
+def test_exact_ties_keep_the_lower_row(first_pass, small_blocks):
+    """Small integers: their dot products are exact in float32 (and exact in bf16; not in int8
+    codes scaled by 127/3): scores must be bit-equal to the reference and ties must fall to the
+    lower row, as on every path."""
     rng = np.random.default_rng(2)
     x = rng.integers(-3, 4, (3000, 12)).astype(np.float32)
     q = rng.integers(-3, 4, (60, 12)).astype(np.float32)
-    got = FlatIndex.from_vectors(x, "dot", bf16=True).search(q, 20, num_threads=2)
+    got = FlatIndex.from_vectors(x, "dot", **first_pass[1]).search(q, 20, num_threads=2)
     ref = dense_topk_reference(x, q, 20, "dot")
     assert_same(got, (ref[0], ref[1].astype(np.float32), ref[2].astype(np.int32)))
 
 
-def test_near_duplicates_overflow_to_the_float32_pass(torch, small_blocks, calls,
+def test_near_duplicates_overflow_to_the_float32_pass(first_pass, small_blocks, calls,
                                                        monkeypatch):
-    """Rows that differ below bf16's resolution all stay candidates: the queries whose
+    """Rows that differ below the first pass's resolution all stay candidates: the queries whose
     candidates outgrow the buffer are searched again in float32, and only those. One worker:
     with two, a worker that happens to take only a chunk of duplicates sees nothing but ties
     for every query, and every query is rightly searched again (1 run in ~300 did)."""
@@ -116,8 +142,8 @@ def test_near_duplicates_overflow_to_the_float32_pass(torch, small_blocks, calls
     others = rng.standard_normal((25, 32)).astype(np.float32)
     others -= (others @ base / (base @ base) + 0.5)[:, None] * base  # far from the duplicates
     q = np.concatenate([np.tile(base, (5, 1)), others])  # the first 5 overflow
-    got = FlatIndex.from_vectors(x, bf16=True).search(q, 10, num_threads=1)
-    assert calls["bf16"] == 1 and calls["blocked"] == [5]
+    got = FlatIndex.from_vectors(x, **first_pass[1]).search(q, 10, num_threads=1)
+    assert calls[first_pass[0]] == 1 and calls["blocked"] == [5]
     ref_rows, ref_scores, _ = dense_topk_reference(x, q, 10, "cosine")
     np.testing.assert_array_equal(got[0][5:], ref_rows[5:])
     # the duplicates' scores tie at float32 resolution: their order depends on summation order
@@ -125,7 +151,7 @@ def test_near_duplicates_overflow_to_the_float32_pass(torch, small_blocks, calls
 
 
 @pytest.mark.parametrize("k", [1, 10, 16, 17])
-def test_first_block_bar_and_integer_screen_keep_every_top_row(torch, k):
+def test_first_block_bar_and_integer_screen_keep_every_top_row(first_pass, k):
     """Default blocks of 1,024 rows: a query's first block sets its bar from the k-th largest
     maximum of its groups of 64 (k <= 16 groups), and once the bar is positive scores are
     screened on their int16 bits. A near-duplicate cluster spread over every group of the first
@@ -153,9 +179,9 @@ def test_first_block_bar_and_integer_screen_keep_every_top_row(torch, k):
     q = np.concatenate([bases, near, plant[None], others])
     assert q.shape[0] > flat.FUSED_MAX_QUERIES  # the batch path, where the bf16 pass runs
     for metric in ("cosine", "dot"):
-        index = FlatIndex.from_vectors(x, metric, bf16=True)
+        index = FlatIndex.from_vectors(x, metric, **first_pass[1])
         got = index.search(q, k)
-        assert index._approx is not None  # the bf16 pass ran
+        assert list(index._approx) == [first_pass[0]]  # the first pass ran
         xs = index.vectors.astype(np.float64)
         q64 = q.astype(np.float64)
         if metric == "cosine":
@@ -200,16 +226,114 @@ def test_error_bound_holds_when_rounding_errors_add_up(torch):
     assert (gap / bound).max() > 0.25  # the test does push the errors towards the bound
 
 
-def test_incremental_add_updates_the_bf16_copy(torch, small_blocks):
+def _int8_pass(x: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, flat.Int8Corpus, object]:
+    """What the int8 kernel returns for ``q`` against ``x`` (as float64), the corpus and the
+    scorer (one call per chunk of rows)."""
+    corpus = flat.Int8Corpus(x.shape[1])
+    corpus.update(x)
+    scorer = flat._Int8Scorer(corpus, q)
+    out = scorer.worker()
+    approx = np.empty((q.shape[0], x.shape[0]))
+    for c0 in range(0, x.shape[0], flat.CORPUS_CHUNK):
+        m = min(flat.CORPUS_CHUNK, x.shape[0] - c0)
+        bits = scorer.score(out, c0, m, 0, q.shape[0])[:, :m]
+        approx[:, c0:c0 + m] = (bits.astype(np.uint32) << 16).view(np.float32)
+    return approx, corpus, scorer
+
+
+@pytest.mark.parametrize("dim", [100, 384])
+def test_int8_error_bound_holds_when_quantisation_errors_add_up(dim):
+    """Every entry sits just below a rounding midpoint of its int8 code (the row's largest
+    entry fixes the scale at exactly 127 steps), so all quantisation errors of a row have one
+    sign, and so have those of each query: the errors of the products add up instead of
+    cancelling. The bound must still hold for what the kernel returns; the integer dot
+    products must be exact."""
+    from fastrag._kernels import vnni
+
+    if not vnni.available():
+        pytest.skip(NEEDS_VNNI)
+    rng = np.random.default_rng(11)
+    step = 2.0 ** -7
+
+    def adversarial(n: int) -> np.ndarray:
+        v = step * (rng.integers(40, 120, (n, dim)) + 0.499)
+        v[:, 0] = 127 * step  # the largest entry: scale = step exactly
+        return v.astype(np.float32)
+
+    x = adversarial(3000)
+    x[::2] *= -1.0
+    q = adversarial(40)
+    approx, corpus, scorer = _int8_pass(x, q)
+    x64, q64 = x.astype(np.float64), q.astype(np.float64)
+    exact = q64 @ x64.T
+    codes = np.round(x64 / step)  # the quantiser's codes, recomputed here
+    q_codes = np.round(q64 / step)
+    np.testing.assert_array_equal(corpus.scales[:3000], np.float32(step))
+    integer = q_codes @ codes.T * step * step  # exact in float64: integers times 2**-14
+    np.testing.assert_allclose(approx, integer, rtol=2.0 ** -8, atol=0)  # bf16 rounding only
+    bound = (scorer.coef[:, None] * corpus.weights[None, :3000]
+             + scorer.coef2[:, None] * corpus.weights2[None, :3000] + scorer.rel * np.abs(approx))
+    gap = np.abs(approx - exact)
+    assert (gap <= bound).all()
+    assert (gap / bound).max() > 0.5  # the test does push the errors towards the bound
+    err = np.linalg.norm(x64 - codes * step, axis=1)
+    assert (corpus.weights2[:3000] >= np.linalg.norm(x64, axis=1) + err).all()  # rounded up
+    np.testing.assert_allclose(scorer.q_errors, np.linalg.norm(q64 - q_codes * step, axis=1),
+                               rtol=1e-12)
+
+
+def test_int8_codes_of_zero_and_padded_rows_score_zero():
+    """A zero row (scale 0) and the rows past ``n`` that fill the kernel's last tile of 64
+    score exactly 0; dimensions that are not a multiple of 4 are padded with code 0."""
+    from fastrag._kernels import vnni
+
+    if not vnni.available():
+        pytest.skip(NEEDS_VNNI)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((70, 10)).astype(np.float32)  # 70 rows: a tile and 6 of the next
+    x[5] = 0.0
+    q = rng.standard_normal((7, 10)).astype(np.float32)  # 7 queries: padded to 12
+    approx, corpus, _ = _int8_pass(x, q)
+    assert (approx[:, 5] == 0).all() and corpus.packed.shape[0] * 16 == 128
+    assert (corpus.scales[70:] == 0).all()
+    exact = q.astype(np.float64) @ x.T.astype(np.float64)
+    assert np.abs(approx - exact).max() < 0.1 * np.abs(exact).max()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int8_searches_from_many_threads_at_once(threads):
+    """Eight threads search one index at once, the first of them compiling the kernel's copy:
+    every result equals the float32 search's."""
+    import concurrent.futures
+
+    from fastrag._kernels import vnni
+
+    if not vnni.available():
+        pytest.skip(NEEDS_VNNI)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((20_000, 64)).astype(np.float32)
+    qs = [rng.standard_normal((50, 64)).astype(np.float32) for _ in range(8)]
+    plain = FlatIndex.from_vectors(x, **PLAIN)
+    want = [plain.search(q, 10) for q in qs]
+    index = FlatIndex.from_vectors(x, bf16=False, int8=True)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda q: index.search(q, 10, num_threads=threads), qs))
+    for g, w in zip(got, want, strict=True):
+        assert_same(g, w)
+    assert index._approx["int8"].n == 20_000
+
+
+def test_incremental_add_updates_the_approximate_copy(first_pass, small_blocks):
+    kind, opts = first_pass
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3000, 24)).astype(np.float32)
     q = rng.standard_normal((30, 24)).astype(np.float32)
-    index = FlatIndex(24, bf16=True)
+    index = FlatIndex(24, **opts)
     index.add(x[:1000])
     index.search(q, 5)
     index.add(x[1000:])  # the best rows for these queries are mostly among the new ones
     got = index.search(q, 5)
-    assert index._approx.n == 3000
+    assert index._approx[kind].n == 3000
     ref_rows, _, _ = dense_topk_reference(x, q, 5, "cosine")
     np.testing.assert_array_equal(got[0], ref_rows)
 
@@ -217,16 +341,16 @@ def test_incremental_add_updates_the_bf16_copy(torch, small_blocks):
 def test_auto_follows_the_cpu_and_small_batches_skip_it(torch, calls, monkeypatch):
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2000, 16)).astype(np.float32)
-    index = FlatIndex.from_vectors(x)  # bf16="auto"
+    index = FlatIndex.from_vectors(x, int8=False)  # bf16="auto"
     monkeypatch.setattr(flat, "bf16_fast", lambda: False)
     index.search(rng.standard_normal((40, 16)), 5)
-    assert calls["bf16"] == 0 and index._approx is None
+    assert calls["bf16"] == 0 and index._approx == {}
     monkeypatch.setattr(flat, "bf16_fast", lambda: True)
     index.search(rng.standard_normal((16, 16)), 5)  # fused path: no bf16 copy needed
     index.search(rng.standard_normal((40, 16)), 300)  # k above BF16_MAX_K
-    assert calls["bf16"] == 0 and index._approx is None
+    assert calls["bf16"] == 0 and index._approx == {}
     index.search(rng.standard_normal((40, 16)), 5)
-    assert calls["bf16"] == 1 and index._approx.n == 2000
+    assert calls["bf16"] == 1 and index._approx["bf16"].n == 2000
 
 
 def test_torch_thread_count_is_restored(torch):
@@ -258,9 +382,9 @@ def test_without_torch_auto_is_not_fast_and_searches_in_float32(calls, monkeypat
     rng = np.random.default_rng(8)
     x = rng.standard_normal((2000, 16)).astype(np.float32)
     q = rng.standard_normal((40, 16)).astype(np.float32)
-    index = FlatIndex.from_vectors(x, "dot")
+    index = FlatIndex.from_vectors(x, "dot", int8=False)
     got = index.search(q, 5)
-    assert calls["bf16"] == 0 and calls["blocked"] == [40] and index._approx is None
+    assert calls["bf16"] == 0 and calls["blocked"] == [40] and index._approx == {}
     ref_rows, ref_scores, _ = dense_topk_reference(x, q, 5, "dot")
     np.testing.assert_array_equal(got[0], ref_rows)
     np.testing.assert_allclose(got[1], ref_scores, rtol=0, atol=1e-5)
@@ -283,7 +407,7 @@ class _FakeTorch:
 
 def test_auto_decides_by_amx_then_avx512_bf16_probe_then_no(monkeypatch):
     _fresh_probe(monkeypatch, _FakeTorch(amx=True), {"avx512f"})
-    assert flat.bf16_probe() == {"fast": True, "reason": "AMX-BF16 tiles"}
+    assert flat.bf16_probe() == {"fast": True, "reason": "AMX-BF16 tiles", "amx": True}
     _fresh_probe(monkeypatch, _FakeTorch(amx=False), {"avx512f", "avx2"})
     assert flat.bf16_probe()["fast"] is False
     assert "emulated" in flat.bf16_probe()["reason"]
@@ -293,6 +417,108 @@ def test_auto_decides_by_amx_then_avx512_bf16_probe_then_no(monkeypatch):
     monkeypatch.setattr(flat, "_BF16_STATE", {"torch": _FakeTorch(amx=True)})
     monkeypatch.setenv("FASTRAG_BF16", "0")
     assert flat.bf16_probe() == {"fast": False, "reason": "FASTRAG_BF16=0"}
+
+
+def test_auto_int8_gives_way_on_corpora_with_dominant_dims(calls, monkeypatch):
+    """The corpus check: median relative quantisation error times sqrt(dim) ("spread") above
+    INT8_BF16_ABOVE takes the bf16 pass where that pays, above INT8_FLOAT32_ABOVE float32 where
+    it does not; a Gaussian corpus keeps int8 either way (two of 256 dims scaled 10x and 20x
+    make the others). Results equal the float32 search's throughout."""
+    from fastrag._kernels import vnni
+
+    if not vnni.available():
+        pytest.skip(NEEDS_VNNI)
+    rng = np.random.default_rng(14)
+    base = rng.standard_normal((3000, 256)).astype(np.float32)
+    q = rng.standard_normal((40, 256)).astype(np.float32)
+    monkeypatch.setattr(flat, "first_pass", lambda bf16, int8: "int8")  # as on a VNNI CPU
+    torch_here = importlib.util.find_spec("torch") is not None
+    cases = [  # (dims scaled by, spread range, bf16 pays, pass wanted)
+        (1.0, (0.0, flat.INT8_BF16_ABOVE), True, "int8"),
+        (10.0, (flat.INT8_BF16_ABOVE, flat.INT8_FLOAT32_ABOVE), False, "int8"),
+        (10.0, (flat.INT8_BF16_ABOVE, flat.INT8_FLOAT32_ABOVE), True, "bf16"),
+        (20.0, (flat.INT8_FLOAT32_ABOVE, 1.0), False, None),
+        (20.0, (flat.INT8_FLOAT32_ABOVE, 1.0), True, "bf16"),
+    ]
+    for scale, (lo, hi), bf16_pays, want in cases:
+        if want == "bf16" and not torch_here:
+            continue  # the bf16 pass itself needs torch
+        x = base.copy()
+        x[:, :2] *= scale
+        qs = q.copy()
+        qs[:, :2] *= scale
+        monkeypatch.setattr(flat, "bf16_fast", lambda pays=bf16_pays: pays)
+        index = FlatIndex.from_vectors(x)
+        calls.update({"int8": 0, "bf16": 0})
+        calls["blocked"].clear()
+        got = index.search(qs, 10)
+        spread = index._approx["int8"].residual * 16
+        assert lo < spread <= hi, (scale, spread)
+        seen = {kind for kind in ("int8", "bf16") if calls[kind]}
+        assert seen == ({want} if want else set()), (scale, bf16_pays, calls)
+        assert calls["blocked"] == ([] if want else [40])
+        assert_same(got, FlatIndex.from_vectors(x, **PLAIN).search(qs, 10))
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None, 0.5])
+def test_bad_int8_argument(bad):
+    with pytest.raises(ConfigError, match="int8=.* must be 'auto', True or False"):
+        FlatIndex(8, int8=bad)
+
+
+def test_int8_true_without_vnni_and_both_forced_are_refused(monkeypatch):
+    from fastrag._kernels import vnni
+
+    monkeypatch.setattr(vnni, "available", lambda: False)
+    with pytest.raises(ConfigError, match="int8=True needs a CPU with AVX512-VNNI"):
+        FlatIndex(8, int8=True)
+    assert FlatIndex(8).int8 == "auto"  # auto just falls back
+    monkeypatch.setattr(vnni, "available", lambda: True)
+    with pytest.raises(ConfigError, match="choose one first pass"):
+        FlatIndex(8, bf16=True, int8=True)
+
+
+def test_first_pass_prefers_amx_then_int8_then_bf16(monkeypatch):
+    """The choice, with both probes simulated: explicit True wins, AMX bf16 beats the int8
+    kernel, int8 beats AVX512_BF16 where its probe says it pays; nothing where neither does."""
+    probes = {}
+    monkeypatch.setattr(flat, "bf16_probe", lambda: probes["bf16"])
+    monkeypatch.setattr(flat, "int8_probe", lambda: probes["int8"])
+    cases = [  # (bf16 probe, int8 fast) -> choice for ("auto", "auto")
+        ({"fast": True, "amx": True}, True, "bf16"),
+        ({"fast": True}, True, "int8"),
+        ({"fast": True}, False, "bf16"),
+        ({"fast": False}, True, "int8"),
+        ({"fast": False}, False, None),
+    ]
+    for bf16_probe, int8_fast, want in cases:
+        probes["bf16"], probes["int8"] = bf16_probe, {"fast": int8_fast}
+        assert flat.first_pass("auto", "auto") == want, (bf16_probe, int8_fast)
+        assert flat.first_pass(True, "auto") == "bf16"
+        assert flat.first_pass("auto", True) == "int8"
+        assert flat.first_pass(False, "auto") == ("int8" if int8_fast else None)
+        assert flat.first_pass("auto", False) == ("bf16" if bf16_probe["fast"] else None)
+        assert flat.first_pass(False, False) is None
+
+
+def test_int8_probe_without_vnni_with_override_and_timed(monkeypatch):
+    from fastrag._kernels import vnni
+
+    monkeypatch.setattr(flat, "_INT8_STATE", {})
+    monkeypatch.setattr(vnni, "available", lambda: False)
+    monkeypatch.setenv("FASTRAG_INT8", "1")  # no override without the instructions
+    assert flat.int8_probe() == {"fast": False, "reason": "no AVX512-VNNI"}
+    monkeypatch.undo()
+    if not vnni.available():
+        pytest.skip(NEEDS_VNNI)
+    monkeypatch.setattr(flat, "_INT8_STATE", {})
+    monkeypatch.setenv("FASTRAG_INT8", "0")
+    assert flat.int8_probe() == {"fast": False, "reason": "FASTRAG_INT8=0"}
+    monkeypatch.setattr(flat, "_INT8_STATE", {})
+    monkeypatch.delenv("FASTRAG_INT8")
+    got = flat.int8_probe()
+    assert got["int8_s"] > 0 and got["float32_s"] > 0
+    assert got["fast"] == (got["int8_s"] < 0.5 * got["float32_s"])
 
 
 def test_the_timed_probe_measures_both_matmuls(torch, monkeypatch):
@@ -330,7 +556,7 @@ def test_the_timed_probe_times_one_thread_each_whatever_the_process_set(torch, m
 @pytest.mark.slow
 @pytest.mark.parametrize("n,dim", [(100_000, 384), (100_000, 768), (1_000_000, 384),
                                    (1_000_000, 768)])
-def test_at_scale_with_near_duplicate_clusters_equals_float32(torch, n, dim):
+def test_at_scale_with_near_duplicate_clusters_equals_float32(first_pass, n, dim):
     """Corpus sizes and dims of real use, with clusters of near-duplicates whose scores differ
     by 1e-5..1e-4: far below what bf16 can tell apart (2**-8), above float32's noise. On
     whatever bf16 path this CPU has (AMX, AVX512_BF16, or emulated), the bf16 pass returns a
@@ -345,10 +571,10 @@ def test_at_scale_with_near_duplicate_clusters_equals_float32(torch, n, dim):
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     q = np.concatenate([bases[:32], rng.standard_normal((32, dim), dtype=np.float32)])
     q64 = q.astype(np.float64) / np.linalg.norm(q.astype(np.float64), axis=1, keepdims=True)
-    fast = FlatIndex.from_vectors(x, "cosine", normalized=True, bf16=True)
-    exact = FlatIndex.from_vectors(x, "cosine", normalized=True, bf16=False)
+    fast = FlatIndex.from_vectors(x, "cosine", normalized=True, **first_pass[1])
+    exact = FlatIndex.from_vectors(x, "cosine", normalized=True, **PLAIN)
     got, ref = fast.search(q, 10), exact.search(q, 10)
-    assert fast._approx is not None  # the bf16 pass ran
+    assert list(fast._approx) == [first_pass[0]]  # the first pass ran
     true_rows, true_scores = _float64_topk(x, q64, 11)
     for i in range(q.shape[0]):
         for found in (got, ref):  # both searches: the true top-10 up to float32 rounding
