@@ -342,41 +342,56 @@ def to_bf16_serial(vectors, out, norms):
 
 
 @njit(cache=True, inline="always")
-def _quantize_row(src, codes):
-    """Codes of ``src`` into ``codes[:len(src)]``; returns ``(scale, ||src||, ||src - scale c||)``
-    with the norms in float64 (the scale is float32)."""
+def _row_scale(src):
+    """``(s, ||src||)``: the scale ``max|src| / 127`` (float32) and the norm (float64)."""
     amax = 0.0
     sq = 0.0
     for d in range(src.shape[0]):
         v = np.float64(src[d])
         amax = max(amax, abs(v))
         sq += v * v
-    scale = np.float32(amax / 127.0)
+    return np.float32(amax / 127.0), np.sqrt(sq)
+
+
+@njit(cache=True, inline="always")
+def _code(v, s, inv):
+    """The code of ``v`` (a float64 integer in [-127, 127]) and ``(v - s * code)**2``, exact:
+    ``s * code`` has at most 31 significant bits."""
+    c = min(127.0, max(-127.0, np.floor(v * inv + 0.5)))
+    e = v - s * c
+    return c, e * e
+
+
+@njit(cache=True, inline="always")
+def _quantize_row(src, codes):
+    """Codes of ``src`` into ``codes[:len(src)]``; returns ``(scale, ||src||, ||src - scale c||)``
+    with the norms in float64 (the scale is float32)."""
+    scale, norm = _row_scale(src)
+    s = np.float64(scale)
+    inv = 1.0 / s if scale > 0 else 0.0
     err = 0.0
-    if scale > 0:
-        s = np.float64(scale)
-        for d in range(src.shape[0]):
-            v = np.float64(src[d])
-            c = min(127.0, max(-127.0, np.round(v / s)))
-            codes[d] = np.int8(c)
-            e = v - s * c  # s * c is exact in float64 (24 + 7 bits)
-            err += e * e
-    else:
-        for d in range(src.shape[0]):
-            codes[d] = np.int8(0)
-    return scale, np.sqrt(sq), np.sqrt(err)
+    for d in range(src.shape[0]):
+        c, e2 = _code(np.float64(src[d]), s, inv)
+        codes[d] = np.int8(c)
+        err += e2
+    return scale, norm, np.sqrt(err)
 
 
 @njit(cache=True, inline="always")
 def _pack_row(vectors, r, row0, packed, scales, weights, weights2):
-    dim = vectors.shape[1]
-    codes = np.zeros(packed.shape[1] * 4, np.int8)
-    scale, norm, err = _quantize_row(vectors[r], codes[:dim])
+    src = vectors[r]
+    dim = src.shape[0]
+    scale, norm = _row_scale(src)
+    s = np.float64(scale)
+    inv = 1.0 / s if scale > 0 else 0.0
     g = (row0 + r) >> 4
     lane = (row0 + r) & 15
-    for t4 in range(packed.shape[1]):
-        for b in range(4):
-            packed[g, t4, lane, b] = np.uint8(np.int32(codes[4 * t4 + b]) + 128)
+    err = 0.0
+    for d in range(dim):  # codes go straight to their packed place, past dim they stay 128
+        c, e2 = _code(np.float64(src[d]), s, inv)
+        packed[g, d >> 2, lane, d & 3] = np.uint8(np.int32(c) + 128)
+        err += e2
+    err = np.sqrt(err)
     scales[row0 + r] = scale
     # float64 sums and square roots err by ~d 2**-53: the factor covers it, rounding up
     slack = 1.0 + 2.0 ** -30

@@ -138,7 +138,10 @@ def available() -> bool:
     """Whether this CPU runs ``VPDPBUSD`` on 512-bit vectors (AVX512-VNNI and AVX512BW)."""
     import llvmlite.binding as llvm
 
-    features = llvm.get_host_cpu_features()
+    try:
+        features = llvm.get_host_cpu_features()
+    except RuntimeError:  # hosts LLVM cannot describe
+        return False
     return bool(features.get("avx512vnni") and features.get("avx512bw"))
 
 

@@ -354,29 +354,30 @@ def _timed_probe(torch: Any) -> dict[str, Any]:
     """Best of 3: torch bf16 ``(256, 384) @ (384, 8192)`` against numpy float32 sgemm, each on
     one thread (as the search runs them, one per worker), whatever thread counts the process
     has set for torch or BLAS."""
-    import time
-
     rng = np.random.default_rng(0)
     q = rng.standard_normal((256, 384), dtype=np.float32)
     x = rng.standard_normal((8192, 384), dtype=np.float32)
     qb, xb = torch.from_numpy(q).to(torch.bfloat16), torch.from_numpy(x).to(torch.bfloat16)
-
-    def best(fn) -> float:
-        fn()
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return min(times)
-
     with single_threaded_blas(), _torch_single_thread(torch):
-        bf16_s = best(lambda: torch.matmul(qb, xb.T))
-        f32_s = best(lambda: q @ x.T)
+        bf16_s = _best_of_3(lambda: torch.matmul(qb, xb.T))
+        f32_s = _best_of_3(lambda: q @ x.T)
     fast = bf16_s < 0.8 * f32_s
     return {"fast": fast, "reason": f"AVX512_BF16 probe, one thread each: bf16 "
             f"{bf16_s * 1e3:.2f} ms vs float32 {f32_s * 1e3:.2f} ms",
             "bf16_s": bf16_s, "float32_s": f32_s}
+
+
+def _best_of_3(fn: Any) -> float:
+    """Seconds of the fastest of three calls of ``fn``, after one warm-up call."""
+    import time
+
+    fn()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 def check_bf16(bf16: Any) -> bool | str:
@@ -418,32 +419,21 @@ def _decide_int8() -> dict[str, Any]:
         return {"fast": False, "reason": "no AVX512-VNNI"}
     if forced in ("0", "1"):
         return {"fast": forced == "1", "reason": f"FASTRAG_INT8={forced}"}
-    import time
-
     rng = np.random.default_rng(0)
     q = rng.standard_normal((258, 384), dtype=np.float32)
     x = rng.standard_normal((8192, 384), dtype=np.float32)
     corpus = Int8Corpus(384)
     corpus.update(x)
     scorer = _Int8Scorer(corpus, q)
-    state = scorer.worker()
-
-    def best(fn) -> float:
-        fn()
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return min(times)
+    out = np.empty((scorer.codes.shape[0], 1024), np.uint16)  # whatever the block sizes
 
     def int8() -> None:
-        for c0 in range(0, 8192, CORPUS_CHUNK):
-            scorer.score(state, c0, CORPUS_CHUNK, 0, q.shape[0])
+        for c0 in range(0, 8192, 1024):
+            scorer.score(out, c0, 1024, 0, q.shape[0])
 
     with single_threaded_blas():
-        int8_s = best(int8)
-        f32_s = best(lambda: q @ x.T)
+        int8_s = _best_of_3(int8)
+        f32_s = _best_of_3(lambda: q @ x.T)
     return {"fast": int8_s < 0.5 * f32_s, "reason": f"AVX512-VNNI probe, one thread each: "
             f"int8 {int8_s * 1e3:.2f} ms vs float32 {f32_s * 1e3:.2f} ms",
             "int8_s": int8_s, "float32_s": f32_s}
@@ -472,13 +462,22 @@ def first_pass(bf16: bool | str, int8: bool | str) -> str | None:
         return "int8"
     if bf16 is True:
         return "bf16"
-    if bf16 == "auto" and bf16_probe().get("amx"):
+    if bf16 == "auto" and _may_have_amx() and bf16_probe().get("amx"):
         return "bf16"
     if int8 == "auto" and int8_probe()["fast"]:
         return "int8"
     if bf16 == "auto" and bf16_fast():
         return "bf16"
     return None
+
+
+def _may_have_amx() -> bool:
+    """False only where the CPU's flags are known and lack AMX-BF16: the bf16 probe (which
+    imports torch, ~1 s) is then not needed to choose the int8 pass."""
+    from fastrag._blas import cpu_flags
+
+    flags = cpu_flags()
+    return not flags or "amx_bf16" in flags
 
 
 def _aligned_bits(shape: tuple[int, int]) -> np.ndarray:
@@ -676,6 +675,11 @@ class _Int8Scorer:
     def score(self, out: np.ndarray, c0: int, m: int, q0: int, nb: int) -> np.ndarray:
         nb_pad = -(-nb // self.mr) * self.mr
         m_pad = -(-m // self.tile) * self.tile
+        # the kernel does not check bounds: a wrong call would corrupt memory, so refuse it
+        if (nb_pad > out.shape[0] or m_pad > out.shape[1] or c0 % 16
+                or q0 + nb_pad > self.codes.shape[0] or c0 + m_pad > self.row_scales.shape[0]):
+            raise RuntimeError(f"int8 block out of range: rows {c0}+{m}, queries {q0}+{nb}, "
+                               f"buffer {out.shape}")
         self.fn(self.codes[q0].ctypes.data, self.offsets[q0:].ctypes.data,
                 self.scales[q0:].ctypes.data, self.packed[c0 // 16].ctypes.data,
                 self.row_scales[c0:].ctypes.data, out.ctypes.data, nb_pad, m_pad, self.dp,

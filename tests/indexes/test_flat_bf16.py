@@ -116,6 +116,41 @@ def test_dot_with_wide_norms_mask_and_cutoff(first_pass, small_blocks, calls):
     assert calls[kind] == 3
 
 
+def _text_embeddings(texts: list[str], dim: int) -> np.ndarray:
+    """Embeddings of real text without a model (the model hubs are out of reach): hashed
+    character-bigram counts (sublinear), a fixed random projection to ``dim``, unit norm. Like
+    model embeddings they share a large common direction and cluster by topic, so the scores
+    are high and close together, unlike random vectors."""
+    import zlib
+
+    buckets = 4096
+    counts = np.zeros((len(texts), buckets), np.float32)
+    for i, text in enumerate(texts):
+        for j in range(len(text) - 1):
+            counts[i, zlib.crc32(text[j:j + 2].encode()) % buckets] += 1.0
+    proj = np.random.default_rng(21).standard_normal((buckets, dim)).astype(np.float32)
+    x = np.log1p(counts) @ proj
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("dim", [384, 768])
+def test_embeddings_of_real_text_equal_float32_search(first_pass, dim):
+    """CMRC paragraphs cut into sentences (the corpus) and CMRC questions (the queries), as
+    text embeddings: the first pass returns the float32 search's rows and scores."""
+    from fastrag.datasets import load_cmrc2018_dev
+    from fastrag.eval.loaders import squad_questions
+
+    questions, _, contexts = squad_questions(load_cmrc2018_dev())
+    sentences = [s for c in contexts for s in c.split("。") if len(s) >= 8][:6000]
+    x = _text_embeddings(sentences, dim)
+    q = _text_embeddings(questions[:300], dim)
+    index = FlatIndex.from_vectors(x, normalized=True, **first_pass[1])
+    got = index.search(q, 10)
+    assert list(index._approx) == [first_pass[0]]
+    assert_same(got, FlatIndex.from_vectors(x, normalized=True, **PLAIN).search(q, 10))
+    assert np.median(got[1][:, 0]) > 0.25  # random unit vectors: ~0.19 (dim 384), ~0.14 (768)
+
+
 def test_exact_ties_keep_the_lower_row(first_pass, small_blocks):
     """Small integers: their dot products are exact in float32 (and exact in bf16; not in int8
     codes scaled by 127/3): scores must be bit-equal to the reference and ties must fall to the
@@ -298,18 +333,34 @@ def test_int8_codes_of_zero_and_padded_rows_score_zero():
     assert (corpus.scales[70:] == 0).all()
     exact = q.astype(np.float64) @ x.T.astype(np.float64)
     assert np.abs(approx - exact).max() < 0.1 * np.abs(exact).max()
+    scorer = flat._Int8Scorer(corpus, q)  # the kernel checks no bounds: the caller refuses
+    for out, c0, m in [(np.empty((6, 128), np.uint16), 0, 70),  # 7 queries need 12 rows
+                       (np.empty((12, 64), np.uint16), 0, 70),  # 70 rows need 128 columns
+                       (np.empty((12, 128), np.uint16), 8, 60)]:  # not a group of 16
+        with pytest.raises(RuntimeError, match="int8 block out of range"):
+            scorer.score(out, c0, m, 0, 7)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_int8_searches_from_many_threads_at_once(threads):
-    """Eight threads search one index at once, the first of them compiling the kernel's copy:
-    every result equals the float32 search's."""
+def test_int8_searches_from_many_threads_at_once(threads, monkeypatch):
+    """Eight threads search one index at once, on a kernel not compiled yet in this process
+    and an index without its int8 copy: one thread compiles and converts, every result equals
+    the float32 search's."""
     import concurrent.futures
 
     from fastrag._kernels import vnni
 
     if not vnni.available():
         pytest.skip(NEEDS_VNNI)
+    monkeypatch.setattr(vnni, "_STATE", {})
+    compiled = []
+    compile_kernel = vnni._compile
+
+    def spy_compile():
+        compiled.append(1)
+        return compile_kernel()
+
+    monkeypatch.setattr(vnni, "_compile", spy_compile)
     rng = np.random.default_rng(13)
     x = rng.standard_normal((20_000, 64)).astype(np.float32)
     qs = [rng.standard_normal((50, 64)).astype(np.float32) for _ in range(8)]
@@ -320,7 +371,7 @@ def test_int8_searches_from_many_threads_at_once(threads):
         got = list(pool.map(lambda q: index.search(q, 10, num_threads=threads), qs))
     for g, w in zip(got, want, strict=True):
         assert_same(g, w)
-    assert index._approx["int8"].n == 20_000
+    assert index._approx["int8"].n == 20_000 and compiled == [1]
 
 
 def test_incremental_add_updates_the_approximate_copy(first_pass, small_blocks):
@@ -482,6 +533,7 @@ def test_first_pass_prefers_amx_then_int8_then_bf16(monkeypatch):
     """The choice, with both probes simulated: explicit True wins, AMX bf16 beats the int8
     kernel, int8 beats AVX512_BF16 where its probe says it pays; nothing where neither does."""
     probes = {}
+    monkeypatch.setattr(flat, "_may_have_amx", lambda: True)
     monkeypatch.setattr(flat, "bf16_probe", lambda: probes["bf16"])
     monkeypatch.setattr(flat, "int8_probe", lambda: probes["int8"])
     cases = [  # (bf16 probe, int8 fast) -> choice for ("auto", "auto")
@@ -501,6 +553,27 @@ def test_first_pass_prefers_amx_then_int8_then_bf16(monkeypatch):
         assert flat.first_pass(False, False) is None
 
 
+def test_choosing_int8_without_amx_flags_never_imports_torch(monkeypatch):
+    """Where the CPU's flags are known and lack AMX-BF16, choosing the int8 pass runs only the
+    int8 probe: the bf16 probe (and torch's import) is left for when it decides something."""
+    from fastrag import _blas
+
+    monkeypatch.setattr(_blas, "cpu_flags", lambda: {"avx512f", "avx512_vnni", "avx512_bf16"})
+    monkeypatch.setattr(flat, "int8_probe", lambda: {"fast": True})
+
+    def no_bf16_probe():
+        raise AssertionError("bf16 probe ran")
+
+    monkeypatch.setattr(flat, "bf16_probe", no_bf16_probe)
+    assert flat.first_pass("auto", "auto") == "int8"
+    monkeypatch.setattr(_blas, "cpu_flags", lambda: {"avx512f", "amx_bf16"})
+    with pytest.raises(AssertionError, match="bf16 probe ran"):
+        flat.first_pass("auto", "auto")
+    monkeypatch.setattr(_blas, "cpu_flags", lambda: set())  # unknown: ask the probe
+    with pytest.raises(AssertionError, match="bf16 probe ran"):
+        flat.first_pass("auto", "auto")
+
+
 def test_int8_probe_without_vnni_with_override_and_timed(monkeypatch):
     from fastrag._kernels import vnni
 
@@ -516,6 +589,8 @@ def test_int8_probe_without_vnni_with_override_and_timed(monkeypatch):
     assert flat.int8_probe() == {"fast": False, "reason": "FASTRAG_INT8=0"}
     monkeypatch.setattr(flat, "_INT8_STATE", {})
     monkeypatch.delenv("FASTRAG_INT8")
+    monkeypatch.setattr(flat, "QUERY_BLOCK", 16)  # the probe keeps its own block sizes
+    monkeypatch.setattr(flat, "CORPUS_CHUNK", 64)
     got = flat.int8_probe()
     assert got["int8_s"] > 0 and got["float32_s"] > 0
     assert got["fast"] == (got["int8_s"] < 0.5 * got["float32_s"])
