@@ -2,7 +2,7 @@
 
 numba cannot emit ``VPDPBUSD`` (LLVM only forms it from the intrinsic), so this kernel is LLVM
 IR compiled by llvmlite, numba's own code generator: no new dependency. It is compiled once per
-process on first use (~30 ms), not cached like the numba kernels, and called through ctypes,
+process on first use (30-50 ms), not cached like the numba kernels, and called through ctypes,
 which releases the GIL, so search workers run it in parallel.
 
 ``scores_bf16(q8, kq, sq, xp, sx, out, nb, mp, dp)`` writes, for query ``i < nb`` and row
