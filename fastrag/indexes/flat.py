@@ -907,10 +907,10 @@ class FlatIndex:
                  int8: bool | str = "auto") -> None:
         self.dim = check_dim(dim)
         self.metric = check_metric(metric)
+        if bf16 is True and int8 is True:  # before either asks for its extra or its CPU
+            raise ConfigError("bf16=True and int8=True: choose one first pass (or 'auto')")
         self.bf16 = check_bf16(bf16)
         self.int8 = check_int8(int8)
-        if self.bf16 is True and self.int8 is True:
-            raise ConfigError("bf16=True and int8=True: choose one first pass (or 'auto')")
         self._buf = np.empty((0, self.dim), np.float32)
         self._n = 0
         self._owned = True
