@@ -79,6 +79,17 @@ def test_numpy_path_equals_kernels_bit_for_bit(seed, monkeypatch):
         assert np.array_equal(fast.get_scores(q), want), method
 
 
+# Probe-script lines: record every module compiled from source (``seen``), then put the
+# folder given as argv[1] first on sys.path.
+_SPY_SOURCE_COMPILER = ("seen = []\n"
+                        "orig = be.SourceLoader.source_to_code\n"
+                        "def spy(self, data, path, **kw):\n"
+                        "    seen.append(path)\n"
+                        "    return orig(self, data, path, **kw)\n"
+                        "be.SourceLoader.source_to_code = spy\n"
+                        "sys.path.insert(0, sys.argv[1])\n")
+
+
 def test_numpy_path_rejects_what_the_kernels_reject(monkeypatch):
     rng = np.random.default_rng(0)
     vals, off = _corpus(rng, 50, 20)
@@ -213,15 +224,8 @@ def test_warmup_writes_bytecode_and_reports_what_it_cannot(tmp_path):
     assert (done, failed) == (2, [])
     for src in (pkg / "mod.py", pkg / "sub" / "deep.py"):
         assert Path(importlib.util.cache_from_source(str(src))).is_file()
-    probe = ("import sys, importlib._bootstrap_external as be\n"
-             "seen = []\n"
-             "orig = be.SourceLoader.source_to_code\n"
-             "def spy(self, data, path, **kw):\n"
-             "    seen.append(path)\n"
-             "    return orig(self, data, path, **kw)\n"
-             "be.SourceLoader.source_to_code = spy\n"
-             "sys.path.insert(0, sys.argv[1])\n"
-             "import mod\n"
+    probe = ("import sys, importlib._bootstrap_external as be\n" + _SPY_SOURCE_COMPILER
+             + "import mod\n"
              "print(sys.flags.dont_write_bytecode, mod.X, seen)\n")
     out = subprocess.run([sys.executable, "-c", probe, str(pkg)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
@@ -249,14 +253,8 @@ def test_concurrent_warmups_write_loadable_bytecode(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", writer, str(pkg)]) for _ in range(3)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
     probe = ("import sys, importlib, importlib._bootstrap_external as be\n"
-             "seen = []\n"
-             "orig = be.SourceLoader.source_to_code\n"
-             "def spy(self, data, path, **kw):\n"
-             "    seen.append(path)\n"
-             "    return orig(self, data, path, **kw)\n"
-             "be.SourceLoader.source_to_code = spy\n"
-             "sys.path.insert(0, sys.argv[1])\n"
-             "vals = [importlib.import_module(f'm{i}').VALUE for i in range(60)]\n"
+             + _SPY_SOURCE_COMPILER
+             + "vals = [importlib.import_module(f'm{i}').VALUE for i in range(60)]\n"
              "print(vals == list(range(60)), seen)\n")
     out = subprocess.run([sys.executable, "-c", probe, str(pkg)], capture_output=True,
                          text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
