@@ -28,7 +28,7 @@ import numpy as np
 from fastrag._checks import check_bool, check_choice
 from fastrag._coldstart import kernels_ready
 from fastrag.analysis.base import Analyzer
-from fastrag.analysis.segment import get_segmenter
+from fastrag.analysis.segment import get_segmenter, imported_jieba, jieba_install
 from fastrag.analysis.spans import expand_tokens
 from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError
@@ -61,10 +61,9 @@ def _dictionary_tag() -> str:
     """jieba's version and dictionary (part of the identity: a new dictionary, new tokens)."""
     import os
 
-    import jieba
-
-    custom = jieba.dt.dictionary
-    return f"jieba-{jieba.__version__}" + (f":{os.path.basename(custom)}" if custom else "")
+    jieba = imported_jieba()
+    custom = jieba.dt.dictionary if jieba is not None else None
+    return f"jieba-{jieba_install().version}" + (f":{os.path.basename(custom)}" if custom else "")
 
 
 class ChineseAnalyzer(Analyzer):

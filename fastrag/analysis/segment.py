@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import re
+import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,30 +27,66 @@ _STATES = "BMES"
 _CACHE_FORMAT = 1
 
 
-def _dictionary_path() -> str:
-    import os
+class JiebaInstall(NamedTuple):
+    """Where jieba is installed: its package dir, ``__version__`` and default dictionary name."""
 
+    package_dir: str
+    version: str
+    default_dict: str
+
+
+def imported_jieba():
+    """The jieba module if this process has imported it, else None: then nothing in the
+    process can have changed its dictionary, and its defaults hold. (Importing jieba costs
+    ~0.15 s, mostly the ``pkg_resources`` it imports, on every fresh process's first query.)"""
+    if "jieba" not in sys.modules:
+        return None
+    import jieba  # waits for another thread's import of it to finish
+
+    return jieba
+
+
+@functools.lru_cache(maxsize=1)
+def jieba_install() -> JiebaInstall:
+    """The installed jieba's location and version, read from its source without importing it
+    (falls back to importing it if the source does not say)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("jieba")
+    if spec is not None and spec.origin and spec.origin.endswith(".py"):
+        with open(spec.origin, encoding="utf-8") as f:
+            src = f.read()
+        version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", src, re.M)
+        name = re.search(r"^DEFAULT_DICT_NAME\s*=\s*['\"]([^'\"]+)['\"]", src, re.M)
+        if version and name:
+            return JiebaInstall(os.path.dirname(os.path.abspath(spec.origin)), version.group(1),
+                                name.group(1))
     import jieba
 
-    dt = jieba.dt
-    if dt.dictionary:  # jieba.set_dictionary(...) was called
-        return os.path.abspath(dt.dictionary)
-    return os.path.join(os.path.dirname(os.path.abspath(jieba.__file__)), jieba.DEFAULT_DICT_NAME)
+    return JiebaInstall(os.path.dirname(os.path.abspath(jieba.__file__)), jieba.__version__,
+                        jieba.DEFAULT_DICT_NAME)
+
+
+def _dictionary_path() -> str:
+    jieba = imported_jieba()
+    if jieba is not None and jieba.dt.dictionary:  # jieba.set_dictionary(...) was called
+        return os.path.abspath(jieba.dt.dictionary)
+    install = jieba_install()
+    return os.path.join(install.package_dir, install.default_dict)
 
 
 def _cache_file() -> str:
     """Where the built tables are cached: jieba's temp dir, keyed by the dictionary file."""
     import hashlib
-    import os
     import tempfile
-
-    import jieba
 
     path = _dictionary_path()
     st = os.stat(path)
-    key = f"{_CACHE_FORMAT}|{jieba.__version__}|{path}|{st.st_size}|{st.st_mtime_ns}"
+    key = f"{_CACHE_FORMAT}|{jieba_install().version}|{path}|{st.st_size}|{st.st_mtime_ns}"
     digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
-    return os.path.join(jieba.dt.tmp_dir or tempfile.gettempdir(), f"fastrag_jieba_{digest}.npz")
+    jieba = imported_jieba()
+    tmp_dir = jieba.dt.tmp_dir if jieba is not None else None
+    return os.path.join(tmp_dir or tempfile.gettempdir(), f"fastrag_jieba_{digest}.npz")
 
 
 def _build_tables(dt) -> dict[str, np.ndarray]:
@@ -99,10 +139,7 @@ def _load_tables() -> dict[str, np.ndarray]:
     """Tables of jieba's dictionary: from the on-disk cache (built from a pristine
     ``jieba.Tokenizer`` of the same dictionary file), or from ``jieba.dt`` itself when it is
     loaded in this process and differs from the file (``jieba.add_word``, user dicts)."""
-    import os
     import tempfile
-
-    import jieba
 
     tables = None
     try:
@@ -116,6 +153,8 @@ def _load_tables() -> dict[str, np.ndarray]:
         except (OSError, ValueError, KeyError):
             tables = None
     if tables is None:
+        import jieba
+
         pristine = jieba.Tokenizer(jieba.dt.dictionary or jieba.DEFAULT_DICT)
         pristine.tmp_dir = jieba.dt.tmp_dir
         _quiet_initialize(pristine)
@@ -128,8 +167,9 @@ def _load_tables() -> dict[str, np.ndarray]:
                 os.replace(tmp, path)
             except OSError:
                 pass
-    dt = jieba.dt
-    if dt.initialized:
+    jieba = imported_jieba()
+    if jieba is not None and jieba.dt.initialized:
+        dt = jieba.dt
         meta = tables["meta"]
         if int(meta[0]) != len(dt.FREQ) or int(meta[1]) != dt.total:
             return _build_tables(dt)

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -50,3 +57,66 @@ def test_dictionary_frequencies_match_jieba():
     words = ["北京大学", "北京", "北", "大辅", "乡里", "iPhone", "中华人民共和", "", "𠀀"]
     got = get_segmenter().freqs(words).tolist()
     assert got == [dt.FREQ.get(w, 0) for w in words]
+
+
+def _run(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_fast_path_does_not_import_jieba():
+    """With the tables cached, analysing text needs neither jieba nor its pkg_resources."""
+    get_segmenter()  # the tables' cache file exists
+    texts = EDGE_CASES + ["北京大学的乡里大辅先生", "亚硫酸盐有什么作用？"]
+    out = json.loads(_run(
+        "import json, sys\n"
+        "from fastrag.analysis.chinese import ChineseAnalyzer\n"
+        "from fastrag.analysis import segment\n"
+        f"texts = {texts!r}\n"
+        "a = ChineseAnalyzer()\n"
+        "raw, ids, off = segment.get_segmenter().encode(texts, hmm=True)\n"
+        "cuts = [[raw[j] for j in ids[off[i]:off[i + 1]]] for i in range(len(texts))]\n"
+        "opts = a.options()\n"
+        "seen = [m for m in ('jieba', 'pkg_resources') if m in sys.modules]\n"
+        "print(json.dumps({'cuts': cuts, 'dictionary': opts['dictionary'], 'imported': seen,\n"
+        "                  'path': segment._dictionary_path(), 'cache': segment._cache_file()}))"
+    ))
+    from fastrag.analysis import segment
+    from fastrag.analysis.chinese import ChineseAnalyzer
+
+    dt = jieba_tokenizer()  # jieba imported here
+    assert out["imported"] == []
+    assert out["cuts"] == [dt.lcut(t, HMM=True) for t in texts]
+    assert out["dictionary"] == ChineseAnalyzer().options()["dictionary"]
+    assert out["path"] == segment._dictionary_path()
+    assert out["cache"] == segment._cache_file()
+
+
+def test_install_read_from_source_matches_jieba():
+    import jieba
+
+    from fastrag.analysis.segment import jieba_install
+
+    got = jieba_install()
+    assert got.version == jieba.__version__
+    assert got.default_dict == jieba.DEFAULT_DICT_NAME
+    assert got.package_dir == os.path.dirname(os.path.abspath(jieba.__file__))
+
+
+def test_custom_dictionary_still_changes_identity(tmp_path):
+    """A dictionary set with jieba.set_dictionary is seen (jieba is imported then)."""
+    import jieba
+
+    mine = tmp_path / "mydict.txt"
+    shutil.copy(os.path.join(os.path.dirname(jieba.__file__), "dict.txt"), mine)
+    out = json.loads(_run(
+        "import json, jieba\n"
+        f"jieba.set_dictionary({str(mine)!r})\n"
+        "from fastrag.analysis import segment\n"
+        "from fastrag.analysis.chinese import ChineseAnalyzer\n"
+        "print(json.dumps([segment._dictionary_path(),\n"
+        "                  ChineseAnalyzer().options()['dictionary']]))"
+    ))
+    assert out == [str(mine), f"jieba-{jieba.__version__}:mydict.txt"]
