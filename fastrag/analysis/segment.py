@@ -14,6 +14,7 @@ import math
 import os
 import re
 import sys
+from types import ModuleType
 from typing import NamedTuple
 
 import numpy as np
@@ -35,7 +36,7 @@ class JiebaInstall(NamedTuple):
     default_dict: str
 
 
-def imported_jieba():
+def imported_jieba() -> ModuleType | None:
     """The jieba module if this process has imported it, else None: then nothing in the
     process can have changed its dictionary, and its defaults hold. (Importing jieba costs
     ~0.15 s, mostly the ``pkg_resources`` it imports, on every fresh process's first query.)"""
