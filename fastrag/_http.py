@@ -9,6 +9,13 @@
   ``backoff * 2**(attempt-1)`` (times a jitter in [0.5, 1], capped at ``max_wait``) or what
   ``Retry-After`` / ``retry-after-ms`` says. :func:`post_json` is the whole non-streaming
   loop; the callers supply their own error types through ``refuse`` and ``fail``.
+* Deadlines (:class:`Deadline`): ``timeout`` bounds each attempt as a whole, from sending the
+  request to the last byte of the answer (httpx's own timeout is per read, so a server
+  trickling bytes would never trip it); streams get ``timeout`` to the first token and then
+  between tokens. As in the openai client, ``max_retries`` is separate: a timed-out attempt
+  is retried. The whole call ends within ``(max_retries + 1) * timeout`` of its first attempt:
+  no attempt runs past that, and no retry is started whose backoff wait would end past it.
+  Waiting for a free slot of ``max_concurrency`` before the first attempt is not counted.
 """
 
 from __future__ import annotations
@@ -18,11 +25,12 @@ import collections
 import email.utils
 import json
 import random
+import sys
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import httpx
 
@@ -30,6 +38,7 @@ from fastrag.errors import ConfigError
 
 __all__ = [
     "RETRY_STATUSES",
+    "Deadline",
     "Failure",
     "LoopClients",
     "LoopState",
@@ -43,10 +52,12 @@ __all__ = [
     "parse_retry_after",
     "post_json",
     "status_failure",
+    "within",
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _HINTS = {401: " (check api_key)", 403: " (check api_key)", 404: " (check base_url and model)"}
+T = TypeVar("T")
 
 # A non-retryable answer: (detail with hint, HTTP status, attempt number) -> the error to raise.
 Refuse = Callable[[str, int, int], BaseException]
@@ -161,10 +172,26 @@ class Failure:
         self.kind, self.detail, self.status, self.retry_after = kind, detail, status, retry_after
 
     @classmethod
-    def from_transport(cls, exc: Exception, timeout: float) -> Failure:
-        if isinstance(exc, httpx.TimeoutException):
-            return cls("timeout", f"no answer within timeout={timeout:g} s ({type(exc).__name__})")
+    def from_transport(
+        cls, exc: Exception, timeout: float, waiting_for: str = "the whole response"
+    ) -> Failure:
+        """From an httpx transport error or a :func:`within` deadline (``TimeoutError``)."""
+        if isinstance(exc, (httpx.TimeoutException, asyncio.TimeoutError)):
+            return cls(
+                "timeout",
+                f"no answer within timeout={timeout:g} s (waiting for {waiting_for}); "
+                "pass a larger timeout= (seconds per attempt) if the server is just slow",
+            )
         return cls("connection", f"{type(exc).__name__}: {exc or 'connection failed'}")
+
+    def not_retried(self, wait: float, deadline: Deadline) -> Failure:
+        """This failure, noting that its retry was dropped: the wait would pass ``deadline``."""
+        note = (
+            f"; not retried: waiting {wait:.3g} s would pass the call's deadline "
+            f"({deadline.attempts} attempts x timeout={deadline.timeout:g} s); "
+            "raise timeout= or max_retries= to allow longer waits"
+        )
+        return Failure(self.kind, self.detail + note, self.status, self.retry_after)
 
 
 def status_failure(
@@ -321,6 +348,47 @@ class LoopClients(weakref.WeakKeyDictionary):
 
 
 # -- the request loop ------------------------------------------------------------------------------
+class Deadline:
+    """The clock of one call of ``attempts`` tries: each attempt must end ``timeout`` s after
+    it starts, and all of them within ``attempts * timeout`` s of the first one's start."""
+
+    __slots__ = ("attempts", "end", "timeout")
+
+    def __init__(self, timeout: float, attempts: int) -> None:
+        self.timeout, self.attempts = timeout, attempts
+        self.end: float | None = None
+
+    def start_attempt(self) -> float:
+        """The loop time by which the attempt starting now must be done."""
+        now = asyncio.get_running_loop().time()
+        if self.end is None:
+            self.end = now + self.attempts * self.timeout
+        return min(now + self.timeout, self.end)
+
+    async def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` before a retry; False (at once) if that would pass the deadline."""
+        if self.end is not None and asyncio.get_running_loop().time() + seconds >= self.end:
+            return False
+        await asyncio.sleep(seconds)
+        return True
+
+
+if sys.version_info >= (3, 11):
+
+    async def within(aw: Awaitable[T], deadline: float) -> T:
+        """``await aw``, cancelling it and raising ``asyncio.TimeoutError`` at loop time
+        ``deadline``."""
+        async with asyncio.timeout_at(deadline):  # no extra task, unlike 3.11's wait_for
+            return await aw
+
+else:
+
+    async def within(aw: Awaitable[T], deadline: float) -> T:
+        """``await aw``, cancelling it and raising ``asyncio.TimeoutError`` at loop time
+        ``deadline``."""
+        return await asyncio.wait_for(aw, max(0.0, deadline - asyncio.get_running_loop().time()))
+
+
 async def post_json(
     st: LoopState,
     url: str,
@@ -336,29 +404,34 @@ async def post_json(
 ) -> httpx.Response:
     """POST ``body`` as JSON until an HTTP 200 answer, which is returned.
 
-    Retryable failures are retried ``max_retries`` times (waits from :func:`backoff_delay`);
-    a non-retryable status raises ``refuse(detail, status, attempt)`` at once; running out
-    of attempts raises ``fail(last_failure, attempts)``.
+    Retryable failures are retried ``max_retries`` times (waits from :func:`backoff_delay`)
+    within the :class:`Deadline` of ``timeout`` per attempt; a non-retryable status raises
+    ``refuse(detail, status, attempt)`` at once; running out of attempts or time raises
+    ``fail(last_failure, attempts_made)``.
     """
-    attempts = max_retries + 1
-    last: Failure | None = None
-    for attempt in range(1, attempts + 1):
+    clock = Deadline(timeout, max_retries + 1)
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             async with st.sem:
-                resp = await st.client.post(url, json=body, timeout=timeout)
-        except httpx.TransportError as exc:
+                request = st.client.post(url, json=body, timeout=timeout)
+                resp = await within(request, clock.start_attempt())
+        except (httpx.TransportError, asyncio.TimeoutError) as exc:
             last = Failure.from_transport(exc, timeout)
         else:
             if resp.status_code == 200:
                 return resp
             last = status_failure(resp.status_code, resp.headers, resp.content, attempt, refuse)
-        if attempt < attempts:
-            wait = backoff_delay(
-                attempt, last.retry_after, backoff, max_wait, retry_after_jitter=retry_after_jitter
-            )
-            await asyncio.sleep(wait)
-    assert last is not None
-    raise fail(last, attempts)
+        if attempt == clock.attempts:
+            break
+        wait = backoff_delay(
+            attempt, last.retry_after, backoff, max_wait, retry_after_jitter=retry_after_jitter
+        )
+        if not await clock.wait(wait):
+            last = last.not_retried(wait, clock)
+            break
+    raise fail(last, attempt)
 
 
 class PooledClient:

@@ -8,6 +8,8 @@ strings) and ``encoding_format="float"`` (plus ``dimensions`` when asked for).
   Results come back in input order whatever order the server lists them in (``index``).
 * Retries on HTTP 408/409/429/5xx, timeouts and connection errors, ``max_retries`` times, with
   exponential backoff or the server's ``Retry-After``; other statuses fail at once.
+* ``timeout`` is a deadline per request attempt (one batch), not per read, and each batch's
+  attempts end within ``(max_retries + 1) * timeout``: see :class:`fastrag.OpenAILike`.
 * Every vector is checked: a wrong dimension, NaN/inf or an empty vector raises
   :class:`~fastrag.embeddings.base.EmbeddingValueError` naming the text's index.
 """
@@ -57,8 +59,11 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         max_concurrency: most requests in flight at once (across event loops and threads).
         dim: the expected dimension (None: the first answer fixes it); every vector is
             checked against it.
-        timeout: seconds for connect / read / write of one request.
-        max_retries: retries after the first attempt (0 = none).
+        timeout: seconds per attempt of one batch's request, as a deadline: the whole answer
+            must arrive within it; a batch's attempts, retries and waits all end within
+            ``(max_retries + 1) * timeout`` (waiting for a ``max_concurrency`` slot before the
+            first attempt is not counted). A timeout raises :class:`EmbeddingServiceError`.
+        max_retries: retries after the first attempt (0 = none); timeouts are retried too.
         dimensions: sent as ``dimensions`` (models that can shorten their vectors); implies
             ``dim`` when ``dim`` is None.
         query_prefix, passage_prefix: prepended to queries / passages (e5: ``"query: "``,
@@ -86,12 +91,20 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
     ) -> None:
         super().__init__(query_prefix=query_prefix, passage_prefix=passage_prefix)
         self.base_url = check_base_url(base_url, "/embeddings", _URL_EXAMPLE)
-        self.model = check_str("model", model, strip=True,
-                               note="the served embedding model, e.g. 'text-embedding-3-small'")
+        self.model = check_str(
+            "model",
+            model,
+            strip=True,
+            note="the served embedding model, e.g. 'text-embedding-3-small'",
+        )
         self.api_key = check_api_key(api_key)
         self.batch_size = check_int("batch_size", batch_size, min=1, note="texts per request")
-        self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1,
-                                         fix="it bounds the requests in flight at once")
+        self.max_concurrency = check_int(
+            "max_concurrency",
+            max_concurrency,
+            min=1,
+            fix="it bounds the requests in flight at once",
+        )
         dim = check_int("dim", dim, min=1, none=True)
         dimensions = check_int("dimensions", dimensions, min=1, none=True)
         if dim is not None and dimensions is not None and dim != dimensions:
@@ -102,12 +115,12 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         self.dimensions = dimensions
         self.dim = dim if dim is not None else dimensions
         self.timeout = check_number("timeout", timeout, above=0, note="seconds")
-        self.max_retries = check_int("max_retries", max_retries, min=0,
-                                     fix="use 0 to disable retries")
+        self.max_retries = check_int(
+            "max_retries", max_retries, min=0, fix="use 0 to disable retries"
+        )
         self.headers = check_headers(headers)
         self.retry_backoff = check_number("retry_backoff", retry_backoff, min=0, note="seconds")
-        self.retry_max_wait = check_number("retry_max_wait", retry_max_wait, min=0,
-                                           note="seconds")
+        self.retry_max_wait = check_number("retry_max_wait", retry_max_wait, min=0, note="seconds")
         self.name = f"openai:{model}"
         self._states = LoopClients()
 

@@ -11,6 +11,11 @@ fields: ``model``, ``messages``, ``temperature``, ``max_tokens``, ``stream``,
   times, waiting ``retry_backoff * 2**(attempt-1)`` seconds (times a jitter in [0.5, 1],
   capped at ``retry_max_wait``) or what ``Retry-After`` / ``retry-after-ms`` says. A stream is
   retried only before its first chunk arrived.
+* Deadlines: ``timeout`` bounds each attempt as a whole, not each read (so a server trickling
+  bytes cannot hold a call open): the whole answer must arrive within it; a stream must
+  deliver its first token within it, then each next token within it. Timeouts are retried as
+  in the openai client (``timeout`` per attempt, ``max_retries`` apart), and all attempts end
+  within ``(max_retries + 1) * timeout`` of the first: no retry starts whose wait would pass it.
 * Errors: :class:`~fastrag.llms.base.LLMError` (``LLMTimeoutError`` for timeouts) naming the
   model, URL, prompt head, last HTTP status and number of attempts.
 * Cancellation propagates: cancelling a task closes its in-flight HTTP request.
@@ -30,6 +35,7 @@ import httpx
 from fastrag._checks import check_choice, check_int, check_number, check_str
 from fastrag._http import (
     RETRY_STATUSES,
+    Deadline,
     Failure,
     LoopClients,
     PooledClient,
@@ -40,6 +46,7 @@ from fastrag._http import (
     failure_summary,
     post_json,
     status_failure,
+    within,
 )
 from fastrag.errors import ConfigError
 from fastrag.llms.base import (
@@ -94,8 +101,15 @@ class OpenAILike(BaseLLM, PooledClient):
         model: model name as the server knows it.
         base_url: API root, e.g. ``http://localhost:8000/v1``.
         api_key: sent as ``Authorization: Bearer``; None sends no header (never read from env).
-        timeout: seconds for connect / each read / write (per chunk when streaming).
-        max_retries: retries after the first attempt (0 = no retry).
+        timeout: seconds per attempt, as a deadline: the whole answer must arrive within it;
+            a stream must send its first token within it, then each next token within it
+            (so a long answer is fine while tokens keep coming; the caller's time between
+            chunks is not counted). Retries and their waits fit in ``(max_retries + 1) *
+            timeout`` from the first attempt's start (a stream: until its first token);
+            waiting for a ``max_concurrency`` slot before it is not counted. A deadline hit
+            raises :class:`LLMTimeoutError`.
+        max_retries: retries after the first attempt (0 = no retry); timeouts are retried
+            too, but never a stream that has already sent a chunk.
         max_concurrency: most requests in flight at once, for this client object across
             every event loop and thread that uses it (one limit protecting the endpoint).
         extra_body: extra JSON fields merged into every request body (last word).
@@ -135,15 +149,21 @@ class OpenAILike(BaseLLM, PooledClient):
         stream_usage: bool = True,
         encoding: str = "cl100k_base",
     ) -> None:
-        self.model = check_str("model", model, strip=True,
-                               note="the served model's name, e.g. 'qwen2.5:7b'")
+        self.model = check_str(
+            "model", model, strip=True, note="the served model's name, e.g. 'qwen2.5:7b'"
+        )
         self.base_url = check_base_url(base_url, "/chat/completions", _URL_EXAMPLE)
         self.api_key = check_api_key(api_key)
         self.timeout = check_number("timeout", timeout, above=0, note="seconds")
-        self.max_retries = check_int("max_retries", max_retries, min=0,
-                                     fix="use 0 to disable retries")
-        self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1,
-                                         fix="it bounds the requests in flight at once")
+        self.max_retries = check_int(
+            "max_retries", max_retries, min=0, fix="use 0 to disable retries"
+        )
+        self.max_concurrency = check_int(
+            "max_concurrency",
+            max_concurrency,
+            min=1,
+            fix="it bounds the requests in flight at once",
+        )
         self.extra_body = self._check_extra_body(extra_body)
         self.temperature = self._check_temperature(temperature)
         self.max_tokens = check_int("max_tokens", max_tokens, min=1, none="the server's default")
@@ -157,8 +177,7 @@ class OpenAILike(BaseLLM, PooledClient):
         self.system_prompt = check_str("system_prompt", system_prompt, empty=True, none=True)
         self.headers = check_headers(headers)
         self.retry_backoff = check_number("retry_backoff", retry_backoff, min=0, note="seconds")
-        self.retry_max_wait = check_number("retry_max_wait", retry_max_wait, min=0,
-                                           note="seconds")
+        self.retry_max_wait = check_number("retry_max_wait", retry_max_wait, min=0, note="seconds")
         self.stream_usage = bool(stream_usage)
         self.encoding = check_str("encoding", encoding, note="a tiktoken encoding name")
         self._init_clients()
@@ -395,62 +414,82 @@ class OpenAILike(BaseLLM, PooledClient):
         self, body: dict, timeout: float, prompt: str
     ) -> AsyncIterator[str | Completion]:
         st = await self._state()
-        attempts = self.max_retries + 1
-        last: Failure | None = None
-        for attempt in range(1, attempts + 1):
+        loop = asyncio.get_running_loop()
+        clock = Deadline(timeout, self.max_retries + 1)
+        attempt = 0
+        while True:
+            attempt += 1
             parts: list[str] = []
             try:
-                async with (
-                    st.sem,
-                    st.client.stream("POST", self.url, json=body, timeout=timeout) as resp,
-                ):
-                    if resp.status_code != 200:
-                        content = await resp.aread()
-                        last = status_failure(
-                            resp.status_code, resp.headers, content, attempt, self._refuse(prompt)
-                        )
-                    elif "text/event-stream" not in resp.headers.get(
-                        "content-type", ""
-                    ) and "json" in resp.headers.get("content-type", ""):
-                        # A server that ignored stream=True: one whole JSON answer.
-                        data = self._decode_json(await resp.aread(), prompt)
-                        comp = self._parse_completion(data, body, prompt)
-                        if comp.text:
-                            yield comp.text
-                        yield comp
-                        return
-                    else:
-                        usage: dict = {}
-                        finish = None
-                        async for event in self._sse_events(resp, prompt):
-                            if event.get("usage"):
-                                usage = event["usage"]
-                            for choice in (event.get("choices") or [])[:1]:
-                                delta = choice.get("delta") or {}
-                                piece = delta.get("content")
-                                if isinstance(piece, str) and piece:
-                                    parts.append(piece)
-                                    yield piece
-                                finish = choice.get("finish_reason") or finish
-                        text = "".join(parts)
-                        p_tok, c_tok = (
-                            usage.get("prompt_tokens"),
-                            usage.get("completion_tokens"),
-                        )
-                        yield Completion(
-                            text=text,
-                            prompt_tokens=p_tok
-                            if isinstance(p_tok, int)
-                            else self._count_prompt(body),
-                            completion_tokens=c_tok
-                            if isinstance(c_tok, int)
-                            else self.count_tokens(text),
-                            raw={"usage": usage} if usage else None,
-                            finish_reason=finish,
-                        )
-                        return
-            except httpx.TransportError as exc:
-                last = Failure.from_transport(exc, timeout)
+                async with st.sem:
+                    deadline = clock.start_attempt()  # for the first token
+                    request = st.client.build_request("POST", self.url, json=body, timeout=timeout)
+                    resp = await within(st.client.send(request, stream=True), deadline)
+                    try:
+                        if resp.status_code != 200:
+                            content = await within(resp.aread(), deadline)
+                            last = status_failure(
+                                resp.status_code,
+                                resp.headers,
+                                content,
+                                attempt,
+                                self._refuse(prompt),
+                            )
+                        elif "text/event-stream" not in resp.headers.get(
+                            "content-type", ""
+                        ) and "json" in resp.headers.get("content-type", ""):
+                            # A server that ignored stream=True: one whole JSON answer.
+                            content = await within(resp.aread(), deadline)
+                            comp = self._parse_completion(
+                                self._decode_json(content, prompt), body, prompt
+                            )
+                            if comp.text:
+                                yield comp.text
+                            yield comp
+                            return
+                        else:
+                            usage: dict = {}
+                            finish = None
+                            events = self._sse_events(resp, prompt)
+                            try:
+                                while True:
+                                    event = await within(anext(events, None), deadline)
+                                    if event is None:
+                                        break
+                                    if event.get("usage"):
+                                        usage = event["usage"]
+                                    for choice in (event.get("choices") or [])[:1]:
+                                        delta = choice.get("delta") or {}
+                                        piece = delta.get("content")
+                                        if isinstance(piece, str) and piece:
+                                            parts.append(piece)
+                                            yield piece
+                                            deadline = loop.time() + timeout  # the next token's
+                                        finish = choice.get("finish_reason") or finish
+                            finally:
+                                await events.aclose()
+                            text = "".join(parts)
+                            p_tok, c_tok = (
+                                usage.get("prompt_tokens"),
+                                usage.get("completion_tokens"),
+                            )
+                            yield Completion(
+                                text=text,
+                                prompt_tokens=p_tok
+                                if isinstance(p_tok, int)
+                                else self._count_prompt(body),
+                                completion_tokens=c_tok
+                                if isinstance(c_tok, int)
+                                else self.count_tokens(text),
+                                raw={"usage": usage} if usage else None,
+                                finish_reason=finish,
+                            )
+                            return
+                    finally:
+                        await resp.aclose()
+            except (httpx.TransportError, asyncio.TimeoutError) as exc:
+                waiting_for = "the next token" if parts else "the first token"
+                last = Failure.from_transport(exc, timeout, waiting_for)
                 if parts:  # chunks already delivered: a retry would repeat them
                     raise self._final_error(
                         prompt,
@@ -462,11 +501,13 @@ class OpenAILike(BaseLLM, PooledClient):
                         ),
                         attempt,
                     ) from None
-            if attempt < attempts:
-                assert last is not None
-                await asyncio.sleep(self._delay(attempt, last.retry_after))
-        assert last is not None
-        raise self._final_error(prompt, last, attempts)
+            if attempt == clock.attempts:
+                break
+            wait = self._delay(attempt, last.retry_after)
+            if not await clock.wait(wait):
+                last = last.not_retried(wait, clock)
+                break
+        raise self._final_error(prompt, last, attempt)
 
     # -- structured ------------------------------------------------------------------------------
     async def _astructured_completion(self, prompt: str, schema: dict, **kw: Any) -> Completion:
