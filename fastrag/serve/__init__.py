@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 import types
 from typing import Any
 
@@ -66,11 +64,13 @@ def serve_config(cfg: dict[str, Any], *, host: str = "127.0.0.1", port: int = 80
                  workers: int = 1, log_level: str = "info") -> None:
     """Serve a ``fastrag serve`` command line's config (see
     :func:`fastrag.serve.app.app_from_config`); ``workers > 1`` starts that many processes,
-    each opening the store read-only, one of them the writer."""
+    each opening the store read-only, one of them the writer, all sharing one tasks folder
+    (``cfg["tasks_dir"]``, default the store's :func:`~fastrag.serve.tasks.default_tasks_dir`)."""
     _require_extra()
     import uvicorn
 
     from fastrag.serve.app import CONFIG_ENV, app_from_config
+    from fastrag.serve.tasks import default_tasks_dir
 
     cfg = dict(cfg, log_level=log_level)
     opts = {"host": host, "port": port, "log_level": log_level, "proxy_headers": False,
@@ -78,16 +78,11 @@ def serve_config(cfg: dict[str, Any], *, host: str = "127.0.0.1", port: int = 80
     if workers <= 1:
         uvicorn.run(app_from_config(cfg), **opts)
         return
-    owned = not cfg.get("tasks_dir")  # one folder shared by the workers; ours to remove
-    if owned:
-        cfg["tasks_dir"] = tempfile.mkdtemp(prefix="fastrag-serve-tasks-")
-    try:
-        app_from_config(cfg)  # fail here, once, on a bad config (not in every worker)
-        os.environ[CONFIG_ENV] = json.dumps(cfg)
-        uvicorn.run("fastrag.serve.app:app_from_env", factory=True, workers=workers, **opts)
-    finally:
-        if owned:
-            shutil.rmtree(cfg["tasks_dir"], ignore_errors=True)
+    if not cfg.get("tasks_dir"):
+        cfg["tasks_dir"] = str(default_tasks_dir(cfg["store"]))
+    app_from_config(cfg)  # fail here, once, on a bad config (not in every worker)
+    os.environ[CONFIG_ENV] = json.dumps(cfg)
+    uvicorn.run("fastrag.serve.app:app_from_env", factory=True, workers=workers, **opts)
 
 
 class _CallableModule(types.ModuleType):

@@ -22,8 +22,21 @@ Endpoints (every error is ``{"error": {"message", "type", "param"}}``, OpenAI st
 With an API key every endpoint except ``/health`` and the static chat page (which holds no
 data; it sends the key with its API calls) needs ``Authorization: Bearer <key>``. Bodies are
 capped (``max_body_bytes``; uploads ``max_upload_bytes``): 413 beyond. Upstream LLM failures
-are 502 naming the upstream status. Secrets (the API key, the LLM's key) are scrubbed from every
-error body and log line.
+are 502 naming the upstream status. Secrets (the API key, the LLM's key, and the values of
+query parameters such as ``api_key``, ``key`` or ``token``) are scrubbed from every error body
+and log line. A malformed or too deeply nested JSON body is a 400.
+
+Uploads and deletes are tasks in a tasks folder that outlives the server (``tasks_dir``;
+default one per store under ``$XDG_STATE_HOME/fastrag/serve-tasks/``, logged at startup): a
+task interrupted by a crash ends, after the restart, ``done`` if its change had committed and
+``failed`` with ``"interrupted: resubmit"`` if not; queued tasks run after the restart.
+
+``Idempotency-Key: <unique string>`` (optional, on ``POST /v1/documents`` and ``DELETE``; as
+Stripe's and OpenAI's SDKs send it): a retry with the same key and request gets the first
+request's task back (same ``task_id``, header ``Idempotent-Replayed: true``), so a document is
+never added twice; the same key with a different request is a 422, a retry while the first is
+still being accepted a 409. Keys are remembered for 24 hours, across restarts; the key of a
+``failed`` task may be sent again to resubmit.
 """
 
 from __future__ import annotations
@@ -47,30 +60,25 @@ from fastrag.errors import ConfigError, FastragError, missing_extra
 try:
     from fastapi import FastAPI, Request
     from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
-    from pydantic import ValidationError
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise missing_extra(exc.name or "fastapi", "serve", "fastrag serve") from None
 
 from fastrag.serve.engine import ServeEngine
 from fastrag.serve.guard import (
     ApiError,
-    BodyTooLarge,
     Guard,
     ServeSettings,
     error_body,
     install_error_handlers,
     install_log_filter,
     setup_logging,
-    validation_error,
 )
+from fastrag.serve.idempotency import IdempotencyKeys
 from fastrag.serve.metrics import Metrics
-from fastrag.serve.schemas import (
-    UNSUPPORTED_CHAT_FIELDS,
-    AddTextsRequest,
-    ChatCompletionRequest,
-    RetrieveRequest,
-)
-from fastrag.serve.tasks import TaskStore, Writer
+from fastrag.serve.parsing import check_filter, check_lengths, checked_retriever, parse_body
+from fastrag.serve.schemas import UNSUPPORTED_CHAT_FIELDS, ChatCompletionRequest, RetrieveRequest
+from fastrag.serve.tasks import TaskStore, Writer, default_tasks_dir
+from fastrag.serve.uploads import install_document_routes
 
 __all__ = ["ARROW_STREAM", "ServeSettings", "app_from_config", "app_from_env", "create_app",
            "setup_logging"]
@@ -113,8 +121,9 @@ def create_app(
     ``Retriever.batch`` call, waiting at most ``batch_window_ms`` for company, up to
     ``max_batch`` queries; ``search_threads``: numba threads per batch call (default 1;
     concurrent calls already use the cores). ``tasks_dir``: where upload tasks are queued
-    (default: a new temporary folder). ``secrets``: more strings never to show in errors or
-    logs (the LLM key).
+    (default: :func:`~fastrag.serve.tasks.default_tasks_dir` of the store, so tasks outlive a
+    restart; a new temporary folder, removed at shutdown, for an in-memory Document).
+    ``secrets``: more strings never to show in errors or logs (the LLM key).
     ``limits``: ``max_body_bytes`` (1 MiB), ``max_upload_bytes`` (50 MiB), ``max_queries``
     (1024), ``max_query_chars`` (8192), ``max_messages`` (256), ``max_upload_files`` (32),
     ``model_name`` ("fastrag").
@@ -127,10 +136,26 @@ def create_app(
                          mode=mode, compress_history=compress_history, batching=batching,
                          batch_window_ms=batch_window_ms, max_batch=max_batch,
                          search_threads=search_threads, metrics=metrics)
-    owned = tasks_dir is None  # a temporary folder of our own: removed at shutdown
+    store = _store_of(target)
+    if tasks_dir is None and store is not None:
+        tasks_dir = default_tasks_dir(store)
+    owned = tasks_dir is None  # an in-memory Document's: a temporary folder, removed at stop
     tasks = TaskStore(tempfile.mkdtemp(prefix="fastrag-serve-tasks-") if owned else tasks_dir)
-    writer = Writer(tasks, engine, metrics=metrics, scrub=settings.scrub)
-    return _build(engine, settings, metrics, tasks, writer, owned)
+    keys = IdempotencyKeys(tasks)
+    writer = Writer(tasks, engine, metrics=metrics, scrub=settings.scrub, janitor=keys.prune)
+    return _build(engine, settings, metrics, tasks, keys, writer, owned)
+
+
+def _store_of(target: Any) -> Path | None:
+    """The store folder ``target`` serves: a path, a stored Document's, or that of the Document
+    of a pipeline's first fastrag retriever (as :class:`ServeEngine` picks it)."""
+    from fastrag.documents.document import Document
+
+    if isinstance(target, (str, os.PathLike)):
+        return Path(target)
+    doc = target if isinstance(target, Document) else next(
+        (a.inner.doc for a in getattr(target, "retrievers", ()) if a.is_fastrag), None)
+    return Path(doc.store.path) if doc is not None and doc.store is not None else None
 
 
 class _State:
@@ -139,9 +164,10 @@ class _State:
     another app (Starlette runs no lifespan of a mounted app)."""
 
     def __init__(self, engine: ServeEngine, writer: Writer, metrics: Metrics,
-                 settings: ServeSettings, remove_at_stop: Path | None = None) -> None:
+                 settings: ServeSettings, tasks_dir: Path, owned_tasks_dir: bool) -> None:
         self.engine, self.writer, self.metrics, self.settings = engine, writer, metrics, settings
-        self.remove_at_stop = remove_at_stop
+        self.tasks_dir = tasks_dir
+        self.remove_at_stop = tasks_dir if owned_tasks_dir else None
         self.ready = False
         self.error: str | None = None
         self.started = time.time()
@@ -167,9 +193,10 @@ class _State:
         self.seconds = time.perf_counter() - t0
         self.ready = True
         self.metrics.set("fastrag_ready", 1)
-        log.info("fastrag serve ready in %.1f s: group %r, %s", self.seconds,
-                 engine.default_group, "micro-batching on" if engine.batcher is not None
-                 else "micro-batching off")
+        batching = "on" if engine.batcher is not None else "off"
+        temporary = " (temporary)" if self.remove_at_stop is not None else ""
+        log.info("fastrag serve ready in %.1f s: group %r, micro-batching %s; upload tasks in "
+                 "%s%s", self.seconds, engine.default_group, batching, self.tasks_dir, temporary)
 
     def stop(self) -> None:
         if self._task is not None:
@@ -181,9 +208,8 @@ class _State:
 
 
 def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks: TaskStore,
-           writer: Writer, owned_tasks_dir: bool) -> Any:
-    state = _State(engine, writer, metrics, settings,
-                   tasks.root if owned_tasks_dir else None)
+           keys: IdempotencyKeys, writer: Writer, owned_tasks_dir: bool) -> Any:
+    state = _State(engine, writer, metrics, settings, tasks.root, owned_tasks_dir)
 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.start()
@@ -250,13 +276,13 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
     @app.post("/v1/retrieve")
     async def retrieve(request: Request) -> Any:
         eng = ready_engine()
-        req = await _parse(request, RetrieveRequest)
+        req = await parse_body(request, RetrieveRequest)
         if len(req.queries) > settings.max_queries:
             raise ApiError(400, f"{len(req.queries)} queries exceed the limit of "
                                 f"{settings.max_queries} per request; split them", param="queries")
-        _check_lengths(req.queries, "queries", settings.max_query_chars)
-        flt = _check_filter(req.filter)
-        ret = await _retriever(eng, req.group)
+        check_lengths(req.queries, "queries", settings.max_query_chars)
+        flt = check_filter(req.filter)
+        ret = await checked_retriever(eng, req.group)
         try:
             hits = await eng.search(ret, req.queries, flt=flt, topk=req.topk)
         except ConfigError as exc:  # e.g. a filter naming a field the metadata lacks
@@ -279,14 +305,14 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
         eng = ready_engine()
-        req = await _parse(request, ChatCompletionRequest)
+        req = await parse_body(request, ChatCompletionRequest)
         query = _chat_query(req, settings)
         if not eng.can_chat:
             raise ApiError(503, "no LLM is configured for chat: start the server with "
                                 "--llm-base-url and --llm-model (create_app(..., llm=...)); "
                                 "POST /v1/retrieve works without one", "unavailable")
         if req.group is not None:
-            await _retriever(eng, req.group)  # an unknown group is a 400 naming it
+            await checked_retriever(eng, req.group)  # an unknown group is a 400 naming it
         try:
             pipe = await eng.apipeline(req.group, req.llm_options())
         except ConfigError as exc:
@@ -320,99 +346,11 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    # -- documents -------------------------------------------------------------------------------
-    @app.post("/v1/documents", status_code=202)
-    async def add_documents(request: Request) -> Any:
-        eng = ready_engine()
-        eng.require_doc()
-        ctype = request.headers.get("content-type", "")
-        if ctype.startswith("multipart/form-data"):
-            rec = await _upload(request, eng, tasks, settings)
-        else:
-            req = await _parse(request, AddTextsRequest)
-            if req.group is not None:
-                await _retriever(eng, req.group)
-            if len(req.texts) > 100_000:
-                raise ApiError(400, f"{len(req.texts)} texts exceed the limit of 100000 per "
-                                    "request", param="texts")
-            from fastrag.documents.sources import check_texts
-
-            try:
-                check_texts(req.texts, req.metadatas, None)
-                json.dumps(req.metadatas)
-            except (ConfigError, TypeError, ValueError) as exc:
-                raise ApiError(400, str(exc), param="metadatas" if "metadata" in str(exc)
-                               else "texts") from None
-            rec = await asyncio.to_thread(tasks.add_texts, req.texts, req.metadatas)
-        writer.wake()
-        return JSONResponse(_task_view(rec), status_code=202)
-
-    @app.delete("/v1/documents/{doc_id}", status_code=202)
-    async def delete_document(doc_id: str) -> Any:
-        eng = ready_engine()
-        if not await asyncio.to_thread(eng.has_document, doc_id):
-            raise ApiError(404, f"no document with id {doc_id!r}; ids are the doc_ids of "
-                                "upload tasks (or a hit's metadata doc_id)", "not_found_error",
-                           param="doc_id")
-        rec = await asyncio.to_thread(tasks.delete, doc_id)
-        writer.wake()
-        return JSONResponse(_task_view(rec), status_code=202)
-
-    @app.get("/v1/tasks/{task_id}")
-    async def task(task_id: str) -> Any:
-        ready_engine()
-        rec = await asyncio.to_thread(tasks.get, task_id)
-        if rec is None:
-            raise ApiError(404, f"no task {task_id!r}", "not_found_error", param="task_id")
-        return _task_view(rec)
-
+    install_document_routes(app, engine, tasks, writer, keys, settings, ready_engine)
     return Guard(app, settings, metrics, state)
 
 
-# -- request helpers -------------------------------------------------------------------------------
-async def _parse(request: Request, model: type) -> Any:
-    raw = await request.body()  # JSON whatever the Content-Type says (curl -d sends a form's)
-    try:
-        obj = json.loads(raw) if raw else None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"request body is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise ApiError(400, f"request body must be a JSON object, got "
-                            f"{'nothing' if obj is None else type(obj).__name__}")
-    try:
-        return model.model_validate(obj)
-    except ValidationError as exc:
-        raise validation_error(exc.errors()) from None
-
-
-def _check_lengths(texts: Sequence[str], field: str, limit: int) -> None:
-    for i, t in enumerate(texts):
-        if len(t) > limit:
-            raise ApiError(400, f"{field}[{i}] has {len(t)} characters, over the limit of "
-                                f"{limit}; shorten it", param=f"{field}.{i}")
-
-
-def _check_filter(text: str | None) -> str | None:
-    if text is None:
-        return None
-    from fastrag.indexes.filters import parse_filter
-
-    if len(text) > 4096:
-        raise ApiError(400, "filter is longer than 4096 characters", param="filter")
-    try:
-        parse_filter(text)
-    except ConfigError as exc:
-        raise ApiError(400, f"filter: {exc}", param="filter") from None
-    return text
-
-
-async def _retriever(engine: ServeEngine, group: str | None) -> Any:
-    try:
-        return await engine.aretriever(group)
-    except ConfigError as exc:
-        raise ApiError(400, str(exc), param="group") from None
-
-
+# -- chat helpers ---------------------------------------------------------------------------------
 def _chat_query(req: ChatCompletionRequest, settings: ServeSettings) -> Any:
     from fastrag.query.base import Query
 
@@ -433,9 +371,9 @@ def _chat_query(req: ChatCompletionRequest, settings: ServeSettings) -> Any:
     if not text.strip():
         raise ApiError(400, "the last message (the question) is empty",
                        param=f"messages.{len(msgs) - 1}.content")
-    _check_lengths([text], "messages", settings.max_query_chars)
+    check_lengths([text], "messages", settings.max_query_chars)
     history = [(m.role if m.role != "developer" else "system", m.text()) for m in msgs[:-1]]
-    _check_filter(req.filter)
+    check_filter(req.filter)
     context = {"filter": req.filter} if req.filter is not None else {}
     return Query(text, history=history, context=context)
 
@@ -533,58 +471,6 @@ async def _sse(cid: str, created: int, model: str, first: str | None,
                 "model": model, "choices": [], "usage": _usage(resp.metadata)}
         yield f"data: {json.dumps(body)}\n\n"
     yield "data: [DONE]\n\n"
-
-
-async def _upload(request: Request, engine: ServeEngine, tasks: TaskStore,
-                  settings: ServeSettings) -> dict[str, Any]:
-    from starlette.datastructures import UploadFile
-
-    try:
-        form = await request.form(max_files=settings.max_upload_files, max_fields=64,
-                                  max_part_size=settings.max_upload_bytes)
-    except BodyTooLarge:
-        raise
-    except Exception as exc:  # python-multipart / starlette parse errors
-        raise ApiError(400, f"malformed multipart upload: {exc}", param="file") from None
-    try:
-        files: list[tuple[str, Any]] = []
-        meta: dict[str, Any] = {}
-        group: str | None = None
-        for key, value in form.multi_items():
-            if isinstance(value, UploadFile):
-                if key not in ("file", "files"):
-                    raise ApiError(400, f"unknown upload field {key!r}; send files as 'file'",
-                                   param=key)
-                files.append((value.filename or "upload.txt", value.file))
-            elif key == "group":
-                group = value  # checked below: documents go to the root, every group follows
-            elif key == "metadata":
-                try:
-                    meta = json.loads(value)
-                except ValueError:
-                    meta = None
-                if not isinstance(meta, dict):
-                    raise ApiError(400, "metadata must be a JSON object", param="metadata")
-            else:
-                raise ApiError(400, f"unknown form field {key!r}; send 'file' (repeatable) "
-                                    "and optionally 'metadata' (a JSON object)", param=key)
-        if not files:
-            raise ApiError(400, "no file in the upload: send multipart field 'file'",
-                           param="file")
-        if group is not None:
-            await _retriever(engine, group)
-        return await asyncio.to_thread(tasks.add_files, files, meta)
-    finally:
-        await form.close()
-
-
-def _task_view(rec: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in rec.items() if k != "created_ns"}
-    out["task_id"] = rec["id"]
-    if rec["status"] == "done":
-        out["result"] = ({"deleted": rec["deleted"]} if rec["kind"] == "delete" else
-                         {"documents": len(rec["doc_ids"]), "texts": rec.get("n_texts")})
-    return out
 
 
 def _arrow_ipc(hits: Sequence[Sequence[Any]]) -> bytes:

@@ -1,8 +1,10 @@
 """Everything between the socket and the routes of ``fastrag serve``: the settings (limits,
 key), errors as ``{"error": {"message", "type", "param"}}``, and :class:`Guard`, the outermost
 ASGI layer that counts every request for ``/metrics``, checks the bearer key (constant-time) and
-caps request bodies (413) -- before FastAPI parses anything. Secrets are scrubbed from error
-bodies and from every log line the server's handlers write.
+caps request bodies (413) -- before FastAPI parses anything. Secrets -- the keys the server
+knows, and the value of any secret-looking query parameter (``?api_key=``, ``key``, ``token``,
+...: uvicorn's access log prints the query string) -- are scrubbed from error bodies and from
+every log line the server's handlers write.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,8 +26,8 @@ from fastrag.errors import ConfigError
 from fastrag.serve.metrics import Metrics
 
 __all__ = ["ApiError", "BodyTooLarge", "Guard", "ServeSettings", "error_body",
-           "install_error_handlers", "install_log_filter", "limit_for", "setup_logging",
-           "validation_error"]
+           "install_error_handlers", "install_log_filter", "limit_for", "redact_query",
+           "setup_logging", "validation_error"]
 
 log = logging.getLogger("fastrag.serve")
 
@@ -32,6 +35,18 @@ log = logging.getLogger("fastrag.serve")
 OPEN_PATHS = ("/health", "/", "/index.html", "/favicon.ico")
 ROUTES = ("/v1/chat/completions", "/v1/retrieve", "/v1/documents", "/v1/groups", "/v1/models",
           "/health", "/ready", "/metrics", "/")
+
+
+# query parameters whose values are secrets wherever a URL shows up (access log, upstream errors)
+_SECRET_PARAM = re.compile(
+    r"([?&;](?:api[_-]?key|x[_-]api[_-]key|key|token|access[_-]?token|refresh[_-]?token|"
+    r"id[_-]?token|auth|authorization|password|passwd|secret|client[_-]?secret|sig|signature)"
+    r"=)[^&;#\s\"']*", re.IGNORECASE)
+
+
+def redact_query(text: str) -> str:
+    """``text`` with the values of secret-looking URL query parameters replaced by ``***``."""
+    return _SECRET_PARAM.sub(r"\1***", text) if "=" in text else text
 
 
 # -- settings ------------------------------------------------------------------------------------
@@ -61,7 +76,7 @@ class ServeSettings:
     def scrub(self, text: str) -> str:
         for s in self.secrets:
             text = text.replace(s, "[redacted]")
-        return text
+        return redact_query(text)
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -269,15 +284,32 @@ async def _send_json(send: Callable, status: int, body: dict[str, Any],
 
 
 class _Redact(logging.Filter):
+    """Scrubs a record's message, each of its arguments and its traceback, keeping the
+    arguments' number and order (uvicorn's access formatter unpacks them)."""
+
     def __init__(self, scrub: Callable[[str], str]) -> None:
         super().__init__()
         self.scrub = scrub
 
+    def _clean(self, value: Any) -> Any:
+        if value is None or isinstance(value, (bool, int, float)):
+            return value
+        text = value if isinstance(value, str) else str(value)
+        clean = self.scrub(text)
+        return value if clean == text else clean
+
     def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        clean = self.scrub(msg)
-        if clean != msg:
-            record.msg, record.args = clean, ()
+        record.msg = self._clean(record.msg)
+        if isinstance(record.args, Mapping):
+            record.args = {k: self._clean(v) for k, v in record.args.items()}
+        elif isinstance(record.args, tuple):
+            record.args = tuple(self._clean(a) for a in record.args)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.scrub(record.stack_info)
         return True
 
 

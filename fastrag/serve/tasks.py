@@ -11,27 +11,51 @@ then marks the task done; readers see the change on their next retrieval (see
 :meth:`fastrag.serve.engine.ServeEngine.refresh_if_changed`).
 
 Statuses: ``queued`` -> ``running`` -> ``done`` | ``failed`` (``error`` says why).
+
+**Crashes.** The writer commits each change with the task id as its tag
+(``Document.add(..., tag=)``), so the store itself records whether a task's change landed.
+Whoever takes the writer lock next -- after a restart, or another worker -- first settles the
+tasks a dead writer left ``running``: ``done`` with its result when the store holds its tag,
+else ``failed`` with :data:`INTERRUPTED` (not run again: a task that kills its writer would
+kill every next one). Queued tasks simply run. The folder must therefore outlive the server:
+by default it is :func:`default_tasks_dir`, one per store. Finished tasks are forgotten after
+:data:`KEEP_S`.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
-__all__ = ["TaskStore", "Writer", "safe_filename"]
+from fastrag.errors import ConfigError
+
+__all__ = ["INTERRUPTED", "KEEP_S", "TaskStore", "Writer", "default_tasks_dir", "safe_filename"]
 
 log = logging.getLogger("fastrag.serve")
+
+INTERRUPTED = "interrupted: resubmit"  # the error of a task whose writer died before its commit
+KEEP_S = 24 * 3600.0  # finished tasks (and Idempotency-Keys) are remembered this long
+FINAL = ("done", "failed")
+_ORPHAN_S = 3600.0  # a payload folder without its record this old is an upload that died
+_RETRY_S = 30.0  # wait before settling left-over tasks again when the store could not be read
+_PRUNE_S = 3600.0
+# test-only: FASTRAG_TEST_WRITER_CRASH=after_commit ends the writer's process right after a
+# task's commit, as kill -9 would (tests/serve/test_task_recovery.py)
+_CRASH_ENV = "FASTRAG_TEST_WRITER_CRASH"
 
 _TASK_ID = re.compile(r"^[0-9a-f]{32}$")
 _UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
@@ -45,12 +69,40 @@ def safe_filename(name: str | None, default: str = "upload.txt") -> str:
     return base or default
 
 
+def _state_home() -> Path:
+    """The user's folder for state that outlives a program (XDG_STATE_HOME on Linux)."""
+    env = os.environ.get("XDG_STATE_HOME")
+    if env and os.path.isabs(env):
+        return Path(env)
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support"
+    return Path.home() / ".local" / "state"
+
+
+def default_tasks_dir(store: str | os.PathLike) -> Path:
+    """The tasks folder of the server of ``store``:
+    ``$XDG_STATE_HOME/fastrag/serve-tasks/<store name>-<hash of its absolute path>`` (one per
+    store, outside it: stores may be mounted read-only; shared by every server of the store)."""
+    path = Path(store).resolve()
+    name = re.sub(r"[^\w.-]+", "_", path.name)[:64] or "store"
+    digest = hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return _state_home() / "fastrag" / "serve-tasks" / f"{name}-{digest}"
+
+
 class TaskStore:
     """Task records and payloads in one directory (shared by a server's workers)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)  # it holds uploads
+        except OSError as exc:
+            raise ConfigError(f"cannot create the upload tasks folder {str(self.root)!r}: "
+                              f"{exc.strerror or exc}; pass --tasks-dir DIR (tasks_dir=) naming "
+                              "a writable folder that survives restarts") from None
+        self._final: set[str] = set()  # ids seen done or failed: they never change again
 
     # -- records -------------------------------------------------------------------------------
     def _path(self, task_id: str) -> Path:
@@ -78,28 +130,65 @@ class TaskStore:
         self._write(record)
         return record
 
-    def queued(self) -> list[dict[str, Any]]:
-        """Queued tasks, oldest first."""
+    def with_status(self, status: str) -> list[dict[str, Any]]:
+        """The tasks in ``status`` (queued or running), oldest first."""
         out = []
         for p in self.root.glob("*.json"):
+            if p.stem in self._final:
+                continue
             rec = self.get(p.stem)
-            if rec is not None and rec.get("status") == "queued":
+            if rec is None:
+                continue
+            if rec.get("status") in FINAL:
+                self._final.add(p.stem)
+            elif rec.get("status") == status:
                 out.append(rec)
         return sorted(out, key=lambda r: (r["created_ns"], r["id"]))
+
+    def queued(self) -> list[dict[str, Any]]:
+        """Queued tasks, oldest first."""
+        return self.with_status("queued")
 
     def payload(self, task_id: str) -> Path:
         return self.root / task_id
 
-    # -- creation ------------------------------------------------------------------------------
-    def _new(self, kind: str, **fields: Any) -> dict[str, Any]:
-        task_id = uuid.uuid4().hex
-        now = time.time_ns()
-        return {"id": task_id, "object": "task", "kind": kind, "status": "queued",
-                "created": now / 1e9, "created_ns": now, "started": None, "finished": None,
-                "error": None, "doc_ids": [], "deleted": None, "warnings": [], **fields}
+    def prune(self, keep_s: float = KEEP_S) -> int:
+        """Forget tasks finished over ``keep_s`` seconds ago; remove payloads no queued or
+        running task owns (an upload or a writer that died). Returns how many went."""
+        now = time.time()
+        forgotten = set()
+        for p in self.root.glob("*.json"):
+            rec = self.get(p.stem)
+            if rec is not None and rec.get("status") in FINAL and \
+                    (rec.get("finished") or rec.get("created") or 0) < now - keep_s:
+                p.unlink(missing_ok=True)
+                self._final.discard(p.stem)
+                forgotten.add(p.stem)
+        removed = len(forgotten)
+        for p in self.root.iterdir():
+            stale = _mtime(p) < now - _ORPHAN_S
+            if p.is_dir() and _TASK_ID.match(p.name):
+                rec = self.get(p.name)
+                if (rec is None and (stale or p.name in forgotten)
+                        or rec is not None and rec.get("status") in FINAL):
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed += 1
+            elif p.name.endswith(".tmp") and stale:
+                p.unlink(missing_ok=True)
+                removed += 1
+        return removed
 
-    def add_texts(self, texts: list[str], metadatas: list[dict] | None) -> dict[str, Any]:
-        rec = self._new("add", n_texts=len(texts), files=[])
+    # -- creation ------------------------------------------------------------------------------
+    def _new(self, kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]:
+        now = time.time_ns()
+        return {"id": task_id or uuid.uuid4().hex, "object": "task", "kind": kind,
+                "status": "queued", "created": now / 1e9, "created_ns": now, "started": None,
+                "finished": None, "error": None, "doc_ids": [], "deleted": None,
+                "warnings": [], **fields}
+
+    def add_texts(self, texts: list[str], metadatas: list[dict] | None, *,
+                  task_id: str | None = None) -> dict[str, Any]:
+        rec = self._new("add", task_id, n_texts=len(texts), files=[])
         d = self.payload(rec["id"])
         d.mkdir()
         (d / "texts.json").write_text(json.dumps({"texts": texts, "metadatas": metadatas},
@@ -108,9 +197,10 @@ class TaskStore:
         return rec
 
     def add_files(self, files: Iterable[tuple[str, Any]],
-                  metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+                  metadata: dict[str, Any] | None = None, *,
+                  task_id: str | None = None) -> dict[str, Any]:
         """``files``: (original name, readable binary file object) pairs, copied here."""
-        rec = self._new("add", n_texts=None, files=[])
+        rec = self._new("add", task_id, n_texts=None, files=[])
         d = self.payload(rec["id"])
         names = []
         for i, (name, fobj) in enumerate(files):
@@ -127,25 +217,40 @@ class TaskStore:
         self._write(rec)
         return rec
 
-    def delete(self, doc_id: str) -> dict[str, Any]:
-        rec = self._new("delete", doc_id=doc_id)
+    def delete(self, doc_id: str, *, task_id: str | None = None) -> dict[str, Any]:
+        rec = self._new("delete", task_id, doc_id=doc_id)
         self._write(rec)
         return rec
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _crash_point(name: str) -> None:
+    if os.environ.get(_CRASH_ENV) == name:
+        os._exit(70)
 
 
 class Writer:
     """The single writer: runs queued tasks one at a time with the writable Document.
 
     ``engine``: the :class:`~fastrag.serve.engine.ServeEngine` whose Document (or store) the
-    tasks change; ``metrics``: counts finished tasks; ``scrub``: cleans error messages.
+    tasks change; ``metrics``: counts finished tasks; ``scrub``: cleans error messages;
+    ``janitor``: called about hourly to forget what expired (e.g. Idempotency-Keys).
     """
 
     def __init__(self, tasks: TaskStore, engine: Any, *, metrics: Any = None,
-                 scrub: Any = None, poll_s: float = 0.1) -> None:
+                 scrub: Any = None, janitor: Callable[[], Any] | None = None,
+                 poll_s: float = 0.1) -> None:
         self.tasks = tasks
         self.engine = engine
         self.metrics = metrics
         self.scrub = scrub or (lambda s: s)
+        self.janitor = janitor
         self.poll_s = poll_s
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -175,33 +280,74 @@ class Writer:
             except Timeout:
                 continue
             try:
+                settle_at = prune_at = 0.0
                 while not self._stop.is_set():
-                    queued = self.tasks.queued()
-                    if not queued:
-                        self._wake.wait(self.poll_s)
-                        self._wake.clear()
-                        continue
-                    self._run(queued[0])
+                    now = time.monotonic()
+                    try:
+                        if settle_at is not None and now >= settle_at:
+                            settle_at = None if self._settle() else now + _RETRY_S
+                        if now >= prune_at:
+                            self._prune()
+                            prune_at = now + _PRUNE_S
+                        queued = self.tasks.queued()
+                        if queued:
+                            self._run(queued[0])
+                            continue
+                    except Exception as exc:  # e.g. a full disk: keep the writer alive
+                        log.error("the writer failed (retrying): %s",
+                                  self.scrub(f"{type(exc).__name__}: {exc}"))
+                        self._stop.wait(1.0)
+                    self._wake.wait(self.poll_s)
+                    self._wake.clear()
             finally:
                 lock.release()
 
     def _run(self, rec: dict[str, Any]) -> None:
+        self.tasks.update(rec["id"], status="running", started=time.time())
+        self._finish(rec, lambda: self._apply(rec))
+
+    def _settle(self) -> bool:
+        """Settle the tasks a writer that died left ``running`` (see the module docstring);
+        False when the store could not be read (try again later)."""
+        for rec in self.tasks.with_status("running"):
+            try:
+                doc = self._wdoc()
+                landed = doc.committed(rec["id"]) if doc.store is not None else None
+            except Exception as exc:
+                log.error("cannot tell whether interrupted task %s landed (will retry): %s",
+                          rec["id"], self.scrub(f"{type(exc).__name__}: {exc}"))
+                return False
+            log.warning("task %s (%s) was interrupted by a crash; its change %s", rec["id"],
+                        rec["kind"], "had landed" if landed else "had not landed: resubmit it")
+            self._finish(rec, None if landed is None else
+                         functools.partial(self._outcome, rec, landed["result"], doc))
+        return True
+
+    def _finish(self, rec: dict[str, Any], work: Callable[[], dict[str, Any]] | None) -> None:
+        """Record the task done with what ``work`` returns, or failed with its exception (no
+        ``work``: interrupted), then remove its payload."""
         tid = rec["id"]
-        self.tasks.update(tid, status="running", started=time.time())
         try:
-            result = self._apply(rec)
+            fields = ({"status": "failed", "error": INTERRUPTED} if work is None else
+                      {"status": "done", **work()})
         except Exception as exc:
             msg = self._clean(f"{type(exc).__name__}: {exc}", tid)
             log.warning("task %s (%s) failed: %s", tid, rec["kind"], msg)
-            self.tasks.update(tid, status="failed", finished=time.time(), error=msg)
-            status = "failed"
-        else:
-            self.tasks.update(tid, status="done", finished=time.time(), **result)
-            status = "done"
+            fields = {"status": "failed", "error": msg}
+        try:
+            self.tasks.update(tid, finished=time.time(), **fields)
         finally:
             shutil.rmtree(self.tasks.payload(tid), ignore_errors=True)
         if self.metrics is not None:
-            self.metrics.inc("fastrag_tasks_total", kind=rec["kind"], status=status)
+            self.metrics.inc("fastrag_tasks_total", kind=rec["kind"], status=fields["status"])
+
+    def _prune(self) -> None:
+        try:
+            self.tasks.prune()
+            if self.janitor is not None:
+                self.janitor()
+        except OSError as exc:
+            log.warning("could not prune the tasks folder: %s", exc)
 
     def _clean(self, msg: str, tid: str) -> str:
         """The message without the payload folder's paths (they mean nothing to a client)."""
@@ -225,23 +371,30 @@ class Writer:
         return self._doc
 
     def _apply(self, rec: dict[str, Any]) -> dict[str, Any]:
-        from fastrag.errors import ConfigError
-
         doc = self._wdoc()
         if rec["kind"] == "delete":
-            n = doc.delete([rec["doc_id"]])
-            if n == 0:
-                raise ConfigError(f"no document with id {rec['doc_id']!r}")
-            warnings = self._rebuild(doc)
-            return {"deleted": n, "doc_ids": [rec["doc_id"]], "warnings": warnings}
+            n = doc.delete([rec["doc_id"]], tag=rec["id"])
+            _crash_point("after_commit")
+            return self._outcome(rec, n, doc)
         texts, metadatas, warnings = self._read_payload(rec)
-        ids = doc.add(texts=texts, metadatas=metadatas)
-        warnings += self._rebuild(doc)
-        return {"doc_ids": ids, "n_texts": len(texts), "warnings": warnings}
+        ids = doc.add(texts=texts, metadatas=metadatas, tag=rec["id"])
+        _crash_point("after_commit")
+        return self._outcome(rec, ids, doc, warnings)
+
+    def _outcome(self, rec: dict[str, Any], result: Any, doc: Any,
+                 warnings: Iterable[str] = ()) -> dict[str, Any]:
+        """The fields of a task whose change committed with ``result`` (the new root ids, or
+        the number deleted), after rebuilding what readers load."""
+        if rec["kind"] == "delete":
+            if not result:
+                raise ConfigError(f"no document with id {rec['doc_id']!r}")
+            return {"deleted": result, "doc_ids": [rec["doc_id"]],
+                    "warnings": [*warnings, *self._rebuild(doc)]}
+        return {"doc_ids": list(result), "n_texts": len(result),
+                "warnings": [*warnings, *self._rebuild(doc)]}
 
     def _read_payload(self, rec: dict[str, Any]) -> tuple[list[str], list[dict], list[str]]:
         from fastrag.documents.readers import read_file
-        from fastrag.errors import ConfigError
 
         d = self.tasks.payload(rec["id"])
         if (d / "texts.json").is_file():
@@ -269,7 +422,6 @@ class Writer:
 
     def _rebuild(self, doc: Any) -> list[str]:
         """Build the changed groups and the served indexes now, so readers load them."""
-        from fastrag.errors import ConfigError
         from fastrag.retrieval.retriever import Retriever
 
         warnings = []

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
@@ -88,3 +89,16 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_state_home(tmp_path_factory):
+    """Servers keep their upload tasks under $XDG_STATE_HOME by default: point it at a
+    temporary folder, not the user's."""
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = old
