@@ -28,8 +28,18 @@ class StoreLockTimeout(StoreError, TimeoutError):
     """Another writer held a store's lock for longer than ``lock_timeout``."""
 
 
+class StoreIOError(StoreError, OSError):
+    """A store write failed in the operating system (a full disk, a read-only file system);
+    ``errno`` and ``filename`` are the failed call's. Nothing was committed."""
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno N] strerror: filename"
+        return str(self.args[0]) if self.args else ""
+
+
 class StoreWarning(UserWarning):
-    """A damaged or stale derived file (index, vectors) was dropped and rebuilt."""
+    """Something about a store a user should know, and nothing was lost: a damaged or stale
+    derived file (index, vectors) was dropped and rebuilt, source files are missing or changed
+    on disk (kept and served as stored), or a store was opened read-only."""
 
 
 class EmbeddingError(ConfigError):

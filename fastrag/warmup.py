@@ -101,6 +101,31 @@ def _metrics(log: Callable[[str], None]) -> None:
     log("  evaluation metrics")
 
 
+def _store_checks(log: Callable[[str], None]) -> None:
+    """The structure checks of untrusted store files: metadata JSON, and an HNSW file when
+    hnswlib is installed."""
+    import importlib.util
+    import tempfile
+
+    import pyarrow as pa
+
+    from fastrag.documents.deepcheck import check_json_objects
+
+    # enough rows for the kernel (fewer are checked with json.loads)
+    meta = [f'{{"file_name": "f{i}.md", "page": {i}, "tags": ["a", null]}}' for i in range(128)]
+    for kind in (pa.string(), pa.large_string()):
+        check_json_objects(pa.array(meta, kind))
+    if importlib.util.find_spec("hnswlib") is not None:
+        from fastrag.indexes.hnsw import HNSWIndex, check_index_file
+
+        idx = HNSWIndex(8, M=4)
+        idx.add(np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32))
+        with tempfile.TemporaryDirectory() as tmp:
+            idx.save(f"{tmp}/index.bin")
+            check_index_file(f"{tmp}/index.bin", 8)
+    log("  store structure checks")
+
+
 def _compile_bytecode(folders: list[Path]) -> tuple[int, list[str]]:
     """Byte-compile the ``.py`` files under ``folders`` into their ``__pycache__`` (as a
     regular ``pip install`` does); returns the number of modules compiled and the files that
@@ -140,7 +165,7 @@ def warmup(verbose: bool = True) -> float:
     log = print if verbose else (lambda _: None)
     t0 = time.perf_counter()
     _coldstart.use_kernels()  # compile here, never the NumPy path of a cold process
-    for stage in (_bm25, _dense, _metrics, _bytecode):
+    for stage in (_bm25, _dense, _metrics, _store_checks, _bytecode):
         s0 = time.perf_counter()
         stage(log)
         log(f"    {time.perf_counter() - s0:.1f} s")

@@ -116,7 +116,8 @@ class DerivedData:
             if not np.isfinite(vecs).all():
                 raise StoreError("stored vectors hold NaN or inf")
             return table.column("id"), vecs, entry
-        except (StoreError, KeyError, ValueError, pa.ArrowException) as exc:
+        except (StoreError, KeyError, ValueError, TypeError, OverflowError, AttributeError,
+                pa.ArrowException) as exc:  # the entry's fields too may be damaged
             self._damaged(f"vectors of group {g.name!r} key {key!r}", exc)
             return None
 
@@ -260,7 +261,7 @@ class DerivedData:
                                      f"terms, the group has {len(g)} and the vocabulary "
                                      f"{len(vocab)}")
                 return index, vocab
-            except (StoreError, KeyError, ValueError, TypeError) as exc:
+            except (StoreError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
         with self._stage(f"bm25 index of {g.name!r}", 2) as bar:
             tc = self._tokens(g, analyzer, num_workers)
@@ -341,17 +342,23 @@ class DerivedData:
         if store is None or skey not in store.manifest["indexes"]:
             return None
         try:
+            entry = store.manifest["indexes"][skey]
+            if not isinstance(entry, dict) or "index.bin" not in entry.get("files", ()) \
+                    or not isinstance(entry.get("meta"), dict) \
+                    or not isinstance(entry["meta"].get("ids"), list):
+                raise StoreError("its manifest entry has no index.bin, meta or node ids")
             folder, meta = store.index_folder(skey, full=True)  # hnswlib trusts its file
             labels = list(meta["ids"])
             if not all(x is None or isinstance(x, str) for x in labels):
                 raise StoreError("HNSW labels are not node ids")
             index = HNSWIndex.load(folder / "index.bin", dim=dim, metric=metric,
+                                   max_rows=len(labels),
                                    **{k: v for k, v in params.items() if k == "ef"})
-            if len(labels) < index.n_rows:
-                raise StoreError(f"HNSW index has labels up to {index.n_rows - 1}, but only "
-                                 f"{len(labels)} node ids are recorded")
+            problem = hnsw_label_problem(labels, index.alive)
+            if problem:
+                raise StoreError(f"{folder / 'index.bin'}: {problem}")
             return index, labels, meta
-        except (StoreError, KeyError, TypeError, ValueError) as exc:
+        except (StoreError, KeyError, TypeError, ValueError, AttributeError) as exc:
             self._damaged(f"HNSW index {skey!r}", exc)
             return None
 
@@ -364,7 +371,14 @@ class DerivedData:
         loaded = self._load_hnsw(skey, dim, metric, params)
         if loaded is not None and loaded[2].get("fingerprint") == g.fingerprint:
             index, labels, _ = loaded
-            return LabelledIndex(index, _label_rows(labels, ids))
+            rows = _label_rows(labels, ids)
+            if index.n == len(ids) and np.array_equal(np.sort(rows[rows >= 0]),
+                                                      np.arange(len(ids))):
+                return LabelledIndex(index, rows)
+            self._damaged(f"HNSW index {skey!r}", StoreError(
+                f"its {index.n} live rows do not cover the {len(ids)} nodes of group "
+                f"{g.name!r} it records being built from"))
+            loaded = None
         if loaded is not None:
             index, labels, _ = loaded
         else:
@@ -458,6 +472,18 @@ def _files(entry: dict | None) -> list[str] | None:
     return None if entry is None else [seg["file"] for seg in entry["segments"]]
 
 
+def hnsw_label_problem(labels: list[str | None], alive: np.ndarray) -> str | None:
+    """What is inconsistent between an HNSW index's live rows (``alive``, by row) and the node
+    id recorded for each row (None for a deleted row, see ``_build_hnsw``), or None."""
+    named = np.fromiter((x is not None for x in labels), np.bool_, len(labels))
+    if len(alive) > len(labels) or not np.array_equal(named[:len(alive)], alive) \
+            or named[len(alive):].any():
+        return "its live rows and the node ids recorded for them disagree"
+    if len(set(labels)) - (None in labels) != int(named.sum()):
+        return "its node ids repeat"
+    return None
+
+
 def _label_rows(labels: list[str | None], ids: list[str]) -> np.ndarray:
     row_of = {nid: r for r, nid in enumerate(ids)}
     return np.asarray([row_of.get(nid, -1) if nid else -1 for nid in labels], dtype=np.int64)
@@ -518,6 +544,9 @@ def _encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
 
 def _decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
     off = np.asarray(offsets)
+    if blob.dtype != np.uint8 or blob.ndim != 1 or off.dtype.kind not in "iu":
+        raise StoreError(f"BM25 vocabulary arrays have dtypes {blob.dtype} and {off.dtype}, "
+                         "expected uint8 and integers")
     if off.ndim != 1 or len(off) == 0 or off[0] != 0 or off[-1] != blob.size \
             or np.any(np.diff(off) < 0):
         raise StoreError("BM25 vocabulary offsets are out of range")

@@ -14,9 +14,11 @@ lock and the OS file lock, re-reads the manifest, lets the caller apply its chan
 committed state, writes new files under fresh names (temp file, fsync, rename), replaces the
 manifest last (the commit point) and then removes every file the manifest does not name. Since
 no other writer can be inside a transaction at that moment, anything unnamed is garbage: a
-superseded file, or a leftover of a crashed writer. A writable open does the same clean-up.
+superseded file, or a leftover of a crashed writer. The first transaction creates the store
+folder (and removes it again if it fails).
 
-**Reads.** ``mode="r"`` never writes, locks or creates anything. Files are memory-mapped; sizes
+**Reads.** Opening never writes, locks or creates anything, in either mode; ``mode="a"`` on a
+folder this process cannot write opens read-only with a StoreWarning. Files are memory-mapped; sizes
 are checked on every read, checksums on files under :data:`VERIFY_BELOW` bytes always and on all
 files with ``verify=True`` (or :meth:`Store.verify`). A reader whose file was collected between
 reading the manifest and opening the file re-reads the manifest (POSIX keeps mapped files
@@ -32,6 +34,7 @@ import os
 import re
 import shutil
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,7 +45,16 @@ import xxhash
 from pyarrow import ipc
 
 from fastrag._checks import check_choice, check_number
-from fastrag.errors import StoreError, StoreLockTimeout
+from fastrag.documents.storeio import (
+    TMP_PREFIX,
+    atomic_write_bytes,
+    checksum_file,
+    fsync_dir,
+    os_errors,
+    remove_new_store,
+    why_read_only,
+)
+from fastrag.errors import ConfigError, StoreError, StoreLockTimeout, StoreWarning
 
 FORMAT_VERSION = 3
 # v2 stored every node's complete metadata; v3 stores a node's own metadata only (what it adds
@@ -52,7 +64,6 @@ READABLE_VERSIONS = (2, 3)
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 HOLDER = ".lock.holder"  # who holds the writers' lock (pid, host, command, since)
-TMP_PREFIX = ".tmp-"
 DATA, INDEXES = "data", "indexes"
 # files below this size are checksummed on every read; larger ones with verify=True only
 VERIFY_BELOW = 64 << 20
@@ -78,63 +89,6 @@ class MissingFile(StoreError):
 def _path_lock(path: Path) -> threading.RLock:
     with _PATH_LOCKS_GUARD:
         return _PATH_LOCKS.setdefault(str(path), threading.RLock())
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-class _HashingFile:
-    """A binary file wrapper that hashes and counts what is written through it."""
-
-    closed = False
-
-    def __init__(self, f) -> None:
-        self.f, self.h, self.n = f, xxhash.xxh3_64(), 0
-
-    def write(self, b) -> int:
-        self.h.update(b)
-        self.n += len(b)
-        return self.f.write(b)
-
-    def flush(self) -> None:
-        self.f.flush()
-
-    def tell(self) -> int:
-        return self.n
-
-
-def checksum_file(path: Path) -> str:
-    h = xxhash.xxh3_64()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def atomic_write_bytes(path: Path, write: Callable) -> dict[str, Any]:
-    """Write ``path`` atomically: ``write(fileobj)`` into a temp file, fsync, rename.
-    Returns ``{"size", "checksum"}`` of what was written."""
-    path = Path(path)
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}.{threading.get_ident()}"
-    try:
-        with open(tmp, "wb") as f:
-            hf = _HashingFile(f)
-            write(hf)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return {"size": hf.n, "checksum": hf.h.hexdigest()}
 
 
 def _safe(name: str) -> str:
@@ -167,14 +121,19 @@ class Store:
         self.mode = mode
         self.lock_timeout = float(lock_timeout)
         self.verify_all = bool(verify)
+        self.read_only_reason: str | None = None  # why a mode="a" open reads only
         if self.path.exists() and not self.path.is_dir():
             raise StoreError(f"store path {str(self.path)!r} exists and is not a directory")
         if mode == "r":
             if not (self.path / MANIFEST).is_file():
                 raise StoreError(f"{str(self.path)!r} is not a fastrag store (no {MANIFEST}); "
                                  "mode='r' opens existing stores only: use mode='a' to create one")
-        else:
-            self.path.mkdir(parents=True, exist_ok=True)
+        elif self.path.is_dir() and not os.access(self.path, os.W_OK):
+            self.mode = "r"
+            self.read_only_reason = why_read_only(self.path)
+            warnings.warn(f"store {str(self.path)!r} is {self.read_only_reason}: opened "
+                          "read-only (mode='r'); what it lacks is built in memory",
+                          StoreWarning, stacklevel=3)
         self._thread_lock = _path_lock(self.path)
         self._verified: set[tuple[str, str]] = set()
         if not (self.path / MANIFEST).exists() and any(
@@ -185,8 +144,6 @@ class Store:
                 "files: the store is damaged; restore manifest.json from a backup or rebuild the "
                 "store into a new directory (nothing was changed or removed)")
         self.manifest = self._read_manifest()
-        if mode == "a":
-            self._recover()
 
     @property
     def writable(self) -> bool:
@@ -220,6 +177,13 @@ class Store:
         if manifest.get("checksum") != _manifest_checksum(body):
             raise StoreError(f"{mpath} fails its checksum; the store is damaged: restore it "
                              "from a backup or rebuild it from its sources into a new directory")
+        from fastrag.documents.deepcheck import manifest_problems
+
+        problems = manifest_problems(body)
+        if problems:  # checksums catch accidents; a foreign writer's manifest is checked too
+            raise StoreError(f"{mpath} is not a manifest fastrag can read: "
+                             f"{'; '.join(problems[:3])}; the store is damaged: restore it from "
+                             "a backup or rebuild it from its sources into a new directory")
         return body
 
     def reload(self) -> dict[str, Any]:
@@ -238,8 +202,13 @@ class Store:
         return refs
 
     # -- writing -----------------------------------------------------------------------------
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
+        """Raise StoreError when this Store cannot be changed (opened or found read-only)."""
         if self.mode != "a":
+            if self.read_only_reason is not None:
+                raise StoreError(f"store {str(self.path)!r} is {self.read_only_reason}, so it "
+                                 "was opened read-only and cannot be changed; copy it to a "
+                                 "writable place (or remount it read-write) to change it")
             raise StoreError(f"store {str(self.path)!r} is open read-only (mode='r'); open it "
                              "with mode='a' to change it")
 
@@ -298,8 +267,23 @@ class Store:
     def transaction(self) -> Iterator[Transaction]:
         """Lock, re-read the manifest, let the caller change it, commit, collect garbage.
 
-        On an exception nothing is committed and the files written inside are removed."""
-        self._check_writable()
+        On an exception nothing is committed and the files written inside are removed; an
+        operating-system error (a full disk, a read-only file system) is a StoreError naming
+        it and the file. A store folder created here is removed again when nothing was
+        committed to it."""
+        self.check_writable()
+        created = not self.path.exists()
+        try:
+            with os_errors(self.path), self._transaction() as txn:
+                yield txn
+        except BaseException:
+            if created and not (self.path / MANIFEST).exists():
+                remove_new_store(self.path, (LOCK, HOLDER), (DATA, INDEXES))
+            raise
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Transaction]:
+        self.path.mkdir(parents=True, exist_ok=True)
         with self._locked():
             self.manifest = self._read_manifest()
             self._collect_garbage()  # a crashed writer's files may carry the names we pick
@@ -350,15 +334,6 @@ class Store:
             with contextlib.suppress(OSError):
                 shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
         return removed
-
-    def _recover(self) -> None:
-        """Remove a crashed writer's leftovers, if no writer is active right now."""
-        try:
-            with self._locked(timeout=0):
-                self.manifest = self._read_manifest()
-                self._collect_garbage()
-        except StoreLockTimeout:
-            pass  # a live writer collects them at its commit
 
     # -- reading -----------------------------------------------------------------------------
     def check_file(self, rel: str, entry: dict, *, full: bool | None = None) -> Path:
@@ -411,12 +386,27 @@ class Store:
                 raise ValueError(f"schema {table.schema} is not the expected {schema}")
             table.validate()  # buffer sizes agree with lengths and types (cheap)
             _check_offsets(table)
-            if (seg["file"], seg["checksum"]) \
-                    not in self._verified:  # unchecksummed (large): ids must be valid UTF-8
-                for name in table.column_names:
-                    if name != "text" and pa.types.is_string(table.schema.field(name).type):
-                        for chunk in table.column(name).chunks:
+            # Checksums catch accidents, not a buggy or foreign writer: every column is
+            # validated in full (offsets, UTF-8), except the texts of a file too large to be
+            # read whole for its checksum (it stays memory-mapped; verify=True checks them).
+            whole = (seg["file"], seg["checksum"]) in self._verified
+            checked = (f"{seg['file']}#structure{int(whole)}", seg["checksum"])  # once per file
+            if checked not in self._verified:
+                for field, col in zip(table.schema, table.columns, strict=True):
+                    if whole or field.name != "text":
+                        for chunk in col.chunks:
                             chunk.validate(full=True)
+                    if not field.nullable and col.null_count:
+                        raise ValueError(f"column {field.name!r} holds {col.null_count} nulls "
+                                         "but allows none")
+                    if field.name == "metadata" and pa.types.is_string(field.type):
+                        from fastrag.documents.deepcheck import check_json_objects
+
+                        bad = check_json_objects(col)
+                        if bad >= 0:
+                            raise ValueError(f"row {bad} of column 'metadata' is not a JSON "
+                                             "object")
+                self._verified.add(checked)
         except FileNotFoundError as exc:  # collected by a writer after the size check
             raise MissingFile(f"store file {str(path)!r} is missing ({exc}); if another process "
                               "is writing the store, call doc.refresh()") from exc
@@ -454,6 +444,11 @@ class Store:
                 raise StoreError(f"cannot read {folder / name}: {exc}; it is damaged") from exc
         return arrays, meta
 
+    def committed(self, tag: str) -> dict[str, Any] | None:
+        """The newest commit recorded under ``tag`` (re-reading the manifest), or None."""
+        m = self.reload()
+        return next((dict(t) for t in reversed(m.get("tags", [])) if t.get("tag") == tag), None)
+
     def nbytes(self) -> int:
         """Bytes of the files the manifest names."""
         total = 0
@@ -476,6 +471,17 @@ class Store:
             except StoreError as exc:
                 problems.append(str(exc))
         return problems
+
+
+MAX_TAGS = 64  # commit tags a store remembers (add/delete tag=)
+
+
+def check_tag(tag: Any) -> str | None:
+    """``tag`` when it is None or a usable commit tag; ConfigError otherwise."""
+    if tag is not None and (not isinstance(tag, str) or not tag or len(tag) > 200):
+        raise ConfigError(f"tag must be None or a non-empty str of at most 200 characters, got "
+                          f"{tag!r}")
+    return tag
 
 
 class Transaction:
@@ -528,8 +534,8 @@ class Transaction:
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
             files[f.name] = {"size": f.stat().st_size, "checksum": checksum_file(f)}
-        _fsync_dir(folder)
-        _fsync_dir(folder.parent)
+        fsync_dir(folder)
+        fsync_dir(folder.parent)
         self.manifest["indexes"][key] = {"dir": rel, "files": files, "meta": meta}
 
     def write_arrays(self, key: str, arrays: dict[str, np.ndarray], meta: dict) -> None:
@@ -538,6 +544,13 @@ class Transaction:
                 np.save(folder / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
 
         self.write_index(key, write, meta)
+
+    def record_tag(self, tag: str, result: Any) -> None:
+        """Commit ``tag`` and the change's ``result`` with this transaction (the last
+        :data:`MAX_TAGS` are kept; :meth:`Store.committed` finds them)."""
+        tags = [t for t in self.manifest.get("tags", []) if t.get("tag") != tag]
+        tags.append({"tag": tag, "generation": self.gen, "result": result})
+        self.set("tags", tags[-MAX_TAGS:])
 
     def drop_index(self, key: str) -> None:
         if self.manifest["indexes"].pop(key, None) is not None:
@@ -589,19 +602,40 @@ def _segments_of(m: dict) -> Iterator[dict]:
 
 
 def _check_offsets(table: pa.Table) -> None:
-    """Raise ValueError when a string column's offsets leave its data buffer (a damaged file
-    that would make Arrow read out of bounds)."""
-    for col in table.columns:
-        t = col.type
-        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
-            continue
-        dtype = np.int64 if pa.types.is_large_string(t) else np.int32
+    """Raise ValueError when the offsets of a string or list column, at any depth (the
+    sources' ``roots``: a list of strings), leave what they index or decrease (a damaged file
+    that would make Arrow read out of bounds). Reads the offsets only."""
+
+    def check(arr: pa.Array, name: str) -> None:
+        t = arr.type
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                check(arr.field(i), f"{name}.{t.field(i).name}")
+            return
+        if pa.types.is_fixed_size_list(t):
+            check(arr.values, f"{name}[]")  # its length: checked by validate()
+            return
+        strings = (pa.types.is_string(t) or pa.types.is_large_string(t)
+                   or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+        lists = pa.types.is_list(t) or pa.types.is_large_list(t)
+        if not (strings or lists) or len(arr) == 0:
+            return
+        large = (pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+                 or pa.types.is_large_list(t))
+        raw = arr.buffers()[1]
+        off = np.zeros(0) if raw is None else np.frombuffer(raw, np.int64 if large else np.int32)
+        off = off[arr.offset:arr.offset + len(arr) + 1]
+        if strings:
+            data = arr.buffers()[2]
+            limit, what = (0 if data is None else data.size), "bytes of data"
+        else:
+            limit, what = len(arr.values), "list values"
+        if len(off) != len(arr) + 1 or off[0] < 0 or off[-1] > limit \
+                or np.any(np.diff(off) < 0):
+            raise ValueError(f"column {name!r} has offsets out of range (of {limit} {what})")
+        if lists:
+            check(arr.values, f"{name}[]")
+
+    for name, col in zip(table.column_names, table.columns, strict=True):
         for chunk in col.chunks:
-            if len(chunk) == 0:
-                continue
-            bufs = chunk.buffers()
-            off = np.frombuffer(bufs[1], dtype=dtype)[chunk.offset:chunk.offset + len(chunk) + 1]
-            data_size = 0 if bufs[2] is None else bufs[2].size
-            if len(off) != len(chunk) + 1 or off[0] < 0 or off[-1] > data_size \
-                    or np.any(np.diff(off) < 0):
-                raise ValueError(f"column offsets out of range (data {data_size} bytes)")
+            check(chunk, name)

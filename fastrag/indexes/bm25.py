@@ -342,6 +342,13 @@ class BM25Index:
             if not pending.any():
                 self._rank_pending = None
 
+    def check_postings(self) -> None:
+        """Check every posting now (doc ids in range and strictly increasing per term, weights
+        finite and within their term's bound): what searches of an index loaded from arrays
+        check lazily, term by term. StoreError when one is not."""
+        if self._unchecked is not None:
+            self._check_postings(np.arange(self.n_vocab, dtype=np.int64))
+
     def _check_postings(self, terms: np.ndarray) -> None:
         """Bounds-check the postings of ``terms`` that were not checked yet. An index loaded
         from arrays is checked lazily, term by term, before any kernel reads a posting: a fresh
@@ -362,11 +369,23 @@ class BM25Index:
             total = int(n.sum())
             if total:
                 idx = np.repeat(s - (np.cumsum(n) - n), n) + np.arange(total)
-                if int(self.indices[idx].view(np.uint32).max()) >= self.n_docs:
+                docs = self.indices[idx].view(np.uint32).astype(np.int64)
+                weights = self.data[idx]
+                first = np.zeros(total, np.bool_)  # the first posting of each term
+                first[(np.cumsum(n) - n)[n > 0]] = True
+                problem = None
+                if int(docs.max()) >= self.n_docs:
+                    problem = f"doc ids outside [0, {self.n_docs})"
+                elif np.any((docs[1:] <= docs[:-1]) & ~first[1:]):
+                    problem = "doc ids not strictly increasing"
+                elif not np.isfinite(weights).all() or np.any(
+                        weights > np.repeat(self.term_max[t[lo:hi]], n)):
+                    problem = "weights NaN, infinite or above their term's bound"
+                if problem:
                     raise StoreError(
-                        f"BM25 index arrays are inconsistent (doc ids outside [0, {self.n_docs}) "
-                        f"in the postings of terms {t[lo:hi][:5].tolist()}...); the index files "
-                        "are corrupt: rebuild the index")
+                        f"BM25 index arrays are inconsistent ({problem} in the postings of "
+                        f"terms {t[lo:hi][:5].tolist()}...); the index files are corrupt: "
+                        "rebuild the index")
             unchecked[t[lo:hi]] = False
             lo = hi
         if not unchecked.any():
@@ -409,6 +428,10 @@ class BM25Index:
             got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
             raise StoreError(f"BM25 index meta has format {got!r}, expected {FORMAT!r}; "
                              "rebuild the index with this fastrag version")
+        problem = _meta_problem(meta)
+        if problem:
+            raise StoreError(f"BM25 index meta is invalid ({problem}); the index is damaged: "
+                             "rebuild the index")
         need = ["indptr", "indices", "data", "term_max"] + (
             ["stats_df"] if meta.get("external_stats") else [])
         missing = [n for n in need if n not in arrays]
@@ -419,19 +442,21 @@ class BM25Index:
         nnz = int(meta["nnz"])
         if (a["indptr"].shape != (n_vocab + 1,) or a["term_max"].shape != (n_vocab,)
                 or a["indices"].shape != (nnz,) or a["data"].shape != (nnz,)
-                or int(a["indptr"][-1]) != nnz or a["data"].dtype != np.float32
-                or a["indices"].dtype != np.int32):
+                or a["indptr"].dtype not in (np.int32, np.int64)
+                or a["data"].dtype != np.float32 or a["term_max"].dtype != np.float32
+                or a["indices"].dtype != np.int32 or int(a["indptr"][-1]) != nnz):
             raise StoreError(
                 f"BM25 index arrays do not match their meta (n_vocab={n_vocab}, nnz={nnz}; "
-                f"indptr {a['indptr'].shape}, indices {a['indices'].shape} "
-                f"{a['indices'].dtype}, data {a['data'].shape} {a['data'].dtype}); "
-                "the index files are corrupt: rebuild the index")
+                f"indptr {a['indptr'].shape} {a['indptr'].dtype}, indices {a['indices'].shape} "
+                f"{a['indices'].dtype}, data {a['data'].shape} {a['data'].dtype}, term_max "
+                f"{a['term_max'].shape} {a['term_max'].dtype}); the index files are corrupt: "
+                "rebuild the index")
         n_docs = int(meta["n_docs"])
         problem = _bounds_problem(a, n_docs, n_vocab, bool(meta.get("external_stats")))
         if problem:
             raise StoreError(f"BM25 index arrays are inconsistent ({problem}); the index files "
                              "are corrupt: rebuild the index")
-        method = _check_method(meta["method"])
+        method = meta["method"]
         if meta.get("external_stats"):
             stats = BM25Stats(int(meta["stats_n_docs"]), int(meta["stats_n_tokens"]),
                               a["stats_df"])
@@ -675,16 +700,47 @@ def _check_threads(num_threads) -> int:
 __all__ = ["BM25_METHODS", "SEARCH_STRATEGIES", "BM25Index", "BM25Stats", "check_bm25_params"]
 
 
+def _meta_problem(meta: dict) -> str | None:
+    """What makes a stored index's meta unusable (types, ranges), or None."""
+    def whole(name: str) -> bool:
+        v = meta.get(name)
+        return isinstance(v, Integral) and not isinstance(v, bool) and 0 <= v <= 1 << 62
+
+    def real(name: str) -> bool:
+        v = meta.get(name)
+        return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
+
+    names = ["n_vocab", "nnz", "n_docs", "n_tokens"]
+    if not isinstance(meta.get("external_stats", False), bool):
+        return f"external_stats={meta.get('external_stats')!r}"
+    if meta.get("external_stats"):
+        names += ["stats_n_docs", "stats_n_tokens"]
+    bad = [n for n in names if not whole(n)] + [n for n in ("k1", "b", "delta") if not real(n)]
+    if bad:
+        return ", ".join(f"{n}={meta.get(n)!r}" for n in bad)
+    if meta.get("method") not in BM25_METHODS:
+        return f"method={meta.get('method')!r}"
+    try:
+        _check_params(meta["k1"], meta["b"], meta["delta"])
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def _bounds_problem(a: dict[str, np.ndarray], n_docs: int, n_vocab: int,
                     external_stats: bool) -> str | None:
-    """What makes loaded index offsets unsafe for the kernels, or None. Doc ids are checked
-    per term on first use (:meth:`BM25Index._check_postings`); posting order is not needed for
-    memory safety (searches stay inside ``[indptr[t], indptr[t + 1])``)."""
+    """What makes loaded index offsets unsafe for the kernels, or None. Postings (doc ids in
+    range and increasing, weights finite and within ``term_max``) are checked per term on first
+    use (:meth:`BM25Index._check_postings`); ``term_max`` here, it is small."""
     indptr = a["indptr"]
     if n_docs < 0 or indptr[0] != 0:
         return f"n_docs={n_docs}, indptr[0]={indptr[0]}"
     if n_vocab and np.any(indptr[1:] < indptr[:-1]):
         return "indptr decreases"
-    if external_stats and a["stats_df"].shape != (n_vocab,):
-        return f"stats_df has shape {a['stats_df'].shape}, expected ({n_vocab},)"
+    if not (np.isfinite(a["term_max"]).all() and (a["term_max"] >= 0).all()):
+        return "term_max holds a negative, NaN or infinite bound"
+    if external_stats and (a["stats_df"].shape != (n_vocab,)
+                           or a["stats_df"].dtype.kind not in "iu"):
+        return (f"stats_df has shape {a['stats_df'].shape} and dtype {a['stats_df'].dtype}, "
+                f"expected ({n_vocab},) integers")
     return None

@@ -8,18 +8,23 @@ Results are best first, ties by the lower row, padded with row -1 and score -inf
 Masks: a selective mask (few allowed rows) is answered by *exact* search over the allowed rows;
 a broad one by hnswlib's filter callback (see ``EXACT_MAX_FRACTION``). The saved file is
 hnswlib's own format (loadable by raw hnswlib); deleted rows are read back from it on load.
+hnswlib trusts the files it loads, so :func:`check_index_file` checks a file completely (header,
+every link, vector and label; ``fastrag._kernels.store_check``) before hnswlib sees it.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from typing import Any
+import struct
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from fastrag._checks import check_int
 from fastrag._kernels import dense as _dense
-from fastrag.errors import ConfigError, StoreError, missing_extra
+from fastrag._kernels import store_check as _check
+from fastrag.errors import ConfigError, StoreError, StoreIOError, missing_extra
 from fastrag.indexes.flat import (
     SearchResult,
     as_matrix,
@@ -46,8 +51,8 @@ EXACT_BATCH_MIN_QUERIES = 16
 EXACT_MAX_ROWS = 4096
 
 # hnswlib file header: 6 size_t, int, uint32, 3 size_t, double, size_t (hnswalg.h saveIndex).
-_HEADER_BYTES = 96
-_DELETE_MARK = 0x01
+_HEADER = struct.Struct("<6QiI3QdQ")
+_MAX_M = 10_000  # hnswlib caps M here
 
 
 def _import_hnswlib() -> Any:
@@ -258,56 +263,62 @@ class HNSWIndex:
 
     # ------------------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the index to ``path`` in hnswlib's format (one file; raw hnswlib loads it)."""
+        """Write the index to ``path`` in hnswlib's format (one file; raw hnswlib loads it),
+        then check what was written (hnswlib does not report a failed write, e.g. a full
+        disk): a StoreError when the file is incomplete."""
         self._index.save_index(os.fspath(path))
+        try:
+            check_index_file(path, self.dim)
+        except StoreError as exc:
+            import errno
+            import shutil
+
+            if shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free > (1 << 20):
+                raise
+            err = StoreIOError(f"hnswlib wrote an incomplete index to {os.fspath(path)!r}: no "
+                               f"space left on device (ENOSPC) ({exc}); free some space and "
+                               "try again")
+            err.errno, err.filename = errno.ENOSPC, os.fspath(path)
+            raise err from exc
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], dim: int, metric: str = "cosine",
              ef: int = 64, max_elements: int | None = None,
-             num_threads: int | None = None) -> HNSWIndex:
+             num_threads: int | None = None, max_rows: int | None = None) -> HNSWIndex:
         """Read an index written by :meth:`save`; ``M`` and ``ef_construction`` come from
-        the file, ``dim`` and ``metric`` must be those it was built with."""
+        the file, ``dim`` and ``metric`` must be those it was built with. The file is checked
+        first (:func:`check_index_file`; ``max_rows`` bounds its row ids): a damaged or foreign
+        file is a StoreError, never a crash."""
         hnswlib = _import_hnswlib()
         path = os.fspath(path)
         self = cls.__new__(cls)
         self.dim = check_dim(dim)
         self.metric = check_metric(metric)
         self.num_threads = check_num_threads(num_threads)
-        header = _read_header(path)
-        if header["data_bytes"] != 4 * self.dim:
-            raise StoreError(
-                f"HNSW index {path} holds vectors of dim {header['data_bytes'] // 4}, not "
-                f"dim={self.dim}; load it with the dim it was built with"
-            )
-        self._index = hnswlib.Index(space="ip", dim=self.dim)
         cap = 0 if max_elements is None else _check_positive_int("max_elements", max_elements)
+        info = check_index_file(path, self.dim, max_rows=max_rows)
+        self._index = hnswlib.Index(space="ip", dim=self.dim)
         try:
-            self._index.load_index(path, max_elements=cap)
-        except RuntimeError as exc:
+            # capacity from the checked count, never from the file's max_elements_
+            self._index.load_index(path, max_elements=max(cap, info.count))
+        except (RuntimeError, MemoryError) as exc:
             raise StoreError(f"cannot load HNSW index {path}: {exc}; rebuild the index") from exc
+        if self._index.element_count != info.count:
+            raise StoreError(f"HNSW index {path} loaded {self._index.element_count} elements, "
+                             f"its header records {info.count}; rebuild the index")
         self.M = int(self._index.M)
         self.ef_construction = int(self._index.ef_construction)
         self.seed = 100
         self.ef = ef
-        labels, deleted = _read_labels(path, header)
-        if labels is None or set(labels.tolist()) != set(self._index.get_ids_list()):
-            labels, deleted = self._probe_labels()
-        top = int(labels.max()) + 1 if labels.size else 0
-        self._alive = np.zeros(top, np.bool_)
-        self._alive[labels[~deleted]] = True
+        top = int(info.labels.max()) + 1 if info.count else 0
+        try:
+            self._alive = np.zeros(top, np.bool_)
+        except MemoryError as exc:
+            raise StoreError(f"HNSW index {path} holds row {top - 1}, too large to index in "
+                             "memory; load it with max_rows=, or rebuild the index") from exc
+        self._alive[info.labels[~info.deleted]] = True
         self._n_live = int(np.count_nonzero(self._alive))
         return self
-
-    def _probe_labels(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - fallback
-        """Slow path for an unknown file layout: a deleted label fails ``get_items``."""
-        labels = np.asarray(sorted(self._index.get_ids_list()), np.int64)
-        deleted = np.zeros(labels.shape[0], np.bool_)
-        for i, lab in enumerate(labels.tolist()):
-            try:
-                self._index.get_items([lab])
-            except RuntimeError:
-                deleted[i] = True
-        return labels, deleted
 
     def __repr__(self) -> str:
         return (f"HNSWIndex(dim={self.dim}, metric={self.metric!r}, n={self.n}, M={self.M}, "
@@ -319,29 +330,117 @@ def _padded(n_q: int, k: int) -> SearchResult:
             np.zeros(n_q, np.int32))
 
 
-def _read_header(path: str) -> dict[str, int]:
+class HNSWFileInfo(NamedTuple):
+    """What :func:`check_index_file` read from a valid hnswlib file."""
+
+    count: int  # elements (deleted ones included)
+    dim: int
+    M: int
+    ef_construction: int
+    max_level: int
+    labels: np.ndarray  # int64 label (row id) of each element, by internal id
+    deleted: np.ndarray  # bool, by internal id
+    levels: np.ndarray  # int32 top level of each element, by internal id
+
+
+_GRAPH_ERRORS = {
+    _check.E_TRUNCATED: "is truncated: the upper-level links of element {i} run past its end",
+    _check.E_TRAILING: "has {v} bytes after the last element's links",
+    _check.E_LIST_SIZE: "element {i} has upper-level links of {v} bytes, not a whole number of "
+                        "levels",
+    _check.E_LEVEL: "element {i} has level {v}, above the index's top level {maxlevel}",
+    _check.E_COUNT0: "element {i} has {v} level-0 links, more than maxM0={max_m0}",
+    _check.E_FLAGS0: "element {i} has unknown flags {v:#x} in its level-0 header",
+    _check.E_LINK0: "element {i} links to element {v} on level 0, but there are only {n}",
+    _check.E_COUNT: "element {i} has a level-{lvl} link header {v:#x} (count above maxM={max_m} "
+                    "or unknown bits)",
+    _check.E_LINK: "element {i} links to element {v} on level {lvl}, but there are only {n}",
+    _check.E_LINK_LEVEL: "element {i} links to element {v} on level {lvl}, which is not on "
+                         "that level",
+    _check.E_VECTOR: "element {i} has a NaN or infinite vector component {v}",
+    _check.E_LABEL: "element {i} has row id {v}, outside [0, {limit})",
+    _check.E_DUPLICATE: "elements share row id {v} (element {i} repeats it)",
+}
+
+
+def check_index_file(path: str | os.PathLike[str], dim: int | None = None,
+                     max_rows: int | None = None) -> HNSWFileInfo:
+    """Check an hnswlib (0.8) index file completely before hnswlib reads it: the header
+    against ``dim`` (default: the file's own) and the file size, and every element's links,
+    vector and label (row id below ``max_rows`` when given, unique). A StoreError naming the
+    file says what is wrong."""
+    path = os.fspath(path)
+    dim = None if dim is None else check_dim(dim)
+    limit = (1 << 63) - 1 if max_rows is None else check_int("max_rows", max_rows, min=0)
+
+    def bad(what: str) -> StoreError:
+        return StoreError(f"HNSW index {path} {what}; the file is damaged or not an hnswlib "
+                          "index: rebuild the index")
+
     try:
+        size = os.path.getsize(path)
         with open(path, "rb") as f:
-            raw = f.read(_HEADER_BYTES)
+            raw = f.read(_HEADER.size)
     except OSError as exc:
         raise StoreError(f"cannot read HNSW index {path}: {exc}") from exc
-    if len(raw) < _HEADER_BYTES:
-        raise StoreError(f"HNSW index {path} is truncated ({len(raw)} bytes); rebuild the index")
-    sizes = np.frombuffer(raw, "<u8", count=6)
-    off_level0, _max_el, count, per_elem, label_off, data_off = (int(v) for v in sizes)
-    return {"off_level0": off_level0, "count": count, "per_elem": per_elem,
-            "label_off": label_off, "data_off": data_off, "data_bytes": label_off - data_off}
-
-
-def _read_labels(path: str, h: dict[str, int]) -> tuple[np.ndarray | None, np.ndarray]:
-    """Labels and deleted flags of every element, read from the level-0 block of the file."""
-    n, per = h["count"], h["per_elem"]
+    if len(raw) < _HEADER.size:
+        raise StoreError(f"HNSW index {path} is truncated ({size} bytes); rebuild the index")
+    (off_level0, max_elements, n, per_elem, label_off, data_off, maxlevel, enterpoint, max_m,
+     max_m0, m, mult, ef_construction) = _HEADER.unpack(raw)
+    if dim is None and label_off > data_off and (label_off - data_off) % 4 == 0:
+        dim = (label_off - data_off) // 4
+    if dim is None or label_off - data_off != 4 * dim:
+        raise StoreError(
+            f"HNSW index {path} holds vectors of dim {(label_off - data_off) // 4}, not "
+            f"dim={dim}; load it with the dim it was built with, or rebuild the index")
+    if dim > 1 << 20:
+        raise bad(f"has vectors of dim {dim}")
+    if not 1 <= m <= _MAX_M or max_m != m or max_m0 != 2 * m:
+        raise bad(f"has M={m}, maxM={max_m}, maxM0={max_m0} (expected 1 <= M <= {_MAX_M}, "
+                  "maxM=M, maxM0=2M)")
+    links0 = 4 * max_m0 + 4
+    if (off_level0, data_off, per_elem) != (0, links0, links0 + 4 * dim + 8):
+        raise bad(f"has element layout offsetLevel0={off_level0}, offsetData={data_off}, "
+                  f"size_data_per_element={per_elem} (expected 0, {links0}, "
+                  f"{links0 + 4 * dim + 8} for M={m}, dim={dim})")
+    want_mult = 1 / math.log(m) if m > 1 else math.inf
+    if not (mult == want_mult or math.isclose(mult, want_mult, rel_tol=1e-12)):
+        raise bad(f"has level multiplier {mult!r}, expected 1/ln(M) = {want_mult!r}")
+    if not m <= ef_construction < 1 << 31:
+        raise bad(f"has ef_construction={ef_construction} (expected M={m} to 2**31 - 1)")
+    if size % 4 or size < _HEADER.size + n * per_elem or max_elements < n:
+        raise bad(f"has {size} bytes for {n} elements of {per_elem} bytes (capacity "
+                  f"{max_elements}); it is truncated or its header is damaged")
     if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.bool_)
-    if not (0 <= h["off_level0"] + 2 < per and 0 <= h["label_off"] <= per - 8):
-        return None, np.zeros(0, np.bool_)
-    level0 = np.memmap(path, dtype=np.uint8, mode="r", offset=_HEADER_BYTES, shape=(n, per))
-    labels = np.ascontiguousarray(level0[:, h["label_off"]:h["label_off"] + 8]).view("<u8")
-    deleted = (level0[:, h["off_level0"] + 2] & _DELETE_MARK).astype(np.bool_)
-    del level0
-    return labels.ravel().astype(np.int64), deleted
+        if (maxlevel, enterpoint, size) != (-1, 0xFFFFFFFF, _HEADER.size):
+            raise bad(f"has no elements but top level {maxlevel}, entry point {enterpoint} and "
+                      f"{size} bytes")
+        empty = np.zeros(0, np.int64)
+        return HNSWFileInfo(0, dim, m, ef_construction, -1, empty, empty.astype(np.bool_),
+                            empty.astype(np.int32))
+    if not 0 <= maxlevel or enterpoint >= n:
+        raise bad(f"has top level {maxlevel} and entry point {enterpoint} for {n} elements")
+    words = np.memmap(path, dtype="<u4", mode="r")
+    levels = np.empty(n, np.int32)
+    labels = np.empty(n, np.int64)
+    deleted = np.empty(n, np.bool_)
+    # duplicate labels: a bitmap when row ids are bounded, else a sort
+    seen = np.zeros(limit if limit <= 8 * n + (1 << 20) else 0, np.uint8)
+    code, i, v, lvl = _check.check_graph(words, n, per_elem // 4, data_off // 4, dim,
+                                         label_off // 4, max_m0, max_m, maxlevel, limit, seen,
+                                         levels, labels, deleted)
+    del words
+    if code == _check.OK and not seen.size:
+        order = np.sort(labels)
+        dup = np.flatnonzero(order[1:] == order[:-1])
+        if dup.size:
+            code, i, v = _check.E_DUPLICATE, int(np.flatnonzero(labels == order[dup[0]])[1]), \
+                int(order[dup[0]])
+    if code != _check.OK:
+        raise bad(_GRAPH_ERRORS[code].format(i=i, v=v, lvl=lvl, n=n, maxlevel=maxlevel,
+                                             max_m0=max_m0, max_m=max_m, limit=limit))
+    top = int(levels.max())
+    if top != maxlevel or levels[enterpoint] != maxlevel:
+        raise bad(f"has top level {maxlevel}, but its highest element is on level {top} and its "
+                  f"entry point {enterpoint} on level {int(levels[enterpoint])}")
+    return HNSWFileInfo(n, dim, m, ef_construction, maxlevel, labels, deleted, levels)
