@@ -68,8 +68,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     opts = {"on_error": args.on_error, "json_text_field": args.text_field,
             "show_progress": not args.quiet}
     opts.update(_reader_options(args))
+    existed = (Path(args.store) / "manifest.json").exists()
     if args.add:
-        if not (Path(args.store) / "manifest.json").exists():
+        if not existed:
             print(f"error: --add needs an existing store; {args.store} is not one (drop --add "
                   "to create it)", file=sys.stderr)
             return 2
@@ -77,7 +78,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         added = doc.add(args.path)
         print(f"added {len(added)} documents from {', '.join(args.path)}", file=sys.stderr)
     else:
-        doc = Document(args.path, store=args.store, replace=args.replace, **opts)
+        doc = Document(args.path, store=args.store, replace=args.replace,
+                       remove_missing=args.sync, **opts)
+    if not len(doc.group("root")) and not existed:
+        report = doc.read_report
+        print(report.summary(), file=sys.stderr)
+        raise _Usage(f"no documents found in {', '.join(args.path)}: nothing was written "
+                     f"(the store {args.store} was not created); ingest files with text "
+                     "(-v lists what was skipped and why)")
     for name, parent, spec in args.group:
         doc.create_node_group(name, transform=_transform(spec), parent=parent)
     if not args.group and len(doc.group_names) == 1 + len(Document._BUILTIN) \
@@ -100,14 +108,34 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                     raise
                 print(f"note: group {name!r} was not updated: {exc}", file=sys.stderr)
             bar.update(1)
-    report = getattr(doc, "read_report", None)
-    if report is not None:
+    _build_default_index(doc, names, args.quiet)
+    report = doc.read_report
+    if not args.add and report.entries:
         print(report.summary())
         if args.verbose:
             print(report.details())
-    print(f"ingested {len(doc.group('root')):,} documents into {args.store} "
+    changes = doc.source_changes
+    verb = "updated" if existed else "ingested"
+    print(f"{verb} {args.store}: {changes.summary()}; {len(doc.group('root')):,} documents "
           f"in {time.perf_counter() - t0:.2f} s")
     return _print_info(Path(args.store))
+
+
+def _build_default_index(doc, built: list[str], quiet: bool) -> None:
+    """Build and store the index `fastrag search` uses by default, so reads never build (or
+    write) one."""
+    if doc.store is None or not doc.store.writable:
+        return
+    group = _pick_group(doc, None, quiet=True)
+    if group != "root" and group not in built:
+        return
+    from fastrag.analysis.language import default_similarity
+    from fastrag.retrieval.retriever import Retriever
+
+    g = doc.group(group)
+    if not len(g):
+        return
+    Retriever(doc, group, default_similarity(g.texts()), topk=1)("index")
 
 
 def _stored(doc, name: str) -> bool:
@@ -126,7 +154,7 @@ def _reader_options(args: argparse.Namespace) -> dict:
     return out
 
 
-def _print_info(path: Path, verify: bool = False) -> int:
+def _print_info(path: Path, verify: bool = False, deep: bool = False) -> int:
     from fastrag.documents.store import MANIFEST, Store
     from fastrag.errors import StoreError
 
@@ -153,41 +181,78 @@ def _print_info(path: Path, verify: bool = False) -> int:
               f"{sum(s['rows'] for s in v['segments']):,} nodes")
     if m["indexes"]:
         print(f"{len(m['indexes'])} indexes: " + ", ".join(sorted(m["indexes"])))
+    _print_sources(store)
     if verify:
         problems = store.verify()
         for p in problems:
             print(f"damaged: {p}", file=sys.stderr)
         print(f"verify: {len(store.referenced()) - 1} files checked, {len(problems)} damaged")
+        if deep and not problems:
+            from fastrag.documents.deepcheck import deep_check
+
+            problems = deep_check(store)
+            for p in problems:
+                print(f"bad structure: {p}", file=sys.stderr)
+            print(f"deep: every table, index and vector checked, {len(problems)} problems")
         return 1 if problems else 0
     return 0
 
 
+def _print_sources(store) -> None:
+    """Where the store was made from, and which of its source files are missing or changed
+    on disk (the store serves them as stored either way)."""
+    from fastrag.documents.relink import source_status
+    from fastrag.documents.sources import SOURCE_SCHEMA
+    from fastrag.errors import StoreError
+
+    inputs = store.manifest.get("inputs")
+    if inputs:
+        print(f"made from {', '.join(inputs)}")
+    try:
+        sources = store.read_segments(store.manifest["sources"], SOURCE_SCHEMA)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return
+    missing, changed = source_status(sources)
+    for what, keys, fix in (
+            ("missing on disk (kept and served as stored)", missing,
+             "re-link moved files: fastrag ingest NEW_PATH --store STORE; remove them: "
+             "fastrag ingest PATH --store STORE --sync"),
+            ("changed on disk since ingest (served as ingested)", changed,
+             "update them: fastrag ingest PATH --store STORE")):
+        if keys:
+            print(f"{len(keys):,} source files {what}; {fix}")
+            for k in keys[:20]:
+                print(f"  {k}")
+            if len(keys) > 20:
+                print(f"  ... and {len(keys) - 20:,} more")
+
+
 # -- search / ask ------------------------------------------------------------------------------
 def _open_store(path: str):
-    """The Document of a store (its sources and groups), writable when possible so indexes
-    built by a query persist; read-only on a store this process cannot write."""
+    """The Document of a store (its sources and groups), read-only: reading never changes a
+    store (an index `fastrag ingest` did not build is built in memory)."""
     from fastrag.documents.document import Document
     from fastrag.documents.store import MANIFEST
 
     if not (Path(path) / MANIFEST).is_file():
         raise _Usage(f"{path} is not a fastrag store (no {MANIFEST}); create one with "
                      f"`fastrag ingest FILES --store {path}`")
-    mode = "a" if os.access(path, os.W_OK) else "r"
-    return Document(store=path, mode=mode, lock_timeout=5.0, show_progress=True)
+    return Document(store=path, mode="r", show_progress=True)
 
 
 class _Usage(Exception):
     """A command-line mistake: printed as one line, exit status 2."""
 
 
-def _pick_group(doc, name: str | None) -> str:
+def _pick_group(doc, name: str | None, quiet: bool = False) -> str:
     if name is not None:
         doc.check_group(name)
         return name
     built = [n for n in doc.group_names[1:] if _stored(doc, n)]
     if not built:
         return "root"
-    if len(built) > 1:
+    if len(built) > 1 and not quiet:
         print(f"searching group {built[-1]!r} (also in the store: "
               f"{', '.join(built[:-1])}; choose with --group)", file=sys.stderr)
     return built[-1]
@@ -371,7 +436,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    return _print_info(Path(args.path), verify=args.verify)
+    if args.deep and not args.verify:
+        raise _Usage("--deep extends --verify: pass both (fastrag info STORE --verify --deep)")
+    return _print_info(Path(args.path), verify=args.verify, deep=args.deep)
 
 
 def _run_eval(squad, args) -> int:
@@ -640,8 +707,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="JSON request body limit (default 1 MiB)")
     p.add_argument("--max-upload-bytes", type=int, default=50 << 20,
                    help="upload body limit (default 50 MiB)")
-    p.add_argument("--tasks-dir", help="folder for queued upload tasks (default: a new "
-                   "temporary folder)")
+    p.add_argument("--tasks-dir", help="folder for upload/delete tasks, kept across restarts "
+                   "(default: $XDG_STATE_HOME/fastrag/serve-tasks/<store>-<hash>, i.e. "
+                   "~/.local/state/...)")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
 
@@ -675,6 +743,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="add these files to an existing store (keeping its sources)")
     how.add_argument("--replace", action="store_true",
                      help="make these files the store's only sources")
+    how.add_argument("--sync", action="store_true",
+                     help="also remove the store's sources that are gone from disk or not "
+                          "under these paths (by default they are kept and reported)")
     ing.add_argument("--on-error", choices=["raise", "skip"], default="raise",
                      help="skip: report a file that cannot be read and go on")
     ing.add_argument("--text-field", default="text",
@@ -695,6 +766,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("path")
     info.add_argument("--verify", action="store_true",
                       help="check every file's size and checksum (exit 1 if any is damaged)")
+    info.add_argument("--deep", action="store_true",
+                      help="with --verify: also check the structure of every table and index "
+                           "(for a store from someone else: checksums catch accidents only)")
     info.set_defaults(func=cmd_info)
 
     se = sub.add_parser("search", help="retrieve from a store: a hits table, JSON, or a batch "
@@ -742,13 +816,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line_warnings(category: type) -> None:
+    """Print fastrag's warnings as ``warning: MESSAGE`` lines (not Python's file:line form)."""
+    import warnings
+
+    default = warnings.showwarning
+
+    def show(message, cat, filename, lineno, file=None, line=None):
+        if issubclass(cat, category):
+            print(f"warning: {message}", file=sys.stderr)
+        else:
+            default(message, cat, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "demo" and args.similarity is None:
         args.similarity = ["bm25_chinese", "bm25_cjk"]
-    from fastrag.errors import FastragError
+    from fastrag.errors import FastragError, StoreWarning
 
+    _one_line_warnings(StoreWarning)
     try:
         return args.func(args)
     except (FastragError, _Usage) as exc:

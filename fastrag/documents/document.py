@@ -9,7 +9,6 @@ published, so a failed write leaves the Document as it was.
 from __future__ import annotations
 
 import os
-import re
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,6 +31,19 @@ from fastrag.documents.building import (
 )
 from fastrag.documents.group import NodeGroup, full_metadata_json
 from fastrag.documents.indexes import DerivedData, KeyLocks, check_vectors
+from fastrag.documents.paths import (
+    check_path_arg,
+    input_keys,
+    looks_like_path,
+    names_a_path,
+)
+from fastrag.documents.relink import (
+    SourceChanges,
+    kept_message,
+    other_corpus_message,
+    source_status,
+    status_message,
+)
 from fastrag.documents.sources import (
     SOURCE_SCHEMA,
     Change,
@@ -41,7 +53,7 @@ from fastrag.documents.sources import (
     check_texts,
     drop_mask,
 )
-from fastrag.documents.store import MissingFile, Store, Transaction
+from fastrag.documents.store import MissingFile, Store, Transaction, check_tag
 from fastrag.errors import ConfigError, StoreWarning
 from fastrag.schema import GROUP_SCHEMA, ROOT_GROUP, DocNode, NodeWithScore
 from fastrag.transforms.base import NodeTransform
@@ -68,8 +80,12 @@ class Document:
     any transform; ``mode="r"`` opens a store read-only (what is missing is built in memory),
     ``lock_timeout`` bounds the wait for another writer, ``verify=True`` checks every file's
     checksum when it is read. ``Document(store=PATH)`` re-opens a store with its sources and
-    groups; a store built from other paths is an error unless ``replace=True`` (add files with
-    :meth:`add`).
+    groups, reading no source file and writing nothing (files that are gone or changed on disk
+    are reported with a :class:`~fastrag.errors.StoreWarning` and served as stored).
+    ``Document(PATHS, store=PATH)`` brings the store up to date with ``PATHS``: new and changed
+    files are read, files found at a new place re-linked, and the store's other sources kept
+    unless ``remove_missing=True`` (drop those not found) or ``replace=True`` (``PATHS`` become
+    the only sources); a store of other paths is an error (add files with :meth:`add`).
     """
 
     CoarseChunk = "CoarseChunk"
@@ -96,9 +112,11 @@ class Document:
         recursive: bool = True,
         exclude_hidden: bool = True,
         replace: bool = False,
+        remove_missing: bool = False,
         show_progress: bool = False,
         _texts: tuple[list[str], list[dict] | None, list[str] | None] | None = None,
     ) -> None:
+        check_path_arg(path)
         check_choice("on_error", on_error, ("raise", "skip"),
                      note="'skip' warns and leaves out a file that cannot be read")
         if global_metadata is not None and not isinstance(global_metadata, Mapping):
@@ -133,24 +151,18 @@ class Document:
         self.derived = DerivedData(self)
         empty = NodeGroup(self, ROOT_GROUP, None, GROUP_SCHEMA.empty_table(), built_gen=0)
         self._state = _State(0, 0, 0, SOURCE_SCHEMA.empty_table(), empty)
+        self._changes = SourceChanges()
         if self._store is not None:
             self._load_committed()
             self._register_stored_groups()
-            if path is not None:
-                self._check_inputs(path, replace)
         if _texts is not None:
             texts, metadatas, ids = _texts
             self._change(lambda src, root, nid: self._planner.plan_texts(texts, metadatas, ids,
                                                                           src), persist_ro=False)
-        elif path is not None or self._store is not None:
-            inputs = None if path is None else _input_keys(path)
-
-            def plan(src, root, nid):
-                change = self._planner.plan_paths(path, src, reopen=path is None)
-                change.inputs = inputs
-                return change
-
-            self._change(plan, persist_ro=False)
+        elif path is not None:
+            self._read_paths(path, bool(replace), bool(remove_missing))
+        elif self._store is not None:
+            self._report_sources()
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -222,9 +234,11 @@ class Document:
         self._state = _State(gen, removed_gen, next_id, sources, group)
 
     def _change(self, plan: Callable[[pa.Table, pa.Table, int], Change], *,
-                persist_ro: bool = True) -> Any:
+                persist_ro: bool = True, tag: str | None = None, full: bool = False) -> Any:
         """Plan a change of the sources against the newest committed state, commit it, then
-        publish it. ``persist_ro=False``: on a read-only store, apply it in memory only."""
+        publish it; returns its result (``full``: the Change). ``persist_ro=False``: on a
+        read-only store, apply it in memory only. ``tag``: recorded with the commit and its
+        result (see :meth:`committed`)."""
         with self._lock:
             store = self._store
             if store is None or (not store.writable and not persist_ro):
@@ -232,20 +246,22 @@ class Document:
                 change = plan(st.sources, st.root.table, st.next_id)
                 if change:
                     self._apply_in_memory(st, change)
-                return change.result
+                return change if full else change.result
             if not store.writable:
-                store._check_writable()
+                store.check_writable()
             planned = None
-            if not persist_ro:  # opening: take the lock only when there is something to write
+            if not persist_ro:  # reading sources: take the lock only when there is a change
                 st = self._state
                 planned = (store.manifest["generation"],
                            plan(st.sources, st.root.table, st.next_id))
                 if not planned[1]:
-                    return None
+                    return planned[1] if full else planned[1].result
             with store.transaction() as txn:
                 change = self._apply_in_store(txn, plan, planned)
+                if tag is not None:
+                    txn.record_tag(tag, change.result)
             self._load_committed()
-            return change.result
+            return change if full else change.result
 
     def _apply_in_memory(self, st: _State, change: Change) -> None:
         gen = st.gen + 1
@@ -290,12 +306,20 @@ class Document:
         _drop_stale_indexes(m, ROOT_GROUP)
         return change
 
-    def refresh(self) -> Document:
-        """Pick up what other processes committed to the store since this Document read it."""
+    def refresh(self, *, reread: bool = False, remove_missing: bool = False) -> Document:
+        """Pick up what other processes committed to the store since this Document read it.
+
+        ``reread=True`` also re-reads the source files that changed on disk since they were
+        read; ``remove_missing=True`` also removes the sources whose file is gone (only this
+        removes them: opening a store never does). What they did: :attr:`source_changes`."""
         if self._store is not None:
             with self._lock:
                 self._store.reload()
                 self._load_committed()
+        if reread or remove_missing:
+            change = self._change(lambda src, root, nid: self._planner.plan_reread(
+                src, remove_missing=bool(remove_missing)), persist_ro=False, full=True)
+            self._changes = change.stats
         return self
 
     def _register_stored_groups(self) -> None:
@@ -323,18 +347,48 @@ class Document:
         return GroupDef(name, entry["parent"], STORED_ONLY, False, 0, entry.get("identity", ""),
                         None, from_store=True)
 
-    def _check_inputs(self, path: Any, replace: bool) -> None:
-        """A store built from other sources is not silently replaced."""
-        have = self._store.manifest.get("inputs")
-        want = _input_keys(path)
-        if have is None or have == want or replace or not len(self._state.root):
-            return
-        store = str(self._store.path)
-        raise ConfigError(
-            f"store {store!r} was built from {_short(have)}, not {_short(want)}; to add these "
-            f"sources use fastrag.Document(store={store!r}).add(paths) (CLI: fastrag ingest "
-            f"PATHS --store {store} --add); to make them the store's only sources pass "
-            "replace=True (CLI: --replace); to keep both stores, pick another store directory")
+    def _read_paths(self, path: Any, replace: bool, remove_missing: bool) -> None:
+        """Bring the sources up to date with ``path``: read what is new or changed, re-link
+        what moved, keep (and report) the store's other sources unless asked to remove them."""
+        want = input_keys(path)
+        store = self._store
+
+        def plan(src, root, nid):
+            have = store.manifest.get("inputs") if store is not None else None
+
+            def check(matched: int, known: int) -> None:
+                # a store made from other paths is not silently mixed with them: its own
+                # sources at a new place (a moved or copied folder) are most of what is found
+                if have is not None and have != want and not replace and root.num_rows \
+                        and not (known and 2 * matched >= known):
+                    raise ConfigError(other_corpus_message(str(store.path), have, want,
+                                                           matched, known))
+
+            change = self._planner.plan_paths(path, src, root, old_inputs=have, replace=replace,
+                                              remove_missing=remove_missing, check=check)
+            change.inputs = want  # recorded when there is something to commit
+            return change
+
+        change = self._change(plan, persist_ro=False, full=True)
+        self._changes = change.stats if change is not None else SourceChanges()
+        if store is not None and (self._changes.missing or self._changes.outside):
+            warnings.warn(kept_message(str(store.path), self._changes, want), StoreWarning,
+                          stacklevel=3)
+
+    def _report_sources(self) -> None:
+        """Warn about sources whose files are gone or changed (a moved store, or files edited
+        since they were ingested); nothing is read or written."""
+        missing, changed = source_status(self._state.sources)
+        if missing or changed:
+            warnings.warn(status_message(str(self._store.path), missing, changed,
+                                         self._store.manifest.get("inputs") or []),
+                          StoreWarning, stacklevel=3)
+
+    @property
+    def source_changes(self) -> SourceChanges:
+        """What the last read of the sources did (files read, re-read, re-linked, unchanged,
+        removed, kept): ``doc.source_changes.summary()``."""
+        return self._changes
 
     # -- registry ----------------------------------------------------------------------------
     def create_node_group(
@@ -559,16 +613,19 @@ class Document:
     # -- updates -----------------------------------------------------------------------------
     def add(self, items: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
             metadatas: Sequence[Mapping[str, Any]] | None = None, *,
-            texts: Sequence[str] | None = None) -> list[str]:
+            texts: Sequence[str] | None = None, tag: str | None = None) -> list[str]:
         """Add files or folders (``items``), or texts (``texts=[...]``); returns the new root
         ids. A string in ``items`` that looks like a path but names nothing is an error (a
-        text that merely looks like a path goes in ``texts=``)."""
+        text that merely looks like a path goes in ``texts=``). ``tag``: a name recorded in
+        the store with this commit, so a process that died can learn whether the change
+        landed (:meth:`committed`)."""
+        tag = check_tag(tag)
         if texts is not None:
             if items is not None:
                 raise ConfigError("pass either paths (items) or texts=, not both")
             texts, metadatas, _ = check_texts(texts, metadatas, None)
             return self._change(lambda src, root, nid: self._planner.add_texts(
-                texts, metadatas, nid))
+                texts, metadatas, nid), tag=tag)
         if items is None:
             raise ConfigError("add() needs paths, or texts=[...] for texts")
         if isinstance(items, (str, os.PathLike)):
@@ -576,9 +633,9 @@ class Document:
         items = list(items)
         if not items:
             return []
-        files = [Path(x) for x in items if isinstance(x, os.PathLike) or _names_a_path(x)]
+        files = [Path(x) for x in items if isinstance(x, os.PathLike) or names_a_path(x)]
         missing = [x for x in items if isinstance(x, str) and Path(x) not in files
-                   and _looks_like_path(x)]
+                   and looks_like_path(x)]
         if missing:
             raise ConfigError(f"no such file or folder: {missing[0]!r}"
                               f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''};"
@@ -587,11 +644,13 @@ class Document:
         if files and texts:
             raise ConfigError("add() takes either paths or texts in one call, not both")
         if texts:
-            return self.add(texts=texts, metadatas=metadatas)
-        return self._change(lambda src, root, nid: self._planner.add_files(files, src))
+            return self.add(texts=texts, metadatas=metadatas, tag=tag)
+        return self._change(lambda src, root, nid: self._planner.add_files(files, src), tag=tag)
 
-    def delete(self, doc_ids: str | Sequence[str]) -> int:
-        """Remove root documents (by root id, or a source file path) and all their nodes."""
+    def delete(self, doc_ids: str | Sequence[str], *, tag: str | None = None) -> int:
+        """Remove root documents (by root id, or a source file path) and all their nodes;
+        returns how many. ``tag``: as for :meth:`add`."""
+        tag = check_tag(tag)
         if isinstance(doc_ids, (str, os.PathLike)):
             doc_ids = [doc_ids]
         doc_ids = [os.fspath(d) if isinstance(d, os.PathLike) else d for d in doc_ids]
@@ -606,7 +665,16 @@ class Document:
             return ids
 
         return self._change(lambda src, root, nid: self._planner.delete(doc_ids, src,
-                                                                        present(root)))
+                                                                        present(root)), tag=tag)
+
+    def committed(self, tag: str) -> dict[str, Any] | None:
+        """The commit recorded under ``tag`` by ``add``/``delete`` (``{"tag", "generation",
+        "result"}``: the new root ids, or the number deleted), re-reading the store; None when
+        no such commit landed. The store keeps the last 64 tags."""
+        tag = check_tag(tag)
+        if self._store is None:
+            return None
+        return self._store.committed(tag)
 
     # -- one-line RAG --------------------------------------------------------------------------
     def as_query_engine(self, group_name: str = "root", similarity: str = "bm25",
@@ -670,44 +738,6 @@ class Document:
 
     def __repr__(self) -> str:
         return f"Document(roots={len(self._state.root)}, groups={self.group_names})"
-
-
-def _input_keys(path: Any) -> list[str]:
-    """The sources a Document was asked to read, as sorted absolute paths."""
-    items = [path] if isinstance(path, (str, os.PathLike)) else list(path)
-    return sorted({str(Path(p).expanduser().absolute()) for p in items})
-
-
-def _short(paths: list[str]) -> str:
-    shown = ", ".join(repr(p) for p in paths[:3])
-    return f"[{shown}{f', ... ({len(paths)} in all)' if len(paths) > 3 else ''}]"
-
-
-def _names_a_path(x: Any) -> bool:
-    """Whether a string given to ``add`` names an existing file or folder (not a text)."""
-    if not isinstance(x, str) or "\n" in x or len(x) >= 4096:
-        return False
-    try:
-        return Path(x).exists()
-    except (OSError, ValueError):  # too long for a file name, NUL bytes: a text
-        return False
-
-
-_PATHLIKE_EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
-
-
-def _looks_like_path(x: str) -> bool:
-    """A one-line string with no spaces around that ends in a file extension or holds a path
-    separator: meant as a path, not as a text."""
-    if "\n" in x or len(x) > 1024 or x != x.strip():
-        return False
-    from fastrag.documents.readers import supported_extensions
-
-    spaced = any(c.isspace() for c in x)
-    ext = _PATHLIKE_EXT.search(x)
-    if ext and (not spaced or ext.group().lower() in supported_extensions()):
-        return True
-    return (os.sep in x or "/" in x) and not spaced
 
 
 def _touched_docs(sources: pa.Table, since_gen: int) -> list[str]:

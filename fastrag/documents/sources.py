@@ -14,6 +14,8 @@ state (in memory, or in a store transaction).
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastrag.documents.readers import ReadReport, iter_source_files, read_file
+from fastrag.documents.relink import SourceChanges, match_moved, resolved_roots
 from fastrag.errors import ConfigError
 from fastrag.schema import GROUP_SCHEMA, dump_metadata, node_id
 
@@ -52,6 +55,7 @@ class Change:
     next_id: int | None = None
     result: Any = None
     inputs: list[str] | None = None  # the paths a Document was made from (recorded)
+    stats: SourceChanges = field(default_factory=SourceChanges)
 
     def __bool__(self) -> bool:
         return bool(self.sources or self.roots or self.drop_keys or self.drop_roots
@@ -197,6 +201,7 @@ class Planner:
         self.hash_files = hash_files
         self.show_progress = show_progress
         self.report = ReadReport()  # what the last plan of files read, skipped and failed
+        self._hashes: dict[str, str] = {}  # content hashes of the files of one plan
 
     # -- files -------------------------------------------------------------------------------
     def file_rows(self, path: Path, key: str, deleted: Sequence[str] = ()) -> list[tuple]:
@@ -212,16 +217,24 @@ class Planner:
                              dump_metadata({**self.global_metadata, **meta})))
         return rows
 
+    def _hash(self, path: Path) -> str:
+        key = str(path)
+        if key not in self._hashes:
+            self._hashes[key] = hash_file(path)
+        return self._hashes[key]
+
     def _plan_file(self, change: Change, file: Path, old: dict | None, added: bool) -> None:
         """Add ``file`` to ``change`` unless it is unchanged since ``old``."""
         st = file.stat()
         key = str(file.resolve())
         deleted = old["deleted"] if old is not None and not added else []
-        if old is not None and not added and old["size"] == st.st_size \
-                and old["mtime_ns"] == st.st_mtime_ns:
+        here = old is not None and not added and old["key"] == key
+        if here and old["size"] == st.st_size and old["mtime_ns"] == st.st_mtime_ns:
+            change.stats.unchanged += 1
             return
-        h = hash_file(file) if self.hash_files else ""
-        if old is not None and not added and h and old["hash"] == h:  # touched, same bytes
+        h = self._hash(file) if self.hash_files else ""
+        if here and h and old["hash"] == h:  # touched, same bytes
+            change.stats.unchanged += 1
             change.drop_keys.add(key)
             change.sources.append(_source(key, "file", added=old["added"], hash=h,
                                           size=st.st_size, mtime_ns=st.st_mtime_ns,
@@ -230,49 +243,122 @@ class Planner:
             return
         rows = self.file_rows(file, key, deleted)
         if old is not None:
-            change.drop_keys.add(key)
+            change.stats.changed += 1
+            change.drop_keys.add(old["key"])
             change.drop_roots.update(old["roots"])
+        else:
+            change.stats.read += 1
         change.sources.append(_source(key, "file", added=added or bool(old and old["added"]),
                                       hash=h, size=st.st_size, mtime_ns=st.st_mtime_ns,
                                       roots=[r[0] for r in rows], deleted=deleted))
         change.roots += rows
 
-    def plan_paths(self, paths, committed: pa.Table, *, reopen: bool) -> Change:
-        """Sources read from ``paths``; with ``reopen`` (no paths given) the committed file
-        sources are re-checked. Sources not found any more are dropped, except texts and
-        sources added with ``Document.add``."""
+    def _plan_move(self, change: Change, file: Path, old: dict, root: pa.Table) -> None:
+        """Re-link source ``old`` to ``file`` (the same bytes at a new path): its root rows keep
+        their ids, texts and generation; only the path in their metadata changes."""
+        st = file.stat()
+        key = str(file.resolve())
+        change.stats.moved += 1
+        change.drop_keys.add(old["key"])
+        change.drop_roots.update(old["roots"])
+        change.sources.append(_source(key, "file", added=old["added"], hash=old["hash"],
+                                      size=st.st_size, mtime_ns=st.st_mtime_ns,
+                                      roots=old["roots"], deleted=old["deleted"],
+                                      changed_gen=old["changed_gen"]))
+        if not old["roots"] or root.num_rows == 0:
+            return
+        rows = root.filter(pc.is_in(root.column("id"),
+                                    value_set=pa.array(old["roots"], pa.string())))
+        relinked = {"file_path": key, "file_name": file.name, "mtime": st.st_mtime}
+        for r in rows.to_pylist():
+            meta = json.loads(r["metadata"]) if r["metadata"] else {}
+            meta.update({k: v for k, v in relinked.items() if k in meta})
+            change.roots.append((r["id"], r["doc_id"], r["parent_id"], r["text"], r["start"],
+                                 r["end"], dump_metadata(meta)))
+
+    def plan_paths(self, paths, committed: pa.Table, root: pa.Table, *,
+                   old_inputs: list[str] | None = None, replace: bool = False,
+                   remove_missing: bool = False,
+                   check: Callable[[int, int], None] | None = None) -> Change:
+        """Sources read from ``paths``: new files are read, changed ones re-read, files found
+        at a new path with the store's bytes re-linked (``old_inputs``: the paths the store was
+        made from). The store's other sources are kept (counted as missing, or as not under
+        ``paths``) unless ``remove_missing`` (drop the file sources not found) or ``replace``
+        (keep only what ``paths`` hold, and texts added with ``Document.add``).
+        ``check(matched, known)`` runs before any file is read: how many of the store's
+        ``known`` file sources (not added with ``Document.add``) were found again."""
         view = SourceView(committed)
         old_files = view.files()
         change = Change()
         self.report = ReadReport()
-        if reopen:
-            found = [Path(k) for k in old_files if Path(k).is_file()]
-        else:
-            found = list(iter_source_files(paths, readers=self.readers, report=self.report,
-                                           **self.walk_options))
-            found_keys = {str(f.resolve()) for f in found}
-            found += [Path(k) for k, r in old_files.items()
-                      if r["added"] and k not in found_keys and Path(k).is_file()]
-        seen = set()
+        self._hashes = {}
+        found = list(iter_source_files(paths, readers=self.readers, report=self.report,
+                                       **self.walk_options))
+        found_keys = {str(f.resolve()) for f in found}
+        found += [Path(k) for k, r in old_files.items()
+                  if r["added"] and k not in found_keys and Path(k).is_file()]
+        known, new, seen = [], [], set()
+        for f in found:
+            key = str(f.resolve())
+            if key not in seen:
+                seen.add(key)
+                (known if key in old_files else new).append((f, key))
+        candidates = {k: r for k, r in old_files.items() if k not in seen and not r["added"]}
+        moves = {} if replace or not self.hash_files else match_moved(
+            new, candidates, resolved_roots(old_inputs or []), resolved_roots(_as_list(paths)),
+            self._hash)
+        if check is not None:
+            n_known = sum(1 for r in old_files.values() if not r["added"])
+            check(sum(1 for _, k in known if not old_files[k]["added"]) + len(moves), n_known)
+        todo = known + new
         if self.show_progress:
             from tqdm import tqdm
 
-            found = tqdm(found, desc="reading files", unit="file", leave=False)
-        for f in found:
-            key = str(f.resolve())
-            if key in seen:
-                continue
-            seen.add(key)
-            self._plan_file(change, f, old_files.get(key), added=False)
+            todo = tqdm(todo, desc="reading files", unit="file", leave=False)
+        for f, key in todo:
+            if key in old_files:
+                self._plan_file(change, f, old_files[key], added=False)
+            elif key in moves and moves[key][1]:
+                self._plan_move(change, f, old_files[moves[key][0]], root)
+            else:
+                old = old_files[moves[key][0]] if key in moves else None
+                self._plan_file(change, f, old, added=False)
+        relinked = {k for k, _ in moves.values()}
         for key, row in old_files.items():
-            if key not in seen:
+            if key in seen or key in relinked:
+                continue
+            gone = not Path(key).is_file()
+            if replace or (remove_missing and (gone or not row["added"])):
+                change.stats.removed.append(key)
                 change.drop_keys.add(key)
                 change.drop_roots.update(row["roots"])
-        if not reopen:  # a Document of files keeps added texts only
+            elif gone:
+                change.stats.missing.append(key)
+            elif not row["added"]:
+                change.stats.outside.append(key)
+        if replace:  # a Document of files keeps added texts only
             for key, row in view.by_key(("text",)).items():
                 if not row["added"]:
                     change.drop_keys.add(key)
                     change.drop_roots.update(row["roots"])
+        return change
+
+    def plan_reread(self, committed: pa.Table, *, remove_missing: bool = False) -> Change:
+        """Re-read the file sources that changed on disk; with ``remove_missing``, remove
+        those whose file is gone (else they are kept and counted as missing)."""
+        change = Change()
+        self.report = ReadReport()
+        self._hashes = {}
+        for key, row in SourceView(committed).files().items():
+            path = Path(key)
+            if path.is_file():
+                self._plan_file(change, path, row, added=False)
+            elif remove_missing:
+                change.stats.removed.append(key)
+                change.drop_keys.add(key)
+                change.drop_roots.update(row["roots"])
+            else:
+                change.stats.missing.append(key)
         return change
 
     def add_files(self, files: list[Path], committed: pa.Table) -> Change:
@@ -358,6 +444,11 @@ class Planner:
             change.sources.append({**row, "roots": [r for r in row["roots"] if r not in hit],
                                    "deleted": sorted(set(row["deleted"]) | hit)})
         return change
+
+
+def _as_list(paths: Any) -> list[str]:
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    return [os.fspath(p) for p in items]
 
 
 def apply_sources(table: pa.Table, change: Change, gen: int) -> pa.Table:

@@ -10,7 +10,7 @@ import pytest
 
 import fastrag as fr
 from fastrag.documents import store as store_mod
-from fastrag.errors import ConfigError, StoreError
+from fastrag.errors import ConfigError, StoreError, StoreWarning
 
 CALLS: list[str] = []
 
@@ -66,8 +66,17 @@ def test_changed_added_removed_files_are_reprocessed_alone(tmp_path):
     (kb / "b.txt").write_text("THREE\nthree-b", encoding="utf-8")
     (kb / "c.txt").unlink()
     (kb / "d.txt").write_text("seven", encoding="utf-8")
-    doc = open_doc(kb, st)
+    with pytest.warns(StoreWarning, match=r"keeps 1 sources .*1 missing on disk .*c\.txt"):
+        doc = open_doc(kb, st)
+    # the removed file's node is kept until asked: the store owns what it was given
+    assert [n.text for n in doc.group("line")] == ["one", "two", "six", "THREE", "three-b",
+                                                   "seven"]
+    assert sorted(CALLS) == ["THREE\nthree-b", "seven"]
+    assert doc.source_changes.summary() == ("read 1 new file, re-read 1 changed, unchanged 1, "
+                                            "kept 1 missing on disk")
+    doc.refresh(remove_missing=True)
     assert [n.text for n in doc.group("line")] == ["one", "two", "THREE", "three-b", "seven"]
+    assert doc.source_changes.removed == [str((kb / "c.txt").resolve())]
     assert sorted(CALLS) == ["THREE\nthree-b", "seven"]
     # the same result as a fresh build
     CALLS.clear()

@@ -296,6 +296,7 @@ def test_second_writer_times_out_naming_the_lock(tmp_path):
 
 def test_failed_write_leaves_the_document_unchanged(tmp_path, monkeypatch):
     from fastrag.documents import store as store_mod
+    from fastrag.errors import StoreIOError
 
     st = tmp_path / "st"
     doc = fr.Document.from_texts(["a\nb", "c"], store=st)
@@ -307,9 +308,10 @@ def test_failed_write_leaves_the_document_unchanged(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(store_mod.Transaction, "write_segment", boom)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(StoreIOError, match=r"no space left on device \(ENOSPC\)") as err:
         doc.add(["d"])
-    with pytest.raises(OSError, match="No space"):
+    assert err.value.errno == 28 and isinstance(err.value, OSError)
+    with pytest.raises(StoreIOError, match="nothing was committed"):
         doc.delete([doc.group("root").ids[0]])
     monkeypatch.undo()
     assert doc.group("root").table.equals(root_before)
@@ -365,8 +367,11 @@ def test_leftovers_are_removed_and_never_block_a_rebuild(tmp_path):
     (st / "data" / f"_x.{gen}.1.arrow").write_bytes(b"junk")
     (st / "data" / ".tmp-root.arrow.1.2").write_bytes(b"junk")
     (st / ".tmp-manifest.json.1.2").write_bytes(b"junk")
-    doc = fr.Document(store=st)  # a writable open cleans up
+    before = {str(p.relative_to(st)) for p in st.rglob("*") if p.is_file()}
+    doc = fr.Document(store=st)  # opening writes nothing, not even a clean-up ...
     doc.create_node_group(".x", transform=lambda t: t.split("\n"))
+    assert {str(p.relative_to(st)) for p in st.rglob("*") if p.is_file()} == before
+    doc.add(["cat first"])  # ... the next commit removes what no manifest names
     files = {str(p.relative_to(st)) for p in st.rglob("*") if p.is_file()}
     assert files == Store(st).referenced() | {LOCK}
     # a writer that crashed after this Document opened left files under the next names

@@ -179,15 +179,13 @@ def test_every_damage_form_read_only_and_writable(template, clean, tmp_path):
             assert got["hits"] == clean, (rel, how, mode)
             if mode == "a":  # the rebuilt files were stored in place of the damaged ones
                 assert Store(st, mode="r").verify() == [], (rel, how)
-        elif kind(rel) == "line" and how in ("delete", "directory"):
+        elif kind(rel) == "line" and how == "delete":
             # A missing group segment is taken for one collected by a concurrent writer: the
             # group is rebuilt from the root (answers are right; see the test below
-            # about the missing warning). A directory in its place is removed by the
-            # writable open's clean-up, so it is then missing too; read-only it is damage.
-            if how == "directory" and mode == "r":
-                assert got["status"] == "STOREERROR" and Path(rel).name in got["message"]
-            else:
-                assert got["status"] == "OK" and got["hits"] == clean, (rel, how, mode, got)
+            # about the missing warning).
+            assert got["status"] == "OK" and got["hits"] == clean, (rel, how, mode, got)
+        elif kind(rel) == "line" and how == "directory":  # damage (opening removes nothing)
+            assert got["status"] == "STOREERROR" and Path(rel).name in got["message"], got
         else:  # sources, root, group, manifest: a StoreError naming the file, nothing else
             assert got["status"] == "STOREERROR", (rel, how, mode, got)
             assert Path(rel).name in got["message"], (rel, how, mode, got)
