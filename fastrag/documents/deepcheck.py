@@ -45,29 +45,21 @@ def check_json_objects(values: pa.Array | pa.ChunkedArray) -> int:
     must be valid UTF-8 already (``validate(full=True)``)."""
     from fastrag._coldstart import kernels_ready
 
-    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    start = 0
-    for chunk in chunks:
-        # "{}" (most nodes) is fine. The kernel runs ~450 MB/s, but loading numba takes about
-        # 0.5 s in a process that has not yet; json.loads takes ~6 us a value
-        rows = np.flatnonzero(~np.asarray(pc.fill_null(pc.equal(chunk, "{}"), False)))
-        many = len(rows) > JSON_KERNEL_MIN_ROWS or (len(rows) > 64 and "numba" in sys.modules)
-        if many and kernels_ready():
+    # "{}" (most nodes) is fine. The kernel runs ~450 MB/s, but loading numba takes about
+    # 0.5 s in a process that has not yet; json.loads takes ~6 us a value
+    rows = np.flatnonzero(~np.asarray(pc.fill_null(pc.equal(values, "{}"), False)))
+    many = len(rows) > JSON_KERNEL_MIN_ROWS or (len(rows) > 64 and "numba" in sys.modules)
+    if many and kernels_ready():
+        start = 0
+        for chunk in values.chunks if isinstance(values, pa.ChunkedArray) else [values]:
             bad = _check_chunk(chunk)
-        else:
-            texts = chunk.take(pa.array(rows, pa.int64())).to_pylist()
-            bad = next(
-                (
-                    int(r)
-                    for r, v in zip(rows, texts, strict=True)
-                    if v is None or not json_object_ok(v)
-                ),
-                -1,
-            )
-        if bad >= 0:
-            return start + bad
-        start += len(chunk)
-    return -1
+            if bad >= 0:
+                return start + bad
+            start += len(chunk)
+        return -1
+    texts = values.take(pa.array(rows, pa.int64())).to_pylist()
+    return next((int(r) for r, v in zip(rows, texts, strict=True)
+                 if v is None or not json_object_ok(v)), -1)
 
 
 def _check_chunk(chunk: pa.Array) -> int:

@@ -385,17 +385,21 @@ class Store:
             if schema is not None and not table.schema.equals(schema):
                 raise ValueError(f"schema {table.schema} is not the expected {schema}")
             table.validate()  # buffer sizes agree with lengths and types (cheap)
-            _check_offsets(table)
             # Checksums catch accidents, not a buggy or foreign writer: every column is
             # validated in full (offsets, UTF-8), except the texts of a file too large to be
-            # read whole for its checksum (it stays memory-mapped; verify=True checks them).
+            # read whole for its checksum (it stays memory-mapped; verify=True checks them):
+            # their offsets only.
             whole = (seg["file"], seg["checksum"]) in self._verified
             checked = (f"{seg['file']}#structure{int(whole)}", seg["checksum"])  # once per file
             if checked not in self._verified:
                 for field, col in zip(table.schema, table.columns, strict=True):
                     if whole or field.name != "text":
-                        for chunk in col.chunks:
-                            chunk.validate(full=True)
+                        try:
+                            col.validate(full=True)
+                        except pa.ArrowException as exc:
+                            raise ValueError(f"column {field.name!r}: {exc}") from exc
+                    else:
+                        _check_offsets(table.select([field.name]))
                     if not field.nullable and col.null_count:
                         raise ValueError(f"column {field.name!r} holds {col.null_count} nulls "
                                          "but allows none")
@@ -512,6 +516,8 @@ class Transaction:
         textual = any(pa.types.is_string(t) or pa.types.is_large_string(t)
                       for t in table.schema.types)
         packed = textual and table.nbytes < COMPRESS_BELOW and name not in PLAIN_TABLES
+        if table.nbytes < COMPRESS_BELOW:  # one record batch per 64k rows, not one per append
+            table = table.combine_chunks()
         options = ipc.IpcWriteOptions(compression=COMPRESSION if packed else None)
 
         def write(f):
