@@ -93,17 +93,60 @@ def use_kernels() -> None:
     _ready = True
 
 
-def kernels_ready() -> bool:
+def kernels_ready(numpy_s: float = 0.0) -> bool:
     """True when kernels can be called without compiling in this process for long: they are
     cached, background compilation is off, or it failed. Otherwise starts (or watches) the
-    background compile and returns False: the caller takes its NumPy path."""
+    background compile and returns False: the caller takes its NumPy path, unless that path
+    would take longer (``numpy_s``, the caller's estimate in seconds) than the compile has
+    left: then this waits for the compile, and returns True once it is done."""
     global _ready
     if _ready:
         return True
     with _lock:
         if not _ready:
             _ready = _check()
-        return _ready
+        if _ready or numpy_s <= 0.0:
+            return _ready
+    left = remaining_compile_s()
+    if numpy_s <= left:
+        return False
+    _log.warning("fastrag: waiting for the background kernel compile (about %.0f s left): "
+                 "this batch would take about %.0f s on the NumPy path", left, numpy_s)
+    return wait_for_kernels(3 * left + 30.0)
+
+
+def wait_for_kernels(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the background compile; whether kernels are ready."""
+    global _ready
+    deadline = time.monotonic() + timeout
+    while True:
+        with _lock:
+            if not _ready:
+                _ready = _check()
+            if _ready:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def remaining_compile_s() -> float:
+    """Seconds the background compile likely has left: the last recorded compile of this
+    cache folder (60 s when none) less the time since this process started it, at least 1."""
+    expected = 60.0
+    try:
+        with open(_logfile(), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode("utf-8", "replace").splitlines()
+        times = [float(line.rsplit(": ", 1)[1].split()[0]) for line in tail
+                 if " fastrag warmup " in line and line.endswith(" s")]
+        if times:
+            expected = times[-1]
+    except (OSError, ValueError, IndexError):
+        pass
+    started = _spawned_at or time.monotonic()
+    return max(1.0, expected - (time.monotonic() - started))
 
 
 def _check() -> bool:

@@ -585,10 +585,15 @@ def _eval_store(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from fastrag._coldstart import kernels_ready
     from fastrag.datasets import load_cmrc2018_dev
 
     print("fastrag demo: CMRC 2018 dev (CC BY-SA 4.0, bundled) as the LazyLLM tutorial's "
           "knowledge base; all questions retrieved as one batch per analyzer")
+    if not kernels_ready():
+        print("note: first run after an install: the timed batches wait for the kernels "
+              "compiling in the background (about a minute), so queries/s is the engine's",
+              file=sys.stderr)
     return _run_eval(load_cmrc2018_dev(), args)
 
 

@@ -43,7 +43,7 @@ def _queries(rng, n_q, n_vocab):
 
 
 def _set_ready(monkeypatch, ready: bool) -> None:
-    monkeypatch.setattr(mb, "kernels_ready", lambda: ready)
+    monkeypatch.setattr(mb, "kernels_ready", lambda numpy_s=0.0: ready)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -260,3 +260,52 @@ def test_concurrent_warmups_write_loadable_bytecode(tmp_path):
                          text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
                          check=True)
     assert out.stdout.split() == ["True", "[]"]
+
+
+def _compiling(monkeypatch, tmp_path, compile_s: float, last_s: float):
+    """A background 'compile' that writes the ready marker after ``compile_s`` seconds; the
+    log says the last compile took ``last_s``."""
+    monkeypatch.setenv(cs.ENV, "1")
+    monkeypatch.setattr(cs, "_ready", False)
+    monkeypatch.setattr(cs, "_proc", None)
+    monkeypatch.setattr(cs, "_spawned_at", 0.0)
+    monkeypatch.setattr(cs, "cache_dir", lambda: tmp_path)
+    (tmp_path / "fastrag-warmup.log").write_text(
+        f"2026-11-01 10:00:00 fastrag warmup 123: {last_s:.1f} s\n")
+    marker = cs.marker()
+
+    def spawn():
+        cs._spawned_at = time.monotonic()
+        cs._proc = subprocess.Popen([sys.executable, "-c", f"import time, pathlib; "
+                                     f"time.sleep({compile_s}); "
+                                     f"pathlib.Path({str(marker)!r}).write_text('ready')"])
+
+    monkeypatch.setattr(cs, "_spawn", spawn)
+
+
+def test_a_batch_longer_on_numpy_than_the_compile_waits_for_it(tmp_path, monkeypatch, caplog):
+    """A batch whose NumPy estimate is below what the compile has left runs at once on the
+    NumPy path; one above it waits for the compile and then uses the kernels."""
+    _compiling(monkeypatch, tmp_path, compile_s=2.0, last_s=3.0)
+    assert cs.kernels_ready() is False  # starts the compile
+    assert 1.0 <= cs.remaining_compile_s() <= 3.0
+    t0 = time.monotonic()
+    assert cs.kernels_ready(0.5) is False and time.monotonic() - t0 < 0.5
+    with caplog.at_level(logging.WARNING, logger="fastrag"):
+        assert cs.kernels_ready(60.0) is True
+    assert 1.0 <= time.monotonic() - t0 < 30.0
+    assert "waiting for the background kernel compile" in caplog.text
+    assert "would take about 60 s on the NumPy path" in caplog.text
+    cs._proc.wait(timeout=60)
+
+
+def test_bm25_search_hands_its_numpy_estimate_to_the_compile_check(monkeypatch):
+    rng = np.random.default_rng(0)
+    vals, off = _corpus(rng, 2000, 300)
+    qv, qo = _queries(rng, 500, 300)
+    index = BM25Index.build(vals, off, 300)
+    asked = []
+    monkeypatch.setattr(mb, "kernels_ready", lambda numpy_s=0.0: asked.append(numpy_s) or False)
+    index.search(qv, qo, 5)
+    want = mb.bm25_numpy.estimate_seconds(index.indptr, index.n_docs, qv, 500)
+    assert want > 500 * 150e-6 and asked == [0.0, want]

@@ -225,11 +225,14 @@ class BM25Index:
         qv = _ragged_array(q_values, "q_values", np.int32)
         if self._unchecked is not None:
             self._check_postings(qv)
-        if self._rank_pending is not None and qv.shape[0]:
-            self._build_rank(qv)
         qo = _ragged_array(q_offsets, "q_offsets", np.int64)
         if qo.shape[0] < 1:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
+        # a batch the NumPy path would take longer over than the compile has left waits for it
+        cold = not kernels_ready(0.0 if kernels_ready() else bm25_numpy.estimate_seconds(
+            self.indptr, self.n_docs, qv, qo.shape[0] - 1))
+        if self._rank_pending is not None and qv.shape[0]:
+            self._build_rank(qv)
         n_q = qo.shape[0] - 1
         has_mask, mask_arr = self._check_mask(mask)
         has_cutoff, cut = _check_cutoff(cutoff)
@@ -243,7 +246,7 @@ class BM25Index:
         scratch = self._acquire(slots)
         ok = False
         try:
-            if not kernels_ready():  # compiling in the background: NumPy, same results
+            if cold:  # compiling in the background: NumPy, same results
                 err = bm25_numpy.search_batch(
                     self.indptr, self.indices, self.data, self.term_max, self.base_weights,
                     self.n_docs, qv, qo, k, mask_arr, has_mask, cut, has_cutoff, rows, scores,
