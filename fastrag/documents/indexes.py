@@ -209,10 +209,10 @@ class DerivedData:
     def _embed(self, emb, key: str, texts: list[str], ids: list[str]) -> np.ndarray:
         from tqdm import tqdm
 
-        bs = int(getattr(emb, "batch_size", 64) or 64)
+        bs = int(getattr(emb, "texts_per_call", None) or getattr(emb, "batch_size", 64) or 64)
         parts = []
-        with tqdm(total=len(texts), desc=f"embed {key}", unit="node",
-                  disable=len(texts) < 4 * bs) as bar:
+        with tqdm(total=len(texts), desc=f"embed {key}", unit="text", smoothing=0.1,
+                  disable=len(texts) < 2 * bs and not self.doc.show_progress) as bar:
             for i in range(0, len(texts), bs):
                 batch = texts[i:i + bs]
                 vecs = emb.embed(batch) if hasattr(emb, "embed") else emb(batch)

