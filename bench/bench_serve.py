@@ -53,6 +53,13 @@ GROUP = "block"
 SIMILARITY = "bm25_chinese"
 TOPK = 5
 CLIENTS = 64
+WORKERS = 1  # server processes (--workers)
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 LATENCY = 0.05  # simulated LLM seconds per call
 SHARED_DATA = ROOT.parent / "shared" / "data" / "cmrc2018_dev.json"
 
@@ -109,7 +116,7 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "fastrag.cli", "serve", str(store), "--host", "127.0.0.1",
              "--port", str(self.port), "--group", GROUP, "--similarity", SIMILARITY,
-             "--topk", str(TOPK), *extra],
+             "--topk", str(TOPK), "--workers", str(WORKERS), *extra],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         self.log = log
 
@@ -554,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, help="seconds per round at most")
     ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
                     help="environment of the servers (e.g. NUMBA_NUM_THREADS=1)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="server processes of each server (fastrag serve --workers)")
     ap.add_argument("--name", help="results file name (default serve, or serve_smoke)")
     args = ap.parse_args(argv)
     n_req = args.requests or (256 if args.smoke else 3000)
@@ -562,7 +571,10 @@ def main(argv: list[str] | None = None) -> int:
     limit = args.time_limit or (30.0 if args.smoke else 60.0)
     name = args.name or ("serve_smoke" if args.smoke else "serve")
     env = _env(args.server_env)
-    info = machine_info(extra_versions=("fastapi", "uvicorn", "starlette", "pydantic"))
+    global WORKERS
+    WORKERS = max(1, args.workers)
+    info = machine_info(extra_versions=("fastapi", "uvicorn", "starlette", "pydantic",
+                                        "httptools", "uvloop"))
     print(f"machine: {info['cpu']}, {info['usable_cores']} cores, load {info['loadavg_at_start']}")
 
     with tempfile.TemporaryDirectory(prefix="bench_serve_") as tmp:
@@ -588,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         "setup": {"group": GROUP, "similarity": SIMILARITY, "topk": TOPK, "clients": CLIENTS,
                   "questions": len(questions), "retrieve_requests": n_req, "rounds": rounds,
                   "chat_requests": n_chat, "llm_latency_s": LATENCY, "time_limit_s": limit,
-                  "server_env": env, "smoke": args.smoke},
+                  "server_env": env, "smoke": args.smoke, "workers": WORKERS},
         "in_process_batch_of_one_vs_all": alone,
         "retrieve": retrieve, "batching_speedup": ratio,
         "batching_speedup_per_round": pairs, "batching_speedup_paired_median": paired,
@@ -600,7 +612,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{info['cpu']}, {info['usable_cores']} usable cores (load average {load_s} at "
           f"start, {load_e} at end), commit {info['commit']}, {info['date']}. "
           f"{CLIENTS} concurrent clients (asyncio, one keep-alive connection each) in one "
-          "process, the server (uvicorn, one worker) in another, on the same cores"
+          f"process, the server (uvicorn, {WORKERS} worker process(es), httptools "
+          f"{'on' if _has('httptools') else 'off'}, uvloop {'on' if _has('uvloop') else 'off'}) "
+          "in another, on the same cores"
           + (f"; server environment {env}" if env else "") + ".", "",
           f"## /v1/retrieve: one CMRC question per request ({SIMILARITY}, topk {TOPK}, "
           f"{len(questions):,} questions over the CMRC paragraphs)", "",

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastrag._checks import check_int
+from fastrag.documents.group import full_metadata_json
 from fastrag.errors import ConfigError, StoreError
 from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
@@ -201,19 +202,33 @@ class Retriever:
         return out
 
     def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
-                    topk: int | None = None) -> pa.Table:
-        """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first."""
+                    topk: int | None = None, columns: Sequence[str] = ()) -> pa.Table:
+        """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first.
+
+        ``columns``: more columns of each hit, taken from the group in one pass: ``"text"``
+        and ``"metadata"`` (the node's complete metadata, its document's updated by its own,
+        as a JSON string)."""
+        extra = _check_columns(columns)
         group, (rows, scores, counts) = self._run(queries, filter, topk)
         k = rows.shape[1] if rows.ndim == 2 else 0
         valid = np.arange(k)[None, :] < counts[:, None]
         qidx, rank = np.nonzero(valid)
-        node_ids = group.table.column("id").take(pa.array(rows[valid]))
-        return pa.table({
+        take = pa.array(rows[valid])
+        out = {
             "query_idx": pa.array(qidx.astype(np.int32)),
             "rank": pa.array(rank.astype(np.int32)),
-            "node_id": node_ids,
+            "node_id": group.table.column("id").take(take),
             "score": pa.array(scores[valid].astype(np.float32)),
-        })
+        }
+        if extra:
+            taken = group.table.take(take)
+            if "text" in extra:
+                out["text"] = taken.column("text")
+            if "metadata" in extra:
+                out["metadata"] = (taken.column("metadata") if group.parent_name is None else
+                                   pa.array(full_metadata_json(taken, self.doc.group("root")),
+                                            pa.string()))
+        return pa.table(out)
 
     # -- core --------------------------------------------------------------------------------
     def _run(self, queries, filter, topk) -> tuple[NodeGroup, Hits]:
@@ -449,3 +464,17 @@ def _merge_hits(results: list[Hits], k: int) -> Hits:
             rows[q, : len(ranked)] = [r for r, _ in ranked]
             scores[q, : len(ranked)] = [s for _, s in ranked]
     return rows, scores, counts
+
+
+HIT_COLUMNS: tuple[str, ...] = ("text", "metadata")
+"""Columns :meth:`Retriever.batch_arrow` adds on request."""
+
+
+def _check_columns(columns: Any) -> tuple[str, ...]:
+    if isinstance(columns, str) or not isinstance(columns, Sequence):
+        raise ConfigError(f"columns must be a list of column names out of {list(HIT_COLUMNS)}, "
+                          f"got {columns!r}")
+    bad = [c for c in columns if c not in HIT_COLUMNS]
+    if bad:
+        raise ConfigError(f"unknown hit column(s) {bad}; batch_arrow can add {list(HIT_COLUMNS)}")
+    return tuple(columns)

@@ -59,7 +59,7 @@ from fastrag.errors import ConfigError, FastragError, missing_extra
 
 try:
     from fastapi import FastAPI, Request
-    from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+    from fastapi.responses import FileResponse, Response, StreamingResponse
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise missing_extra(exc.name or "fastapi", "serve", "fastrag serve") from None
 
@@ -283,17 +283,18 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         check_lengths(req.queries, "queries", settings.max_query_chars)
         flt = check_filter(req.filter)
         ret = await checked_retriever(eng, req.group)
+        arrow = ARROW_STREAM in request.headers.get("accept", "")
         try:
-            hits = await eng.search(ret, req.queries, flt=flt, topk=req.topk)
+            hits = await eng.search(ret, req.queries, flt=flt, topk=req.topk, as_json=not arrow)
         except ConfigError as exc:  # e.g. a filter naming a field the metadata lacks
             raise ApiError(400, str(exc), param="filter" if flt and "filter" in str(exc)
                            else None) from None
-        if ARROW_STREAM in request.headers.get("accept", ""):
+        if arrow:
             return Response(_arrow_ipc(hits), media_type=ARROW_STREAM)
-        return JSONResponse({  # as is: FastAPI's encoder would walk every hit again
-            "object": "list", "group": ret.group_name, "similarity": ret.similarity,
-            "results": [[{"id": h.id, "score": h.score, "text": h.text, "metadata": h.metadata}
-                         for h in hs] for hs in hits]})
+        enc = json.encoder.encode_basestring  # each query's hits came as JSON from the batch
+        return Response(f'{{"object":"list","group":{enc(ret.group_name)},"similarity":'
+                        f'{enc(ret.similarity)},"results":[{",".join(hits)}]}}'.encode(),
+                        media_type="application/json")
 
     @app.get("/v1/groups")
     async def groups() -> dict[str, Any]:

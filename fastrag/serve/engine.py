@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
+import math
 import os
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -29,6 +31,7 @@ from typing import Any
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM, Completion
 from fastrag.query.retrieve import RetrieverAdapter
+from fastrag.retrieval.retriever import HIT_COLUMNS
 from fastrag.schema import NodeWithScore
 from fastrag.serve.batching import MicroBatcher
 from fastrag.serve.metrics import Metrics
@@ -262,10 +265,16 @@ class ServeEngine:
             self._signature = sig
         return True
 
-    def _run_batch(self, key: tuple, queries: list[str]) -> list[list[NodeWithScore]]:
-        ret, flt, topk = key
+    def _run_batch(self, key: tuple, queries: list[str]) -> list:
+        ret, flt, topk, as_json = key
         self.refresh_if_changed()
-        out = ret.batch(queries, filter=flt, topk=topk)
+        if as_json and len(queries) >= ARROW_JSON_MIN_QUERIES:
+            table = ret.batch_arrow(queries, filter=flt, topk=topk, columns=HIT_COLUMNS)
+            out = hits_json(table, len(queries))
+        else:
+            out = ret.batch(queries, filter=flt, topk=topk)
+            if as_json:
+                out = [nodes_json(hits) for hits in out]
         m = self.metrics
         m.inc("fastrag_retrieve_batches_total")
         m.inc("fastrag_retrieve_queries_total", len(queries))
@@ -273,11 +282,13 @@ class ServeEngine:
         return out
 
     async def search(self, ret: Any, queries: Sequence[str], *, flt: Any = None,
-                     topk: int | None = None, source: str = "retrieve"
-                     ) -> list[list[NodeWithScore]]:
-        """Top-k lists of ``queries`` from ``ret`` (micro-batched when batching is on)."""
+                     topk: int | None = None, source: str = "retrieve", as_json: bool = False
+                     ) -> list:
+        """Top-k lists of ``queries`` from ``ret`` (micro-batched when batching is on): lists
+        of :class:`NodeWithScore`, or with ``as_json`` each query's hits as a JSON array
+        (:func:`hits_json`, built in the batch call off the event loop)."""
         self.metrics.inc("fastrag_retrieve_requests_total", source=source)
-        key = (ret, flt, topk)
+        key = (ret, flt, topk, as_json)
         if self.batcher is not None and (flt is None or isinstance(flt, str)):
             return await self.batcher.submit(key, list(queries))
         loop = asyncio.get_running_loop()
@@ -373,3 +384,33 @@ class ServeEngine:
     @property
     def can_chat(self) -> bool:
         return self.user_pipeline is not None or self.llm is not None
+
+
+# From this many queries a batch's hits are read as Arrow columns (one pass over the group);
+# below it, node by node (the Arrow pass costs ~0.3 ms a call).
+ARROW_JSON_MIN_QUERIES = 8
+
+
+def _hit_json(nid: str, score: float, text: str, meta: str) -> str:
+    enc = json.encoder.encode_basestring
+    num = repr(score) if math.isfinite(score) else "null"
+    return f'{{"id":{enc(nid)},"score":{num},"text":{enc(text)},"metadata":{meta}}}'
+
+
+def nodes_json(hits: Sequence[NodeWithScore]) -> str:
+    """One query's hits as the JSON array :func:`hits_json` makes."""
+    return "[" + ",".join(_hit_json(h.id, h.score, h.text, json.dumps(h.metadata,
+                                                                     ensure_ascii=False))
+                          for h in hits) + "]"
+
+
+def hits_json(table: Any, n_queries: int) -> list[str]:
+    """Each query's hits in ``batch_arrow``'s table (with text and metadata) as a JSON array
+    of ``{"id", "score", "text", "metadata"}`` objects; the stored metadata JSON goes in as
+    it is."""
+    parts: list[list[str]] = [[] for _ in range(n_queries)]
+    cols = [table.column(c).to_pylist() for c in ("query_idx", "node_id", "score", "text",
+                                                   "metadata")]
+    for q, nid, score, text, meta in zip(*cols, strict=True):
+        parts[q].append(_hit_json(nid, score, text, meta))
+    return ["[" + ",".join(p) + "]" for p in parts]

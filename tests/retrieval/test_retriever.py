@@ -3,6 +3,7 @@ custom similarities, persistence and errors."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -80,6 +81,31 @@ def test_batch_equals_single_and_arrow_equals_batch(doc):
             for r, h in enumerate(hits)]
     columns = [table.column(c).to_pylist() for c in table.schema.names]
     assert list(zip(*columns, strict=True)) == flat
+
+
+def test_arrow_text_and_metadata_columns_equal_the_hits():
+    """``columns=["text", "metadata"]`` adds each hit's text and complete metadata (a child
+    group's node: its document's metadata updated by its own) as the hits carry them."""
+    doc = fr.Document.from_texts(["the cat sat. " * 30, "a dog ran. " * 30, "cat, dog. " * 30],
+                                 metadatas=[{"a": 1, "k": "x"}, {"a": 2}, {"a": 3, "é": "ü"}])
+    doc.create_node_group("lines", transform=lambda t: [t[:40], t[40:]],
+                          parent="root")
+    for group in ("root", "lines"):
+        ret = fr.Retriever(doc, group, "bm25", topk=3)
+        qs = ["cat", "", "dog", "zebra"]
+        table = ret.batch_arrow(qs, columns=["text", "metadata"])
+        hits = [(qi, h) for qi, hs in enumerate(ret.batch(qs)) for h in hs]
+        assert table.column("query_idx").to_pylist() == [qi for qi, _ in hits]
+        assert table.column("text").to_pylist() == [h.text for _, h in hits]
+        assert [json.loads(m) for m in table.column("metadata").to_pylist()] == [
+            h.metadata for _, h in hits]
+        assert table.column("score").to_pylist() == [h.score for _, h in hits]
+    assert ret.batch_arrow(["cat"], columns=["text"]).column_names[-1] == "text"
+    with pytest.raises(fr.ConfigError, match=r"unknown hit column\(s\) \['vector'\]; "
+                                             r"batch_arrow can add \['text', 'metadata'\]"):
+        ret.batch_arrow(["cat"], columns=["vector"])
+    with pytest.raises(fr.ConfigError, match="columns must be a list of column names"):
+        ret.batch_arrow(["cat"], columns="text")
 
 
 def test_topk_cutoff_and_topk_larger_than_group(doc):
