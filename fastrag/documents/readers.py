@@ -47,6 +47,7 @@ from fastrag.documents.decoding import (
     decode_text,
     why_not_text,
 )
+from fastrag.documents.xmltext import XML_READERS, NoText
 from fastrag.errors import ConfigError, MissingExtraError, ReaderError
 
 __all__ = ["ReadEntry", "ReadReport", "decode_bytes", "iter_source_files", "read_file",
@@ -517,6 +518,7 @@ _BUILTIN: dict[str, Callable[[_Ctx], list[tuple[str, dict]]]] = {
     ".htm": _read_html,
     ".pdf": _read_pdf,
     ".docx": _read_docx,
+    **{ext: (lambda ctx, fn=fn: fn(ctx.path)) for ext, fn in XML_READERS.items()},
 }
 _TEXT_READERS = {ext for ext, fn in _BUILTIN.items() if fn not in (_read_pdf, _read_docx)}
 
@@ -910,6 +912,10 @@ def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error:
             docs = _BUILTIN.get(ext, _read_unknown)(ctx)
     except MissingExtraError:
         raise
+    except NoText as exc:  # a drawing without words: left out, as an empty file is
+        logger.info("skipping %s: no text (%s)", p, exc.kind)
+        report.add(p, "skipped", "no text", exc.kind)
+        return []
     except Exception as exc:  # every failure of one file is reported alike
         if isinstance(exc, ReaderError) and str(p) in str(exc):
             err = exc
