@@ -7,7 +7,9 @@ Text form (Spring AI ``FilterExpressionTextParser``)::
     author.name != "Bob" and rating IS NOT NULL
 
 * comparisons ``== != < <= > >=``, list membership ``in`` / ``nin`` (also ``not in``),
-  ``IS NULL`` / ``IS NOT NULL``;
+  ``IS NULL`` / ``IS NOT NULL``; and, beyond Spring AI (which has no text matching), SQL's
+  ``LIKE`` / ``NOT LIKE`` on string fields: ``file_path LIKE 'docs/en/%'`` (``%`` any run of
+  characters, ``_`` one character, ``\\`` before either for itself; case-sensitive);
 * boolean ``&& || !`` or ``AND OR NOT`` (keywords case-insensitive), parentheses; precedence
   ``NOT`` > ``AND`` > ``OR``, ``AND``/``OR`` associate left;
 * literals: strings in ``'...'`` or ``"..."`` (backslash escapes ``\\n \\t \\r \\uXXXX``, any
@@ -101,6 +103,8 @@ class ExpressionType(str, Enum):
     """Field is null."""
     ISNOTNULL = "ISNOTNULL"
     """Field is not null."""
+    LIKE = "LIKE"
+    """String field matches a SQL LIKE pattern (fastrag's; not in Spring AI)."""
 
 
 _COMPARE = {
@@ -172,6 +176,8 @@ class Expression:
             return f"{self.left} IS NULL"
         if t is ExpressionType.ISNOTNULL:
             return f"{self.left} IS NOT NULL"
+        if t is ExpressionType.LIKE:
+            return f"{self.left} LIKE {self.right}"
         if t is ExpressionType.NOT:
             inner = str(self.left)
             if isinstance(self.left, Expression) and self.left.type in (
@@ -231,7 +237,7 @@ def _literal(v: Any) -> str:
 
 
 # -- lexer ------------------------------------------------------------------------------------
-_KEYWORDS = {"AND", "OR", "NOT", "IN", "NIN", "IS", "NULL", "TRUE", "FALSE", "WHERE"}
+_KEYWORDS = {"AND", "OR", "NOT", "IN", "NIN", "IS", "NULL", "TRUE", "FALSE", "WHERE", "LIKE"}
 _IDENT = r"[^\W\d]\w*"
 _IDENT_PATH = re.compile(rf"{_IDENT}(?:\.{_IDENT})*")
 _TOKEN = re.compile(
@@ -453,6 +459,17 @@ class _Parser:
         if self.is_kw("NIN"):
             self.take()
             return Expression(ExpressionType.NIN, key, Value(self.parse_list()))
+        if self.is_kw("LIKE") or (self.is_kw("NOT") and self.is_kw("LIKE", 1)):
+            negate = self.is_kw("NOT")
+            self.take()
+            if negate:
+                self.take()
+            tok = self.peek()
+            if tok.kind != "string":
+                raise self.error("a 'pattern' string after LIKE, e.g. 'docs/en/%'")
+            self.take()
+            like = Expression(ExpressionType.LIKE, key, Value(tok.value))
+            return Expression(ExpressionType.NOT, like) if negate else like
         if self.is_kw("NOT") and self.is_kw("IN", 1):
             self.take()
             self.take()
@@ -468,7 +485,7 @@ class _Parser:
             self.take()
             return Expression(ExpressionType.ISNOTNULL if negate else ExpressionType.ISNULL, key)
         raise self.error(
-            f"a comparison (== != < <= > >= in nin IS NULL) after field {key.key!r}"
+            f"a comparison (== != < <= > >= in nin LIKE IS NULL) after field {key.key!r}"
         )
 
     def parse_constant(self) -> Any:
@@ -655,6 +672,13 @@ class FilterExpressionBuilder:
     def nin(self, key: str, *values: Any) -> Op:
         """``key nin [values]``; values as arguments or as one list."""
         return self._members(ExpressionType.NIN, key, values)
+
+    def like(self, key: str, pattern: str) -> Op:
+        """``key LIKE pattern`` (SQL: ``%`` any run of characters, ``_`` one character)."""
+        if not isinstance(pattern, str):
+            raise ConfigError(f"like({key!r}, ...) needs a pattern string such as 'docs/en/%', "
+                              f"got {pattern!r}")
+        return Op(Expression(ExpressionType.LIKE, _check_key(key, "like"), Value(pattern)))
 
     def is_null(self, key: str) -> Op:
         return Op(Expression(ExpressionType.ISNULL, _check_key(key, "is_null")))
@@ -864,6 +888,15 @@ class _Compiler:
         if not isinstance(node.right, Value):
             raise ConfigError(f"the right operand of {t.value} must be a Value, got {node.right!r}")
         v = node.right.value
+        if t is ExpressionType.LIKE:
+            if _kind(typ) == "null":
+                return pc.scalar(False)
+            if _kind(typ) != "string" or not isinstance(v, str):
+                raise ConfigError(f"LIKE matches string fields with a pattern string; field "
+                                  f"{key.key!r} is {typ}: compare it with == or in")
+            if pa.types.is_dictionary(typ):
+                expr = expr.cast(typ.value_type)
+            return pc.is_valid(expr) & pc.match_like(expr, v)
         if t in _COMPARE:
             if isinstance(v, tuple):
                 raise ConfigError(

@@ -366,7 +366,7 @@ def test_parse_is_cached_and_ast_is_immutable():
         ("x IS 5", 5, "5", r"position 5 \(token '5'\): expected NULL after IS"),
         ("x IS NOT", 8, "", r"expected NULL after IS NOT"),
         ("x NOT == 1", 2, "NOT",
-         r"expected a comparison \(== != < <= > >= in nin IS NULL\) after field 'x'"),
+         r"expected a comparison \(== != < <= > >= in nin LIKE IS NULL\) after field 'x'"),
         ("genre & x", 6, "&", r"unexpected character '&'; use '&&'"),
         ("in == 1", 0, "in", r"'in' is a keyword; to use it as a field name quote it"),
         ("== 1", 0, "==", r"position 0 \(token '=='\): expected a field name, 'NOT' or '\('"),
@@ -457,3 +457,29 @@ def test_builder_errors():
     with pytest.raises(ConfigError, match=r"in_\('x', \.\.\.\): value is None"):
         B.in_("x", 1, None)
     assert B.eq("x", np.int64(3)).build() == parse_filter("x == 3")
+
+
+def test_like_matches_path_prefixes_and_sql_wildcards():
+    """``LIKE`` (fastrag's, not Spring AI's): ``%`` any run, ``_`` one character, ``\\`` for
+    either itself; case-sensitive; a null never matches (so ``NOT LIKE`` holds on it)."""
+    t = pa.table({"path": ["docs/en/a.md", "docs/zh/a.md", "docs/en/sub/b.md", None,
+                           "docs/EN/c.md", "x_y%z"],
+                  "n": [1, 2, 3, 4, 5, 6]})
+    assert filter_mask(t, "path LIKE 'docs/en/%'").tolist() == [1, 0, 1, 0, 0, 0]
+    assert filter_mask(t, "path NOT LIKE 'docs/en/%'").tolist() == [0, 1, 0, 1, 1, 1]
+    assert filter_mask(t, "path like 'docs/__/a.md'").tolist() == [1, 1, 0, 0, 0, 0]
+    assert filter_mask(t, r"path LIKE 'x\\_y\\%z'").tolist() == [0, 0, 0, 0, 0, 1]
+    assert filter_mask(t, "path LIKE 'docs/%' and not path LIKE '%/zh/%'").tolist() == [
+        1, 0, 1, 0, 1, 0]
+    built = B.like("path", "docs/en/%").build()
+    assert built == parse_filter("path LIKE 'docs/en/%'") and str(built) == \
+        "path LIKE 'docs/en/%'"
+    assert filter_mask(t, built).tolist() == [1, 0, 1, 0, 0, 0]
+    dict_t = pa.table({"path": pa.array(["a/1", "b/2"]).dictionary_encode()})
+    assert filter_mask(dict_t, "path LIKE 'a/%'").tolist() == [1, 0]
+    with pytest.raises(ConfigError, match=r"LIKE matches string fields .* field 'n' is int64"):
+        filter_mask(t, "n LIKE '1%'")
+    with pytest.raises(FilterSyntaxError, match=r"expected a 'pattern' string after LIKE"):
+        parse_filter("path LIKE 5")
+    with pytest.raises(ConfigError, match=r"like\('path', \.\.\.\) needs a pattern string"):
+        B.like("path", 5)
