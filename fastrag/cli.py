@@ -269,9 +269,12 @@ def _retriever(doc, args: argparse.Namespace, topk: int):
     return Retriever(doc, group, sim, topk=topk, filter=args.filter)
 
 
-def _source(hit) -> str:
+def _source(hit, doc) -> str:
+    """The hit's file as the store shows it (its path under the ingested folder), and page."""
     meta = hit.metadata
-    name = meta.get("file_name") or meta.get("file_path") or hit.doc_id or hit.id
+    path = meta.get("file_path")
+    name = (doc.source_path(path) if isinstance(path, str) and path else
+            meta.get("file_name") or hit.doc_id or hit.id)
     page = meta.get("page_label")
     return f"{name} p.{page}" if page is not None else str(name)
 
@@ -281,9 +284,9 @@ def _snippet(text: str, width: int = 80) -> str:
     return flat if len(flat) <= width else flat[:width - 1] + "…"
 
 
-def _hit_record(qi: int, query: str, rank: int, hit) -> dict:
+def _hit_record(qi: int, query: str, rank: int, hit, doc) -> dict:
     return {"query_idx": qi, "query": query, "rank": rank, "score": float(hit.score),
-            "node_id": hit.id, "doc_id": hit.doc_id, "source": _source(hit),
+            "node_id": hit.id, "doc_id": hit.doc_id, "source": _source(hit, doc),
             "file_path": hit.metadata.get("file_path"), "text": hit.text}
 
 
@@ -338,7 +341,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     hits = ret.batch(queries)
     seconds = time.perf_counter() - t0
-    records = [_hit_record(qi, q, r, h)
+    records = [_hit_record(qi, q, r, h, doc)
                for qi, (q, hs) in enumerate(zip(queries, hits, strict=True))
                for r, h in enumerate(hs, 1)]
     if args.out:
@@ -417,7 +420,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                                  if ret.similarity.startswith("bm25") else get_analyzer("bm25"))
         print("Best-matching passages (extractive answer):")
         for sent, hit in best or [(_snippet(hits[0].text, 300), hits[0])]:
-            print(f"- {sent}  [{_source(hit)}]")
+            print(f"- {sent}  [{_source(hit, doc)}]")
         print("(no LLM configured: set FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL, or pass "
               "--base-url and --model, for a generated answer)", file=sys.stderr)
     else:
@@ -431,7 +434,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print()
     print("\nSources:")
     for rank, hit in enumerate(hits, 1):
-        print(f"{rank}. {_source(hit)}  (score {hit.score:.3f})  {_snippet(hit.text, 70)}")
+        print(f"{rank}. {_source(hit, doc)}  (score {hit.score:.3f})  {_snippet(hit.text, 70)}")
     return 0
 
 

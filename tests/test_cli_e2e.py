@@ -91,7 +91,7 @@ def test_search_table_json_and_batch(corpus, tmp_path):
     table = pq.read_table(tmp_path / "h.parquet")
     assert sorted(set(table.column("query_idx").to_pylist())) == [0, 1, 2]
     top = {r["query_idx"]: r["source"] for r in table.to_pylist() if r["rank"] == 1}
-    assert top == {0: "install.md", 1: "faq.html", 2: "people.json"}
+    assert top == {0: "guide/install.md", 1: "faq.html", 2: "people.json"}
     run("search", str(store), "--queries", str(queries), "--out", str(tmp_path / "h.jsonl"))
     assert len((tmp_path / "h.jsonl").read_text().splitlines()) == table.num_rows
 
@@ -102,13 +102,13 @@ def test_ask_with_an_llm_over_http_and_without_one(corpus, openai_server):
     out = run("ask", str(store), "How do I install it?", "--base-url", openai_server.url,
               "--model", "test-model")
     assert out.stdout.startswith("Install it with pip install fastrag-engine.")
-    assert "Sources:" in out.stdout and "install.md" in out.stdout.split("Sources:")[1]
+    assert "Sources:" in out.stdout and "guide/install.md" in out.stdout.split("Sources:")[1]
     prompt = openai_server.requests[-1].body["messages"][-1]["content"]
     assert "pip install fastrag-engine" in prompt and "How do I install it?" in prompt
     env = {"FASTRAG_LLM_BASE_URL": "", "FASTRAG_LLM_MODEL": ""}
     out = run("ask", str(store), "How do I install it?", env=env)
     assert "Run pip install fastrag-engine to install the package." in out.stdout
-    assert "[install.md]" in out.stdout
+    assert "[guide/install.md]" in out.stdout
     assert "FASTRAG_LLM_BASE_URL" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -220,3 +220,28 @@ def test_cli_usage_errors_are_one_line(corpus, tmp_path, capsys, monkeypatch):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (argv, err)
+
+
+def test_sources_show_the_path_under_the_ingested_folder(tmp_path):
+    """The same page in two languages is two sources (en/cors.md, zh/cors.md), not cors.md
+    twice; a file ingested on its own is its name; a moved store still shows them."""
+    docs = tmp_path / "docs"
+    for lang, text in (("en", "Cross-origin requests: allowed origins."),
+                       ("zh", "Cross-origin 跨域 requests 请求")):
+        (docs / lang).mkdir(parents=True)
+        (docs / lang / "cors.md").write_text(text)
+    store = tmp_path / "s.store"
+    run("ingest", str(docs), "--store", str(store))
+    hits = [json.loads(x) for x in run("search", str(store), "cross-origin requests",
+                                       "--json").stdout.splitlines()]
+    assert sorted(h["source"] for h in hits) == ["en/cors.md", "zh/cors.md"]
+    moved = tmp_path / "moved.store"
+    store.rename(moved)
+    docs.rename(tmp_path / "gone")
+    with pytest.warns(fr.StoreWarning, match="2 of its source files are missing"):
+        doc = fr.Document(store=str(moved), mode="r")
+    paths = [n.metadata["file_path"] for n in doc.group("root").nodes(range(2))]
+    assert sorted(doc.source_path(p) for p in paths) == ["en/cors.md", "zh/cors.md"]
+    single = fr.Document(str(tmp_path / "gone" / "en" / "cors.md"))
+    assert single.source_path(single.group("root").nodes([0])[0].metadata["file_path"]) == \
+        "cors.md"

@@ -41,6 +41,8 @@ from fastrag.documents.relink import (
     SourceChanges,
     kept_message,
     other_corpus_message,
+    relative_key,
+    resolved_roots,
     source_status,
     status_message,
 )
@@ -152,6 +154,7 @@ class Document:
         empty = NodeGroup(self, ROOT_GROUP, None, GROUP_SCHEMA.empty_table(), built_gen=0)
         self._state = _State(0, 0, 0, SOURCE_SCHEMA.empty_table(), empty)
         self._changes = SourceChanges()
+        self._inputs: list[str] | None = None  # the paths this Document read (no store)
         if self._store is not None:
             self._load_committed()
             self._register_stored_groups()
@@ -369,6 +372,8 @@ class Document:
             change.inputs = want  # recorded when there is something to commit
             return change
 
+        self._inputs = want
+
         change = self._change(plan, persist_ro=False, full=True)
         self._changes = change.stats if change is not None else SourceChanges()
         if store is not None and (self._changes.missing or self._changes.outside):
@@ -383,6 +388,15 @@ class Document:
             warnings.warn(status_message(str(self._store.path), missing, changed,
                                          self._store.manifest.get("inputs") or []),
                           StoreWarning, stacklevel=3)
+
+    def source_path(self, file_path: str) -> str:
+        """How a source is shown: ``file_path`` relative to the folder it was read from, with
+        ``/`` separators (``en/cors.md``, not ``cors.md`` twice for two languages); a file
+        read on its own, or under no folder of this Document, is its file name."""
+        inputs = self._inputs
+        if inputs is None:
+            inputs = self._store.manifest.get("inputs") if self._store is not None else None
+        return relative_key(str(file_path), resolved_roots(inputs or []))
 
     @property
     def source_changes(self) -> SourceChanges:

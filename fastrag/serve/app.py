@@ -51,7 +51,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -330,7 +330,8 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
                     "model": model,
                     "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                                  "message": {"role": "assistant", "content": text}}],
-                    "usage": _usage(resp.metadata), "sources": _sources(resp.source_nodes)}
+                    "usage": _usage(resp.metadata),
+                    "sources": _sources(resp.source_nodes, eng.source_path)}
         pieces = resp.async_response_gen if resp.is_streaming else None
         first = None
         if pieces is not None:
@@ -343,7 +344,7 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return StreamingResponse(
             _sse(cid, created, model, first, pieces, resp, include_usage, metrics,
-                 settings),
+                 settings, eng.source_path),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -426,13 +427,13 @@ def _snippet(text: str, width: int = 240) -> str:
     return flat if len(flat) <= width else flat[:width - 1] + "…"
 
 
-def _sources(hits: Sequence[Any]) -> list[dict[str, Any]]:
+def _sources(hits: Sequence[Any], source_path: Callable[[str], str]) -> list[dict[str, Any]]:
+    """The hits as the chat answer's sources; ``file`` is the path under the ingested folder."""
     out = []
     for h in hits:
         meta = h.metadata or {}
-        file = meta.get("file_name") or meta.get("file_path")
-        if isinstance(file, str) and ("/" in file or "\\" in file):
-            file = os.path.basename(file)
+        path = meta.get("file_path")
+        file = source_path(path) if isinstance(path, str) and path else meta.get("file_name")
         out.append({"id": h.id, "doc_id": getattr(h, "doc_id", None),
                     "score": None if h.score is None else float(h.score), "file": file,
                     "page": meta.get("page_label"), "snippet": _snippet(h.text)})
@@ -449,7 +450,8 @@ def _chunk(cid: str, created: int, model: str, delta: dict[str, Any],
 
 async def _sse(cid: str, created: int, model: str, first: str | None,
                pieces: AsyncIterator[str] | None, resp: Any, include_usage: bool,
-               metrics: Metrics, settings: ServeSettings) -> AsyncIterator[str]:
+               metrics: Metrics, settings: ServeSettings,
+               source_path: Callable[[str], str]) -> AsyncIterator[str]:
     yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
     if first:
         yield _chunk(cid, created, model, {"content": first})
@@ -466,7 +468,7 @@ async def _sse(cid: str, created: int, model: str, first: str | None,
             return
     metrics.inc("fastrag_chat_completions_total", stream="true")
     _count_llm(metrics, resp.metadata)
-    yield _chunk(cid, created, model, {}, "stop", sources=_sources(resp.source_nodes))
+    yield _chunk(cid, created, model, {}, "stop", sources=_sources(resp.source_nodes, source_path))
     if include_usage:
         body = {"id": cid, "object": "chat.completion.chunk", "created": created,
                 "model": model, "choices": [], "usage": _usage(resp.metadata)}

@@ -244,6 +244,12 @@ class ServeEngine:
         return await asyncio.get_running_loop().run_in_executor(self.executor, self.retriever,
                                                                  group)
 
+    def source_path(self, file_path: str) -> str:
+        """A source file as answers show it: its path under the ingested folder."""
+        if self.doc is None or not hasattr(self.doc, "source_path"):
+            return os.path.basename(file_path)
+        return self.doc.source_path(file_path)
+
     def served(self) -> list[tuple[str, str]]:
         """(group, similarity) of every retriever made so far (the writer keeps their indexes
         built)."""
