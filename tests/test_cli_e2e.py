@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastrag as fr
+from fastrag.errors import StoreWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 LATIN = "Caf\u00e9 na\u00efve r\u00e9sum\u00e9: the \u00abclich\u00e9\u00bb of d\u00e9j\u00e0 vu."
@@ -163,6 +164,7 @@ def test_first_run_says_kernels_are_compiling(tmp_path):
 
 FIRST_QUERIES = """
 import fastrag as fr
+from fastrag.errors import StoreWarning
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.eval.loaders import squad_questions
 q, _, ctx = squad_questions(load_cmrc2018_dev())
@@ -238,7 +240,7 @@ def test_sources_show_the_path_under_the_ingested_folder(tmp_path):
     moved = tmp_path / "moved.store"
     store.rename(moved)
     docs.rename(tmp_path / "gone")
-    with pytest.warns(fr.StoreWarning, match="2 of its source files are missing"):
+    with pytest.warns(StoreWarning, match="2 of its source files are missing"):
         doc = fr.Document(store=str(moved), mode="r")
     paths = [n.metadata["file_path"] for n in doc.group("root").nodes(range(2))]
     assert sorted(doc.source_path(p) for p in paths) == ["en/cors.md", "zh/cors.md"]
