@@ -15,8 +15,9 @@ need it, so a pipeline can call every step the same way. ``DocNode`` inputs are 
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -176,22 +177,42 @@ class Deduplicate(NodePostprocessor):
     """Drop repeated hits, keeping the first (the best, for a sorted list).
 
     ``by="id"``: the same node (group and id); ``by="text"``: the same text, e.g. one passage
-    stored in two documents.
+    stored in two documents; ``by="metadata"`` with ``key="field"``: the same value of a
+    metadata field (hits without it are all kept), e.g. one page in several languages;
+    ``by=callable``: the same ``callable(hit)`` (None: kept), e.g. a path with its language
+    folder left out, so translations of one page collapse to the best of them.
     """
 
-    def __init__(self, by: str = "id") -> None:
-        check_choice("by", by, ("id", "text"))
+    def __init__(self, by: str | Callable[[NodeWithScore], Any] = "id",
+                 key: str | None = None) -> None:
+        if not callable(by):
+            check_choice("by", by, ("id", "text", "metadata"))
+        if (by == "metadata") != (key is not None):
+            raise ConfigError("Deduplicate(by='metadata') needs key='field' (a metadata field "
+                              "name), and key= goes only with by='metadata'")
+        if key is not None:
+            check_str("key", key)
         self.by = by
+        self.key = key
+
+    def _key(self, h: NodeWithScore) -> Any:
+        if self.by == "id":
+            return (h.node.group, h.node.id)
+        if self.by == "text":
+            return h.node.text
+        if self.by == "metadata":
+            value = h.metadata.get(self.key)
+            return None if value is None else json.dumps(value, sort_keys=True, default=str)
+        return self.by(h)
 
     def _process(self, hits: list[NodeWithScore], query: str | None) -> list[NodeWithScore]:
-        if self.by == "id":
-            keys = [(h.node.group, h.node.id) for h in hits]
-        else:
-            keys = [h.node.text for h in hits]
         seen: set = set()
         out = []
-        for h, k in zip(hits, keys, strict=True):
-            if k not in seen:
+        for h in hits:
+            k = self._key(h)
+            if k is None:
+                out.append(h)
+            elif k not in seen:
                 seen.add(k)
                 out.append(h)
         return out

@@ -62,6 +62,23 @@ def test_deduplicate_by_id_and_by_text():
     assert [h.id for h in Deduplicate(by="text")([a1, a2, again])] == ["n1"]
 
 
+def test_deduplicate_translations_by_metadata_key_or_callable():
+    """One page in several languages collapses to its best hit; hits without the key stay."""
+    def page(path, score, id):
+        return NodeWithScore(DocNode("x", {"path": path, "page": path.split("/", 1)[-1]},
+                                     id=id), score)
+
+    hits = [page("zh/cors.md", 0.9, "1"), page("en/cors.md", 0.8, "2"),
+            page("en/auth.md", 0.7, "3"), NodeWithScore(DocNode("y", id="4"), 0.6),
+            NodeWithScore(DocNode("z", id="5"), 0.5), page("fr/auth.md", 0.4, "6")]
+    assert [h.id for h in Deduplicate(by="metadata", key="page")(hits)] == ["1", "3", "4", "5"]
+    strip_lang = lambda h: h.metadata["path"].split("/", 1)[-1] if "path" in h.metadata \
+        else None  # noqa: E731
+    assert [h.id for h in Deduplicate(by=strip_lang)(hits)] == ["1", "3", "4", "5"]
+    assert [h.id for h in Deduplicate(by="metadata", key="path")(hits)] == [
+        "1", "2", "3", "4", "5", "6"]
+
+
 def llama_index_long_context_reorder(nodes):
     """LlamaIndex's LongContextReorder, verbatim algorithm."""
     reordered = []
@@ -173,8 +190,12 @@ def test_errors():
         KeywordFilter(required=[""])
     with pytest.raises(ConfigError, match="mode must be 'any' or 'all', got 'some'"):
         KeywordFilter(required=["a"], mode="some")
-    with pytest.raises(ConfigError, match="by must be 'id' or 'text', got 'hash'"):
+    with pytest.raises(ConfigError, match="by must be 'id', 'text' or 'metadata', got 'hash'"):
         Deduplicate(by="hash")
+    with pytest.raises(ConfigError, match=r"Deduplicate\(by='metadata'\) needs key='field'"):
+        Deduplicate(by="metadata")
+    with pytest.raises(ConfigError, match="key= goes only with by='metadata'"):
+        Deduplicate(by="text", key="page")
     with pytest.raises(ConfigError, match=r"nodes must be a list of NodeWithScore \(or DocNode\)"):
         Deduplicate()(HITS[0])
     with pytest.raises(ConfigError,
