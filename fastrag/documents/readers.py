@@ -39,6 +39,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, ClassVar
 
+from fastrag.analysis.language import detect_text_language
 from fastrag.documents.decoding import (
     SNIFF_BYTES,
     BinaryContentError,
@@ -520,6 +521,8 @@ _BUILTIN: dict[str, Callable[[_Ctx], list[tuple[str, dict]]]] = {
     ".docx": _read_docx,
     **{ext: (lambda ctx, fn=fn: fn(ctx.path)) for ext, fn in XML_READERS.items()},
 }
+# a file of up to this many documents gets each one's language, a larger one its first ones'
+LANGUAGE_PER_DOCUMENT = 64
 _TEXT_READERS = {ext for ext, fn in _BUILTIN.items() if fn not in (_read_pdf, _read_docx)}
 
 
@@ -944,4 +947,12 @@ def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error:
     }
     if ctx.encoding is not None:
         base["encoding"] = ctx.encoding
-    return [(text, {**meta, **base}) for text, meta in docs]
+    # each document's language (a record's own "language" field wins); files of many records
+    # (JSONL, CSV) get the language of their first records, which keeps ingest fast
+    if len(docs) <= LANGUAGE_PER_DOCUMENT:
+        langs = [detect_text_language(text) for text, _ in docs]
+    else:
+        langs = [detect_text_language(" ".join(t[:200] for t, _ in
+                                               docs[:LANGUAGE_PER_DOCUMENT]))] * len(docs)
+    return [(text, {**({"language": lang} if lang else {}), **meta, **base})
+            for (text, meta), lang in zip(docs, langs, strict=True)]

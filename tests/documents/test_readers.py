@@ -10,6 +10,7 @@ import sys
 import pytest
 from pdf_maker import pdf_bytes
 
+import fastrag as fr
 from fastrag.documents import readers as R
 from fastrag.documents.readers import (
     decode_bytes,
@@ -29,6 +30,33 @@ def _one(path, **kw):
     return docs[0]
 
 
+def test_language_metadata_by_script_and_function_words(tmp_path):
+    """Each document's language is detected from its text; a record's own field wins."""
+    texts = {"en.md": "How to upload a file to the store and share it with the team.",
+             "zh.md": "如何上传文件到知识库并与团队共享。",
+             "ja.md": "ファイルをアップロードする方法",
+             "ko.md": "파일을 업로드하는 방법", "ru.md": "Как загрузить файл в хранилище",
+             "fr.md": "Comment envoyer un fichier dans la base et le partager avec le groupe",
+             "de.md": "Wie lade ich eine Datei in die Wissensbasis und teile sie mit dem Team",
+             "nums.txt": "1234 5678 == != {}"}
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+    got = {name: _one(tmp_path / name)[1].get("language") for name in texts}
+    assert got == {"en.md": "en", "zh.md": "zh", "ja.md": "ja", "ko.md": "ko", "ru.md": "ru",
+                   "fr.md": "fr", "de.md": "de", "nums.txt": None}
+    (tmp_path / "r.jsonl").write_text('{"text": "the cat", "language": "xx"}\n'
+                                      '{"text": "der Hund und die Katze"}\n')
+    assert [m["language"] for _, m in read_file(tmp_path / "r.jsonl")] == ["xx", "de"]
+    many = [{"text": f"der Hund und die Katze {i}"} for i in range(R.LANGUAGE_PER_DOCUMENT)]
+    many.append({"text": "the dog and the cat"})  # past the sample: the file's language
+    (tmp_path / "many.jsonl").write_text("\n".join(json.dumps(r) for r in many))
+    assert {m["language"] for _, m in read_file(tmp_path / "many.jsonl")} == {"de"}
+    (tmp_path / "many.jsonl").unlink()
+    doc = fr.Document(str(tmp_path))
+    english = fr.Retriever(doc, "root", "bm25", topk=10, filter="language == 'en'")
+    assert {h.metadata["file_name"] for h in english("file upload share team")} == {"en.md"}
+
+
 def test_txt_md_and_root_metadata(tmp_path):
     p = tmp_path / "a.txt"
     p.write_text("hello\nworld\n", encoding="utf-8")
@@ -36,7 +64,8 @@ def test_txt_md_and_root_metadata(tmp_path):
     assert text == "hello\nworld\n"
     st = p.stat()
     assert meta == {"file_path": str(p.resolve()), "file_name": "a.txt", "file_type": "txt",
-                    "file_size": st.st_size, "mtime": st.st_mtime, "encoding": "utf-8"}
+                    "file_size": st.st_size, "mtime": st.st_mtime, "encoding": "utf-8",
+                    "language": "en"}
     md = tmp_path / "b.MD"
     md.write_text("# Title\n\n*x*", encoding="utf-8")
     text, meta = _one(md)
