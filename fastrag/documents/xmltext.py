@@ -44,9 +44,11 @@ def _parse(path: Path, kind: str) -> ElementTree.Element:
     try:
         return ElementTree.fromstring(text)
     except ElementTree.ParseError as exc:
-        raise NoText(f"file {str(path)!r} is not well-formed {kind} ({exc}); it was not read "
-                     f"as text, so its markup does not become chunks", f"malformed {kind}") \
-            from None
+        raise NoText(
+            f"file {str(path)!r} is not well-formed {kind} ({exc}); it was not read "
+            f"as text, so its markup does not become chunks",
+            f"malformed {kind}",
+        ) from None
 
 
 def _words(parts: list[str]) -> str:
@@ -76,8 +78,11 @@ def read_svg(path: Path) -> list[tuple[str, dict]]:
             if name == "title" and not title:
                 title = words
     if not parts:
-        raise NoText(f"file {str(path)!r} is an SVG drawing without title, desc or text "
-                     "elements: nothing a person reads", "SVG drawing without text")
+        raise NoText(
+            f"file {str(path)!r} is an SVG drawing without title, desc or text "
+            "elements: nothing a person reads",
+            "SVG drawing without text",
+        )
     return [(_words(parts), {"title": title} if title else {})]
 
 
@@ -112,19 +117,25 @@ def read_drawio(path: Path) -> list[tuple[str, dict]]:
             value = cell.get("value") or cell.get("label") or ""
             if value:  # labels may be HTML: keep the words
                 parts.append(html.unescape(re.sub(r"<[^>]*>", " ", value)))
-    if not _words(parts):
-        raise NoText(f"file {str(path)!r} is a draw.io diagram without labels: nothing a "
-                     "person reads", "diagram without labels")
-    return [(_words(parts), {})]
+    text = _words(parts)
+    if not text:
+        raise NoText(
+            f"file {str(path)!r} is a draw.io diagram without labels: nothing a person reads",
+            "diagram without labels",
+        )
+    return [(text, {})]
 
 
 def read_xliff(path: Path) -> list[tuple[str, dict]]:
     """An XLIFF file's source and target text, one line each (1.2 and 2.x)."""
     root = _parse(path, "XLIFF")
     parts = [_text_of(el) for el in root.iter() if _local(el.tag) in ("source", "target")]
-    if not _words(parts):
-        raise NoText(f"file {str(path)!r} is an XLIFF file without source or target text",
-                     "XLIFF without text")
+    text = _words(parts)
+    if not text:
+        raise NoText(
+            f"file {str(path)!r} is an XLIFF file without source or target text",
+            "XLIFF without text",
+        )
     langs = {k: root.get(k) for k in ("srcLang", "trgLang") if root.get(k)}
     for el in root.iter():
         if _local(el.tag) == "file":
@@ -134,7 +145,7 @@ def read_xliff(path: Path) -> list[tuple[str, dict]]:
     meta = {"source_language": langs["srcLang"]} if "srcLang" in langs else {}
     if "trgLang" in langs:
         meta["target_language"] = langs["trgLang"]
-    return [(_words(parts), meta)]
+    return [(text, meta)]
 
 
 XML_READERS: dict[str, Callable[[Path], list[tuple[str, dict]]]] = {

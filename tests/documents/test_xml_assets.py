@@ -21,16 +21,24 @@ SVG = """<?xml version="1.0" encoding="UTF-8"?>
   <text x="5" y="30">上传文件</text>
 </svg>
 """
-MARKUP_ONLY = ('<svg xmlns="http://www.w3.org/2000/svg"><path d="M0 0 L1 1" fill="red" '
-               'stroke="blue"/><rect width="5" height="5"/></svg>')
-BOMB = ('<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "aaaaaaaaaa">'
-        + "".join(f'<!ENTITY {c} "&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};">'
-                  for p, c in zip("abcdefgh", "bcdefghi", strict=True))
-        + ']><svg xmlns="http://www.w3.org/2000/svg"><text>&i;</text></svg>')
+MARKUP_ONLY = (
+    '<svg xmlns="http://www.w3.org/2000/svg"><path d="M0 0 L1 1" fill="red" '
+    'stroke="blue"/><rect width="5" height="5"/></svg>'
+)
+BOMB = (
+    '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "aaaaaaaaaa">'
+    + "".join(
+        f'<!ENTITY {c} "&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};&{p};">'
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + ']><svg xmlns="http://www.w3.org/2000/svg"><text>&i;</text></svg>'
+)
 
-MODEL = ('<mxGraphModel><root><mxCell id="0"/><mxCell id="1" value="Retriever" vertex="1"/>'
-         '<mxCell id="2" value="&lt;b&gt;BM25&lt;/b&gt; index" vertex="1"/>'
-         '<mxCell id="3" edge="1"/></root></mxGraphModel>')
+MODEL = (
+    '<mxGraphModel><root><mxCell id="0"/><mxCell id="1" value="Retriever" vertex="1"/>'
+    '<mxCell id="2" value="&lt;b&gt;BM25&lt;/b&gt; index" vertex="1"/>'
+    '<mxCell id="3" edge="1"/></root></mxGraphModel>'
+)
 
 
 def _packed(xml: str) -> str:
@@ -55,18 +63,22 @@ def folder(tmp_path):
     (tmp_path / "broken.svg").write_text("<svg><text>unclosed")
     (tmp_path / "plain.drawio").write_text(f"<mxfile><diagram id='a'>{MODEL}</diagram></mxfile>")
     (tmp_path / "packed.drawio").write_text(
-        f"<mxfile><diagram id='b'>{_packed(MODEL)}</diagram></mxfile>")
+        f"<mxfile><diagram id='b'>{_packed(MODEL)}</diagram></mxfile>"
+    )
     (tmp_path / "empty.drawio").write_text(
         "<mxfile><diagram><mxGraphModel><root><mxCell id='0'/></root></mxGraphModel></diagram>"
-        "</mxfile>")
+        "</mxfile>"
+    )
     (tmp_path / "ui.xlf").write_text(XLF)
     return tmp_path
 
 
 def test_svg_gives_its_title_desc_and_text_never_markup(folder):
     [(text, meta)] = read_file(folder / "flow.svg")
-    assert text == ("Upload flow\nHow a file travels from the browser to the store\n"
-                    "Browser sends the file\n上传文件")
+    assert text == (
+        "Upload flow\nHow a file travels from the browser to the store\n"
+        "Browser sends the file\n上传文件"
+    )
     assert meta["title"] == "Upload flow" and meta["file_type"] == "svg"
     for markup in ("path", "fill", "stroke", "M0", "<", "svg"):
         assert markup not in text
@@ -82,13 +94,14 @@ def test_drawio_labels_plain_and_compressed_and_xliff_text(folder):
 
 def test_assets_without_words_are_skipped_with_the_reason(folder):
     report = ReadReport()
-    read = {f.name: read_file(f, report=report) for f in iter_source_files(folder,
-                                                                         report=report)}
+    read = {f.name: read_file(f, report=report) for f in iter_source_files(folder, report=report)}
     assert read["icon.svg"] == [] and read["empty.drawio"] == [] and read["broken.svg"] == []
     skipped = {(e.path.rsplit("/", 1)[-1], e.reason, e.detail) for e in report.skipped}
-    assert skipped == {("icon.svg", "no text", "SVG drawing without text"),
-                       ("empty.drawio", "no text", "diagram without labels"),
-                       ("broken.svg", "no text", "malformed SVG")}
+    assert skipped == {
+        ("icon.svg", "no text", "SVG drawing without text"),
+        ("empty.drawio", "no text", "diagram without labels"),
+        ("broken.svg", "no text", "malformed SVG"),
+    }
     assert report.failed == []
     assert report.reasons()[".svg"] == {"no text": 2}
 
