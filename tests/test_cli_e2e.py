@@ -247,3 +247,6 @@ def test_sources_show_the_path_under_the_ingested_folder(tmp_path):
     single = fr.Document(str(tmp_path / "gone" / "en" / "cors.md"))
     assert single.source_path(single.group("root").nodes([0])[0].metadata["file_path"]) == \
         "cors.md"
+    assert single.source_path(tmp_path / "gone" / "zh" / "cors.md") == "cors.md"  # a Path
+    with pytest.raises(fr.ConfigError, match=r"file_path must be a non-empty str .*, got int 5"):
+        single.source_path(5)

@@ -309,3 +309,10 @@ def test_bm25_search_hands_its_numpy_estimate_to_the_compile_check(monkeypatch):
     index.search(qv, qo, 5)
     want = mb.bm25_numpy.estimate_seconds(index.indptr, index.n_docs, qv, 500)
     assert want > 500 * 150e-6 and asked == [0.0, want]
+
+
+def test_evaluate_squad_rejects_a_negative_wait(tmp_path):
+    from fastrag.eval.squad_run import evaluate_squad
+
+    with pytest.raises(ConfigError, match="wait_s must be"):
+        evaluate_squad(load_cmrc2018_dev(), tmp_path, wait_s=-1)

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastrag._checks import check_choice, check_int
+from fastrag._checks import check_choice, check_int, check_str
 from fastrag.documents import lineage
 from fastrag.documents.building import (
     STORED_ONLY,
@@ -393,6 +393,9 @@ class Document:
         """How a source is shown: ``file_path`` relative to the folder it was read from, with
         ``/`` separators (``en/cors.md``, not ``cors.md`` twice for two languages); a file
         read on its own, or under no folder of this Document, is its file name."""
+        if isinstance(file_path, os.PathLike):
+            file_path = os.fspath(file_path)
+        check_str("file_path", file_path, note="a node's metadata['file_path']")
         inputs = self._inputs
         if inputs is None:
             inputs = self._store.manifest.get("inputs") if self._store is not None else None

@@ -371,6 +371,13 @@ def test_minilm_int8_workers_and_length_sorting_change_no_vector(no_network):
         s.get_session_options().intra_op_num_threads == 1 for s in fast._sessions
     )
     np.testing.assert_array_equal(fast.embed(texts[:1]), ref[:1])  # one batch: one session
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:  # callers share the sessions and the worker pool
+        outs = list(pool.map(lambda i: fast.embed(texts[i:] + texts[:i]), range(8)))
+    for i, out in enumerate(outs):
+        np.testing.assert_array_equal(out, np.roll(ref, -i, axis=0))
+    assert len(fast._sessions) == 2
     assert fast.texts_per_call == 256
     with pytest.raises(ConfigError, match=r"num_threads must be None .* an int >= 1, got 0"):
         MiniLMEmbedding(num_threads=0)
