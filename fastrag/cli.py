@@ -129,13 +129,11 @@ def _build_default_index(doc, built: list[str], quiet: bool) -> None:
     group = _pick_group(doc, None, quiet=True)
     if group != "root" and group not in built:
         return
-    from fastrag.analysis.language import default_similarity
     from fastrag.retrieval.retriever import Retriever
 
-    g = doc.group(group)
-    if not len(g):
+    if not len(doc.group(group)):
         return
-    Retriever(doc, group, default_similarity(g.texts()), topk=1)("index")
+    Retriever(doc, group, "bm25", topk=1)("index")
 
 
 def _stored(doc, name: str) -> bool:
@@ -259,14 +257,10 @@ def _pick_group(doc, name: str | None, quiet: bool = False) -> str:
 
 
 def _retriever(doc, args: argparse.Namespace, topk: int):
-    from fastrag.analysis.language import default_similarity
     from fastrag.retrieval.retriever import Retriever
 
     group = _pick_group(doc, args.group)
-    sim = args.similarity
-    if sim is None:
-        sim = default_similarity(doc.group(group).texts())
-    return Retriever(doc, group, sim, topk=topk, filter=args.filter)
+    return Retriever(doc, group, args.similarity or "bm25", topk=topk, filter=args.filter)
 
 
 def _source(hit, doc) -> str:
@@ -359,7 +353,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"\nquery {qi}: {q}")
         rows = [r for r in records if r["query_idx"] == qi]
         if not rows:
-            print("no hits")
+            print(f"no hits: {ret.why_no_hits(q)}")
             continue
         width = max(len(r["source"]) for r in rows)
         width = min(max(width, 6), 40)
@@ -411,7 +405,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     hits = ret(args.question)
     llm = _llm_from(args)
     if not hits:
-        print("no passage in the store matches the question")
+        print(f"no passage in the store matches the question: "
+              f"{ret.why_no_hits(args.question)}")
         return 1
     if llm is None:
         from fastrag.analysis import get_analyzer
@@ -472,12 +467,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         squad = _read_json(Path(args.squad))
         args.group = args.group or "block"
         if args.similarity is None:
-            from fastrag.analysis.language import default_similarity
+            from fastrag.analysis.language import detect_language
             from fastrag.eval.loaders import squad_questions
 
             questions, _, contexts = squad_questions(squad)
-            sim = default_similarity(contexts[:200] + questions[:200])
-            args.similarity = ["bm25_chinese", "bm25_cjk"] if sim == "bm25_chinese" else [sim]
+            zh = detect_language(contexts[:200] + questions[:200]) == "zh"
+            args.similarity = ["bm25_chinese", "bm25_cjk"] if zh else ["bm25"]
         return _run_eval(squad, args)
     if not args.store or not args.questions:
         raise _Usage("eval needs STORE and --questions FILE (or --squad FILE for SQuAD data)")
@@ -613,8 +608,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 
 def _query_args(p: argparse.ArgumentParser, topk: int) -> None:
     p.add_argument("--group", help="node group to search (default: the last one built)")
-    p.add_argument("--similarity", help="bm25, bm25_chinese, bm25_cjk, cosine, ... "
-                   "(default: by the data's language)")
+    p.add_argument("--similarity", help="bm25 (the default: any language, mixed folders "
+                   "too), bm25_english, bm25_chinese, bm25_cjk, cosine, hybrid, ...")
     p.add_argument("--topk", type=int, default=topk)
     p.add_argument("--filter", help="metadata filter, Spring AI syntax: \"file_type == 'md'\"")
 
@@ -683,8 +678,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     p.add_argument("--group", help="default node group (default: the last one built)")
-    p.add_argument("--similarity", help="bm25, bm25_chinese, bm25_cjk, ... (default: by the "
-                   "data's language)")
+    p.add_argument("--similarity", help="default similarity: one name (bm25, the default; "
+                   "bm25_chinese, hybrid, ...) or GROUP=NAME pairs, comma-separated; requests "
+                   "may name their own")
     p.add_argument("--topk", type=int, default=5, help="hits per query (default 5)")
     p.add_argument("--mode", default="compact", help="response mode of chat answers (compact, "
                    "refine, tree_summarize, simple_summarize, ...)")

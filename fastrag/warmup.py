@@ -32,7 +32,7 @@ def _bm25(log: Callable[[str], None]) -> None:
     questions, _, contexts = squad_questions(load_cmrc2018_dev())
     zh = fr.Document.from_texts(contexts[:60])
     zh.create_node_group("line", transform=fr.LineSplitter())
-    for sim in ("bm25_chinese", "bm25_cjk"):
+    for sim in ("bm25", "bm25_chinese", "bm25_cjk"):
         ret = fr.Retriever(zh, "line", sim, topk=5)
         ret(questions[0])
         ret.batch(questions[:64])

@@ -208,7 +208,7 @@ def _flush_buf(cps, bs, be, keys, vals, freq, hmm_tables, starts, lens, t):
 
 
 @njit(cache=True)
-def _cut_block(
+def cut_block(
     cps, s, e, keys, vals, freq, logp, hmm, hmm_tables, route_p, route_x, starts, lens, t
 ):
     """``__cut_DAG`` (hmm) or ``__cut_DAG_NO_HMM`` on the block ``cps[s:e]``."""
@@ -307,7 +307,7 @@ def jieba_spans(cps, doc_off, block_cls, keys, vals, freq, logp, start_p, trans_
                 j = i + 1
                 while j < end and block_cls[cps[j]] == 1:
                     j += 1
-                t = _cut_block(
+                t = cut_block(
                     cps,
                     i,
                     j,

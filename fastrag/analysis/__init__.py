@@ -17,6 +17,7 @@ from fastrag.analysis.chinese import ChineseAnalyzer
 from fastrag.analysis.cjk import CJKAnalyzer
 from fastrag.analysis.corpus import TokenizedCorpus, encode_queries, tokenize_corpus
 from fastrag.analysis.english import EnglishAnalyzer
+from fastrag.analysis.mixed import MixedAnalyzer
 from fastrag.analysis.registry import get_analyzer, list_analyzers, register_analyzer
 from fastrag.analysis.stopwords import load_stopwords
 
@@ -26,6 +27,7 @@ __all__ = [
     "CallableAnalyzer",
     "ChineseAnalyzer",
     "EnglishAnalyzer",
+    "MixedAnalyzer",
     "TokenizedCorpus",
     "encode_queries",
     "get_analyzer",

@@ -57,7 +57,7 @@ def jieba_tokenizer():
     return jieba.dt
 
 
-def _dictionary_tag() -> str:
+def dictionary_tag() -> str:
     """jieba's version and dictionary (part of the identity: a new dictionary, new tokens)."""
     import os
 
@@ -112,7 +112,7 @@ class ChineseAnalyzer(Analyzer):
             "cut_for_search": self.cut_for_search,
             "oov_chars": self.oov_chars,
             "lowercase": self.lowercase,
-            "dictionary": _dictionary_tag(),
+            "dictionary": dictionary_tag(),
         }
 
     def __getstate__(self) -> dict[str, Any]:

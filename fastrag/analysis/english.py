@@ -1,5 +1,5 @@
-"""``bm25``: the English analyzer (lowercase, ``\\w+`` words, stopwords, Snowball stemming when
-PyStemmer is installed)."""
+"""``bm25_english``: the English-only analyzer (lowercase, ``\\w+`` words, stopwords,
+Snowball stemming when PyStemmer is installed)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def default_stemmer() -> str | None:
     return "english"
 
 
-def _make_stemmer(language: str):
+def make_stemmer(language: str):
     try:
         import Stemmer  # PyStemmer
     except ImportError:
@@ -53,7 +53,7 @@ class EnglishAnalyzer(Analyzer):
     before stemming, as bm25s does.
     """
 
-    name = "bm25"
+    name = "bm25_english"
     version = 1
 
     def __init__(
@@ -66,7 +66,7 @@ class EnglishAnalyzer(Analyzer):
         self.lowercase = bool(lowercase)
         self.stopwords = resolve_stopwords(stopwords, ("en",), lowercase=self.lowercase)
         self.stemmer = stemmer
-        self._stem = _make_stemmer(stemmer) if stemmer else None
+        self._stem = make_stemmer(stemmer) if stemmer else None
         self._stem_cache: dict[str, str] = {}
 
     def options(self) -> dict[str, Any]:
@@ -85,7 +85,7 @@ class EnglishAnalyzer(Analyzer):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if self.stemmer:
-            self._stem = _make_stemmer(self.stemmer)
+            self._stem = make_stemmer(self.stemmer)
 
     def _stem_words(self, words: list[str]) -> list[str]:
         cache = self._stem_cache

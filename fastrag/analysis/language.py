@@ -1,5 +1,5 @@
-"""Which analyzer fits a corpus (Chinese text gets ``bm25_chinese``, anything else ``bm25``),
-and the language of one text (:func:`detect_text_language`, stored as documents' metadata)."""
+"""The language of a corpus sample (:func:`detect_language`: "zh" or "en") and of one text
+(:func:`detect_text_language`, stored as documents' ``language`` metadata)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["default_similarity", "detect_language", "detect_text_language"]
+__all__ = ["detect_language", "detect_text_language"]
 
 _LATIN_WORD = re.compile(r"[A-Za-z\u00C0-\u024F]+")
 _CJK = re.compile(r"[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF]")
@@ -26,11 +26,6 @@ def detect_language(texts: Sequence[str], sample: int = 400) -> str:
         n_cjk += len(_CJK.findall(text))
         n_words += len(_LATIN_WORD.findall(text))
     return "zh" if n_cjk and n_cjk >= n_words else "en"
-
-
-def default_similarity(texts: Sequence[str]) -> str:
-    """The BM25 similarity for ``texts``' language: ``bm25_chinese`` or ``bm25``."""
-    return "bm25_chinese" if detect_language(texts) == "zh" else "bm25"
 
 
 # script ranges (code points, inclusive), counted over the text's first characters

@@ -1,5 +1,6 @@
-"""The analyzer registry: names (``"bm25"``, ``"bm25_chinese"``, ``"bm25_cjk"`` and the
-user's ``register_analyzer`` ones) to analyzer factories, and ``get_analyzer``.
+"""The analyzer registry: names (``"bm25"``, ``"bm25_english"``, ``"bm25_chinese"``,
+``"bm25_cjk"`` and the user's ``register_analyzer`` ones) to analyzer factories, and
+``get_analyzer``.
 
 The built-in analyzers are registered when this module is imported; analyzers never import
 the registry (it imports them).
@@ -15,13 +16,15 @@ from fastrag.analysis.base import Analyzer, CallableAnalyzer
 from fastrag.analysis.chinese import ChineseAnalyzer
 from fastrag.analysis.cjk import CJKAnalyzer
 from fastrag.analysis.english import EnglishAnalyzer
+from fastrag.analysis.mixed import MixedAnalyzer
 from fastrag.errors import ConfigError
 
 __all__ = ["get_analyzer", "list_analyzers", "register_analyzer"]
 
 
 _REGISTRY: dict[str, Callable[..., Analyzer]] = {
-    "bm25": EnglishAnalyzer,
+    "bm25": MixedAnalyzer,
+    "bm25_english": EnglishAnalyzer,
     "bm25_chinese": ChineseAnalyzer,
     "bm25_cjk": CJKAnalyzer,
 }

@@ -149,7 +149,7 @@ def build_segment(dest: str, table: pa.Table, spec: IndexSpec, transform: Any = 
     doc, ret = _open_segment(Path(dest), spec, transform, embed, "a")
     group = doc.group(spec.group_name)
     if ret.sim.kind == "bm25":
-        segment_tokens(doc, group, ret._analyzer())
+        segment_tokens(doc, group, ret.bm25_analyzer())
     elif ret.sim.kind == "dense":
         doc.derived.vectors(group, spec.embed_key)
     return {"dir": Path(dest).name, "docs": len(texts), "nodes": len(group)}
@@ -210,7 +210,7 @@ class _Segment:
         self.tokens = None
         self.index = None
         if self.ret.sim.kind == "bm25":
-            self.tokens = segment_tokens(self.doc, self.group, self.ret._analyzer())
+            self.tokens = segment_tokens(self.doc, self.group, self.ret.bm25_analyzer())
 
     def size(self) -> int:
         return len(self.group)
@@ -790,6 +790,10 @@ def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[st
     if not isinstance(group_name, str) or not group_name:
         raise ConfigError(f"group_name must be a non-empty string, got {group_name!r}")
     kind = _kind(similarity)
+    if kind not in ("bm25", "dense"):
+        raise ConfigError(f"sharded indexes support BM25 and dense similarities, not "
+                          f"{similarity!r}; for hybrid search, fuse a BM25 and a dense "
+                          "sharded index with fastrag.ReciprocalRankFusionJoiner")
     if kind == "bm25":
         unknown = set(params) - set(_BM25_PARAMS)
         if unknown:
@@ -803,9 +807,6 @@ def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[st
             raise ConfigError(f"parameters {sorted(params)} do not apply to {similarity!r}")
         if embed is None:
             raise ConfigError(f"similarity {similarity!r} needs embed= (an Embedder)")
-    else:
-        raise ConfigError(f"sharded indexes support BM25 and dense similarities, not "
-                          f"{similarity!r}")
     if group_name != "root" and group_name not in Document._BUILTIN and transform is None:
         raise ConfigError(f"group {group_name!r} is not 'root' or a built-in group "
                           f"({sorted(Document._BUILTIN)}); pass transform= to build it")

@@ -17,6 +17,7 @@ import pyarrow as pa
 from fastrag._checks import check_int
 from fastrag.documents.group import full_metadata_json
 from fastrag.errors import ConfigError, StoreError
+from fastrag.retrieval.fusion import check_fusion
 from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
 
@@ -28,19 +29,27 @@ Hits = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows int64, scores float32, 
 
 _BM25_PARAMS = ("method", "k1", "b", "delta")
 _HNSW_PARAMS = ("M", "ef_construction", "ef")
+_HYBRID_PARAMS = ("fusion", "weights", "rrf_k", "depth")
 
 
 class Retriever:
     """Top-k retrieval over one node group of a :class:`~fastrag.Document`.
 
-    ``similarity``: "bm25" (English), "bm25_chinese" (jieba), "bm25_cjk" (CJK bigrams),
-    "cosine", "dot", or a name registered with :func:`fastrag.register_similarity`.
+    ``similarity``: "bm25" (any script: jieba for Han, bigrams for kana/Hangul, stemmed words
+    otherwise), "bm25_english", "bm25_chinese" (jieba), "bm25_cjk" (CJK bigrams), "cosine",
+    "dot", "hybrid" (BM25 and cosine over the Document's embedding, fused; the default
+    embedding model when the Document has none), or a name registered with
+    :func:`fastrag.register_similarity`. Hybrid options: ``fusion`` ("relative", the default:
+    min-max normalized scores, weighted; or "rrf"), ``weights`` (BM25's, then each embed
+    key's; default 0.6 and 0.4 shared), ``rrf_k`` (60) and ``depth`` (hits taken from each
+    path before fusing, 50).
     ``index``: "default" (exact), "map" (exact match of the query string against node texts or
     ``map_key`` metadata), "hnsw" (dense only; ``M``, ``ef_construction``, ``ef``).
     ``filter``: metadata equalities (dict), a filter expression string / builder (Spring AI
     syntax), or a callable on the group's Arrow table returning a boolean mask. ``stemmer``
-    ("bm25" only): "auto" (the default: "english" when PyStemmer is installed, as it is with
-    fastrag), "english" (or another Snowball language) or None for no stemming; ``analyzer``
+    ("bm25", "bm25_english", "hybrid"): "auto" (the default: English for Latin script,
+    Russian/Greek/Arabic by script), a Snowball language for Latin-script words, or None;
+    ``analyzer``
     replaces the similarity's analyzer altogether. Extra keyword arguments are BM25 parameters
     (``method``, ``k1``, ``b``, ``delta``), HNSW parameters, or are passed to a custom
     similarity.
@@ -92,29 +101,34 @@ class Retriever:
         self.topk = _check_topk(topk)
         if index not in ("default", "map", "hnsw"):
             raise ConfigError(f"unknown index {index!r}; use 'default', 'map' or 'hnsw'")
-        if index == "hnsw" and self.sim.kind != "dense":
-            raise ConfigError(f"index='hnsw' needs a dense similarity ('cosine' or 'dot'), "
+        if index == "hnsw" and self.sim.kind not in ("dense", "hybrid"):
+            raise ConfigError(f"index='hnsw' needs a dense similarity ('cosine', 'dot' or "
+                              f"'hybrid'), "
                               f"not {similarity!r}")
         self.index = index
         self.filter = filter
         self.map_key = map_key
         self.num_workers = num_workers
         self.num_threads = num_threads
-        if analyzer is not None and self.sim.kind != "bm25":
-            raise ConfigError("analyzer= applies to BM25 similarities only")
+        if analyzer is not None and self.sim.kind not in ("bm25", "hybrid"):
+            raise ConfigError("analyzer= applies to BM25 and hybrid similarities only")
         self._analyzer_spec = analyzer
         self._analyzer_opts = self._check_stemmer(stemmer, analyzer)
         #: the stemmer the BM25 analyzer uses ("auto" resolved; None: no stemming)
         self.stemmer: str | None = None
         self.params = params
-        if self.sim.kind == "bm25":
-            unknown = set(params) - set(_BM25_PARAMS)
+        self.fusion: dict[str, Any] | None = None
+        if self.sim.kind == "hybrid":
+            self.fusion = check_fusion(params, _BM25_PARAMS + _HNSW_PARAMS)
+        if self.sim.kind in ("bm25", "hybrid"):
+            unknown = set(params) - set(_BM25_PARAMS) - set(self.fusion or ()) - (
+                set(_HNSW_PARAMS) if self.fusion else set())
             if unknown:
                 raise ConfigError(f"unknown BM25 parameters {sorted(unknown)}; "
                                   f"known: {list(_BM25_PARAMS)}")
             from fastrag.indexes.bm25 import check_bm25_params
 
-            check_bm25_params(**params)
+            check_bm25_params(**{p: params[p] for p in _BM25_PARAMS if p in params})
             # built once now so a bad analyzer or stemmer (or a missing PyStemmer) fails here
             stem = getattr(self._analyzer(), "stemmer", None)
             self.stemmer = stem if isinstance(stem, str) else None
@@ -124,6 +138,11 @@ class Retriever:
                 raise ConfigError(f"unknown parameters {sorted(unknown)} for similarity "
                                   f"{similarity!r}; known: {list(_HNSW_PARAMS)}")
         self.embed_keys = self._check_embed_keys(embed_keys)
+        if self.fusion and self.fusion["weights"] is not None and (
+                len(self.fusion["weights"]) != 1 + len(self.embed_keys)):
+            raise ConfigError(
+                f"weights has {len(self.fusion['weights'])} numbers; hybrid fuses "
+                f"{1 + len(self.embed_keys)} paths (BM25, then embed keys {self.embed_keys})")
         self.similarity_cut_off = self._check_cutoff(similarity_cut_off)
         if len(doc.group(group_name)) == 0:  # builds the group now (it is lazy)
             raise ConfigError(_no_nodes(doc, group_name))
@@ -133,10 +152,10 @@ class Retriever:
         """The analyzer options ``stemmer`` stands for ({} for the default "auto")."""
         if isinstance(stemmer, str) and stemmer == "auto":
             return {}
-        if self.sim.name != "bm25":
+        if self.sim.analyzer not in ("bm25", "bm25_english"):
             raise ConfigError(
-                f"stemmer={stemmer!r} applies to similarity 'bm25' (English) only, not "
-                f"{self.similarity!r}; drop stemmer= or use similarity='bm25'")
+                f"stemmer={stemmer!r} applies to similarities 'bm25', 'bm25_english' and "
+                f"'hybrid', not {self.similarity!r}; drop stemmer= or use similarity='bm25'")
         if analyzer is not None:
             raise ConfigError(
                 f"stemmer={stemmer!r} and analyzer= were both given; stemmer= configures the "
@@ -145,7 +164,11 @@ class Retriever:
         return {"stemmer": stemmer}
 
     def _check_embed_keys(self, embed_keys):
-        if self.sim.mode != "embedding":
+        if self.sim.kind == "hybrid" and embed_keys is None and not self.doc.embed:
+            from fastrag.embeddings.local import default_embedding
+
+            self.doc.embed.setdefault("default", default_embedding())
+        if self.sim.mode != "embedding" and self.sim.kind != "hybrid":
             if embed_keys is not None:
                 raise ConfigError("embed_keys applies to embedding similarities only")
             return None
@@ -165,7 +188,7 @@ class Retriever:
         if cut is None:
             return None
         if isinstance(cut, Mapping):
-            if self.embed_keys is None:
+            if self.embed_keys is None or self.sim.kind == "hybrid":
                 raise ConfigError("a per-key similarity_cut_off dict needs embedding similarity")
             unknown = set(cut) - set(self.embed_keys)
             if unknown:
@@ -230,6 +253,27 @@ class Retriever:
                                             pa.string()))
         return pa.table(out)
 
+    def why_no_hits(self, query: str, *, filter: Any = None) -> str:
+        """Why ``query`` gets no hits (empty, no indexable terms, terms the group lacks, a
+        language or script the analyzer cannot match, a filter or cut-off), with the fix."""
+        from fastrag.retrieval.explain import why_no_hits
+
+        flt = filter if filter is not None else self.filter
+        group = self.doc.group(self.group_name)
+        return why_no_hits(self, query, flt, self._mask(group, flt))
+
+    def bm25_analyzer(self):
+        """The analyzer this retriever's BM25 path tokenizes with (BM25 and hybrid only)."""
+        if self.sim.kind not in ("bm25", "hybrid"):
+            raise ConfigError(f"similarity {self.similarity!r} has no BM25 analyzer")
+        return self._analyzer()
+
+    def bm25_vocabulary(self) -> dict[str, int]:
+        """The BM25 index's terms (token -> id) of this retriever's group."""
+        if self.sim.kind not in ("bm25", "hybrid"):
+            raise ConfigError(f"similarity {self.similarity!r} has no BM25 index")
+        return self._bm25(self.doc.group(self.group_name))[1]
+
     # -- core --------------------------------------------------------------------------------
     def _run(self, queries, filter, topk) -> tuple[NodeGroup, Hits]:
         check_queries(queries)
@@ -260,6 +304,8 @@ class Retriever:
             return self._search_bm25(group, queries, k, mask)
         if self.sim.kind == "dense":
             return self._search_dense(group, queries, k, mask)
+        if self.sim.kind == "hybrid":
+            return self._search_hybrid(group, queries, k, mask)
         return self._search_custom(group, queries, k, mask)
 
     def _mask(self, group, flt) -> np.ndarray | None:
@@ -296,15 +342,16 @@ class Retriever:
         index, vocab = self.doc.derived.bm25(group, analyzer, params, self.num_workers)
         return index, vocab, analyzer
 
-    def _search_bm25(self, group, queries, k, mask) -> Hits:
+    def _search_bm25(self, group, queries, k, mask, fused: bool = False) -> Hits:
         from fastrag.analysis import encode_queries
 
         index, vocab, analyzer = self._bm25(group)
+        cutoff = None if fused else self._cutoff_for(None)
         for attempt in (0, 1):
             q_values, q_offsets = encode_queries(queries, analyzer, vocab)
             try:
-                return index.search(q_values, q_offsets, k, mask=mask,
-                                    cutoff=self._cutoff_for(None), num_threads=self.num_threads)
+                return index.search(q_values, q_offsets, k, mask=mask, cutoff=cutoff,
+                                    num_threads=self.num_threads)
             except StoreError as exc:  # a stored index whose postings proved damaged
                 if attempt:
                     raise
@@ -358,16 +405,37 @@ class Retriever:
             return self.doc.derived.hnsw(group, key, metric, hparams)
         return self.doc.derived.flat(group, key, metric)
 
-    def _search_dense(self, group, queries, k, mask) -> Hits:
+    def _dense_paths(self, group, queries, k, mask, fused: bool = False) -> list[Hits]:
         results = []
         for key in self.embed_keys:
             index = self._dense_index(group, key)
             qv = self.doc.embed_queries(queries, key)
-            results.append(index.search(qv, k, mask=mask, cutoff=self._cutoff_for(key),
+            results.append(index.search(qv, k, mask=mask,
+                                        cutoff=None if fused else self._cutoff_for(key),
                                         num_threads=self.num_threads))
+        return results
+
+    def _search_dense(self, group, queries, k, mask) -> Hits:
+        results = self._dense_paths(group, queries, k, mask)
         if len(results) == 1:
             return results[0]
         return _merge_hits(results, k)
+
+    # -- hybrid ------------------------------------------------------------------------------
+    def _search_hybrid(self, group, queries, k, mask) -> Hits:
+        from fastrag.retrieval.fusion import default_weights, fuse_hits
+
+        opts = self.fusion
+        depth = min(max(k, opts["depth"]), len(group))
+        paths = [self._search_bm25(group, queries, depth, mask, fused=True)]
+        paths += self._dense_paths(group, queries, depth, mask, fused=True)
+        weights = opts["weights"] or default_weights(len(paths) - 1)
+        rows, scores, counts = fuse_hits(paths, k, opts["fusion"], weights, opts["rrf_k"])
+        cut = self._cutoff_for(None)
+        if cut is not None:
+            counts = np.minimum(counts, (scores >= cut).sum(axis=1).astype(np.int32))
+            rows[np.arange(k)[None, :] >= counts[:, None]] = -1
+        return rows, scores, counts
 
 
 # -- helpers -----------------------------------------------------------------------------------

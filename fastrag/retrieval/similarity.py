@@ -11,12 +11,12 @@ from fastrag.errors import ConfigError
 
 @dataclass(frozen=True)
 class Similarity:
-    """How a Retriever scores: ``kind`` is "bm25", "dense" or "custom"; ``mode`` is "text"
+    """How a Retriever scores: ``kind`` is "bm25", "dense", "hybrid" or "custom"; ``mode`` is "text"
     (the function sees query strings and node texts) or "embedding" (vectors)."""
 
     name: str
     mode: str
-    kind: str
+    kind: str  # "bm25", "dense", "hybrid" (both, fused) or "custom"
     fn: Callable | None = None
     batch: bool = True
     analyzer: str | None = None  # bm25: the analyzer's registry name
@@ -25,11 +25,15 @@ class Similarity:
 
 _REGISTRY: dict[str, Similarity] = {
     "bm25": Similarity("bm25", "text", "bm25", analyzer="bm25"),
+    "bm25_english": Similarity("bm25_english", "text", "bm25", analyzer="bm25_english"),
     "bm25_chinese": Similarity("bm25_chinese", "text", "bm25", analyzer="bm25_chinese"),
     "bm25_cjk": Similarity("bm25_cjk", "text", "bm25", analyzer="bm25_cjk"),
+    "hybrid": Similarity("hybrid", "text", "hybrid", analyzer="bm25", metric="cosine"),
     "cosine": Similarity("cosine", "embedding", "dense", metric="cosine"),
     "dot": Similarity("dot", "embedding", "dense", metric="dot"),
 }
+
+_BUILTIN = frozenset(_REGISTRY)
 
 
 def register_similarity(
@@ -49,7 +53,7 @@ def register_similarity(
         if not callable(fn):
             raise ConfigError(f"similarity must be callable, got {type(fn).__name__}")
         key = name or fn.__name__
-        if key in ("bm25", "bm25_chinese", "bm25_cjk", "cosine", "dot"):
+        if key in _BUILTIN:
             raise ConfigError(f"{key!r} is a built-in similarity; register under another name")
         _REGISTRY[key] = Similarity(key, mode, "custom", fn=fn, batch=batch)
         return fn

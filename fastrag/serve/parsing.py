@@ -110,9 +110,12 @@ def check_filter(text: str | None) -> str | None:
     return text
 
 
-async def checked_retriever(engine: Any, group: str | None) -> Any:
-    """The engine's retriever of ``group``; an unknown group is a 400 naming it."""
+async def checked_retriever(engine: Any, group: str | None, similarity: str | None = None
+                            ) -> Any:
+    """The engine's retriever of ``group`` with ``similarity``; an unknown group or
+    similarity is a 400 naming it."""
     try:
-        return await engine.aretriever(group)
+        return await engine.aretriever(group, similarity)
     except ConfigError as exc:
-        raise ApiError(400, str(exc), param="group") from None
+        param = "similarity" if similarity is not None and "similarit" in str(exc) else "group"
+        raise ApiError(400, str(exc), param=param) from None

@@ -31,6 +31,7 @@ class RetrieveRequest(_Body):
     topk: Annotated[int, Field(ge=1, le=1000)] | None = None
     filter: str | None = None
     group: str | None = None
+    similarity: str | None = None  # default: the group's (``fastrag serve --similarity``)
 
 
 class AddTextsRequest(_Body):
@@ -89,6 +90,7 @@ class ChatCompletionRequest(_Body):
     # fastrag's additions
     group: str | None = None
     filter: str | None = None
+    similarity: str | None = None
     # known OpenAI fields without support here (see UNSUPPORTED_CHAT_FIELDS)
     tools: Any = None
     tool_choice: Any = None

@@ -149,7 +149,7 @@ def test_cjk_exact_tokens():
 
 
 def test_english_tokens_stopwords_stemming():
-    an = get_analyzer("bm25", stemmer=None)
+    an = get_analyzer("bm25_english", stemmer=None)
     assert an("The quick brown foxes are RUNNING, aren't they?") == [
         "quick",
         "brown",
@@ -158,15 +158,15 @@ def test_english_tokens_stopwords_stemming():
         "aren",
         "t",
     ]
-    stem = get_analyzer("bm25", stemmer="english")
+    stem = get_analyzer("bm25_english", stemmer="english")
     assert stem("The quick brown foxes are RUNNING") == ["quick", "brown", "fox", "run"]
-    assert get_analyzer("bm25", stopwords=None)("The end") == ["the", "end"]
+    assert get_analyzer("bm25_english", stopwords=None)("The end") == ["the", "end"]
     assert stem.identity() != an.identity()
     # the default ("auto") stems with PyStemmer, a core dependency, and names it in its identity
-    default = get_analyzer("bm25")
+    default = get_analyzer("bm25_english")
     assert default.stemmer == "english" and default == stem
     assert default("The quick brown foxes are RUNNING") == ["quick", "brown", "fox", "run"]
-    assert get_analyzer("bm25", stemmer="auto").identity() == stem.identity()
+    assert get_analyzer("bm25_english", stemmer="auto").identity() == stem.identity()
 
 
 def test_english_stemmer_errors(monkeypatch):

@@ -152,8 +152,9 @@ def test_stemmed_and_unstemmed_indexes_never_confused(tmp_path):
 @pytest.mark.parametrize("similarity", ["bm25_chinese", "bm25_cjk", "cosine", "dot"])
 @pytest.mark.parametrize("stemmer", ["english", None])
 def test_stemmer_with_another_similarity_is_an_error(doc, similarity, stemmer):
-    with pytest.raises(ConfigError, match=rf"stemmer={stemmer!r} applies to similarity 'bm25' "
-                                          rf"\(English\) only, not '{similarity}'; drop "
+    with pytest.raises(ConfigError, match=rf"stemmer={stemmer!r} applies to similarities "
+                                          rf"'bm25', 'bm25_english' and 'hybrid', not "
+                                          rf"'{similarity}'; drop "
                                           r"stemmer= or use similarity='bm25'"):
         fr.Retriever(doc, "root", similarity, stemmer=stemmer)
 

@@ -1,0 +1,305 @@
+"""Retrieval quality of every similarity on three public sets, one table each:
+
+* **mixed**: a documentation folder with the same 90 pages in English and Chinese
+  (ant-design's docs, MIT, ``bench/data/mixed_docs``; SVG icons in it too), ingested as the
+  CLI does (``chunk`` = sentence:256:32), and 120 known-item questions typed as people type
+  them (60 per language). A question hits at rank r when the r-th distinct page among the
+  hits is the target page in the question's language. Per language: hit@1, hit@5, MRR@10.
+* **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
+  R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
+  tuned with (on this set only).
+* **scifact**: BEIR SciFact test (5,183 abstracts, 300 queries; ``--scifact DIR`` holding
+  BEIR's ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` or ``qrels_test.tsv``):
+  nDCG@10, with bm25s (English stopwords + Snowball stemmer) as the reference.
+
+Dense paths use the offline multilingual-e5-small (``[embed]`` extra); vectors are cached in
+stores under ``bench/.work/quality`` so re-runs embed only the queries. BM25 speed on CMRC
+(``bm25`` vs ``bm25_chinese``, batch of all questions, median of repeats) is measured too.
+
+    python bench/bench_quality.py                       # mixed + cmrc
+    python bench/bench_quality.py --scifact /data/scifact --sets mixed,cmrc,scifact
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import BENCH_DIR, RESULTS_DIR, WORK_DIR, machine_info
+
+import fastrag as fr
+from fastrag.datasets import load_cmrc2018_dev
+from fastrag.eval.loaders import squad_questions
+
+MIXED_DIR = BENCH_DIR / "data" / "mixed_docs"
+BM25_SIMS = ["bm25", "bm25_english", "bm25_chinese", "bm25_cjk"]
+DENSE_SIMS = ["cosine", "hybrid"]
+
+
+def _embedder():
+    from fastrag.embeddings.local import default_embedding
+
+    return default_embedding()
+
+
+def _page_ranks(hits, page_of) -> list[str]:
+    """Distinct pages of ``hits`` in rank order."""
+    seen: dict[str, None] = {}
+    for h in hits:
+        seen.setdefault(page_of(h), None)
+    return list(seen)
+
+
+# -- mixed-language known items ---------------------------------------------------------------
+def run_mixed(sims: list[str], smoke: bool) -> dict:
+    corpus = MIXED_DIR / "corpus"
+    questions = [json.loads(line) for line in (MIXED_DIR / "questions.jsonl").open()]
+    if smoke:
+        questions = questions[:10] + questions[60:70]
+    work = WORK_DIR / "quality" / "mixed"
+    doc = fr.Document(str(corpus), store=str(work), embed=_embedder(),
+                      show_progress=False)
+    if "chunk" not in doc.group_names:
+        doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=256,
+                                                                      chunk_overlap=32))
+    n_chunks = len(doc.group("chunk"))
+
+    def page_of(hit) -> str:
+        return doc.source_path(hit.metadata["file_path"]).removesuffix(".md")
+
+    out: dict = {"chunks": n_chunks, "questions": len(questions), "rows": []}
+    for sim in sims:
+        ret = fr.Retriever(doc, "chunk", sim, topk=50)
+        t0 = time.perf_counter()
+        results = ret.batch([q["question"] for q in questions])
+        took = time.perf_counter() - t0
+        per = defaultdict(lambda: {"n": 0, "h1": 0, "h5": 0, "rr": 0.0})
+        for q, hits in zip(questions, results, strict=True):
+            pages = _page_ranks(hits, page_of)
+            target = f"{q['lang']}/{q['target']}"
+            rank = pages.index(target) + 1 if target in pages else None
+            s = per[q["lang"]]
+            s["n"] += 1
+            s["h1"] += rank == 1
+            s["h5"] += rank is not None and rank <= 5
+            s["rr"] += 1.0 / rank if rank and rank <= 10 else 0.0
+        for lang, s in sorted(per.items()):
+            out["rows"].append({"similarity": sim, "lang": lang, "n": s["n"],
+                                "hit@1": s["h1"] / s["n"], "hit@5": s["h5"] / s["n"],
+                                "mrr@10": s["rr"] / s["n"], "batch_s": took})
+        print(f"mixed {sim}: " + ", ".join(
+            f"{r['lang']} hit@5 {r['hit@5']:.3f}" for r in out["rows"] if r["similarity"] == sim),
+            flush=True)
+    return out
+
+
+# -- CMRC 2018 dev ----------------------------------------------------------------------------
+def _recall(results, gold_rows, ks=(1, 3, 5)) -> dict:
+    out = {}
+    for k in ks:
+        out[f"R@{k}"] = float(np.mean([g in r[:k] for r, g in zip(results, gold_rows,
+                                                                   strict=True)]))
+    return out
+
+
+def _load_cmrc(path: Path | None) -> tuple[dict, str]:
+    """CMRC 2018 as SQuAD JSON: the bundled dev set, or a file in SQuAD or CMRC's own
+    format (``context_text`` / ``qas[].query_text``, as the trial set ships)."""
+    if path is None:
+        return load_cmrc2018_dev(), "dev"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(raw, list):
+        raw = {"data": [{"title": a.get("title", ""), "paragraphs": [{
+            "context": a["context_text"],
+            "qas": [{"id": q["query_id"], "question": q["query_text"],
+                     "answers": [{"text": t} for t in q["answers"]]} for q in a["qas"]]}]}
+            for a in raw]}
+    return raw, path.stem
+
+
+def run_cmrc(sims: list[str], smoke: bool, repeats: int, path: Path | None = None) -> dict:
+    squad, split = _load_cmrc(path)
+    questions, gold, contexts = squad_questions(squad)
+    if smoke:
+        keep = [i for i, g in enumerate(gold) if g < 60]
+        questions, gold, contexts = [questions[i] for i in keep], [gold[i] for i in keep], \
+            contexts[:60]
+    work = WORK_DIR / "quality" / (("cmrc_smoke" if smoke else "cmrc") + f"_{split}")
+    doc = fr.Document.from_texts(contexts, metadatas=[{"p": i} for i in range(len(contexts))],
+                                 store=str(work), embed=_embedder())
+    out: dict = {"split": split, "paragraphs": len(contexts), "questions": len(questions),
+                 "rows": [], "fusion": [], "speed": []}
+
+    def run(sim, **kw):
+        ret = fr.Retriever(doc, "root", sim, topk=5, **kw)
+        t = ret.batch_arrow(questions, columns=["metadata"])
+        rows = [[] for _ in questions]
+        for qi, meta in zip(t["query_idx"].to_pylist(), t["metadata"].to_pylist(), strict=True):
+            rows[qi].append(json.loads(meta)["p"])
+        return ret, _recall(rows, gold)
+
+    for sim in sims:
+        _, rec = run(sim)
+        out["rows"].append({"similarity": sim, **rec})
+        print(f"cmrc {sim}: {rec}", flush=True)
+    if "hybrid" in sims and not smoke and split == "dev":
+        for fusion, weights, depth in [("rrf", [0.5, 0.5], 50), ("rrf", [0.6, 0.4], 50),
+                                       ("relative", [0.5, 0.5], 50),
+                                       ("relative", [0.7, 0.3], 50),
+                                       ("relative", [0.6, 0.4], 20),
+                                       ("relative", [0.6, 0.4], 100)]:
+            _, rec = run("hybrid", fusion=fusion, weights=weights, depth=depth)
+            out["fusion"].append({"fusion": fusion, "weights": weights, "depth": depth, **rec})
+            print(f"cmrc hybrid {fusion} {weights} {depth}: {rec}", flush=True)
+    for sim in ("bm25", "bm25_chinese"):
+        ret = fr.Retriever(doc, "root", sim, topk=5)
+        ret.batch(questions[:32])
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            ret.batch_arrow(questions)
+            times.append(time.perf_counter() - t0)
+        out["speed"].append({"similarity": sim, "batch_ms": 1000 * float(np.median(times)),
+                             "qps": len(questions) / float(np.median(times))})
+    return out
+
+
+# -- BEIR SciFact -----------------------------------------------------------------------------
+def _ndcg10(ranked: list[str], rel: dict[str, int]) -> float:
+    dcg = sum(rel.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
+    ideal = sorted(rel.values(), reverse=True)[:10]
+    return dcg / sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+
+
+def run_scifact(root: Path, sims: list[str]) -> dict:
+    corpus = [json.loads(line) for line in (root / "corpus.jsonl").open()]
+    queries = [json.loads(line) for line in (root / "queries.jsonl").open()]
+    qrels_path = root / "qrels" / "test.tsv"
+    if not qrels_path.exists():
+        qrels_path = root / "qrels_test.tsv"
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    for i, line in enumerate(qrels_path.open()):
+        parts = line.split()
+        if i == 0 and not parts[-1].isdigit():
+            continue
+        qrels[parts[0]][parts[-2]] = int(parts[-1])
+    queries = [q for q in queries if q["_id"] in qrels]
+    texts = [(d.get("title", "") + " " + d["text"]).strip() for d in corpus]
+    ids = [d["_id"] for d in corpus]
+    qtexts = [q["text"] for q in queries]
+    out: dict = {"docs": len(corpus), "queries": len(queries), "rows": []}
+
+    def score(ranked_lists) -> float:
+        return float(np.mean([_ndcg10(r, qrels[q["_id"]]) for q, r in zip(queries, ranked_lists,
+                                                                           strict=True)]))
+
+    try:
+        import bm25s
+        import Stemmer
+
+        stem = Stemmer.Stemmer("english")
+        model = bm25s.BM25()
+        model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stem, show_progress=False),
+                    show_progress=False)
+        res, _ = model.retrieve(bm25s.tokenize(qtexts, stopwords="en", stemmer=stem,
+                                               show_progress=False), k=10, show_progress=False)
+        out["rows"].append({"similarity": "bm25s (en stopwords + stemmer)",
+                            "nDCG@10": score([[ids[j] for j in r] for r in res])})
+    except ImportError:
+        pass
+    doc = fr.Document.from_texts(texts, metadatas=[{"id": i} for i in ids],
+                                 store=str(WORK_DIR / "quality" / "scifact"), embed=_embedder())
+    for sim in sims:
+        res = fr.Retriever(doc, "root", sim, topk=10).batch(qtexts)
+        out["rows"].append({"similarity": sim, "nDCG@10": score(
+            [[h.metadata["id"] for h in hits] for hits in res])})
+        print(f"scifact {sim}: {out['rows'][-1]['nDCG@10']:.4f}", flush=True)
+    return out
+
+
+# -- report -----------------------------------------------------------------------------------
+def report(results: dict, info: dict) -> str:
+    lines = ["# Retrieval quality by similarity", "",
+             f"CPU: {info.get('cpu')}; commit {info.get('commit')}; "
+             f"{time.strftime('%Y-%m-%d')}", ""]
+    if "mixed" in results:
+        m = results["mixed"]
+        lines += ["## Mixed-language docs (ant-design en + zh, known items)", "",
+                  f"{m['chunks']} chunks, {m['questions']} questions; page-level ranks.", "",
+                  "| similarity | lang | hit@1 | hit@5 | MRR@10 |", "|---|---|---|---|---|"]
+        lines += [f"| {r['similarity']} | {r['lang']} | {r['hit@1']:.3f} | {r['hit@5']:.3f} "
+                  f"| {r['mrr@10']:.3f} |" for r in m["rows"]]
+        lines.append("")
+    if "cmrc" in results:
+        c = results["cmrc"]
+        lines += [f"## CMRC 2018 {c['split']}", "",
+                  f"{c['paragraphs']} paragraphs, {c['questions']} questions.", "",
+                  "| similarity | R@1 | R@3 | R@5 |", "|---|---|---|---|"]
+        lines += [f"| {r['similarity']} | {r['R@1']:.4f} | {r['R@3']:.4f} | {r['R@5']:.4f} |"
+                  for r in c["rows"]]
+        if c["fusion"]:
+            lines += ["", "Hybrid fusion settings (tuned here):", "",
+                      "| fusion | weights | depth | R@1 | R@5 |", "|---|---|---|---|---|"]
+            lines += [f"| {r['fusion']} | {r['weights']} | {r['depth']} | {r['R@1']:.4f} "
+                      f"| {r['R@5']:.4f} |" for r in c["fusion"]]
+        lines += ["", "BM25 speed (all questions as one batch, median):", "",
+                  "| similarity | batch ms | queries/s |", "|---|---|---|"]
+        lines += [f"| {r['similarity']} | {r['batch_ms']:.1f} | {r['qps']:.0f} |"
+                  for r in c["speed"]]
+        lines.append("")
+    if "scifact" in results:
+        s = results["scifact"]
+        lines += ["## BEIR SciFact test", "", f"{s['docs']} docs, {s['queries']} queries.", "",
+                  "| similarity | nDCG@10 |", "|---|---|"]
+        lines += [f"| {r['similarity']} | {r['nDCG@10']:.4f} |" for r in s["rows"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default="mixed,cmrc", help="mixed, cmrc, scifact (comma list)")
+    ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
+    ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
+    ap.add_argument("--cmrc", type=Path, help="a CMRC 2018 file (default: the bundled dev set; "
+                    "e.g. cmrc2018_trial.json for a held-out check)")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
+    ap.add_argument("--out", default="quality")
+    args = ap.parse_args()
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    sims = [s.strip() for s in args.similarities.split(",") if s.strip()]
+    unknown = set(sets) - {"mixed", "cmrc", "scifact"}
+    if unknown:
+        ap.error(f"unknown sets {sorted(unknown)}")
+    if "scifact" in sets and not args.scifact:
+        ap.error("--sets scifact needs --scifact DIR (a BEIR SciFact folder)")
+    results: dict = {}
+    if "mixed" in sets:
+        results["mixed"] = run_mixed(sims, args.smoke)
+    if "cmrc" in sets:
+        results["cmrc"] = run_cmrc(sims, args.smoke, args.repeats, args.cmrc)
+    if "scifact" in sets:
+        results["scifact"] = run_scifact(args.scifact, [s for s in sims if s != "bm25_chinese"])
+    info = machine_info(["numpy", "numba"])
+    name = args.out + ("_smoke" if args.smoke else "")
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    (RESULTS_DIR / f"{name}.json").write_text(json.dumps({"machine": info, **results},
+                                                         indent=1))
+    text = report(results, info)
+    (RESULTS_DIR / f"{name}.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

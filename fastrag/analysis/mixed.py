@@ -1,0 +1,228 @@
+"""``bm25``: the default analyzer, for any script and for folders that mix languages.
+
+The text is lowercased and cut by script, in one numba pass (``fastrag._kernels.mixed``):
+
+* Han runs (U+4E00..U+9FD5) are segmented exactly as jieba segments a Chinese block, and a
+  word jieba's HMM invented is followed by its characters (``bm25_chinese``'s ``oov_chars``);
+* kana, Hangul and rarer ideographs give unigrams plus overlapping bigrams (``bm25_cjk``);
+* every other run of word characters (Latin, Cyrillic, Greek, digits, ``_``) is one word, a
+  ``.`` between digits kept (``3.14``, ``v1.2``), and words are Snowball-stemmed by script:
+  Latin with English (or the ``stemmer`` given), Cyrillic with Russian, Greek with Greek.
+
+Stopwords (Lucene's 33 English words and the Chinese list ``bm25_chinese`` uses) are dropped
+before stemming. On Chinese text the tokens equal ``bm25_chinese``'s except around the few
+dictionary words that mix Latin and Han (``T恤``) and decimals (kept whole here too).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import numpy as np
+
+from fastrag._checks import check_bool, check_str
+from fastrag._coldstart import kernels_ready
+from fastrag.analysis.base import Analyzer
+from fastrag.analysis.chinese import dictionary_tag, jieba_tokenizer
+from fastrag.analysis.english import AUTO, default_stemmer, make_stemmer
+from fastrag.analysis.segment import get_segmenter
+from fastrag.analysis.spans import expand_tokens, span_strings, texts_to_codepoints
+from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
+from fastrag.errors import ConfigError
+
+__all__ = ["MixedAnalyzer", "mixed_classes"]
+
+HAN_LO, HAN_HI = 0x4E00, 0x9FD5  # the Han range jieba segments
+# bigram scripts: kana, CJK ext A, the unified ideographs jieba leaves out, compatibility
+# ideographs, Hangul (syllables and jamo) and the supplementary ideograph planes
+_CJK_RANGES = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x9FD6, 0x9FFF),
+               (0xF900, 0xFAFF), (0xAC00, 0xD7AF), (0x1100, 0x11FF), (0x3130, 0x318F),
+               (0x20000, 0x2FFFF))
+# word scripts with their own Snowball stemmer (anything else Latin-like uses ``stemmer``)
+_SCRIPT_STEMMERS = (((0x0400, 0x04FF), "russian"), ((0x0370, 0x03FF), "greek"),
+                    ((0x0600, 0x06FF), "arabic"))
+_HAS_ALNUM = re.compile(r"[^\W_]")
+_CJK_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES)
+_HAN_CLASS = f"{chr(HAN_LO)}-{chr(HAN_HI)}"
+# the kernel's cut, as a regex (the path while the kernels compile): Han run | CJK run | word
+_SPANS = re.compile(
+    f"([{_HAN_CLASS}]+)|([{_CJK_CLASS}]+)"
+    f"|((?:[^\\W{_HAN_CLASS}{_CJK_CLASS}]|(?<=[0-9])\\.(?=[0-9]))+)"
+)
+
+
+@functools.lru_cache(maxsize=1)
+def mixed_classes() -> np.ndarray:
+    """uint8 class of every code point for ``mixed_spans``: 0 other, 1 word, 2 CJK, 3 Han."""
+    from fastrag.analysis.cjk import char_classes
+
+    cls = (char_classes() != 0).astype(np.uint8)  # \w (CJK included) -> 1
+    for a, b in _CJK_RANGES:
+        cls[a : b + 1] = 2
+    cls[HAN_LO : HAN_HI + 1] = 3
+    cls.setflags(write=False)
+    return cls
+
+
+def _script_stemmer(word: str) -> str | None:
+    for (lo, hi), language in _SCRIPT_STEMMERS:
+        if any(lo <= ord(ch) <= hi for ch in word):
+            return language
+    return None
+
+
+class MixedAnalyzer(Analyzer):
+    """Lowercase; Han by jieba, kana/Hangul by bigrams, other words whole and stemmed by script.
+
+    ``stopwords``: ``"default"`` (English + Chinese lists), None to keep all, or an iterable.
+    ``stemmer``: the Snowball language for Latin-script words, ``"auto"`` (the default) being
+    ``"english"`` (None if PyStemmer cannot be imported), or None (no stemming at all);
+    Cyrillic, Greek and Arabic words are stemmed by their script's language whenever stemming
+    is on. ``hmm`` and ``oov_chars`` are ``bm25_chinese``'s options for Han text.
+    """
+
+    name = "bm25"
+    version = 2
+
+    def __init__(self, stopwords: Any = DEFAULT, stemmer: str | None = AUTO,
+                 lowercase: bool = True, hmm: bool = True, oov_chars: bool = True):
+        check_str("stemmer", stemmer, none="no stemming",
+                  note="'auto' or a Snowball language such as 'english'")
+        self.lowercase = check_bool("lowercase", lowercase)
+        self.hmm = check_bool("hmm", hmm)
+        self.oov_chars = check_bool("oov_chars", oov_chars)
+        self.stopwords = resolve_stopwords(stopwords, ("en", "zh"), lowercase=self.lowercase)
+        self.stemmer = default_stemmer() if stemmer == AUTO else stemmer
+        if self.stemmer:
+            make_stemmer(self.stemmer)  # an unknown language fails here, by name
+        self._stemmers: dict[str, Any] = {}
+        self._cache: dict[str, tuple[str, ...]] = {}
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "stopwords": stopwords_option(self.stopwords,
+                                          load_stopwords("en") | load_stopwords("zh")),
+            "stemmer": self.stemmer,
+            "lowercase": self.lowercase,
+            "hmm": self.hmm,
+            "oov_chars": self.oov_chars,
+            "dictionary": dictionary_tag(),
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_stemmers"] = {}
+        state["_cache"] = {}
+        return state
+
+    def warmup(self) -> None:
+        if kernels_ready():
+            get_segmenter().warmup()
+            self.encode_chunk(["ab 中文 かな 한국 3.14"])
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def _stem_many(self, words: list[str]) -> list[str]:
+        """Each word stemmed by its script's Snowball stemmer (unchanged without one)."""
+        if not self.stemmer:
+            return words
+        by_lang: dict[str, list[int]] = {}
+        for i, w in enumerate(words):
+            lang = (_script_stemmer(w) if not w.isascii() else None) or self.stemmer
+            by_lang.setdefault(lang, []).append(i)
+        out = list(words)
+        for lang, idx in by_lang.items():
+            stem = self._stemmers.get(lang)
+            if stem is None:
+                stem = self._stemmers[lang] = make_stemmer(lang)
+            for i, s in zip(idx, stem.stemWords([words[i] for i in idx]), strict=True):
+                out[i] = s
+        return out
+
+    def _normalize_many(self, raws: list[str]) -> list[tuple[str, ...]]:
+        """The output tokens of each distinct raw span (memoised per process)."""
+        cache = self._cache
+        missing = [r for r in raws if r not in cache]
+        if missing:
+            stop = self.stopwords
+            han = [r for r in missing if HAN_LO <= ord(r[0]) <= HAN_HI]
+            oov = [r for r in han if self.oov_chars and len(r) > 1]
+            if oov:
+                freqs = (get_segmenter().freqs(oov).tolist() if kernels_ready()
+                         else [jieba_tokenizer().FREQ.get(w, 0) for w in oov])
+                invented = {w for w, f in zip(oov, freqs, strict=True) if f == 0}
+            else:
+                invented = set()
+            words = [r for r in missing if r not in stop and _HAS_ALNUM.search(r)
+                     and not HAN_LO <= ord(r[0]) <= HAN_HI
+                     and mixed_classes()[ord(r[0])] == 1]
+            stems = dict(zip(words, self._stem_many(words), strict=True))
+            new: dict[str, tuple[str, ...]] = {}
+            for r in missing:
+                if r in stems:
+                    new[r] = (stems[r],)
+                elif r in invented:
+                    new[r] = tuple(p for p in (r, *r) if p not in stop)
+                elif r in stop or not _HAS_ALNUM.search(r):
+                    new[r] = ()
+                else:
+                    new[r] = (r,)
+            if len(cache) + len(new) > 2_000_000:
+                self._cache = cache = {}
+            cache.update(new)
+        return [cache[r] for r in raws]
+
+    def _spans_python(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The kernel's raw spans with ``re`` and the jieba package (same tokens)."""
+        dt = jieba_tokenizer()
+        local: dict[str, int] = {}
+        ids: list[int] = []
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        setdefault = local.setdefault
+        for i, text in enumerate(texts):
+            for m in _SPANS.finditer(text):
+                han, cjk, word = m.groups()
+                if han is not None:
+                    ids.extend(setdefault(w, len(local)) for w in dt.lcut(han, HMM=self.hmm))
+                elif cjk is not None:
+                    last = len(cjk) - 1
+                    for k in range(last):
+                        ids.append(setdefault(cjk[k], len(local)))
+                        ids.append(setdefault(cjk[k : k + 2], len(local)))
+                    ids.append(setdefault(cjk[last], len(local)))
+                else:
+                    ids.append(setdefault(word, len(local)))
+            offsets[i + 1] = len(ids)
+        return list(local), np.asarray(ids, dtype=np.int32), offsets
+
+    def _spans(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        if not kernels_ready():  # compiling in the background
+            return self._spans_python(texts)
+        from fastrag._kernels.mixed import mixed_spans
+        from fastrag._kernels.text import intern_spans
+
+        seg = get_segmenter()
+        joined, cps, doc_off = texts_to_codepoints(texts)
+        starts, lens, tok_off = mixed_spans(
+            cps, doc_off, mixed_classes(), seg.keys, seg.vals, seg.freq, seg.logp,
+            seg.start_p, seg.trans_p, seg.emit_p, self.hmm)
+        ids, first = intern_spans(cps, starts, lens)
+        return span_strings(joined, cps, starts[first], lens[first]), ids, tok_off
+
+    def encode_chunk(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        prepared = []
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ConfigError(
+                    f"text {i} is a {type(text).__name__}, not a str; analyzers take str")
+            prepared.append(text.lower() if self.lowercase else text)
+        raw, ids, offsets = self._spans(prepared)
+        return expand_tokens(raw, ids, offsets, self._normalize_many(raw))
+
+    def __call__(self, text: str) -> list[str]:
+        if not isinstance(text, str):
+            raise ConfigError(f"analyzer {self.name!r} needs a str, got {type(text).__name__}")
+        vocab, ids, _ = self.encode_chunk([text])
+        return [vocab[i] for i in ids.tolist()]

@@ -1,0 +1,70 @@
+"""Why a query found nothing, said for people: what was wrong and what to do about it."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from fastrag.analysis.language import detect_text_language
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastrag.retrieval.retriever import Retriever
+
+__all__ = ["why_no_hits"]
+
+_HAN = re.compile("[\u3400-\u9fff]")
+_LANGUAGE_NAMES = {"en": "English", "zh": "Chinese", "ja": "Japanese", "ko": "Korean",
+                   "ru": "Russian", "fr": "French", "de": "German", "es": "Spanish",
+                   "pt": "Portuguese", "it": "Italian", "nl": "Dutch", "el": "Greek",
+                   "ar": "Arabic"}
+# analyzers that keep a run of Chinese characters as one word (a question never matches)
+_WORD_ANALYZERS = ("bm25_english",)
+
+
+def _languages(group: Any) -> set[str]:
+    meta = group.metadata_table()
+    if "language" not in meta.column_names:
+        return set()
+    return {v for v in meta.column("language").unique().to_pylist() if isinstance(v, str)}
+
+
+def _name(code: str) -> str:
+    return _LANGUAGE_NAMES.get(code, code)
+
+
+def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -> str:
+    """A sentence saying why ``query`` got no hits from ``ret`` and how to fix it."""
+    group = ret.doc.group(ret.group_name)
+    where = f"group {ret.group_name!r}"
+    if not isinstance(query, str) or not query.strip():
+        return "the query is empty: type a question or a few keywords"
+    if mask is not None and not mask.any():
+        return (f"the filter {flt!r} matches none of the {len(group):,} nodes of {where}: "
+                "loosen or drop the filter")
+    cut = ret.similarity_cut_off
+    if ret.sim.kind in ("bm25", "hybrid"):
+        analyzer = ret.bm25_analyzer()
+        terms = analyzer(query)
+        if not terms:
+            return (f"the query has no indexable terms: the {analyzer.name!r} analyzer drops "
+                    "all of it (stopwords, punctuation, symbols); use content words")
+        vocab = ret.bm25_vocabulary()
+        if not any(t in vocab for t in terms):
+            shown = ", ".join(dict.fromkeys(terms[:8]))
+            msg = f"none of the query's terms ({shown}) occurs in {where}"
+            if _HAN.search(query) and ret.sim.analyzer in _WORD_ANALYZERS:
+                return (f"{msg}: similarity {ret.similarity!r} keeps a run of Chinese "
+                        "characters as one word; search with similarity 'bm25' (the default, "
+                        "any script) or 'bm25_chinese'")
+            asked = detect_text_language(query)
+            held = _languages(group)
+            if asked and held and asked not in held:
+                return (f"{msg}: the question is in {_name(asked)} and the documents are in "
+                        f"{', '.join(sorted(_name(x) for x in held))}; ask in their language "
+                        "or search with similarity 'hybrid' (multilingual embeddings match "
+                        "across languages)")
+            return f"{msg}: try other words, or similarity 'hybrid' to match by meaning"
+    if cut is not None:
+        return (f"no node of {where} scored above similarity_cut_off={cut}: lower or drop "
+                "the cut-off")
+    return f"no node of {where} matches the query"

@@ -1,0 +1,109 @@
+"""Fusion of several ranked hit lists over one group (``similarity="hybrid"``), on arrays.
+
+Each path gives ``Hits``: ``rows [n_q, d]`` (-1 padded), ``scores`` and ``counts``. Fusion
+works on all queries at once with NumPy (no per-hit Python objects):
+
+* ``"rrf"``: reciprocal rank fusion, a row scores ``sum_i w_i / (rrf_k + rank_i)`` with
+  ranks from 1 (Cormack et al. 2009), lists missing the row adding nothing;
+* ``"relative"``: each list's scores min-max normalized per query to [0, 1] (a list whose
+  scores are all equal gives 1), then ``sum_i w_i * norm_i`` (Weaviate's relative score
+  fusion, LlamaIndex's ``relative_score``).
+
+Ties go to the lower row, as everywhere in fastrag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fastrag._checks import check_choice, check_int, check_number
+from fastrag.errors import ConfigError
+
+__all__ = ["DEFAULT_FUSION", "FUSIONS", "check_fusion", "default_weights", "fuse_hits"]
+
+Hits = tuple[np.ndarray, np.ndarray, np.ndarray]
+FUSIONS = ("rrf", "relative")
+#: ``similarity="hybrid"``'s defaults, chosen on CMRC dev (bench/bench_quality.py): relative
+#: score fusion of the top 50 of each path; weights None = 0.6 for BM25 and 0.4 shared by the
+#: embed keys (R@1 0.980-0.981 for BM25 weights 0.55-0.65 and depths 20-50; RRF 0.967-0.969)
+DEFAULT_FUSION: dict = {"fusion": "relative", "weights": None, "rrf_k": 60.0, "depth": 50}
+BM25_SHARE = 0.6
+
+
+def default_weights(n_dense: int) -> list[float]:
+    """BM25's weight, then each of ``n_dense`` embed keys' (summing to 1)."""
+    return [BM25_SHARE] + [(1.0 - BM25_SHARE) / n_dense] * n_dense
+
+
+def check_fusion(params: dict, other: tuple[str, ...]) -> dict:
+    """The fusion options in ``params`` (a Retriever's keyword arguments) with defaults."""
+    opts = dict(DEFAULT_FUSION)
+    for key in DEFAULT_FUSION:
+        if key in params:
+            opts[key] = params[key]
+    opts["fusion"] = check_choice("fusion", opts["fusion"], FUSIONS)
+    opts["rrf_k"] = check_number("rrf_k", opts["rrf_k"], min=0, note="usually 60")
+    opts["depth"] = check_int("depth", opts["depth"], min=1,
+                              note="hits taken from each path before fusing")
+    w = opts["weights"]
+    if w is not None:
+        if isinstance(w, (str, bytes)) or not isinstance(w, Sequence) or not w:
+            raise ConfigError(f"weights must be a list of numbers (BM25's, then each embed "
+                              f"key's), got {w!r}")
+        opts["weights"] = [check_number("weights[i]", x, min=0) for x in w]
+    return opts
+
+
+def _contributions(rows, scores, counts, method: str, weight: float, rrf_k: float):
+    """``(query, row, contribution)`` of every valid hit of one list."""
+    d = rows.shape[1]
+    valid = np.arange(d)[None, :] < counts[:, None]
+    q, rank = np.nonzero(valid)
+    if method == "rrf":
+        contrib = weight / (rrf_k + rank + 1.0)
+    else:
+        s = scores.astype(np.float64)
+        lo = np.where(valid, s, np.inf).min(axis=1)
+        hi = np.where(valid, s, -np.inf).max(axis=1)
+        span = hi - lo
+        ok = span > 0
+        norm = np.where(ok[:, None], (s - lo[:, None]) / np.where(ok, span, 1.0)[:, None], 1.0)
+        contrib = weight * norm[valid]
+    return q, rows[valid], contrib
+
+
+def fuse_hits(results: Sequence[Hits], k: int, method: str = "rrf",
+              weights: Sequence[float] | None = None, rrf_k: float = 60.0) -> Hits:
+    """The top ``k`` of each query after fusing ``results`` (one ``Hits`` per path)."""
+    nq = results[0][0].shape[0]
+    w = [1.0] * len(results) if weights is None else [float(x) for x in weights]
+    parts = [_contributions(r, s, c, method, wi, rrf_k)
+             for (r, s, c), wi in zip(results, w, strict=True)]
+    q = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    row = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    contrib = np.concatenate([p[2] for p in parts])
+    out_rows = np.full((nq, k), -1, dtype=np.int64)
+    out_scores = np.zeros((nq, k), dtype=np.float32)
+    counts = np.zeros(nq, dtype=np.int32)
+    if not len(q):
+        return out_rows, out_scores, counts
+    # one entry per (query, row): sum of its contributions
+    order = np.lexsort((row, q))
+    q, row, contrib = q[order], row[order], contrib[order]
+    first = np.ones(len(q), dtype=bool)
+    first[1:] = (q[1:] != q[:-1]) | (row[1:] != row[:-1])
+    starts = np.flatnonzero(first)
+    fq, frow = q[starts], row[starts]
+    fscore = np.add.reduceat(contrib, starts)
+    # best first within each query, ties to the lower row
+    order = np.lexsort((frow, -fscore, fq))
+    fq, frow, fscore = fq[order], frow[order], fscore[order]
+    qstart = np.searchsorted(fq, np.arange(nq))
+    rank = np.arange(len(fq)) - qstart[fq]
+    keep = rank < k
+    out_rows[fq[keep], rank[keep]] = frow[keep]
+    out_scores[fq[keep], rank[keep]] = fscore[keep]
+    counts[:] = np.minimum(np.bincount(fq, minlength=nq), k)
+    return out_rows, out_scores, counts

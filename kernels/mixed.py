@@ -1,0 +1,91 @@
+"""Script-aware token spans for the default ``bm25`` analyzer, as one numba pass.
+
+Each code point has a class (``cls``, uint8): Han characters jieba segments (U+4E00..U+9FD5)
+are cut with jieba's algorithm (:func:`fastrag._kernels.jieba.cut_block`); other CJK
+characters (kana, Hangul, rarer ideographs) give unigrams plus overlapping bigrams; a run of
+other word characters (Latin, Cyrillic, Greek, digits, ``_``) is one word, with a ``.``
+between two ASCII digits kept inside it (``3.14``, ``v1.2``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .jieba import cut_block
+
+MIX_OTHER = 0
+MIX_WORD = 1
+MIX_CJK = 2
+MIX_HAN = 3
+
+
+@njit(cache=True, inline="always")
+def _digit(c):
+    return 48 <= c <= 57
+
+
+@njit(cache=True)
+def mixed_spans(cps, doc_off, cls, keys, vals, freq, logp, start_p, trans_p, emit_p, hmm):
+    """Token spans of each text ``cps[doc_off[d]:doc_off[d + 1]]`` by script.
+
+    Returns ``(starts int64, lens int32, tok_off int64[n_docs + 1])``, in text order.
+    """
+    n_docs = doc_off.shape[0] - 1
+    n = doc_off[n_docs] - doc_off[0]
+    starts = np.empty(2 * n + 1, dtype=np.int64)
+    lens = np.empty(2 * n + 1, dtype=np.int32)
+    tok_off = np.zeros(n_docs + 1, dtype=np.int64)
+    longest = 1
+    run = 0
+    for i in range(doc_off[0], doc_off[n_docs]):
+        if cls[cps[i]] == MIX_HAN:
+            run += 1
+            longest = max(longest, run)
+        else:
+            run = 0
+    route_p = np.empty(longest + 1, dtype=np.float64)
+    route_x = np.empty(longest + 1, dtype=np.int64)
+    v = np.empty((longest, 4), dtype=np.float64)
+    back = np.zeros((longest, 4), dtype=np.int64)
+    hmm_tables = (start_p, trans_p, emit_p, v, back)
+    t = 0
+    for d in range(n_docs):
+        i = doc_off[d]
+        end = doc_off[d + 1]
+        while i < end:
+            c = cls[cps[i]]
+            if c == MIX_OTHER:
+                i += 1
+            elif c == MIX_WORD:
+                j = i + 1
+                while j < end:
+                    if cls[cps[j]] == MIX_WORD:
+                        j += 1
+                    elif (cps[j] == 46 and j + 1 < end and _digit(cps[j - 1])
+                          and _digit(cps[j + 1])):
+                        j += 2
+                    else:
+                        break
+                starts[t] = i
+                lens[t] = j - i
+                t += 1
+                i = j
+            elif c == MIX_HAN:
+                j = i + 1
+                while j < end and cls[cps[j]] == MIX_HAN:
+                    j += 1
+                t = cut_block(cps, i, j, keys, vals, freq, logp, hmm, hmm_tables, route_p,
+                              route_x, starts, lens, t)
+                i = j
+            else:
+                starts[t] = i
+                lens[t] = 1
+                t += 1
+                if i + 1 < end and cls[cps[i + 1]] == MIX_CJK:
+                    starts[t] = i
+                    lens[t] = 2
+                    t += 1
+                i += 1
+        tok_off[d + 1] = t
+    return starts[:t], lens[:t], tok_off

@@ -1,0 +1,94 @@
+"""The default ``bm25`` analyzer: tokens by script, jieba's on Chinese, the regex path equal to
+the kernel, options in the identity."""
+
+from __future__ import annotations
+
+import pickle
+import re
+
+import pytest
+
+from fastrag.analysis import MixedAnalyzer, get_analyzer, tokenize_corpus
+from fastrag.errors import ConfigError
+
+MIXED = [
+    "如何上传文件? Upload files via the API: file_path, getUserName(), v1.2.3 and 3.14%",
+    "東京タワーに行きました",
+    "한국어 문서를 검색합니다",
+    "Привет, мир! Программирование на Python",
+    "Le développement des applications web",
+    "北京大学的学生在2018年参加了比赛，获得１９７９分",
+    "Ελληνικά κείμενα και προγράμματα",
+    "",
+    "，。!!",
+    "snake_case __init__ ___ 0.5.x 1..2",
+]
+
+
+def test_tokens_by_script():
+    an = get_analyzer("bm25")
+    assert isinstance(an, MixedAnalyzer) and an.name == "bm25"
+    assert an(MIXED[0]) == ["上传", "文件", "upload", "file", "via", "api", "file_path",
+                            "getusernam", "v1.2.3", "3.14"]
+    # Han through jieba (an HMM-invented word backs off to its characters), kana by bigrams
+    assert an(MIXED[1]) == ["東京", "東", "京", "タ", "タワ", "ワ", "ワー", "ー", "ーに", "に",
+                            "行", "き", "きま", "ま", "まし", "し", "した", "た"]
+    assert an(MIXED[2])[:5] == ["한", "한국", "국", "국어", "어"]
+    # Cyrillic with the Russian stemmer, Latin with the English one
+    assert an(MIXED[3]) == ["привет", "мир", "программирован", "на", "python"]
+    assert an(MIXED[4]) == ["le", "développ", "des", "applic", "web"]
+    # stopwords of both lists go ("的", "获得", "the"); full-width digits stay one number
+    assert an(MIXED[5]) == ["北京大学", "学生", "2018", "年", "参加", "比赛", "１９７９", "分"]
+    assert an(MIXED[6]) == ["ελλην", "κειμεν", "κα", "προγραμμ"]
+    assert an(MIXED[7]) == [] and an(MIXED[8]) == []
+    # identifiers and versions stay whole; a run of "_" alone is dropped
+    assert an(MIXED[9]) == ["snake_cas", "__init__", "0.5", "x", "1", "2"]
+
+
+def test_options_change_tokens_and_identity():
+    auto = get_analyzer("bm25")
+    french = get_analyzer("bm25", stemmer="french")
+    plain = get_analyzer("bm25", stemmer=None, stopwords=None)
+    assert french(MIXED[4]) == ["le", "développ", "de", "appliqu", "web"]
+    assert french(MIXED[3])[2] == "программирован"  # other scripts: still by script
+    assert plain("The files") == ["the", "files"]
+    assert len({auto.identity(), french.identity(), plain.identity(),
+                get_analyzer("bm25", hmm=False).identity()}) == 4
+    assert get_analyzer("bm25", stemmer="english") == auto
+    with pytest.raises(ConfigError, match="unknown Snowball stemmer language 'klingon'"):
+        get_analyzer("bm25", stemmer="klingon")
+    with pytest.raises(ConfigError, match="needs a str, got int"):
+        auto(3)
+    again = pickle.loads(pickle.dumps(french))
+    assert again == french and again(MIXED[4]) == french(MIXED[4])
+
+
+def test_equals_bm25_chinese_on_chinese_text(cmrc):
+    contexts, questions, _ = cmrc
+    han_only = [t for t in contexts + questions
+                if all("\u4e00" <= ch <= "\u9fd5" for ch in re.findall(r"\w", t))]
+    assert len(han_only) > 2_000
+    mixed, chinese = get_analyzer("bm25"), get_analyzer("bm25_chinese")
+    assert [mixed(t) for t in han_only] == [chinese(t) for t in han_only]
+
+
+def test_regex_path_equals_kernel(cmrc):
+    contexts, questions, _ = cmrc
+    an = MixedAnalyzer()
+    texts = [t.lower() for t in MIXED + contexts[:200] + questions[:300]]
+    kernel = an._spans(texts)
+    python = an._spans_python(texts)
+    assert kernel[0] == python[0]
+    assert kernel[1].tolist() == python[1].tolist()
+    assert kernel[2].tolist() == python[2].tolist()
+
+
+def test_corpus_tokens_equal_calls(cmrc):
+    contexts, _, _ = cmrc
+    an = get_analyzer("bm25")
+    texts = MIXED + contexts[:100]
+    tc = tokenize_corpus(texts, an, chunk_chars=3_000)
+    inverse = list(tc.vocab)
+    for i, text in enumerate(texts):
+        ids = tc.values[tc.offsets[i] : tc.offsets[i + 1]]
+        assert [inverse[j] for j in ids] == an(text)
