@@ -4,9 +4,14 @@ fastrag writes each I/O path once, async; the sync methods call :func:`run_sync`
 run on one shared background event loop (a daemon thread, started on first use), so sync
 callers in any thread -- also a thread whose own loop is already running, such as a Jupyter
 kernel -- get a loop to run on, and clients bound to a loop (httpx connection pools) are
-reused across sync calls. A call made from *inside* that shared loop (a sync wrapper called
-by code the loop is running) gets a fresh worker thread with its own loop instead of
-deadlocking. contextvars of the caller are visible to the coroutine.
+reused across sync calls. contextvars of the caller are visible to the coroutine.
+
+fastrag never runs user code (retrievers, rerank models, transforms, callables) on a loop's
+thread: sync callables go to worker threads (:func:`call_sync`). A sync wrapper reached from
+such a worker runs its coroutine on the loop that started the worker (a context variable
+names it), so nested pipelines share one free loop. A sync wrapper called *on* a loop's thread
+(user async code calling a sync method) gets a fresh loop in a worker thread; workers it
+starts use that loop, so nothing waits on the blocked one.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
+import functools
 import inspect
 import os
 import threading
@@ -24,7 +31,7 @@ from fastrag.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["iter_sync", "run_sync", "shared_loop"]
+__all__ = ["call_sync", "iter_sync", "run_sync", "shared_loop"]
 
 
 class _LoopThread:
@@ -106,12 +113,30 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+# The runner whose loop runs the coroutine this context belongs to (set by run_sync; worker
+# threads started with asyncio.to_thread / call_sync inherit it).
+_RUNNER: contextvars.ContextVar[_LoopThread | None] = contextvars.ContextVar("fastrag_runner",
+                                                                             default=None)
+
+
 def _pick_runner() -> tuple[_LoopThread, bool]:
-    """(runner, is_temporary). Temporary when called from inside the shared loop itself."""
-    shared = _shared_runner()
-    if _running_loop() is shared.loop:
-        return _LoopThread("fastrag-async-nested"), True
-    return shared, False
+    """(runner, is_temporary): the loop that started this worker thread if any, else the
+    shared loop; a temporary one when this thread is running a loop (blocking it)."""
+    running = _running_loop()
+    if running is not None:
+        mine = _RUNNER.get()
+        if running is shared_loop() or (mine is not None and running is mine.loop):
+            return _LoopThread("fastrag-async-nested"), True
+        return _shared_runner(), False  # another loop (Jupyter): blocks it, as asked
+    mine = _RUNNER.get()
+    if mine is not None and mine.thread.is_alive() and not mine.loop.is_closed():
+        return mine, False
+    return _shared_runner(), False
+
+
+async def _on(runner: _LoopThread, coro: Coroutine[Any, Any, T]) -> T:
+    _RUNNER.set(runner)  # in the task's own context copy
+    return await coro
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -129,10 +154,23 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         )
     runner, temporary = _pick_runner()
     try:
-        return runner.run(coro)
+        return runner.run(_on(runner, coro))
     finally:
         if temporary:
             runner.stop()
+
+
+async def call_sync(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` off the event loop: a coroutine function is awaited here, anything else
+    runs in a worker thread (with this context), and an awaitable it returns is awaited."""
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            inspect.getattr_static(type(fn), "__call__", None)):
+        out = fn(*args, **kwargs)
+    else:
+        out = await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+    if inspect.isawaitable(out):
+        out = await out
+    return out
 
 
 async def _anext(agen: AsyncIterator[T], done: object) -> T | object:
@@ -161,7 +199,7 @@ def iter_sync(agen: AsyncIterator[T]) -> Iterator[T]:
     finished = False
     try:
         while True:
-            item = runner.run(_anext(agen, done))
+            item = runner.run(_on(runner, _anext(agen, done)))
             if item is done:
                 finished = True
                 return
@@ -169,7 +207,7 @@ def iter_sync(agen: AsyncIterator[T]) -> Iterator[T]:
     finally:
         try:
             if not finished:
-                runner.run(_aclose(agen))
+                runner.run(_on(runner, _aclose(agen)))
         finally:
             if temporary:
                 runner.stop()

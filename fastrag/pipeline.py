@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastrag._async import iter_sync, run_sync
+from fastrag._async import call_sync, iter_sync, run_sync
 from fastrag._checks import check_bool, check_choice, check_int
 from fastrag.errors import ConfigError
 from fastrag.query.augmenter import ContextualQueryAugmenter
@@ -59,6 +59,11 @@ class _State:
 
 def _ids(hits: Sequence[NodeWithScore]) -> list[list[Any]]:
     return [[h.node.id, None if h.score is None else float(h.score)] for h in hits]
+
+
+def _builtin(obj: Any) -> bool:
+    """A fastrag joiner: pure array work, cheap enough to run on the loop itself."""
+    return type(obj).__module__.startswith("fastrag.retrieval.")
 
 
 def _name(obj: Any) -> str:
@@ -257,10 +262,10 @@ class RAGPipeline:
         lists = await self._aretrieve(states)
         seconds["retrieve"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        self._join(states, lists)
+        await self._join(states, lists)
         seconds["join"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        self._postprocess(states)
+        await self._postprocess(states)
         seconds["postprocess"] = time.perf_counter() - t0
         for s in states:
             s.trace["seconds"] = dict(seconds)
@@ -289,12 +294,9 @@ class RAGPipeline:
                 else:
                     apply(s, comp, r)
             return
-        for i, s in alive:  # a plain callable
+        for i, s in alive:  # a plain callable: in a worker thread (or awaited)
             try:
-                r = comp(s.query)
-                if asyncio.iscoroutine(r):
-                    r = await r
-                apply(s, comp, r)
+                apply(s, comp, await call_sync(comp, s.query))
             except Exception as exc:
                 self._fail(s, stage, exc, i)
 
@@ -365,7 +367,8 @@ class RAGPipeline:
             s.trace["retrieved"] = trace
         return out
 
-    def _join(self, states: list[_State], lists: dict[int, list[list[NodeWithScore]]]) -> None:
+    async def _join(self, states: list[_State], lists: dict[int, list[list[NodeWithScore]]]
+                    ) -> None:
         idx = [i for i in lists if states[i].error is None]
         if not idx:
             return
@@ -378,10 +381,12 @@ class RAGPipeline:
             joiner = self.joiner
         if joiner is None:
             joined = [list(lists[i][0]) for i in idx]
-        elif hasattr(joiner, "batch"):
+        elif _builtin(joiner):
             joined = joiner.batch([lists[i] for i in idx])
+        elif hasattr(joiner, "batch"):
+            joined = await call_sync(joiner.batch, [lists[i] for i in idx])
         else:
-            joined = [joiner(lists[i]) for i in idx]
+            joined = [await call_sync(joiner, lists[i]) for i in idx]
         for i, hits in zip(idx, joined, strict=True):
             states[i].hits = list(hits)
             states[i].trace["joined"] = _ids(hits)
@@ -392,7 +397,7 @@ class RAGPipeline:
             return s.original.text
         return s.query.text
 
-    def _postprocess(self, states: list[_State]) -> None:
+    async def _postprocess(self, states: list[_State]) -> None:
         alive = [(i, s) for i, s in enumerate(states) if s.error is None]
         steps = [(p, "postprocess") for p in self.postprocessors]
         if self.reranker is not None:
@@ -403,8 +408,12 @@ class RAGPipeline:
             hits = [s.hits for _, s in alive]
             texts = [self._answer_text(s) for _, s in alive]
             try:
-                out = (p.batch(hits, texts) if hasattr(p, "batch")
-                       else [p(h, t) for h, t in zip(hits, texts, strict=True)])
+                if hasattr(p, "abatch"):
+                    out = await p.abatch(hits, texts)
+                elif hasattr(p, "batch"):  # may call a model or a service: off the loop
+                    out = await call_sync(p.batch, hits, texts)
+                else:
+                    out = [await call_sync(p, h, t) for h, t in zip(hits, texts, strict=True)]
             except Exception as exc:
                 for i, s in alive:
                     self._fail(s, stage, exc, i)

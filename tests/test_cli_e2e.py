@@ -250,3 +250,25 @@ def test_sources_show_the_path_under_the_ingested_folder(tmp_path):
     assert single.source_path(tmp_path / "gone" / "zh" / "cors.md") == "cors.md"  # a Path
     with pytest.raises(fr.ConfigError, match=r"file_path must be a non-empty str .*, got int 5"):
         single.source_path(5)
+
+
+def test_mixed_folder_default_analyzer_and_no_hit_reasons(tmp_path):
+    """A folder of English and Chinese pages: the default finds Chinese questions (no
+    --similarity), and a query without hits says why and what to do."""
+    docs = tmp_path / "docs"
+    for lang, text in (("en", "Upload files by dragging them onto the drop zone."),
+                       ("zh", "上传文件：把文件拖到上传区域即可上传。")):
+        (docs / lang).mkdir(parents=True)
+        (docs / lang / "upload.md").write_text(text, encoding="utf-8")
+    store = tmp_path / "s.store"
+    run("ingest", str(docs), "--store", str(store))
+    hits = [json.loads(x) for x in run("search", str(store), "如何上传文件",
+                                       "--json").stdout.splitlines()]
+    assert hits[0]["source"] == "zh/upload.md"
+    out = run("search", str(store), "the of and").stdout
+    assert "no hits: the query has no indexable terms" in out
+    out = run("search", str(store), "如何上传文件", "--similarity", "bm25_english").stdout
+    assert "keeps a run of Chinese characters as one word" in out
+    asked = run("ask", str(store), "xylophone", check=False)
+    assert asked.returncode == 1
+    assert "none of the query's terms (xylophon) occurs in group" in asked.stdout

@@ -50,10 +50,12 @@ class FunctionLLM(BaseLLM):
 
     ``latency`` seconds plus ``latency_per_token`` seconds per prompt token are slept
     (``asyncio.sleep``) before each answer; ``max_tokens`` truncates answers to that many
-    tokens. ``to_thread=True`` runs a blocking sync ``fn`` in a worker thread so concurrent
-    calls overlap. ``token_counter(text) -> int`` replaces tiktoken for the reported usage and
-    the per-token latency (:meth:`count_tokens` stays tiktoken). ``supports_json_mode=True``
-    makes :meth:`astructured` skip the text-parsing path's prompt instruction.
+    tokens. A sync ``fn`` runs in a worker thread (never on the event loop's thread, so it may
+    call fastrag's sync API and concurrent calls overlap); ``to_thread=False`` calls it on the
+    loop instead (for a trivial ``fn``: no thread hop). ``token_counter(text) -> int`` replaces
+    tiktoken for the reported usage and the per-token latency (:meth:`count_tokens` stays
+    tiktoken). ``supports_json_mode=True`` makes :meth:`astructured` skip the text-parsing
+    path's prompt instruction.
 
     Records ``.prompts`` (list of str), ``.calls`` (list of :class:`LLMCall`),
     ``.in_flight`` and ``.max_in_flight`` (peak concurrent calls); :meth:`reset` clears them.
@@ -66,7 +68,7 @@ class FunctionLLM(BaseLLM):
         latency: float = 0.0,
         latency_per_token: float = 0.0,
         max_tokens: int | None = None,
-        to_thread: bool = False,
+        to_thread: bool = True,
         model: str = "function",
         supports_json_mode: bool = False,
         encoding: str = "cl100k_base",

@@ -1,17 +1,20 @@
 """Retrievers as the query layer sees them: a batch of query texts in, one hit list per text.
 
 A fastrag :class:`~fastrag.Retriever` (or anything with a ``batch(texts)`` method) is called
-once per batch, in a worker thread so the event loop stays free; a plain callable
-``str -> hits`` is called once per text. Hits may be ``NodeWithScore``, ``DocNode`` or ``str``.
+once per batch, in a worker thread so the event loop stays free. A pipeline (a
+:class:`~fastrag.RAGPipeline`, its ``retrieve`` / ``retrieve_batch`` / ``aretrieve`` /
+``aretrieve_batch``, or anything with ``aretrieve_batch``) is awaited once per batch on the
+same loop. A plain callable ``str -> hits`` is called once per text, in a worker thread (an
+async one is awaited). Hits may be ``NodeWithScore``, ``DocNode`` or ``str``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
+from fastrag._async import call_sync
 from fastrag.errors import ConfigError
 from fastrag.schema import DocNode, NodeWithScore
 
@@ -47,9 +50,11 @@ class RetrieverAdapter:
         self.name = name
         self.calls = 0
         self.is_fastrag = isinstance(inner, Retriever)
+        self._abatch = _pipeline_batch(inner)
         batch = getattr(inner, "batch", None)
-        self._batch = batch if (self.is_fastrag or callable(batch)) else None
-        if self._batch is None and not callable(inner):
+        self._batch = batch if (self.is_fastrag or callable(batch)) and \
+            self._abatch is None else None
+        if self._batch is None and self._abatch is None and not callable(inner):
             raise ConfigError(
                 f"{name} must be a fastrag.Retriever or a callable query str -> list of nodes, "
                 f"got {type(inner).__name__}"
@@ -64,6 +69,15 @@ class RetrieverAdapter:
     async def abatch(self, texts: list[str], flt: Any = None) -> list[list[NodeWithScore]]:
         if not texts:
             return []
+        if self._abatch is not None:  # a pipeline: one batch, awaited on this loop
+            self.calls += 1
+            if flt is not None:
+                from fastrag.query.base import Query
+
+                out = await self._abatch([Query(t, context={"filter": flt}) for t in texts])
+            else:
+                out = await self._abatch(list(texts))
+            return [_hits(h, self.name) for h in out]
         if self._batch is not None:
             self.calls += 1
             if flt is not None:
@@ -82,11 +96,21 @@ class RetrieverAdapter:
         out = []
         for t in texts:
             self.calls += 1
-            res = self.inner(t)
-            if inspect.isawaitable(res):
-                res = await res
-            out.append(_hits(res, self.name))
+            out.append(_hits(await call_sync(self.inner, t), self.name))
         return out
+
+
+_PIPELINE_METHODS = ("retrieve", "retrieve_batch", "aretrieve", "aretrieve_batch")
+
+
+def _pipeline_batch(obj: Any) -> Any:
+    """The async batch retrieval of a pipeline given as itself or as one of its retrieval
+    methods (so it runs as one batch on the caller's loop), else None."""
+    owner = getattr(obj, "__self__", None)
+    if owner is not None and getattr(obj, "__name__", None) in _PIPELINE_METHODS:
+        obj = owner
+    abatch = getattr(obj, "aretrieve_batch", None)
+    return abatch if callable(abatch) and hasattr(obj, "retrieve_batch") else None
 
 
 def as_retriever(obj: Any, name: str) -> RetrieverAdapter:
