@@ -105,6 +105,10 @@ _EXPORTS: dict[str, str] = {
     "MultiStepQuery": "fastrag.query",
     "ContextualQueryAugmenter": "fastrag.query",
     "RAGPipeline": "fastrag.pipeline",
+    "ChatEngine": "fastrag.chat",
+    "ChatMemory": "fastrag.chat",
+    "MessageWindowChatMemory": "fastrag.chat",
+    "TokenWindowChatMemory": "fastrag.chat",
     "Settings": "fastrag.settings",
     # datasets
     "load_cmrc2018_dev": "fastrag.datasets",
@@ -118,9 +122,15 @@ _SUBMODULES = ("eval", "datasets", "llms", "embeddings", "synth", "analysis", "i
 __all__ = sorted([*_EXPORTS, "serve"]) + ["__version__"]
 
 
+# other projects' names for ours (importable, not listed in __all__)
+_ALIASES: dict[str, str] = {"Node": "DocNode"}
+
+
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         return importlib.import_module(f"fastrag.{name}")
+    if name in _ALIASES:
+        return __getattr__(_ALIASES[name])
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'fastrag' has no attribute {name!r}")

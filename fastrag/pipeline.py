@@ -426,6 +426,13 @@ class RAGPipeline:
                     s.trace.setdefault("postprocessed", []).append(
                         {"postprocessor": _name(p), "hits": _ids(s.hits)})
 
+    def as_chat_engine(self, **kw: Any) -> Any:
+        """A :class:`~fastrag.chat.ChatEngine` over this pipeline (LlamaIndex's
+        ``as_chat_engine``): ``memory``, ``condense``, ``llm``, ``system_prompt``, ``chat_mode``."""
+        from fastrag.chat import as_chat_engine
+
+        return as_chat_engine(self, **kw)
+
     # -- the answer ----------------------------------------------------------------------------
     def _streams(self) -> bool:
         if self.synthesizer is not None:

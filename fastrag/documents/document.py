@@ -618,6 +618,12 @@ class Document:
         """Query vectors for one embed key (``embed_query`` is used where the model has it)."""
         return embed_query_vectors(self.embedder(key), queries, key)
 
+    def embed_sparse_queries(self, queries: list[str], key: str = "default") -> list[dict]:
+        """Sparse query vectors (``{token: weight}`` dicts) of a sparse embed key."""
+        emb = self.embedder(key)
+        fn = getattr(emb, "embed_query", None) or getattr(emb, "embed", None) or emb
+        return list(fn(list(queries)))
+
     # -- lineage -----------------------------------------------------------------------------
     def find(self, target: str) -> Callable[[Iterable[DocNode | NodeWithScore]], list[DocNode]]:
         """``doc.find(group)(nodes)``: the ancestors or descendants of ``nodes`` in ``group``,
@@ -696,7 +702,7 @@ class Document:
     # -- one-line RAG --------------------------------------------------------------------------
     def as_query_engine(self, group_name: str = "root", similarity: str = "bm25",
                         topk: int = 6, response_mode: str = "compact", llm: Any = None,
-                        **kw: Any) -> Any:
+                        response_synthesizer: Any = None, **kw: Any) -> Any:
         """A :class:`~fastrag.RAGPipeline` over one retriever and one synthesizer
         (LlamaIndex's ``index.as_query_engine()``): ``qe.query(question) -> Response``.
 
@@ -705,7 +711,8 @@ class Document:
         ``get_response_synthesizer`` (``streaming``, ``max_concurrency``, ``language``,
         ``text_qa_template``, ...) or to the pipeline (``query_transformers``,
         ``query_expander``, ``postprocessors``, ``reranker``, ``augmenter``, ``on_error``).
-        ``llm=None`` uses ``fr.Settings.llm``.
+        ``llm=None`` uses ``fr.Settings.llm``; ``response_synthesizer`` (LlamaIndex's name) is
+        a synthesizer from ``get_response_synthesizer`` to use as it is.
         """
         import inspect
 
@@ -727,9 +734,24 @@ class Document:
         retriever = Retriever(self, group_name, similarity, topk=topk, **ret_kw)
         from fastrag.query.base import resolve_default_llm
 
+        if response_synthesizer is not None:
+            if kw:
+                raise ConfigError(f"synthesizer options {sorted(kw)} were given with "
+                                  "response_synthesizer=; set them on that synthesizer")
+            return RAGPipeline(retriever, synthesizer=response_synthesizer,
+                               llm=llm if llm is not None else response_synthesizer.llm,
+                               **pipe_kw)
         llm = resolve_default_llm(llm, "as_query_engine", required=False)
         synthesizer = get_response_synthesizer(response_mode=response_mode, llm=llm, **kw)
         return RAGPipeline(retriever, synthesizer=synthesizer, llm=llm, **pipe_kw)
+
+    def as_chat_engine(self, **kw: Any) -> Any:
+        """A :class:`~fastrag.chat.ChatEngine` over ``self.as_query_engine(...)``: ``memory``,
+        ``condense``, ``system_prompt``, ``chat_mode`` go to the engine, the rest (``llm`` too)
+        to :meth:`as_query_engine`."""
+        from fastrag.chat import as_chat_engine
+
+        return as_chat_engine(self, **kw)
 
     # -- info --------------------------------------------------------------------------------
     def source_text(self, path: str | os.PathLike, sep: str = "\n") -> str:

@@ -104,6 +104,27 @@ class DerivedData:
                 g.table = g.table.append_column(col, arr)
         return vecs
 
+    def sparse(self, g: NodeGroup, key: str = "default") -> Any:
+        """The :class:`~fastrag.indexes.sparse.SparseIndex` of group ``g`` for a sparse embed
+        key (an embedder returning ``{token: weight}`` dicts); the vectors also become the
+        group's ``_sparse_<key>`` column (in memory)."""
+        from fastrag.indexes.sparse import SparseIndex, sparse_column
+
+        emb = self.doc.embedder(key)
+        fn = getattr(emb, "embed", None) or emb
+
+        def build(prev: Any) -> Any:
+            col = sparse_column(list(fn(g.texts())))
+            self._count("sparse")
+            return col, SparseIndex.from_column(col)
+
+        col, index = self._cached(("sparse", g.name, key), g.fingerprint, build)
+        name = "_sparse_" + key
+        with self._locks(("sparse", g.name, key)):
+            if name not in g.table.column_names:  # copy-on-write: readers see old or new
+                g.table = g.table.append_column(name, col)
+        return index
+
     def _stored_vectors(self, g: NodeGroup, key: str):
         """(ids, vectors, entry) stored for (group, key), or None."""
         store = self.doc.store

@@ -248,7 +248,10 @@ class BaseEmbedder:
         """Async :meth:`embed_queries`."""
         return await self.aembed(texts, input_type="query")
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
+    def __call__(self, texts: str | list[str]) -> np.ndarray:
+        """Embed documents; one str gives one ``(dim,)`` vector (LazyLLM's ``embed("text")``)."""
+        if isinstance(texts, str):
+            return self.embed([texts])[0]
         return self.embed(texts)
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastrag.errors import ConfigError
-from fastrag.synth.prompts import PromptTemplate, as_template
+from fastrag.synth.prompts import PromptTemplate, adapt_template, as_template
 
 __all__ = ["QUERY_PROMPTS", "check_template", "query_prompt"]
 
@@ -210,6 +210,11 @@ def check_template(value: Any, kind: str, name: str = "prompt_template") -> Prom
     tmpl = as_template(value, name)
     if tmpl is None:
         return None
+    written = ["{" + v + "}" for v in tmpl.template_vars]
+    tmpl = adapt_template(tmpl, {"query": "query", "context": "context",
+                                 "question_answer_context": "context"},
+                          None if "query" not in REQUIRED[kind] or "query_str" in tmpl.free_vars
+                          else "query")
     renamed = {old: new for old, new in _ALIASES.items()
                if old in tmpl.free_vars and new not in tmpl.free_vars}
     if renamed:  # LlamaIndex / LazyLLM names: {query_str} and {context_str}
@@ -220,9 +225,10 @@ def check_template(value: Any, kind: str, name: str = "prompt_template") -> Prom
     missing = [v for v in REQUIRED[kind] if v not in tmpl.free_vars]
     if missing:
         raise ConfigError(
-            f"{name} is missing required variable(s) "
-            f"{', '.join('{' + v + '}' for v in missing)}; it has "
-            f"{['{' + v + '}' for v in tmpl.template_vars]} (Spring AI's <query> / <context> "
-            "placeholders are written {query} / {context} in fastrag)"
+            f"{name} cannot be filled: it has no place for "
+            f"{', '.join('{' + v + '}' for v in missing)} (it has "
+            f"{written or 'no placeholder'}); add "
+            f"{' and '.join('{' + v + '}' for v in missing)} (Spring AI's <context>, "
+            "LazyLLM's {context_str} work too; a missing {query} is appended)"
         )
     return tmpl

@@ -46,9 +46,16 @@ def clean_answer(text: str) -> str:
 
 
 class QueryTransformer(QueryComponent):
-    """Base of query transformers: subclasses implement ``_aone(query, call) -> Query``."""
+    """Base of query transformers: subclasses implement ``_aone(query, call) -> Query``.
+
+    LLM calls run at ``temperature=0.0`` unless ``llm_kwargs`` says otherwise (Spring AI's
+    advice: a transformed query should be deterministic)."""
 
     stage = "transform"
+
+    def __init__(self, llm: Any = None, **kw: Any) -> None:
+        super().__init__(llm, **kw)
+        self.llm_kwargs.setdefault("temperature", 0.0)
 
     def transform(self, query: Query | str) -> Query:
         """The transformed query (a str is wrapped in a :class:`Query`)."""

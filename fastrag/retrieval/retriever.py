@@ -204,17 +204,31 @@ class Retriever:
         return cut.get(key) if isinstance(cut, dict) else cut
 
     # -- public API --------------------------------------------------------------------------
-    def __call__(self, query: str, *, filter: Any = None, topk: int | None = None
+    def __call__(self, query: Any, *, filter: Any = None, topk: int | None = None
                  ) -> list[NodeWithScore]:
-        """The top-k nodes for ``query``, best first (``[]`` for an empty query)."""
+        """The top-k nodes for ``query`` (a str, or a :class:`~fastrag.Query` whose
+        ``context["filter"]`` applies as Spring AI's filter expression), best first (``[]``
+        for an empty query)."""
         return self.batch([query], filter=filter, topk=topk)[0]
 
-    def forward(self, query: str, **kw: Any) -> list[NodeWithScore]:
+    def forward(self, query: Any, **kw: Any) -> list[NodeWithScore]:
         return self(query, **kw)
 
-    def batch(self, queries: Sequence[str], *, filter: Any = None, topk: int | None = None
+    retrieve = __call__  # LlamaIndex's retriever.retrieve(q)
+
+    def batch(self, queries: Sequence[Any], *, filter: Any = None, topk: int | None = None
               ) -> list[list[NodeWithScore]]:
-        """Top-k lists for many queries in one pass."""
+        """Top-k lists for many queries (str or :class:`~fastrag.Query`) in one pass per
+        filter."""
+        split = _by_filter(queries, filter)
+        if split is not None:
+            out: list[list[NodeWithScore]] = [[] for _ in queries]
+            for flt, idx in split:
+                texts = [getattr(queries[i], "text", queries[i]) for i in idx]
+                for i, hits in zip(idx, self.batch(texts,
+                                                   filter=flt, topk=topk), strict=True):
+                    out[i] = hits
+            return out
         group, (rows, scores, counts) = self._run(queries, filter, topk)
         out = []
         for q in range(len(rows)):
@@ -306,9 +320,13 @@ class Retriever:
             return self._search_dense(group, queries, k, mask)
         if self.sim.kind == "hybrid":
             return self._search_hybrid(group, queries, k, mask)
+        if self.sim.kind == "sparse":
+            return self._search_sparse(group, queries, k, mask)
         return self._search_custom(group, queries, k, mask)
 
     def _mask(self, group, flt) -> np.ndarray | None:
+        if callable(flt) and not hasattr(flt, "build") and _takes_no_arguments(flt):
+            flt = flt()  # Spring AI's Supplier<String>: the expression of this moment
         if flt is None:
             return None
         n = len(group)
@@ -421,6 +439,17 @@ class Retriever:
             return results[0]
         return _merge_hits(results, k)
 
+    # -- sparse ------------------------------------------------------------------------------
+    def _search_sparse(self, group, queries, k, mask) -> Hits:
+        results = []
+        for key in self.embed_keys:
+            index = self.doc.derived.sparse(group, key)
+            qd = self.doc.embed_sparse_queries(queries, key)
+            rows, scores, counts = index.search(qd, k, mask=mask, cutoff=self._cutoff_for(key),
+                                                num_threads=self.num_threads)
+            results.append((rows, np.where(rows >= 0, scores, 0).astype(np.float32), counts))
+        return results[0] if len(results) == 1 else _merge_hits(results, k)
+
     # -- hybrid ------------------------------------------------------------------------------
     def _search_hybrid(self, group, queries, k, mask) -> Hits:
         from fastrag.retrieval.fusion import default_weights, fuse_hits
@@ -473,6 +502,42 @@ def _no_nodes(doc: Document, group_name: str) -> str:
     return (f"group {group_name!r} has no nodes: its transform made none from the Document's "
             f"{n_roots} root nodes; check the transform given to create_node_group, or "
             "retrieve from another group")
+
+
+def _by_filter(queries: Sequence[Any], filter: Any) -> list[tuple[Any, list[int]]] | None:
+    """``(filter, query indexes)`` groups when some queries are :class:`~fastrag.Query`
+    objects (their ``context["filter"]`` or ``filter_expression``, else ``filter``); None when
+    all are str."""
+    from fastrag.query.base import Query
+
+    if isinstance(queries, (str, bytes)) or not any(isinstance(q, Query) for q in queries):
+        return None
+    groups: list[tuple[Any, list[int]]] = []
+    for i, q in enumerate(queries):
+        if isinstance(q, Query):
+            flt = q.context.get("filter", q.context.get("filter_expression", filter))
+        elif isinstance(q, str):
+            flt = filter
+        else:
+            raise ConfigError(f"query {i} is a {type(q).__name__}; pass str or fastrag.Query")
+        for g_flt, idx in groups:
+            if g_flt is flt or g_flt == flt:
+                idx.append(i)
+                break
+        else:
+            groups.append((flt, [i]))
+    return groups
+
+
+def _takes_no_arguments(fn: Any) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                   for p in params)
 
 
 def check_queries(queries: Any) -> None:

@@ -16,7 +16,7 @@ class Similarity:
 
     name: str
     mode: str
-    kind: str  # "bm25", "dense", "hybrid" (both, fused) or "custom"
+    kind: str  # "bm25", "dense", "sparse", "hybrid" (BM25 + dense, fused) or "custom"
     fn: Callable | None = None
     batch: bool = True
     analyzer: str | None = None  # bm25: the analyzer's registry name
@@ -27,8 +27,11 @@ _REGISTRY: dict[str, Similarity] = {
     "bm25": Similarity("bm25", "text", "bm25", analyzer="bm25"),
     "bm25_english": Similarity("bm25_english", "text", "bm25", analyzer="bm25_english"),
     "bm25_chinese": Similarity("bm25_chinese", "text", "bm25", analyzer="bm25_chinese"),
+    # LazyLLM's spelling of bm25_chinese
+    "chinese_bm25": Similarity("chinese_bm25", "text", "bm25", analyzer="bm25_chinese"),
     "bm25_cjk": Similarity("bm25_cjk", "text", "bm25", analyzer="bm25_cjk"),
     "hybrid": Similarity("hybrid", "text", "hybrid", analyzer="bm25", metric="cosine"),
+    "sparse": Similarity("sparse", "embedding", "sparse"),
     "cosine": Similarity("cosine", "embedding", "dense", metric="cosine"),
     "dot": Similarity("dot", "embedding", "dense", metric="dot"),
 }

@@ -33,6 +33,7 @@ from fastrag.schema import DocNode, NodeWithScore
 from fastrag.synth.packing import DEFAULT_CONTEXT_WINDOW, DEFAULT_NUM_OUTPUT, PromptHelper
 from fastrag.synth.prompts import (
     PromptTemplate,
+    adapt_template,
     as_template,
     default_prompts,
     resolve_language,
@@ -464,6 +465,11 @@ class BaseSynthesizer:
     # -- templates -----------------------------------------------------------------------------
     def _set_template(self, name: str, value: Any) -> None:
         tmpl = as_template(value, name)
+        if tmpl is not None:
+            ctx = "context_msg" if name == "refine_template" else "context_str"
+            tmpl = adapt_template(tmpl, {"query": "query_str", "context": ctx,
+                                         "question_answer_context": ctx},
+                                  "query_str" if "query_str" in _REQUIRED[name] else None)
         if tmpl is not None and name == "refine_template":
             tmpl = _refine_context_alias(tmpl)
         if tmpl is not None:

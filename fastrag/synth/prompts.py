@@ -174,6 +174,31 @@ def as_template(value: PromptTemplate | str | None, name: str) -> PromptTemplate
     )
 
 
+# Spring AI's placeholders (StTemplateRenderer with '<' '>' delimiters, and its older brace name)
+_SPRING_NAMES = ("query", "context", "question_answer_context")
+
+
+def adapt_template(tmpl: PromptTemplate, names: dict[str, str], query_var: str | None
+                   ) -> PromptTemplate:
+    """``tmpl`` as fastrag fills it: Spring AI's ``<query>``, ``<context>`` and
+    ``<question_answer_context>`` (and ``{question_answer_context}``) become the variables
+    ``names`` maps them to; a template without ``{query_var}`` (a LazyLLM instruction, whose
+    user input follows it) gets the query appended on a line of its own."""
+    text = tmpl.template
+    for spring in _SPRING_NAMES:
+        ours = names.get(spring)
+        if ours is None:
+            continue
+        text = text.replace(f"<{spring}>", "{" + ours + "}")
+        if spring not in names.values():
+            text = text.replace("{" + spring + "}", "{" + ours + "}")
+    changed = text != tmpl.template
+    out = PromptTemplate(text, **tmpl.kwargs) if changed else tmpl
+    if query_var is not None and query_var not in out.free_vars:
+        out = PromptTemplate(out.template.rstrip("\n") + "\n{" + query_var + "}", **tmpl.kwargs)
+    return out
+
+
 # -- default templates ---------------------------------------------------------------------------
 # English: LlamaIndex's default text (so prompts match what its users expect, token for token).
 _EN = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from fastrag._checks import check_int
 from fastrag.synth.base import BaseSynthesizer, gather_all, note
 from fastrag.synth.packing import Piece
 from fastrag.synth.prompts import PromptTemplate
@@ -33,11 +34,14 @@ class TreeSummarize(BaseSynthesizer):
         *,
         summary_template: PromptTemplate | str | None = None,
         use_async: bool = True,
+        num_children: int | None = None,
         **kwargs: Any,
     ) -> None:
         # use_async is accepted for LlamaIndex compatibility: levels always run concurrently.
         super().__init__(llm, streaming, **kwargs)
         self._set_template("summary_template", summary_template)
+        #: at most this many chunks (or summaries) per prompt (None: as many as fit)
+        self.num_children = check_int("num_children", num_children, min=2, none=True)
 
     async def aget_response(
         self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
@@ -53,7 +57,7 @@ class TreeSummarize(BaseSynthesizer):
             if not pieces:
                 note("levels", levels)
                 return _single(self.empty_response) if self._streaming else self.empty_response
-            packed = helper.pack(pieces, budget)
+            packed = self._pack(pieces, budget)
             if prev_n is not None and len(packed) >= prev_n:
                 packed = helper.pack(self._halve(pieces, budget), budget)
             if self.verbose:
@@ -70,6 +74,14 @@ class TreeSummarize(BaseSynthesizer):
             summaries = await gather_all(self._apredict(p) for p in prompts)
             prev_n = len(packed)
             pieces = helper.prepare(summaries)  # blank summaries drop out here
+
+    def _pack(self, pieces: list[Piece], budget: int) -> list[Piece]:
+        """Pieces packed into prompts, ``num_children`` at most per prompt when set."""
+        n = self.num_children
+        if n is None:
+            return self._prompt_helper.pack(pieces, budget)
+        return [p for i in range(0, len(pieces), n)
+                for p in self._prompt_helper.pack(pieces[i : i + n], budget)]
 
     def _halve(self, pieces: list[Piece], budget: int) -> list[Piece]:
         """Cut every piece to half a prompt, so the next level packs two per prompt."""

@@ -76,10 +76,16 @@ def test_rewrite_uses_chinese_prompt_for_chinese_query(server, llm):
 
 
 def test_custom_template_needs_its_variables(llm):
-    with pytest.raises(ConfigError, match=r"missing required variable\(s\) \{query\}.*<query>"):
-        fr.RewriteQueryTransformer(llm, prompt_template="Rewrite: <query>")
-    with pytest.raises(ConfigError, match=r"\{history\}"):
+    # Spring AI's delimiters and LazyLLM's instruction without a placeholder both work
+    t = fr.RewriteQueryTransformer(llm, prompt_template="Rewrite: <query>")
+    assert t.prompt_template.template == "Rewrite: {query}"
+    t = fr.RewriteQueryTransformer(llm, prompt_template="改写用户的查询。用户输入为：")
+    assert t.prompt_template.format(query="RAG") == "改写用户的查询。用户输入为：\nRAG"
+    with pytest.raises(ConfigError, match=r"prompt_template cannot be filled: it has no place "
+                                          r"for \{history\} \(it has \['\{query\}'\]\)"):
         fr.CompressionQueryTransformer(llm, prompt_template="{query}")
+    with pytest.raises(ConfigError, match=r"no place for \{context\} \(it has no placeholder\)"):
+        fr.ContextualQueryAugmenter(prompt_template="Answer politely.")
     t = fr.RewriteQueryTransformer(llm, prompt_template="Rewrite for {target}: {query}\n")
     assert t.prompt_template.template_vars == ["target", "query"]
 
@@ -261,8 +267,10 @@ def test_augmenter_custom_templates_and_formatter():
         document_formatter=lambda docs: " | ".join(d.text.upper() for d in docs))
     assert aug.augment("q", ["a", "b"]).text == "Q=q\nC=A | B"
     assert aug.augment("q", []).text == "Nothing for q"
+    spring = fr.ContextualQueryAugmenter(prompt_template="<query> <question_answer_context>")
+    assert spring.augment("q", ["a"]).text == "q a"
     with pytest.raises(ConfigError, match=r"\{context\}"):
-        fr.ContextualQueryAugmenter(prompt_template="<query> <context> {query}")
+        fr.ContextualQueryAugmenter(prompt_template="<query> only")
     with pytest.raises(ConfigError, match="document_formatter must be a function"):
         fr.ContextualQueryAugmenter(document_formatter="x")
     with pytest.raises(ConfigError, match="not a single str"):
