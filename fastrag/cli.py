@@ -622,6 +622,12 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from fastrag.integrations.mcp_server import cmd_mcp as run
+
+    return run(args)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from fastrag.documents.store import MANIFEST
 
@@ -813,6 +819,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "completions, batch retrieval, uploads, a chat page")
     _serve_args(srv)
     srv.set_defaults(func=cmd_serve)
+    from fastrag.integrations.mcp_server import add_arguments as _mcp_args
+
+    mcp = sub.add_parser("mcp", help="an MCP server over a store for agents: tools search, "
+                         "ask and list_groups, documents as resources (stdio, or --http)")
+    _mcp_args(mcp)
+    mcp.set_defaults(func=cmd_mcp)
 
     demo = sub.add_parser("demo", help="batch retrieval over the bundled CMRC knowledge base")
     _eval_args(demo)

@@ -1,0 +1,434 @@
+"""An MCP server over a fastrag store, for agents (the ``[mcp]`` extra: the official ``mcp`` SDK).
+
+Tools:
+
+* ``search(query, topk=5, filter=None, group=None)``: the best passages, each with its node id,
+  document id, score, source path (under the ingested folder: ``doc.source_path``), page,
+  metadata, a snippet, and the ``uri`` of its whole document; when nothing matches,
+  ``no_hits`` says why and what to change.
+* ``ask(question, group=None)`` (only when an LLM is configured: an OpenAI-compatible
+  ``base_url`` and ``model``, as for ``fastrag ask``): an answer written from the retrieved
+  passages, with its sources.
+* ``list_groups()``: the node groups (knowledge bases) with node counts and similarities.
+
+Resources: ``fastrag://doc/{doc_id}``, each document's text.
+
+Transports: stdio (the default: an agent starts ``fastrag mcp STORE`` itself) or streamable
+HTTP at ``http://HOST:PORT/mcp`` (``http=True``), where ``api_key`` requires
+``Authorization: Bearer <key>`` on every request (401 otherwise, compared in constant time).
+
+The server is ``fastrag serve``'s engine without its HTTP API
+(:class:`~fastrag.serve.engine.ServeEngine`): the store opened read-only and refreshed when
+another process commits, one retriever per group, concurrent searches micro-batched into one
+``Retriever.batch`` call, and the same chat pipeline for ``ask``. This module imports the SDK
+only when a server is built, so ``fastrag mcp --help`` works without it.
+
+Run it as ``fastrag mcp STORE [...]`` or ``python -m fastrag.integrations.mcp_server STORE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hmac
+import inspect
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastrag.errors import ConfigError, FastragError, missing_extra
+
+__all__ = ["BearerAuth", "add_arguments", "build_server", "cmd_mcp", "main", "run_mcp"]
+
+SNIPPET_CHARS = 500
+MCP_PATH = "/mcp"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _server_class() -> type:
+    """``MCPServer`` (mcp 2) or ``FastMCP`` (mcp 1): the SDK's decorator-based server."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+
+        return MCPServer
+    except ImportError:
+        pass
+    try:
+        from mcp.server.fastmcp import FastMCP
+
+        return FastMCP
+    except ImportError:
+        raise missing_extra("mcp", "mcp", "fastrag's MCP server") from None
+
+
+def _error_classes() -> tuple[type, type]:
+    """The SDK's anticipated-failure errors (their message reaches the client): a tool's, a
+    missing resource's."""
+    try:
+        from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+    except ImportError:  # mcp 1
+        from mcp.server.fastmcp.exceptions import ResourceError as ResourceNotFoundError
+        from mcp.server.fastmcp.exceptions import ToolError
+    return ToolError, ResourceNotFoundError
+
+
+def _snippet(text: str, width: int = SNIPPET_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _hit(hit: Any, source_path: Callable[[str], str]) -> dict[str, Any]:
+    meta = dict(hit.metadata or {})
+    file_path = meta.pop("file_path", None)  # the server's absolute path stays on the server
+    path = (
+        source_path(file_path)
+        if isinstance(file_path, str) and file_path
+        else meta.get("file_name")
+    )
+    doc_id = hit.node.doc_id
+    return {
+        "id": hit.id,
+        "doc_id": doc_id,
+        "score": None if hit.score is None else float(hit.score),
+        "path": path,
+        "page": meta.get("page_label"),
+        "snippet": _snippet(hit.text),
+        "metadata": meta,
+        "uri": f"fastrag://doc/{doc_id}" if doc_id is not None else None,
+    }
+
+
+def build_server(
+    target: Any,
+    *,
+    group: str | None = None,
+    similarity: Any = None,
+    topk: int = 5,
+    llm: Any = None,
+    mode: str = "compact",
+    name: str = "fastrag",
+    log_level: str = "warning",
+) -> tuple[Any, Any]:
+    """The MCP server over ``target`` (a store path, a :class:`~fastrag.Document` or a
+    :class:`~fastrag.RAGPipeline`) and its started engine: ``(server, engine)``; call
+    ``engine.close()`` when done. ``similarity``: one name or ``GROUP=NAME`` pairs, as for
+    ``fastrag serve``. ``llm`` (a fastrag LLM, e.g. ``fr.OpenAILike``) adds the ``ask`` tool.
+    ``log_level``: the SDK's log level (its log goes to stderr)."""
+    server_cls = _server_class()
+    tool_error, not_found = _error_classes()
+    from fastrag.serve.engine import ServeEngine
+
+    engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm, mode=mode)
+    with contextlib.redirect_stdout(sys.stderr):  # over stdio, stdout carries the protocol
+        engine.start()
+    default_topk = engine.topk
+
+    @contextlib.contextmanager
+    def told() -> Any:  # fastrag's errors name the value and the fix: the agent reads them
+        try:
+            yield
+        except FastragError as exc:
+            raise tool_error(str(exc)) from exc
+
+    server = server_cls(
+        name,
+        log_level=log_level.upper(),
+        instructions=(
+            "Search a fastrag knowledge base: `search` finds passages (best first, with their "
+            "source paths and scores), `list_groups` shows the knowledge bases, the resource in a "
+            "hit's `uri` gives its whole document"
+            + (", `ask` answers a question with sources." if engine.can_chat else ".")
+        ),
+    )
+
+    @server.tool()
+    async def search(
+        query: str, topk: int = default_topk, filter: str | None = None, group: str | None = None
+    ) -> dict[str, Any]:
+        """Search the knowledge base for passages matching `query` (keywords or a question;
+        any language). Returns `hits`, best first: `id`, `doc_id`, `score` (higher is better),
+        `path` (the source file), `page`, `snippet`, `metadata`, and `uri`, the resource with
+        the whole document. `filter` is a metadata condition in Spring AI syntax, e.g.
+        "file_type == 'md'", "language == 'en' && page_label in ['1', '2']" or
+        "file_name LIKE '%guide%'". `group` is a knowledge base from `list_groups` (default:
+        the server's). When nothing matches, `no_hits` says why."""
+        with told():
+            ret = await engine.aretriever(group)
+            hits = (await engine.search(ret, [query], flt=filter, topk=topk, source="mcp"))[0]
+            out: dict[str, Any] = {"hits": [_hit(h, engine.source_path) for h in hits]}
+            if not hits:
+                out["no_hits"] = (await engine.why_no_hits(ret, [query], filter))[0]
+        return out
+
+    @server.tool()
+    async def list_groups() -> dict[str, Any]:
+        """The knowledge bases (node groups) of the store: `name`, `parent`, `nodes` (how many
+        passages), `similarity` (how it is searched) and `default` (searched when `search`
+        names no group)."""
+        with told():
+            return {"groups": engine.groups()}
+
+    if engine.can_chat:
+
+        @server.tool()
+        async def ask(question: str, group: str | None = None) -> dict[str, Any]:
+            """Answer `question` from the knowledge base with the server's LLM: `answer`, and
+            `sources` (`id`, `doc_id`, `score`, `path`, `page`, `snippet`, `uri`) it was
+            written from. Use `search` to see passages without an answer."""
+            with told():
+                pipe = await engine.apipeline(group)
+                resp = await pipe.aquery(question)
+                if not resp.source_nodes:
+                    ret = await engine.aretriever(group)
+                    reason = (await engine.why_no_hits(ret, [question]))[0]
+                    return {
+                        "answer": f"No passage in the knowledge base matches the "
+                        f"question: {reason}.",
+                        "sources": [],
+                    }
+                return {
+                    "answer": await resp.aget_response(),
+                    "sources": [_hit(h, engine.source_path) for h in resp.source_nodes],
+                }
+
+    @server.resource(
+        "fastrag://doc/{doc_id}",
+        name="document",
+        mime_type="text/plain",
+        description="A document of the store (a file, a PDF page, a record) by "
+        "its id: the `doc_id` of a search hit",
+    )
+    def document(doc_id: str) -> str:
+        if not engine.has_document(doc_id):
+            raise not_found(
+                f"no document {doc_id!r} in the store; the ids are the `doc_id` of search hits"
+            )
+        return engine.require_doc().group("root").node_by_id(doc_id).text
+
+    return server, engine
+
+
+class BearerAuth:
+    """ASGI wrapper: every HTTP request needs ``Authorization: Bearer <key>`` (compared in
+    constant time); others get 401 with ``WWW-Authenticate: Bearer``. Lifespan events pass."""
+
+    def __init__(self, app: Any, api_key: str) -> None:
+        if not isinstance(api_key, str) or not api_key:
+            raise ConfigError("api_key must be a non-empty string")
+        self.app = app
+        self._key = api_key.encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not self._authorized(scope):
+            body = json.dumps(
+                {
+                    "error": "invalid_token",
+                    "error_description": "missing or invalid API key: send the header "
+                    "'Authorization: Bearer <key>'",
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b"Bearer"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: dict[str, Any]) -> bool:
+        auth = next(
+            (
+                v.decode("latin-1")
+                for k, v in scope.get("headers", ())
+                if k.lower() == b"authorization"
+            ),
+            "",
+        )
+        scheme, _, token = auth.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self._key)
+
+
+def http_app(server: Any, *, host: str = "127.0.0.1", api_key: str | None = None) -> Any:
+    """The server's streamable-HTTP ASGI app (endpoint ``/mcp``), behind :class:`BearerAuth`
+    when ``api_key`` is given."""
+    factory = server.streamable_http_app
+    kw = {"host": host} if "host" in inspect.signature(factory).parameters else {}
+    app = factory(**kw)  # mcp 2 protects loopback hosts against DNS rebinding by host
+    return BearerAuth(app, api_key) if api_key is not None else app
+
+
+def run_mcp(
+    store: Any,
+    group: str | None = None,
+    similarity: Any = None,
+    http: bool = False,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    api_key: str | None = None,
+    llm: Any = None,
+    *,
+    topk: int = 5,
+    mode: str = "compact",
+    log_level: str = "warning",
+) -> None:
+    """Serve ``store`` (a store path, a Document or a RAGPipeline) over MCP until stopped:
+    stdio by default, streamable HTTP at ``http://host:port/mcp`` with ``http=True``
+    (``api_key``: bearer-token auth). ``llm`` adds the ``ask`` tool."""
+    if api_key is not None and not http:
+        raise ConfigError(
+            "api_key applies to http=True only (stdio needs no key: the client "
+            "starts the server itself)"
+        )
+    server, engine = build_server(
+        store,
+        group=group,
+        similarity=similarity,
+        topk=topk,
+        llm=llm,
+        mode=mode,
+        log_level=log_level,
+    )
+    try:
+        if not http:
+            server.run("stdio")
+            return
+        import uvicorn
+
+        uvicorn.run(
+            http_app(server, host=host, api_key=api_key), host=host, port=port, log_level=log_level
+        )
+    finally:
+        engine.close()
+
+
+# -- command line (`fastrag mcp` and `python -m fastrag.integrations.mcp_server`) ---------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``fastrag mcp``."""
+    p.add_argument("store", help="a store built with fastrag ingest (opened read-only)")
+    p.add_argument("--group", help="default node group (default: the last one built)")
+    p.add_argument(
+        "--similarity",
+        help="one name (bm25, the default; bm25_chinese, hybrid, "
+        "...) or GROUP=NAME pairs, comma-separated",
+    )
+    p.add_argument("--topk", type=int, default=5, help="hits per search (default 5)")
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface for --http (default 127.0.0.1: this machine only)",
+    )
+    p.add_argument("--port", type=int, default=8000, help="port for --http (default 8000)")
+    p.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="with --http: require 'Authorization: Bearer <key>', the key read from "
+        "this environment variable",
+    )
+    p.add_argument(
+        "--mode",
+        default="compact",
+        help="response mode of `ask` (compact, refine, tree_summarize, ...)",
+    )
+    p.add_argument(
+        "--base-url",
+        help="OpenAI-compatible LLM endpoint for the `ask` tool (or FASTRAG_LLM_BASE_URL)",
+    )
+    p.add_argument(
+        "--model",
+        help="the LLM's model name (or FASTRAG_LLM_MODEL); its key is read from OPENAI_API_KEY",
+    )
+    p.add_argument(
+        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
+    )
+
+
+def _llm(base_url: str | None, model: str | None) -> Any:
+    base = base_url or os.environ.get("FASTRAG_LLM_BASE_URL")
+    model = model or os.environ.get("FASTRAG_LLM_MODEL")
+    if not base and not model:
+        return None
+    if not base or not model:
+        raise ConfigError(
+            "an LLM needs both a base URL and a model: --base-url/--model or "
+            "FASTRAG_LLM_BASE_URL/FASTRAG_LLM_MODEL"
+        )
+    from fastrag.llms.openai_like import OpenAILike
+
+    return OpenAILike(model=model, base_url=base, api_key=os.environ.get("OPENAI_API_KEY"))
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``fastrag mcp``: check the arguments, then serve until stopped."""
+    from fastrag.documents.store import MANIFEST
+
+    if not os.path.isfile(os.path.join(args.store, MANIFEST)):
+        raise ConfigError(
+            f"{args.store} is not a fastrag store (no {MANIFEST}); create one "
+            f"with `fastrag ingest FILES --store {args.store}`"
+        )
+    api_key = None
+    if args.api_key_env is not None:
+        if not args.http:
+            raise ConfigError(
+                "--api-key-env applies to --http only (over stdio the client "
+                "starts the server itself)"
+            )
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise ConfigError(
+                f"--api-key-env {args.api_key_env}: that environment variable is not set or empty"
+            )
+    if args.http and args.host not in _LOOPBACK and api_key is None:
+        print(
+            f"warning: listening on {args.host} without --api-key-env: anyone who can reach "
+            "this port can search the store",
+            file=sys.stderr,
+        )
+    run_mcp(
+        args.store,
+        group=args.group,
+        similarity=args.similarity,
+        http=args.http,
+        host=args.host,
+        port=args.port,
+        api_key=api_key,
+        llm=_llm(args.base_url, args.model),
+        topk=args.topk,
+        mode=args.mode,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m fastrag.integrations.mcp_server",
+        description="An MCP server over a fastrag store (stdio, or streamable HTTP).",
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return cmd_mcp(args)
+    except FastragError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
