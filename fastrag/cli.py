@@ -661,7 +661,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
            "max_batch": args.max_batch, "search_threads": args.search_threads,
            "max_body_bytes": args.max_body_bytes,
            "max_upload_bytes": args.max_upload_bytes, "api_key_env": args.api_key_env,
-           "tasks_dir": args.tasks_dir,
+           "tasks_dir": args.tasks_dir, "chat_memory": args.chat_memory,
            "llm": {"base_url": base, "model": model, "api_key_env": args.llm_api_key_env,
                    "max_retries": args.llm_max_retries, "timeout": args.llm_timeout,
                    "max_concurrency": args.llm_max_concurrency}
@@ -688,6 +688,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    "bm25_chinese, hybrid, ...) or GROUP=NAME pairs, comma-separated; requests "
                    "may name their own")
     p.add_argument("--topk", type=int, default=5, help="hits per query (default 5)")
+    p.add_argument("--chat-memory", help="file (.json) or folder keeping the conversations "
+                   "of chats that send a session_id (or user); default: in memory, per process")
     p.add_argument("--mode", default="compact", help="response mode of chat answers (compact, "
                    "refine, tree_summarize, simple_summarize, ...)")
     p.add_argument("--llm-base-url", help="OpenAI-compatible LLM endpoint for chat (or "

@@ -19,7 +19,13 @@ import os
 from typing import Any
 
 from fastrag.distributed.jobs import embed, parse, retrieve, synthesize
-from fastrag.distributed.sharded import ShardedRetriever, check_spec, create, is_sharded
+from fastrag.distributed.sharded import (
+    ShardedRetriever,
+    check_spec,
+    create,
+    is_sharded,
+    stored_group,
+)
 
 __all__ = ["ShardedRetriever", "build_index", "embed", "is_sharded", "open_index", "parse",
            "retrieve", "synthesize"]
@@ -40,6 +46,7 @@ def build_index(corpus: Any, path: str | os.PathLike, *, num_shards: int = 2,
     ``similarity``: a BM25 similarity (``params``: method, k1, b, delta) or "cosine"/"dot"
     with ``embed``. Segments keep documents in corpus order, so ties break as in one index.
     """
+    transform, parent = stored_group(corpus, group_name, parent, transform)
     spec = check_spec(group_name, similarity, parent, params, stemmer, embed_key, transform,
                       embed)
     create(path, corpus, spec, num_shards=num_shards, transform=transform,

@@ -103,11 +103,13 @@ class IndexSpec:
     params: Mapping[str, Any] | None = None  # BM25 parameters (method, k1, b, delta)
     stemmer: str | None = "auto"
     embed_key: str = "default"
+    transform: Mapping[str, Any] | None = None  # the group transform's recorded spec, if any
 
     def to_json(self) -> dict[str, Any]:
         return {"group_name": self.group_name, "similarity": self.similarity,
                 "parent": self.parent, "params": dict(self.params or {}),
-                "stemmer": self.stemmer, "embed_key": self.embed_key}
+                "stemmer": self.stemmer, "embed_key": self.embed_key,
+                "transform": dict(self.transform) if self.transform else None}
 
 
 def _open_segment(path: Path, spec: IndexSpec, transform: Any, embed: Any, mode: str):
@@ -125,6 +127,10 @@ def _open_segment(path: Path, spec: IndexSpec, transform: Any, embed: Any, mode:
 
 
 def _register_group(doc, spec: IndexSpec, transform: Any) -> None:
+    if transform is None and spec.transform:
+        from fastrag.documents.building import transform_from_spec
+
+        transform = transform_from_spec(dict(spec.transform))
     if transform is not None:
         doc.create_node_group(spec.group_name, transform=transform, parent=spec.parent)
 
@@ -143,6 +149,11 @@ def build_segment(dest: str, table: pa.Table, spec: IndexSpec, transform: Any = 
     texts = table.column("text").to_pylist()
     ids = table.column("id").to_pylist()
     metas = [json.loads(m) for m in table.column("metadata").to_pylist()]
+    return _build_rows(dest, texts, metas, ids, spec, transform, embed)
+
+
+def _build_rows(dest: str, texts: list, metas: list | None, ids: list, spec: IndexSpec,
+                transform: Any, embed: Any) -> dict[str, Any]:
     from fastrag.documents.document import Document
 
     Document.from_texts(texts, metas, ids, store=dest)
@@ -747,12 +758,13 @@ def run_builds(root: Path, jobs: list[tuple[str, pa.Table]], spec: IndexSpec, tr
         raise
 
 
-def create(path: str | os.PathLike, corpus: Any, spec: IndexSpec, *, num_shards: int,
+def create(path: str | os.PathLike, corpus: Any, spec: IndexSpec, *, num_shards: int | None,
            transform: Any = None, embed: Any = None, executor: str = "auto",
            overwrite: bool = False) -> Path:
     """Partition ``corpus`` into ``num_shards`` segments at ``path`` (built in parallel on Ray
     when it is running) and commit the sharded index; returns ``path``."""
-    num_shards = check_int("num_shards", num_shards, min=1)
+    if num_shards is not None:
+        num_shards = check_int("num_shards", num_shards, min=1)
     root = Path(path)
     if root.exists() and any(root.iterdir()):
         if not overwrite:
@@ -760,9 +772,17 @@ def create(path: str | os.PathLike, corpus: Any, spec: IndexSpec, *, num_shards:
                               "or pass overwrite=True to replace it")
         if not is_sharded(root):
             raise ConfigError(f"{str(root)!r} is not a sharded index; refusing to overwrite it")
-    table = root_table(corpus)
-    if table.num_rows == 0:
-        raise ConfigError("the corpus has no documents")
+    ds = as_dataset(corpus)
+    if ds is not None:
+        if executor == "local":
+            raise ConfigError("a Ray Dataset (or .parquet files / a glob) is built by Ray "
+                              "workers; use executor='auto' or 'ray'")
+        if num_shards is not None:  # an ordered split into num_shards blocks (in the cluster)
+            ds = ds.repartition(num_shards)
+    else:
+        table = root_table(corpus)
+        if table.num_rows == 0:
+            raise ConfigError("the corpus has no documents")
     root.mkdir(parents=True, exist_ok=True)
     from filelock import FileLock
 
@@ -772,14 +792,141 @@ def create(path: str | os.PathLike, corpus: Any, spec: IndexSpec, *, num_shards:
             with contextlib.suppress(OSError, ValueError, KeyError):
                 first = int(json.loads((root / MANIFEST).read_text())["next_segment"])
         m = {"format": FORMAT, "spec": spec.to_json(), "segments": [], "next_segment": first}
-        jobs = []
-        for lo, hi in _partition(table.num_rows, num_shards):
-            jobs.append((_segment_name(m), table.slice(lo, hi - lo)))
-            m["next_segment"] += 1
-        m["segments"] = run_builds(root, jobs, spec, transform, embed, executor)
+        if ds is not None:
+            m["segments"] = build_dataset(root, ds, spec, transform, embed, m)
+        else:
+            jobs = []
+            for lo, hi in _partition(table.num_rows, num_shards or 2):
+                jobs.append((_segment_name(m), table.slice(lo, hi - lo)))
+                m["next_segment"] += 1
+            m["segments"] = run_builds(root, jobs, spec, transform, embed, executor)
         write_manifest(root, m)
         collect_garbage(root, m)
     return root
+
+
+# -- corpora the cluster reads: Ray Datasets and data files -----------------------------------
+_DATA_FILES = (".parquet", ".jsonl", ".json")
+
+
+def as_dataset(corpus: Any) -> Any:
+    """``corpus`` as a ``ray.data.Dataset`` when the cluster should read it (a Dataset; a glob
+    pattern or ``.parquet`` files, read by ``ray.data.read_parquet`` / ``read_json``), else
+    None (a store, files or folders for fastrag's readers, texts, an Arrow table)."""
+    if type(corpus).__module__.startswith("ray.data"):
+        return corpus
+    items = [corpus] if isinstance(corpus, (str, os.PathLike)) else corpus
+    if not (isinstance(items, Sequence) and items
+            and all(isinstance(x, (str, os.PathLike)) for x in items)):
+        return None
+    names = [os.fspath(x) for x in items]
+    globbed = [n for n in names if any(c in n for c in "*?[")]
+    if not globbed and not all(n.lower().endswith(".parquet") for n in names):
+        return None
+    import glob
+
+    paths = []
+    for n in names:
+        got = sorted(glob.glob(n)) if n in globbed and "://" not in n else [n]
+        if not got:
+            raise ConfigError(f"no file matches {n!r}")
+        paths += got
+    kinds = {os.path.splitext(p)[1].lower() for p in paths}
+    if not kinds <= set(_DATA_FILES) or len(kinds & {".parquet"}) not in (0, len(kinds)):
+        raise ConfigError(f"a glob must name .parquet files or .jsonl/.json files (one "
+                          f"document a row), got {sorted(kinds)}; for one document per line "
+                          "of text files pass ray.data.read_text(paths), for other files "
+                          "pass their paths or folder (fastrag's readers)")
+    from fastrag.distributed._ray import init_if_needed, require_ray
+
+    ray = require_ray("fastrag.ray.build_index")
+    init_if_needed(ray)
+    if kinds == {".parquet"}:
+        return ray.data.read_parquet(paths)
+    return ray.data.read_json(paths, lines=".jsonl" in kinds)
+
+
+def _block_rows(block: pa.Table, first_row: int | None) -> tuple[list, list | None, list]:
+    """(texts, metadatas, ids) of a block of corpus rows: ``text``, ``id`` (else the id one
+    index gives the text at its global row ``first_row + i``), other columns as metadata."""
+    from fastrag.schema import node_id
+
+    if "text" not in block.column_names:
+        raise ConfigError(f"the corpus needs a 'text' column; it has {block.column_names}")
+    texts = block.column("text").to_pylist()
+    if "id" in block.column_names:
+        ids = block.column("id").to_pylist()
+    else:
+        ids = [node_id("text", first_row + i, t) for i, t in enumerate(texts)]
+    other = [c for c in block.column_names if c not in ("text", "id")]
+    metas = block.select(other).to_pylist() if other else None
+    return texts, metas, ids
+
+
+def _build_block(block: pa.Table, first_row: int | None, root: str, token: str, spec: IndexSpec,
+                 transform: Any, embed: Any) -> dict[str, Any]:
+    """Build one segment from a block of corpus rows, in a Ray worker, into a temp folder of
+    ``root`` named by ``token``; returns its entry (``dir`` is the temp folder)."""
+    import uuid
+
+    if block.num_rows == 0:
+        return {"dir": None, "docs": 0, "nodes": 0}
+    texts, metas, ids = _block_rows(block, first_row)
+    dest = Path(root) / f"{TMP_PREFIX}{token}-{uuid.uuid4().hex}"
+    return _build_rows(str(dest), texts, metas, ids, spec, transform, embed)
+
+
+def _build_batch(block: pa.Table, root: str, token: str, spec: IndexSpec, transform: Any,
+                 embed: Any) -> pa.Table:
+    """map_batches function: one whole block in, one segment built, its entry out."""
+    entry = _build_block(block, None, root, token, spec, transform, embed)
+    return pa.table({k: [v] for k, v in entry.items()})
+
+
+def build_dataset(root: Path, ds: Any, spec: IndexSpec, transform: Any, embed: Any,
+                  m: dict[str, Any]) -> list[dict[str, Any]]:
+    """One segment per block of ``ds``, built by Ray workers where the block is; the driver
+    sees only each segment's entry. With an ``id`` column the blocks stream (read, built,
+    dropped); without one, the default ids need every row's global position, so the blocks
+    are first materialised in the cluster's object store (not here) and counted. Segments
+    keep the Dataset's order; on failure every temp folder of this build is removed."""
+    import uuid
+
+    from fastrag.distributed._ray import require_ray
+
+    ray = require_ray("fastrag.ray.build_index")
+    token = uuid.uuid4().hex[:12]
+    args = (str(root), token, spec, transform, embed)
+    try:
+        if "id" in ds.schema().names:
+            out = ds.map_batches(_build_batch, batch_size=None, batch_format="pyarrow",
+                                 fn_args=args)
+            out.context.execution_options.preserve_order = True  # segments in corpus order
+            entries = out.take_all()
+        else:
+            refs = ds.to_arrow_refs()
+            count = ray.remote(lambda b: b.num_rows)
+            sizes = ray.get([count.remote(r) for r in refs])
+            firsts = np.concatenate([[0], np.cumsum(sizes)])[:-1]
+            task = ray.remote(_build_block).options(max_retries=2)
+            entries = ray.get([task.remote(r, int(f), *args)
+                               for r, f in zip(refs, firsts, strict=True)])
+        out_entries = []
+        for e in entries:
+            if not e["docs"]:
+                continue
+            name = _segment_name(m)
+            m["next_segment"] += 1
+            os.rename(root / e["dir"], root / name)
+            out_entries.append({"dir": name, "docs": int(e["docs"]), "nodes": int(e["nodes"])})
+        if not out_entries:
+            raise ConfigError("the corpus has no documents")
+        return out_entries
+    except BaseException:
+        for t in root.glob(f"{TMP_PREFIX}{token}-*"):
+            shutil.rmtree(t, ignore_errors=True)
+        raise
+
 
 
 def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[str, Any],
@@ -809,6 +956,40 @@ def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[st
             raise ConfigError(f"similarity {similarity!r} needs embed= (an Embedder)")
     if group_name != "root" and group_name not in Document._BUILTIN and transform is None:
         raise ConfigError(f"group {group_name!r} is not 'root' or a built-in group "
-                          f"({sorted(Document._BUILTIN)}); pass transform= to build it")
-    return IndexSpec(group_name, similarity, parent, dict(params), stemmer, embed_key)
+                          f"({sorted(Document._BUILTIN)}); pass transform= to build it (a "
+                          "store's group made by `fastrag ingest --group` needs none)")
+    recorded = None
+    if transform is not None and callable(getattr(transform, "spec", None)):
+        recorded = transform.spec()
+    return IndexSpec(group_name, similarity, parent, dict(params), stemmer, embed_key,
+                     recorded if isinstance(recorded, dict) else None)
+
+
+def stored_group(corpus: Any, group_name: str, parent: str, transform: Any) -> tuple[Any, str]:
+    """``(transform, parent)`` of ``group_name``: as given, or, when ``corpus`` is a store
+    holding the group and no transform is given, rebuilt from the spec the store recorded
+    (``fastrag ingest --group`` records one for every group it makes)."""
+    from fastrag.documents.building import transform_from_spec
+    from fastrag.documents.document import Document
+
+    if transform is not None or group_name == "root" or group_name in Document._BUILTIN:
+        return transform, parent
+    if not (isinstance(corpus, (str, os.PathLike))
+            and (Path(corpus) / "manifest.json").is_file()):
+        return transform, parent
+    entry = Document(store=corpus, mode="r").store.manifest["groups"].get(group_name)
+    if entry is None:
+        return transform, parent
+    rebuilt = transform_from_spec(entry.get("spec"))
+    if rebuilt is None:
+        raise ConfigError(f"group {group_name!r} of store {str(corpus)!r} was made by a "
+                          "transform the store could not record (a function); pass "
+                          "transform= (the same transform) to build it")
+    stored_parent = entry.get("parent", "root")
+    if stored_parent != "root" and stored_parent not in Document._BUILTIN:
+        raise ConfigError(f"group {group_name!r} of store {str(corpus)!r} is made from group "
+                          f"{stored_parent!r}, not from 'root'; a sharded index builds groups "
+                          "of the documents: index that group's parent chain as one group "
+                          "(e.g. ingest it with --group NAME=SPEC, no @PARENT)")
+    return rebuilt, stored_parent
 

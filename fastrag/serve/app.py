@@ -107,6 +107,7 @@ def create_app(
     search_threads: int = 1,
     tasks_dir: str | os.PathLike | None = None,
     secrets: Sequence[str] = (),
+    chat_memory: Any = None,
     **limits: Any,
 ) -> Any:
     """The ASGI app serving ``target``: a store path (opened read-only), a
@@ -116,6 +117,8 @@ def create_app(
     ``group``/``similarity``/``topk``: the default retriever (default: the store's last built
     group, ``"bm25"``); ``similarity`` may also give groups their own (``"bm25,faq=hybrid"``
     or ``{"faq": "hybrid"}``), and requests may name one (``"similarity"`` in the body).
+    ``chat_memory``: where conversations of chats with a ``session_id`` (or ``user``) are
+    kept: a ``fastrag.ChatMemory`` or a path (default: in this process, 40 messages each).
     ``llm`` (an LLM such as ``fr.OpenAILike``) answers
     chats with ``response_mode=mode``; ``compress_history`` rewrites chat history and question
     into one standalone query first (``CompressionQueryTransformer``). ``api_key``: require
@@ -137,7 +140,8 @@ def create_app(
     engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm,
                          mode=mode, compress_history=compress_history, batching=batching,
                          batch_window_ms=batch_window_ms, max_batch=max_batch,
-                         search_threads=search_threads, metrics=metrics)
+                         search_threads=search_threads, metrics=metrics,
+                         chat_memory=chat_memory)
     store = _store_of(target)
     if tasks_dir is None and store is not None:
         tasks_dir = default_tasks_dir(store)
@@ -332,7 +336,11 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         model = req.model or settings.model_name
         created = int(time.time())
-        resp = await _answer(pipe, query, metrics)
+        session = req.session_id or req.user
+        if session is not None and eng.user_pipeline is None:
+            resp = await _session_answer(eng, pipe, query, session, req.stream, metrics)
+        else:
+            resp = await _answer(pipe, query, metrics)
         note = None
         if not resp.source_nodes and eng.user_pipeline is None:  # say why, never a bare
             ret = ret or await eng.aretriever(req.group)           # "Empty Response"
@@ -394,6 +402,27 @@ def _chat_query(req: ChatCompletionRequest, settings: ServeSettings) -> Any:
     check_filter(req.filter)
     context = {"filter": req.filter} if req.filter is not None else {}
     return Query(text, history=history, context=context)
+
+
+async def _session_answer(eng: Any, pipe: Any, query: Any, session: str, stream: bool,
+                          metrics: Metrics) -> Any:
+    """A turn of the conversation ``session``: its history comes from the server's memory
+    (seeded from the request's earlier messages when the server has none) and the turn is
+    remembered, through the same :class:`~fastrag.chat.ChatEngine` the library offers."""
+    from fastrag.chat import ChatEngine
+
+    memory = eng.chat_memory
+    if query.history and not await asyncio.to_thread(memory.get, session):
+        await asyncio.to_thread(memory.extend, session, list(query.history))
+    engine = ChatEngine(pipe, memory=memory)
+    try:
+        if stream:
+            return await engine.astream_chat(query.text, session, dict(query.context))
+        return await engine.achat(query.text, session, dict(query.context))
+    except ConfigError as exc:
+        raise ApiError(400, str(exc)) from None
+    except FastragError as exc:
+        raise _llm_error(exc, metrics) from None
 
 
 async def _answer(pipe: Any, query: Any, metrics: Metrics) -> Any:
@@ -549,7 +578,7 @@ def app_from_config(cfg: dict[str, Any]) -> Any:
                       batch_window_ms=cfg.get("batch_window_ms", 3.0),
                       max_batch=cfg.get("max_batch", 256),
                       search_threads=cfg.get("search_threads", 1), tasks_dir=cfg.get("tasks_dir"),
-                      secrets=secrets, **limits)
+                      secrets=secrets, chat_memory=cfg.get("chat_memory"), **limits)
 
 
 def app_from_env() -> Any:

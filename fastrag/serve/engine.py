@@ -108,6 +108,7 @@ class ServeEngine:
         retrieve_threads: int = 4,
         search_threads: int = 1,
         metrics: Metrics | None = None,
+        chat_memory: Any = None,
     ) -> None:
         from fastrag._checks import check_int
         from fastrag.documents.document import Document
@@ -136,6 +137,12 @@ class ServeEngine:
         if compress_history and llm is None and self.user_pipeline is None:
             raise ConfigError("compress_history=True needs an LLM (it rewrites the chat history "
                               "and the question into one standalone query): pass llm=...")
+        from fastrag.chat import ChatMemory, MessageWindowChatMemory
+
+        #: conversations of requests with a ``session_id`` (or ``user``): a ChatMemory, or a
+        #: path to keep them in (default: the last 40 messages of each, in this process)
+        self.chat_memory = (chat_memory if isinstance(chat_memory, ChatMemory) else
+                            MessageWindowChatMemory(max_messages=40, path=chat_memory))
         self.doc: Any = None
         self.default_group: str | None = None
         self.store_path: Path | None = None

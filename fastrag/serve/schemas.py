@@ -91,6 +91,7 @@ class ChatCompletionRequest(_Body):
     group: str | None = None
     filter: str | None = None
     similarity: str | None = None
+    session_id: str | None = None  # default: ``user``; continues a conversation the server keeps
     # known OpenAI fields without support here (see UNSUPPORTED_CHAT_FIELDS)
     tools: Any = None
     tool_choice: Any = None

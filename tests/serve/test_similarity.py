@@ -98,3 +98,23 @@ def test_a_chat_without_hits_says_why_and_calls_no_llm(http, llm, stream):
                            "has no indexable terms")
     assert "Empty Response" not in text
     assert len(llm.requests) == before
+
+
+def test_a_session_continues_the_conversation(http, llm):
+    """Chats with a ``session_id`` (or OpenAI's ``user``) keep their history on the server:
+    the second turn's retrieval query is condensed from the first."""
+    first = http.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": "如何上传文件"}], "session_id": "s1"})
+    assert first.status_code == 200, first.text
+    before = len(llm.requests)
+    second = http.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": "and tables?"}], "user": "s1"})
+    assert second.status_code == 200
+    prompts = [r.body["messages"][-1]["content"] for r in llm.requests[before:]]
+    condense = [p for p in prompts if "standalone query" in p]
+    assert len(condense) == 1 and "如何上传文件" in condense[0] and "and tables?" in condense[0]
+    other = http.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": "and tables?"}], "session_id": "s2"})
+    assert other.status_code == 200
+    assert not any("standalone query" in r.body["messages"][-1]["content"]
+                   for r in llm.requests[len(llm.requests) - 1:])
