@@ -7,6 +7,7 @@ import functools
 import hashlib
 import inspect
 import json
+import math
 import pickle
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -83,9 +84,10 @@ def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str, str],
                 meta: dict[str, Any]) -> list[tuple]:
     """The rows of one parent's children, from what its transform returned. A child stores
     only the metadata it adds to (or changes in) its document's: the parent's own, plus what
-    a returned DocNode carries."""
+    a returned DocNode carries. A number or bool (LazyLLM's ``transform=lambda s: len(s)``)
+    is a node without text whose metadata ``value`` holds it: a metadata-only group."""
     pid, doc_id, _text, own_json, full_json = parent
-    if isinstance(out, (str, DocNode)):
+    if isinstance(out, (str, DocNode, int, float)):
         out = [out]
     if out is None or not isinstance(out, Iterable):
         raise ConfigError(
@@ -105,10 +107,16 @@ def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str, str],
                 cmeta = _own_part({**meta, **item.metadata}, doc_meta)
             else:
                 cmeta = own_json
+        elif isinstance(item, (int, float)) and math.isfinite(item):
+            value_meta = dump_metadata({**json.loads(own_json), "value": item})
+            rows.append((node_id(group, pid, i, f"value:{item!r}"), doc_id, pid, "", None, None,
+                         value_meta))
+            continue
         else:
             raise ConfigError(
-                f"transform of group {group!r} returned an item of type {type(item).__name__}; "
-                "items must be str or DocNode"
+                f"transform of group {group!r} returned an item of type {type(item).__name__}"
+                f"{' (not finite)' if isinstance(item, float) else ''}; items must be str, "
+                "DocNode, or a finite number or bool (kept as metadata 'value')"
             )
         if ctext.strip():
             rows.append((node_id(group, pid, i, ctext), doc_id, pid, ctext, None, None, cmeta))
