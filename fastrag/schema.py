@@ -55,7 +55,7 @@ class DocNode:
     joiners, rerankers and synthesizers); nodes read from a group are views of its table.
     """
 
-    __slots__ = ("_embedding", "_group", "_id", "_metadata", "_row", "_text")
+    __slots__ = ("_embedding", "_global", "_group", "_id", "_metadata", "_row", "_text")
 
     def __init__(
         self,
@@ -63,9 +63,17 @@ class DocNode:
         metadata: Mapping[str, Any] | None = None,
         id: str | None = None,
         embedding: Mapping[str, Any] | None = None,
+        *,
+        content: str | None = None,
+        global_metadata: Mapping[str, Any] | None = None,
     ) -> None:
+        if content is not None:  # LazyLLM's name for the text
+            if text:
+                raise TypeError("DocNode got both text and content; pass one of them")
+            text = content
         if not isinstance(text, str):
             raise TypeError(f"DocNode text must be str, got {type(text).__name__}")
+        self._global = dict(global_metadata) if global_metadata else {}
         self._text = text
         self._metadata = dict(metadata) if metadata else {}
         self._id = id if id is not None else node_id("free", text)
@@ -82,6 +90,7 @@ class DocNode:
         node._text = None
         node._metadata = None
         node._embedding = None
+        node._global = None
         return node
 
     # -- columns -----------------------------------------------------------------------------
@@ -172,6 +181,13 @@ class DocNode:
 
     def get_text(self) -> str:
         return self.text
+
+    @property
+    def global_metadata(self) -> dict[str, Any]:
+        """The metadata its Document gives every node (``Document(global_metadata=...)``)."""
+        if self._global is None:
+            self._global = dict(getattr(self._group.document, "global_metadata", None) or {})
+        return dict(self._global)
 
     def get_content(self, metadata_mode: str | None = None) -> str:
         """The text; with ``metadata_mode="all"`` the metadata lines come first (LlamaIndex)."""

@@ -1,5 +1,6 @@
-"""The README's "Your own documents" walkthrough runs as written (shell and Python), against
-a small folder of real files and the local OpenAI-compatible test server."""
+"""The "Your own documents" walkthrough (docs/guide/cli.md; README.md shows its shell part)
+runs as written, shell and Python, against a small folder of real files and the local
+OpenAI-compatible test server."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _section() -> str:
+    return (ROOT / "docs" / "guide" / "cli.md").read_text(encoding="utf-8")
+
+
+def _readme_section() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start = text.index("## Your own documents")
     return text[start:text.index("\n## ", start + 5)]
@@ -47,6 +52,10 @@ def _folder(tmp: Path) -> None:
     (tmp / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in [
         {"question": "how is a store verified", "answer": "checksums of every file"},
         {"question": "what ranks passages", "answer": "BM25 ranks passages"}]))
+
+
+def test_readme_shows_the_tested_commands():
+    assert _commands(_readme_section()) == _commands(_section())
 
 
 def test_shell_walkthrough(tmp_path, openai_server):

@@ -54,9 +54,12 @@ class _RetrieveActor:
         good = [i for i, q in enumerate(queries) if isinstance(q, str)]
         parts = []
         if good:
+            from fastrag.distributed.sharded import ranks_of
+
             hits = self.ret.batch_arrow([queries[i] for i in good], filter=self.filter)
-            rows = np.asarray(good, np.int64)[hits.column("query_idx").to_numpy()]
-            parts.append(_with_hits(batch.take(pa.array(rows)), hits.column("rank"),
+            qidx = hits.column("query_idx").to_numpy()
+            rows = np.asarray(good, np.int64)[qidx]
+            parts.append(_with_hits(batch.take(pa.array(rows)), pa.array(ranks_of(qidx)),
                                     hits.column("node_id"), hits.column("score"), None))
         bad = [i for i, q in enumerate(queries) if not isinstance(q, str)]
         if bad:
@@ -213,6 +216,8 @@ def embed(store: str | os.PathLike, group_name: str, key: str, embedder: Any, *,
                                 or callable(embedder)):
         raise ConfigError("embedder must be an Embedder, a callable texts -> vectors, or an "
                           "Embedder class")
+    if not isinstance(embedder, type):
+        check_reachable(embedder, "fastrag.ray.embed: the embedder")
     from fastrag.documents.document import Document
 
     init_if_needed(ray)
@@ -224,6 +229,39 @@ def embed(store: str | os.PathLike, group_name: str, key: str, embedder: Any, *,
 
 
 # -- LLM work ----------------------------------------------------------------------------------
+_START_ONE = ("start an OpenAI-compatible server there (e.g. `ollama serve` and `ollama pull "
+              "qwen2.5:7b`, or `vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000`) or point "
+              "FASTRAG_LLM_BASE_URL (and FASTRAG_LLM_MODEL) at one")
+
+
+def check_reachable(client: Any, what: str) -> None:
+    """Fail fast, here, when the HTTP endpoint of ``client`` (an LLM or embedder with a
+    ``base_url``; or what holds one as ``llm``) refuses connections, instead of a job whose
+    every row is an error. Anything else (no base_url, a slow server) is left to the job."""
+    import socket
+    from urllib.parse import urlsplit
+
+    for obj in (client, getattr(client, "llm", None)):
+        url = getattr(obj, "base_url", None)
+        if isinstance(url, str):
+            break
+    else:
+        return
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=3.0).close()
+    except (ConnectionRefusedError, socket.gaierror) as exc:
+        reason = "connection refused" if isinstance(exc, ConnectionRefusedError) else \
+            f"unknown host {parts.hostname!r}"
+        raise ConfigError(f"{what}: no server answers at {url} ({reason}); "
+                          f"{_START_ONE}") from None
+    except OSError:
+        return
+
+
 def _split_limit(max_llm_calls: int, concurrency: int) -> int:
     max_llm_calls = check_int("max_llm_calls", max_llm_calls, min=1)
     if max_llm_calls < concurrency:
@@ -286,6 +324,8 @@ def synthesize(data: Any, synthesizer: Any, *, query_column: str = "query",
     if not (hasattr(synthesizer, "abatch") or callable(synthesizer)):
         raise ConfigError("synthesizer must be a fastrag synthesizer "
                           "(fr.get_response_synthesizer(...)) or a factory returning one")
+    if hasattr(synthesizer, "abatch"):
+        check_reachable(synthesizer, "fastrag.ray.synthesize: the synthesizer's LLM")
     init_if_needed(ray)
     ds = to_dataset(ray, data, query_column, batch_size)
     if contexts_column not in ds.schema().names:
@@ -386,6 +426,7 @@ def parse(store: str | os.PathLike, group_name: str, parser: Any, *, parent: str
     if not hasattr(inner, "batch_transform") or not hasattr(inner, "identity"):
         raise ConfigError("parser must be a fastrag node transform with batch_transform "
                           "(fr.LLMParser) or its class")
+    check_reachable(inner, "fastrag.ray.parse: the parser's LLM")
     from fastrag.documents.document import Document
 
     init_if_needed(ray)

@@ -48,6 +48,18 @@ LOCK = ".lock"
 TMP_PREFIX = ".tmp-"
 
 _BM25_PARAMS = ("method", "k1", "b", "delta")
+RANK_BASE = 1  # the best hit's rank, in every table of hits (CLI, Arrow, Ray, server)
+
+
+def ranks_of(query_idx: np.ndarray) -> np.ndarray:
+    """``rank`` of hit rows grouped by query, best first: RANK_BASE, RANK_BASE + 1, ... per
+    query (from the rows' positions, whatever base the producer used)."""
+    q = np.asarray(query_idx)
+    if not q.size:
+        return np.zeros(0, np.int32)
+    start = np.flatnonzero(np.r_[True, q[1:] != q[:-1]])
+    lens = np.diff(np.r_[start, q.size])
+    return (np.arange(q.size) - np.repeat(start, lens) + RANK_BASE).astype(np.int32)
 
 
 def is_sharded(path: str | os.PathLike) -> bool:
@@ -481,7 +493,8 @@ class ShardedRetriever:
 
     def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
                     topk: int | None = None) -> pa.Table:
-        """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first."""
+        """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first;
+        ``rank`` starts at 1 (the best hit), as everywhere in fastrag."""
         segs, offsets, (rows, scores, counts) = self._run(queries, filter, topk)
         k = rows.shape[1] if rows.ndim == 2 else 0
         valid = np.arange(k)[None, :] < counts[:, None]
@@ -489,7 +502,7 @@ class ShardedRetriever:
         ids = self._fetch(segs, offsets, rows[valid], "ids")
         return pa.table({
             "query_idx": pa.array(qidx.astype(np.int32)),
-            "rank": pa.array(rank.astype(np.int32)),
+            "rank": pa.array((rank + RANK_BASE).astype(np.int32)),
             "node_id": ids,
             "score": pa.array(scores[valid].astype(np.float32)),
         })
@@ -841,9 +854,10 @@ def as_dataset(corpus: Any) -> Any:
 
     ray = require_ray("fastrag.ray.build_index")
     init_if_needed(ray)
+    n = len(paths)  # a block (a segment) per file; num_shards= repartitions
     if kinds == {".parquet"}:
-        return ray.data.read_parquet(paths)
-    return ray.data.read_json(paths, lines=".jsonl" in kinds)
+        return ray.data.read_parquet(paths, override_num_blocks=n)
+    return ray.data.read_json(paths, lines=".jsonl" in kinds, override_num_blocks=n)
 
 
 def _block_rows(block: pa.Table, first_row: int | None) -> tuple[list, list | None, list]:
@@ -904,7 +918,12 @@ def build_dataset(root: Path, ds: Any, spec: IndexSpec, transform: Any, embed: A
             out.context.execution_options.preserve_order = True  # segments in corpus order
             entries = out.take_all()
         else:
-            refs = ds.to_arrow_refs()
+            opts = ds.context.execution_options
+            kept, opts.preserve_order = opts.preserve_order, True  # blocks in corpus order
+            try:
+                refs = ds.to_arrow_refs()
+            finally:
+                opts.preserve_order = kept
             count = ray.remote(lambda b: b.num_rows)
             sizes = ray.get([count.remote(r) for r in refs])
             firsts = np.concatenate([[0], np.cumsum(sizes)])[:-1]

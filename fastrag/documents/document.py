@@ -700,6 +700,11 @@ class Document:
         return self._store.committed(tag)
 
     # -- one-line RAG --------------------------------------------------------------------------
+    @property
+    def global_metadata(self) -> dict[str, Any]:
+        """The metadata every node of this Document carries (``global_metadata=``)."""
+        return dict(self._global_metadata)
+
     def as_query_engine(self, group_name: str = "root", similarity: str = "bm25",
                         topk: int = 6, response_mode: str = "compact", llm: Any = None,
                         response_synthesizer: Any = None, **kw: Any) -> Any:

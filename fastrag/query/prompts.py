@@ -211,11 +211,20 @@ def check_template(value: Any, kind: str, name: str = "prompt_template") -> Prom
     if tmpl is None:
         return None
     written = ["{" + v + "}" for v in tmpl.template_vars]
+    if kind == "augment" and not {"context", "context_str", "question_answer_context"} & set(
+            tmpl.free_vars) and "<context>" not in tmpl.template \
+            and "<question_answer_context>" not in tmpl.template:
+        # a LazyLLM instruction with extra_keys=['context_str'] but no placeholder: the
+        # context follows it (then the query)
+        tmpl = PromptTemplate(tmpl.template.rstrip("\n") + "\n{context}", **tmpl.kwargs)
     tmpl = adapt_template(tmpl, {"query": "query", "context": "context",
                                  "question_answer_context": "context"},
                           None if "query" not in REQUIRED[kind] or "query_str" in tmpl.free_vars
                           else "query")
-    renamed = {old: new for old, new in _ALIASES.items()
+    aliases = dict(_ALIASES)
+    if kind == "judge":  # LazyLLM's judge prompt shows the answer to judge as {context_str}
+        aliases["context_str"] = "answer"
+    renamed = {old: new for old, new in aliases.items()
                if old in tmpl.free_vars and new not in tmpl.free_vars}
     if renamed:  # LlamaIndex / LazyLLM names: {query_str} and {context_str}
         text = tmpl.template

@@ -15,7 +15,7 @@ objects holding the same nodes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -154,6 +154,15 @@ class BaseDocumentJoiner:
         """Join one query's hit lists (one list per retriever) into one list, best first."""
         check_list("lists", lists, "hit lists (one per retriever)")
         return self.batch([lists])[0]
+
+    def join(self, documents_for_query: Mapping[Any, Sequence[Sequence[NodeWithScore]]]
+             ) -> list[NodeWithScore]:
+        """Spring AI's ``join(Map<Query, List<List<Document>>>)``: the hit lists of every
+        query (in the mapping's order) joined into one list."""
+        if not isinstance(documents_for_query, Mapping):
+            raise ConfigError(f"documents_for_query must be a mapping of queries to lists of "
+                              f"hit lists, got {type(documents_for_query).__name__}")
+        return self([lst for lists in documents_for_query.values() for lst in lists])
 
     def batch(
         self, per_query: Sequence[Sequence[Sequence[NodeWithScore]]]

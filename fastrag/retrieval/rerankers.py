@@ -68,7 +68,8 @@ def _check_queries(nodes_per_query: Any, queries: Any) -> list[str]:
 
 def _node_dict(h: NodeWithScore) -> dict[str, Any]:
     n = h.node
-    return {"id": n.id, "text": n.text, "metadata": n.metadata, "group": n.group, "score": h.score}
+    return {"id": n.id, "content": n.text, "text": n.text, "embedding": n.embedding or {},
+            "metadata": n.metadata, "group": n.group, "score": h.score}
 
 
 class Reranker:
@@ -76,8 +77,9 @@ class Reranker:
     reranker registered under ``name`` (default ``"ModuleReranker"``).
 
     Args common to all: ``output_format`` (None: hits; ``"content"``: texts; ``"dict"``:
-    dicts with id, text, metadata, group, score) and ``join`` (with ``"content"``: True
-    joins the texts with ``""``, a str joins with that separator).
+    dicts with id, content (LazyLLM's name; also as text), embedding, metadata, group, score)
+    and ``join`` (with ``"content"``: True joins the texts with ``""``, a str joins with that
+    separator).
     """
 
     registered_reranker: ClassVar[dict[str, Any]] = {}

@@ -43,8 +43,9 @@ class Retriever:
     min-max normalized scores, weighted; or "rrf"), ``weights`` (BM25's, then each embed
     key's; default 0.6 and 0.4 shared), ``rrf_k`` (60) and ``depth`` (hits taken from each
     path before fusing, 50).
-    ``index``: "default" (exact), "map" (exact match of the query string against node texts or
-    ``map_key`` metadata), "hnsw" (dense only; ``M``, ``ef_construction``, ``ef``).
+    ``index``: "default" (exact), "map" (every node whose text, or ``map_key`` metadata,
+    equals the query string; ``topk`` does not apply, as in LazyLLM), "hnsw" (dense only;
+    ``M``, ``ef_construction``, ``ef``).
     ``filter``: metadata equalities (dict), a filter expression string / builder (Spring AI
     syntax), or a callable on the group's Arrow table returning a boolean mask. ``stemmer``
     ("bm25", "bm25_english", "hybrid"): "auto" (the default: English for Latin script,
@@ -297,6 +298,9 @@ class Retriever:
             raise ConfigError(_no_nodes(self.doc, self.group_name))
         k = min(k, len(group))
         mask = self._mask(group, filter if filter is not None else self.filter)
+        if self.index == "map":  # LazyLLM: every node whose key is the query, topk aside
+            table = self.doc.derived.key_map(group, self.map_key)
+            k = max((len(table.get(q, ())) for q in queries), default=0)
         nq = len(queries)
         empty = np.array([not q.strip() for q in queries], dtype=bool)
         rows = np.full((nq, k), -1, dtype=np.int64)

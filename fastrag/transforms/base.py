@@ -21,6 +21,10 @@ class NodeTransform:
 
     trans_node: bool = False
 
+    def __init__(self, num_workers: int = 0) -> None:
+        # LazyLLM's NodeTransform(num_workers=...): groups are built by fastrag's own workers
+        self.num_workers = num_workers
+
     def spans(self, text: str) -> list[tuple[int, int]]:
         """``(start, end)`` of each child in ``text``; only transforms that know offsets."""
         raise NotImplementedError
@@ -32,6 +36,8 @@ class NodeTransform:
         return [node_or_text[s:e] for s, e in self.spans(node_or_text)]
 
     def __call__(self, node_or_text):
+        if isinstance(node_or_text, str) and not type(self).__module__.startswith("fastrag."):
+            node_or_text = NodeText(node_or_text)  # a user's transform may treat it as a node
         return self.transform(node_or_text)
 
     def identity(self) -> str:
@@ -62,3 +68,19 @@ def has_batch(transform: object) -> bool:
 
 def has_spans(transform: object) -> bool:
     return isinstance(transform, NodeTransform) and type(transform).spans is not NodeTransform.spans
+
+
+class NodeText(str):
+    """A parent's text as a user's :class:`NodeTransform` receives it: a ``str`` that also
+    answers LazyLLM's node methods (``get_text()``, ``get_content()``, ``text``)."""
+
+    __slots__ = ()
+
+    @property
+    def text(self) -> str:
+        return str(self)
+
+    def get_text(self, *args: object, **kwargs: object) -> str:
+        return str(self)
+
+    get_content = get_text

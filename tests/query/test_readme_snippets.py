@@ -1,5 +1,6 @@
-"""The README's Modular RAG snippets run as written: the first with ``fr.MockLLM()``, the
-second (which reuses its ``llm``) against the local OpenAI-compatible server."""
+"""The Modular RAG snippets of docs/guide/pipelines.md run as written: the first with
+``fr.MockLLM()``, the second (which reuses its ``llm``) against the local OpenAI-compatible
+server."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ from conftest import prompts
 
 import fastrag as fr
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "pipelines.md"
 
 
 def test_modular_rag_snippets_run(server, llm, capsys):
-    text = README.read_text("utf-8")
-    section = text.split("### Modular RAG", 1)[1].split("\n### ", 1)[0]
-    naive, advanced = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    text = GUIDE.read_text("utf-8")
+    naive, advanced = re.findall(r"```python\n(.*?)```", text, re.DOTALL)[:2]
     scope: dict = {}
     exec(compile(naive, "README naive", "exec"), scope)
     resp = scope["resp"]

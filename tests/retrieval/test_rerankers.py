@@ -57,8 +57,8 @@ def test_output_formats_and_join():
     assert Reranker("ModuleReranker", output_format="content", join=" | ", **kw)(
         nodes(), query=q) == "a cat and a dog | the cat sat on the mat"
     dicts = Reranker("ModuleReranker", output_format="dict", **kw)(nodes(), query=q)
-    assert dicts[0] == {"id": "n2", "text": "a cat and a dog", "metadata": {}, "group": None,
-                        "score": 2.0}
+    assert dicts[0] == {"id": "n2", "content": "a cat and a dog", "text": "a cat and a dog",
+                        "embedding": {}, "metadata": {}, "group": None, "score": 2.0}
 
 
 def test_batch_matches_single_calls():

@@ -61,15 +61,17 @@ def test_get_started_node_with_score_and_query_engine(server, settings_llm):
     server.reply = "the answer"
     response_synthesizer = fr.get_response_synthesizer(response_mode="compact")
     response = response_synthesizer.synthesize(
-        "query text", nodes=[fr.NodeWithScore(node=fr.Node(text="text"), score=1.0)])
+        "query text", nodes=[fr.NodeWithScore(node=fr.Node(text="text"), score=1.0)]
+    )
     assert response.source_nodes[0].score == 1.0 and response.response == "the answer"
     server.reset()
     doc = fr.Document.from_texts(["query_text lives here", "nothing related", "also nothing"])
     query_engine = doc.as_query_engine(response_synthesizer=response_synthesizer)
     response = query_engine.query("query_text")
     assert [n.text for n in response.source_nodes] == ["query_text lives here"]
-    assert prompts(server) == [LI_TEXT_QA.format(context_str="query_text lives here",
-                                                 query_str="query_text")]
+    assert prompts(server) == [
+        LI_TEXT_QA.format(context_str="query_text lives here", query_str="query_text")
+    ]
 
 
 def test_default_response_mode_is_compact(llm):
@@ -79,8 +81,16 @@ def test_default_response_mode_is_compact(llm):
 CHUNKS = ["Alpha fact.", "Beta fact.", "Gamma fact.", "Delta fact."]
 
 # mode -> LLM calls for four short chunks (as the seed describes each mode)
-CALLS = {"refine": 4, "compact": 1, "tree_summarize": 1, "simple_summarize": 1, "no_text": 0,
-         "context_only": 0, "accumulate": 4, "compact_accumulate": 1}
+CALLS = {
+    "refine": 4,
+    "compact": 1,
+    "tree_summarize": 1,
+    "simple_summarize": 1,
+    "no_text": 0,
+    "context_only": 0,
+    "accumulate": 4,
+    "compact_accumulate": 1,
+}
 
 
 @pytest.mark.parametrize("mode", list(CALLS))
@@ -97,16 +107,19 @@ def test_refine_sequence_of_prompts(server, llm):
     resp = fr.get_response_synthesizer(response_mode="refine", llm=llm).synthesize("q?", CHUNKS)
     ps = prompts(server)
     assert ps[0] == LI_TEXT_QA.format(context_str="Alpha fact.", query_str="q?")
-    assert ps[1:] == [LI_REFINE.format(query_str="q?", existing_answer=f"A{i}", context_msg=c)
-                      for i, c in enumerate(CHUNKS[1:], start=1)]
+    assert ps[1:] == [
+        LI_REFINE.format(query_str="q?", existing_answer=f"A{i}", context_msg=c)
+        for i, c in enumerate(CHUNKS[1:], start=1)
+    ]
     assert resp.response == "A4"
 
 
 def test_compact_splits_text_too_long_for_one_prompt(server, llm):
     server.reply = _numbered()
     long_text = " ".join(f"tok{i}" for i in range(2000))
-    syn = fr.get_response_synthesizer(response_mode="compact", llm=llm, context_window=900,
-                                      num_output=100)
+    syn = fr.get_response_synthesizer(
+        response_mode="compact", llm=llm, context_window=900, num_output=100
+    )
     resp = syn.synthesize("q?", [long_text])
     ps = prompts(server)
     assert len(ps) >= 3 and all(fr.count_tokens(p) <= 800 for p in ps)
@@ -121,8 +134,9 @@ def test_tree_summarize_packs_to_the_window_and_recurses(server, llm):
 
     server.reply = model
     chunks = [f"fact {i}: " + " ".join(f"v{i}z{j}" for j in range(40)) for i in range(20)]
-    syn = fr.get_response_synthesizer(response_mode="tree_summarize", llm=llm,
-                                      context_window=1200, num_output=100)
+    syn = fr.get_response_synthesizer(
+        response_mode="tree_summarize", llm=llm, context_window=1200, num_output=100
+    )
     resp = syn.synthesize("Summarize", chunks)
     ps = prompts(server)
     levels = resp.metadata["levels"]
@@ -136,8 +150,9 @@ def test_tree_summarize_packs_to_the_window_and_recurses(server, llm):
 def test_simple_summarize_and_no_text_and_accumulate(server, llm):
     server.reply = "ok"
     long_chunks = [" ".join(f"c{i}w{j}" for j in range(400)) for i in range(4)]
-    r = fr.get_response_synthesizer("simple_summarize", llm=llm, context_window=600,
-                                    num_output=50).synthesize("q?", long_chunks)
+    r = fr.get_response_synthesizer(
+        "simple_summarize", llm=llm, context_window=600, num_output=50
+    ).synthesize("q?", long_chunks)
     assert r.metadata["dropped_tokens"] > 0 and len(prompts(server)) == 1
     server.reset()
     r = fr.get_response_synthesizer("no_text", llm=llm).synthesize("q?", CHUNKS)
@@ -146,7 +161,7 @@ def test_simple_summarize_and_no_text_and_accumulate(server, llm):
     assert [f"Response {i}: ok" in r.response for i in range(1, 5)] == [True] * 4
 
 
-# -- Custom Response Synthesizers ----------------------------------------------------------------
+# -- Custom Response Synthesizers --
 class StreamingOrNot(fr.BaseSynthesizer):
     """The seed's interface: ``__init__(llm, streaming)`` (service_context -> llm) and the two
     abstract methods; returns a str, or a generator of str when streaming."""
@@ -176,13 +191,12 @@ def test_custom_synthesizer_string_and_generator(server, llm):
     assert resp.response == "one two three" and [n.text for n in resp.source_nodes] == ["n2 text"]
 
 
-# -- Using Structured Answer Filtering -----------------------------------------------------------
+# -- Using Structured Answer Filtering --
 def test_structured_answer_filtering_refine_and_compact(server, settings_llm, llm):
     def model(messages):
         p = messages[-1]["content"]
         ok = "RELEVANT" in p
-        return json.dumps({"answer": "Found it." if ok else "Nothing here.",
-                           "query_satisfied": ok})
+        return json.dumps({"answer": "Found it." if ok else "Nothing here.", "query_satisfied": ok})
 
     server.reply = model
     response_synthesizer = fr.get_response_synthesizer(structured_answer_filtering=True)
@@ -190,14 +204,15 @@ def test_structured_answer_filtering_refine_and_compact(server, settings_llm, ll
     r = response_synthesizer.synthesize("q?", ["RELEVANT chunk"])
     assert r.response == "Found it."
     server.reset()
-    r = fr.get_response_synthesizer("refine", llm=llm, structured_answer_filtering=True
-                                    ).synthesize("q?", ["RELEVANT chunk", "noise", "more noise"])
+    r = fr.get_response_synthesizer("refine", llm=llm, structured_answer_filtering=True).synthesize(
+        "q?", ["RELEVANT chunk", "noise", "more noise"]
+    )
     assert r.response == "Found it." and r.metadata["filtered"] == 2
     with pytest.raises(fr.ConfigError):  # only refine and compact filter
         fr.get_response_synthesizer("tree_summarize", llm=llm, structured_answer_filtering=True)
 
 
-# -- Using Custom Prompt Templates (with additional variables) -----------------------------------
+# -- Using Custom Prompt Templates (with additional variables) --
 def test_tree_summarize_with_tone_name(server, settings_llm):
     server.reply = "Verily."
     qa_prompt_tmpl = (
@@ -214,9 +229,12 @@ def test_tree_summarize_with_tone_name(server, settings_llm):
     qa_prompt = fr.PromptTemplate(qa_prompt_tmpl)
     summarizer = fr.TreeSummarize(verbose=True, summary_template=qa_prompt)
     text = "Paul Graham co-founded Y Combinator."
-    response = summarizer.get_response("who is Paul Graham?", [text],
-                                       tone_name="a Shakespeare play")
+    response = summarizer.get_response(
+        "who is Paul Graham?", [text], tone_name="a Shakespeare play"
+    )
     assert response == "Verily."
-    assert prompts(server) == [qa_prompt_tmpl.format(context_str=text,
-                                                     tone_name="a Shakespeare play",
-                                                     query_str="who is Paul Graham?")]
+    assert prompts(server) == [
+        qa_prompt_tmpl.format(
+            context_str=text, tone_name="a Shakespeare play", query_str="who is Paul Graham?"
+        )
+    ]

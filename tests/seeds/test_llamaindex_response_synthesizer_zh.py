@@ -32,7 +32,7 @@ def _counter_model(prefix: str = "answer"):
     return reply
 
 
-# -- 使用模式: a standalone synthesizer, then in a query engine ------------------------------------
+# -- 使用模式: a standalone synthesizer, then in a query engine --
 def test_standalone_synthesizer_response_mode_compact(server, settings_llm):
     # response_synthesizer = get_response_synthesizer(response_mode=ResponseMode.COMPACT)
     # response = response_synthesizer.synthesize("query text", nodes=[Node(text="text"), ...])
@@ -55,18 +55,23 @@ def test_synthesizer_in_a_query_engine(server, settings_llm):
     # query_engine = index.as_query_engine(response_synthesizer=response_synthesizer)
     # response = query_engine.query("query_text")
     server.reply = "引擎的回答"
-    doc = fr.Document.from_texts([
-        "The query_text is answered from this node.",
-        "Paris is the capital of France.",
-        "BM25 ranks documents by term frequency.",
-    ])
+    doc = fr.Document.from_texts(
+        [
+            "The query_text is answered from this node.",
+            "Paris is the capital of France.",
+            "BM25 ranks documents by term frequency.",
+        ]
+    )
     response_synthesizer = fr.get_response_synthesizer(response_mode="compact")
     query_engine = doc.as_query_engine(response_synthesizer=response_synthesizer)
     response = query_engine.query("query_text")
     assert response.response == "引擎的回答"
     assert [n.text for n in response.source_nodes] == ["The query_text is answered from this node."]
-    assert prompts(server) == [TEXT_QA.format(
-        context_str="The query_text is answered from this node.", query_str="query_text")]
+    assert prompts(server) == [
+        TEXT_QA.format(
+            context_str="The query_text is answered from this node.", query_str="query_text"
+        )
+    ]
 
 
 def test_get_started_nodes_with_score(server, settings_llm):
@@ -76,15 +81,17 @@ def test_get_started_nodes_with_score(server, settings_llm):
     response_synthesizer = fr.get_response_synthesizer(response_mode="compact")
     response = response_synthesizer.synthesize(
         "query text",
-        nodes=[fr.NodeWithScore(node=fr.Node(text="text"), score=1.0),
-               fr.NodeWithScore(node=fr.Node(text="other"), score=0.5)],
+        nodes=[
+            fr.NodeWithScore(node=fr.Node(text="text"), score=1.0),
+            fr.NodeWithScore(node=fr.Node(text="other"), score=0.5),
+        ],
     )
     assert response.response == "ok"
     assert [(n.text, n.score) for n in response.source_nodes] == [("text", 1.0), ("other", 0.5)]
     assert len(prompts(server)) == 1
 
 
-# -- 配置响应模式 ----------------------------------------------------------------------------------
+# -- 配置响应模式 --
 CHUNKS = ["Chunk A: the sky is blue.", "Chunk B: grass is green.", "Chunk C: snow is white."]
 
 
@@ -95,10 +102,8 @@ def test_refine_one_call_per_chunk_with_refine_template(server, llm):
     resp = syn.synthesize("What colours?", CHUNKS)
     assert prompts(server) == [
         TEXT_QA.format(context_str=CHUNKS[0], query_str="What colours?"),
-        REFINE.format(context_msg=CHUNKS[1], query_str="What colours?",
-                      existing_answer="answer1"),
-        REFINE.format(context_msg=CHUNKS[2], query_str="What colours?",
-                      existing_answer="answer2"),
+        REFINE.format(context_msg=CHUNKS[1], query_str="What colours?", existing_answer="answer1"),
+        REFINE.format(context_msg=CHUNKS[2], query_str="What colours?", existing_answer="answer2"),
     ]
     assert resp.response == "answer3"
     assert resp.metadata["llm_calls"] == 3
@@ -109,8 +114,9 @@ def test_refine_splits_a_chunk_too_big_for_the_window(server, llm):
     # queried with refine_template
     server.reply = _counter_model()
     big = " ".join(f"word{i}" for i in range(1200))
-    syn = fr.get_response_synthesizer(response_mode="refine", llm=llm, context_window=600,
-                                      num_output=100)
+    syn = fr.get_response_synthesizer(
+        response_mode="refine", llm=llm, context_window=600, num_output=100
+    )
     resp = syn.synthesize("Which words?", [big])
     ps = prompts(server)
     assert len(ps) >= 3
@@ -128,14 +134,16 @@ def test_compact_packs_chunks_into_fewer_calls_than_refine(server, llm):
     compact = fr.get_response_synthesizer(response_mode="compact", llm=llm)
     resp = compact.synthesize("What colours?", CHUNKS)
     assert prompts(server) == [
-        TEXT_QA.format(context_str="\n\n".join(CHUNKS), query_str="What colours?")]
+        TEXT_QA.format(context_str="\n\n".join(CHUNKS), query_str="What colours?")
+    ]
     assert resp.response == "answer1"
     # when the text does not fit one prompt: as many packs as needed, refined in order
     server.reset()
     server.reply = _counter_model()
     many = [f"Fact {i}: " + " ".join(f"w{i}x{j}" for j in range(60)) for i in range(30)]
-    small = fr.get_response_synthesizer(response_mode="compact", llm=llm, context_window=800,
-                                        num_output=100)
+    small = fr.get_response_synthesizer(
+        response_mode="compact", llm=llm, context_window=800, num_output=100
+    )
     resp = small.synthesize("Facts?", many)
     ps = prompts(server)
     assert 1 < len(ps) < len(many)
@@ -164,16 +172,19 @@ def test_tree_summarize_recurses_until_one_answer(server, llm):
     final = [p for p in ps if "SUMMARY-" in p]
     assert len(final) == 1
     assert final[0] == SUMMARY.format(
-        context_str="\n\n".join(["SUMMARY-" + "-".join(str(i) for i in range(a, min(a + 10, 25)))
-                                 for a in (0, 10, 20)]),
-        query_str="Summarize")
+        context_str="\n\n".join(
+            ["SUMMARY-" + "-".join(str(i) for i in range(a, min(a + 10, 25))) for a in (0, 10, 20)]
+        ),
+        query_str="Summarize",
+    )
 
 
 def test_simple_summarize_truncates_to_one_prompt(server, llm):
     server.reply = "short"
     chunks = [" ".join(f"t{i}y{j}" for j in range(300)) for i in range(5)]
-    syn = fr.get_response_synthesizer(response_mode="simple_summarize", llm=llm,
-                                      context_window=700, num_output=100)
+    syn = fr.get_response_synthesizer(
+        response_mode="simple_summarize", llm=llm, context_window=700, num_output=100
+    )
     resp = syn.synthesize("Summarize", chunks)
     ps = prompts(server)
     assert len(ps) == 1 and fr.count_tokens(ps[0]) <= 600
@@ -205,7 +216,8 @@ def test_accumulate_asks_every_chunk_and_concatenates(server, llm):
     syn = fr.get_response_synthesizer(response_mode="accumulate", llm=llm)
     resp = syn.synthesize("What colour?", CHUNKS)
     assert sorted(prompts(server)) == sorted(
-        TEXT_QA.format(context_str=c, query_str="What colour?") for c in CHUNKS)
+        TEXT_QA.format(context_str=c, query_str="What colour?") for c in CHUNKS
+    )
     text = resp.response
     positions = [text.index(f"Response {i}: about {x}") for i, x in ((1, "A"), (2, "B"), (3, "C"))]
     assert positions == sorted(positions)
@@ -216,11 +228,12 @@ def test_compact_accumulate_compacts_each_prompt(server, llm):
     syn = fr.get_response_synthesizer(response_mode="compact_accumulate", llm=llm)
     resp = syn.synthesize("What colour?", CHUNKS)
     assert prompts(server) == [
-        TEXT_QA.format(context_str="\n\n".join(CHUNKS), query_str="What colour?")]
+        TEXT_QA.format(context_str="\n\n".join(CHUNKS), query_str="What colour?")
+    ]
     assert resp.response == "Response 1: all"
 
 
-# -- 自定义响应合成器 --------------------------------------------------------------------------------
+# -- 自定义响应合成器 --
 class OneCallSynthesizer(fr.BaseSynthesizer):
     """A custom synthesizer: the two abstract methods of the seed's BaseSynthesizer."""
 
@@ -247,7 +260,7 @@ def test_custom_synthesizer_standalone_and_in_a_query_engine(server, settings_ll
     assert prompts(server) == ["Q=gamma | gamma delta"]
 
 
-# -- 使用结构化答案过滤 ---------------------------------------------------------------------------
+# -- 使用结构化答案过滤 --
 def _filtering_model(messages):
     p = messages[-1]["content"]
     if "ESSAYIST" in p:
@@ -260,13 +273,16 @@ def test_structured_answer_filtering_drops_irrelevant_nodes(server, settings_llm
     # response_synthesizer = get_response_synthesizer(structured_answer_filtering=True)
     response_synthesizer = fr.get_response_synthesizer(structured_answer_filtering=True)
     resp = response_synthesizer.synthesize(
-        "Who is Paul Graham?", ["Paul Graham is an ESSAYIST and investor."])
+        "Who is Paul Graham?", ["Paul Graham is an ESSAYIST and investor."]
+    )
     assert resp.response == "Paul Graham writes essays."
     # refine: every chunk asked; answers of chunks that do not satisfy the query are dropped
     server.reset()
     refine = fr.get_response_synthesizer("refine", llm=llm, structured_answer_filtering=True)
-    resp = refine.synthesize("Who is Paul Graham?", [
-        "Bananas are yellow.", "Paul Graham is an ESSAYIST and investor.", "Rust is a language."])
+    resp = refine.synthesize(
+        "Who is Paul Graham?",
+        ["Bananas are yellow.", "Paul Graham is an ESSAYIST and investor.", "Rust is a language."],
+    )
     assert len(prompts(server)) == 3
     assert resp.response == "Paul Graham writes essays."
     assert resp.metadata["filtered"] == 2
@@ -274,7 +290,7 @@ def test_structured_answer_filtering_drops_irrelevant_nodes(server, settings_llm
     assert all(r.body.get("response_format") for r in server.requests)
 
 
-# -- 使用自定义提示模板（带有附加变量） ------------------------------------------------------------
+# -- 使用自定义提示模板（带有附加变量） --
 def test_custom_prompt_template_with_extra_variable(server, settings_llm):
     server.reply = "Hark!"
     qa_prompt_tmpl = (
@@ -295,8 +311,11 @@ def test_custom_prompt_template_with_extra_variable(server, settings_llm):
         "who is Paul Graham?", [text], tone_name="a Shakespeare play"
     )
     assert response == "Hark!"
-    assert prompts(server) == [qa_prompt_tmpl.format(
-        context_str=text, tone_name="a Shakespeare play", query_str="who is Paul Graham?")]
+    assert prompts(server) == [
+        qa_prompt_tmpl.format(
+            context_str=text, tone_name="a Shakespeare play", query_str="who is Paul Graham?"
+        )
+    ]
 
 
 @pytest.mark.parametrize("mode", [m.value for m in fr.ResponseMode])

@@ -68,7 +68,7 @@ def _numbered():
     return reply
 
 
-# -- 最簡單的 prompt 策略 (stuffing) -----------------------------------------------------------------
+# -- 最簡單的 prompt 策略 (stuffing) --
 def generate_response(retrieved_nodes, query_str, qa_prompt, llm):
     context_str = "\n\n".join([r.get_content() for r in retrieved_nodes])
     fmt_qa_prompt = qa_prompt.format(context_str=context_str, query_str=query_str)
@@ -98,14 +98,19 @@ def test_stuffing_overflows_the_window_where_packing_does_not(server, llm):
     _resp, fmt = generate_response(nodes, query_str, qa_prompt, llm)
     assert fr.count_tokens(fmt) > 1000
     server.reset()
-    syn = fr.get_response_synthesizer("compact", llm=llm, text_qa_template=qa_prompt,
-                                      refine_template=refine_prompt, context_window=1000,
-                                      num_output=100)
+    syn = fr.get_response_synthesizer(
+        "compact",
+        llm=llm,
+        text_qa_template=qa_prompt,
+        refine_template=refine_prompt,
+        context_window=1000,
+        num_output=100,
+    )
     syn.synthesize(query_str, nodes)
     assert len(prompts(server)) > 1 and all(fr.count_tokens(p) <= 900 for p in prompts(server))
 
 
-# -- Refine ------------------------------------------------------------------------------------
+# -- Refine --
 def generate_response_cr(retrieved_nodes, query_str, qa_prompt, refine_prompt, llm):
     """Generate a response using create and refine strategy.
 
@@ -132,8 +137,9 @@ def generate_response_cr(retrieved_nodes, query_str, qa_prompt, refine_prompt, l
 def test_create_and_refine_one_call_per_node(server, llm, retriever):
     server.reply = _numbered()
     retrieved_nodes = retriever.retrieve(query_str)
-    response, fmt_prompts = generate_response_cr(retrieved_nodes, query_str, qa_prompt,
-                                                 refine_prompt, llm)
+    response, fmt_prompts = generate_response_cr(
+        retrieved_nodes, query_str, qa_prompt, refine_prompt, llm
+    )
     assert response == "response 4"
     assert prompts(server) == fmt_prompts and len(fmt_prompts) == len(retrieved_nodes)
     assert fmt_prompts[0].startswith("Context information is below.")
@@ -141,14 +147,15 @@ def test_create_and_refine_one_call_per_node(server, llm, retriever):
     # fastrag's refine with the article's two templates: the same prompts, the same answer
     server.reset()
     server.reply = _numbered()
-    syn = fr.get_response_synthesizer("refine", llm=llm, text_qa_template=qa_prompt,
-                                      refine_template=refine_prompt)
+    syn = fr.get_response_synthesizer(
+        "refine", llm=llm, text_qa_template=qa_prompt, refine_template=refine_prompt
+    )
     resp = syn.synthesize(query_str, retrieved_nodes)
     assert prompts(server) == fmt_prompts
     assert resp.response == "response 4" and resp.metadata["llm_calls"] == 4
 
 
-# -- Hierarchical Summarization Strategy -------------------------------------------------------
+# -- Hierarchical Summarization Strategy --
 async def acombine_results(texts, query_str, qa_prompt, llm, cur_prompt_list, num_children=10):
     fmt_prompts = []
     for idx in range(0, len(texts), num_children):
@@ -164,8 +171,9 @@ async def acombine_results(texts, query_str, qa_prompt, llm, cur_prompt_list, nu
 
     if len(new_texts) == 1:
         return new_texts[0]
-    return await acombine_results(new_texts, query_str, qa_prompt, llm, cur_prompt_list,
-                                  num_children=num_children)
+    return await acombine_results(
+        new_texts, query_str, qa_prompt, llm, cur_prompt_list, num_children=num_children
+    )
 
 
 async def agenerate_response_hs(retrieved_nodes, query_str, qa_prompt, llm, num_children=10):
@@ -195,9 +203,9 @@ async def agenerate_response_hs(retrieved_nodes, query_str, qa_prompt, llm, num_
 
 def _summary_model(messages):
     p = messages[-1]["content"]
-    m = re.findall(r"S\[(\d+)\]", p)
-    if m:
-        return "S[" + "+".join(m) + "]" if len(m) < 25 else "ROOT"
+    groups = re.findall(r"S\[([\d+]+)\]", p)
+    if groups:
+        return "S[" + "+".join(groups) + "]"
     return "S[" + re.search(r"node (\d+)", p).group(1) + "]"
 
 
@@ -205,13 +213,14 @@ def test_hierarchical_summarization_async(server, llm):
     server.reply = _summary_model
     server.script(["slow:0.05"] * 25)  # node calls overlap only if they are really concurrent
     nodes = [fr.NodeWithScore(fr.Node(text=f"node {i} fact"), 1.0) for i in range(25)]
-    response, fmt_prompts = asyncio.run(agenerate_response_hs(nodes, query_str, qa_prompt, llm,
-                                                              num_children=10))
+    response, fmt_prompts = asyncio.run(
+        agenerate_response_hs(nodes, query_str, qa_prompt, llm, num_children=10)
+    )
     # 25 node calls, then 3 combine calls (10 + 10 + 5), then 1: 29 calls in all
     assert len(fmt_prompts) == 29 and prompts(server) != []
     assert sorted(prompts(server)) == sorted(fmt_prompts)
     assert server.max_in_flight > 1
-    assert response == "S[" + "+".join(str(i) for i in range(25)) + "]" or response == "ROOT"
+    assert response == "S[" + "+".join(str(i) for i in range(25)) + "]"
 
 
 def test_fastrag_tree_summarize_is_the_hierarchical_strategy(server, llm):
@@ -219,8 +228,9 @@ def test_fastrag_tree_summarize_is_the_hierarchical_strategy(server, llm):
     server.reply = _summary_model
     server.script(["slow:0.05"] * 3)
     chunks = [f"node {i} fact" for i in range(25)]
-    syn = fr.get_response_synthesizer("tree_summarize", llm=llm, summary_template=qa_prompt,
-                                      num_children=10)
+    syn = fr.get_response_synthesizer(
+        "tree_summarize", llm=llm, summary_template=qa_prompt, num_children=10
+    )
 
     def level0(messages):
         p = messages[-1]["content"]
@@ -234,9 +244,11 @@ def test_fastrag_tree_summarize_is_the_hierarchical_strategy(server, llm):
     assert resp.metadata["levels"] == [3, 1] and len(ps) == 4
     assert resp.response == "ROOT"
     assert ps[-1] == qa_prompt.format(
-        context_str="\n\n".join("S[" + "+".join(str(i) for i in range(a, min(a + 10, 25))) + "]"
-                                for a in (0, 10, 20)),
-        query_str=query_str)
+        context_str="\n\n".join(
+            "S[" + "+".join(str(i) for i in range(a, min(a + 10, 25))) + "]" for a in (0, 10, 20)
+        ),
+        query_str=query_str,
+    )
     assert server.max_in_flight > 1  # the three first-level calls ran concurrently
     # more LLM calls than refine would need for 3 packed prompts, fewer than one per node
     assert resp.metadata["llm_calls"] == 4
