@@ -13,7 +13,7 @@ import fastrag as fr
 
 pytest.importorskip("llama_index.core")
 
-from conftest import GENERATED  # noqa: E402
+from integrations_support import GENERATED  # noqa: E402
 from llama_index.core.base.llms.types import (  # noqa: E402
     CompletionResponse,
     CompletionResponseGen,

@@ -11,7 +11,7 @@ import sys
 import threading
 
 import pytest
-from conftest import DOCS
+from query_support import DOCS
 
 import fastrag as fr
 from fastrag._async import shared_loop

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import DOCS, prompts
+from query_support import DOCS, prompts
 
 import fastrag as fr
 from fastrag.errors import ConfigError

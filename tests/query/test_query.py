@@ -7,7 +7,7 @@ import dataclasses
 import time
 
 import pytest
-from conftest import prompts
+from query_support import prompts
 
 import fastrag as fr
 from fastrag.errors import ConfigError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import prompts
+from query_support import prompts
 
 import fastrag as fr
 

@@ -9,7 +9,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from conftest import prompts
+from query_support import prompts
 
 import fastrag as fr
 from fastrag.datasets import build_squad_kb, load_cmrc2018_dev

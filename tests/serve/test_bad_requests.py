@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from conftest import ServeProcess, make_cmrc_store
+from serve_support import ServeProcess, make_cmrc_store
 
 import fastrag as fr
 from fastrag.serve.guard import ApiError

@@ -20,8 +20,8 @@ import time
 import httpx
 import pyarrow as pa
 import pytest
-from conftest import ROOT, ServeProcess, make_cmrc_store
 from openai_server import OpenAIServer
+from serve_support import ROOT, ServeProcess, make_cmrc_store
 
 import fastrag as fr
 from fastrag.datasets import load_cmrc2018_dev

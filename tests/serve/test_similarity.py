@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ServeProcess
 from openai_server import OpenAIServer
+from serve_support import ServeProcess
 
 import fastrag as fr
 

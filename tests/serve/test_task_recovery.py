@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ServeProcess, make_cmrc_store
 from filelock import FileLock
+from serve_support import ServeProcess, make_cmrc_store
 
 import fastrag as fr
 from fastrag.serve.guard import ApiError
