@@ -17,6 +17,12 @@ Sections:
 
     python bench/bench_ray.py                  # 200k docs, 100k queries (~10 min on 2 cores)
     python bench/bench_ray.py --smoke          # 5k docs, 2k queries
+    python bench/bench_ray.py --build 100000 300000   # only section 3 (below), these sizes
+
+3. ``--build N ...``: build throughput of ``fastrag.ray.build_index`` from Parquet files the
+   Ray workers read themselves (16 files of N/16 documents with an ``id`` column, one segment
+   per file), with 1 and 2 workers (``ray.init(num_cpus=W)``); the driver never holds the
+   corpus. Writes bench/results/ray_build.{json,md}.
 
 Writes bench/results/ray.{json,md} (``--smoke``: ray_smoke.*).
 """
@@ -63,6 +69,68 @@ def build_store(n_docs: int) -> tuple[Path, dict]:
     return path, info
 
 
+def build_scaling(sizes: list[int], workers: list[int], repeats: int) -> None:
+    """Section 3: docs/s of build_index over Parquet files read by the workers."""
+    import resource
+
+    import pyarrow.parquet as pq
+    import ray
+
+    rows = []
+    for n in sizes:
+        folder = WORK_DIR / f"ray_build_parquet_{n}"
+        if not (folder / "_done").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            texts = corpus_texts(n)
+            for f, lo in enumerate(range(0, n, -(-n // 16))):
+                part = texts[lo:lo + -(-n // 16)]
+                pq.write_table(pa.table({"id": [f"d{lo + i}" for i in range(len(part))],
+                                         "text": part}), folder / f"part-{f:02d}.parquet")
+            (folder / "_done").write_text("ok")
+        n_bytes = sum(p.stat().st_size for p in folder.glob("*.parquet"))
+        for w in workers:
+            ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"FASTRAG_BACKGROUND_COMPILE": "0"}})
+            ray.data.DataContext.get_current().enable_progress_bars = False
+            fr.ray.build_index([str(folder / "part-00.parquet")],
+                               WORK_DIR / "ray_build_warm", similarity="bm25_chinese",
+                               overwrite=True)  # warm: workers import fastrag, load kernels
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                sr = fr.ray.build_index(str(folder / "*.parquet"), WORK_DIR / "ray_build_ix",
+                                        num_shards=16, similarity="bm25_chinese",
+                                        overwrite=True)
+                times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            sr.refresh()
+            t_open = time.perf_counter() - t0
+            ix_bytes = sum(p.stat().st_size for p in (WORK_DIR / "ray_build_ix").rglob("*")
+                           if p.is_file())
+            ray.shutdown()
+            t = median(times)
+            rows.append({"docs": n, "workers": w, "build_s": times, "docs_per_s": n / t,
+                         "segments": len(sr.segments), "parquet_bytes": n_bytes,
+                         "index_dir_bytes": ix_bytes, "open_s": t_open,
+                         "driver_peak_rss_mb": resource.getrusage(
+                             resource.RUSAGE_SELF).ru_maxrss / 1024,
+                         "loadavg_after": os.getloadavg()})
+            print(rows[-1], flush=True)
+    payload = {"machine": machine_info(["ray", "numba", "pyarrow"]), "rows": rows}
+    md = ["# fastrag.ray.build_index throughput (Parquet read by the workers, bm25_chinese)", "",
+          f"CPU: {payload['machine'].get('cpu')}; load at start: "
+          f"{payload['machine'].get('loadavg_at_start')}; medians of {repeats}.", "",
+          markdown_table(["docs", "workers", "seconds", "docs/s", "segments",
+                          "index dir MB", "open (global stats) s", "load after"],
+                         [[r["docs"], r["workers"], median(r["build_s"]), r["docs_per_s"],
+                           r["segments"], r["index_dir_bytes"] / 1e6, r["open_s"],
+                           " ".join(f"{x:.1f}" for x in r["loadavg_after"])] for r in rows])]
+    jp, mp = write_results("ray_build", payload, "\n".join(md))
+    print("\n".join(md))
+    print(f"wrote {jp} and {mp}")
+
+
 def collect(ray, ds) -> pa.Table:
     return pa.concat_tables(ray.get(ds.to_arrow_refs()))
 
@@ -74,7 +142,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--build", type=int, nargs="+", metavar="N",
+                    help="only the build throughput section, for these corpus sizes")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args(argv)
+    if args.build:
+        build_scaling(args.build, args.workers, args.repeats)
+        return
     if args.smoke:
         args.n_docs, args.n_queries, args.repeats = 5_000, 2_000, 1
     import ray

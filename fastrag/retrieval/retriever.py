@@ -241,7 +241,8 @@ class Retriever:
 
     def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
                     topk: int | None = None, columns: Sequence[str] = ()) -> pa.Table:
-        """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first.
+        """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first;
+        ``rank`` starts at 1, as everywhere in fastrag (CLI, server, Ray).
 
         ``columns``: more columns of each hit, taken from the group in one pass: ``"text"``
         and ``"metadata"`` (the node's complete metadata, its document's updated by its own,
@@ -254,7 +255,7 @@ class Retriever:
         take = pa.array(rows[valid])
         out = {
             "query_idx": pa.array(qidx.astype(np.int32)),
-            "rank": pa.array(rank.astype(np.int32)),
+            "rank": pa.array((rank + 1).astype(np.int32)),
             "node_id": group.table.column("id").take(take),
             "score": pa.array(scores[valid].astype(np.float32)),
         }

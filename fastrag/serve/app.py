@@ -528,7 +528,7 @@ def _arrow_ipc(hits: Sequence[Sequence[Any]]) -> bytes:
 
     qidx, rank, ids, scores, texts, metas = [], [], [], [], [], []
     for qi, hs in enumerate(hits):
-        for r, h in enumerate(hs):
+        for r, h in enumerate(hs, 1):
             qidx.append(qi)
             rank.append(r)
             ids.append(h.id)

@@ -12,13 +12,22 @@ import time
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 import fastrag as fr
 from fastrag.datasets import squad_questions
+from fastrag.distributed.sharded import ranks_of
 
 ray = pytest.importorskip("ray", reason="needs the [ray] extra: pip install -e '.[ray]'")
 pytestmark = pytest.mark.ray
+
+
+def base1(table: pa.Table) -> pa.Table:
+    """A single-process ``batch_arrow`` table with ranks from 1 (fastrag's one rank base;
+    unchanged when the Retriever already counts from 1)."""
+    i = table.schema.get_field_index("rank")
+    return table.set_column(i, "rank", pa.array(ranks_of(table.column("query_idx").to_numpy())))
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +86,7 @@ def test_retrieve_equals_batch_arrow(cluster, cmrc, similarity, flt):
     got = collect(ds)
     assert got.column("error").null_count == got.num_rows
     doc = fr.Document(store=path, mode="r")
-    want = fr.Retriever(doc, "root", similarity, topk=10).batch_arrow(questions, filter=flt)
+    want = base1(fr.Retriever(doc, "root", similarity, topk=10).batch_arrow(questions, filter=flt))
     assert as_batch_arrow(got).equals(want)
     # the query's own column comes along with every hit
     assert got.column("query").to_pylist() == [questions[i] for i in
@@ -92,7 +101,7 @@ def test_retrieve_cosine_with_filter_on_cmrc(cluster, tmp_path, cmrc, openai_ser
     got = collect(fr.ray.retrieve(tmp_path / "s", questions, similarity="cosine", topk=10,
                                   filter=flt, embed=emb, batch_size=500))
     doc = fr.Document(store=tmp_path / "s", mode="r", embed=emb)
-    want = fr.Retriever(doc, "root", "cosine", topk=10).batch_arrow(questions, filter=flt)
+    want = base1(fr.Retriever(doc, "root", "cosine", topk=10).batch_arrow(questions, filter=flt))
     # bit-identical scores: every hit is rescored in one fixed order, whatever the batch
     assert as_batch_arrow(got).equals(want)
     assert got.num_rows == 10 * len(questions)
@@ -123,24 +132,24 @@ def test_sharded_index_on_ray(cluster, tmp_path, cmrc):
     whole = fr.Retriever(fr.Document.from_texts(contexts, metas,
                                                 [f"p{i}" for i in range(len(contexts))]),
                          "root", "bm25_chinese", topk=10)
-    assert sr.batch_arrow(questions).equals(whole.batch_arrow(questions))
+    assert sr.batch_arrow(questions).equals(base1(whole.batch_arrow(questions)))
     # one Ray actor per segment: the query fans out to the actors and the top-k lists merge
     on_actors = fr.ray.open_index(tmp_path / "ix", topk=10, executor="ray")
-    assert on_actors.batch_arrow(questions).equals(whole.batch_arrow(questions))
+    assert on_actors.batch_arrow(questions).equals(base1(whole.batch_arrow(questions)))
     assert on_actors.batch_arrow(questions, filter="part == 1").equals(
-        whole.batch_arrow(questions, filter="part == 1"))
+        base1(whole.batch_arrow(questions, filter="part == 1")))
     # a segment actor that dies is restarted by Ray and weighed again on the next query
     victims = [pid for pid, cmd in processes() if "ray::_Segment" in cmd]
     assert len(victims) == 4
     os.kill(victims[1], signal.SIGKILL)
-    assert on_actors.batch_arrow(questions).equals(whole.batch_arrow(questions))
+    assert on_actors.batch_arrow(questions).equals(base1(whole.batch_arrow(questions)))
     got_nodes = on_actors.batch(questions[:20])
     want_nodes = whole.batch(questions[:20])
     assert [[(h.node.id, h.node.text, h.score) for h in hits] for hits in got_nodes] == \
         [[(h.node.id, h.node.text, h.score) for h in hits] for hits in want_nodes]
     # the retrieval job over the sharded index gives the same rows
     got = collect(fr.ray.retrieve(tmp_path / "ix", questions[:500], topk=10, batch_size=100))
-    assert as_batch_arrow(got).equals(whole.batch_arrow(questions[:500]))
+    assert as_batch_arrow(got).equals(base1(whole.batch_arrow(questions[:500])))
 
 
 def test_killed_actor_gives_complete_unduplicated_output(cluster, cmrc):
@@ -172,7 +181,7 @@ def test_killed_actor_gives_complete_unduplicated_output(cluster, cmrc):
     assert running_at_kill, "the job ended before the kill: make it longer"
     got = result["table"]
     doc = fr.Document(store=path, mode="r")
-    want = fr.Retriever(doc, "root", "bm25_chinese", topk=5).batch_arrow(qs)
+    want = base1(fr.Retriever(doc, "root", "bm25_chinese", topk=5).batch_arrow(qs))
     assert as_batch_arrow(got).equals(want)  # every hit once: nothing lost or duplicated
 
 
@@ -263,3 +272,69 @@ def test_bad_arguments_name_the_problem(cluster, tmp_path, cmrc):
     fr.ray.build_index(["alpha", "beta"], tmp_path / "ix", executor="local")
     with pytest.raises(fr.ConfigError, match="executor must be"):
         fr.ray.ShardedRetriever(tmp_path / "ix", executor="dask")
+
+
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_dataset_built_index_equals_one_index(cluster, tmp_path, cmrc, monkeypatch, with_ids):
+    """A Ray Dataset is built by the workers, one segment per block (never read into the
+    driver: root_table, the driver-side reader, is not called), and equals one index over the
+    same rows in the same order: ids (given, or the ids one index gives), ranks, scores."""
+    from fastrag.distributed import sharded
+
+    _, contexts, metas, questions = cmrc
+    texts, qs = contexts[:600], questions[:300]
+    table = pa.table({"text": texts, "part": [m["part"] for m in metas[:600]]})
+    ids = None
+    if with_ids:
+        ids = [f"c{i:04d}" for i in range(len(texts))]
+        table = table.append_column("id", pa.array(ids))
+    whole = fr.Retriever(fr.Document.from_texts(texts, metas[:600], ids), "root",
+                         "bm25_chinese", topk=8)
+    want = base1(whole.batch_arrow(qs))
+    want_f = base1(whole.batch_arrow(qs, filter="part == 2"))
+
+    def no_driver_read(*a, **kw):
+        raise AssertionError("the corpus was read on the driver")
+
+    monkeypatch.setattr(sharded, "root_table", no_driver_read)
+    for n in (1, 2, 4):
+        ds = ray.data.from_arrow([table.slice(lo, hi - lo)
+                                  for lo, hi in sharded._partition(table.num_rows, n)])
+        sr = fr.ray.build_index(ds, tmp_path / f"ix{n}", similarity="bm25_chinese", topk=8)
+        assert len(sr.segments) == n and len(sr) == len(texts)
+        assert sr.batch_arrow(qs).equals(want), n  # ids, ranks, bit-identical float32 scores
+        assert sr.batch_arrow(qs, filter="part == 2").equals(want_f)
+    # Parquet files by glob, read by the workers (num_shards repartitions, in order)
+    for i, (lo, hi) in enumerate(sharded._partition(table.num_rows, 3)):
+        pq.write_table(table.slice(lo, hi - lo), tmp_path / f"part-{i}.parquet")
+    sr = fr.ray.build_index(str(tmp_path / "part-*.parquet"), tmp_path / "pq", num_shards=2,
+                            similarity="bm25_chinese", topk=8)
+    assert len(sr.segments) == 2 and sr.batch_arrow(qs).equals(want)
+    assert not list(tmp_path.glob("*/.tmp-*"))
+
+
+def test_dataset_build_errors_name_the_fix(cluster, tmp_path):
+    with pytest.raises(fr.ConfigError, match="needs a 'text' column"):
+        fr.ray.build_index(ray.data.from_items([{"body": "x"}]), tmp_path / "a")
+    assert not list((tmp_path / "a").glob(".tmp-*"))
+    with pytest.raises(fr.ConfigError, match="executor='auto' or 'ray'"):
+        fr.ray.build_index(ray.data.from_items([{"text": "x"}]), tmp_path / "b",
+                           executor="local")
+    with pytest.raises(fr.ConfigError, match="no file matches"):
+        fr.ray.build_index(str(tmp_path / "none-*.parquet"), tmp_path / "c")
+
+
+def test_refused_llm_connection_is_a_config_error_saying_how_to_start_one(cluster):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    llm = fr.OpenAILike("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+    rows = pa.table({"query": ["q"], "contexts": [["c"]]})
+    with pytest.raises(fr.ConfigError, match=rf"127\.0\.0\.1:{port}/v1 \(connection refused\)"
+                                             r".*FASTRAG_LLM_BASE_URL"):
+        fr.ray.synthesize(rows, fr.get_response_synthesizer("compact", llm=llm))
+    emb = fr.OpenAIEmbedding(model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+    with pytest.raises(fr.ConfigError, match="ollama serve"):
+        fr.ray.embed("unused", "root", "default", emb)

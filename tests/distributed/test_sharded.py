@@ -16,9 +16,17 @@ import pytest
 
 import fastrag as fr
 from fastrag.datasets import squad_questions
+from fastrag.distributed.sharded import ranks_of
 from fastrag.ray import ShardedRetriever, build_index, open_index
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def base1(table: pa.Table) -> pa.Table:
+    """A single-process ``batch_arrow`` table with ranks from 1 (fastrag's one rank base;
+    unchanged when the Retriever already counts from 1)."""
+    i = table.schema.get_field_index("rank")
+    return table.set_column(i, "rank", pa.array(ranks_of(table.column("query_idx").to_numpy())))
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +48,8 @@ def test_shards_score_exactly_as_one_index(tmp_path, cmrc, similarity):
     texts, metas, ids, questions = cmrc
     whole = fr.Document.from_texts(texts, metas, ids)
     ret = fr.Retriever(whole, "root", similarity, topk=10)
-    want = ret.batch_arrow(questions)
-    want_f = ret.batch_arrow(questions, filter="part == 1 && long == true")
+    want = base1(ret.batch_arrow(questions))
+    want_f = base1(ret.batch_arrow(questions, filter="part == 1 && long == true"))
     for n in (1, 2, 4):
         sr = build_index(corpus_table(texts, metas, ids), tmp_path / f"s{n}", num_shards=n,
                          similarity=similarity, executor="local", topk=10)
@@ -67,7 +75,7 @@ def test_ties_break_by_global_node_order(tmp_path):
         sr = build_index(pa.table({"id": ids, "text": texts}), tmp_path / f"t{n}",
                          num_shards=n, executor="local", topk=4)
         assert sr.batch_arrow(["apple", "bread pie"]).equals(
-            whole.batch_arrow(["apple", "bread pie"]))
+            base1(whole.batch_arrow(["apple", "bread pie"])))
 
 
 def test_added_segment_equals_a_full_rebuild(tmp_path, cmrc):
@@ -79,18 +87,18 @@ def test_added_segment_equals_a_full_rebuild(tmp_path, cmrc):
     assert sr.segments == ["seg-000001", "seg-000002", name]
     full = fr.Retriever(fr.Document.from_texts(texts, metas, ids), "root", "bm25_chinese",
                         topk=10)
-    assert sr.batch_arrow(qs).equals(full.batch_arrow(qs))
+    assert sr.batch_arrow(qs).equals(base1(full.batch_arrow(qs)))
     # another process opening the directory sees the same index
     again = open_index(tmp_path / "ix", topk=10)
-    assert again.batch_arrow(qs).equals(full.batch_arrow(qs))
+    assert again.batch_arrow(qs).equals(base1(full.batch_arrow(qs)))
     # compaction keeps every result; superseded segment folders are gone
     merged = sr.merge(1, executor="local")
-    assert merged == ["seg-000004"] and sr.batch_arrow(qs).equals(full.batch_arrow(qs))
+    assert merged == ["seg-000004"] and sr.batch_arrow(qs).equals(base1(full.batch_arrow(qs)))
     assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == \
         [".lock", "seg-000004", "shards.json"]
     # the reader opened before the merge still answers (its files stay mapped), and refresh
     # moves it to the merged segment
-    assert again.batch_arrow(qs[:50]).equals(full.batch_arrow(qs[:50]))
+    assert again.batch_arrow(qs[:50]).equals(base1(full.batch_arrow(qs[:50])))
     assert again.refresh().segments == ["seg-000004"]
 
 
@@ -106,7 +114,7 @@ def test_delete_equals_a_rebuild_without_them(tmp_path, cmrc):
                                                   [metas[i] for i in keep],
                                                   [ids[i] for i in keep]),
                            "root", "bm25_chinese", topk=10)
-    assert sr.batch_arrow(qs).equals(rebuilt.batch_arrow(qs))
+    assert sr.batch_arrow(qs).equals(base1(rebuilt.batch_arrow(qs)))
     assert len(sr) == len(keep)
     with pytest.raises(fr.ConfigError, match="already in the index"):
         sr.add(pa.table({"id": [ids[0]], "text": ["x"]}), executor="local")
@@ -119,7 +127,7 @@ def test_dense_shards_merge_exact_top_k(tmp_path, openai_server):
     whole = fr.Retriever(fr.Document.from_texts(texts, ids=ids, embed=emb), "root", "cosine",
                          topk=8)
     qs = [f"topic {i} colour {i % 3}" for i in range(20)]
-    want = whole.batch_arrow(qs)
+    want = base1(whole.batch_arrow(qs))
     sr = build_index(pa.table({"id": ids, "text": texts}), tmp_path / "dense", num_shards=3,
                      similarity="cosine", embed=emb, executor="local", topk=8)
     got = sr.batch_arrow(qs)
@@ -240,3 +248,49 @@ def test_overwrite_replaces_an_index(tmp_path):
     assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == \
         [".lock", "seg-000003", "seg-000004", "shards.json"]
     assert [h.node.text for h in sr("delta")] == ["gamma delta"] and sr("alpha") == []
+
+
+def test_a_group_the_cli_made_needs_no_transform(tmp_path, cmrc):
+    """`fastrag ingest --group` records each group's transform spec in the store; build_index
+    rebuilds the transform from it, writes it to shards.json (so add() needs none either), and
+    the sharded group equals the store's own group."""
+    from fastrag.cli import main
+
+    texts, _, _, questions = cmrc
+    src = tmp_path / "docs"
+    src.mkdir()
+    for i, t in enumerate(texts[:120]):
+        (src / f"d{i:03d}.txt").write_text(t, encoding="utf-8")
+    store = tmp_path / "kb.store"
+    assert main(["ingest", str(src), "--store", str(store), "--group", "chunk=sentence:128:16",
+                 "--quiet"]) == 0
+    doc = fr.Document(store=store, mode="r")
+    one = fr.Retriever(doc, "chunk", "bm25_chinese", topk=8)
+    qs = questions[:200]
+    for n in (1, 3):
+        sr = build_index(store, tmp_path / f"ix{n}", num_shards=n, group_name="chunk",
+                         similarity="bm25_chinese", executor="local", topk=8)
+        assert len(sr) == len(doc.group("chunk"))
+        assert sr.batch_arrow(qs).equals(base1(one.batch_arrow(qs)))
+    spec = json.loads((tmp_path / "ix3" / "shards.json").read_text())["spec"]
+    assert spec["transform"]["class"] == "SentenceSplitter"
+    assert spec["transform"]["params"]["chunk_size"] == 128
+    assert spec["transform"]["params"]["chunk_overlap"] == 16
+    again = open_index(tmp_path / "ix3", topk=8)  # a new process: no transform= anywhere
+    again.add(["一个新的文档。它有两句话。"], executor="local")
+    assert len(again) == len(doc.group("chunk")) + 1
+    # a group made by a function cannot be rebuilt from the store: the error says what to pass
+    fn_store = tmp_path / "fn.store"
+    d = fr.Document.from_texts(["a b\nc d"], store=fn_store)
+    d.create_node_group("line", transform=lambda t: t.split("\n"), parent="root")
+    d.group("line")
+    with pytest.raises(fr.ConfigError, match="could not record .*pass transform="):
+        build_index(fn_store, tmp_path / "fn", group_name="line", executor="local")
+
+
+def test_ranks_start_at_one(tmp_path):
+    sr = build_index(["alpha beta", "alpha", "gamma"], tmp_path / "ix", num_shards=2,
+                     executor="local", topk=3)
+    t = sr.batch_arrow(["alpha", "gamma", "zzz", "alpha"])
+    assert t.column("query_idx").to_pylist() == [0, 0, 1, 3, 3]
+    assert t.column("rank").to_pylist() == [1, 2, 1, 1, 2]

@@ -253,7 +253,9 @@ def test_missing_extra(tmp_path, monkeypatch, module, ext, extra):
 
 
 def test_custom_readers(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(R, "_REGISTERED", {})
+    fresh: dict = {}  # a registry of this test's own, in every module that reads it
+    for mod in (R, R.report, R.formats, R.walk):
+        monkeypatch.setattr(mod, "_REGISTERED", fresh)
     p = tmp_path / "a.xyz"
     p.write_text("A|B", encoding="utf-8")
     assert read_file(p)[0][0] == "A|B"  # no reader: read as plain text, it decodes

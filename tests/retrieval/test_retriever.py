@@ -78,7 +78,7 @@ def test_batch_equals_single_and_arrow_equals_batch(doc):
     table = ret.batch_arrow(queries)
     assert table.schema.names == ["query_idx", "rank", "node_id", "score"]
     flat = [(qi, r, h.id, pytest.approx(h.score)) for qi, hits in enumerate(batch)
-            for r, h in enumerate(hits)]
+            for r, h in enumerate(hits, 1)]
     columns = [table.column(c).to_pylist() for c in table.schema.names]
     assert list(zip(*columns, strict=True)) == flat
 

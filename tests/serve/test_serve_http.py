@@ -275,7 +275,7 @@ def test_retrieve_json_and_arrow_agree_with_an_in_process_batch(http, stores, qu
     assert table.column_names[:4] == ["query_idx", "rank", "node_id", "score"]
     rows = table.to_pylist()
     flat = [(qi, r, h["id"], h["score"], h["text"], h["metadata"])
-            for qi, hs in enumerate(body["results"]) for r, h in enumerate(hs)]
+            for qi, hs in enumerate(body["results"]) for r, h in enumerate(hs, 1)]
     assert [(x["query_idx"], x["rank"], x["node_id"], x["text"], json.loads(x["metadata"]))
             for x in rows] == [(a, b, c, e, f) for a, b, c, _, e, f in flat]
     assert [x["score"] for x in rows] == pytest.approx([f[3] for f in flat], rel=1e-6)

@@ -1,0 +1,172 @@
+"""File readers: one file in, ``(text, metadata)`` per root document out; a folder walk that
+never fails on what it cannot read; a :class:`ReadReport` saying what happened to each file.
+
+Readers are chosen by extension: ``.txt``/``.md`` (as is), ``.json`` (records: a string, an
+object with a text field, or a list of them; any other JSON is flattened), ``.jsonl`` (one
+record a line), ``.csv`` (one document a row), ``.html``/``.htm`` (visible text), ``.pdf``
+(``[pdf]`` extra, pypdf: one document a page) and ``.docx`` (``[docx]`` extra, python-docx).
+``register_reader`` adds readers globally, ``readers=`` per call; both override the built-ins.
+Any other file is sniffed: what decodes as text (.rst, .py, .yaml, files without extension,
+...) is read as plain text; binaries are skipped (counted in the report), or, named
+explicitly with ``on_error="raise"``, a :class:`ReaderError`. Text is decoded by
+:mod:`fastrag.documents.decoding` (BOMs, strict UTF-8, then charset-normalizer under checks);
+what cannot be decoded with confidence is an error naming the file, never mangled text.
+
+Every root document's metadata holds ``file_path`` (absolute), ``file_name``, ``file_type``
+(extension without the dot), ``file_size`` (bytes), ``mtime`` and, for decoded text files,
+``encoding``; records of multi-document files (.json lists, .jsonl, .csv) also carry ``row``
+(0-based), JSON records ``json_path`` ("$", "$[3]"), JSONL records ``line`` (1-based), PDF
+pages ``page`` (1-based), ``page_label`` and ``page_count``. ``metadata_fields=[...]`` keeps
+only those fields of a record in its metadata (the others are dropped, not moved to the text).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from fastrag.analysis.language import detect_text_language
+from fastrag.documents.decoding import (
+    BinaryContentError,
+    decode_bytes,
+)
+from fastrag.documents.readers.formats import _BUILTIN, _Ctx, _read_unknown
+from fastrag.documents.readers.report import _ON_ERROR, _REGISTERED, ReadEntry, ReadReport, logger
+from fastrag.documents.readers.walk import (
+    _check_readers,
+    _check_str_list,
+    _not_a_file,
+    iter_source_files,
+    register_reader,
+    supported_extensions,
+)
+from fastrag.documents.xmltext import NoText
+from fastrag.errors import ConfigError, MissingExtraError, ReaderError
+
+__all__ = ["ReadEntry", "ReadReport", "decode_bytes", "iter_source_files", "read_file",
+           "register_reader", "supported_extensions"]
+
+LANGUAGE_PER_DOCUMENT = 64
+
+
+# -- reading ----------------------------------------------------------------------------------
+def _normalize(result: object, path: Path) -> list[tuple[str, dict]]:
+    if isinstance(result, str):
+        return [(result, {})]
+    if isinstance(result, list):
+        out = []
+        for i, item in enumerate(result):
+            if isinstance(item, str):
+                out.append((item, {}))
+            elif (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                  and isinstance(item[1], dict)):
+                out.append((item[0], dict(item[1])))
+            else:
+                raise ReaderError(f"reader for {path.suffix!r} returned item {i} of type "
+                                  f"{type(item).__name__} for {str(path)!r}; a reader returns "
+                                  "str, list[str] or list[(str, dict)]")
+        return out
+    raise ReaderError(f"reader for {path.suffix!r} returned {type(result).__name__} for "
+                      f"{str(path)!r}; a reader returns str, list[str] or list[(str, dict)]")
+
+
+def _say(path: Path, message: str) -> str:
+    """``message``, prefixed with the path unless it already names it."""
+    return message if str(path) in message else f"{str(path)!r}: {message}"
+
+
+def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error: str = "raise",
+              json_text_field: str = "text", metadata_fields: Sequence[str] | None = None,
+              report: ReadReport | None = None) -> list[tuple[str, dict]]:
+    """``(text, metadata)`` of each root document in the file at ``path``.
+
+    ``json_text_field`` names the text field of JSON, JSONL and CSV records (the other fields
+    become metadata; JSON without it is flattened into ``key: value`` lines);
+    ``metadata_fields=[...]`` keeps only those record fields in metadata. A file of an
+    extension without a reader is read as plain text when it decodes as text.
+
+    ``on_error="raise"`` raises :class:`ReaderError` naming the file when it cannot be read,
+    decoded or parsed, or is binary; ``"skip"`` logs one warning line and returns ``[]``.
+    An empty file gives ``[]``. A missing optional package (pdf, docx) always raises
+    :class:`MissingExtraError`. ``report`` records the outcome.
+    """
+    if on_error not in _ON_ERROR:
+        raise ConfigError(f"on_error={on_error!r} is not one of {_ON_ERROR}")
+    if not isinstance(json_text_field, str) or not json_text_field:
+        raise ConfigError(f"json_text_field must be a non-empty field name, got "
+                          f"{json_text_field!r}")
+    fields = _check_str_list(metadata_fields, "metadata_fields", "['author', 'date']")
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(f"path must be a str or Path, got {type(path).__name__}")
+    if report is not None and not isinstance(report, ReadReport):
+        raise ConfigError(f"report must be a ReadReport, got {type(report).__name__}")
+    report = report if report is not None else ReadReport()
+    custom = _check_readers(readers)
+    p = Path(path).expanduser()
+    ext = p.suffix.lower()
+    ctx = _Ctx(p, json_text_field, fields)
+    fn = custom.get(ext) or _REGISTERED.get(ext)
+    try:
+        try:
+            p = ctx.path = p.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise ReaderError(f"cannot read {str(p)!r}: {exc}") from exc
+        if p.is_dir():
+            raise ReaderError(f"{str(p)!r} is a directory; list its files with "
+                              "iter_source_files()")
+        why = _not_a_file(p)
+        if why:
+            raise ReaderError(f"{str(p)!r} is a {why}, not a regular file; it was not opened")
+        st = p.stat()
+        if st.st_size == 0:
+            logger.info("skipping %s: empty file", p)
+            report.add(p, "skipped", "empty file")
+            return []
+        if fn is not None:
+            docs = _normalize(fn(p), p)
+        else:
+            docs = _BUILTIN.get(ext, _read_unknown)(ctx)
+    except MissingExtraError:
+        raise
+    except NoText as exc:  # a drawing without words: left out, as an empty file is
+        logger.info("skipping %s: no text (%s)", p, exc.kind)
+        report.add(p, "skipped", "no text", exc.kind)
+        return []
+    except Exception as exc:  # every failure of one file is reported alike
+        if isinstance(exc, ReaderError) and str(p) in str(exc):
+            err = exc
+        elif isinstance(exc, FileNotFoundError):
+            err = ReaderError(f"file {str(p)!r} does not exist")
+        else:
+            err = ReaderError(f"cannot read {str(p)!r}: {type(exc).__name__}: {exc}")
+        binary = isinstance(exc, BinaryContentError)
+        if binary:
+            report.add(p, "skipped", "binary", exc.kind)
+        else:
+            report.add(p, "failed", "error", str(err))
+        if on_error == "skip":
+            logger.warning("skipped %s", _say(p, str(err)))
+            return []
+        if err is exc:
+            raise
+        raise err from exc
+    report.add(p, "read", documents=len(docs), left_out=ctx.left_out)
+    base = {
+        "file_path": str(p),
+        "file_name": p.name,
+        "file_type": ext.lstrip("."),
+        "file_size": st.st_size,
+        "mtime": st.st_mtime,
+    }
+    if ctx.encoding is not None:
+        base["encoding"] = ctx.encoding
+    # each document's language (a record's own "language" field wins); files of many records
+    # (JSONL, CSV) get the language of their first records, which keeps ingest fast
+    if len(docs) <= LANGUAGE_PER_DOCUMENT:
+        langs = [detect_text_language(text) for text, _ in docs]
+    else:
+        langs = [detect_text_language(" ".join(t[:200] for t, _ in
+                                               docs[:LANGUAGE_PER_DOCUMENT]))] * len(docs)
+    return [(text, {**({"language": lang} if lang else {}), **meta, **base})
+            for (text, meta), lang in zip(docs, langs, strict=True)]
