@@ -45,8 +45,14 @@ def cpu_model() -> str:
 def git_commit() -> str | None:
     """Current commit of the repository the benchmark runs from (None outside git)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH_DIR,
-                             capture_output=True, text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=BENCH_DIR,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -59,7 +65,8 @@ def machine_info(extra_versions: Sequence[str] = ()) -> dict[str, Any]:
     info: dict[str, Any] = {
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        "usable_cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),
         "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "python": sys.version.split()[0],
@@ -78,7 +85,8 @@ def machine_info(extra_versions: Sequence[str] = ()) -> dict[str, Any]:
         pass
     try:
         info["mem_total_gb"] = round(
-            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1
+        )
     except (ValueError, OSError, AttributeError):  # pragma: no cover
         pass
     for mod in extra_versions:
@@ -144,8 +152,9 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
-def write_results(name: str, payload: dict[str, Any], markdown: str,
-                  results_dir: Path | None = None) -> tuple[Path, Path]:
+def write_results(
+    name: str, payload: dict[str, Any], markdown: str, results_dir: Path | None = None
+) -> tuple[Path, Path]:
     """Write ``<name>.json`` and ``<name>.md`` under ``bench/results/`` (or ``results_dir``)."""
     out = Path(results_dir) if results_dir is not None else RESULTS_DIR
     out.mkdir(parents=True, exist_ok=True)

@@ -62,8 +62,10 @@ def as_lists(values: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
     """Documents as lists of Python ints sharing one int object per token id (bm25s input)."""
     ints = list(range(int(values.max()) + 1 if values.size else 1))
     get = ints.__getitem__
-    return [list(map(get, values[offsets[i]:offsets[i + 1]].tolist()))
-            for i in range(offsets.shape[0] - 1)]
+    return [
+        list(map(get, values[offsets[i] : offsets[i + 1]].tolist()))
+        for i in range(offsets.shape[0] - 1)
+    ]
 
 
 def bm25s_nbytes(ret) -> int:
@@ -95,16 +97,20 @@ def verify(index: BM25Index, ours, theirs_ids, theirs_scores, qv, qo) -> dict:
         same = rows[i, :n] == b_ids[:n]
         exact += int(same.sum())
         if not same.all():
-            dense = index.get_scores(qv[qo[i]:qo[i + 1]])
+            dense = index.get_scores(qv[qo[i] : qo[i + 1]])
             for j in np.nonzero(~same)[0]:
                 if dense[rows[i, j]] == dense[b_ids[j]]:
                     tie_swaps += 1
                 else:
                     bad_ids += 1
-    return {"queries": int(rows.shape[0]), "positions_same_id": exact,
-            "positions_tie_swapped": tie_swaps, "positions_different": bad_ids,
-            "queries_scores_differ": bad_scores,
-            "identical": bad_ids == 0 and bad_scores == 0}
+    return {
+        "queries": int(rows.shape[0]),
+        "positions_same_id": exact,
+        "positions_tie_swapped": tie_swaps,
+        "positions_different": bad_ids,
+        "queries_scores_differ": bad_scores,
+        "identical": bad_ids == 0 and bad_scores == 0,
+    }
 
 
 FRESH_FASTRAG = textwrap.dedent("""
@@ -143,8 +149,9 @@ FRESH_BM25S = textwrap.dedent("""
 def fresh_process(script: str, arg: str) -> dict:
     """Run ``script`` in a new interpreter; add its wall time as seen from outside."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", script, arg], capture_output=True, text=True,
-                         check=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", script, arg], capture_output=True, text=True, check=True, timeout=600
+    )
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["process_wall_s"] = time.perf_counter() - t0
     return res
@@ -158,14 +165,19 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
     values, offsets, n_vocab = corpus["values"], corpus["offsets"], corpus["n_vocab"]
     qv, qo = gen.corpus_queries(corpus, args.max_queries)
     n_q = qo.shape[0] - 1
-    q_lists = [qv[qo[i]:qo[i + 1]].tolist() for i in range(n_q)]
-    res: dict = {"analyzer": corpus["analyzer"], "n_docs": n_docs, "n_vocab": n_vocab,
-                 "tokens_per_doc": round(corpus["tokens_per_doc"], 1), "n_queries": n_q,
-                 "tokens_per_query": round(float(qv.shape[0] / n_q), 2)}
+    q_lists = [qv[qo[i] : qo[i + 1]].tolist() for i in range(n_q)]
+    res: dict = {
+        "analyzer": corpus["analyzer"],
+        "n_docs": n_docs,
+        "n_vocab": n_vocab,
+        "tokens_per_doc": round(corpus["tokens_per_doc"], 1),
+        "n_queries": n_q,
+        "tokens_per_query": round(float(qv.shape[0] / n_q), 2),
+    }
     log(f"[{kind} {n_docs:,}] {res}")
 
     # ---- fastrag build (first a tiny build compiles or loads the cached kernels)
-    BM25Index.build(values[:offsets[2]], offsets[:3], n_vocab)
+    BM25Index.build(values[: offsets[2]], offsets[:3], n_vocab)
     times = []
     for _ in range(args.build_repeats):
         gc.collect()
@@ -204,8 +216,9 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
         for t in thread_list:
             dt, out_f = timed(lambda t=t: index.search(qv, qo, K, num_threads=t))
             runs.setdefault(f"fastrag_{t}t", []).append(dt)
-            dt, out_b = timed(lambda t=t: ret.retrieve(q_lists, k=K, show_progress=False,
-                                                        n_threads=t))
+            dt, out_b = timed(
+                lambda t=t: ret.retrieve(q_lists, k=K, show_progress=False, n_threads=t)
+            )
             runs.setdefault(f"bm25s_{t}t", []).append(dt)
     for name, ts in runs.items():
         res[f"{name}_qps"] = n_q / median(ts)
@@ -216,17 +229,21 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
         # ---- identical results
         f_serial = index.search(qv, qo, K, num_threads=1)
         b_ids, b_scores = out_b
-        res["verify_vs_bm25s"] = verify(index, f_serial, np.asarray(b_ids),
-                                        np.asarray(b_scores), qv, qo)
+        res["verify_vs_bm25s"] = verify(
+            index, f_serial, np.asarray(b_ids), np.asarray(b_scores), qv, qo
+        )
         if len(thread_list) > 1:
             res["verify_threads_identical"] = all(
-                np.array_equal(a, b) for a, b in zip(out_f, f_serial, strict=False))
+                np.array_equal(a, b) for a, b in zip(out_f, f_serial, strict=False)
+            )
         log(f"  verify {res['verify_vs_bm25s']}")
 
         # ---- single-query latency
         n_single = min(n_q, args.single_queries)
-        singles = [(np.asarray(q_lists[i], np.int32), np.array([0, len(q_lists[i])]))
-                   for i in range(n_single)]
+        singles = [
+            (np.asarray(q_lists[i], np.int32), np.array([0, len(q_lists[i])]))
+            for i in range(n_single)
+        ]
         lat: dict[str, list[float]] = {"fastrag": [], "bm25s": []}
         for _ in range(args.repeats):
             t0 = time.perf_counter()
@@ -239,8 +256,10 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
             lat["bm25s"].append((time.perf_counter() - t0) / n_single)
         for name, ts in lat.items():
             res[f"{name}_single_ms"] = median(ts) * 1e3
-        log(f"  single query ms: fastrag {res['fastrag_single_ms']:.3f}  "
-            f"bm25s {res['bm25s_single_ms']:.3f}")
+        log(
+            f"  single query ms: fastrag {res['fastrag_single_ms']:.3f}  "
+            f"bm25s {res['bm25s_single_ms']:.3f}"
+        )
 
         # ---- ablation: scoring strategies (1 thread)
         abl: dict[str, list[float]] = {}
@@ -258,8 +277,7 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
             arrays = index.to_arrays()
             for n, a in arrays.items():
                 np.save(d / f"{n}.npy", a)
-            (d / "meta.json").write_text(json.dumps({"arrays": list(arrays),
-                                                     "meta": index.meta()}))
+            (d / "meta.json").write_text(json.dumps({"arrays": list(arrays), "meta": index.meta()}))
             np.save(d / "query.npy", np.asarray(q_lists[0], np.int32))
             fresh_process(FRESH_FASTRAG, str(d))  # warms numba's cache if it is cold
             res["fastrag_fresh"] = fresh_process(FRESH_FASTRAG, str(d))
@@ -304,21 +322,33 @@ def bench_fastrag_alone(kind: str, n_docs: int, args) -> dict:
         dt, index = timed(lambda: BM25Index.build(values, offsets, n_vocab))
         times.append(dt)
     rss_index = current_rss_mb()
-    res = {"analyzer": corpus["analyzer"], "n_docs": n_docs, "n_vocab": n_vocab,
-           "tokens_per_doc": round(corpus["tokens_per_doc"], 1), "n_queries": qo.shape[0] - 1,
-           "fastrag_build_s": median(times), "fastrag_build_runs_s": times,
-           "fastrag_bytes": index.nbytes, "nnz": int(index.indptr[-1]),
-           "corpus_token_bytes": int(values.nbytes + offsets.nbytes),
-           "rss_corpus_mb": rss_corpus - rss0, "rss_after_build_mb": rss_index - rss0,
-           "peak_rss_mb": peak_rss_mb()}
+    res = {
+        "analyzer": corpus["analyzer"],
+        "n_docs": n_docs,
+        "n_vocab": n_vocab,
+        "tokens_per_doc": round(corpus["tokens_per_doc"], 1),
+        "n_queries": qo.shape[0] - 1,
+        "fastrag_build_s": median(times),
+        "fastrag_build_runs_s": times,
+        "fastrag_bytes": index.nbytes,
+        "nnz": int(index.indptr[-1]),
+        "corpus_token_bytes": int(values.nbytes + offsets.nbytes),
+        "rss_corpus_mb": rss_corpus - rss0,
+        "rss_after_build_mb": rss_index - rss0,
+        "peak_rss_mb": peak_rss_mb(),
+    }
     for t in (1, 2):
         index.search(qv, qo, K, num_threads=t)
-        ts = [timed(lambda t=t: index.search(qv, qo, K, num_threads=t))[0]
-              for _ in range(args.repeats)]
+        ts = [
+            timed(lambda t=t: index.search(qv, qo, K, num_threads=t))[0]
+            for _ in range(args.repeats)
+        ]
         res[f"fastrag_{t}t_qps"] = (qo.shape[0] - 1) / median(ts)
         res[f"fastrag_{t}t_runs_s"] = ts
-    log(f"[{kind} {n_docs:,} fastrag alone] " + json.dumps(
-        {k: v for k, v in res.items() if not k.endswith("runs_s")}, ensure_ascii=False))
+    log(
+        f"[{kind} {n_docs:,} fastrag alone] "
+        + json.dumps({k: v for k, v in res.items() if not k.endswith("runs_s")}, ensure_ascii=False)
+    )
     return res
 
 
@@ -337,77 +367,170 @@ def paired(r: dict, a: str, b: str) -> float:
 def report(payload: dict) -> str:
     lines = ["# BM25: fastrag vs bm25s 0.3.16 (numba) and rank_bm25", ""]
     m = payload["machine"]
-    lines.append(f"Machine: {m['cpu']}, {m['usable_cores']} cores, load average at start "
-                 f"{m['loadavg_at_start']}, at end {payload.get('loadavg_at_end')}; numpy "
-                 f"{m['numpy']}, numba {m.get('numba')}, bm25s {m.get('bm25s')}; commit "
-                 f"{m['commit']}. Medians of {payload['args']['repeats']} interleaved repeats. "
-                 "The machine is shared by other jobs: absolute figures drift, ratios are "
-                 "measured side by side in one process.")
+    lines.append(
+        f"Machine: {m['cpu']}, {m['usable_cores']} cores, load average at start "
+        f"{m['loadavg_at_start']}, at end {payload.get('loadavg_at_end')}; numpy "
+        f"{m['numpy']}, numba {m.get('numba')}, bm25s {m.get('bm25s')}; commit "
+        f"{m['commit']}. Medians of {payload['args']['repeats']} interleaved repeats. "
+        "The machine is shared by other jobs: absolute figures drift, ratios are "
+        "measured side by side in one process."
+    )
     lines.append("")
     rows = []
     for r in payload["main"]:
         v = r.get("verify_vs_bm25s", {})
-        rows.append([
-            r["analyzer"], r["n_docs"], r["tokens_per_doc"], r["n_queries"],
-            r.get("bm25s_1t_qps"), r.get("fastrag_1t_qps"),
-            ratio(r.get("fastrag_1t_qps"), r.get("bm25s_1t_qps")),
-            paired(r, "fastrag_1t", "bm25s_1t"),
-            r.get("bm25s_2t_qps"), r.get("fastrag_2t_qps"),
-            ratio(r.get("fastrag_2t_qps"), r.get("fastrag_1t_qps")),
-            paired(r, "fastrag_2t", "fastrag_1t"),
-            r.get("bm25s_single_ms"), r.get("fastrag_single_ms"),
-            ratio(r.get("fastrag_single_ms"), r.get("bm25s_single_ms")),
-            r["bm25s_build_s"], r["fastrag_build_s"],
-            ratio(r["fastrag_build_s"], r["bm25s_build_s"]),
-            r["bm25s_bytes"] / 2**20, r["fastrag_bytes"] / 2**20,
-            "yes" if v.get("identical") else f"NO {v}",
-        ])
-    lines.append(markdown_table(
-        ["analyzer", "docs", "tok/doc", "queries", "bm25s q/s 1t", "fastrag q/s 1t", "x 1t",
-         "x 1t paired", "bm25s q/s 2t", "fastrag q/s 2t", "fastrag 2t/1t", "2t/1t paired",
-         "bm25s single ms",
-         "fastrag single ms", "single ratio", "bm25s build s", "fastrag build s",
-         "build ratio", "bm25s MiB", "fastrag MiB", "identical top-10"], rows))
+        rows.append(
+            [
+                r["analyzer"],
+                r["n_docs"],
+                r["tokens_per_doc"],
+                r["n_queries"],
+                r.get("bm25s_1t_qps"),
+                r.get("fastrag_1t_qps"),
+                ratio(r.get("fastrag_1t_qps"), r.get("bm25s_1t_qps")),
+                paired(r, "fastrag_1t", "bm25s_1t"),
+                r.get("bm25s_2t_qps"),
+                r.get("fastrag_2t_qps"),
+                ratio(r.get("fastrag_2t_qps"), r.get("fastrag_1t_qps")),
+                paired(r, "fastrag_2t", "fastrag_1t"),
+                r.get("bm25s_single_ms"),
+                r.get("fastrag_single_ms"),
+                ratio(r.get("fastrag_single_ms"), r.get("bm25s_single_ms")),
+                r["bm25s_build_s"],
+                r["fastrag_build_s"],
+                ratio(r["fastrag_build_s"], r["bm25s_build_s"]),
+                r["bm25s_bytes"] / 2**20,
+                r["fastrag_bytes"] / 2**20,
+                "yes" if v.get("identical") else f"NO {v}",
+            ]
+        )
+    lines.append(
+        markdown_table(
+            [
+                "analyzer",
+                "docs",
+                "tok/doc",
+                "queries",
+                "bm25s q/s 1t",
+                "fastrag q/s 1t",
+                "x 1t",
+                "x 1t paired",
+                "bm25s q/s 2t",
+                "fastrag q/s 2t",
+                "fastrag 2t/1t",
+                "2t/1t paired",
+                "bm25s single ms",
+                "fastrag single ms",
+                "single ratio",
+                "bm25s build s",
+                "fastrag build s",
+                "build ratio",
+                "bm25s MiB",
+                "fastrag MiB",
+                "identical top-10",
+            ],
+            rows,
+        )
+    )
     lines.append("")
-    lines.append("paired = median over the repeats of the ratio of the two times measured back "
-                 "to back in the same repeat (a slow spell of the shared machine hits both).")
+    lines.append(
+        "paired = median over the repeats of the ratio of the two times measured back "
+        "to back in the same repeat (a slow spell of the shared machine hits both)."
+    )
     lines.append("")
     fresh = [r for r in payload["main"] if "fastrag_fresh" in r]
     if fresh:
-        lines.append("First query in a fresh process (imports + memory-mapped index + query; "
-                     "numba's on-disk cache warm):")
+        lines.append(
+            "First query in a fresh process (imports + memory-mapped index + query; "
+            "numba's on-disk cache warm):"
+        )
         lines.append("")
-        lines.append(markdown_table(
-            ["analyzer", "fastrag total s", "fastrag process wall s", "bm25s total s",
-             "bm25s process wall s"],
-            [[r["analyzer"], r["fastrag_fresh"]["total_s"], r["fastrag_fresh"]["process_wall_s"],
-              r["bm25s_fresh"]["total_s"], r["bm25s_fresh"]["process_wall_s"]] for r in fresh]))
+        lines.append(
+            markdown_table(
+                [
+                    "analyzer",
+                    "fastrag total s",
+                    "fastrag process wall s",
+                    "bm25s total s",
+                    "bm25s process wall s",
+                ],
+                [
+                    [
+                        r["analyzer"],
+                        r["fastrag_fresh"]["total_s"],
+                        r["fastrag_fresh"]["process_wall_s"],
+                        r["bm25s_fresh"]["total_s"],
+                        r["bm25s_fresh"]["process_wall_s"],
+                    ]
+                    for r in fresh
+                ],
+            )
+        )
         lines.append("")
     strat = [r for r in payload["main"] if "strategy_qps_1t" in r]
     if strat:
         lines.append("Scoring strategies, fastrag 1 thread (q/s; all exact, same results):")
         lines.append("")
-        lines.append(markdown_table(
-            ["analyzer", "dense accumulate + scan", "touched rows + live heap", "maxscore",
-             "auto (default)"],
-            [[r["analyzer"], r["strategy_qps_1t"]["dense"], r["strategy_qps_1t"]["touched"],
-              r["strategy_qps_1t"]["maxscore"], r["strategy_qps_1t"]["auto"]] for r in strat]))
+        lines.append(
+            markdown_table(
+                [
+                    "analyzer",
+                    "dense accumulate + scan",
+                    "touched rows + live heap",
+                    "maxscore",
+                    "auto (default)",
+                ],
+                [
+                    [
+                        r["analyzer"],
+                        r["strategy_qps_1t"]["dense"],
+                        r["strategy_qps_1t"]["touched"],
+                        r["strategy_qps_1t"]["maxscore"],
+                        r["strategy_qps_1t"]["auto"],
+                    ]
+                    for r in strat
+                ],
+            )
+        )
         lines.append("")
     rk = [r for r in payload["main"] if r.get("rank_bm25")]
     for r in rk:
-        lines.append(f"rank_bm25 (BM25Okapi, {r['analyzer']}, {r['n_docs']:,} docs): "
-                     f"{r['rank_bm25']['qps']:.2f} q/s over {r['rank_bm25']['queries']} "
-                     f"queries, build {r['rank_bm25']['build_s']:.1f} s.")
+        lines.append(
+            f"rank_bm25 (BM25Okapi, {r['analyzer']}, {r['n_docs']:,} docs): "
+            f"{r['rank_bm25']['qps']:.2f} q/s over {r['rank_bm25']['queries']} "
+            f"queries, build {r['rank_bm25']['build_s']:.1f} s."
+        )
         lines.append("")
     if payload["sizes"]:
         lines.append("Queries/s vs corpus size (1 thread / 2 threads):")
         lines.append("")
-        lines.append(markdown_table(
-            ["analyzer", "docs", "bm25s 1t", "fastrag 1t", "bm25s 2t", "fastrag 2t",
-             "fastrag build s", "fastrag MiB"],
-            [[r["analyzer"], r["n_docs"], r.get("bm25s_1t_qps"), r.get("fastrag_1t_qps"),
-              r.get("bm25s_2t_qps"), r.get("fastrag_2t_qps"), r["fastrag_build_s"],
-              r["fastrag_bytes"] / 2**20] for r in payload["sizes"]]))
+        lines.append(
+            markdown_table(
+                [
+                    "analyzer",
+                    "docs",
+                    "bm25s 1t",
+                    "fastrag 1t",
+                    "bm25s 2t",
+                    "fastrag 2t",
+                    "fastrag build s",
+                    "fastrag MiB",
+                ],
+                [
+                    [
+                        r["analyzer"],
+                        r["n_docs"],
+                        r.get("bm25s_1t_qps"),
+                        r.get("fastrag_1t_qps"),
+                        r.get("bm25s_2t_qps"),
+                        r.get("fastrag_2t_qps"),
+                        r["fastrag_build_s"],
+                        r["fastrag_bytes"] / 2**20,
+                    ]
+                    for r in payload["sizes"]
+                ],
+            )
+        )
         lines.append("")
     return "\n".join(lines)
 
@@ -422,10 +545,12 @@ def plot(payload: dict, path: Path) -> None:
     for ax, kind in zip(axes, ("bm25_chinese", "bm25_cjk"), strict=False):
         pts = [r for r in payload["sizes"] if r["analyzer"].endswith(kind)]
         pts.sort(key=lambda r: r["n_docs"])
-        for key, label, style in (("fastrag_1t_qps", "fastrag 1 thread", "o-"),
-                                  ("fastrag_2t_qps", "fastrag 2 threads", "o--"),
-                                  ("bm25s_1t_qps", "bm25s 1 thread", "s-"),
-                                  ("bm25s_2t_qps", "bm25s 2 threads", "s--")):
+        for key, label, style in (
+            ("fastrag_1t_qps", "fastrag 1 thread", "o-"),
+            ("fastrag_2t_qps", "fastrag 2 threads", "o--"),
+            ("bm25s_1t_qps", "bm25s 1 thread", "s-"),
+            ("bm25s_2t_qps", "bm25s 2 threads", "s--"),
+        ):
             xs = [r["n_docs"] for r in pts if r.get(key)]
             ys = [r[key] for r in pts if r.get(key)]
             if xs:
@@ -445,12 +570,35 @@ def render(payload: dict) -> str:
     """The Markdown report, with the 1M-document table when there is one."""
     md = report(payload)
     if payload["million"]:
-        md += "\n1,000,000 documents, fastrag alone:\n\n" + markdown_table(
-            ["analyzer", "tok/doc", "build s", "index MiB", "RSS after build MiB",
-             "peak RSS MiB", "q/s 1t", "q/s 2t"],
-            [[r["analyzer"], r["tokens_per_doc"], r["fastrag_build_s"],
-              r["fastrag_bytes"] / 2**20, r["rss_after_build_mb"], r["peak_rss_mb"],
-              r["fastrag_1t_qps"], r["fastrag_2t_qps"]] for r in payload["million"]]) + "\n"
+        md += (
+            "\n1,000,000 documents, fastrag alone:\n\n"
+            + markdown_table(
+                [
+                    "analyzer",
+                    "tok/doc",
+                    "build s",
+                    "index MiB",
+                    "RSS after build MiB",
+                    "peak RSS MiB",
+                    "q/s 1t",
+                    "q/s 2t",
+                ],
+                [
+                    [
+                        r["analyzer"],
+                        r["tokens_per_doc"],
+                        r["fastrag_build_s"],
+                        r["fastrag_bytes"] / 2**20,
+                        r["rss_after_build_mb"],
+                        r["peak_rss_mb"],
+                        r["fastrag_1t_qps"],
+                        r["fastrag_2t_qps"],
+                    ]
+                    for r in payload["million"]
+                ],
+            )
+            + "\n"
+        )
     return md
 
 
@@ -458,8 +606,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-docs", type=int, default=200_000)
     ap.add_argument("--analyzers", default="jieba,cjk")
-    ap.add_argument("--sizes", default="10000,50000",
-                    help="extra corpus sizes for the q/s-vs-size plot (comma-separated)")
+    ap.add_argument(
+        "--sizes",
+        default="10000,50000",
+        help="extra corpus sizes for the q/s-vs-size plot (comma-separated)",
+    )
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--from-json", help="re-render the Markdown of a results JSON")
     ap.add_argument("--build-repeats", type=int, default=3)
@@ -482,8 +633,13 @@ def main(argv: list[str] | None = None) -> None:
         args.single_queries, args.max_queries, args.rank_bm25_queries = 50, 200, 0
         args.million = False
     t_start = time.perf_counter()
-    payload: dict = {"args": vars(args), "machine": machine_info(["bm25s", "rank-bm25"]),
-                     "main": [], "sizes": [], "million": []}
+    payload: dict = {
+        "args": vars(args),
+        "machine": machine_info(["bm25s", "rank-bm25"]),
+        "main": [],
+        "sizes": [],
+        "million": [],
+    }
     kinds = [k for k in args.analyzers.split(",") if k]
     sizes = sorted({int(s) for s in args.sizes.split(",") if s})
     for kind in kinds:
@@ -507,8 +663,11 @@ def main(argv: list[str] | None = None) -> None:
         plot(payload, out / f"{name}.png")
     print(md)
     log(f"wrote {jp} and {mp} in {payload['wall_s']:.0f} s")
-    bad = [r["analyzer"] for r in payload["main"]
-           if not r.get("verify_vs_bm25s", {}).get("identical", False)]
+    bad = [
+        r["analyzer"]
+        for r in payload["main"]
+        if not r.get("verify_vs_bm25s", {}).get("identical", False)
+    ]
     if bad:
         raise SystemExit(f"results differ from bm25s for {bad}")
 

@@ -95,8 +95,10 @@ def write_pisa_index(values: np.ndarray, offsets: np.ndarray, n_vocab: int, path
 
     n_docs = offsets.shape[0] - 1
     # copies: sum_duplicates sorts and compacts the index arrays in place
-    m = sp.csr_matrix((np.ones(values.shape[0], np.uint32), values.copy(), offsets.copy()),
-                      shape=(n_docs, n_vocab))
+    m = sp.csr_matrix(
+        (np.ones(values.shape[0], np.uint32), values.copy(), offsets.copy()),
+        shape=(n_docs, n_vocab),
+    )
     m.sum_duplicates()
     c = m.tocsc()  # term-major; doc ids ascending within a term
     del m
@@ -114,8 +116,7 @@ def write_pisa_index(values: np.ndarray, offsets: np.ndarray, n_vocab: int, path
     pos = np.arange(total) + np.repeat(np.arange(1, terms.shape[0] + 1), lens)
     heads = new_off[:-1] + np.arange(terms.shape[0])
     path.mkdir(parents=True, exist_ok=True)
-    for fname, payload, header in (("inv.docs", c.indices, [1, n_docs]),
-                                   ("inv.freqs", c.data, [])):
+    for fname, payload, header in (("inv.docs", c.indices, [1, n_docs]), ("inv.freqs", c.data, [])):
         out = np.empty(total + terms.shape[0], np.uint32)
         out[heads] = lens
         out[pos] = payload[src]
@@ -129,9 +130,16 @@ def write_pisa_index(values: np.ndarray, offsets: np.ndarray, n_vocab: int, path
     (path / "fwd.documents").write_text("".join(f"{i}\n" for i in range(n_docs)))
     pp._pisathon.build_binlex(str(path / "fwd.documents"), str(path / "fwd.doclex"))
     pp._pisathon.build_binlex(str(path / "fwd.terms"), str(path / "fwd.termlex"))
-    (path / "pt_meta.json").write_text(json.dumps({
-        "type": "sparse_index", "format": "pisa", "package_hint": "pyterrier-pisa",
-        "stemmer": "none"}))
+    (path / "pt_meta.json").write_text(
+        json.dumps(
+            {
+                "type": "sparse_index",
+                "format": "pisa",
+                "package_hint": "pyterrier-pisa",
+                "stemmer": "none",
+            }
+        )
+    )
 
 
 def _decode_pisa(path: Path) -> dict[str, tuple[list[int], list[int]]]:
@@ -141,7 +149,7 @@ def _decode_pisa(path: Path) -> dict[str, tuple[list[int], list[int]]]:
     out, i = {}, 0
     for term in (path / "fwd.terms").read_text().split():
         n = int(docs[i])
-        out[term] = (docs[i + 1:i + 1 + n].tolist(), freqs[i + 1:i + 1 + n].tolist())
+        out[term] = (docs[i + 1 : i + 1 + n].tolist(), freqs[i + 1 : i + 1 + n].tolist())
         i += n + 1
     return out
 
@@ -158,23 +166,40 @@ def pisa_toks_indexer_matches(values, offsets, path: Path) -> dict:
 
     def docs():
         for i in range(n_docs):
-            t, c = np.unique(values[offsets[i]:offsets[i + 1]], return_counts=True)
-            yield {"docno": str(i),
-                   "toks": {f"t{a}": b for a, b in zip(t.tolist(), c.tolist(), strict=True)}}
+            t, c = np.unique(values[offsets[i] : offsets[i + 1]], return_counts=True)
+            yield {
+                "docno": str(i),
+                "toks": {f"t{a}": b for a, b in zip(t.tolist(), c.tolist(), strict=True)},
+            }
 
     out: dict = {}
     for batch in (n_docs, max(1, n_docs // 3)):
         ref = path.parent / f"toks_indexer_{batch}"
         shutil.rmtree(ref, ignore_errors=True)
-        dt, _ = timed(lambda r=ref, bs=batch: pp.PisaIndex(
-            str(r), stemmer="none", stops="none", batch_size=bs).toks_indexer(
-            scale=1.0).index(docs()))
+        dt, _ = timed(
+            lambda r=ref, bs=batch: (
+                pp.PisaIndex(str(r), stemmer="none", stops="none", batch_size=bs)
+                .toks_indexer(scale=1.0)
+                .index(docs())
+            )
+        )
         if batch == n_docs:
-            names = ("inv.docs", "inv.freqs", "inv.sizes", "fwd.terms", "fwd.documents",
-                     "fwd.termlex", "fwd.doclex")
+            names = (
+                "inv.docs",
+                "inv.freqs",
+                "inv.sizes",
+                "fwd.terms",
+                "fwd.documents",
+                "fwd.termlex",
+                "fwd.doclex",
+            )
             differ = [n for n in names if (ref / n).read_bytes() != (path / n).read_bytes()]
-            out |= {"files": list(names), "files_differ": differ, "identical": not differ,
-                    "toks_indexer_s": dt}
+            out |= {
+                "files": list(names),
+                "files_differ": differ,
+                "identical": not differ,
+                "toks_indexer_s": dt,
+            }
         else:
             ours, theirs = _decode_pisa(path), _decode_pisa(ref)
             out["multibatch_batch_size"] = batch
@@ -188,7 +213,7 @@ def pisa_queries(qv: np.ndarray, qo: np.ndarray) -> list[tuple[int, dict[str, fl
     them to the extension (weights already float and scaled by ``toks_scale=1``)."""
     out = []
     for i in range(qo.shape[0] - 1):
-        t, c = np.unique(qv[qo[i]:qo[i + 1]], return_counts=True)
+        t, c = np.unique(qv[qo[i] : qo[i + 1]], return_counts=True)
         out.append((i, {f"t{a}": float(b) for a, b in zip(t.tolist(), c.tolist(), strict=True)}))
     return out
 
@@ -202,9 +227,19 @@ def pisa_core(ctxt, algo: str, inp: list, threads: int):
     docnos = np.empty(shape, object)
     ranks = np.empty(shape, np.int32)
     scores = np.empty(shape, np.float32)
-    size = pp._pisathon.retrieve(ctxt, algo, inp, k=K, threads=threads, query_weighted=1,
-                                 pretokenised=True, result_qidxs=qidx, result_docnos=docnos,
-                                 result_ranks=ranks, result_scores=scores)
+    size = pp._pisathon.retrieve(
+        ctxt,
+        algo,
+        inp,
+        k=K,
+        threads=threads,
+        query_weighted=1,
+        pretokenised=True,
+        result_qidxs=qidx,
+        result_docnos=docnos,
+        result_ranks=ranks,
+        result_scores=scores,
+    )
     return qidx[:size], docnos[:size]
 
 
@@ -229,7 +264,7 @@ def build_tantivy(values: np.ndarray, offsets: np.ndarray, n_vocab: int, heap_mb
     names = [f"t{i}" for i in range(n_vocab)]
     get = names.__getitem__
     for i in range(offsets.shape[0] - 1):
-        body = " ".join(map(get, values[offsets[i]:offsets[i + 1]].tolist()))
+        body = " ".join(map(get, values[offsets[i] : offsets[i + 1]].tolist()))
         writer.add_document(tantivy.Document(body=body, row=i))
     writer.commit()
     writer.wait_merging_threads()
@@ -241,9 +276,15 @@ def tantivy_queries(schema, names: list[str], qv: np.ndarray, qo: np.ndarray) ->
     import tantivy
 
     term, should = tantivy.Query.term_query, tantivy.Occur.Should
-    return [tantivy.Query.boolean_query(
-        [(should, term(schema, "body", names[t], index_option="freq"))
-         for t in qv[qo[i]:qo[i + 1]].tolist()]) for i in range(qo.shape[0] - 1)]
+    return [
+        tantivy.Query.boolean_query(
+            [
+                (should, term(schema, "body", names[t], index_option="freq"))
+                for t in qv[qo[i] : qo[i + 1]].tolist()
+            ]
+        )
+        for i in range(qo.shape[0] - 1)
+    ]
 
 
 def tantivy_search(searcher, queries: list, threads: int, pool) -> list:
@@ -267,8 +308,7 @@ def tantivy_top(searcher, hits: list) -> list[list[int]]:
 def overlap(ref: list[list[int]], got: list[list[int]]) -> float:
     """Mean over queries of |ref top-10 & got top-10| / min(10, |ref|) (queries whose
     reference is empty are skipped)."""
-    vals = [len(set(r) & set(g[:K])) / min(K, len(r)) for r, g in zip(ref, got, strict=True)
-            if r]
+    vals = [len(set(r) & set(g[:K])) / min(K, len(r)) for r, g in zip(ref, got, strict=True) if r]
     return float(np.mean(vals)) if vals else float("nan")
 
 
@@ -280,14 +320,30 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
     values, offsets, n_vocab = corpus["values"], corpus["offsets"], corpus["n_vocab"]
     qv, qo = gen.corpus_queries(corpus, args.max_queries)
     n_q = qo.shape[0] - 1
-    res: dict = {"corpus": name, "analyzer": corpus["analyzer"], "n_docs": n_docs,
-                 "n_vocab": n_vocab, "tokens_per_doc": round(corpus["tokens_per_doc"], 1),
-                 "n_queries": n_q, "tokens_per_query": round(float(qv.shape[0] / n_q), 2),
-                 "corpus_s": dt, "loadavg_at_start": load0, "build_s": {}, "bytes": {},
-                 "skipped": {}}
-    log(f"[{name} {n_docs:,}] " + json.dumps({k: res[k] for k in (
-        "analyzer", "n_vocab", "tokens_per_doc", "n_queries", "tokens_per_query")},
-        ensure_ascii=False))
+    res: dict = {
+        "corpus": name,
+        "analyzer": corpus["analyzer"],
+        "n_docs": n_docs,
+        "n_vocab": n_vocab,
+        "tokens_per_doc": round(corpus["tokens_per_doc"], 1),
+        "n_queries": n_q,
+        "tokens_per_query": round(float(qv.shape[0] / n_q), 2),
+        "corpus_s": dt,
+        "loadavg_at_start": load0,
+        "build_s": {},
+        "bytes": {},
+        "skipped": {},
+    }
+    log(
+        f"[{name} {n_docs:,}] "
+        + json.dumps(
+            {
+                k: res[k]
+                for k in ("analyzer", "n_vocab", "tokens_per_doc", "n_queries", "tokens_per_query")
+            },
+            ensure_ascii=False,
+        )
+    )
     threads = args.thread_list
     warm_n = min(n_q, 300)  # queries of the untimed warm-up call of each system
     runners: dict[str, object] = {}  # key -> fn(threads) -> raw output
@@ -296,7 +352,7 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
 
     # ---- fastrag (a tiny build, then warmup's index with rank directories and heads, first
     # compile or load the cached kernels: the timed build of the directories is the build)
-    BM25Index.build(values[:offsets[2]], offsets[:3], n_vocab, k1=args.k1, b=args.b)
+    BM25Index.build(values[: offsets[2]], offsets[:3], n_vocab, k1=args.k1, b=args.b)
     _bm25_rank()
     gc.collect()
     dt, index = timed(lambda: BM25Index.build(values, offsets, n_vocab, k1=args.k1, b=args.b))
@@ -307,32 +363,37 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
     res["build_s"]["fastrag_rank"], res["bytes"]["fastrag_rank"] = dt_rank, rank_bytes
     res["bytes"]["fastrag_heads"] = index.head_nbytes
     runners["fastrag"] = lambda t: index.search(qv, qo, K, num_threads=t)
-    warmers["fastrag"] = lambda t: index.search(qv[:qo[warm_n]], qo[:warm_n + 1], K,
-                                                num_threads=t)
-    tops["fastrag"] = lambda o: [o[0][i, :int(o[2][i])].tolist() for i in range(n_q)]
-    log(f"  fastrag build {dt:.2f} s, {index.nbytes / 2**20:,.0f} MiB; rank directories and "
+    warmers["fastrag"] = lambda t: index.search(
+        qv[: qo[warm_n]], qo[: warm_n + 1], K, num_threads=t
+    )
+    tops["fastrag"] = lambda o: [o[0][i, : int(o[2][i])].tolist() for i in range(n_q)]
+    log(
+        f"  fastrag build {dt:.2f} s, {index.nbytes / 2**20:,.0f} MiB; rank directories and "
         f"heads {dt_rank:.2f} s, {rank_bytes / 2**20:,.1f} MiB (heads "
-        f"{index.head_nbytes / 2**20:,.1f})")
+        f"{index.head_nbytes / 2**20:,.1f})"
+    )
 
     # ---- bm25s
     bm = None
-    q_lists = [qv[qo[i]:qo[i + 1]].tolist() for i in range(n_q)]
+    q_lists = [qv[qo[i] : qo[i + 1]].tolist() for i in range(n_q)]
     if "bm25s" in peers and n_docs > args.bm25s_max_docs:
         res["skipped"]["bm25s"] = f"n_docs > --bm25s-max-docs {args.bm25s_max_docs:,}"
     elif "bm25s" in peers:
         bm25s = peers["bm25s"]
         docs = as_lists(values, offsets)
         vocab = {str(t): i for i, t in enumerate(corpus["vocab"].tolist())}
-        bm = bm25s.BM25(method="lucene", k1=args.k1, b=args.b,
-                        backend="numpy" if args.smoke else "numba")
+        bm = bm25s.BM25(
+            method="lucene", k1=args.k1, b=args.b, backend="numpy" if args.smoke else "numba"
+        )
         gc.collect()
         dt, _ = timed(lambda: bm.index((docs, vocab), show_progress=False))
         del docs, vocab
         gc.collect()
         res["build_s"]["bm25s"], res["bytes"]["bm25s"] = dt, bm25s_nbytes(bm)
         runners["bm25s"] = lambda t: bm.retrieve(q_lists, k=K, show_progress=False, n_threads=t)
-        warmers["bm25s"] = lambda t: bm.retrieve(q_lists[:warm_n], k=K, show_progress=False,
-                                                 n_threads=t)
+        warmers["bm25s"] = lambda t: bm.retrieve(
+            q_lists[:warm_n], k=K, show_progress=False, n_threads=t
+        )
         tops["bm25s"] = lambda o: np.asarray(o[0]).tolist()
         log(f"  bm25s build {dt:.2f} s")
 
@@ -352,9 +413,17 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
         inp = pisa_queries(qv, qo)
         retrievers = {}
         for quant in ("exact", "quant"):
-            dt, retr = timed(lambda q=quant: pidx.bm25(
-                k1=args.k1, b=args.b, num_results=K, threads=1, query_weighted=True,
-                toks_scale=1.0, precompute_impact=q == "quant"))
+            dt, retr = timed(
+                lambda q=quant: pidx.bm25(
+                    k1=args.k1,
+                    b=args.b,
+                    num_results=K,
+                    threads=1,
+                    query_weighted=True,
+                    toks_scale=1.0,
+                    precompute_impact=q == "quant",
+                )
+            )
             retrievers[quant] = retr
             res["build_s"][f"pisa_prepare_{quant}"] = dt  # wand data + compression
             for algo in PISA_ALGOS:
@@ -363,19 +432,25 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
                 warmers[key] = lambda t, c=retr._ctxt, a=algo: pisa_core(c, a, inp[:warm_n], t)
                 tops[key] = lambda o: pisa_top(o, n_q)
         # wand data + compressed postings of each configuration (files *.q0.bmw.64*, *.q1.*)
-        res["bytes"]["pisa"] = {q: sum(f.stat().st_size for f in path.iterdir()
-                                       if f".q{int(q == 'quant')}.bmw." in f.name)
-                                for q in ("exact", "quant")}
-        log(f"  PISA files {res['build_s']['pisa_files']:.1f} s, prepare "
+        res["bytes"]["pisa"] = {
+            q: sum(
+                f.stat().st_size for f in path.iterdir() if f".q{int(q == 'quant')}.bmw." in f.name
+            )
+            for q in ("exact", "quant")
+        }
+        log(
+            f"  PISA files {res['build_s']['pisa_files']:.1f} s, prepare "
             f"{res['build_s']['pisa_prepare_exact']:.1f} / "
-            f"{res['build_s']['pisa_prepare_quant']:.1f} s")
+            f"{res['build_s']['pisa_prepare_quant']:.1f} s"
+        )
 
     # ---- tantivy
     pool = ThreadPoolExecutor(max(threads))
     searcher = None
     if "tantivy" in peers:
         dt, (tindex, schema, names) = timed(
-            lambda: build_tantivy(values, offsets, n_vocab, args.tantivy_heap_mb))
+            lambda: build_tantivy(values, offsets, n_vocab, args.tantivy_heap_mb)
+        )
         searcher = tindex.searcher()
         tq = tantivy_queries(schema, names, qv, qo)
         del names
@@ -410,16 +485,24 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
     if "pisa" in peers:
         import pandas as pd
 
-        df = pd.DataFrame({"qid": [str(i) for i in range(n_q)],
-                           "query_toks": [d for _, d in inp]})
+        df = pd.DataFrame({"qid": [str(i) for i in range(n_q)], "query_toks": [d for _, d in inp]})
         res["pisa_transform_qps"] = {}
         for t in threads:
-            best = max((k for k in runs if k.startswith("pisa") and k.endswith(f"@{t}t")),
-                       key=res["qps"].get)
+            best = max(
+                (k for k in runs if k.startswith("pisa") and k.endswith(f"@{t}t")),
+                key=res["qps"].get,
+            )
             _, algo, quant = best.split("@")[0].split(":")
-            retr = pidx.bm25(k1=args.k1, b=args.b, num_results=K, threads=t,
-                             query_weighted=True, toks_scale=1.0,
-                             precompute_impact=quant == "quant", query_algorithm=algo)
+            retr = pidx.bm25(
+                k1=args.k1,
+                b=args.b,
+                num_results=K,
+                threads=t,
+                query_weighted=True,
+                toks_scale=1.0,
+                precompute_impact=quant == "quant",
+                query_algorithm=algo,
+            )
             retr.transform(df.iloc[:warm_n])
             ts = [timed(lambda r=retr: r.transform(df))[0] for _ in range(args.repeats)]
             res["pisa_transform_qps"][f"{best.split('@')[0]}@{t}t"] = n_q / median(ts)
@@ -429,31 +512,37 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
     ref = tops["fastrag"](first["fastrag"])
     if bm is not None:
         b_ids, b_scores = first["bm25s"]
-        res["verify_vs_bm25s"] = verify(index, first["fastrag"], np.asarray(b_ids),
-                                        np.asarray(b_scores), qv, qo)
+        res["verify_vs_bm25s"] = verify(
+            index, first["fastrag"], np.asarray(b_ids), np.asarray(b_scores), qv, qo
+        )
         log(f"  fastrag vs bm25s: {res['verify_vs_bm25s']}")
         res["overlap_reference"] = "bm25s"
         ref = tops["bm25s"](first["bm25s"])
         counts = first["fastrag"][2]
-        ref = [r[:int(c)] for r, c in zip(ref, counts, strict=True)]  # drop zero-score filler
+        ref = [r[: int(c)] for r, c in zip(ref, counts, strict=True)]  # drop zero-score filler
     else:
         res["overlap_reference"] = "fastrag (bm25s not run; equal to bm25s where both run)"
-    res["overlap_top10"] = {k: overlap(ref, tops[k](first[k])) for k in runners
-                            if k != "bm25s"}
+    res["overlap_top10"] = {k: overlap(ref, tops[k](first[k])) for k in runners if k != "bm25s"}
     if "pisa" in peers:  # the algorithms are rank-safe: same top-10 set per query?
         res["pisa_algorithms_same_top10"] = {}
         for quant in ("exact", "quant"):
-            sets = [[set(x) for x in tops[k](first[k])]
-                    for k in (f"pisa:{al}:{quant}" for al in PISA_ALGOS)]
-            res["pisa_algorithms_same_top10"][quant] = float(np.mean(
-                [s[1:] == s[:-1] for s in zip(*sets, strict=True)]))
+            sets = [
+                [set(x) for x in tops[k](first[k])]
+                for k in (f"pisa:{al}:{quant}" for al in PISA_ALGOS)
+            ]
+            res["pisa_algorithms_same_top10"][quant] = float(
+                np.mean([s[1:] == s[:-1] for s in zip(*sets, strict=True)])
+            )
     if len(threads) > 1:
         f1 = first["fastrag"]
         f2 = index.search(qv, qo, K, num_threads=threads[-1])
-        res["fastrag_threads_identical"] = all(np.array_equal(a, b)
-                                               for a, b in zip(f1, f2, strict=True))
-    log(f"  top-10 overlap with {res['overlap_reference'].split()[0]}: "
-        + "  ".join(f"{k}={v:.3f}" for k, v in res["overlap_top10"].items()))
+        res["fastrag_threads_identical"] = all(
+            np.array_equal(a, b) for a, b in zip(f1, f2, strict=True)
+        )
+    log(
+        f"  top-10 overlap with {res['overlap_reference'].split()[0]}: "
+        + "  ".join(f"{k}={v:.3f}" for k, v in res["overlap_top10"].items())
+    )
 
     pool.shutdown()
     if pisa_dir is not None:
@@ -469,8 +558,11 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
 # ----------------------------------------------------------------------------------- report
 def pisa_best(r: dict, t: int) -> tuple[str | None, float | None]:
     """PISA's fastest configuration at ``t`` threads and its q/s."""
-    cands = [(v, k.split("@")[0]) for k, v in r.get("qps", {}).items()
-             if k.startswith("pisa") and k.endswith(f"@{t}t")]
+    cands = [
+        (v, k.split("@")[0])
+        for k, v in r.get("qps", {}).items()
+        if k.startswith("pisa") and k.endswith(f"@{t}t")
+    ]
     if not cands:
         return None, None
     v, k = max(cands)
@@ -491,29 +583,49 @@ def goals(payload: dict) -> list[dict]:
     """The two goals of issue 13 / goal 4, evaluated on what this run measured."""
     out = []
     for corpus in payload["args"]["corpora"].split(","):
-        rows = [r for r in payload["blocks"]
-                if r["corpus"] == corpus and r["n_docs"] == 1_000_000]
+        rows = [r for r in payload["blocks"] if r["corpus"] == corpus and r["n_docs"] == 1_000_000]
         if not rows:
-            out.append({"goal": f"fastrag >= 2x PISA fastest, {corpus}, 1M docs, 1 thread",
-                        "status": "NOT MEASURED"})
+            out.append(
+                {
+                    "goal": f"fastrag >= 2x PISA fastest, {corpus}, 1M docs, 1 thread",
+                    "status": "NOT MEASURED",
+                }
+            )
             continue
         r = rows[0]
         cfg, best = pisa_best(r, 1)
         x = ratio(r["qps"].get("fastrag@1t"), best)
-        out.append({"goal": f"fastrag >= 2x PISA fastest, {corpus}, 1M docs, 1 thread",
-                    "pisa_config": cfg, "ratio": x, "paired": paired(
-                        r, "fastrag@1t", f"pisa:{cfg}@1t") if cfg else None,
-                    "status": "PASS" if x >= 2 else "FAIL"})
-    rows = [r for r in payload["blocks"] if r["corpus"] == "cmrc_jieba"
-            and r["n_docs"] == 200_000 and "bm25s@1t" in r["qps"]]
+        out.append(
+            {
+                "goal": f"fastrag >= 2x PISA fastest, {corpus}, 1M docs, 1 thread",
+                "pisa_config": cfg,
+                "ratio": x,
+                "paired": paired(r, "fastrag@1t", f"pisa:{cfg}@1t") if cfg else None,
+                "status": "PASS" if x >= 2 else "FAIL",
+            }
+        )
+    rows = [
+        r
+        for r in payload["blocks"]
+        if r["corpus"] == "cmrc_jieba" and r["n_docs"] == 200_000 and "bm25s@1t" in r["qps"]
+    ]
     if rows:
         x = ratio(rows[0]["qps"]["fastrag@1t"], rows[0]["qps"]["bm25s@1t"])
-        out.append({"goal": "fastrag >= 4x bm25s, cmrc_jieba, 200k docs, 1 thread",
-                    "ratio": x, "paired": paired(rows[0], "fastrag@1t", "bm25s@1t"),
-                    "status": "PASS" if x >= 4 else "FAIL"})
+        out.append(
+            {
+                "goal": "fastrag >= 4x bm25s, cmrc_jieba, 200k docs, 1 thread",
+                "ratio": x,
+                "paired": paired(rows[0], "fastrag@1t", "bm25s@1t"),
+                "status": "PASS" if x >= 4 else "FAIL",
+            }
+        )
     else:
-        out.append({"goal": "fastrag >= 4x bm25s, cmrc_jieba, 200k docs, 1 thread",
-                    "status": "NOT MEASURED"})
+        out.append(
+            {
+                "goal": "fastrag >= 4x bm25s, cmrc_jieba, 200k docs, 1 thread",
+                "status": "NOT MEASURED",
+            }
+        )
     return out
 
 
@@ -529,15 +641,18 @@ def render(payload: dict) -> str:
         f"k1={a['k1']}, b={a['b']} for every system (tantivy's are fixed at 1.2/0.75). "
         f"Medians of {a['repeats']} interleaved repeats; wall {payload.get('wall_s', 0):.0f} s. "
         "The machine is shared with other jobs: absolute q/s drift, ratios are measured back "
-        "to back in one process (paired = median of per-repeat time ratios).")
+        "to back in one process (paired = median of per-repeat time ratios)."
+    )
     lines.append("")
     for i, r in enumerate(payload.get("runs", [])):
         ra = r["args"]
-        lines.append(f"- run {i}: corpora {ra['corpora']}, sizes {ra['sizes']}, peers "
-                     f"{ra['peers']}, bm25s up to {ra['bm25s_max_docs']:,} docs; load at start "
-                     f"{[round(x, 2) for x in r['machine']['loadavg_at_start']]}, at end "
-                     f"{[round(x, 2) for x in r['loadavg_at_end'] or []]}; wall "
-                     f"{r['wall_s'] or 0:.0f} s; {r['machine']['date']}")
+        lines.append(
+            f"- run {i}: corpora {ra['corpora']}, sizes {ra['sizes']}, peers "
+            f"{ra['peers']}, bm25s up to {ra['bm25s_max_docs']:,} docs; load at start "
+            f"{[round(x, 2) for x in r['machine']['loadavg_at_start']]}, at end "
+            f"{[round(x, 2) for x in r['loadavg_at_end'] or []]}; wall "
+            f"{r['wall_s'] or 0:.0f} s; {r['machine']['date']}"
+        )
     if payload.get("runs"):
         lines.append("")
     for s, why in payload.get("peers_skipped", {}).items():
@@ -546,10 +661,15 @@ def render(payload: dict) -> str:
     lines.append("## Goals")
     lines.append("")
     for g in payload.get("goals", []):
-        extra = "" if "ratio" not in g else (
-            f": {g['ratio']:.2f}x" + (f" (paired {g['paired']:.2f}x)" if g.get("paired")
-                                      else "")
-            + (f" vs PISA {g['pisa_config']}" if g.get("pisa_config") else ""))
+        extra = (
+            ""
+            if "ratio" not in g
+            else (
+                f": {g['ratio']:.2f}x"
+                + (f" (paired {g['paired']:.2f}x)" if g.get("paired") else "")
+                + (f" vs PISA {g['pisa_config']}" if g.get("pisa_config") else "")
+            )
+        )
         lines.append(f"- **{g['status']}** {g['goal']}{extra}")
     lines.append("")
     lines.append("## Queries/s (top-10)")
@@ -560,32 +680,76 @@ def render(payload: dict) -> str:
             cfg, best = pisa_best(r, t)
             q = r["qps"]
             f = q.get(f"fastrag@{t}t")
-            rows.append([r["corpus"], r["n_docs"], t, f, best, cfg, q.get(f"tantivy@{t}t"),
-                         q.get(f"bm25s@{t}t"), ratio(f, best),
-                         paired(r, f"fastrag@{t}t", f"pisa:{cfg}@{t}t") if cfg else None,
-                         ratio(f, q.get(f"tantivy@{t}t")), ratio(f, q.get(f"bm25s@{t}t")),
-                         paired(r, f"fastrag@{t}t", f"bm25s@{t}t")])
-    lines.append(markdown_table(
-        ["corpus", "docs", "threads", "fastrag", "PISA fastest", "PISA config", "tantivy",
-         "bm25s", "fastrag / PISA", "paired", "fastrag / tantivy", "fastrag / bm25s",
-         "paired"], rows))
+            rows.append(
+                [
+                    r["corpus"],
+                    r["n_docs"],
+                    t,
+                    f,
+                    best,
+                    cfg,
+                    q.get(f"tantivy@{t}t"),
+                    q.get(f"bm25s@{t}t"),
+                    ratio(f, best),
+                    paired(r, f"fastrag@{t}t", f"pisa:{cfg}@{t}t") if cfg else None,
+                    ratio(f, q.get(f"tantivy@{t}t")),
+                    ratio(f, q.get(f"bm25s@{t}t")),
+                    paired(r, f"fastrag@{t}t", f"bm25s@{t}t"),
+                ]
+            )
+    lines.append(
+        markdown_table(
+            [
+                "corpus",
+                "docs",
+                "threads",
+                "fastrag",
+                "PISA fastest",
+                "PISA config",
+                "tantivy",
+                "bm25s",
+                "fastrag / PISA",
+                "paired",
+                "fastrag / tantivy",
+                "fastrag / bm25s",
+                "paired",
+            ],
+            rows,
+        )
+    )
     lines.append("")
-    lines.append("## PISA configurations (q/s; `exact`: BM25 at query time, `quant`: "
-                 "precomputed quantised impacts)")
+    lines.append(
+        "## PISA configurations (q/s; `exact`: BM25 at query time, `quant`: "
+        "precomputed quantised impacts)"
+    )
     lines.append("")
     keys = [f"{al}:{qu}" for qu in ("exact", "quant") for al in PISA_ALGOS]
-    rows = [[r["corpus"], r["n_docs"], t] + [r["qps"].get(f"pisa:{k}@{t}t") for k in keys]
-            + [next((v for k, v in r.get("pisa_transform_qps", {}).items()
-                     if k.endswith(f"@{t}t")), None)]
-            for r in payload["blocks"] for t in a["thread_list"] if "pisa_transform_qps" in r]
+    rows = [
+        [r["corpus"], r["n_docs"], t]
+        + [r["qps"].get(f"pisa:{k}@{t}t") for k in keys]
+        + [
+            next(
+                (v for k, v in r.get("pisa_transform_qps", {}).items() if k.endswith(f"@{t}t")),
+                None,
+            )
+        ]
+        for r in payload["blocks"]
+        for t in a["thread_list"]
+        if "pisa_transform_qps" in r
+    ]
     if rows:
-        lines.append(markdown_table(["corpus", "docs", "threads"] + keys
-                                    + ["fastest via .transform(df)"], rows))
+        lines.append(
+            markdown_table(
+                ["corpus", "docs", "threads"] + keys + ["fastest via .transform(df)"], rows
+            )
+        )
         lines.append("")
-        lines.append("The configuration columns time `_pisathon.retrieve` (the extension call "
-                     "inside `PisaRetrieve.transform`) on prebuilt query dicts; the last "
-                     "column times the public `.transform(DataFrame)` of the fastest one, "
-                     "which also converts the query dicts and builds the result DataFrame.")
+        lines.append(
+            "The configuration columns time `_pisathon.retrieve` (the extension call "
+            "inside `PisaRetrieve.transform`) on prebuilt query dicts; the last "
+            "column times the public `.transform(DataFrame)` of the fastest one, "
+            "which also converts the query dicts and builds the result DataFrame."
+        )
         lines.append("")
     lines.append("## Top-10 overlap with bm25s (mean |intersection| / 10) and exactness")
     lines.append("")
@@ -595,59 +759,120 @@ def render(payload: dict) -> str:
         o = r.get("overlap_top10", {})
         v = r.get("verify_vs_bm25s")
         agree = r.get("pisa_algorithms_same_top10", {})
-        rows.append([r["corpus"], r["n_docs"], r["n_queries"]] + [o.get(k) for k in okeys]
-                    + [agree.get("exact"), agree.get("quant"),
-                       ("yes" if v["identical"] else f"NO {v}") if v else "not run",
-                       r["overlap_reference"].split()[0]])
-    lines.append(markdown_table(
-        ["corpus", "docs", "queries", "fastrag", "PISA exact", "PISA quant", "tantivy",
-         "PISA algos same top-10 (exact)", "(quant)", "fastrag top-10 == bm25s",
-         "reference"], rows))
+        rows.append(
+            [r["corpus"], r["n_docs"], r["n_queries"]]
+            + [o.get(k) for k in okeys]
+            + [
+                agree.get("exact"),
+                agree.get("quant"),
+                ("yes" if v["identical"] else f"NO {v}") if v else "not run",
+                r["overlap_reference"].split()[0],
+            ]
+        )
+    lines.append(
+        markdown_table(
+            [
+                "corpus",
+                "docs",
+                "queries",
+                "fastrag",
+                "PISA exact",
+                "PISA quant",
+                "tantivy",
+                "PISA algos same top-10 (exact)",
+                "(quant)",
+                "fastrag top-10 == bm25s",
+                "reference",
+            ],
+            rows,
+        )
+    )
     lines.append("")
-    lines.append("PISA's overlap is shown for maxscore; \"PISA algos same top-10\" is the share of "
-                 "queries on which the three algorithms return the same top-10 set. Overlap "
-                 "divides by min(10, matches) when a query matches fewer than 10 documents. "
-                 "fastrag's overlap is below 1 only through exact-score ties at 10th place: "
-                 "the tie-aware check (\"fastrag top-10 == bm25s\") finds no position whose "
-                 "score differs. tantivy's small gap comes from its one-byte document lengths; "
-                 "PISA's from its idf (terms in more than half the documents score ~0) and, "
-                 "for `quant`, 8-bit impacts.")
+    lines.append(
+        'PISA\'s overlap is shown for maxscore; "PISA algos same top-10" is the share of '
+        "queries on which the three algorithms return the same top-10 set. Overlap "
+        "divides by min(10, matches) when a query matches fewer than 10 documents. "
+        "fastrag's overlap is below 1 only through exact-score ties at 10th place: "
+        'the tie-aware check ("fastrag top-10 == bm25s") finds no position whose '
+        "score differs. tantivy's small gap comes from its one-byte document lengths; "
+        "PISA's from its idf (terms in more than half the documents score ~0) and, "
+        "for `quant`, 8-bit impacts."
+    )
     lines.append("")
-    lines.append("Threads: tantivy-py answers one query per call (a Python loop; 2 threads are "
-                 "two Python threads, the search releases the GIL); PISA's retrieve loop takes "
-                 "the GIL per query to read its dict and to make the docno strings. With a "
-                 "1-minute load above 2 on these 2 cores, the 2-thread figures had no spare "
-                 "core: compare systems at 1 thread there.")
+    lines.append(
+        "Threads: tantivy-py answers one query per call (a Python loop; 2 threads are "
+        "two Python threads, the search releases the GIL); PISA's retrieve loop takes "
+        "the GIL per query to read its dict and to make the docno strings. With a "
+        "1-minute load above 2 on these 2 cores, the 2-thread figures had no spare "
+        "core: compare systems at 1 thread there."
+    )
     lines.append("")
     lines.append("## Corpora, builds, load")
     lines.append("")
     rows = []
     for r in payload["blocks"]:
         b = r["build_s"]
-        rows.append([r["corpus"], r["analyzer"], r["n_docs"], r["n_vocab"], r["tokens_per_doc"],
-                     r["tokens_per_query"], b.get("fastrag"), b.get("bm25s"),
-                     b.get("pisa_files"), b.get("pisa_prepare_exact"),
-                     b.get("pisa_prepare_quant"), b.get("tantivy"), r.get("tantivy_segments"),
-                     r["bytes"]["fastrag"] / 2**20, b.get("fastrag_rank"),
-                     (r["bytes"].get("fastrag_rank") or 0) / 2**20,
-                     (r["bytes"].get("fastrag_heads") or 0) / 2**20,
-                     (r["bytes"].get("pisa", {}).get("quant") or 0) / 2**20 or None,
-                     f"{r['loadavg_at_start'][0]:.2f} -> {r['loadavg_at_end'][0]:.2f}",
-                     r["block_s"]])
-    lines.append(markdown_table(
-        ["corpus", "analyzer", "docs", "vocab", "tok/doc", "tok/query", "fastrag build s",
-         "bm25s build s", "PISA files s", "PISA prepare exact s", "PISA prepare quant s",
-         "tantivy build s", "tantivy segments", "fastrag MiB", "rank dirs + heads s",
-         "rank dirs + heads MiB", "of which heads MiB", "PISA quant MiB",
-         "load 1-min start -> end", "block wall s"], rows))
+        rows.append(
+            [
+                r["corpus"],
+                r["analyzer"],
+                r["n_docs"],
+                r["n_vocab"],
+                r["tokens_per_doc"],
+                r["tokens_per_query"],
+                b.get("fastrag"),
+                b.get("bm25s"),
+                b.get("pisa_files"),
+                b.get("pisa_prepare_exact"),
+                b.get("pisa_prepare_quant"),
+                b.get("tantivy"),
+                r.get("tantivy_segments"),
+                r["bytes"]["fastrag"] / 2**20,
+                b.get("fastrag_rank"),
+                (r["bytes"].get("fastrag_rank") or 0) / 2**20,
+                (r["bytes"].get("fastrag_heads") or 0) / 2**20,
+                (r["bytes"].get("pisa", {}).get("quant") or 0) / 2**20 or None,
+                f"{r['loadavg_at_start'][0]:.2f} -> {r['loadavg_at_end'][0]:.2f}",
+                r["block_s"],
+            ]
+        )
+    lines.append(
+        markdown_table(
+            [
+                "corpus",
+                "analyzer",
+                "docs",
+                "vocab",
+                "tok/doc",
+                "tok/query",
+                "fastrag build s",
+                "bm25s build s",
+                "PISA files s",
+                "PISA prepare exact s",
+                "PISA prepare quant s",
+                "tantivy build s",
+                "tantivy segments",
+                "fastrag MiB",
+                "rank dirs + heads s",
+                "rank dirs + heads MiB",
+                "of which heads MiB",
+                "PISA quant MiB",
+                "load 1-min start -> end",
+                "block wall s",
+            ],
+            rows,
+        )
+    )
     lines.append("")
-    lines.append("Build times are not compared: PISA's files are written by this script with "
-                 "numpy (byte-identical to `toks_indexer`, checked in `--smoke`); \"prepare\" is "
-                 "PISA's wand data + compression. tantivy is timed from token ids (string join "
-                 "in Python + indexing, one writer thread). fastrag's rank directories "
-                 "(bitmaps of the terms in >= 1/16 of the documents) and impact heads (their "
-                 "heaviest 1/32 postings), derived at load, not saved, are built on first use; "
-                 "here before the timed searches.")
+    lines.append(
+        "Build times are not compared: PISA's files are written by this script with "
+        'numpy (byte-identical to `toks_indexer`, checked in `--smoke`); "prepare" is '
+        "PISA's wand data + compression. tantivy is timed from token ids (string join "
+        "in Python + indexing, one writer thread). fastrag's rank directories "
+        "(bitmaps of the terms in >= 1/16 of the documents) and impact heads (their "
+        "heaviest 1/32 postings), derived at load, not saved, are built on first use; "
+        "here before the timed searches."
+    )
     for r in payload["blocks"]:
         if r["skipped"]:
             lines.append("")
@@ -663,24 +888,35 @@ def plot(payload: dict, path: Path) -> None:
 
     corpora = list(dict.fromkeys(r["corpus"] for r in payload["blocks"]))
     fig, axes = plt.subplots(1, len(corpora), figsize=(5.5 * len(corpora), 4.2), squeeze=False)
-    systems = (("fastrag", "fastrag"), ("pisa", "PISA fastest"), ("tantivy", "tantivy"),
-               ("bm25s", "bm25s"))
+    systems = (
+        ("fastrag", "fastrag"),
+        ("pisa", "PISA fastest"),
+        ("tantivy", "tantivy"),
+        ("bm25s", "bm25s"),
+    )
     for ax, corpus in zip(axes[0], corpora, strict=True):
-        groups = [(r, t) for r in payload["blocks"] if r["corpus"] == corpus
-                  for t in payload["args"]["thread_list"]]
+        groups = [
+            (r, t)
+            for r in payload["blocks"]
+            if r["corpus"] == corpus
+            for t in payload["args"]["thread_list"]
+        ]
         x = np.arange(len(groups))
         w = 0.8 / len(systems)
         for j, (key, label) in enumerate(systems):
-            ys = [(pisa_best(r, t)[1] if key == "pisa" else r["qps"].get(f"{key}@{t}t")) or 0
-                  for r, t in groups]
+            ys = [
+                (pisa_best(r, t)[1] if key == "pisa" else r["qps"].get(f"{key}@{t}t")) or 0
+                for r, t in groups
+            ]
             ax.bar(x + (j - 1.5) * w, ys, w, label=label)
         ax.set_xticks(x, [f"{r['n_docs'] // 1000:,}k\n{t} thr" for r, t in groups])
         ax.set_yscale("log")
         ax.set_ylabel("queries / s (top-10)")
         ax.set_title(corpus)
         ax.grid(True, axis="y", which="both", alpha=0.3)
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(systems),
-               fontsize=9)
+    fig.legend(
+        *axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(systems), fontsize=9
+    )
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
 
@@ -692,11 +928,20 @@ def merge(paths: list[str]) -> dict:
     runs = [json.loads(Path(p).read_text()) for p in paths]
     payload = dict(runs[0])
     order = {c: i for i, c in enumerate(gen.CORPORA)}
-    payload["blocks"] = sorted((b | {"run": i} for i, r in enumerate(runs) for b in r["blocks"]),
-                               key=lambda b: (b["n_docs"], order.get(b["corpus"], 99)))
-    payload["runs"] = [{"file": str(p), "args": r["args"], "machine": r["machine"],
-                        "wall_s": r.get("wall_s"), "loadavg_at_end": r.get("loadavg_at_end")}
-                       for p, r in zip(paths, runs, strict=True)]
+    payload["blocks"] = sorted(
+        (b | {"run": i} for i, r in enumerate(runs) for b in r["blocks"]),
+        key=lambda b: (b["n_docs"], order.get(b["corpus"], 99)),
+    )
+    payload["runs"] = [
+        {
+            "file": str(p),
+            "args": r["args"],
+            "machine": r["machine"],
+            "wall_s": r.get("wall_s"),
+            "loadavg_at_end": r.get("loadavg_at_end"),
+        }
+        for p, r in zip(paths, runs, strict=True)
+    ]
     corpora = sorted({b["corpus"] for b in payload["blocks"]}, key=lambda c: order.get(c, 99))
     payload["args"] = runs[0]["args"] | {"corpora": ",".join(corpora)}
     payload["wall_s"] = sum(r.get("wall_s") or 0 for r in runs)
@@ -708,29 +953,44 @@ def merge(paths: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--peers", default="pisa,tantivy,bm25s",
-                    help=f"comma-separated subset of {','.join(PEERS)} (fastrag always runs)")
-    ap.add_argument("--corpora", default="zipf,cmrc_jieba,english",
-                    help=f"comma-separated subset of {','.join(gen.CORPORA)}")
+    ap.add_argument(
+        "--peers",
+        default="pisa,tantivy,bm25s",
+        help=f"comma-separated subset of {','.join(PEERS)} (fastrag always runs)",
+    )
+    ap.add_argument(
+        "--corpora",
+        default="zipf,cmrc_jieba,english",
+        help=f"comma-separated subset of {','.join(gen.CORPORA)}",
+    )
     ap.add_argument("--sizes", default="200000,1000000", help="documents per corpus")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--k1", type=float, default=1.2)
     ap.add_argument("--b", type=float, default=0.75)
     ap.add_argument("--max-queries", type=int, default=0, help="0: all of the corpus's queries")
-    ap.add_argument("--bm25s-max-docs", type=int, default=1_000_000,
-                    help="skip bm25s above this many documents")
+    ap.add_argument(
+        "--bm25s-max-docs", type=int, default=1_000_000, help="skip bm25s above this many documents"
+    )
     ap.add_argument("--tantivy-heap-mb", type=int, default=2000)
-    ap.add_argument("--pisa-check-build", action="store_true",
-                    help="compare the PISA files with toks_indexer's (slow; on in --smoke)")
+    ap.add_argument(
+        "--pisa-check-build",
+        action="store_true",
+        help="compare the PISA files with toks_indexer's (slow; on in --smoke)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--smoke", action="store_true", help="tiny run for CI")
     ap.add_argument("--out", default=None, help="results directory (default bench/results)")
-    ap.add_argument("--name", default=None,
-                    help="results file name (default bm25_pisa, or bm25_pisa_smoke)")
+    ap.add_argument(
+        "--name", default=None, help="results file name (default bm25_pisa, or bm25_pisa_smoke)"
+    )
     ap.add_argument("--from-json", help="re-render the Markdown and plot of a results JSON")
-    ap.add_argument("--merge", nargs="+", metavar="JSON",
-                    help="merge these results JSONs into --out (blocks of several runs)")
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="merge these results JSONs into --out (blocks of several runs)",
+    )
     args = ap.parse_args(argv)
     if args.merge:
         payload = merge(args.merge)
@@ -761,9 +1021,15 @@ def main(argv: list[str] | None = None) -> None:
         else:
             peers[p] = mod
     t0 = time.perf_counter()
-    payload: dict = {"args": vars(args), "machine": machine_info(
-        ["bm25s", "pyterrier-pisa", "pyterrier", "tantivy", "pandas", "scipy"]),
-        "fastrag_file": fastrag.__file__, "peers_skipped": skipped, "blocks": []}
+    payload: dict = {
+        "args": vars(args),
+        "machine": machine_info(
+            ["bm25s", "pyterrier-pisa", "pyterrier", "tantivy", "pandas", "scipy"]
+        ),
+        "fastrag_file": fastrag.__file__,
+        "peers_skipped": skipped,
+        "blocks": [],
+    }
     out = Path(args.out) if args.out else RESULTS_DIR
     name = args.name or ("bm25_pisa_smoke" if args.smoke else "bm25_pisa")
     for n_docs in sorted(int(s) for s in args.sizes.split(",") if s):
@@ -780,12 +1046,18 @@ def main(argv: list[str] | None = None) -> None:
         plot(payload, out / f"{name}.png")
     print(md)
     log(f"wrote {jp} and {mp} in {payload['wall_s']:.0f} s")
-    bad = [(r["corpus"], r["n_docs"]) for r in payload["blocks"]
-           if r.get("verify_vs_bm25s") and not r["verify_vs_bm25s"]["identical"]]
+    bad = [
+        (r["corpus"], r["n_docs"])
+        for r in payload["blocks"]
+        if r.get("verify_vs_bm25s") and not r["verify_vs_bm25s"]["identical"]
+    ]
     if bad:
         raise SystemExit(f"fastrag's top-10 differs from bm25s's for {bad}")
-    broken = [(r["corpus"], r["n_docs"]) for r in payload["blocks"]
-              if not r.get("pisa_build_check", {"identical": True})["identical"]]
+    broken = [
+        (r["corpus"], r["n_docs"])
+        for r in payload["blocks"]
+        if not r.get("pisa_build_check", {"identical": True})["identical"]
+    ]
     if broken:
         raise SystemExit(f"PISA files differ from toks_indexer's for {broken}")
 

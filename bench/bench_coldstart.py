@@ -78,16 +78,26 @@ def _prime() -> None:
     This VM's kernel pages out memory idle for a few seconds (DAMON ``pageout``), so the first
     process after a pause read its packages from disk: 1.7-3.7 s more, in whichever phase it
     touched them first. That is the VM's, not what a fresh install compiles."""
-    subprocess.run([PYTHON[0], "-c", PRIME], capture_output=True, text=True, cwd=ROOT,
-                   timeout=600, check=True)
+    subprocess.run(
+        [PYTHON[0], "-c", PRIME], capture_output=True, text=True, cwd=ROOT, timeout=600, check=True
+    )
 
 
 def _child(cache: Path, n: int, background: bool = True) -> dict:
     _prime()
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache),
-           "FASTRAG_BACKGROUND_COMPILE": "1" if background else "0"}
-    proc = subprocess.run([PYTHON[0], "-c", CHILD, str(n)], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=1800)
+    env = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": str(cache),
+        "FASTRAG_BACKGROUND_COMPILE": "1" if background else "0",
+    }
+    proc = subprocess.run(
+        [PYTHON[0], "-c", CHILD, str(n)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -117,8 +127,7 @@ def _wait_background_exit(cache: Path, limit_s: float = 120.0) -> None:
         if pid is None:
             time.sleep(0.05)
     if pid is None:
-        raise RuntimeError(f"the background compile logged no pid under {cache} in "
-                           f"{limit_s:.0f} s")
+        raise RuntimeError(f"the background compile logged no pid under {cache} in {limit_s:.0f} s")
     stat = Path(f"/proc/{pid}/stat")
     while time.perf_counter() - t0 < limit_s:
         try:  # an exited process may stay a zombie where PID 1 does not reap it
@@ -134,8 +143,15 @@ def _warmup(cache: Path) -> float:
     _prime()
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
     t0 = time.perf_counter()
-    subprocess.run([PYTHON[0], "-m", "fastrag.cli", "warmup"], capture_output=True,
-                   text=True, cwd=ROOT, env=env, timeout=1800, check=True)
+    subprocess.run(
+        [PYTHON[0], "-m", "fastrag.cli", "warmup"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=1800,
+        check=True,
+    )
     return time.perf_counter() - t0
 
 
@@ -146,19 +162,33 @@ def _med(runs: list[dict], key: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true",
-                    help="one repeat, 100 paragraphs, the cold and warm cases only")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="one repeat, 100 paragraphs, the cold and warm cases only",
+    )
     ap.add_argument("--out", default=None, help="results folder (default bench/results/)")
-    ap.add_argument("--python", default=sys.executable,
-                    help="interpreter of the measured processes, e.g. a venv with only "
-                         "`pip install -e .` (what is installed changes import times: numba "
-                         "imports scipy and pyarrow imports pandas when they are there)")
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter of the measured processes, e.g. a venv with only "
+        "`pip install -e .` (what is installed changes import times: numba "
+        "imports scipy and pyarrow imports pandas when they are there)",
+    )
     ap.add_argument("--name", default="coldstart", help="results file name")
     args = ap.parse_args()
     PYTHON[0] = args.python
-    probe = subprocess.run([args.python, "-c", "import importlib.util as u; print(sorted(m for "
-                            "m in ('scipy', 'pandas', 'torch') if u.find_spec(m)))"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    probe = subprocess.run(
+        [
+            args.python,
+            "-c",
+            "import importlib.util as u; print(sorted(m for "
+            "m in ('scipy', 'pandas', 'torch') if u.find_spec(m)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     repeats = 1 if args.smoke else args.repeats
     n = 100 if args.smoke else 848
     info = machine_info(["numba"])
@@ -171,61 +201,109 @@ def main() -> None:
             ready_s.append(_wait_ready(cache, t0))  # nothing else runs meanwhile
             _wait_background_exit(cache)
             warm.append(_child(cache, n))
-            print(f"repeat {i}: cold {cold[-1]['first_hit_s']:.2f} s (kernels ready after "
-                  f"{ready_s[-1]:.1f} s), warm {warm[-1]['first_hit_s']:.2f} s", flush=True)
+            print(
+                f"repeat {i}: cold {cold[-1]['first_hit_s']:.2f} s (kernels ready after "
+                f"{ready_s[-1]:.1f} s), warm {warm[-1]['first_hit_s']:.2f} s",
+                flush=True,
+            )
             if args.smoke:  # the in-process and warm-up cases take a minute more each
                 continue
             inproc.append(_child(Path(tmp) / f"inproc{i}", n, background=False))
             wcache = Path(tmp) / f"warmup{i}"
             warm_s.append(_warmup(wcache))
             after.append(_child(wcache, n))
-            print(f"  in-process compile {inproc[-1]['first_hit_s']:.1f} s, warmup "
-                  f"{warm_s[-1]:.1f} s then {after[-1]['first_hit_s']:.2f} s", flush=True)
+            print(
+                f"  in-process compile {inproc[-1]['first_hit_s']:.1f} s, warmup "
+                f"{warm_s[-1]:.1f} s then {after[-1]['first_hit_s']:.2f} s",
+                flush=True,
+            )
     rows = []
-    for label, runs in (("cold: empty numba cache (background compile, NumPy path)", cold),
-                        ("cold, compiling in-process (FASTRAG_BACKGROUND_COMPILE=0)", inproc),
-                        ("warm cache (filled by the background compile)", warm),
-                        ("after `fastrag warmup`", after)):
+    for label, runs in (
+        ("cold: empty numba cache (background compile, NumPy path)", cold),
+        ("cold, compiling in-process (FASTRAG_BACKGROUND_COMPILE=0)", inproc),
+        ("warm cache (filled by the background compile)", warm),
+        ("after `fastrag warmup`", after),
+    ):
         if not runs:
             continue
-        rows.append([label, _med(runs, "import_s"), _med(runs, "ready_s"),
-                     _med(runs, "first_query_s"), _med(runs, "first_hit_s"),
-                     _med(runs, "batch_s"), all(r["said_compiling"] for r in runs)])
+        rows.append(
+            [
+                label,
+                _med(runs, "import_s"),
+                _med(runs, "ready_s"),
+                _med(runs, "first_query_s"),
+                _med(runs, "first_hit_s"),
+                _med(runs, "batch_s"),
+                all(r["said_compiling"] for r in runs),
+            ]
+        )
     goal_cold = _med(cold, "first_hit_s") <= 5.0
     goal_warm = _med(warm, "first_hit_s") <= 1.0
-    command = "python bench/bench_coldstart.py" + (" --smoke" if args.smoke else "") + (
-        f" --python {args.python} --name {args.name}" if args.python != sys.executable else "")
-    md = "\n".join([
-        f"# Cold start: first BM25 hit on the CMRC demo ({n} paragraphs, bm25_chinese)",
-        "",
-        f"Machine: {info['cpu']}, {info['usable_cores']} cores, load at start "
-        f"{info['loadavg_at_start']}, at end {list(os.getloadavg())}; commit {info['commit']};"
-        f" medians of {repeats} fresh processes per case. Interpreter: {args.python} "
-        f"(heavy optional packages importable there: {probe}). Each measured process and "
-        "warm-up follows an untimed process that imports the same packages: this VM pages out "
-        "idle memory within seconds (DAMON), page cache included.",
-        "",
-        markdown_table(["case", "import s", "ready s (KB + index)", "first query s",
-                        "first hit s (from start)", "batch of 3,219 s", "said compiling"],
-                       rows),
-        "",
-        f"Background compile of the cold case: kernels cached and marked ready "
-        f"{statistics.median(ready_s):.1f} s after the process started (median). "
-        + (f"`fastrag warmup` (empty cache): {statistics.median(warm_s):.1f} s." if warm_s
-           else "(smoke: the in-process and warm-up cases are left out)"),
-        "",
-        f"Goals (issue 13): cold first hit <= 5 s: {'PASS' if goal_cold else 'FAIL'}; warm "
-        f"first hit <= 1 s: {'PASS' if goal_warm else 'FAIL'}.",
-        "",
-        f"Reproduce: `{command}`",
-    ])
-    payload = {"machine": info, "n_paragraphs": n, "repeats": repeats, "cold": cold,
-               "cold_in_process": inproc, "background_ready_s": ready_s, "warm": warm,
-               "after_warmup": after, "warmup_s": warm_s,
-               "goal_cold_5s": goal_cold, "goal_warm_1s": goal_warm, "command": command,
-               "python": args.python, "optional_packages": probe}
-    write_results(args.name + ("_smoke" if args.smoke else ""), payload, md,
-                  Path(args.out) if args.out else None)
+    command = (
+        "python bench/bench_coldstart.py"
+        + (" --smoke" if args.smoke else "")
+        + (f" --python {args.python} --name {args.name}" if args.python != sys.executable else "")
+    )
+    md = "\n".join(
+        [
+            f"# Cold start: first BM25 hit on the CMRC demo ({n} paragraphs, bm25_chinese)",
+            "",
+            f"Machine: {info['cpu']}, {info['usable_cores']} cores, load at start "
+            f"{info['loadavg_at_start']}, at end {list(os.getloadavg())}; commit {info['commit']};"
+            f" medians of {repeats} fresh processes per case. Interpreter: {args.python} "
+            f"(heavy optional packages importable there: {probe}). Each measured process and "
+            "warm-up follows an untimed process that imports the same packages: this VM pages out "
+            "idle memory within seconds (DAMON), page cache included.",
+            "",
+            markdown_table(
+                [
+                    "case",
+                    "import s",
+                    "ready s (KB + index)",
+                    "first query s",
+                    "first hit s (from start)",
+                    "batch of 3,219 s",
+                    "said compiling",
+                ],
+                rows,
+            ),
+            "",
+            f"Background compile of the cold case: kernels cached and marked ready "
+            f"{statistics.median(ready_s):.1f} s after the process started (median). "
+            + (
+                f"`fastrag warmup` (empty cache): {statistics.median(warm_s):.1f} s."
+                if warm_s
+                else "(smoke: the in-process and warm-up cases are left out)"
+            ),
+            "",
+            f"Goals (issue 13): cold first hit <= 5 s: {'PASS' if goal_cold else 'FAIL'}; warm "
+            f"first hit <= 1 s: {'PASS' if goal_warm else 'FAIL'}.",
+            "",
+            f"Reproduce: `{command}`",
+        ]
+    )
+    payload = {
+        "machine": info,
+        "n_paragraphs": n,
+        "repeats": repeats,
+        "cold": cold,
+        "cold_in_process": inproc,
+        "background_ready_s": ready_s,
+        "warm": warm,
+        "after_warmup": after,
+        "warmup_s": warm_s,
+        "goal_cold_5s": goal_cold,
+        "goal_warm_1s": goal_warm,
+        "command": command,
+        "python": args.python,
+        "optional_packages": probe,
+    }
+    write_results(
+        args.name + ("_smoke" if args.smoke else ""),
+        payload,
+        md,
+        Path(args.out) if args.out else None,
+    )
     print(md)
 
 

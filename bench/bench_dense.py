@@ -64,7 +64,7 @@ def dataset(n: int, dim: int, n_queries: int, seed: int = 0) -> tuple[Path, Path
             rng = np.random.default_rng([seed, c])
             block = rng.standard_normal((min(GEN_CHUNK, n - s0), dim), dtype=np.float32)
             block /= np.linalg.norm(block, axis=1, keepdims=True)
-            out[s0:s0 + block.shape[0]] = block
+            out[s0 : s0 + block.shape[0]] = block
         out.flush()
         del out
         os.replace(tmp, xp)
@@ -85,12 +85,12 @@ def numpy_topk(x, q, k):
     rows = np.empty((q.shape[0], k), np.int64)
     scores = np.empty((q.shape[0], k), np.float32)
     for q0 in range(0, q.shape[0], qb):
-        s = q[q0:q0 + qb] @ x.T
+        s = q[q0 : q0 + qb] @ x.T
         part = np.argpartition(s, s.shape[1] - k, axis=1)[:, -k:]
         ps = np.take_along_axis(s, part, 1)
         order = np.argsort(-ps, axis=1, kind="stable")
-        rows[q0:q0 + qb] = np.take_along_axis(part, order, 1)
-        scores[q0:q0 + qb] = np.take_along_axis(ps, order, 1)
+        rows[q0 : q0 + qb] = np.take_along_axis(part, order, 1)
+        scores[q0 : q0 + qb] = np.take_along_axis(ps, order, 1)
     return rows, scores
 
 
@@ -140,15 +140,21 @@ def sgemm_gflops(repeats: int = 5) -> float:
 
 def lib_label(filename: str) -> str:
     """'numpy' or 'faiss' for an OpenBLAS file name (faiss bundles libopenblaso 0.3.15)."""
-    return "faiss" if filename.startswith("libopenblaso") else (
-        "numpy" if "scipy_openblas" in filename or "numpy" in filename else filename)
+    return (
+        "faiss"
+        if filename.startswith("libopenblaso")
+        else ("numpy" if "scipy_openblas" in filename or "numpy" in filename else filename)
+    )
 
 
 def blas_architectures() -> dict[str, str]:
     from threadpoolctl import threadpool_info
 
-    return {Path(i["filepath"]).name: i.get("architecture") for i in threadpool_info()
-            if i.get("user_api") == "blas"}
+    return {
+        Path(i["filepath"]).name: i.get("architecture")
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    }
 
 
 # ---------------------------------------------------------------------------------- child
@@ -195,7 +201,7 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
     batch: dict[str, list[float]] = {p: [] for p in peers}
     found = {}
     for rep in range(cfg["repeats"]):
-        order = list(peers)[rep % len(peers):] + list(peers)[:rep % len(peers)]
+        order = list(peers)[rep % len(peers) :] + list(peers)[: rep % len(peers)]
         for p in order:
             t0 = time.perf_counter()
             found[p] = peers[p]()
@@ -224,12 +230,19 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
         bw_t.append(time.perf_counter() - t0)
     bandwidth = x.nbytes / median(bw_t)
     ref = found["faiss"]
-    agree = {p: float(np.mean([len(set(a) & set(b)) / K
-                               for a, b in zip(found[p], ref, strict=False)]))
-             for p in peers if p != "faiss"}
+    agree = {
+        p: float(np.mean([len(set(a) & set(b)) / K for a, b in zip(found[p], ref, strict=False)]))
+        for p in peers
+        if p != "faiss"
+    }
     row = {
-        "n": n, "dim": dim, "n_queries": q.shape[0], "corpus_bytes": x.nbytes,
-        "index_build_s": t_build, "first_pass": kind, "copy_s": t_copy,
+        "n": n,
+        "dim": dim,
+        "n_queries": q.shape[0],
+        "corpus_bytes": x.nbytes,
+        "index_build_s": t_build,
+        "first_pass": kind,
+        "copy_s": t_copy,
         "batch_s": {p: median(v) for p, v in batch.items()},
         "batch_qps": {p: q.shape[0] / median(v) for p, v in batch.items()},
         "batch_all_s": batch,
@@ -260,23 +273,48 @@ def run_child(cfg: dict) -> dict:
     stream_sum = _bandwidth_kernel()
     from fastrag.indexes.flat import bf16_probe, int8_probe
 
-    out = {"threads": threads, "numba_threads": numba.get_num_threads(),
-           "blas": blas_architectures(), "sgemm_gflops_1t": sgemm_gflops(),
-           "bf16_probe": bf16_probe(), "int8_probe": int8_probe(), "sizes": []}
+    out = {
+        "threads": threads,
+        "numba_threads": numba.get_num_threads(),
+        "blas": blas_architectures(),
+        "sgemm_gflops_1t": sgemm_gflops(),
+        "bf16_probe": bf16_probe(),
+        "int8_probe": int8_probe(),
+        "sizes": [],
+    }
     for n, dim in cfg["sizes"]:
         row = bench_size(n, dim, cfg, stream_sum)
         out["sizes"].append(row)
-        print(f"[{threads}t] {n}x{dim}: " + ", ".join(
-            f"{p} {row['batch_qps'][p]:.0f} q/s"
-            + (f" {row['single_ms'][p]:.2f} ms" if p in row["single_ms"] else "")
-            for p in row["batch_qps"]) + f"; bound {row['bound_ms']:.2f} ms",
-            file=sys.stderr, flush=True)
+        print(
+            f"[{threads}t] {n}x{dim}: "
+            + ", ".join(
+                f"{p} {row['batch_qps'][p]:.0f} q/s"
+                + (f" {row['single_ms'][p]:.2f} ms" if p in row["single_ms"] else "")
+                for p in row["batch_qps"]
+            )
+            + f"; bound {row['bound_ms']:.2f} ms",
+            file=sys.stderr,
+            flush=True,
+        )
     return out
 
 
 # --------------------------------------------------------------------------------- parent
-AVX2_ERA_KERNELS = {"haswell", "zen", "sandybridge", "nehalem", "prescott", "core2", "penryn",
-                    "atom", "barcelona", "bulldozer", "piledriver", "steamroller", "excavator"}
+AVX2_ERA_KERNELS = {
+    "haswell",
+    "zen",
+    "sandybridge",
+    "nehalem",
+    "prescott",
+    "core2",
+    "penryn",
+    "atom",
+    "barcelona",
+    "bulldozer",
+    "piledriver",
+    "steamroller",
+    "excavator",
+}
 
 
 def has_avx512() -> bool:
@@ -289,8 +327,13 @@ def has_avx512() -> bool:
 
 
 def sgemm_probe(coretype: str | None) -> dict:
-    res = subprocess.run([sys.executable, __file__, "--sgemm-only"],
-                         env=child_env(1, coretype), capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, __file__, "--sgemm-only"],
+        env=child_env(1, coretype),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(res.stdout)
 
 
@@ -309,8 +352,9 @@ def spawn(cfg: dict, env: dict[str, str]) -> dict:
         cfg_path = Path(tmp) / "cfg.json"
         out_path = Path(tmp) / "out.json"
         cfg_path.write_text(json.dumps(cfg))
-        subprocess.run([sys.executable, __file__, "--child", str(cfg_path), str(out_path)],
-                       env=env, check=True)
+        subprocess.run(
+            [sys.executable, __file__, "--child", str(cfg_path), str(out_path)], env=env, check=True
+        )
         return json.loads(out_path.read_text())
 
 
@@ -339,8 +383,7 @@ def plot(result: dict, path: Path) -> None:
         axes[0].bar(xs + (i - 1.5) * w, qps[:, i], w, label=p)
     for i, p in enumerate(peers):
         axes[1].bar(xs + (i - 1) * w, single[:, i], w, label=p)
-    axes[1].scatter(xs, bound, marker="_", s=400, color="black", zorder=3,
-                    label="bandwidth bound")
+    axes[1].scatter(xs, bound, marker="_", s=400, color="black", zorder=3, label="bandwidth bound")
     axes[0].set_ylabel("queries/s (batch of all queries, top-10)")
     axes[1].set_ylabel("single-query latency, ms")
     for ax in axes:
@@ -364,15 +407,21 @@ def markdown(result: dict) -> str:
     lines = [
         "# Exact dense top-10: fastrag FlatIndex vs numpy vs faiss IndexFlatIP",
         "",
-        (f"Machine: {info['cpu']}, {info['usable_cores']} usable cores, load average at start "
-        f"{info['loadavg_at_start']}; numpy {info['numpy']}, numba {info.get('numba')}, "
-        f"faiss-cpu {info.get('faiss-cpu')}; commit {info['commit']}; {info['date']}."),
-        (f"`OPENBLAS_CORETYPE={result['coretype'] or '(unset)'}` in the children ("
-        f"{result.get('coretype_why', 'unset: every OpenBLAS picked an AVX-512 kernel')}); "
-        f"BLAS kernel of each library: {result['runs'][0]['blas']}. Machine shared with other "
-        "jobs: numbers are noisy."),
-        (f"Command: `{result['command']}`. Medians of {result['repeats']} interleaved repeats "
-        f"(batch) and of {result['single']} single queries."),
+        (
+            f"Machine: {info['cpu']}, {info['usable_cores']} usable cores, load average at start "
+            f"{info['loadavg_at_start']}; numpy {info['numpy']}, numba {info.get('numba')}, "
+            f"faiss-cpu {info.get('faiss-cpu')}; commit {info['commit']}; {info['date']}."
+        ),
+        (
+            f"`OPENBLAS_CORETYPE={result['coretype'] or '(unset)'}` in the children ("
+            f"{result.get('coretype_why', 'unset: every OpenBLAS picked an AVX-512 kernel')}); "
+            f"BLAS kernel of each library: {result['runs'][0]['blas']}. Machine shared with other "
+            "jobs: numbers are noisy."
+        ),
+        (
+            f"Command: `{result['command']}`. Medians of {result['repeats']} interleaved repeats "
+            f"(batch) and of {result['single']} single queries."
+        ),
         "",
         f"## Batch ({result['runs'][0]['sizes'][0]['n_queries']:,} queries) and single query",
         "",
@@ -388,61 +437,107 @@ def markdown(result: dict) -> str:
             fp32 = "fastrag_fp32" in r["batch_qps"]
             bf16 = "fastrag_bf16" in r["batch_qps"]
             no = "n/a: BLAS kernels differ"
-            rows.append([
-                f"{r['n']:,} x {r['dim']}", run["threads"], r.get("first_pass") or "none",
-                r["batch_qps"]["fastrag"],
-                r["batch_qps"]["fastrag_bf16"] if bf16 else "-",
-                r["batch_qps"]["fastrag_fp32"] if fp32 else "-",
-                r["batch_qps"]["faiss"], r["batch_qps"]["numpy"],
-                r["fastrag_vs_faiss_batch"] if fair else no,
-                paired_ratio(r["batch_all_s"]) if fair else no,
-                (paired_ratio(r["batch_all_s"], "fastrag_bf16") if bf16 else "-") if fair
-                else no,
-                (paired_ratio(r["batch_all_s"], "fastrag_fp32") if fp32 else "-") if fair
-                else no,
-                r["single_ms"]["fastrag"], r["single_ms"]["faiss"], r["single_ms"]["numpy"],
-                r["bound_ms"], r["single_vs_bound"], r["read_bandwidth_gbs"],
-                r["agree_at_10_vs_faiss"]["fastrag"],
-            ])
-    lines.append(markdown_table(
-        ["corpus", "threads", "first pass", "fastrag q/s", "fastrag bf16 q/s",
-         "fastrag fp32 q/s", "faiss q/s", "numpy q/s", "fastrag/faiss", "paired",
-         "bf16 paired", "fp32 paired", "fastrag ms", "faiss ms", "numpy ms",
-         "bound ms", "fastrag/bound", "read GB/s", "agree@10"], rows))
+            rows.append(
+                [
+                    f"{r['n']:,} x {r['dim']}",
+                    run["threads"],
+                    r.get("first_pass") or "none",
+                    r["batch_qps"]["fastrag"],
+                    r["batch_qps"]["fastrag_bf16"] if bf16 else "-",
+                    r["batch_qps"]["fastrag_fp32"] if fp32 else "-",
+                    r["batch_qps"]["faiss"],
+                    r["batch_qps"]["numpy"],
+                    r["fastrag_vs_faiss_batch"] if fair else no,
+                    paired_ratio(r["batch_all_s"]) if fair else no,
+                    (paired_ratio(r["batch_all_s"], "fastrag_bf16") if bf16 else "-")
+                    if fair
+                    else no,
+                    (paired_ratio(r["batch_all_s"], "fastrag_fp32") if fp32 else "-")
+                    if fair
+                    else no,
+                    r["single_ms"]["fastrag"],
+                    r["single_ms"]["faiss"],
+                    r["single_ms"]["numpy"],
+                    r["bound_ms"],
+                    r["single_vs_bound"],
+                    r["read_bandwidth_gbs"],
+                    r["agree_at_10_vs_faiss"]["fastrag"],
+                ]
+            )
+    lines.append(
+        markdown_table(
+            [
+                "corpus",
+                "threads",
+                "first pass",
+                "fastrag q/s",
+                "fastrag bf16 q/s",
+                "fastrag fp32 q/s",
+                "faiss q/s",
+                "numpy q/s",
+                "fastrag/faiss",
+                "paired",
+                "bf16 paired",
+                "fp32 paired",
+                "fastrag ms",
+                "faiss ms",
+                "numpy ms",
+                "bound ms",
+                "fastrag/bound",
+                "read GB/s",
+                "agree@10",
+            ],
+            rows,
+        )
+    )
     first = result["runs"][0]["sizes"]
     if unfair:
-        lines += ["", "**No ratio against faiss is printed where numpy's and faiss's OpenBLAS "
-                  "ran different kernels** (an unfair comparison; rerun with "
-                  "`--coretype SkylakeX` or another kernel both support): " + "; ".join(unfair)]
+        lines += [
+            "",
+            "**No ratio against faiss is printed where numpy's and faiss's OpenBLAS "
+            "ran different kernels** (an unfair comparison; rerun with "
+            "`--coretype SkylakeX` or another kernel both support): " + "; ".join(unfair),
+        ]
     lines += [
         "",
-        ("fastrag = `FlatIndex` as users get it (`bf16=\"auto\", int8=\"auto\"`): "
-         + (f"the {first[0]['first_pass']} first pass was on (int8 probe: "
-            + result["runs"][0].get("int8_probe", {}).get("reason", "-") + "; bf16 probe: "
-            + result["runs"][0].get("bf16_probe", {}).get("reason", "-")
-            + "): every row is scored approximately, a proven error bound picks the rows that "
-            "can be in the exact top-10, and those are rescored in float32; results are exact. "
-            "The one-time copy of the corpus took " + ", ".join(
-                f"{r['copy_s']:.2f} s ({r['n']:,} x {r['dim']})" for r in first) + "."
-            if first[0].get("first_pass") else
-            "no first pass was on here (no AVX512-VNNI, and no torch or bf16 does not pay on "
-            "this CPU), so it is the float32 path.")
-         + " fastrag bf16 = `FlatIndex(bf16=True, int8=False)` (torch's bf16 matmul, with "
-         "torch installed); fastrag fp32 = `FlatIndex(bf16=False, int8=False)`: blocked "
-         "float32 sgemm + numba top-k."),
+        (
+            'fastrag = `FlatIndex` as users get it (`bf16="auto", int8="auto"`): '
+            + (
+                f"the {first[0]['first_pass']} first pass was on (int8 probe: "
+                + result["runs"][0].get("int8_probe", {}).get("reason", "-")
+                + "; bf16 probe: "
+                + result["runs"][0].get("bf16_probe", {}).get("reason", "-")
+                + "): every row is scored approximately, a proven error bound picks the rows that "
+                "can be in the exact top-10, and those are rescored in float32; results are exact. "
+                "The one-time copy of the corpus took "
+                + ", ".join(f"{r['copy_s']:.2f} s ({r['n']:,} x {r['dim']})" for r in first)
+                + "."
+                if first[0].get("first_pass")
+                else "no first pass was on here (no AVX512-VNNI, and no torch or bf16 does not "
+                "pay on this CPU), so it is the float32 path."
+            )
+            + " fastrag bf16 = `FlatIndex(bf16=True, int8=False)` (torch's bf16 matmul, with "
+            "torch installed); fastrag fp32 = `FlatIndex(bf16=False, int8=False)`: blocked "
+            "float32 sgemm + numba top-k."
+        ),
         "",
-        ("paired = median over the repeats of faiss's time / fastrag's time in the same "
-        "repeat (the two run back to back, so a slow spell of the shared machine hits both)."),
+        (
+            "paired = median over the repeats of faiss's time / fastrag's time in the same "
+            "repeat (the two run back to back, so a slow spell of the shared machine hits both)."
+        ),
         "",
-        ("bound = corpus bytes / read bandwidth (streaming sum over the same array, same "
-        "threads). agree@10 = overlap of fastrag's top-10 with faiss's (1.0 = same sets; "
-        "exact-score ties may be ordered differently)."),
+        (
+            "bound = corpus bytes / read bandwidth (streaming sum over the same array, same "
+            "threads). agree@10 = overlap of fastrag's top-10 with faiss's (1.0 = same sets; "
+            "exact-score ties may be ordered differently)."
+        ),
         "",
         "## numpy sgemm, one thread (1000 x 8192 x 384; median of 3 interleaved probes)",
         "",
-        markdown_table(["OPENBLAS_CORETYPE", "BLAS kernel per library", "GFLOP/s"],
-                       [[k or "(unset)", v["arch"], v["gflops"]]
-                        for k, v in result["sgemm_coretype"].items()]),
+        markdown_table(
+            ["OPENBLAS_CORETYPE", "BLAS kernel per library", "GFLOP/s"],
+            [[k or "(unset)", v["arch"], v["gflops"]] for k, v in result["sgemm_coretype"].items()],
+        ),
     ]
     return "\n".join(lines)
 
@@ -455,10 +550,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--single", type=int, default=30)
-    ap.add_argument("--coretype", default="auto",
-                    help="OPENBLAS_CORETYPE for the children: auto|none|<name>")
-    ap.add_argument("--name", default=None, help="results file name (default dense / "
-                                                 "dense_smoke)")
+    ap.add_argument(
+        "--coretype", default="auto", help="OPENBLAS_CORETYPE for the children: auto|none|<name>"
+    )
+    ap.add_argument("--name", default=None, help="results file name (default dense / dense_smoke)")
     ap.add_argument("--from-json", help="re-render the Markdown and PNG of a results JSON")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--sgemm-only", action="store_true", help=argparse.SUPPRESS)
@@ -488,8 +583,13 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(3):  # interleaved rounds, median: the machine's load drifts
         for ct in (None, "SkylakeX", "Haswell") if has_avx512() else (None,):
             got = sgemm_probe(ct)
-            entry = sgemm.setdefault(ct or "", {"runs": [], "arch": ", ".join(
-                f"{lib_label(lib)} {a}" for lib, a in got["arch"].items())})
+            entry = sgemm.setdefault(
+                ct or "",
+                {
+                    "runs": [],
+                    "arch": ", ".join(f"{lib_label(lib)} {a}" for lib, a in got["arch"].items()),
+                },
+            )
             entry["runs"].append(got["gflops"])
     for entry in sgemm.values():
         entry["gflops"] = median(entry["runs"])
@@ -497,26 +597,40 @@ def main(argv: list[str] | None = None) -> None:
         # force SkylakeX, for every OpenBLAS in the process (numpy's and faiss's alike), where
         # any of them picked an AVX2-era or older kernel on an AVX-512 CPU
         detected = [a.rsplit(" ", 1)[-1] for a in sgemm[""]["arch"].lower().split(", ")]
-        coretype = ("SkylakeX" if has_avx512() and any(a in AVX2_ERA_KERNELS for a in detected)
-                    else None)
-        why = (f"pinned: without it the kernels were {sgemm['']['arch']}; SkylakeX is the "
-               "newest kernel every one of them has" if coretype
-               else "unset: every OpenBLAS picked an AVX-512 kernel")
+        coretype = (
+            "SkylakeX" if has_avx512() and any(a in AVX2_ERA_KERNELS for a in detected) else None
+        )
+        why = (
+            f"pinned: without it the kernels were {sgemm['']['arch']}; SkylakeX is the "
+            "newest kernel every one of them has"
+            if coretype
+            else "unset: every OpenBLAS picked an AVX-512 kernel"
+        )
     else:
         coretype = None if args.coretype == "none" else args.coretype
         why = f"`--coretype {args.coretype}`"
     runs = []
     for t in threads:
-        cfg = {"threads": t, "sizes": sizes, "n_queries": args.n_queries,
-               "repeats": args.repeats, "single": args.single}
+        cfg = {
+            "threads": t,
+            "sizes": sizes,
+            "n_queries": args.n_queries,
+            "repeats": args.repeats,
+            "single": args.single,
+        }
         runs.append(spawn(cfg, child_env(t, coretype)))
     result = {
         "benchmark": "dense_exact_topk",
-        "command": "python bench/bench_dense.py " + " ".join(sys.argv[1:] if argv is None
-                                                              else argv),
+        "command": "python bench/bench_dense.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": machine_info(["faiss-cpu", "numba", "threadpoolctl"]),
-        "coretype": coretype, "coretype_why": why, "repeats": args.repeats,
-        "single": args.single, "k": K, "sgemm_coretype": sgemm, "runs": runs,
+        "coretype": coretype,
+        "coretype_why": why,
+        "repeats": args.repeats,
+        "single": args.single,
+        "k": K,
+        "sgemm_coretype": sgemm,
+        "runs": runs,
     }
     name = args.name or ("dense_smoke" if args.smoke else "dense")
     jp, mp = write_results(name, result, markdown(result))

@@ -42,14 +42,21 @@ def structured(n: int, dim: int, seed: int) -> np.ndarray:
     scale = (1.0 / np.sqrt(np.arange(1, dim + 1))).astype(np.float32)
     for c, s0 in enumerate(range(0, n, 100_000)):
         rng = np.random.default_rng([seed, c])
-        out[s0:s0 + 100_000] = rng.standard_normal(
-            (min(100_000, n - s0), dim), dtype=np.float32) * scale
+        out[s0 : s0 + 100_000] = (
+            rng.standard_normal((min(100_000, n - s0), dim), dtype=np.float32) * scale
+        )
     return out
 
 
 def recall_at_k(rows: np.ndarray, exact: np.ndarray) -> float:
-    return float(np.mean([len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
-                          for a, b in zip(rows, exact, strict=False)]))
+    return float(
+        np.mean(
+            [
+                len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
+                for a, b in zip(rows, exact, strict=False)
+            ]
+        )
+    )
 
 
 def timed(fn, repeats: int) -> float:
@@ -76,13 +83,21 @@ def run(args: argparse.Namespace) -> dict:
     params = {"M": args.M, "ef_construction": args.ef_construction, "seed": 100}
     t0 = time.perf_counter()
     raw = hnswlib.Index(space="cosine", dim=args.dim)
-    raw.init_index(max_elements=args.n, M=args.M, ef_construction=args.ef_construction,
-                   random_seed=100)
+    raw.init_index(
+        max_elements=args.n, M=args.M, ef_construction=args.ef_construction, random_seed=100
+    )
     raw.add_items(x, np.arange(args.n), num_threads=args.build_threads)
     build_raw = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ours = HNSWIndex(args.dim, "cosine", M=args.M, ef_construction=args.ef_construction,
-                     max_elements=args.n, seed=100, num_threads=args.build_threads)
+    ours = HNSWIndex(
+        args.dim,
+        "cosine",
+        M=args.M,
+        ef_construction=args.ef_construction,
+        max_elements=args.n,
+        seed=100,
+        num_threads=args.build_threads,
+    )
     ours.add(x)
     build_ours = time.perf_counter() - t0
     print(f"build: hnswlib {build_raw:.1f} s, fastrag {build_ours:.1f} s", file=sys.stderr)
@@ -92,30 +107,40 @@ def run(args: argparse.Namespace) -> dict:
         for ef in args.efs:
             raw.set_ef(ef)
             ours.ef = ef
-            fns = {"hnswlib": lambda t=threads: raw.knn_query(q, k=K, num_threads=t)[0],
-                   "fastrag": lambda t=threads: ours.search(q, K, num_threads=t)[0]}
+            fns = {
+                "hnswlib": lambda t=threads: raw.knn_query(q, k=K, num_threads=t)[0],
+                "fastrag": lambda t=threads: ours.search(q, K, num_threads=t)[0],
+            }
             got = {p: f() for p, f in fns.items()}  # warm-up, and the rows for recall
             times = {p: [] for p in fns}
             for rep in range(args.repeats):
-                for p in (list(fns) if rep % 2 == 0 else list(fns)[::-1]):
+                for p in list(fns) if rep % 2 == 0 else list(fns)[::-1]:
                     t0 = time.perf_counter()
                     fns[p]()
                     times[p].append(time.perf_counter() - t0)
-            row = {"threads": threads, "ef": ef,
-                   "recall": {p: recall_at_k(got[p].astype(np.int64), truth) for p in fns},
-                   "qps": {p: q.shape[0] / median(v) for p, v in times.items()}}
+            row = {
+                "threads": threads,
+                "ef": ef,
+                "recall": {p: recall_at_k(got[p].astype(np.int64), truth) for p in fns},
+                "qps": {p: q.shape[0] / median(v) for p, v in times.items()},
+            }
             row["qps_ratio"] = row["qps"]["fastrag"] / row["qps"]["hnswlib"]
             sweep.append(row)
-            print(f"[{threads}t ef={ef}] recall {row['recall']}, q/s {row['qps']}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[{threads}t ef={ef}] recall {row['recall']}, q/s {row['qps']}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     raw.set_ef(args.ef)
     ours.ef = args.ef
     n_single = min(args.single, q.shape[0])
     single = {"hnswlib": [], "fastrag": []}
     for i in range(n_single):
-        for p, fn in (("hnswlib", lambda v: raw.knn_query(v, k=K, num_threads=1)),
-                      ("fastrag", lambda v: ours.search(v, K, num_threads=1))):
+        for p, fn in (
+            ("hnswlib", lambda v: raw.knn_query(v, k=K, num_threads=1)),
+            ("fastrag", lambda v: ours.search(v, K, num_threads=1)),
+        ):
             t0 = time.perf_counter()
             fn(q[i])
             single[p].append(time.perf_counter() - t0)
@@ -123,9 +148,12 @@ def run(args: argparse.Namespace) -> dict:
 
     crossover = []
     rng = np.random.default_rng(7)
-    saved = (hnsw_mod.EXACT_MAX_ROWS, hnsw_mod.EXACT_MAX_FRACTION,
-             hnsw_mod.EXACT_MAX_FRACTION_BATCH)
-    qb = q[:args.mask_queries]
+    saved = (
+        hnsw_mod.EXACT_MAX_ROWS,
+        hnsw_mod.EXACT_MAX_FRACTION,
+        hnsw_mod.EXACT_MAX_FRACTION_BATCH,
+    )
+    qb = q[: args.mask_queries]
     try:
         for frac in args.fractions:
             mask = rng.random(args.n) < frac
@@ -137,16 +165,30 @@ def run(args: argparse.Namespace) -> dict:
                 got = ours.search(qb, K, mask=mask, exact_fallback_vectors=x, num_threads=1)[0]
                 row[f"{mode}_recall"] = recall_at_k(got, mtruth)
                 row[f"{mode}_batch_ms"] = 1e3 * timed(
-                    lambda m=mask: ours.search(qb, K, mask=m, exact_fallback_vectors=x,
-                                               num_threads=1), args.repeats)
-                row[f"{mode}_single_ms"] = 1e3 * median([timed(
-                    lambda v=v, m=mask: ours.search(v, K, mask=m, exact_fallback_vectors=x,
-                                                    num_threads=1), 1) for v in q[:10]])
+                    lambda m=mask: ours.search(
+                        qb, K, mask=m, exact_fallback_vectors=x, num_threads=1
+                    ),
+                    args.repeats,
+                )
+                row[f"{mode}_single_ms"] = 1e3 * median(
+                    [
+                        timed(
+                            lambda v=v, m=mask: ours.search(
+                                v, K, mask=m, exact_fallback_vectors=x, num_threads=1
+                            ),
+                            1,
+                        )
+                        for v in q[:10]
+                    ]
+                )
             crossover.append(row)
             print(f"[mask {frac}] {row}", file=sys.stderr, flush=True)
     finally:
-        (hnsw_mod.EXACT_MAX_ROWS, hnsw_mod.EXACT_MAX_FRACTION,
-         hnsw_mod.EXACT_MAX_FRACTION_BATCH) = saved
+        (
+            hnsw_mod.EXACT_MAX_ROWS,
+            hnsw_mod.EXACT_MAX_FRACTION,
+            hnsw_mod.EXACT_MAX_FRACTION_BATCH,
+        ) = saved
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "hnsw.bin"
@@ -156,18 +198,31 @@ def run(args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         loaded = HNSWIndex.load(path, args.dim, "cosine", ef=args.ef)
         load_s = time.perf_counter() - t0
-        same = all(np.array_equal(a, b)
-                   for a, b in zip(ours.search(q, K), loaded.search(q, K), strict=False))
+        same = all(
+            np.array_equal(a, b)
+            for a, b in zip(ours.search(q, K), loaded.search(q, K), strict=False)
+        )
         size = os.path.getsize(path)
 
     return {
-        "n": args.n, "dim": args.dim, "n_queries": args.n_queries, "k": K, "params": params,
-        "ef_default": args.ef, "build_threads": args.build_threads,
+        "n": args.n,
+        "dim": args.dim,
+        "n_queries": args.n_queries,
+        "k": K,
+        "params": params,
+        "ef_default": args.ef,
+        "build_threads": args.build_threads,
         "build_s": {"hnswlib": build_raw, "fastrag": build_ours},
-        "sweep": sweep, "single_us": single_us, "mask_crossover": crossover,
+        "sweep": sweep,
+        "single_us": single_us,
+        "mask_crossover": crossover,
         "mask_queries": qb.shape[0],
-        "persistence": {"save_s": save_s, "load_s": load_s, "file_mb": size / 2**20,
-                        "identical_after_load": same},
+        "persistence": {
+            "save_s": save_s,
+            "load_s": load_s,
+            "file_mb": size / 2**20,
+            "identical_after_load": same,
+        },
     }
 
 
@@ -181,8 +236,12 @@ def plot(res: dict, path: Path) -> None:
     for threads in sorted({r["threads"] for r in res["sweep"]}):
         rows = [r for r in res["sweep"] if r["threads"] == threads]
         for p, style in (("hnswlib", "o--"), ("fastrag", "s-")):
-            axes[0].plot([r["recall"][p] for r in rows], [r["qps"][p] for r in rows], style,
-                         label=f"{p}, {threads} thr")
+            axes[0].plot(
+                [r["recall"][p] for r in rows],
+                [r["qps"][p] for r in rows],
+                style,
+                label=f"{p}, {threads} thr",
+            )
     axes[0].set_xlabel("recall@10 (vs exact)")
     axes[0].set_ylabel("queries/s (1,000-query batch)")
     axes[0].set_yscale("log")
@@ -191,8 +250,9 @@ def plot(res: dict, path: Path) -> None:
     cr = res["mask_crossover"]
     fr = [r["fraction"] for r in cr]
     n_mask = res["mask_queries"]
-    axes[1].plot(fr, [r["exact_batch_ms"] for r in cr], "s-",
-                 label=f"exact over allowed, {n_mask} q")
+    axes[1].plot(
+        fr, [r["exact_batch_ms"] for r in cr], "s-", label=f"exact over allowed, {n_mask} q"
+    )
     axes[1].plot(fr, [r["filter_batch_ms"] for r in cr], "o--", label=f"hnswlib filter, {n_mask} q")
     axes[1].plot(fr, [r["exact_single_ms"] for r in cr], "s-", label="exact, 1 q")
     axes[1].plot(fr, [r["filter_single_ms"] for r in cr], "o--", label="filter, 1 q")
@@ -211,39 +271,81 @@ def markdown(res: dict, info: dict, command: str) -> str:
     lines = [
         "# HNSW: fastrag HNSWIndex vs raw hnswlib (same M, ef_construction, ef, seed)",
         "",
-        (f"Machine: {info['cpu']}, {info['usable_cores']} usable cores, load average at start "
-        f"{info['loadavg_at_start']}; hnswlib {info.get('hnswlib')}, numpy {info['numpy']}, "
-        f"numba {info.get('numba')}; commit {info['commit']}; {info['date']}."),
-        (f"Command: `{command}`. {res['n']:,} structured vectors (variance 1/j) x {res['dim']}, "
-        f"{res['n_queries']:,} queries, top-{res['k']}, M={res['params']['M']}, "
-        f"ef_construction={res['params']['ef_construction']}, cosine."),
+        (
+            f"Machine: {info['cpu']}, {info['usable_cores']} usable cores, load average at start "
+            f"{info['loadavg_at_start']}; hnswlib {info.get('hnswlib')}, numpy {info['numpy']}, "
+            f"numba {info.get('numba')}; commit {info['commit']}; {info['date']}."
+        ),
+        (
+            f"Command: `{command}`. {res['n']:,} structured vectors (variance 1/j) x {res['dim']}, "
+            f"{res['n_queries']:,} queries, top-{res['k']}, M={res['params']['M']}, "
+            f"ef_construction={res['params']['ef_construction']}, cosine."
+        ),
         "",
-        (f"Build ({res['build_threads']} threads): hnswlib {res['build_s']['hnswlib']:.2f} s, "
-        f"fastrag {res['build_s']['fastrag']:.2f} s. Single query (ef={res['ef_default']}, "
-        f"1 thread, median): hnswlib {res['single_us']['hnswlib']:.0f} us, fastrag "
-        f"{res['single_us']['fastrag']:.0f} us."),
+        (
+            f"Build ({res['build_threads']} threads): hnswlib {res['build_s']['hnswlib']:.2f} s, "
+            f"fastrag {res['build_s']['fastrag']:.2f} s. Single query (ef={res['ef_default']}, "
+            f"1 thread, median): hnswlib {res['single_us']['hnswlib']:.0f} us, fastrag "
+            f"{res['single_us']['fastrag']:.0f} us."
+        ),
         "",
         "## ef sweep (batch of all queries)",
         "",
         markdown_table(
-            ["threads", "ef", "recall hnswlib", "recall fastrag", "q/s hnswlib", "q/s fastrag",
-             "fastrag/hnswlib q/s"],
-            [[r["threads"], r["ef"], r["recall"]["hnswlib"], r["recall"]["fastrag"],
-              r["qps"]["hnswlib"], r["qps"]["fastrag"], r["qps_ratio"]] for r in res["sweep"]]),
+            [
+                "threads",
+                "ef",
+                "recall hnswlib",
+                "recall fastrag",
+                "q/s hnswlib",
+                "q/s fastrag",
+                "fastrag/hnswlib q/s",
+            ],
+            [
+                [
+                    r["threads"],
+                    r["ef"],
+                    r["recall"]["hnswlib"],
+                    r["recall"]["fastrag"],
+                    r["qps"]["hnswlib"],
+                    r["qps"]["fastrag"],
+                    r["qps_ratio"],
+                ]
+                for r in res["sweep"]
+            ],
+        ),
         "",
         "## Mask crossover (1 thread): exact over the allowed rows vs hnswlib's filter",
         "",
         markdown_table(
-            ["allowed fraction", "allowed rows", f"exact {res['mask_queries']} q ms",
-             f"filter {res['mask_queries']} q ms",
-             "exact 1 q ms", "filter 1 q ms", "filter recall"],
-            [[r["fraction"], r["allowed"], r["exact_batch_ms"], r["filter_batch_ms"],
-              r["exact_single_ms"], r["filter_single_ms"], r["filter_recall"]]
-             for r in res["mask_crossover"]]),
+            [
+                "allowed fraction",
+                "allowed rows",
+                f"exact {res['mask_queries']} q ms",
+                f"filter {res['mask_queries']} q ms",
+                "exact 1 q ms",
+                "filter 1 q ms",
+                "filter recall",
+            ],
+            [
+                [
+                    r["fraction"],
+                    r["allowed"],
+                    r["exact_batch_ms"],
+                    r["filter_batch_ms"],
+                    r["exact_single_ms"],
+                    r["filter_single_ms"],
+                    r["filter_recall"],
+                ]
+                for r in res["mask_crossover"]
+            ],
+        ),
         "",
-        (f"Persistence: save {res['persistence']['save_s']:.2f} s, load "
-        f"{res['persistence']['load_s']:.2f} s, {res['persistence']['file_mb']:.1f} MiB, "
-        f"identical results after load: {res['persistence']['identical_after_load']}."),
+        (
+            f"Persistence: save {res['persistence']['save_s']:.2f} s, load "
+            f"{res['persistence']['load_s']:.2f} s, {res['persistence']['file_mb']:.1f} MiB, "
+            f"identical results after load: {res['persistence']['identical_after_load']}."
+        ),
     ]
     return "\n".join(lines)
 

@@ -51,8 +51,11 @@ def _run_fastrag(files: list[Path], size: int, overlap: int) -> list[str]:
 
     texts = [text for f in files for text, _ in read_file(f)]
     arrays = SentenceSplitter(size, overlap).batch_span_arrays(texts)
-    return [t[s:e] for t, (st, en) in zip(texts, arrays, strict=False)
-            for s, e in zip(st.tolist(), en.tolist(), strict=False)]
+    return [
+        t[s:e]
+        for t, (st, en) in zip(texts, arrays, strict=False)
+        for s, e in zip(st.tolist(), en.tolist(), strict=False)
+    ]
 
 
 def _run_document(files: list[Path], size: int, overlap: int, group: str) -> list[str]:
@@ -76,14 +79,18 @@ def child(lib: str, folder: Path, group: str, repeats: int) -> dict:
     files = _files(folder)
     n_bytes = sum(f.stat().st_size for f in files)
     if lib == "fastrag":
+
         def run(fs):
             return _run_fastrag(fs, size, overlap)
     elif lib == "fastrag.Document":
+
         def run(fs):
             return _run_document(fs, size, overlap, group)
     else:
+
         def run(fs):
             return _run_llama(fs, size, overlap)
+
     run(files[:2])  # warm-up: imports, numba compile / cache load, nltk data
     rss_before = current_rss_mb()
     times, chunks = [], []
@@ -98,10 +105,19 @@ def child(lib: str, folder: Path, group: str, repeats: int) -> dict:
     counts = [len(t) for t in get_encoding().encode_ordinary_batch(chunks)]
     sec = statistics.median(times)
     return {
-        "lib": lib, "group": group, "chunk_size": size, "chunk_overlap": overlap,
-        "files": len(files), "mb": n_bytes / 1e6, "times_s": times, "median_s": sec,
-        "mb_per_s": n_bytes / 1e6 / sec, "rss_before_mb": rss_before, "peak_rss_mb": peak,
-        "chunks": len(chunks), "max_tokens": max(counts, default=0),
+        "lib": lib,
+        "group": group,
+        "chunk_size": size,
+        "chunk_overlap": overlap,
+        "files": len(files),
+        "mb": n_bytes / 1e6,
+        "times_s": times,
+        "median_s": sec,
+        "mb_per_s": n_bytes / 1e6 / sec,
+        "rss_before_mb": rss_before,
+        "peak_rss_mb": peak,
+        "chunks": len(chunks),
+        "max_tokens": max(counts, default=0),
         "mean_tokens": sum(counts) / max(1, len(counts)),
         "over_limit": sum(c > size for c in counts),
         "chars_in_chunks": sum(len(c) for c in chunks),
@@ -115,10 +131,15 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0, help="corpus size in MB (default 100)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per library (median)")
-    ap.add_argument("--peer-repeats", type=int, default=None,
-                    help="timed runs for llama-index-core (default: --repeats)")
-    ap.add_argument("--libs", default=",".join(LIBS), help="comma-separated subset of " +
-                    ", ".join(LIBS))
+    ap.add_argument(
+        "--peer-repeats",
+        type=int,
+        default=None,
+        help="timed runs for llama-index-core (default: --repeats)",
+    )
+    ap.add_argument(
+        "--libs", default=",".join(LIBS), help="comma-separated subset of " + ", ".join(LIBS)
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--dir", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--group", default=None, help=argparse.SUPPRESS)
@@ -144,8 +165,18 @@ def main() -> None:
     for group in CONFIGS:
         for lib in libs:
             reps = peer_repeats if lib == "llama-index-core" else args.repeats
-            cmd = [sys.executable, __file__, "--child", lib, "--dir", str(folder),
-                   "--group", group, "--repeats", str(reps)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                lib,
+                "--dir",
+                str(folder),
+                "--group",
+                group,
+                "--repeats",
+                str(reps),
+            ]
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
@@ -156,41 +187,108 @@ def main() -> None:
             res = json.loads(proc.stdout.strip().splitlines()[-1])
             res["wall_s"] = time.perf_counter() - t0
             results.append(res)
-            print(f"{group:12s} {lib:18s} {res['mb_per_s']:8.2f} MB/s  "
-                  f"peak {res['peak_rss_mb']:7.0f} MB  chunks {res['chunks']:8d}  "
-                  f"max tok {res['max_tokens']}", flush=True)
+            print(
+                f"{group:12s} {lib:18s} {res['mb_per_s']:8.2f} MB/s  "
+                f"peak {res['peak_rss_mb']:7.0f} MB  chunks {res['chunks']:8d}  "
+                f"max tok {res['max_tokens']}",
+                flush=True,
+            )
 
     rows = []
     for group in CONFIGS:
-        peer = next((r for r in results if r["group"] == group
-                     and r["lib"] == "llama-index-core" and "error" not in r), None)
+        peer = next(
+            (
+                r
+                for r in results
+                if r["group"] == group and r["lib"] == "llama-index-core" and "error" not in r
+            ),
+            None,
+        )
         for r in results:
             if r["group"] != group:
                 continue
             if "error" in r:
-                rows.append([group, r["lib"], None, None, None, None, None, None, None, None,
-                             "error: " + r["error"]])
+                rows.append(
+                    [
+                        group,
+                        r["lib"],
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        "error: " + r["error"],
+                    ]
+                )
                 continue
             ratio = r["mb_per_s"] / peer["mb_per_s"] if peer else None
             r["speedup_vs_llama"] = ratio
-            rows.append([group, r["lib"], r["mb_per_s"], r["median_s"],
-                         f"{ratio:.1f}x" if ratio else "", r["peak_rss_mb"], r["chunks"],
-                         r["max_tokens"], round(r["mean_tokens"], 1), r["over_limit"], ""])
+            rows.append(
+                [
+                    group,
+                    r["lib"],
+                    r["mb_per_s"],
+                    r["median_s"],
+                    f"{ratio:.1f}x" if ratio else "",
+                    r["peak_rss_mb"],
+                    r["chunks"],
+                    r["max_tokens"],
+                    round(r["mean_tokens"], 1),
+                    r["over_limit"],
+                    "",
+                ]
+            )
     mb = results[0].get("mb", args.mb) if results else args.mb
-    md = [f"# Ingest: files -> root -> chunks ({mb:.1f} MB, seed {args.seed})", "",
-          (f"Median of {args.repeats} runs (llama-index-core: {peer_repeats}); each library in "
-           "its own process; peak RSS is the process's ru_maxrss. Chunk tokens counted with "
-           "tiktoken cl100k_base on each chunk's text."), "",
-          markdown_table(["group", "library", "MB/s", "seconds", "vs llama", "peak RSS MB",
-                          "chunks", "max tokens", "mean tokens", "over limit", "note"], rows),
-          "", (f"Machine: {info['cpu']}, {info['usable_cores']} cores, load at start "
-               f"{info['loadavg_at_start']}, numba {info.get('numba')}, numpy {info['numpy']}, "
-               f"llama-index-core {info['llama-index-core']}, commit {info['commit']}."),
-          "", (f"Reproduce: `python bench/gen_ingest_corpus.py --mb {args.mb:g} && python "
-               f"bench/bench_ingest.py --mb {args.mb:g} --repeats {args.repeats}`")]
+    md = [
+        f"# Ingest: files -> root -> chunks ({mb:.1f} MB, seed {args.seed})",
+        "",
+        (
+            f"Median of {args.repeats} runs (llama-index-core: {peer_repeats}); each library in "
+            "its own process; peak RSS is the process's ru_maxrss. Chunk tokens counted with "
+            "tiktoken cl100k_base on each chunk's text."
+        ),
+        "",
+        markdown_table(
+            [
+                "group",
+                "library",
+                "MB/s",
+                "seconds",
+                "vs llama",
+                "peak RSS MB",
+                "chunks",
+                "max tokens",
+                "mean tokens",
+                "over limit",
+                "note",
+            ],
+            rows,
+        ),
+        "",
+        (
+            f"Machine: {info['cpu']}, {info['usable_cores']} cores, load at start "
+            f"{info['loadavg_at_start']}, numba {info.get('numba')}, numpy {info['numpy']}, "
+            f"llama-index-core {info['llama-index-core']}, commit {info['commit']}."
+        ),
+        "",
+        (
+            f"Reproduce: `python bench/gen_ingest_corpus.py --mb {args.mb:g} && python "
+            f"bench/bench_ingest.py --mb {args.mb:g} --repeats {args.repeats}`"
+        ),
+    ]
     name = "ingest_smoke" if args.smoke else "ingest"
-    payload = {"machine": info, "corpus": str(folder), "mb": mb, "seed": args.seed,
-               "repeats": args.repeats, "peer_repeats": peer_repeats, "results": results}
+    payload = {
+        "machine": info,
+        "corpus": str(folder),
+        "mb": mb,
+        "seed": args.seed,
+        "repeats": args.repeats,
+        "peer_repeats": peer_repeats,
+        "results": results,
+    }
     jp, mp = write_results(name, payload, "\n".join(md))
     print("\n".join(md))
     print(f"wrote {jp} and {mp}")

@@ -65,11 +65,40 @@ LIBS = ("llama-index-core", "fastrag", "fastrag store=")
 NO_EXT = "(none)"
 
 # kind -> files taken (full run); the smoke corpus takes one of each
-CAPS = {".py": 450, ".pyi": 80, ".rst": 250, ".md": 60, ".txt": 150, ".html": 20, ".json": 120,
-        ".csv": 30, ".toml": 40, ".yaml": 10, ".xml": 25, ".ini": 10, ".cfg": 10, ".h": 40,
-        ".c": 20, "license": 120, "metadata": 80, ".png": 10}
-SMOKE_KINDS = (".py", ".rst", ".md", ".txt", ".html", ".json", ".csv", ".toml", ".yaml",
-               "license", "metadata", ".png")
+CAPS = {
+    ".py": 450,
+    ".pyi": 80,
+    ".rst": 250,
+    ".md": 60,
+    ".txt": 150,
+    ".html": 20,
+    ".json": 120,
+    ".csv": 30,
+    ".toml": 40,
+    ".yaml": 10,
+    ".xml": 25,
+    ".ini": 10,
+    ".cfg": 10,
+    ".h": 40,
+    ".c": 20,
+    "license": 120,
+    "metadata": 80,
+    ".png": 10,
+}
+SMOKE_KINDS = (
+    ".py",
+    ".rst",
+    ".md",
+    ".txt",
+    ".html",
+    ".json",
+    ".csv",
+    ".toml",
+    ".yaml",
+    "license",
+    "metadata",
+    ".png",
+)
 N_GENERATED = 12  # PDFs and DOCX files each (full run; one each in smoke)
 LICENSE_NAMES = ("LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS")
 
@@ -102,8 +131,11 @@ def _candidates(max_bytes: int) -> dict[str, list[tuple[str, Path]]]:
     for label, root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
             here = Path(dirpath)
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
-                                 and d != "__pycache__" and here / d not in others)
+            dirnames[:] = sorted(
+                d
+                for d in dirnames
+                if not d.startswith(".") and d != "__pycache__" and here / d not in others
+            )
             for name in sorted(filenames):
                 p = here / name
                 kind = _kind(p)
@@ -146,18 +178,23 @@ def _make_pdf(text: str, path: Path, lines_per_page: int = 50, width: int = 90) 
         lines += textwrap.wrap(para, width) or [""]
     lines = [ln.encode("latin-1", "replace").decode("latin-1") for ln in lines]
     w = PdfWriter()
-    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"),
-                             NameObject("/Subtype"): NameObject("/Type1"),
-                             NameObject("/BaseFont"): NameObject("/Courier")})
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Courier"),
+        }
+    )
     for i in range(0, max(1, len(lines)), lines_per_page):
         page = w.add_blank_page(612, 792)
         ops = ["BT", "/F1 9 Tf", "11 TL", "40 760 Td"]
-        ops += [f"({esc(ln)}) Tj T*" for ln in lines[i:i + lines_per_page]] + ["ET"]
+        ops += [f"({esc(ln)}) Tj T*" for ln in lines[i : i + lines_per_page]] + ["ET"]
         stream = DecodedStreamObject()
         stream.set_data("\n".join(ops).encode("latin-1"))
         page[NameObject("/Contents")] = w._add_object(stream)
         page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+        )
     with open(path, "wb") as f:
         w.write(f)
 
@@ -195,7 +232,7 @@ def build_corpus(dest: Path, smoke: bool) -> dict[str, Any]:
             continue
         folder = dest / ext.lstrip(".")
         folder.mkdir(parents=True, exist_ok=True)
-        for i, (rel, p) in enumerate(picked[ext == ".docx"::2]):
+        for i, (rel, p) in enumerate(picked[ext == ".docx" :: 2]):
             text = p.read_text(encoding="utf-8", errors="replace")
             maker(text, folder / (_flat_name(i, rel, False) + ext))
     info = describe_corpus(dest)
@@ -217,9 +254,13 @@ def describe_corpus(folder: Path) -> dict[str, Any]:
         row["bytes"] += p.stat().st_size
         if p.suffix.lower() not in (".pdf", ".docx"):  # generated files carry timestamps
             digest.update(f"{p.relative_to(folder).as_posix()}\0{p.stat().st_size}\n".encode())
-    return {"folder": str(folder), "files": len(files),
-            "bytes": sum(r["bytes"] for r in per.values()),
-            "per_ext": dict(sorted(per.items())), "fingerprint": digest.hexdigest()[:16]}
+    return {
+        "folder": str(folder),
+        "files": len(files),
+        "bytes": sum(r["bytes"] for r in per.values()),
+        "per_ext": dict(sorted(per.items())),
+        "fingerprint": digest.hexdigest()[:16],
+    }
 
 
 # -- child processes ---------------------------------------------------------------------------
@@ -254,16 +295,19 @@ def child_store(folder: str, store: str, files: str | None, expect_root: str) ->
         warnings.simplefilter("always")
         doc = fr.Document(src, store=store, on_error="skip")
         doc.create_node_group("line", transform=lambda t: t.split("\n"))
-        doc.create_node_group("sentence", transform=fr.SentenceSplitter,
-                              chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
+        doc.create_node_group(
+            "sentence",
+            transform=fr.SentenceSplitter,
+            chunk_size=CHUNK_SIZE,
+            chunk_overlap=CHUNK_OVERLAP,
+        )
         tables = {g: doc.group(g).table for g in ("root", "line", "sentence")}
     seconds = time.perf_counter() - t0
     manifest = json.loads((Path(store) / "manifest.json").read_text())
 
     def ipc_bytes(table: pa.Table) -> int:
         sink = pa.BufferOutputStream()
-        with ipc.new_file(sink, table.schema,
-                          options=ipc.IpcWriteOptions(compression=codec)) as w:
+        with ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression=codec)) as w:
             w.write_table(table, max_chunksize=65536)
         return sink.getvalue().size
 
@@ -277,28 +321,40 @@ def child_store(folder: str, store: str, files: str | None, expect_root: str) ->
         text = utf8(table.column("text"))
         full, bare = ipc_bytes(table), ipc_bytes(table.drop_columns(["metadata"]))
         share = (full - bare) / full if full else 0.0
-        groups[name] = {"nodes": table.num_rows, "text_bytes": text, "store_bytes": seg,
-                        "segments": len(manifest["groups"][name]["segments"]),
-                        "ratio": seg / text if text else None,
-                        "metadata_json_bytes": utf8(table.column("metadata")),
-                        "metadata_share": share, "metadata_bytes_est": round(seg * share),
-                        # each column written alone with the store's codec: where bytes go
-                        "column_bytes": {c: ipc_bytes(table.select([c])) - empty
-                                         for c in table.column_names}}
+        groups[name] = {
+            "nodes": table.num_rows,
+            "text_bytes": text,
+            "store_bytes": seg,
+            "segments": len(manifest["groups"][name]["segments"]),
+            "ratio": seg / text if text else None,
+            "metadata_json_bytes": utf8(table.column("metadata")),
+            "metadata_share": share,
+            "metadata_bytes_est": round(seg * share),
+            # each column written alone with the store's codec: where bytes go
+            "column_bytes": {c: ipc_bytes(table.select([c])) - empty for c in table.column_names},
+        }
     all_files = [p for p in Path(store).rglob("*") if p.is_file()]
     total = sum(p.stat().st_size for p in all_files)
     sources = sum(int(s["size"]) for s in manifest["sources"])
     meta = tables["root"].column("metadata").to_pylist()
     paths = list(dict.fromkeys(json.loads(m).get("file_path") for m in meta))
     paths = [p for p in paths if p]
-    return {"fastrag": str(Path(fr.__file__).resolve().parent),
-            "format_version": manifest.get("format_version"), "codec": codec,
-            "seconds": seconds, "groups": groups, "store_total_bytes": total,
-            "store_files": len(all_files), "sources_bytes": sources,
-            "manifest_bytes": (Path(store) / "manifest.json").stat().st_size,
-            "metadata_bytes_est": sum(g["metadata_bytes_est"] for g in groups.values()),
-            "files_read": len(paths), "files_read_per_ext": _ext_counts(paths),
-            "warnings": len(caught), "read_paths": paths}
+    return {
+        "fastrag": str(Path(fr.__file__).resolve().parent),
+        "format_version": manifest.get("format_version"),
+        "codec": codec,
+        "seconds": seconds,
+        "groups": groups,
+        "store_total_bytes": total,
+        "store_files": len(all_files),
+        "sources_bytes": sources,
+        "manifest_bytes": (Path(store) / "manifest.json").stat().st_size,
+        "metadata_bytes_est": sum(g["metadata_bytes_est"] for g in groups.values()),
+        "files_read": len(paths),
+        "files_read_per_ext": _ext_counts(paths),
+        "warnings": len(caught),
+        "read_paths": paths,
+    }
 
 
 def _ingest_llama(folder: str) -> dict:
@@ -306,29 +362,42 @@ def _ingest_llama(folder: str) -> dict:
     from llama_index.core.node_parser import SentenceSplitter
 
     docs = SimpleDirectoryReader(folder, recursive=True).load_data()
-    nodes = SentenceSplitter(chunk_size=CHUNK_SIZE,
-                             chunk_overlap=CHUNK_OVERLAP).get_nodes_from_documents(docs)
+    nodes = SentenceSplitter(
+        chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP
+    ).get_nodes_from_documents(docs)
     paths = list(dict.fromkeys(d.metadata.get("file_path") for d in docs))
-    return {"documents": len(docs), "nodes": len(nodes),
-            "node_chars": sum(len(n.get_content()) for n in nodes),
-            "files_read": len(paths), "files_read_per_ext": _ext_counts(paths)}
+    return {
+        "documents": len(docs),
+        "nodes": len(nodes),
+        "node_chars": sum(len(n.get_content()) for n in nodes),
+        "files_read": len(paths),
+        "files_read_per_ext": _ext_counts(paths),
+    }
 
 
 def _ingest_fastrag(folder: str, store: str | None) -> dict:
     import fastrag as fr
 
     doc = fr.Document(folder, store=store, on_error="skip")
-    doc.create_node_group("sentence", transform=fr.SentenceSplitter,
-                          chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP)
+    doc.create_node_group(
+        "sentence",
+        transform=fr.SentenceSplitter,
+        chunk_size=CHUNK_SIZE,
+        chunk_overlap=CHUNK_OVERLAP,
+    )
     table = doc.group("sentence").table
     counts = doc.read_report.counts()
     read = {e: c["read"] for e, c in counts.items() if c["read"]}
-    return {"documents": doc.group("root").table.num_rows, "nodes": table.num_rows,
-            "node_chars": sum(len(t) for t in table.column("text").to_pylist()),
-            "files_read": sum(read.values()), "files_read_per_ext": read,
-            "files_skipped": sum(c["skipped"] for c in counts.values()),
-            "files_failed": sum(c["failed"] for c in counts.values()),
-            "not_read": doc.read_report.reasons()}
+    return {
+        "documents": doc.group("root").table.num_rows,
+        "nodes": table.num_rows,
+        "node_chars": sum(len(t) for t in table.column("text").to_pylist()),
+        "files_read": sum(read.values()),
+        "files_read_per_ext": read,
+        "files_skipped": sum(c["skipped"] for c in counts.values()),
+        "files_failed": sum(c["failed"] for c in counts.values()),
+        "not_read": doc.read_report.reasons(),
+    }
 
 
 def child_time(lib: str, folder: str, store_base: str, runs: int, expect_root: str) -> dict:
@@ -354,8 +423,7 @@ def child_time(lib: str, folder: str, store_base: str, runs: int, expect_root: s
     for r in range(runs):
         store = str(Path(store_base) / f"run{r}") if lib == "fastrag store=" else None
         t = time.perf_counter()
-        res = _ingest_llama(folder) if lib == "llama-index-core" else _ingest_fastrag(folder,
-                                                                                        store)
+        res = _ingest_llama(folder) if lib == "llama-index-core" else _ingest_fastrag(folder, store)
         out["runs_s"].append(time.perf_counter() - t)
         out.update(res)
     out["log_warnings"] = sum(Count.messages.values())
@@ -391,28 +459,50 @@ def store_rows(stores: dict[str, dict]) -> tuple[list, list]:
             goal = ""
             if name == "line":
                 goal = "PASS" if x["ratio"] is not None and x["ratio"] <= LINE_GOAL else "FAIL"
-            rows.append([label, name, x["nodes"], x["text_bytes"] / 1e6, x["store_bytes"] / 1e6,
-                         f"{x['ratio']:.2f}x" if x["ratio"] else "", f"{x['metadata_share']:.0%}",
-                         goal])
+            rows.append(
+                [
+                    label,
+                    name,
+                    x["nodes"],
+                    x["text_bytes"] / 1e6,
+                    x["store_bytes"] / 1e6,
+                    f"{x['ratio']:.2f}x" if x["ratio"] else "",
+                    f"{x['metadata_share']:.0%}",
+                    goal,
+                ]
+            )
         root_text = g["root"]["text_bytes"]
-        totals.append([label, f"v{res['format_version']}", res["codec"] or "none",
-                       res["files_read"], root_text / 1e6, res["store_total_bytes"] / 1e6,
-                       f"{res['store_total_bytes'] / root_text:.2f}x" if root_text else "",
-                       f"{res['metadata_bytes_est'] / res['store_total_bytes']:.0%}",
-                       res["seconds"]])
+        totals.append(
+            [
+                label,
+                f"v{res['format_version']}",
+                res["codec"] or "none",
+                res["files_read"],
+                root_text / 1e6,
+                res["store_total_bytes"] / 1e6,
+                f"{res['store_total_bytes'] / root_text:.2f}x" if root_text else "",
+                f"{res['metadata_bytes_est'] / res['store_total_bytes']:.0%}",
+                res["seconds"],
+            ]
+        )
     return rows, totals
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--smoke", action="store_true",
-                    help="14-file corpus, one repeat, no old-commit worktree")
+    ap.add_argument(
+        "--smoke", action="store_true", help="14-file corpus, one repeat, no old-commit worktree"
+    )
     ap.add_argument("--corpus", default=None, help="run on this folder instead")
     ap.add_argument("--repeats", type=int, default=3, help="timed processes per library")
     ap.add_argument("--old-commit", default=OLD_COMMIT, help="the BEFORE code (format v2)")
     ap.add_argument("--no-before", action="store_true", help="skip the old-commit store run")
-    ap.add_argument("--max-load", type=float, default=1.5,
-                    help="wait (up to 5 min) for the load average to fall below this")
+    ap.add_argument(
+        "--max-load",
+        type=float,
+        default=1.5,
+        help="wait (up to 5 min) for the load average to fall below this",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     ap.add_argument("--child", choices=("store", "time"), help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
@@ -426,8 +516,7 @@ def main() -> None:
         print(json.dumps(child_store(args.dir, args.store, args.files, args.expect_root)))
         return
     if args.child == "time":
-        print(json.dumps(child_time(args.lib, args.dir, args.store, args.runs,
-                                    args.expect_root)))
+        print(json.dumps(child_time(args.lib, args.dir, args.store, args.runs, args.expect_root)))
         return
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
@@ -445,8 +534,9 @@ def main() -> None:
         else:
             folder = tmp / "corpus"
             corpus = build_corpus(folder, args.smoke)
-        print(f"corpus {folder}: {corpus['files']} files, {corpus['bytes'] / 1e6:.1f} MB",
-              flush=True)
+        print(
+            f"corpus {folder}: {corpus['files']} files, {corpus['bytes'] / 1e6:.1f} MB", flush=True
+        )
         waited = 0.0 if args.smoke else wait_for_load(args.max_load, 300)
         info = machine_info(["llama-index-core", "pyarrow", "pypdf", "python-docx"])
         info["waited_for_load_s"] = round(waited, 1)
@@ -454,24 +544,52 @@ def main() -> None:
         # 1. store bytes: v2 (old worktree), v3 on v2's files, v3 on the whole folder
         stores: dict[str, dict] = {}
         if before:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach",
-                            str(worktree), args.old_commit], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(REPO),
+                    "worktree",
+                    "add",
+                    "--detach",
+                    str(worktree),
+                    args.old_commit,
+                ],
+                check=True,
+                capture_output=True,
+            )
             stores["before (v2)"] = _run_child(
                 ["--child", "store", "--dir", str(folder), "--store", str(tmp / "s_v2")],
-                worktree, worktree)
+                worktree,
+                worktree,
+            )
             listing = tmp / "v2_files.txt"
             listing.write_text("\n".join(stores["before (v2)"]["read_paths"]) + "\n")
             stores["after (v3), v2's files"] = _run_child(
-                ["--child", "store", "--dir", str(folder), "--store", str(tmp / "s_v3same"),
-                 "--files", str(listing)], REPO, REPO)
+                [
+                    "--child",
+                    "store",
+                    "--dir",
+                    str(folder),
+                    "--store",
+                    str(tmp / "s_v3same"),
+                    "--files",
+                    str(listing),
+                ],
+                REPO,
+                REPO,
+            )
         stores["after (v3), all files"] = _run_child(
-            ["--child", "store", "--dir", str(folder), "--store", str(tmp / "s_v3")],
-            REPO, REPO)
+            ["--child", "store", "--dir", str(folder), "--store", str(tmp / "s_v3")], REPO, REPO
+        )
         for label, res in stores.items():
             line = res["groups"]["line"]
-            print(f"{label:24s} line {line['ratio']:.2f}x  sentence "
-                  f"{res['groups']['sentence']['ratio']:.2f}x  total "
-                  f"{res['store_total_bytes'] / 1e6:.1f} MB", flush=True)
+            print(
+                f"{label:24s} line {line['ratio']:.2f}x  sentence "
+                f"{res['groups']['sentence']['ratio']:.2f}x  total "
+                f"{res['store_total_bytes'] / 1e6:.1f} MB",
+                flush=True,
+            )
 
         # 2. ingest seconds: one untimed first process, then --repeats fresh processes
         timing: dict[str, dict] = {}
@@ -479,25 +597,49 @@ def main() -> None:
             procs = []
             for i in range(args.repeats + (0 if args.smoke else 1)):
                 base = tmp / f"t_{LIBS.index(lib)}_{i}"
-                procs.append(_run_child(["--child", "time", "--lib", lib, "--dir", str(folder),
-                                         "--store", str(base)], REPO, REPO))
+                procs.append(
+                    _run_child(
+                        [
+                            "--child",
+                            "time",
+                            "--lib",
+                            lib,
+                            "--dir",
+                            str(folder),
+                            "--store",
+                            str(base),
+                        ],
+                        REPO,
+                        REPO,
+                    )
+                )
                 shutil.rmtree(base, ignore_errors=True)
             first = None if args.smoke else procs.pop(0)
             res = dict(procs[-1])
-            res.update({"first_process_s": first["runs_s"][0] if first else None,
-                        "cold_s": [p["runs_s"][0] for p in procs],
-                        "warm_s": [p["runs_s"][-1] for p in procs],
-                        "import_s": [p["import_s"] for p in procs]})
+            res.update(
+                {
+                    "first_process_s": first["runs_s"][0] if first else None,
+                    "cold_s": [p["runs_s"][0] for p in procs],
+                    "warm_s": [p["runs_s"][-1] for p in procs],
+                    "import_s": [p["import_s"] for p in procs],
+                }
+            )
             res["cold_median_s"] = statistics.median(res["cold_s"])
             res["warm_median_s"] = statistics.median(res["warm_s"])
             timing[lib] = res
-            print(f"{lib:18s} cold {res['cold_median_s']:7.2f} s  warm "
-                  f"{res['warm_median_s']:7.2f} s  files read {res['files_read']}", flush=True)
+            print(
+                f"{lib:18s} cold {res['cold_median_s']:7.2f} s  warm "
+                f"{res['warm_median_s']:7.2f} s  files read {res['files_read']}",
+                flush=True,
+            )
         info["loadavg_at_end"] = list(os.getloadavg())
     finally:
         if worktree.exists():
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
-                            str(worktree)], check=False, capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)],
+                check=False,
+                capture_output=True,
+            )
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -505,91 +647,168 @@ def main() -> None:
     name = "ingest_mixed_smoke" if args.smoke else "ingest_mixed"
     for res in stores.values():
         res.pop("read_paths", None)
-    payload = {"machine": info, "command": command, "corpus": corpus, "old_commit":
-               args.old_commit if before else None, "line_goal": LINE_GOAL,
-               "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP,
-               "repeats": args.repeats, "stores": stores, "ingest": timing}
+    payload = {
+        "machine": info,
+        "command": command,
+        "corpus": corpus,
+        "old_commit": args.old_commit if before else None,
+        "line_goal": LINE_GOAL,
+        "chunk_size": CHUNK_SIZE,
+        "chunk_overlap": CHUNK_OVERLAP,
+        "repeats": args.repeats,
+        "stores": stores,
+        "ingest": timing,
+    }
     jp, mp = write_results(name, payload, md)
     print(md)
     print(f"wrote {jp} and {mp}")
 
 
 def report(corpus, stores, timing, info, args, command) -> str:
-    exts = sorted(set(corpus["per_ext"]) | {e for t in timing.values()
-                                            for e in t["files_read_per_ext"]})
+    exts = sorted(
+        set(corpus["per_ext"]) | {e for t in timing.values() for e in t["files_read_per_ext"]}
+    )
     v2 = stores.get("before (v2)")
     head = ["ext", "files", "MB", "fastrag reads", "llama-index reads"]
     head += ["v2 reads"] if v2 else []
     crow = []
     for e in exts:
         c = corpus["per_ext"].get(e, {"files": 0, "bytes": 0})
-        row = [e, c["files"], c["bytes"] / 1e6,
-               timing["fastrag"]["files_read_per_ext"].get(e, 0),
-               timing["llama-index-core"]["files_read_per_ext"].get(e, 0)]
+        row = [
+            e,
+            c["files"],
+            c["bytes"] / 1e6,
+            timing["fastrag"]["files_read_per_ext"].get(e, 0),
+            timing["llama-index-core"]["files_read_per_ext"].get(e, 0),
+        ]
         crow.append(row + ([v2["files_read_per_ext"].get(e, 0)] if v2 else []))
-    total = ["all", corpus["files"], corpus["bytes"] / 1e6, timing["fastrag"]["files_read"],
-             timing["llama-index-core"]["files_read"]]
+    total = [
+        "all",
+        corpus["files"],
+        corpus["bytes"] / 1e6,
+        timing["fastrag"]["files_read"],
+        timing["llama-index-core"]["files_read"],
+    ]
     crow.append(total + ([v2["files_read"]] if v2 else []))
     rows, totals = store_rows(stores)
     peer = timing["llama-index-core"]
     trows = []
     for lib, r in timing.items():
-        trows.append([lib, r["first_process_s"], r["cold_median_s"], r["warm_median_s"],
-                      f"{peer['cold_median_s'] / r['cold_median_s']:.1f}x",
-                      f"{peer['warm_median_s'] / r['warm_median_s']:.1f}x",
-                      r["files_read"], r["documents"], r["nodes"], r["peak_rss_mb"]])
-    line_goal = [f"{label}: {'PASS' if s['groups']['line']['ratio'] <= LINE_GOAL else 'FAIL'} "
-                 f"({s['groups']['line']['ratio']:.2f}x)" for label, s in stores.items()]
+        trows.append(
+            [
+                lib,
+                r["first_process_s"],
+                r["cold_median_s"],
+                r["warm_median_s"],
+                f"{peer['cold_median_s'] / r['cold_median_s']:.1f}x",
+                f"{peer['warm_median_s'] / r['warm_median_s']:.1f}x",
+                r["files_read"],
+                r["documents"],
+                r["nodes"],
+                r["peak_rss_mb"],
+            ]
+        )
+    line_goal = [
+        f"{label}: {'PASS' if s['groups']['line']['ratio'] <= LINE_GOAL else 'FAIL'} "
+        f"({s['groups']['line']['ratio']:.2f}x)"
+        for label, s in stores.items()
+    ]
     fr_read = timing["fastrag"]
-    not_read = "; ".join(f"{ext}: {why} ({n})" for ext, reasons in fr_read["not_read"].items()
-                         for why, n in reasons.items()) or "none"
+    not_read = (
+        "; ".join(
+            f"{ext}: {why} ({n})"
+            for ext, reasons in fr_read["not_read"].items()
+            for why, n in reasons.items()
+        )
+        or "none"
+    )
     top_log = "; ".join(f"{n}x {m!r}" for m, n in peer["log_messages"].items()) or "none"
     per_node = []
     for label, st in stores.items():
         g = st["groups"]["line"]
         cols = ", ".join(f"{c} {b / g['nodes']:.1f}" for c, b in g["column_bytes"].items())
-        per_node.append(f"{label}: {cols} (text: {g['text_bytes'] / g['nodes']:.1f} B of "
-                        "UTF-8 per node)")
-    md = [f"# Ingest of a mixed folder of real files ({corpus['files']:,} files, "
-          f"{corpus['bytes'] / 1e6:.1f} MB)", "",
-          f"Corpus: {corpus.get('generated', 'the folder given with --corpus')}; "
-          f"fingerprint {corpus['fingerprint']}. "
-          + " ".join(corpus.get("notes", [])), "",
-          markdown_table(head, crow), "",
-          "## Store bytes per text byte", "",
-          f"Goal (issue 12): a line-level group's store bytes <= {LINE_GOAL}x its text bytes. "
-          + "; ".join(line_goal) + ". ratio = group segment bytes / UTF-8 bytes of the group's "
-          "node texts; metadata = share of the group's bytes that its metadata column takes "
-          "(table rewritten without it, same codec). BEFORE is commit "
-          f"{args.old_commit} (format v2) run from a temporary worktree; \"v2's files\" = the "
-          "files v2 read, ingested by v3 (like for like).", "",
-          markdown_table(["store", "group", "nodes", "text MB", "store MB", "ratio",
-                          "metadata", "goal"], rows), "",
-          markdown_table(["store", "format", "codec", "files", "root text MB",
-                          "store total MB", "total / root text", "metadata", "ingest s"],
-                         totals), "",
-          "Bytes per line node by column (each column written alone with the store's "
-          "codec): " + "; ".join(per_node) + ".", "",
-          f"## Ingest seconds (SentenceSplitter {CHUNK_SIZE}/{CHUNK_OVERLAP})", "",
-          f"Median of {args.repeats} fresh processes; cold = first ingest in the process "
-          "(lazy imports, numba cache load), warm = second ingest in the same process; "
-          "first run = one untimed process before them (numba compile when its cache is "
-          "cold). Imports not included.", "",
-          markdown_table(["library", "first run s", "cold s", "warm s", "cold vs llama",
-                          "warm vs llama", "files read", "documents", "nodes",
-                          "peak RSS MB"], trows), "",
-          f"fastrag left out {fr_read['files_skipped']} files (skipped) and "
-          f"{fr_read['files_failed']} (failed): {not_read}. llama-index-core "
-          f"{info.get('llama-index-core')} (without llama-index-readers-file) read every file "
-          "as text with undecodable bytes dropped: PDF and DOCX as their raw bytes, PNGs as "
-          f"binary noise; it logged {peer['log_warnings']} warnings ({top_log}).", "",
-          f"Machine: {info['cpu']}, {info['usable_cores']} cores, load average at start "
-          f"{[round(x, 2) for x in info['loadavg_at_start']]} (waited "
-          f"{info['waited_for_load_s']} s for < {args.max_load}), at end "
-          f"{[round(x, 2) for x in info['loadavg_at_end']]}; Python {info['python']}, "
-          f"pyarrow {info['pyarrow']}, numba {info.get('numba')}; commit {info['commit']}; "
-          f"{info['date']}.", "",
-          f"Reproduce: `{command.strip()}`"]
+        per_node.append(
+            f"{label}: {cols} (text: {g['text_bytes'] / g['nodes']:.1f} B of UTF-8 per node)"
+        )
+    md = [
+        f"# Ingest of a mixed folder of real files ({corpus['files']:,} files, "
+        f"{corpus['bytes'] / 1e6:.1f} MB)",
+        "",
+        f"Corpus: {corpus.get('generated', 'the folder given with --corpus')}; "
+        f"fingerprint {corpus['fingerprint']}. " + " ".join(corpus.get("notes", [])),
+        "",
+        markdown_table(head, crow),
+        "",
+        "## Store bytes per text byte",
+        "",
+        f"Goal (issue 12): a line-level group's store bytes <= {LINE_GOAL}x its text bytes. "
+        + "; ".join(line_goal)
+        + ". ratio = group segment bytes / UTF-8 bytes of the group's "
+        "node texts; metadata = share of the group's bytes that its metadata column takes "
+        "(table rewritten without it, same codec). BEFORE is commit "
+        f'{args.old_commit} (format v2) run from a temporary worktree; "v2\'s files" = the '
+        "files v2 read, ingested by v3 (like for like).",
+        "",
+        markdown_table(
+            ["store", "group", "nodes", "text MB", "store MB", "ratio", "metadata", "goal"], rows
+        ),
+        "",
+        markdown_table(
+            [
+                "store",
+                "format",
+                "codec",
+                "files",
+                "root text MB",
+                "store total MB",
+                "total / root text",
+                "metadata",
+                "ingest s",
+            ],
+            totals,
+        ),
+        "",
+        "Bytes per line node by column (each column written alone with the store's "
+        "codec): " + "; ".join(per_node) + ".",
+        "",
+        f"## Ingest seconds (SentenceSplitter {CHUNK_SIZE}/{CHUNK_OVERLAP})",
+        "",
+        f"Median of {args.repeats} fresh processes; cold = first ingest in the process "
+        "(lazy imports, numba cache load), warm = second ingest in the same process; "
+        "first run = one untimed process before them (numba compile when its cache is "
+        "cold). Imports not included.",
+        "",
+        markdown_table(
+            [
+                "library",
+                "first run s",
+                "cold s",
+                "warm s",
+                "cold vs llama",
+                "warm vs llama",
+                "files read",
+                "documents",
+                "nodes",
+                "peak RSS MB",
+            ],
+            trows,
+        ),
+        "",
+        f"fastrag left out {fr_read['files_skipped']} files (skipped) and "
+        f"{fr_read['files_failed']} (failed): {not_read}. llama-index-core "
+        f"{info.get('llama-index-core')} (without llama-index-readers-file) read every file "
+        "as text with undecodable bytes dropped: PDF and DOCX as their raw bytes, PNGs as "
+        f"binary noise; it logged {peer['log_warnings']} warnings ({top_log}).",
+        "",
+        f"Machine: {info['cpu']}, {info['usable_cores']} cores, load average at start "
+        f"{[round(x, 2) for x in info['loadavg_at_start']]} (waited "
+        f"{info['waited_for_load_s']} s for < {args.max_load}), at end "
+        f"{[round(x, 2) for x in info['loadavg_at_end']]}; Python {info['python']}, "
+        f"pyarrow {info['pyarrow']}, numba {info.get('numba')}; commit {info['commit']}; "
+        f"{info['date']}.",
+        "",
+        f"Reproduce: `{command.strip()}`",
+    ]
     return "\n".join(md)
 
 

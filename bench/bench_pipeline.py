@@ -80,7 +80,7 @@ def embed(texts: list[str]) -> np.ndarray:
     """Hashed character unigrams + bigrams, 256-d, unit norm (deterministic, cheap)."""
     out = np.zeros((len(texts), DIM), dtype=np.float32)
     for i, t in enumerate(texts):
-        grams = list(t) + [t[j:j + 2] for j in range(len(t) - 1)]
+        grams = list(t) + [t[j : j + 2] for j in range(len(t) - 1)]
         idx = np.fromiter((hash_gram(g) for g in grams), dtype=np.int64, count=len(grams))
         np.add.at(out[i], idx % DIM, 1.0)
     n = np.linalg.norm(out, axis=1, keepdims=True)
@@ -111,8 +111,9 @@ def load(n_paragraphs: int | None, n_questions: int):
 
 # -- fastrag ----------------------------------------------------------------------
 def fastrag_doc(contexts: list[str]) -> fr.Document:
-    doc = fr.Document.from_texts(contexts, metadatas=[{"para": i} for i in range(len(contexts))],
-                                 embed=embed)
+    doc = fr.Document.from_texts(
+        contexts, metadatas=[{"para": i} for i in range(len(contexts))], embed=embed
+    )
     for sim in ("bm25_chinese", "cosine"):  # build the indexes before timing
         fr.Retriever(doc, "root", sim, topk=TOPK).batch(["预热"])
     return doc
@@ -120,13 +121,20 @@ def fastrag_doc(contexts: list[str]) -> fr.Document:
 
 def fastrag_pipe(doc: fr.Document, llm: fr.MockLLM, conc: int) -> fr.RAGPipeline:
     return fr.RAGPipeline(
-        [fr.Retriever(doc, "root", "bm25_chinese", topk=TOPK),
-         fr.Retriever(doc, "root", "cosine", topk=TOPK)],
+        [
+            fr.Retriever(doc, "root", "bm25_chinese", topk=TOPK),
+            fr.Retriever(doc, "root", "cosine", topk=TOPK),
+        ],
         query_expander=fr.MultiQueryExpander(llm, number_of_queries=3, max_concurrency=conc),
         joiner=fr.ReciprocalRankFusionJoiner(topk=TOPK),
-        synthesizer=fr.get_response_synthesizer("compact", llm=llm, max_concurrency=conc,
-                                                context_window=CONTEXT_WINDOW,
-                                                num_output=NUM_OUTPUT))
+        synthesizer=fr.get_response_synthesizer(
+            "compact",
+            llm=llm,
+            max_concurrency=conc,
+            context_window=CONTEXT_WINDOW,
+            num_output=NUM_OUTPUT,
+        ),
+    )
 
 
 def run_fastrag(doc, questions, gold, conc: int, zero: bool = False) -> dict[str, Any]:
@@ -136,8 +144,15 @@ def run_fastrag(doc, questions, gold, conc: int, zero: bool = False) -> dict[str
     resps = pipe.batch(questions)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     hits = [[n.metadata["para"] for n in r.source_nodes] for r in resps]
-    return _row(f"fastrag batch (max_concurrency={conc})", wall, cpu, llm, hits, gold,
-                sum(r.metadata["llm_calls"] for r in resps))
+    return _row(
+        f"fastrag batch (max_concurrency={conc})",
+        wall,
+        cpu,
+        llm,
+        hits,
+        gold,
+        sum(r.metadata["llm_calls"] for r in resps),
+    )
 
 
 # -- LlamaIndex ----------------------------------------------------------------------
@@ -178,16 +193,24 @@ def llama_engine(contexts: list[str], llm) -> Any:
             toks = analyzer(query_bundle.query_str)
             if not toks:
                 return []
-            docs, scores = self.bm25.retrieve([toks], k=TOPK, show_progress=False,
-                                              n_threads=1)
-            return [NodeWithScore(node=nodes[int(d)], score=float(s))
-                    for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+            docs, scores = self.bm25.retrieve([toks], k=TOPK, show_progress=False, n_threads=1)
+            return [
+                NodeWithScore(node=nodes[int(d)], score=float(s))
+                for d, s in zip(docs[0], scores[0], strict=True)
+                if s > 0
+            ]
 
     vector = VectorStoreIndex(nodes, embed_model=HashEmbedding()).as_retriever(
-        similarity_top_k=TOPK)
-    fusion = QueryFusionRetriever([JiebaBM25Retriever(), vector], llm=llm, num_queries=4,
-                                  mode="reciprocal_rerank", similarity_top_k=TOPK,
-                                  use_async=True)
+        similarity_top_k=TOPK
+    )
+    fusion = QueryFusionRetriever(
+        [JiebaBM25Retriever(), vector],
+        llm=llm,
+        num_queries=4,
+        mode="reciprocal_rerank",
+        similarity_top_k=TOPK,
+        use_async=True,
+    )
     return RetrieverQueryEngine.from_args(fusion, llm=llm, response_mode="compact")
 
 
@@ -198,6 +221,7 @@ def run_llama(contexts, questions, gold, how: str, zero: bool = False) -> dict[s
     if how == "loop":
         resps = [engine.query(q) for q in questions]
     else:
+
         async def gathered():
             return await asyncio.gather(*(engine.aquery(q) for q in questions))
 
@@ -211,10 +235,17 @@ def run_llama(contexts, questions, gold, how: str, zero: bool = False) -> dict[s
 def _row(label, wall, cpu, llm, hits, gold, reported_calls) -> dict[str, Any]:
     n = len(gold)
     recall = sum(g in h for g, h in zip(gold, hits, strict=True)) / n
-    return {"flow": label, "wall_s": wall, "cpu_s": cpu, "cpu_ms_per_query": cpu / n * 1e3,
-            "llm_calls": len(llm.calls), "reported_llm_calls": reported_calls,
-            "prompt_tokens": sum(c.prompt_tokens or 0 for c in llm.calls),
-            "recall@5": recall, "n_queries": n}
+    return {
+        "flow": label,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cpu_ms_per_query": cpu / n * 1e3,
+        "llm_calls": len(llm.calls),
+        "reported_llm_calls": reported_calls,
+        "prompt_tokens": sum(c.prompt_tokens or 0 for c in llm.calls),
+        "recall@5": recall,
+        "n_queries": n,
+    }
 
 
 # -- report ----------------------------------------------------------------------
@@ -249,8 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     n_par, n_q, repeats = (40, 20, 1) if args.smoke else (None, args.questions, args.repeats)
     info = machine_info(["llama_index.core", "bm25s"])
     contexts, questions, gold = load(n_par, n_q)
-    print(f"{len(contexts)} paragraphs, {len(questions)} questions; load {os.getloadavg()}",
-          flush=True)
+    print(
+        f"{len(contexts)} paragraphs, {len(questions)} questions; load {os.getloadavg()}",
+        flush=True,
+    )
     doc = fastrag_doc(contexts)
     run_fastrag(doc, questions[:4], gold[:4], 16)  # warm-up (kernels, tokenizer caches)
 
@@ -261,14 +294,24 @@ def main(argv: list[str] | None = None) -> int:
         row["wall_s"] = median([r["wall_s"] for r in reps])
         row["cpu_s"] = median([r["cpu_s"] for r in reps])
         row["cpu_ms_zero"] = median([run(True)["cpu_ms_per_query"] for _ in range(n_rep)])
-        print(f"  {row['flow']}: {row['wall_s']:.2f} s, cpu/q (zero-latency) "
-              f"{row['cpu_ms_zero']:.2f} ms", flush=True)
+        print(
+            f"  {row['flow']}: {row['wall_s']:.2f} s, cpu/q (zero-latency) "
+            f"{row['cpu_ms_zero']:.2f} ms",
+            flush=True,
+        )
         return row
 
-    rows = [measure(lambda z, c=conc: run_fastrag(doc, questions, gold, c, zero=z), repeats)
-            for conc in (16, 128)]
-    rows += [measure(lambda z, h=how: run_llama(contexts, questions, gold, h, zero=z),
-                     repeats if how == "gather" else 1) for how in ("gather", "loop")]
+    rows = [
+        measure(lambda z, c=conc: run_fastrag(doc, questions, gold, c, zero=z), repeats)
+        for conc in (16, 128)
+    ]
+    rows += [
+        measure(
+            lambda z, h=how: run_llama(contexts, questions, gold, h, zero=z),
+            repeats if how == "gather" else 1,
+        )
+        for how in ("gather", "loop")
+    ]
     info["loadavg_at_end"] = list(os.getloadavg())
 
     fast = {r["flow"]: r for r in rows}
@@ -277,48 +320,92 @@ def main(argv: list[str] | None = None) -> int:
     loop = fast["llama-index loop (query)"]
     gath = fast["llama-index asyncio.gather(aquery)"]
     goals = [
-        ("batch >= 20x the LlamaIndex loop (default max_concurrency=16)",
-         loop["wall_s"] / default["wall_s"], 20.0),
-        ("batch >= 20x the LlamaIndex loop (max_concurrency=128)",
-         loop["wall_s"] / best["wall_s"], 20.0),
-        ("batch >= 3x LlamaIndex asyncio.gather (default max_concurrency=16)",
-         gath["wall_s"] / default["wall_s"], 3.0),
-        ("batch >= 3x LlamaIndex asyncio.gather (max_concurrency=128)",
-         gath["wall_s"] / best["wall_s"], 3.0),
-        ("framework CPU per question <= 1/10 of LlamaIndex's (gather)",
-         gath["cpu_ms_zero"] / best["cpu_ms_zero"], 10.0),
-        ("no more LLM calls than LlamaIndex", loop["llm_calls"] / max(1, best["llm_calls"]),
-         1.0),
-        ("no more prompt tokens than LlamaIndex",
-         loop["prompt_tokens"] / max(1, best["prompt_tokens"]), 1.0),
+        (
+            "batch >= 20x the LlamaIndex loop (default max_concurrency=16)",
+            loop["wall_s"] / default["wall_s"],
+            20.0,
+        ),
+        (
+            "batch >= 20x the LlamaIndex loop (max_concurrency=128)",
+            loop["wall_s"] / best["wall_s"],
+            20.0,
+        ),
+        (
+            "batch >= 3x LlamaIndex asyncio.gather (default max_concurrency=16)",
+            gath["wall_s"] / default["wall_s"],
+            3.0,
+        ),
+        (
+            "batch >= 3x LlamaIndex asyncio.gather (max_concurrency=128)",
+            gath["wall_s"] / best["wall_s"],
+            3.0,
+        ),
+        (
+            "framework CPU per question <= 1/10 of LlamaIndex's (gather)",
+            gath["cpu_ms_zero"] / best["cpu_ms_zero"],
+            10.0,
+        ),
+        ("no more LLM calls than LlamaIndex", loop["llm_calls"] / max(1, best["llm_calls"]), 1.0),
+        (
+            "no more prompt tokens than LlamaIndex",
+            loop["prompt_tokens"] / max(1, best["prompt_tokens"]),
+            1.0,
+        ),
     ]
-    headers = ["flow", "wall s", "LLM calls", "prompt tokens", "CPU ms/question (zero-latency "
-               "LLM)", "recall@5"]
-    table = markdown_table(headers, [[r["flow"], r["wall_s"], r["llm_calls"], r["prompt_tokens"],
-                                      r["cpu_ms_zero"], r["recall@5"]] for r in rows])
-    goal_lines = [f"- {'PASS' if ratio >= need else 'MISS'}: {name}: {ratio:.2f}x "
-                  f"(goal {need:g}x)" for name, ratio, need in goals]
-    md = "\n".join([
-        "# Modular RAG pipeline: fastrag vs llama-index-core",
-        "",
-        f"CPU: {info['cpu']} ({info['usable_cores']} usable cores); load at start "
-        f"{info['loadavg_at_start']}, at end {info['loadavg_at_end']}; commit {info['commit']}; "
-        f"{len(questions)} CMRC questions over {len(contexts)} paragraphs; simulated LLM "
-        f"{LATENCY * 1e3:.0f} ms + {LATENCY_PER_TOKEN * 1e3:.2f} ms per prompt token; wall and "
-        f"CPU medians of {repeats} runs (the LlamaIndex loop: 1 run).",
-        "",
-        "Flow: 4 queries per question (original + 3 generated) -> BM25 (jieba) + dense, top-5 "
-        "each -> reciprocal rank fusion top-5 -> compact synthesis.",
-        "",
-        table,
-        "",
-        *goal_lines,
-        "",
-        "Reproduce: `python bench/bench_pipeline.py` (see the module docstring for the setup).",
-    ])
-    payload = {"machine": info, "rows": rows,
-               "goals": [{"goal": g, "ratio": r, "need": n, "met": r >= n} for g, r, n in goals],
-               "questions": len(questions), "paragraphs": len(contexts)}
+    headers = [
+        "flow",
+        "wall s",
+        "LLM calls",
+        "prompt tokens",
+        "CPU ms/question (zero-latency LLM)",
+        "recall@5",
+    ]
+    table = markdown_table(
+        headers,
+        [
+            [
+                r["flow"],
+                r["wall_s"],
+                r["llm_calls"],
+                r["prompt_tokens"],
+                r["cpu_ms_zero"],
+                r["recall@5"],
+            ]
+            for r in rows
+        ],
+    )
+    goal_lines = [
+        f"- {'PASS' if ratio >= need else 'MISS'}: {name}: {ratio:.2f}x (goal {need:g}x)"
+        for name, ratio, need in goals
+    ]
+    md = "\n".join(
+        [
+            "# Modular RAG pipeline: fastrag vs llama-index-core",
+            "",
+            f"CPU: {info['cpu']} ({info['usable_cores']} usable cores); load at start "
+            f"{info['loadavg_at_start']}, at end {info['loadavg_at_end']}; "
+            f"commit {info['commit']}; "
+            f"{len(questions)} CMRC questions over {len(contexts)} paragraphs; simulated LLM "
+            f"{LATENCY * 1e3:.0f} ms + {LATENCY_PER_TOKEN * 1e3:.2f} ms per prompt token; wall and "
+            f"CPU medians of {repeats} runs (the LlamaIndex loop: 1 run).",
+            "",
+            "Flow: 4 queries per question (original + 3 generated) -> BM25 (jieba) + dense, top-5 "
+            "each -> reciprocal rank fusion top-5 -> compact synthesis.",
+            "",
+            table,
+            "",
+            *goal_lines,
+            "",
+            "Reproduce: `python bench/bench_pipeline.py` (see the module docstring for the setup).",
+        ]
+    )
+    payload = {
+        "machine": info,
+        "rows": rows,
+        "goals": [{"goal": g, "ratio": r, "need": n, "met": r >= n} for g, r, n in goals],
+        "questions": len(questions),
+        "paragraphs": len(contexts),
+    }
     name = "pipeline_smoke" if args.smoke else "pipeline"
     write_results(name, payload, md)
     plot(rows, RESULTS_DIR / f"{name}.png")

@@ -65,11 +65,11 @@ def run_mixed(sims: list[str], smoke: bool) -> dict:
     if smoke:
         questions = questions[:10] + questions[60:70]
     work = WORK_DIR / "quality" / "mixed"
-    doc = fr.Document(str(corpus), store=str(work), embed=_embedder(),
-                      show_progress=False)
+    doc = fr.Document(str(corpus), store=str(work), embed=_embedder(), show_progress=False)
     if "chunk" not in doc.group_names:
-        doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=256,
-                                                                      chunk_overlap=32))
+        doc.create_node_group(
+            "chunk", transform=fr.SentenceSplitter(chunk_size=256, chunk_overlap=32)
+        )
     n_chunks = len(doc.group("chunk"))
 
     def page_of(hit) -> str:
@@ -92,12 +92,24 @@ def run_mixed(sims: list[str], smoke: bool) -> dict:
             s["h5"] += rank is not None and rank <= 5
             s["rr"] += 1.0 / rank if rank and rank <= 10 else 0.0
         for lang, s in sorted(per.items()):
-            out["rows"].append({"similarity": sim, "lang": lang, "n": s["n"],
-                                "hit@1": s["h1"] / s["n"], "hit@5": s["h5"] / s["n"],
-                                "mrr@10": s["rr"] / s["n"], "batch_s": took})
-        print(f"mixed {sim}: " + ", ".join(
-            f"{r['lang']} hit@5 {r['hit@5']:.3f}" for r in out["rows"] if r["similarity"] == sim),
-            flush=True)
+            out["rows"].append(
+                {
+                    "similarity": sim,
+                    "lang": lang,
+                    "n": s["n"],
+                    "hit@1": s["h1"] / s["n"],
+                    "hit@5": s["h5"] / s["n"],
+                    "mrr@10": s["rr"] / s["n"],
+                    "batch_s": took,
+                }
+            )
+        print(
+            f"mixed {sim}: "
+            + ", ".join(
+                f"{r['lang']} hit@5 {r['hit@5']:.3f}" for r in out["rows"] if r["similarity"] == sim
+            ),
+            flush=True,
+        )
     return out
 
 
@@ -105,8 +117,9 @@ def run_mixed(sims: list[str], smoke: bool) -> dict:
 def _recall(results, gold_rows, ks=(1, 3, 5)) -> dict:
     out = {}
     for k in ks:
-        out[f"R@{k}"] = float(np.mean([g in r[:k] for r, g in zip(results, gold_rows,
-                                                                   strict=True)]))
+        out[f"R@{k}"] = float(
+            np.mean([g in r[:k] for r, g in zip(results, gold_rows, strict=True)])
+        )
     return out
 
 
@@ -117,11 +130,27 @@ def _load_cmrc(path: Path | None) -> tuple[dict, str]:
         return load_cmrc2018_dev(), "dev"
     raw = json.loads(path.read_text(encoding="utf-8"))
     if isinstance(raw, list):
-        raw = {"data": [{"title": a.get("title", ""), "paragraphs": [{
-            "context": a["context_text"],
-            "qas": [{"id": q["query_id"], "question": q["query_text"],
-                     "answers": [{"text": t} for t in q["answers"]]} for q in a["qas"]]}]}
-            for a in raw]}
+        raw = {
+            "data": [
+                {
+                    "title": a.get("title", ""),
+                    "paragraphs": [
+                        {
+                            "context": a["context_text"],
+                            "qas": [
+                                {
+                                    "id": q["query_id"],
+                                    "question": q["query_text"],
+                                    "answers": [{"text": t} for t in q["answers"]],
+                                }
+                                for q in a["qas"]
+                            ],
+                        }
+                    ],
+                }
+                for a in raw
+            ]
+        }
     return raw, path.stem
 
 
@@ -130,13 +159,26 @@ def run_cmrc(sims: list[str], smoke: bool, repeats: int, path: Path | None = Non
     questions, gold, contexts = squad_questions(squad)
     if smoke:
         keep = [i for i, g in enumerate(gold) if g < 60]
-        questions, gold, contexts = [questions[i] for i in keep], [gold[i] for i in keep], \
-            contexts[:60]
+        questions, gold, contexts = (
+            [questions[i] for i in keep],
+            [gold[i] for i in keep],
+            contexts[:60],
+        )
     work = WORK_DIR / "quality" / (("cmrc_smoke" if smoke else "cmrc") + f"_{split}")
-    doc = fr.Document.from_texts(contexts, metadatas=[{"p": i} for i in range(len(contexts))],
-                                 store=str(work), embed=_embedder())
-    out: dict = {"split": split, "paragraphs": len(contexts), "questions": len(questions),
-                 "rows": [], "fusion": [], "speed": []}
+    doc = fr.Document.from_texts(
+        contexts,
+        metadatas=[{"p": i} for i in range(len(contexts))],
+        store=str(work),
+        embed=_embedder(),
+    )
+    out: dict = {
+        "split": split,
+        "paragraphs": len(contexts),
+        "questions": len(questions),
+        "rows": [],
+        "fusion": [],
+        "speed": [],
+    }
 
     def run(sim, **kw):
         ret = fr.Retriever(doc, "root", sim, topk=5, **kw)
@@ -151,11 +193,14 @@ def run_cmrc(sims: list[str], smoke: bool, repeats: int, path: Path | None = Non
         out["rows"].append({"similarity": sim, **rec})
         print(f"cmrc {sim}: {rec}", flush=True)
     if "hybrid" in sims and not smoke and split == "dev":
-        for fusion, weights, depth in [("rrf", [0.5, 0.5], 50), ("rrf", [0.6, 0.4], 50),
-                                       ("relative", [0.5, 0.5], 50),
-                                       ("relative", [0.7, 0.3], 50),
-                                       ("relative", [0.6, 0.4], 20),
-                                       ("relative", [0.6, 0.4], 100)]:
+        for fusion, weights, depth in [
+            ("rrf", [0.5, 0.5], 50),
+            ("rrf", [0.6, 0.4], 50),
+            ("relative", [0.5, 0.5], 50),
+            ("relative", [0.7, 0.3], 50),
+            ("relative", [0.6, 0.4], 20),
+            ("relative", [0.6, 0.4], 100),
+        ]:
             _, rec = run("hybrid", fusion=fusion, weights=weights, depth=depth)
             out["fusion"].append({"fusion": fusion, "weights": weights, "depth": depth, **rec})
             print(f"cmrc hybrid {fusion} {weights} {depth}: {rec}", flush=True)
@@ -167,8 +212,13 @@ def run_cmrc(sims: list[str], smoke: bool, repeats: int, path: Path | None = Non
             t0 = time.perf_counter()
             ret.batch_arrow(questions)
             times.append(time.perf_counter() - t0)
-        out["speed"].append({"similarity": sim, "batch_ms": 1000 * float(np.median(times)),
-                             "qps": len(questions) / float(np.median(times))})
+        out["speed"].append(
+            {
+                "similarity": sim,
+                "batch_ms": 1000 * float(np.median(times)),
+                "qps": len(questions) / float(np.median(times)),
+            }
+        )
     return out
 
 
@@ -198,8 +248,11 @@ def run_scifact(root: Path, sims: list[str]) -> dict:
     out: dict = {"docs": len(corpus), "queries": len(queries), "rows": []}
 
     def score(ranked_lists) -> float:
-        return float(np.mean([_ndcg10(r, qrels[q["_id"]]) for q, r in zip(queries, ranked_lists,
-                                                                           strict=True)]))
+        return float(
+            np.mean(
+                [_ndcg10(r, qrels[q["_id"]]) for q, r in zip(queries, ranked_lists, strict=True)]
+            )
+        )
 
     try:
         import bm25s
@@ -207,71 +260,131 @@ def run_scifact(root: Path, sims: list[str]) -> dict:
 
         stem = Stemmer.Stemmer("english")
         model = bm25s.BM25()
-        model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stem, show_progress=False),
-                    show_progress=False)
-        res, _ = model.retrieve(bm25s.tokenize(qtexts, stopwords="en", stemmer=stem,
-                                               show_progress=False), k=10, show_progress=False)
-        out["rows"].append({"similarity": "bm25s (en stopwords + stemmer)",
-                            "nDCG@10": score([[ids[j] for j in r] for r in res])})
+        model.index(
+            bm25s.tokenize(texts, stopwords="en", stemmer=stem, show_progress=False),
+            show_progress=False,
+        )
+        res, _ = model.retrieve(
+            bm25s.tokenize(qtexts, stopwords="en", stemmer=stem, show_progress=False),
+            k=10,
+            show_progress=False,
+        )
+        out["rows"].append(
+            {
+                "similarity": "bm25s (en stopwords + stemmer)",
+                "nDCG@10": score([[ids[j] for j in r] for r in res]),
+            }
+        )
     except ImportError:
         pass
-    doc = fr.Document.from_texts(texts, metadatas=[{"id": i} for i in ids],
-                                 store=str(WORK_DIR / "quality" / "scifact"), embed=_embedder())
+    doc = fr.Document.from_texts(
+        texts,
+        metadatas=[{"id": i} for i in ids],
+        store=str(WORK_DIR / "quality" / "scifact"),
+        embed=_embedder(),
+    )
     for sim in sims:
         res = fr.Retriever(doc, "root", sim, topk=10).batch(qtexts)
-        out["rows"].append({"similarity": sim, "nDCG@10": score(
-            [[h.metadata["id"] for h in hits] for hits in res])})
+        out["rows"].append(
+            {
+                "similarity": sim,
+                "nDCG@10": score([[h.metadata["id"] for h in hits] for hits in res]),
+            }
+        )
         print(f"scifact {sim}: {out['rows'][-1]['nDCG@10']:.4f}", flush=True)
     return out
 
 
 # -- report -----------------------------------------------------------------------------------
 def report(results: dict, info: dict) -> str:
-    lines = ["# Retrieval quality by similarity", "",
-             f"CPU: {info.get('cpu')}; commit {info.get('commit')}; "
-             f"{time.strftime('%Y-%m-%d')}", ""]
+    lines = [
+        "# Retrieval quality by similarity",
+        "",
+        f"CPU: {info.get('cpu')}; commit {info.get('commit')}; {time.strftime('%Y-%m-%d')}",
+        "",
+    ]
     if "mixed" in results:
         m = results["mixed"]
-        lines += ["## Mixed-language docs (ant-design en + zh, known items)", "",
-                  f"{m['chunks']} chunks, {m['questions']} questions; page-level ranks.", "",
-                  "| similarity | lang | hit@1 | hit@5 | MRR@10 |", "|---|---|---|---|---|"]
-        lines += [f"| {r['similarity']} | {r['lang']} | {r['hit@1']:.3f} | {r['hit@5']:.3f} "
-                  f"| {r['mrr@10']:.3f} |" for r in m["rows"]]
+        lines += [
+            "## Mixed-language docs (ant-design en + zh, known items)",
+            "",
+            f"{m['chunks']} chunks, {m['questions']} questions; page-level ranks.",
+            "",
+            "| similarity | lang | hit@1 | hit@5 | MRR@10 |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['similarity']} | {r['lang']} | {r['hit@1']:.3f} | {r['hit@5']:.3f} "
+            f"| {r['mrr@10']:.3f} |"
+            for r in m["rows"]
+        ]
         lines.append("")
     if "cmrc" in results:
         c = results["cmrc"]
-        lines += [f"## CMRC 2018 {c['split']}", "",
-                  f"{c['paragraphs']} paragraphs, {c['questions']} questions.", "",
-                  "| similarity | R@1 | R@3 | R@5 |", "|---|---|---|---|"]
-        lines += [f"| {r['similarity']} | {r['R@1']:.4f} | {r['R@3']:.4f} | {r['R@5']:.4f} |"
-                  for r in c["rows"]]
+        lines += [
+            f"## CMRC 2018 {c['split']}",
+            "",
+            f"{c['paragraphs']} paragraphs, {c['questions']} questions.",
+            "",
+            "| similarity | R@1 | R@3 | R@5 |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['similarity']} | {r['R@1']:.4f} | {r['R@3']:.4f} | {r['R@5']:.4f} |"
+            for r in c["rows"]
+        ]
         if c["fusion"]:
-            lines += ["", "Hybrid fusion settings (tuned here):", "",
-                      "| fusion | weights | depth | R@1 | R@5 |", "|---|---|---|---|---|"]
-            lines += [f"| {r['fusion']} | {r['weights']} | {r['depth']} | {r['R@1']:.4f} "
-                      f"| {r['R@5']:.4f} |" for r in c["fusion"]]
-        lines += ["", "BM25 speed (all questions as one batch, median):", "",
-                  "| similarity | batch ms | queries/s |", "|---|---|---|"]
-        lines += [f"| {r['similarity']} | {r['batch_ms']:.1f} | {r['qps']:.0f} |"
-                  for r in c["speed"]]
+            lines += [
+                "",
+                "Hybrid fusion settings (tuned here):",
+                "",
+                "| fusion | weights | depth | R@1 | R@5 |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {r['fusion']} | {r['weights']} | {r['depth']} | {r['R@1']:.4f} "
+                f"| {r['R@5']:.4f} |"
+                for r in c["fusion"]
+            ]
+        lines += [
+            "",
+            "BM25 speed (all questions as one batch, median):",
+            "",
+            "| similarity | batch ms | queries/s |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {r['similarity']} | {r['batch_ms']:.1f} | {r['qps']:.0f} |" for r in c["speed"]
+        ]
         lines.append("")
     if "scifact" in results:
         s = results["scifact"]
-        lines += ["## BEIR SciFact test", "", f"{s['docs']} docs, {s['queries']} queries.", "",
-                  "| similarity | nDCG@10 |", "|---|---|"]
+        lines += [
+            "## BEIR SciFact test",
+            "",
+            f"{s['docs']} docs, {s['queries']} queries.",
+            "",
+            "| similarity | nDCG@10 |",
+            "|---|---|",
+        ]
         lines += [f"| {r['similarity']} | {r['nDCG@10']:.4f} |" for r in s["rows"]]
         lines.append("")
     return "\n".join(lines)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sets", default="mixed,cmrc", help="mixed, cmrc, scifact (comma list)")
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
-    ap.add_argument("--cmrc", type=Path, help="a CMRC 2018 file (default: the bundled dev set; "
-                    "e.g. cmrc2018_trial.json for a held-out check)")
+    ap.add_argument(
+        "--cmrc",
+        type=Path,
+        help="a CMRC 2018 file (default: the bundled dev set; "
+        "e.g. cmrc2018_trial.json for a held-out check)",
+    )
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
     ap.add_argument("--out", default="quality")
@@ -293,8 +406,7 @@ def main() -> int:
     info = machine_info(["numpy", "numba"])
     name = args.out + ("_smoke" if args.smoke else "")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    (RESULTS_DIR / f"{name}.json").write_text(json.dumps({"machine": info, **results},
-                                                         indent=1))
+    (RESULTS_DIR / f"{name}.json").write_text(json.dumps({"machine": info, **results}, indent=1))
     text = report(results, info)
     (RESULTS_DIR / f"{name}.md").write_text(text + "\n")
     print(text)

@@ -87,8 +87,9 @@ def main() -> int:
     fused = joiner.batch([[a, b] for a, b in zip(hits_bm25, hits_cos, strict=False)])
 
     if args.cross_encoder:
-        reranker = fr.Reranker("ModuleReranker", model=f"cross-encoder:{args.cross_encoder}",
-                               topk=5)
+        reranker = fr.Reranker(
+            "ModuleReranker", model=f"cross-encoder:{args.cross_encoder}", topk=5
+        )
         reranked = reranker.batch(fused, questions)
     else:
         # score = normalised BM25 + normalised cosine of each candidate for its query
@@ -119,22 +120,34 @@ def main() -> int:
     }
     out = {
         "machine": machine_info(),
-        "n_paragraphs": len(g), "n_queries": len(questions), "candidates": k,
-        "embed_paragraphs_s": embed_s, "bm25_batch_s": bm25_s, "cosine_batch_s": cos_s,
+        "n_paragraphs": len(g),
+        "n_queries": len(questions),
+        "candidates": k,
+        "embed_paragraphs_s": embed_s,
+        "bm25_batch_s": bm25_s,
+        "cosine_batch_s": cos_s,
         "results": rows,
     }
     name = "rag_quality_smoke" if args.smoke else "rag_quality"
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / f"{name}.json").write_text(json.dumps(out, indent=1, default=str))
-    lines = [f"# Retrieval quality, CMRC 2018 dev ({len(g)} paragraphs, {len(questions)} "
-             "questions)", "", "| path | recall@1 | recall@3 | recall@5 | MRR |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"# Retrieval quality, CMRC 2018 dev ({len(g)} paragraphs, {len(questions)} questions)",
+        "",
+        "| path | recall@1 | recall@3 | recall@5 | MRR |",
+        "|---|---|---|---|---|",
+    ]
     for path, m in rows.items():
-        lines.append(f"| {path} | {m['recall@1']:.4f} | {m['recall@3']:.4f} | "
-                     f"{m['recall@5']:.4f} | {m['mrr']:.4f} |")
-    lines += ["", f"paragraph embedding: {embed_s:.1f} s (0 when cached in the store); "
-              f"question batches: bm25 {bm25_s:.2f} s, cosine {cos_s:.1f} s (includes embedding "
-              "the questions)"]
+        lines.append(
+            f"| {path} | {m['recall@1']:.4f} | {m['recall@3']:.4f} | "
+            f"{m['recall@5']:.4f} | {m['mrr']:.4f} |"
+        )
+    lines += [
+        "",
+        f"paragraph embedding: {embed_s:.1f} s (0 when cached in the store); "
+        f"question batches: bm25 {bm25_s:.2f} s, cosine {cos_s:.1f} s (includes embedding "
+        "the questions)",
+    ]
     (RESULTS_DIR / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

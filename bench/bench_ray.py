@@ -51,7 +51,7 @@ def corpus_texts(n_docs: int, seed: int = 0) -> list[str]:
     sents = [s for c in contexts for s in split_sentences(c)]
     sents = list(dict.fromkeys(sents))
     stream, offs = document_layout(n_docs, len(sents), seed)
-    return ["".join(sents[j] for j in stream[offs[i]:offs[i + 1]]) for i in range(n_docs)]
+    return ["".join(sents[j] for j in stream[offs[i] : offs[i + 1]]) for i in range(n_docs)]
 
 
 def build_store(n_docs: int) -> tuple[Path, dict]:
@@ -84,48 +84,94 @@ def build_scaling(sizes: list[int], workers: list[int], repeats: int) -> None:
             folder.mkdir(parents=True)
             texts = corpus_texts(n)
             for f, lo in enumerate(range(0, n, -(-n // 16))):
-                part = texts[lo:lo + -(-n // 16)]
-                pq.write_table(pa.table({"id": [f"d{lo + i}" for i in range(len(part))],
-                                         "text": part}), folder / f"part-{f:02d}.parquet")
+                part = texts[lo : lo + -(-n // 16)]
+                pq.write_table(
+                    pa.table({"id": [f"d{lo + i}" for i in range(len(part))], "text": part}),
+                    folder / f"part-{f:02d}.parquet",
+                )
             (folder / "_done").write_text("ok")
         n_bytes = sum(p.stat().st_size for p in folder.glob("*.parquet"))
         for w in workers:
-            ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False,
-                     runtime_env={"env_vars": {"FASTRAG_BACKGROUND_COMPILE": "0"}})
+            ray.init(
+                num_cpus=w,
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env={"env_vars": {"FASTRAG_BACKGROUND_COMPILE": "0"}},
+            )
             ray.data.DataContext.get_current().enable_progress_bars = False
-            fr.ray.build_index([str(folder / "part-00.parquet")],
-                               WORK_DIR / "ray_build_warm", similarity="bm25_chinese",
-                               overwrite=True)  # warm: workers import fastrag, load kernels
+            fr.ray.build_index(
+                [str(folder / "part-00.parquet")],
+                WORK_DIR / "ray_build_warm",
+                similarity="bm25_chinese",
+                overwrite=True,
+            )  # warm: workers import fastrag, load kernels
             times = []
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                sr = fr.ray.build_index(str(folder / "*.parquet"), WORK_DIR / "ray_build_ix",
-                                        num_shards=16, similarity="bm25_chinese",
-                                        overwrite=True)
+                sr = fr.ray.build_index(
+                    str(folder / "*.parquet"),
+                    WORK_DIR / "ray_build_ix",
+                    num_shards=16,
+                    similarity="bm25_chinese",
+                    overwrite=True,
+                )
                 times.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             sr.refresh()
             t_open = time.perf_counter() - t0
-            ix_bytes = sum(p.stat().st_size for p in (WORK_DIR / "ray_build_ix").rglob("*")
-                           if p.is_file())
+            ix_bytes = sum(
+                p.stat().st_size for p in (WORK_DIR / "ray_build_ix").rglob("*") if p.is_file()
+            )
             ray.shutdown()
             t = median(times)
-            rows.append({"docs": n, "workers": w, "build_s": times, "docs_per_s": n / t,
-                         "segments": len(sr.segments), "parquet_bytes": n_bytes,
-                         "index_dir_bytes": ix_bytes, "open_s": t_open,
-                         "driver_peak_rss_mb": resource.getrusage(
-                             resource.RUSAGE_SELF).ru_maxrss / 1024,
-                         "loadavg_after": os.getloadavg()})
+            rows.append(
+                {
+                    "docs": n,
+                    "workers": w,
+                    "build_s": times,
+                    "docs_per_s": n / t,
+                    "segments": len(sr.segments),
+                    "parquet_bytes": n_bytes,
+                    "index_dir_bytes": ix_bytes,
+                    "open_s": t_open,
+                    "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                    "loadavg_after": os.getloadavg(),
+                }
+            )
             print(rows[-1], flush=True)
     payload = {"machine": machine_info(["ray", "numba", "pyarrow"]), "rows": rows}
-    md = ["# fastrag.ray.build_index throughput (Parquet read by the workers, bm25_chinese)", "",
-          f"CPU: {payload['machine'].get('cpu')}; load at start: "
-          f"{payload['machine'].get('loadavg_at_start')}; medians of {repeats}.", "",
-          markdown_table(["docs", "workers", "seconds", "docs/s", "segments",
-                          "index dir MB", "open (global stats) s", "load after"],
-                         [[r["docs"], r["workers"], median(r["build_s"]), r["docs_per_s"],
-                           r["segments"], r["index_dir_bytes"] / 1e6, r["open_s"],
-                           " ".join(f"{x:.1f}" for x in r["loadavg_after"])] for r in rows])]
+    md = [
+        "# fastrag.ray.build_index throughput (Parquet read by the workers, bm25_chinese)",
+        "",
+        f"CPU: {payload['machine'].get('cpu')}; load at start: "
+        f"{payload['machine'].get('loadavg_at_start')}; medians of {repeats}.",
+        "",
+        markdown_table(
+            [
+                "docs",
+                "workers",
+                "seconds",
+                "docs/s",
+                "segments",
+                "index dir MB",
+                "open (global stats) s",
+                "load after",
+            ],
+            [
+                [
+                    r["docs"],
+                    r["workers"],
+                    median(r["build_s"]),
+                    r["docs_per_s"],
+                    r["segments"],
+                    r["index_dir_bytes"] / 1e6,
+                    r["open_s"],
+                    " ".join(f"{x:.1f}" for x in r["loadavg_after"]),
+                ]
+                for r in rows
+            ],
+        ),
+    ]
     jp, mp = write_results("ray_build", payload, "\n".join(md))
     print("\n".join(md))
     print(f"wrote {jp} and {mp}")
@@ -142,8 +188,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--build", type=int, nargs="+", metavar="N",
-                    help="only the build throughput section, for these corpus sizes")
+    ap.add_argument(
+        "--build",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="only the build throughput section, for these corpus sizes",
+    )
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = ap.parse_args(argv)
     if args.build:
@@ -154,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     import ray
 
     _, questions = load_cmrc()
-    queries = (questions * (args.n_queries // len(questions) + 1))[:args.n_queries]
+    queries = (questions * (args.n_queries // len(questions) + 1))[: args.n_queries]
     store, build = build_store(args.n_docs)
     doc = fr.Document(store=store, mode="r")
     ret = fr.Retriever(doc, "root", "bm25_chinese", topk=10)
@@ -181,53 +232,99 @@ def main(argv: list[str] | None = None) -> None:
         times.append(time.perf_counter() - t0)
     t_ray = median(times)
     got = got.sort_by([("query_index", "ascending"), ("rank", "ascending")])
-    same = (got.column("node_id").equals(want.column("node_id"))
-            and got.column("score").equals(want.column("score")))
+    same = got.column("node_id").equals(want.column("node_id")) and got.column("score").equals(
+        want.column("score")
+    )
 
     # sharded BM25: per-segment search time and merge cost
-    sub = queries[:min(len(queries), 20_000)]
+    sub = queries[: min(len(queries), 20_000)]
     texts_table = doc.group("root").table.select(["id", "text", "metadata"])
     shards = []
     for n in (1, 2, 4):
         path = WORK_DIR / f"ray_shards_{args.n_docs}_{n}"
         t0 = time.perf_counter()
-        sr = fr.ray.build_index(_as_corpus(texts_table), path, num_shards=n,
-                                similarity="bm25_chinese", executor="ray", overwrite=True,
-                                topk=10)
+        sr = fr.ray.build_index(
+            _as_corpus(texts_table),
+            path,
+            num_shards=n,
+            similarity="bm25_chinese",
+            executor="ray",
+            overwrite=True,
+            topk=10,
+        )
         t_build = time.perf_counter() - t0
         assert sr.batch_arrow(sub).equals(ret.batch_arrow(sub)), "sharded != one index"
         seg_times, merge_times = _segment_times(sr, sub, args.repeats)
-        shards.append({"segments": n, "build_s": t_build,
-                       "docs_per_segment": args.n_docs // n,
-                       "segment_search_s": seg_times, "merge_s": median(merge_times),
-                       "queries": len(sub)})
+        shards.append(
+            {
+                "segments": n,
+                "build_s": t_build,
+                "docs_per_segment": args.n_docs // n,
+                "segment_search_s": seg_times,
+                "merge_s": median(merge_times),
+                "queries": len(sub),
+            }
+        )
     ray.shutdown()
 
     payload = {
         "machine": machine_info(["ray", "numba", "pyarrow"]),
-        "n_docs": args.n_docs, "n_queries": args.n_queries, "cpus": args.cpus,
-        "build": build, "single_s": single[1:], "ray_s": times, "ray_fixed_s": t_fixed,
-        "single_qps": args.n_queries / t_single, "ray_qps": args.n_queries / t_ray,
+        "n_docs": args.n_docs,
+        "n_queries": args.n_queries,
+        "cpus": args.cpus,
+        "build": build,
+        "single_s": single[1:],
+        "ray_s": times,
+        "ray_fixed_s": t_fixed,
+        "single_qps": args.n_queries / t_single,
+        "ray_qps": args.n_queries / t_ray,
         "overhead_us_per_query": 1e6 * (t_ray - t_single) / args.n_queries,
-        "ray_equals_single": bool(same), "batch_size": bs, "shards": shards,
+        "ray_equals_single": bool(same),
+        "batch_size": bs,
+        "shards": shards,
     }
     m = payload["machine"]
-    rows = [["one process, batch_arrow (numba threads: all cores)", t_single,
-             payload["single_qps"], ""],
-            [f"fastrag.ray.retrieve, {args.cpus} actors x 1 thread", t_ray, payload["ray_qps"],
-             f"{payload['overhead_us_per_query']:.1f} us/query; fixed {t_fixed:.2f} s"]]
-    md = [f"# Ray batch retrieval ({args.n_docs:,} docs, {args.n_queries:,} queries, top-10, "
-          f"bm25_chinese)", "",
-          f"CPU: {m.get('cpu')}, {args.cpus} CPUs for Ray; "
-          f"load at start: {m.get('loadavg_at_start')}; "
-          f"medians of {args.repeats}. Ray rows equal the single-process rows: {same}.", "",
-          markdown_table(["path", "seconds", "queries/s", "overhead"], rows), "",
-          "## Sharded BM25 (segments searched one after another in one process)", "",
-          markdown_table(["segments", "docs/segment", "build s", "slowest segment s",
-                          "merge s", "queries"],
-                         [[s["segments"], s["docs_per_segment"], s["build_s"],
-                           max(s["segment_search_s"]), s["merge_s"], s["queries"]]
-                          for s in shards])]
+    rows = [
+        [
+            "one process, batch_arrow (numba threads: all cores)",
+            t_single,
+            payload["single_qps"],
+            "",
+        ],
+        [
+            f"fastrag.ray.retrieve, {args.cpus} actors x 1 thread",
+            t_ray,
+            payload["ray_qps"],
+            f"{payload['overhead_us_per_query']:.1f} us/query; fixed {t_fixed:.2f} s",
+        ],
+    ]
+    md = [
+        f"# Ray batch retrieval ({args.n_docs:,} docs, {args.n_queries:,} queries, top-10, "
+        f"bm25_chinese)",
+        "",
+        f"CPU: {m.get('cpu')}, {args.cpus} CPUs for Ray; "
+        f"load at start: {m.get('loadavg_at_start')}; "
+        f"medians of {args.repeats}. Ray rows equal the single-process rows: {same}.",
+        "",
+        markdown_table(["path", "seconds", "queries/s", "overhead"], rows),
+        "",
+        "## Sharded BM25 (segments searched one after another in one process)",
+        "",
+        markdown_table(
+            ["segments", "docs/segment", "build s", "slowest segment s", "merge s", "queries"],
+            [
+                [
+                    s["segments"],
+                    s["docs_per_segment"],
+                    s["build_s"],
+                    max(s["segment_search_s"]),
+                    s["merge_s"],
+                    s["queries"],
+                ]
+                for s in shards
+            ],
+        ),
+    ]
     name = "ray_smoke" if args.smoke else "ray"
     jp, mp = write_results(name, payload, "\n".join(md))
     print("\n".join(md))

@@ -60,6 +60,8 @@ def _has(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
+
+
 LATENCY = 0.05  # simulated LLM seconds per call
 SHARED_DATA = ROOT.parent / "shared" / "data" / "cmrc2018_dev.json"
 
@@ -93,8 +95,13 @@ def build_store(workdir: Path, n_articles: int | None) -> tuple[Path, list[str]]
 
 
 def cli(args: list[str]) -> None:
-    out = subprocess.run([sys.executable, "-m", "fastrag.cli", *args], capture_output=True,
-                         text=True, cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "fastrag.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     if out.returncode:
         raise SystemExit(f"fastrag {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
 
@@ -108,24 +115,48 @@ def free_port() -> int:
 class Server:
     """``fastrag serve`` in a child process; ``url`` once ``/ready`` answers 200."""
 
-    def __init__(self, store: Path, *extra: str, log: Path,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, store: Path, *extra: str, log: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fastrag.cli", "serve", str(store), "--host", "127.0.0.1",
-             "--port", str(self.port), "--group", GROUP, "--similarity", SIMILARITY,
-             "--topk", str(TOPK), "--workers", str(WORKERS), *extra],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+            [
+                sys.executable,
+                "-m",
+                "fastrag.cli",
+                "serve",
+                str(store),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--group",
+                GROUP,
+                "--similarity",
+                SIMILARITY,
+                "--topk",
+                str(TOPK),
+                "--workers",
+                str(WORKERS),
+                *extra,
+            ],
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
         self.log = log
 
     def wait_ready(self, timeout: float = 300.0) -> float:
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < timeout:
             if self.proc.poll() is not None:
-                raise SystemExit(f"fastrag serve exited with {self.proc.returncode}:\n"
-                                 + self.log.read_text(errors="replace")[-3000:])
+                raise SystemExit(
+                    f"fastrag serve exited with {self.proc.returncode}:\n"
+                    + self.log.read_text(errors="replace")[-3000:]
+                )
             try:
                 if httpx.get(self.url + "/ready", timeout=2).status_code == 200:
                     return time.perf_counter() - t0
@@ -133,8 +164,10 @@ class Server:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise SystemExit(f"fastrag serve not ready after {timeout} s:\n"
-                         + self.log.read_text(errors="replace")[-3000:])
+        raise SystemExit(
+            f"fastrag serve not ready after {timeout} s:\n"
+            + self.log.read_text(errors="replace")[-3000:]
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -182,9 +215,19 @@ class SimLLM:
     def __init__(self, latency: float, log: Path, chunk_delay: float = 0.002) -> None:
         with open(log, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _LLM_CHILD, str(ROOT / "tests"), str(latency),
-                 str(chunk_delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                text=True)
+                [
+                    sys.executable,
+                    "-c",
+                    _LLM_CHILD,
+                    str(ROOT / "tests"),
+                    str(latency),
+                    str(chunk_delay),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
         self.url = self.proc.stdout.readline().strip()
         if not self.url.startswith("http"):
             raise SystemExit(f"the simulated LLM did not start:\n{log.read_text()[-2000:]}")
@@ -220,14 +263,19 @@ class Conn:
     async def _send(self, path: str, body: dict | None) -> tuple[int, dict[str, str]]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        head = f"{'GET' if body is None else 'POST'} {path} HTTP/1.1\r\n" \
-               f"Host: {self.host}:{self.port}\r\n"
+        head = (
+            f"{'GET' if body is None else 'POST'} {path} HTTP/1.1\r\n"
+            f"Host: {self.host}:{self.port}\r\n"
+        )
         if body is None:
             self.writer.write(head.encode() + b"\r\n")
         else:
             data = json.dumps(body, ensure_ascii=False).encode()
-            self.writer.write(f"{head}Content-Type: application/json\r\n"
-                              f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+            self.writer.write(
+                f"{head}Content-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n".encode()
+                + data
+            )
         head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         status = int(head[0].split()[1])
         headers = {}
@@ -277,8 +325,9 @@ class Conn:
             self.reader = self.writer = None
 
 
-async def load(url: str, bodies: list[dict], send, *, clients: int,
-               time_limit: float) -> dict[str, Any]:
+async def load(
+    url: str, bodies: list[dict], send, *, clients: int, time_limit: float
+) -> dict[str, Any]:
     """``clients`` workers, one connection each, send ``bodies`` (each once, taken in order)
     with ``send(conn, body) -> result``; no new request starts after ``time_limit`` s."""
     host, port = url.split("//", 1)[1].rsplit(":", 1)
@@ -308,10 +357,15 @@ async def load(url: str, bodies: list[dict], send, *, clients: int,
     wall = time.perf_counter() - t0
     sent = min(nxt, len(bodies))
     return {
-        "requests": sent, "planned": len(bodies), "wall_s": wall,
+        "requests": sent,
+        "planned": len(bodies),
+        "wall_s": wall,
         "requests_per_s": len(latencies) / wall if wall else float("nan"),
-        "p50_ms": percentile(latencies, 50) * 1e3, "p99_ms": percentile(latencies, 99) * 1e3,
-        "errors": len(errors), "error_examples": errors[:5], "results": results,
+        "p50_ms": percentile(latencies, 50) * 1e3,
+        "p99_ms": percentile(latencies, 99) * 1e3,
+        "errors": len(errors),
+        "error_examples": errors[:5],
+        "results": results,
         "time_limited": sent < len(bodies),
     }
 
@@ -337,8 +391,10 @@ async def send_chat(conn: Conn, body: dict) -> dict[str, Any]:
         if status != 200:
             raise RuntimeError(f"{status}: {raw[:200]!r}")
         data = json.loads(raw)
-        return {"text": data["choices"][0]["message"]["content"],
-                "sources": len(data.get("sources") or [])}
+        return {
+            "text": data["choices"][0]["message"]["content"],
+            "sources": len(data.get("sources") or []),
+        }
     text, sources, done = [], 0, False
     async for status, data in conn.events("/v1/chat/completions", body):
         if status != 200:
@@ -388,48 +444,80 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The median round (by requests/s) of a setting, with every round's numbers."""
     ordered = sorted(runs, key=lambda r: r["requests_per_s"])
     mid = ordered[len(ordered) // 2]
-    keep = ("requests", "requests_per_s", "p50_ms", "p99_ms", "errors", "wall_s",
-            "time_limited")
-    return {**{k: mid[k] for k in keep},
-            "errors": sum(r["errors"] for r in runs),
-            "error_examples": [e for r in runs for e in r["error_examples"]][:5],
-            "rounds": [{k: r[k] for k in keep} for r in runs]}
+    keep = ("requests", "requests_per_s", "p50_ms", "p99_ms", "errors", "wall_s", "time_limited")
+    return {
+        **{k: mid[k] for k in keep},
+        "errors": sum(r["errors"] for r in runs),
+        "error_examples": [e for r in runs for e in r["error_examples"]][:5],
+        "rounds": [{k: r[k] for k in keep} for r in runs],
+    }
 
 
-def retrieve_phase(store: Path, questions: list[str], expected: list[list[str]], n: int,
-                   rounds: int, time_limit: float, log_dir: Path,
-                   env: dict[str, str]) -> list[dict[str, Any]]:
+def retrieve_phase(
+    store: Path,
+    questions: list[str],
+    expected: list[list[str]],
+    n: int,
+    rounds: int,
+    time_limit: float,
+    log_dir: Path,
+    env: dict[str, str],
+) -> list[dict[str, Any]]:
     """Batching on and off, each its own server, both started first; the rounds alternate
     between them (on, off, on, off, ...) so that a change in the machine's load hits both."""
     bodies = [{"queries": [questions[i % len(questions)]], "topk": TOPK} for i in range(n)]
     labels = ("on", "off")
     runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": [], "health": []}
     wrong: dict[str, list[int]] = {"on": [], "off": []}
-    servers = [Server(store, *([] if label == "on" else ["--no-batching"]),
-                      log=log_dir / f"serve_retrieve_{label}.log", env=env)
-               for label in labels]
+    servers = [
+        Server(
+            store,
+            *([] if label == "on" else ["--no-batching"]),
+            log=log_dir / f"serve_retrieve_{label}.log",
+            env=env,
+        )
+        for label in labels
+    ]
     try:
         ready = {label: srv.wait_ready() for label, srv in zip(labels, servers, strict=True)}
         for srv in servers:  # warm-up: first requests, connections, the batcher's threads
-            asyncio.run(load(srv.url, bodies[:4 * CLIENTS], send_retrieve, clients=CLIENTS,
-                             time_limit=time_limit))
+            asyncio.run(
+                load(
+                    srv.url,
+                    bodies[: 4 * CLIENTS],
+                    send_retrieve,
+                    clients=CLIENTS,
+                    time_limit=time_limit,
+                )
+            )
         for r in range(rounds):
             for label, srv in zip(labels, servers, strict=True):
-                out = asyncio.run(load(srv.url, bodies, send_retrieve, clients=CLIENTS,
-                                       time_limit=time_limit))
-                wrong[label] += [i for i, got in enumerate(out["results"])
-                                 if got is not None and got != expected[i % len(questions)]]
+                out = asyncio.run(
+                    load(srv.url, bodies, send_retrieve, clients=CLIENTS, time_limit=time_limit)
+                )
+                wrong[label] += [
+                    i
+                    for i, got in enumerate(out["results"])
+                    if got is not None and got != expected[i % len(questions)]
+                ]
                 runs[label].append(out)
-                print(f"  round {r + 1}: retrieve batching={label:3s} {out['requests']:6d} req "
-                      f"{out['requests_per_s']:8.1f} req/s p50={out['p50_ms']:7.2f} ms "
-                      f"p99={out['p99_ms']:7.2f} ms errors={out['errors']} "
-                      f"wrong={len(wrong[label])}", flush=True)
+                print(
+                    f"  round {r + 1}: retrieve batching={label:3s} {out['requests']:6d} req "
+                    f"{out['requests_per_s']:8.1f} req/s p50={out['p50_ms']:7.2f} ms "
+                    f"p99={out['p99_ms']:7.2f} ms errors={out['errors']} "
+                    f"wrong={len(wrong[label])}",
+                    flush=True,
+                )
             # the HTTP stack alone (GET /health, same server, same clients): the ceiling
-            out = asyncio.run(load(servers[0].url, [{}] * n, send_health, clients=CLIENTS,
-                                   time_limit=time_limit))
+            out = asyncio.run(
+                load(servers[0].url, [{}] * n, send_health, clients=CLIENTS, time_limit=time_limit)
+            )
             runs["health"].append(out)
-            print(f"  round {r + 1}: GET /health         {out['requests']:6d} req "
-                  f"{out['requests_per_s']:8.1f} req/s p50={out['p50_ms']:7.2f} ms", flush=True)
+            print(
+                f"  round {r + 1}: GET /health         {out['requests']:6d} req "
+                f"{out['requests_per_s']:8.1f} req/s p50={out['p50_ms']:7.2f} ms",
+                flush=True,
+            )
         metrics = {label: _metrics(srv.url) for label, srv in zip(labels, servers, strict=True)}
     finally:
         for srv in servers:
@@ -438,18 +526,33 @@ def retrieve_phase(store: Path, questions: list[str], expected: list[list[str]],
     for label in labels:
         batches = _counter(metrics[label], "fastrag_retrieve_batches_total")
         queries = _counter(metrics[label], "fastrag_retrieve_queries_total")
-        rows.append({"endpoint": "POST /v1/retrieve", "batching": label, **_summary(runs[label]),
-                     "ready_s": ready[label], "wrong_results": len(wrong[label]),
-                     "wrong_examples": wrong[label][:5], "server_batches": batches,
-                     "server_queries": queries,
-                     "mean_batch": queries / batches if batches else None})
-    rows.append({"endpoint": "GET /health (HTTP ceiling)", "batching": "on",
-                 **_summary(runs["health"]), "wrong_results": 0})
+        rows.append(
+            {
+                "endpoint": "POST /v1/retrieve",
+                "batching": label,
+                **_summary(runs[label]),
+                "ready_s": ready[label],
+                "wrong_results": len(wrong[label]),
+                "wrong_examples": wrong[label][:5],
+                "server_batches": batches,
+                "server_queries": queries,
+                "mean_batch": queries / batches if batches else None,
+            }
+        )
+    rows.append(
+        {
+            "endpoint": "GET /health (HTTP ceiling)",
+            "batching": "on",
+            **_summary(runs["health"]),
+            "wrong_results": 0,
+        }
+    )
     return rows
 
 
-def chat_phase(store: Path, questions: list[str], n: int, time_limit: float,
-               log_dir: Path, env: dict[str, str]) -> list[dict[str, Any]]:
+def chat_phase(
+    store: Path, questions: list[str], n: int, time_limit: float, log_dir: Path, env: dict[str, str]
+) -> list[dict[str, Any]]:
     """Non-streamed, then streamed chats (fresh ids each). Checks: every request answered
     with its own question's id; the LLM saw every question; the LLM received exactly the
     calls the server counted (``fastrag_llm_calls_total``; a compact answer over a long
@@ -457,21 +560,45 @@ def chat_phase(store: Path, questions: list[str], n: int, time_limit: float,
     llm = SimLLM(LATENCY, log_dir / "sim_llm.log")
     rows = []
     try:
-        with Server(store, "--llm-base-url", llm.url, "--llm-model", "sim",
-                    log=log_dir / "serve_chat.log", env=env) as srv:
+        with Server(
+            store,
+            "--llm-base-url",
+            llm.url,
+            "--llm-model",
+            "sim",
+            log=log_dir / "serve_chat.log",
+            env=env,
+        ) as srv:
             srv.wait_ready()
-            warm = [{"stream": st, "messages": [{"role": "user", "content":
-                                                f"[qw{i:05d}] {questions[i % len(questions)]}"}]}
-                    for i, st in enumerate([False, True] * 8)]
+            warm = [
+                {
+                    "stream": st,
+                    "messages": [
+                        {"role": "user", "content": f"[qw{i:05d}] {questions[i % len(questions)]}"}
+                    ],
+                }
+                for i, st in enumerate([False, True] * 8)
+            ]
             asyncio.run(load(srv.url, warm, send_chat, clients=8, time_limit=time_limit))
             for stream in (False, True):
                 tag = "s" if stream else "n"
-                bodies = [{"model": "fastrag", "stream": stream, "messages": [
-                    {"role": "user", "content": f"[q{tag}{i:05d}] {questions[i % len(questions)]}"}
-                ]} for i in range(n)]
+                bodies = [
+                    {
+                        "model": "fastrag",
+                        "stream": stream,
+                        "messages": [
+                            {
+                                "role": "user",
+                                "content": f"[q{tag}{i:05d}] {questions[i % len(questions)]}",
+                            }
+                        ],
+                    }
+                    for i in range(n)
+                ]
                 before = _counter(_metrics(srv.url), "fastrag_llm_calls_total") or 0.0
-                out = asyncio.run(load(srv.url, bodies, send_chat, clients=CLIENTS,
-                                       time_limit=time_limit))
+                out = asyncio.run(
+                    load(srv.url, bodies, send_chat, clients=CLIENTS, time_limit=time_limit)
+                )
                 after = _counter(_metrics(srv.url), "fastrag_llm_calls_total") or 0.0
                 lost = wrong = 0
                 for i, res in enumerate(out["results"]):
@@ -480,9 +607,13 @@ def chat_phase(store: Path, questions: list[str], n: int, time_limit: float,
                     elif not res["text"].startswith(f"answer to q{tag}{i:05d}:"):
                         wrong += 1
                 lost -= out["planned"] - out["requests"]  # unsent (time limit) is not lost
-                out.update(stream=stream, lost=lost, wrong_answer=wrong,
-                           with_sources=sum(1 for r in out["results"] if r and r["sources"]),
-                           llm_calls_reported=int(after - before))
+                out.update(
+                    stream=stream,
+                    lost=lost,
+                    wrong_answer=wrong,
+                    with_sources=sum(1 for r in out["results"] if r and r["sources"]),
+                    llm_calls_reported=int(after - before),
+                )
                 # workers take the bodies in order, so the first `requests` ones were sent
                 out["sent_ids"] = [f"q{tag}{i:05d}" for i in range(out["requests"])]
                 del out["results"]
@@ -495,12 +626,15 @@ def chat_phase(store: Path, questions: list[str], n: int, time_limit: float,
         out["llm_calls"] = len(mine)
         out["llm_extra_calls"] = len(mine) - out["llm_calls_reported"]
         out["llm_missing"] = len(set(out.pop("sent_ids")) - set(mine))
-        print(f"  chat stream={out['stream']!s:5s} {out['requests']:5d} req "
-              f"{out['requests_per_s']:7.1f} req/s p50={out['p50_ms']:7.1f} ms "
-              f"p99={out['p99_ms']:7.1f} ms errors={out['errors']} lost={out['lost']} "
-              f"wrong={out['wrong_answer']} llm_calls={out['llm_calls']} "
-              f"(server counted {out['llm_calls_reported']}) "
-              f"llm_missing={out['llm_missing']}", flush=True)
+        print(
+            f"  chat stream={out['stream']!s:5s} {out['requests']:5d} req "
+            f"{out['requests_per_s']:7.1f} req/s p50={out['p50_ms']:7.1f} ms "
+            f"p99={out['p99_ms']:7.1f} ms errors={out['errors']} lost={out['lost']} "
+            f"wrong={out['wrong_answer']} llm_calls={out['llm_calls']} "
+            f"(server counted {out['llm_calls_reported']}) "
+            f"llm_missing={out['llm_missing']}",
+            flush=True,
+        )
     return rows
 
 
@@ -526,8 +660,12 @@ def plot(retrieve: list[dict], path: Path) -> None:
     except ImportError:
         return
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    labels = [f"retrieve\nbatching {r['batching']}" if "retrieve" in r["endpoint"]
-              else "GET /health\n(HTTP ceiling)" for r in retrieve]
+    labels = [
+        f"retrieve\nbatching {r['batching']}"
+        if "retrieve" in r["endpoint"]
+        else "GET /health\n(HTTP ceiling)"
+        for r in retrieve
+    ]
     a.bar(labels, [r["requests_per_s"] for r in retrieve], color=["#2456c9", "#8a94a8", "#ccc"])
     a.set_ylabel("requests / s")
     a.set_title(f"{CLIENTS} concurrent clients, loopback")
@@ -559,10 +697,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, help="alternating rounds of batching on / off")
     ap.add_argument("--chat-requests", type=int, help="chat requests per setting")
     ap.add_argument("--time-limit", type=float, help="seconds per round at most")
-    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
-                    help="environment of the servers (e.g. NUMBA_NUM_THREADS=1)")
-    ap.add_argument("--workers", type=int, default=1,
-                    help="server processes of each server (fastrag serve --workers)")
+    ap.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment of the servers (e.g. NUMBA_NUM_THREADS=1)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes of each server (fastrag serve --workers)",
+    )
     ap.add_argument("--name", help="results file name (default serve, or serve_smoke)")
     args = ap.parse_args(argv)
     n_req = args.requests or (256 if args.smoke else 3000)
@@ -573,8 +720,9 @@ def main(argv: list[str] | None = None) -> int:
     env = _env(args.server_env)
     global WORKERS
     WORKERS = max(1, args.workers)
-    info = machine_info(extra_versions=("fastapi", "uvicorn", "starlette", "pydantic",
-                                        "httptools", "uvloop"))
+    info = machine_info(
+        extra_versions=("fastapi", "uvicorn", "starlette", "pydantic", "httptools", "uvloop")
+    )
     print(f"machine: {info['cpu']}, {info['usable_cores']} cores, load {info['loadavg_at_start']}")
 
     with tempfile.TemporaryDirectory(prefix="bench_serve_") as tmp:
@@ -583,8 +731,11 @@ def main(argv: list[str] | None = None) -> int:
         store, questions = build_store(work, 3 if args.smoke else None)
         print(f"store: {len(questions)} questions, built in {time.perf_counter() - t0:.1f} s")
         expected, alone = expected_ids(store, questions)
-        print(f"in-process: a batch of one vs all questions at once: {alone['differ']} of "
-              f"{alone['questions']} questions get other ids", flush=True)
+        print(
+            f"in-process: a batch of one vs all questions at once: {alone['differ']} of "
+            f"{alone['questions']} questions get other ids",
+            flush=True,
+        )
         retrieve = retrieve_phase(store, questions, expected, n_req, rounds, limit, work, env)
         chat = chat_phase(store, questions, n_chat, limit, work, env)
 
@@ -592,70 +743,155 @@ def main(argv: list[str] | None = None) -> int:
     ratio = on["requests_per_s"] / off["requests_per_s"] if off["requests_per_s"] else None
     # paired by round (each pair ran back to back, under the same load): steadier on a
     # shared machine than the ratio of the medians
-    pairs = [a["requests_per_s"] / b["requests_per_s"]
-             for a, b in zip(on["rounds"], off["rounds"], strict=True) if b["requests_per_s"]]
+    pairs = [
+        a["requests_per_s"] / b["requests_per_s"]
+        for a, b in zip(on["rounds"], off["rounds"], strict=True)
+        if b["requests_per_s"]
+    ]
     paired = float(statistics.median(pairs)) if pairs else None
     payload = {
-        "machine": info, "loadavg_at_end": list(os.getloadavg()),
-        "setup": {"group": GROUP, "similarity": SIMILARITY, "topk": TOPK, "clients": CLIENTS,
-                  "questions": len(questions), "retrieve_requests": n_req, "rounds": rounds,
-                  "chat_requests": n_chat, "llm_latency_s": LATENCY, "time_limit_s": limit,
-                  "server_env": env, "smoke": args.smoke, "workers": WORKERS},
+        "machine": info,
+        "loadavg_at_end": list(os.getloadavg()),
+        "setup": {
+            "group": GROUP,
+            "similarity": SIMILARITY,
+            "topk": TOPK,
+            "clients": CLIENTS,
+            "questions": len(questions),
+            "retrieve_requests": n_req,
+            "rounds": rounds,
+            "chat_requests": n_chat,
+            "llm_latency_s": LATENCY,
+            "time_limit_s": limit,
+            "server_env": env,
+            "smoke": args.smoke,
+            "workers": WORKERS,
+        },
         "in_process_batch_of_one_vs_all": alone,
-        "retrieve": retrieve, "batching_speedup": ratio,
-        "batching_speedup_per_round": pairs, "batching_speedup_paired_median": paired,
+        "retrieve": retrieve,
+        "batching_speedup": ratio,
+        "batching_speedup_per_round": pairs,
+        "batching_speedup_paired_median": paired,
         "chat": chat,
     }
     load_s = ", ".join(f"{x:.1f}" for x in info["loadavg_at_start"])
     load_e = ", ".join(f"{x:.1f}" for x in payload["loadavg_at_end"])
-    md = [f"# fastrag serve on loopback ({'smoke' if args.smoke else 'full'})", "",
-          f"{info['cpu']}, {info['usable_cores']} usable cores (load average {load_s} at "
-          f"start, {load_e} at end), commit {info['commit']}, {info['date']}. "
-          f"{CLIENTS} concurrent clients (asyncio, one keep-alive connection each) in one "
-          f"process, the server (uvicorn, {WORKERS} worker process(es), httptools "
-          f"{'on' if _has('httptools') else 'off'}, uvloop {'on' if _has('uvloop') else 'off'}) "
-          "in another, on the same cores"
-          + (f"; server environment {env}" if env else "") + ".", "",
-          f"## /v1/retrieve: one CMRC question per request ({SIMILARITY}, topk {TOPK}, "
-          f"{len(questions):,} questions over the CMRC paragraphs)", "",
-          f"Median of {rounds} alternating round(s) of {n_req:,} requests per setting; every "
-          "answer checked against `Retriever.batch` of all questions in-process (same ids, "
-          "same order; *wrong* counts the differing answers over all rounds). In-process, "
-          f"{alone['differ']} of {alone['questions']:,} questions get other ids as a batch of "
-          "one than in the batch of all"
-          + (" (so retrieval depends on a query's batch companions: a library bug the server "
-             "only exposes)" if alone["differ"] else "") + ".", "",
-          markdown_table(
-              ["endpoint", "micro-batching", "requests", "req/s", "p50 ms", "p99 ms",
-               "errors", "wrong", "mean batch"],
-              [[r["endpoint"], r["batching"], r["requests"], r["requests_per_s"], r["p50_ms"],
-                r["p99_ms"], r["errors"], r["wrong_results"], r.get("mean_batch")]
-               for r in retrieve]), "",
-          (f"Batching on / off: **{ratio:.2f}x** requests/s (medians); round by round "
-           f"{', '.join(f'{x:.2f}x' for x in pairs)}, median **{paired:.2f}x**."
-           if ratio and paired else ""), "",
-          f"## /v1/chat/completions: simulated LLM ({LATENCY * 1e3:.0f} ms per call, "
-          "tests/openai_server.py in its own process)", "",
-          "Each question carries an id; the LLM's reply names the id it was asked about, so a "
-          "lost, swapped or duplicated answer is seen. Calls received by the LLM equal the "
-          "calls the server counted (a compact answer over a long context takes two).", "",
-          markdown_table(
-              ["stream", "requests", "req/s", "p50 ms", "p99 ms", "errors", "lost",
-               "wrong answer", "LLM calls received", "counted by the server",
-               "questions the LLM never saw"],
-              [[r["stream"], r["requests"], r["requests_per_s"], r["p50_ms"], r["p99_ms"],
-                r["errors"], r["lost"], r["wrong_answer"], r["llm_calls"],
-                r["llm_calls_reported"], r["llm_missing"]] for r in chat])]
+    md = [
+        f"# fastrag serve on loopback ({'smoke' if args.smoke else 'full'})",
+        "",
+        f"{info['cpu']}, {info['usable_cores']} usable cores (load average {load_s} at "
+        f"start, {load_e} at end), commit {info['commit']}, {info['date']}. "
+        f"{CLIENTS} concurrent clients (asyncio, one keep-alive connection each) in one "
+        f"process, the server (uvicorn, {WORKERS} worker process(es), httptools "
+        f"{'on' if _has('httptools') else 'off'}, uvloop {'on' if _has('uvloop') else 'off'}) "
+        "in another, on the same cores" + (f"; server environment {env}" if env else "") + ".",
+        "",
+        f"## /v1/retrieve: one CMRC question per request ({SIMILARITY}, topk {TOPK}, "
+        f"{len(questions):,} questions over the CMRC paragraphs)",
+        "",
+        f"Median of {rounds} alternating round(s) of {n_req:,} requests per setting; every "
+        "answer checked against `Retriever.batch` of all questions in-process (same ids, "
+        "same order; *wrong* counts the differing answers over all rounds). In-process, "
+        f"{alone['differ']} of {alone['questions']:,} questions get other ids as a batch of "
+        "one than in the batch of all"
+        + (
+            " (so retrieval depends on a query's batch companions: a library bug the server "
+            "only exposes)"
+            if alone["differ"]
+            else ""
+        )
+        + ".",
+        "",
+        markdown_table(
+            [
+                "endpoint",
+                "micro-batching",
+                "requests",
+                "req/s",
+                "p50 ms",
+                "p99 ms",
+                "errors",
+                "wrong",
+                "mean batch",
+            ],
+            [
+                [
+                    r["endpoint"],
+                    r["batching"],
+                    r["requests"],
+                    r["requests_per_s"],
+                    r["p50_ms"],
+                    r["p99_ms"],
+                    r["errors"],
+                    r["wrong_results"],
+                    r.get("mean_batch"),
+                ]
+                for r in retrieve
+            ],
+        ),
+        "",
+        (
+            f"Batching on / off: **{ratio:.2f}x** requests/s (medians); round by round "
+            f"{', '.join(f'{x:.2f}x' for x in pairs)}, median **{paired:.2f}x**."
+            if ratio and paired
+            else ""
+        ),
+        "",
+        f"## /v1/chat/completions: simulated LLM ({LATENCY * 1e3:.0f} ms per call, "
+        "tests/openai_server.py in its own process)",
+        "",
+        "Each question carries an id; the LLM's reply names the id it was asked about, so a "
+        "lost, swapped or duplicated answer is seen. Calls received by the LLM equal the "
+        "calls the server counted (a compact answer over a long context takes two).",
+        "",
+        markdown_table(
+            [
+                "stream",
+                "requests",
+                "req/s",
+                "p50 ms",
+                "p99 ms",
+                "errors",
+                "lost",
+                "wrong answer",
+                "LLM calls received",
+                "counted by the server",
+                "questions the LLM never saw",
+            ],
+            [
+                [
+                    r["stream"],
+                    r["requests"],
+                    r["requests_per_s"],
+                    r["p50_ms"],
+                    r["p99_ms"],
+                    r["errors"],
+                    r["lost"],
+                    r["wrong_answer"],
+                    r["llm_calls"],
+                    r["llm_calls_reported"],
+                    r["llm_missing"],
+                ]
+                for r in chat
+            ],
+        ),
+    ]
     jp, mp = write_results(name, payload, "\n".join(md))
     plot(retrieve, jp.with_suffix(".png"))
     print(f"wrote {jp} and {mp}")
-    bad = [f"{r['endpoint']} batching={r['batching']}: {r['wrong_results']} wrong, "
-           f"{r['errors']} errors" for r in retrieve if r["wrong_results"] or r["errors"]]
-    bad += [f"chat stream={r['stream']}: lost={r['lost']} wrong={r['wrong_answer']} "
-            f"errors={r['errors']} llm_extra_calls={r['llm_extra_calls']} "
-            f"llm_missing={r['llm_missing']}"
-            for r in chat if r["lost"] or r["wrong_answer"] or r["errors"]
-            or r["llm_extra_calls"] or r["llm_missing"]]
+    bad = [
+        f"{r['endpoint']} batching={r['batching']}: {r['wrong_results']} wrong, "
+        f"{r['errors']} errors"
+        for r in retrieve
+        if r["wrong_results"] or r["errors"]
+    ]
+    bad += [
+        f"chat stream={r['stream']}: lost={r['lost']} wrong={r['wrong_answer']} "
+        f"errors={r['errors']} llm_extra_calls={r['llm_extra_calls']} "
+        f"llm_missing={r['llm_missing']}"
+        for r in chat
+        if r["lost"] or r["wrong_answer"] or r["errors"] or r["llm_extra_calls"] or r["llm_missing"]
+    ]
     if bad:
         print("CHECK FAILED:\n  " + "\n  ".join(bad), file=sys.stderr)
         return 1

@@ -69,8 +69,11 @@ def _vocab(seed: int, size: int = 20000) -> list[str]:
     lens = rng.integers(3, 11, size=size)
     letters = rng.integers(97, 123, size=int(lens.sum()), dtype=np.uint8).tobytes().decode()
     ends = np.cumsum(lens)
-    return list(dict.fromkeys(letters[s:e] for s, e in zip((ends - lens).tolist(),
-                                                            ends.tolist(), strict=False)))
+    return list(
+        dict.fromkeys(
+            letters[s:e] for s, e in zip((ends - lens).tolist(), ends.tolist(), strict=False)
+        )
+    )
 
 
 def generate_texts(n: int, seed: int = 0) -> list[str]:
@@ -98,7 +101,7 @@ def _query(seed: int) -> str:
 def split_lines(text: str) -> list[str]:
     """The "line" group's trivial transform: the text cut in two halves at a space."""
     mid = text.find(" ", len(text) // 2)
-    return [text] if mid < 0 else [text[:mid], text[mid + 1:]]
+    return [text] if mid < 0 else [text[:mid], text[mid + 1 :]]
 
 
 def _dir_bytes(path: Path) -> int:
@@ -160,9 +163,13 @@ def child(step: str, path: Path, n: int, seed: int, repeats: int, group: bool) -
         rss0, maxrss0 = current_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         doc, res["reopen_s"] = _timed(lambda: _open(path, group))
         maxrss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        res.update(rss_before_mb=rss0, rss_after_mb=current_rss_mb(),
-                   maxrss_before_mb=maxrss0 / 1024, maxrss_after_mb=maxrss1 / 1024,
-                   maxrss_delta_mb=(maxrss1 - maxrss0) / 1024)
+        res.update(
+            rss_before_mb=rss0,
+            rss_after_mb=current_rss_mb(),
+            maxrss_before_mb=maxrss0 / 1024,
+            maxrss_after_mb=maxrss1 / 1024,
+            maxrss_delta_mb=(maxrss1 - maxrss0) / 1024,
+        )
         if group:
             _, res["group_access_s"] = _timed(lambda: doc.group("line"))
         name = "line" if group else "root"
@@ -200,17 +207,33 @@ def child(step: str, path: Path, n: int, seed: int, repeats: int, group: bool) -
 
 # -- parent ----------------------------------------------------------------------------------
 def _run_child(step: str, path: Path, n: int, args, group: bool = False) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", step, "--dir", str(path),
-           "--n", str(n), "--seed", str(args.seed), "--repeats", str(args.repeats)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        step,
+        "--dir",
+        str(path),
+        "--n",
+        str(n),
+        "--seed",
+        str(args.seed),
+        "--repeats",
+        str(args.repeats),
+    ]
     if group:
         cmd.append("--group")
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                              timeout=args.step_timeout, cwd=ROOT)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, timeout=args.step_timeout, cwd=ROOT
+        )
     except subprocess.TimeoutExpired:
-        return {"step": step, "error": f"timeout after {args.step_timeout:g} s",
-                "wall_s": time.perf_counter() - t0}
+        return {
+            "step": step,
+            "error": f"timeout after {args.step_timeout:g} s",
+            "wall_s": time.perf_counter() - t0,
+        }
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         err = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -227,16 +250,24 @@ def _med(xs):
 def run_size(n: int, args, tmp: Path) -> dict:
     path = tmp / f"store_{n}"
     out: dict = {"n": n}
-    steps = [("build", False), ("reopen", False), ("add", False),
-             ("group", True), ("reopen_line", True), ("add_line", True)]
+    steps = [
+        ("build", False),
+        ("reopen", False),
+        ("add", False),
+        ("group", True),
+        ("reopen_line", True),
+        ("add_line", True),
+    ]
     t0 = time.perf_counter()
     try:
         for key, group in steps:
             res = _run_child(key.split("_")[0], path, n, args, group)
             out[key] = res
             msg = res.get("error") or ", ".join(
-                f"{k} {(_med(v) if isinstance(v, list) else v):.3g}" for k, v in res.items()
-                if k.endswith("_s") and k != "wall_s" and v not in (None, []))
+                f"{k} {(_med(v) if isinstance(v, list) else v):.3g}"
+                for k, v in res.items()
+                if k.endswith("_s") and k != "wall_s" and v not in (None, [])
+            )
             print(f"  {n:>9,d} {key:12s} {msg}", flush=True)
             if "error" in res:
                 break
@@ -260,49 +291,105 @@ def report(runs: list[dict], args, info: dict) -> str:
             continue
         b, g = r.get("build", {}), r.get("group", {})
         mb = 1e6
-        rows1.append([n, b.get("build_s"), b.get("first_query_s"),
-                      b.get("store_bytes", 0) / mb if "store_bytes" in b else None,
-                      b.get("manifest_bytes", 0) / mb if "manifest_bytes" in b else None,
-                      g.get("group_build_s"),
-                      g.get("store_bytes", 0) / mb if "store_bytes" in g else None,
-                      g.get("manifest_bytes", 0) / mb if "manifest_bytes" in g else None,
-                      "; ".join(e for e in (_fmt_err(b), _fmt_err(g)) if e)])
+        rows1.append(
+            [
+                n,
+                b.get("build_s"),
+                b.get("first_query_s"),
+                b.get("store_bytes", 0) / mb if "store_bytes" in b else None,
+                b.get("manifest_bytes", 0) / mb if "manifest_bytes" in b else None,
+                g.get("group_build_s"),
+                g.get("store_bytes", 0) / mb if "store_bytes" in g else None,
+                g.get("manifest_bytes", 0) / mb if "manifest_bytes" in g else None,
+                "; ".join(e for e in (_fmt_err(b), _fmt_err(g)) if e),
+            ]
+        )
         for variant, ro, ad in (("root", "reopen", "add"), ("+line", "reopen_line", "add_line")):
             o, a = r.get(ro, {}), r.get(ad, {})
             if not o and not a:
                 continue
             rss = (o["rss_after_mb"] - o["rss_before_mb"]) if "rss_after_mb" in o else None
-            rows2.append([n, variant, o.get("reopen_s"), o.get("maxrss_delta_mb"), rss,
-                          o.get("group_access_s") if variant == "+line" else None,
-                          o.get("first_query_s"), _med(a.get("add_s", [])),
-                          _med(a.get("group_access_s", [])), _med(a.get("query_s", [])),
-                          "; ".join(e for e in (_fmt_err(o), _fmt_err(a)) if e)])
-    md = [f"# Store: build, reopen and add one text ({args.label or 'unlabelled'})", "",
-          (f"Seeded synthetic texts (seed {args.seed}, 13-37 Zipf pseudo-words, ~190 chars), "
-           "one fresh store per size under /tmp; every step in its own process after a warm-up "
-           "(imports, numba) on a tiny in-memory Document. Queries are root (or \"line\") BM25, "
-           "topk=3; the first query after build builds and persists the index."), "",
-          "## Build (informational)", "",
-          markdown_table(["texts", "build s", "1st query s", "store MB", "manifest MB",
-                          "line build s", "store MB +line", "manifest MB +line", "note"], rows1),
-          "", "## Reopen and add one text", "",
-          (f"Reopen: `Document(store=path)` in a fresh process; Δpeak RSS is the growth of "
-           f"`ru_maxrss` across the reopen, ΔRSS that of the current RSS (VmRSS). "
-           f"Add: median of {args.repeats} repeats, each "
-           "reopen -> `doc.add([text])` -> next access; \"next query\" is the BM25 query "
-           "right after the add (compare with \"1st query\", before any add). For +line, the "
-           "\"line\" group (a 2-way split of each text) is built and registered; \"group s\" "
-           "is `doc.group(\"line\")`."), "",
-          markdown_table(["texts", "variant", "reopen s", "reopen Δpeak RSS MB",
-                          "reopen ΔRSS MB", "open group s",
-                          "1st query s", "add 1 s (median)", "group after add s",
-                          "next query s", "note"], rows2),
-          "", (f"Machine: {info['cpu']}, {info['usable_cores']} cores, {info.get('mem_total_gb')}"
-               f" GB; load average at start {info['loadavg_at_start']}, at end "
-               f"{info['loadavg_at_end']}; numba {info.get('numba')}, numpy {info['numpy']}, "
-               f"pyarrow {info.get('pyarrow')}; fastrag from {info['fastrag_root']} at commit "
-               f"{info['fastrag_commit']}; total wall {info['wall_s']:.0f} s."),
-          "", f"Reproduce: `{info['command']}`"]
+            rows2.append(
+                [
+                    n,
+                    variant,
+                    o.get("reopen_s"),
+                    o.get("maxrss_delta_mb"),
+                    rss,
+                    o.get("group_access_s") if variant == "+line" else None,
+                    o.get("first_query_s"),
+                    _med(a.get("add_s", [])),
+                    _med(a.get("group_access_s", [])),
+                    _med(a.get("query_s", [])),
+                    "; ".join(e for e in (_fmt_err(o), _fmt_err(a)) if e),
+                ]
+            )
+    md = [
+        f"# Store: build, reopen and add one text ({args.label or 'unlabelled'})",
+        "",
+        (
+            f"Seeded synthetic texts (seed {args.seed}, 13-37 Zipf pseudo-words, ~190 chars), "
+            "one fresh store per size under /tmp; every step in its own process after a warm-up "
+            '(imports, numba) on a tiny in-memory Document. Queries are root (or "line") BM25, '
+            "topk=3; the first query after build builds and persists the index."
+        ),
+        "",
+        "## Build (informational)",
+        "",
+        markdown_table(
+            [
+                "texts",
+                "build s",
+                "1st query s",
+                "store MB",
+                "manifest MB",
+                "line build s",
+                "store MB +line",
+                "manifest MB +line",
+                "note",
+            ],
+            rows1,
+        ),
+        "",
+        "## Reopen and add one text",
+        "",
+        (
+            f"Reopen: `Document(store=path)` in a fresh process; Δpeak RSS is the growth of "
+            f"`ru_maxrss` across the reopen, ΔRSS that of the current RSS (VmRSS). "
+            f"Add: median of {args.repeats} repeats, each "
+            'reopen -> `doc.add([text])` -> next access; "next query" is the BM25 query '
+            'right after the add (compare with "1st query", before any add). For +line, the '
+            '"line" group (a 2-way split of each text) is built and registered; "group s" '
+            'is `doc.group("line")`.'
+        ),
+        "",
+        markdown_table(
+            [
+                "texts",
+                "variant",
+                "reopen s",
+                "reopen Δpeak RSS MB",
+                "reopen ΔRSS MB",
+                "open group s",
+                "1st query s",
+                "add 1 s (median)",
+                "group after add s",
+                "next query s",
+                "note",
+            ],
+            rows2,
+        ),
+        "",
+        (
+            f"Machine: {info['cpu']}, {info['usable_cores']} cores, {info.get('mem_total_gb')}"
+            f" GB; load average at start {info['loadavg_at_start']}, at end "
+            f"{info['loadavg_at_end']}; numba {info.get('numba')}, numpy {info['numpy']}, "
+            f"pyarrow {info.get('pyarrow')}; fastrag from {info['fastrag_root']} at commit "
+            f"{info['fastrag_commit']}; total wall {info['wall_s']:.0f} s."
+        ),
+        "",
+        f"Reproduce: `{info['command']}`",
+    ]
     return "\n".join(md)
 
 
@@ -314,10 +401,18 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, 2 repeats (CI, seconds)")
     ap.add_argument("--out", default=None, help="results folder (default bench/results/)")
     ap.add_argument("--label", default="", help="stored in the file name: store_<label>.json")
-    ap.add_argument("--max-minutes", type=float, default=15.0,
-                    help="skip a size whose extrapolated wall time exceeds this")
-    ap.add_argument("--step-timeout", type=float, default=1800.0,
-                    help="seconds before one step is killed and recorded as a timeout")
+    ap.add_argument(
+        "--max-minutes",
+        type=float,
+        default=15.0,
+        help="skip a size whose extrapolated wall time exceeds this",
+    )
+    ap.add_argument(
+        "--step-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds before one step is killed and recorded as a timeout",
+    )
     ap.add_argument("--tmp", default="/tmp", help="where the temp stores go")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--dir", default=None, help=argparse.SUPPRESS)
@@ -326,8 +421,11 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.child:
-        print(json.dumps(child(args.child, Path(args.dir), args.n, args.seed, args.repeats,
-                               args.group)))
+        print(
+            json.dumps(
+                child(args.child, Path(args.dir), args.n, args.seed, args.repeats, args.group)
+            )
+        )
         return
 
     if args.smoke:
@@ -343,10 +441,11 @@ def main() -> None:
     info["fastrag_root"] = str(ROOT)
     info["fastrag_commit"] = git_commit()  # the checkout whose fastrag runs
     label = f"_{args.label}" if args.label else ""
-    info["command"] = "python bench/bench_store.py " + " ".join(
-        a for a in sys.argv[1:])
-    print(f"load average {info['loadavg_at_start']}; fastrag at {ROOT} "
-          f"({info['fastrag_commit']})", flush=True)
+    info["command"] = "python bench/bench_store.py " + " ".join(a for a in sys.argv[1:])
+    print(
+        f"load average {info['loadavg_at_start']}; fastrag at {ROOT} ({info['fastrag_commit']})",
+        flush=True,
+    )
     t_start = time.perf_counter()
     runs: list[dict] = []
     tmp = Path(tempfile.mkdtemp(prefix="fastrag-bench-store-", dir=args.tmp))
@@ -356,8 +455,10 @@ def main() -> None:
             if prev is not None and "wall_s" in prev:
                 est = prev["wall_s"] * n / prev["n"] / 60
                 if est > args.max_minutes:
-                    note = (f"skipped: {prev['n']:,} texts took {prev['wall_s'] / 60:.1f} min, "
-                            f"extrapolates to {est:.0f} min > {args.max_minutes:g}")
+                    note = (
+                        f"skipped: {prev['n']:,} texts took {prev['wall_s'] / 60:.1f} min, "
+                        f"extrapolates to {est:.0f} min > {args.max_minutes:g}"
+                    )
                     print(f"  {n:>9,d} {note}", flush=True)
                     runs.append({"n": n, "skipped": note, "extrapolated_min": est})
                     continue
@@ -369,8 +470,14 @@ def main() -> None:
     info["wall_s"] = time.perf_counter() - t_start
     md = report(runs, args, info)
     name = f"store{label}" + ("_smoke" if args.smoke else "")
-    payload = {"machine": info, "label": args.label, "seed": args.seed,
-               "repeats": args.repeats, "sizes": sizes, "runs": runs}
+    payload = {
+        "machine": info,
+        "label": args.label,
+        "seed": args.seed,
+        "repeats": args.repeats,
+        "sizes": sizes,
+        "runs": runs,
+    }
     jp, mp = write_results(name, payload, md, Path(args.out) if args.out else None)
     print(md)
     print(f"wrote {jp} and {mp}")

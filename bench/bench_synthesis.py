@@ -58,8 +58,14 @@ MODES = [
     "no_text",
     "context_only",
 ]
-CPU_MODES = ["compact", "refine", "tree_summarize", "simple_summarize", "accumulate",
-             "compact_accumulate"]
+CPU_MODES = [
+    "compact",
+    "refine",
+    "tree_summarize",
+    "simple_summarize",
+    "accumulate",
+    "compact_accumulate",
+]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cmrc2018_dev.json"
 
 
@@ -112,17 +118,118 @@ def cmrc_chunks_and_questions(n_chunks: int) -> tuple[list[str], list[str]]:
 
 
 _WORDS = [
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at",
-    "from", "his", "her", "are", "which", "this", "be", "an", "it", "or", "were", "also", "had",
-    "has", "first", "new", "their", "one", "after", "two", "city", "river", "school", "system",
-    "during", "between", "under", "government", "music", "world", "including", "national",
-    "history", "water", "known", "later", "people", "company", "used", "war", "team", "several",
-    "season", "state", "high", "built", "early", "population", "north", "south", "century",
-    "family", "area", "life", "name", "work", "number", "group", "including", "public", "power",
-    "design", "second", "game", "village", "university", "series", "became", "small", "large",
-    "modern", "light", "research", "local", "station", "island", "church", "market", "energy",
-    "mountain", "language", "film", "record", "album", "building", "road", "science", "border",
-    "region", "army", "court", "union", "force", "trade", "law", "bridge", "park", "library",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "his",
+    "her",
+    "are",
+    "which",
+    "this",
+    "be",
+    "an",
+    "it",
+    "or",
+    "were",
+    "also",
+    "had",
+    "has",
+    "first",
+    "new",
+    "their",
+    "one",
+    "after",
+    "two",
+    "city",
+    "river",
+    "school",
+    "system",
+    "during",
+    "between",
+    "under",
+    "government",
+    "music",
+    "world",
+    "including",
+    "national",
+    "history",
+    "water",
+    "known",
+    "later",
+    "people",
+    "company",
+    "used",
+    "war",
+    "team",
+    "several",
+    "season",
+    "state",
+    "high",
+    "built",
+    "early",
+    "population",
+    "north",
+    "south",
+    "century",
+    "family",
+    "area",
+    "life",
+    "name",
+    "work",
+    "number",
+    "group",
+    "including",
+    "public",
+    "power",
+    "design",
+    "second",
+    "game",
+    "village",
+    "university",
+    "series",
+    "became",
+    "small",
+    "large",
+    "modern",
+    "light",
+    "research",
+    "local",
+    "station",
+    "island",
+    "church",
+    "market",
+    "energy",
+    "mountain",
+    "language",
+    "film",
+    "record",
+    "album",
+    "building",
+    "road",
+    "science",
+    "border",
+    "region",
+    "army",
+    "court",
+    "union",
+    "force",
+    "trade",
+    "law",
+    "bridge",
+    "park",
+    "library",
     "council",
 ]
 
@@ -271,9 +378,15 @@ def _measure(coro_factory) -> tuple[float, float, Any]:
     return time.perf_counter() - t0, time.process_time() - c0, out
 
 
-def run_modes(chunks: list[str], query: str, repeats: int, modes: list[str],
-              max_concurrency: int | None, libs: tuple[str, ...] = ("fastrag", "llama_index"),
-              label: str = "") -> list[dict]:
+def run_modes(
+    chunks: list[str],
+    query: str,
+    repeats: int,
+    modes: list[str],
+    max_concurrency: int | None,
+    libs: tuple[str, ...] = ("fastrag", "llama_index"),
+    label: str = "",
+) -> list[dict]:
     rows = []
     li_nodes = _li_nodes(chunks)
     for mode in modes:
@@ -285,7 +398,10 @@ def run_modes(chunks: list[str], query: str, repeats: int, modes: list[str],
                 mock = sim_llm()
                 if lib == "fastrag":
                     syn = get_response_synthesizer(
-                        mode, llm=mock, context_window=CONTEXT_WINDOW, num_output=NUM_OUTPUT,
+                        mode,
+                        llm=mock,
+                        context_window=CONTEXT_WINDOW,
+                        num_output=NUM_OUTPUT,
                         max_concurrency=max_concurrency,
                     )
                     wall, cpu, resp = _measure(lambda s=syn: s.asynthesize(query, chunks))
@@ -297,13 +413,23 @@ def run_modes(chunks: list[str], query: str, repeats: int, modes: list[str],
                 cpus.append(cpu)
                 calls, ptoks = len(mock.calls), mock.prompt_tokens
                 extra = dict(resp.metadata) if lib == "fastrag" else {}
-            rows.append({
-                "mode": mode + label, "library": lib, "llm_calls": calls, "prompt_tokens": ptoks,
-                "wall_s": median(walls), "cpu_s": median(cpus), "repeats": reps,
-                "levels": extra.get("levels"),
-            })
-            print(f"  {mode:18s} {lib:12s} calls={calls:4d} prompt_tokens={ptoks:7d} "
-                  f"wall={median(walls):7.3f}s cpu={median(cpus):6.3f}s", flush=True)
+            rows.append(
+                {
+                    "mode": mode + label,
+                    "library": lib,
+                    "llm_calls": calls,
+                    "prompt_tokens": ptoks,
+                    "wall_s": median(walls),
+                    "cpu_s": median(cpus),
+                    "repeats": reps,
+                    "levels": extra.get("levels"),
+                }
+            )
+            print(
+                f"  {mode:18s} {lib:12s} calls={calls:4d} prompt_tokens={ptoks:7d} "
+                f"wall={median(walls):7.3f}s cpu={median(cpus):6.3f}s",
+                flush=True,
+            )
     return rows
 
 
@@ -317,7 +443,9 @@ def run_cpu(chunks: list[str], query: str, repeats: int) -> list[dict]:
             for _ in range(repeats + 1):  # first run warms caches / imports, dropped
                 if lib == "fastrag":
                     syn = get_response_synthesizer(
-                        mode, llm=ZeroLatencyLLM(), context_window=CONTEXT_WINDOW,
+                        mode,
+                        llm=ZeroLatencyLLM(),
+                        context_window=CONTEXT_WINDOW,
                         num_output=NUM_OUTPUT,
                     )
                     _, cpu, _ = _measure(lambda s=syn: s.asynthesize(query, chunks))
@@ -326,33 +454,54 @@ def run_cpu(chunks: list[str], query: str, repeats: int) -> list[dict]:
                     _, cpu, _ = _measure(lambda s=syn: s.asynthesize(query, li_nodes))
                 cpus.append(cpu)
             res[lib] = median(cpus[1:])
-        rows.append({"mode": mode, "fastrag_cpu_s": res["fastrag"],
-                     "llama_index_cpu_s": res["llama_index"],
-                     "ratio": res["llama_index"] / max(res["fastrag"], 1e-9)})
-        print(f"  cpu {mode:18s} fastrag={res['fastrag']*1e3:7.1f} ms "
-              f"llama_index={res['llama_index']*1e3:8.1f} ms "
-              f"ratio={rows[-1]['ratio']:.1f}x", flush=True)
+        rows.append(
+            {
+                "mode": mode,
+                "fastrag_cpu_s": res["fastrag"],
+                "llama_index_cpu_s": res["llama_index"],
+                "ratio": res["llama_index"] / max(res["fastrag"], 1e-9),
+            }
+        )
+        print(
+            f"  cpu {mode:18s} fastrag={res['fastrag'] * 1e3:7.1f} ms "
+            f"llama_index={res['llama_index'] * 1e3:8.1f} ms "
+            f"ratio={rows[-1]['ratio']:.1f}x",
+            flush=True,
+        )
     return rows
 
 
-def run_batch(pool: list[str], questions: list[str], n_queries: int, per_query: int,
-              concurrencies: list[int]) -> dict:
+def run_batch(
+    pool: list[str], questions: list[str], n_queries: int, per_query: int, concurrencies: list[int]
+) -> dict:
     queries = questions[:n_queries]
     nodes = [[pool[(i * 7 + j) % len(pool)] for j in range(per_query)] for i in range(n_queries)]
     out: dict[str, Any] = {"n_queries": n_queries, "chunks_per_query": per_query}
     for conc in concurrencies:
         mock = sim_llm()
-        syn = get_response_synthesizer("compact", llm=mock, context_window=CONTEXT_WINDOW,
-                                       num_output=NUM_OUTPUT, max_concurrency=conc)
+        syn = get_response_synthesizer(
+            "compact",
+            llm=mock,
+            context_window=CONTEXT_WINDOW,
+            num_output=NUM_OUTPUT,
+            max_concurrency=conc,
+        )
         t0, c0 = time.perf_counter(), time.process_time()
         resps = syn.batch(queries, nodes, show_progress=False)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert len(resps) == n_queries
-        out[f"fastrag_c{conc}"] = {"wall_s": wall, "cpu_s": cpu, "llm_calls": len(mock.calls),
-                                   "max_in_flight": mock.max_in_flight,
-                                   "calls_per_query": len(mock.calls) / n_queries}
-        print(f"  batch fastrag max_concurrency={conc}: {wall:.2f}s wall, {cpu:.2f}s cpu, "
-              f"{len(mock.calls)} calls, peak in flight {mock.max_in_flight}", flush=True)
+        out[f"fastrag_c{conc}"] = {
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "llm_calls": len(mock.calls),
+            "max_in_flight": mock.max_in_flight,
+            "calls_per_query": len(mock.calls) / n_queries,
+        }
+        print(
+            f"  batch fastrag max_concurrency={conc}: {wall:.2f}s wall, {cpu:.2f}s cpu, "
+            f"{len(mock.calls)} calls, peak in flight {mock.max_in_flight}",
+            flush=True,
+        )
     mock = sim_llm()
     li = _li_synth("compact", llama_llm(mock))
     li_nodes = [_li_nodes(n) for n in nodes]
@@ -361,8 +510,10 @@ def run_batch(pool: list[str], questions: list[str], n_queries: int, per_query: 
         li.synthesize(q, n)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     out["llama_index_loop"] = {"wall_s": wall, "cpu_s": cpu, "llm_calls": len(mock.calls)}
-    print(f"  batch llama_index loop: {wall:.2f}s wall, {cpu:.2f}s cpu, {len(mock.calls)} calls",
-          flush=True)
+    print(
+        f"  batch llama_index loop: {wall:.2f}s wall, {cpu:.2f}s cpu, {len(mock.calls)} calls",
+        flush=True,
+    )
     for conc in concurrencies:
         out[f"speedup_c{conc}"] = wall / out[f"fastrag_c{conc}"]["wall_s"]
     return out
@@ -387,20 +538,30 @@ def plot(rows: list[dict], cpu_rows: list[dict], path: Path) -> None:
         (axes[0], "llm_calls", "LLM calls"),
         (axes[1], "wall_s", "wall time (s, simulated LLM)"),
     ):
-        ax.bar([i - 0.2 for i in x], [get[(m, "fastrag")][key] for m in modes], 0.4,
-               label="fastrag")
-        ax.bar([i + 0.2 for i in x], [get[(m, "llama_index")][key] for m in modes], 0.4,
-               label="llama-index-core")
+        ax.bar(
+            [i - 0.2 for i in x], [get[(m, "fastrag")][key] for m in modes], 0.4, label="fastrag"
+        )
+        ax.bar(
+            [i + 0.2 for i in x],
+            [get[(m, "llama_index")][key] for m in modes],
+            0.4,
+            label="llama-index-core",
+        )
         ax.set_xticks(list(x), modes, rotation=40, ha="right")
         ax.set_title(title)
         ax.set_yscale("log")
         ax.legend()
     cm = [r["mode"] for r in cpu_rows]
     cx = range(len(cm))
-    axes[2].bar([i - 0.2 for i in cx], [r["fastrag_cpu_s"] * 1e3 for r in cpu_rows], 0.4,
-                label="fastrag")
-    axes[2].bar([i + 0.2 for i in cx], [r["llama_index_cpu_s"] * 1e3 for r in cpu_rows], 0.4,
-                label="llama-index-core")
+    axes[2].bar(
+        [i - 0.2 for i in cx], [r["fastrag_cpu_s"] * 1e3 for r in cpu_rows], 0.4, label="fastrag"
+    )
+    axes[2].bar(
+        [i + 0.2 for i in cx],
+        [r["llama_index_cpu_s"] * 1e3 for r in cpu_rows],
+        0.4,
+        label="llama-index-core",
+    )
     axes[2].set_xticks(list(cx), cm, rotation=40, ha="right")
     axes[2].set_yscale("log")
     axes[2].set_title("framework CPU, zero-latency LLM (ms)")
@@ -414,10 +575,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="tiny run for CI (< 20 s)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--max-concurrency", type=int, default=None,
-                    help="fastrag's max_concurrency in the per-mode table (default: each "
-                         "mode's own default, 256 for accumulate / compact_accumulate / "
-                         "tree_summarize, 16 for the others)")
+    ap.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=None,
+        help="fastrag's max_concurrency in the per-mode table (default: each "
+        "mode's own default, 256 for accumulate / compact_accumulate / "
+        "tree_summarize, 16 for the others)",
+    )
     args = ap.parse_args(argv)
 
     if args.smoke:
@@ -434,19 +599,40 @@ def main(argv: list[str] | None = None) -> int:
     enc = get_encoding()
     chunk_tokens = [len(x) for x in enc.encode_ordinary_batch(chunks)]
     query = questions[0]
-    print(f"{len(chunks)} CMRC chunks, {sum(chunk_tokens)} tokens "
-          f"(mean {sum(chunk_tokens) / len(chunks):.0f}); query {query!r}", flush=True)
+    print(
+        f"{len(chunks)} CMRC chunks, {sum(chunk_tokens)} tokens "
+        f"(mean {sum(chunk_tokens) / len(chunks):.0f}); query {query!r}",
+        flush=True,
+    )
 
     print("per-mode (simulated LLM):", flush=True)
     rows = run_modes(chunks, query, repeats, modes, args.max_concurrency)
     # accumulate issues all its calls at once: also run it with a limit of the chunk count,
     # the concurrency LlamaIndex's unbounded gather uses
     wide = len(chunks)
-    extra = run_modes(chunks, query, repeats, ["accumulate"], wide, libs=("fastrag",),
-                      label=f" (max_concurrency={wide})") if "accumulate" in modes else []
+    extra = (
+        run_modes(
+            chunks,
+            query,
+            repeats,
+            ["accumulate"],
+            wide,
+            libs=("fastrag",),
+            label=f" (max_concurrency={wide})",
+        )
+        if "accumulate" in modes
+        else []
+    )
     if not args.smoke:  # tree levels of up to ~23 calls: one wave instead of two
-        extra += run_modes(chunks, query, repeats, ["tree_summarize"], 32, libs=("fastrag",),
-                           label=" (max_concurrency=32)")
+        extra += run_modes(
+            chunks,
+            query,
+            repeats,
+            ["tree_summarize"],
+            32,
+            libs=("fastrag",),
+            label=" (max_concurrency=32)",
+        )
     print("framework CPU (zero-latency LLM, English chunks):", flush=True)
     en = english_chunks(n_en)
     cpu_rows = run_cpu(en, "What is the history of the river and the city?", max(repeats, 3))
@@ -458,11 +644,16 @@ def main(argv: list[str] | None = None) -> int:
         "smoke": args.smoke,
         "machine": info,
         "setup": {
-            "context_window": CONTEXT_WINDOW, "num_output": NUM_OUTPUT,
-            "llm_latency_s": LATENCY, "llm_latency_per_prompt_token_s": LATENCY_PER_TOKEN,
-            "answer_tokens": ANSWER_TOKENS, "n_chunks": len(chunks),
-            "chunk_tokens_total": sum(chunk_tokens), "query": query,
-            "fastrag_max_concurrency": args.max_concurrency, "repeats": repeats,
+            "context_window": CONTEXT_WINDOW,
+            "num_output": NUM_OUTPUT,
+            "llm_latency_s": LATENCY,
+            "llm_latency_per_prompt_token_s": LATENCY_PER_TOKEN,
+            "answer_tokens": ANSWER_TOKENS,
+            "n_chunks": len(chunks),
+            "chunk_tokens_total": sum(chunk_tokens),
+            "query": query,
+            "fastrag_max_concurrency": args.max_concurrency,
+            "repeats": repeats,
             "english_chunks": n_en,
         },
         "modes": rows,
@@ -474,34 +665,66 @@ def main(argv: list[str] | None = None) -> int:
     table_rows = []
     for m in modes:
         f, li = get[(m, "fastrag")], get[(m, "llama_index")]
-        table_rows.append([m, f["llm_calls"], li["llm_calls"], f["prompt_tokens"],
-                           li["prompt_tokens"], f["wall_s"], li["wall_s"], f["cpu_s"],
-                           li["cpu_s"]])
+        table_rows.append(
+            [
+                m,
+                f["llm_calls"],
+                li["llm_calls"],
+                f["prompt_tokens"],
+                li["prompt_tokens"],
+                f["wall_s"],
+                li["wall_s"],
+                f["cpu_s"],
+                li["cpu_s"],
+            ]
+        )
     for f in extra:
         li = get[(f["mode"].split(" ")[0], "llama_index")]
-        table_rows.append([f["mode"], f["llm_calls"], li["llm_calls"], f["prompt_tokens"],
-                           li["prompt_tokens"], f["wall_s"], li["wall_s"], f["cpu_s"],
-                           li["cpu_s"]])
+        table_rows.append(
+            [
+                f["mode"],
+                f["llm_calls"],
+                li["llm_calls"],
+                f["prompt_tokens"],
+                li["prompt_tokens"],
+                f["wall_s"],
+                li["wall_s"],
+                f["cpu_s"],
+                li["cpu_s"],
+            ]
+        )
     md = [
         f"# Synthesis: fastrag vs llama-index-core {info.get('llama-index-core')}",
         "",
-        (f"Machine: {info['cpu']}, {info['usable_cores']} usable cores, load at start "
-        f"{info['loadavg_at_start']}; commit {info['commit']}; {info['date']}."),
-        (f"Simulated LLM: {LATENCY * 1e3:.0f} ms + {LATENCY_PER_TOKEN * 1e3:.2f} ms per prompt "
-        f"token, {ANSWER_TOKENS}-token answers; context_window {CONTEXT_WINDOW}, num_output "
-        f"{NUM_OUTPUT}; {len(chunks)} CMRC chunks, {sum(chunk_tokens):,} tokens. "
-        f"fastrag max_concurrency="
-        f"{args.max_concurrency or 'each mode default (256 accumulate, compact_accumulate, '}"
-        f"{'' if args.max_concurrency else 'tree_summarize; 16 others)'}; LlamaIndex "
-        "use_async=True. "
-        f"Medians of {repeats} (refine: 1)."),
+        (
+            f"Machine: {info['cpu']}, {info['usable_cores']} usable cores, load at start "
+            f"{info['loadavg_at_start']}; commit {info['commit']}; {info['date']}."
+        ),
+        (
+            f"Simulated LLM: {LATENCY * 1e3:.0f} ms + {LATENCY_PER_TOKEN * 1e3:.2f} ms per prompt "
+            f"token, {ANSWER_TOKENS}-token answers; context_window {CONTEXT_WINDOW}, num_output "
+            f"{NUM_OUTPUT}; {len(chunks)} CMRC chunks, {sum(chunk_tokens):,} tokens. "
+            f"fastrag max_concurrency="
+            f"{args.max_concurrency or 'each mode default (256 accumulate, compact_accumulate, '}"
+            f"{'' if args.max_concurrency else 'tree_summarize; 16 others)'}; LlamaIndex "
+            "use_async=True. "
+            f"Medians of {repeats} (refine: 1)."
+        ),
         "",
         "## Per mode",
         "",
         markdown_table(
-            ["mode", "calls fastrag", "calls LlamaIndex", "prompt tok fastrag",
-             "prompt tok LlamaIndex", "wall s fastrag", "wall s LlamaIndex", "CPU s fastrag",
-             "CPU s LlamaIndex"],
+            [
+                "mode",
+                "calls fastrag",
+                "calls LlamaIndex",
+                "prompt tok fastrag",
+                "prompt tok LlamaIndex",
+                "wall s fastrag",
+                "wall s LlamaIndex",
+                "CPU s fastrag",
+                "CPU s LlamaIndex",
+            ],
             table_rows,
         ),
         "",
@@ -509,20 +732,35 @@ def main(argv: list[str] | None = None) -> int:
         "",
         markdown_table(
             ["mode", "fastrag ms", "LlamaIndex ms", "LlamaIndex / fastrag"],
-            [[r["mode"], r["fastrag_cpu_s"] * 1e3, r["llama_index_cpu_s"] * 1e3, r["ratio"]]
-             for r in cpu_rows],
+            [
+                [r["mode"], r["fastrag_cpu_s"] * 1e3, r["llama_index_cpu_s"] * 1e3, r["ratio"]]
+                for r in cpu_rows
+            ],
         ),
         "",
         f"## Batch: {n_q} queries x {per_q} chunks, compact",
         "",
         markdown_table(
             ["run", "wall s", "CPU s", "LLM calls", "speedup vs LlamaIndex loop"],
-            [[f"fastrag batch, max_concurrency={c}", batch[f"fastrag_c{c}"]["wall_s"],
-              batch[f"fastrag_c{c}"]["cpu_s"], batch[f"fastrag_c{c}"]["llm_calls"],
-              batch[f"speedup_c{c}"]] for c in concurrencies]
-            + [["LlamaIndex synthesize x N (loop)", batch["llama_index_loop"]["wall_s"],
-                batch["llama_index_loop"]["cpu_s"], batch["llama_index_loop"]["llm_calls"],
-                1.0]],
+            [
+                [
+                    f"fastrag batch, max_concurrency={c}",
+                    batch[f"fastrag_c{c}"]["wall_s"],
+                    batch[f"fastrag_c{c}"]["cpu_s"],
+                    batch[f"fastrag_c{c}"]["llm_calls"],
+                    batch[f"speedup_c{c}"],
+                ]
+                for c in concurrencies
+            ]
+            + [
+                [
+                    "LlamaIndex synthesize x N (loop)",
+                    batch["llama_index_loop"]["wall_s"],
+                    batch["llama_index_loop"]["cpu_s"],
+                    batch["llama_index_loop"]["llm_calls"],
+                    1.0,
+                ]
+            ],
         ),
     ]
     name = "synthesis_smoke" if args.smoke else "synthesis"

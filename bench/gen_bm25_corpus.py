@@ -103,11 +103,19 @@ def english_sentences() -> list[str]:
             text = re.sub(r"```.*?```", "\n\n", p.read_text(encoding="utf-8"), flags=re.S)
             paragraphs.extend(re.split(r"\n\s*\n", text))
     root = Path(sysconfig.get_paths()["stdlib"])
-    skip = {"idlelib", "site-packages", "dist-packages", "lib2to3", "turtledemo", "ensurepip",
-            "__pycache__"}
+    skip = {
+        "idlelib",
+        "site-packages",
+        "dist-packages",
+        "lib2to3",
+        "turtledemo",
+        "ensurepip",
+        "__pycache__",
+    }
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith(
-            ("test", "config-")))
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in skip and not d.startswith(("test", "config-"))
+        )
         for fn in sorted(filenames):
             if not fn.endswith(".py"):
                 continue
@@ -116,8 +124,9 @@ def english_sentences() -> list[str]:
             except (SyntaxError, UnicodeDecodeError, ValueError):
                 continue
             for node in ast.walk(tree):
-                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                     ast.AsyncFunctionDef)):
+                if isinstance(
+                    node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+                ):
                     doc = ast.get_docstring(node)
                     if doc:
                         paragraphs.extend(re.split(r"\n\s*\n", doc))
@@ -148,7 +157,7 @@ def _local_cjk(text: str) -> list[str]:
     for run in _CJK_RUN.findall(text.lower()):
         if "\u3400" <= run[0] <= "\ufaff" and not run[0].isascii():
             out.extend(run)
-            out.extend(run[i:i + 2] for i in range(len(run) - 1))
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
         else:
             out.append(run)
     return out
@@ -218,10 +227,17 @@ def tokenized_sentences(kind: str, refresh: bool = False) -> dict:
         keep = keep[:ENGLISH_QUERIES]
     sv, so = _ragged(sent_ids)
     qv, qo = _ragged([q_ids[i] for i in keep])
-    out = {"sent_values": sv, "sent_offsets": so, "q_values": qv, "q_offsets": qo,
-           "q_source": np.asarray(keep, np.int64), "vocab": np.asarray(list(vocab), dtype=str),
-           "n_chars": np.int64(sum(map(len, sents))), "tokenize_s": np.float64(tok_s),
-           "analyzer": np.asarray(used)}
+    out = {
+        "sent_values": sv,
+        "sent_offsets": so,
+        "q_values": qv,
+        "q_offsets": qo,
+        "q_source": np.asarray(keep, np.int64),
+        "vocab": np.asarray(list(vocab), dtype=str),
+        "n_chars": np.int64(sum(map(len, sents))),
+        "tokenize_s": np.float64(tok_s),
+        "analyzer": np.asarray(used),
+    }
     np.savez(cache, **out)
     out["analyzer"] = used
     return out
@@ -254,17 +270,25 @@ def make_corpus(n_docs: int, kind: str = "jieba", seed: int = 0) -> dict:
     values = np.empty(int(slot_off[-1]), np.int32)
     chunk = 1 << 18  # sentence slots per chunk: bounded temporary memory
     for s0 in range(0, stream.shape[0], chunk):
-        sl = stream[s0:s0 + chunk]
-        lens = tok_per_slot[s0:s0 + chunk]
+        sl = stream[s0 : s0 + chunk]
+        lens = tok_per_slot[s0 : s0 + chunk]
         starts = np.repeat(so[sl] - np.cumsum(lens) + lens, lens)
         idx = starts + np.arange(int(lens.sum()), dtype=np.int64)
-        values[slot_off[s0]:slot_off[s0] + idx.shape[0]] = sv[idx]
-    return {"values": values, "offsets": offsets, "n_vocab": int(ts["vocab"].shape[0]),
-            "q_values": ts["q_values"], "q_offsets": ts["q_offsets"], "vocab": ts["vocab"],
-            "analyzer": ts["analyzer"], "n_docs": n_docs, "seed": seed,
-            "tokens_per_doc": float(values.shape[0] / n_docs),
-            "tokens_per_query": float(ts["q_values"].shape[0] / (ts["q_offsets"].shape[0] - 1)),
-            "n_queries": int(ts["q_offsets"].shape[0] - 1)}
+        values[slot_off[s0] : slot_off[s0] + idx.shape[0]] = sv[idx]
+    return {
+        "values": values,
+        "offsets": offsets,
+        "n_vocab": int(ts["vocab"].shape[0]),
+        "q_values": ts["q_values"],
+        "q_offsets": ts["q_offsets"],
+        "vocab": ts["vocab"],
+        "analyzer": ts["analyzer"],
+        "n_docs": n_docs,
+        "seed": seed,
+        "tokens_per_doc": float(values.shape[0] / n_docs),
+        "tokens_per_query": float(ts["q_values"].shape[0] / (ts["q_offsets"].shape[0] - 1)),
+        "n_queries": int(ts["q_offsets"].shape[0] - 1),
+    }
 
 
 def _zipf_ids(rng, cdf: np.ndarray, rank_to_id: np.ndarray, out: np.ndarray) -> None:
@@ -273,11 +297,12 @@ def _zipf_ids(rng, cdf: np.ndarray, rank_to_id: np.ndarray, out: np.ndarray) -> 
     for s0 in range(0, out.shape[0], chunk):
         u = rng.random(min(chunk, out.shape[0] - s0))
         ranks = np.minimum(np.searchsorted(cdf, u, side="right"), cdf.shape[0] - 1)
-        out[s0:s0 + u.shape[0]] = rank_to_id[ranks]
+        out[s0 : s0 + u.shape[0]] = rank_to_id[ranks]
 
 
-def make_zipf_corpus(n_docs: int, seed: int = 0, n_vocab: int = ZIPF_VOCAB,
-                     s: float = ZIPF_S) -> dict:
+def make_zipf_corpus(
+    n_docs: int, seed: int = 0, n_vocab: int = ZIPF_VOCAB, s: float = ZIPF_S
+) -> dict:
     """Synthetic Zipf corpus with the same keys as ``make_corpus`` (see the module docstring);
     about 20 s per million documents."""
     cdf = np.cumsum(np.arange(1, n_vocab + 1, dtype=np.float64) ** -s)
@@ -291,17 +316,25 @@ def make_zipf_corpus(n_docs: int, seed: int = 0, n_vocab: int = ZIPF_VOCAB,
     _zipf_ids(rng, cdf, rank_to_id, values)
     rq = np.random.default_rng([seed, 1])  # queries do not depend on n_docs
     q_offsets = np.zeros(ZIPF_QUERIES + 1, np.int64)
-    np.cumsum(rq.integers(ZIPF_QUERY_LEN[0], ZIPF_QUERY_LEN[1] + 1, ZIPF_QUERIES),
-              out=q_offsets[1:])
+    np.cumsum(
+        rq.integers(ZIPF_QUERY_LEN[0], ZIPF_QUERY_LEN[1] + 1, ZIPF_QUERIES), out=q_offsets[1:]
+    )
     q_values = np.empty(int(q_offsets[-1]), np.int32)
     _zipf_ids(rq, cdf, rank_to_id, q_values)
-    return {"values": values, "offsets": offsets, "n_vocab": n_vocab,
-            "q_values": q_values, "q_offsets": q_offsets,
-            "vocab": np.arange(n_vocab).astype(str),
-            "analyzer": f"synthetic:zipf(s={s},V={n_vocab:,})", "n_docs": n_docs, "seed": seed,
-            "tokens_per_doc": float(values.shape[0] / n_docs),
-            "tokens_per_query": float(q_values.shape[0] / ZIPF_QUERIES),
-            "n_queries": ZIPF_QUERIES}
+    return {
+        "values": values,
+        "offsets": offsets,
+        "n_vocab": n_vocab,
+        "q_values": q_values,
+        "q_offsets": q_offsets,
+        "vocab": np.arange(n_vocab).astype(str),
+        "analyzer": f"synthetic:zipf(s={s},V={n_vocab:,})",
+        "n_docs": n_docs,
+        "seed": seed,
+        "tokens_per_doc": float(values.shape[0] / n_docs),
+        "tokens_per_query": float(q_values.shape[0] / ZIPF_QUERIES),
+        "n_queries": ZIPF_QUERIES,
+    }
 
 
 CORPORA = {
@@ -324,8 +357,8 @@ def corpus_queries(corpus: dict, max_queries: int | None) -> tuple[np.ndarray, n
     when given."""
     qv, qo = corpus["q_values"], corpus["q_offsets"]
     if max_queries and qo.shape[0] - 1 > max_queries:
-        qo = qo[:max_queries + 1]
-        qv = qv[:qo[-1]]
+        qo = qo[: max_queries + 1]
+        qv = qv[: qo[-1]]
     return qv, qo
 
 
@@ -333,21 +366,38 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n-docs", type=int, default=200_000)
     ap.add_argument("--corpus", choices=list(CORPORA), default="cmrc_jieba")
-    ap.add_argument("--analyzer", choices=["jieba", "cjk", "english"],
-                    help="tiled corpus by analyzer (same as --corpus cmrc_jieba, cmrc_cjk, ...)")
+    ap.add_argument(
+        "--analyzer",
+        choices=["jieba", "cjk", "english"],
+        help="tiled corpus by analyzer (same as --corpus cmrc_jieba, cmrc_cjk, ...)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--refresh", action="store_true", help="re-tokenize the sentences")
     a = ap.parse_args(argv)
-    name = ({"english": "english"}.get(a.analyzer, f"cmrc_{a.analyzer}") if a.analyzer
-            else a.corpus)
+    name = {"english": "english"}.get(a.analyzer, f"cmrc_{a.analyzer}") if a.analyzer else a.corpus
     kind = {"cmrc_jieba": "jieba", "cmrc_cjk": "cjk", "english": "english"}.get(name)
     if a.refresh and kind:
         tokenized_sentences(kind, refresh=True)
     t0 = time.perf_counter()
     c = make_named_corpus(name, a.n_docs, a.seed)
-    print(json.dumps({k: c[k] for k in ("analyzer", "n_docs", "n_vocab", "tokens_per_doc",
-                                         "n_queries", "tokens_per_query", "seed")}
-                     | {"build_s": round(time.perf_counter() - t0, 2)}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                k: c[k]
+                for k in (
+                    "analyzer",
+                    "n_docs",
+                    "n_vocab",
+                    "tokens_per_doc",
+                    "n_queries",
+                    "tokens_per_query",
+                    "seed",
+                )
+            }
+            | {"build_s": round(time.perf_counter() - t0, 2)},
+            ensure_ascii=False,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,14 +29,71 @@ from _harness import WORK_DIR
 
 RECIPE_VERSION = 1
 FUNCTION_WORDS = [
-    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-    "on", "not", "he", "i", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
-    "they", "you", "were", "her", "she", "there", "one", "all", "we", "their", "been", "has",
-    "more", "if", "will", "would", "about", "can", "its", "than", "other", "into", "some", "could",
-    "them", "these", "two", "may", "then", "do", "first", "any",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "a",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "i",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "they",
+    "you",
+    "were",
+    "her",
+    "she",
+    "there",
+    "one",
+    "all",
+    "we",
+    "their",
+    "been",
+    "has",
+    "more",
+    "if",
+    "will",
+    "would",
+    "about",
+    "can",
+    "its",
+    "than",
+    "other",
+    "into",
+    "some",
+    "could",
+    "them",
+    "these",
+    "two",
+    "may",
+    "then",
+    "do",
+    "first",
+    "any",
 ]
-SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai",
-                                                           "ou", "ea", "io")]
+SYLLABLES = [
+    c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai", "ou", "ea", "io")
+]
 
 
 def _cmrc_paragraphs() -> list[str]:
@@ -62,8 +119,9 @@ class _English:
             i = rng.randrange(1, len(words))
             words[i] += ","
         if rng.random() < 0.15:
-            words.insert(rng.randrange(len(words)), rng.choice(["3.14", "1,024", "42", "2019",
-                                                                "0.5"]))
+            words.insert(
+                rng.randrange(len(words)), rng.choice(["3.14", "1,024", "42", "2019", "0.5"])
+            )
         if rng.random() < 0.08:
             i = rng.randrange(len(words))
             words[i] = "(" + words[i] + ")"

@@ -166,13 +166,16 @@ class Int8Corpus:
         self.norm = _padded(qz["norm"])
         # a-priori residual bound |dx| <= s_x sqrt(d) / 2 (per component |x/s - rint| <= 1/2)
         self.resid_apriori = _padded(
-            (qz["scale"].astype(np.float64) * math.sqrt(d) * 0.5 * (1 + 2.0 ** -20))
-            .astype(np.float32))
+            (qz["scale"].astype(np.float64) * math.sqrt(d) * 0.5 * (1 + 2.0**-20)).astype(
+                np.float32
+            )
+        )
         n_blk = -(-n // NR)
         padded = np.zeros((n_blk * NR, self.d_pad), np.int8)
         padded[:n] = self.q
         self.packed = np.ascontiguousarray(
-            padded.reshape(n_blk, NR, self.d_pad // 4, 4).transpose(0, 2, 1, 3))
+            padded.reshape(n_blk, NR, self.d_pad // 4, 4).transpose(0, 2, 1, 3)
+        )
         corr = np.zeros(n_blk * NR, np.int32)
         corr[:n] = 128 * qz["sum"]
         self.corr = corr
@@ -199,7 +202,7 @@ class Int8Queries:
         dq = qz["resid"].astype(np.float64)
         # |s - a| <= c1 |dx| + c2 |x|: (|q| + |dq|) |dx| + |dq| |x| + d 2^-24 |q| |x|
         self.c1 = SAFETY * (qn + dq)
-        self.c2 = SAFETY * (dq + d * 2.0 ** -24 * qn)
+        self.c2 = SAFETY * (dq + d * 2.0**-24 * qn)
 
 
 # ------------------------------------------------------------------------- int8 score kernels
@@ -231,14 +234,17 @@ def _vnni_tile(typingctx, qu, packed, corr, out, i0, blk, col0):
         width = builder.extract_value(oproxy.shape, 1)
         d = builder.mul(groups, ir.Constant(_I64, 4))
         fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(_V16, [_V16, _V16, _V16]),
-            "llvm.x86.avx512.vpdpbusd.512")
-        accs = [cgutils.alloca_once_value(builder, ir.Constant(_V16, None))
-                for _ in range(MR * NV)]
+            builder.module,
+            ir.FunctionType(_V16, [_V16, _V16, _V16]),
+            "llvm.x86.avx512.vpdpbusd.512",
+        )
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(_V16, None)) for _ in range(MR * NV)]
         step = ir.Constant(_I64, NR * 4)
         xbase = builder.gep(xd, [builder.mul(builder.mul(bv, groups), step)])
-        qrows = [builder.gep(qd, [builder.mul(builder.add(i0v, ir.Constant(_I64, i)), d)])
-                 for i in range(MR)]
+        qrows = [
+            builder.gep(qd, [builder.mul(builder.add(i0v, ir.Constant(_I64, i)), d)])
+            for i in range(MR)
+        ]
         with cgutils.for_range(builder, groups) as loop:
             p = loop.index
             xs = []
@@ -249,10 +255,10 @@ def _vnni_tile(typingctx, qu, packed, corr, out, i0, blk, col0):
             for i in range(MR):
                 ptr = builder.gep(qrows[i], [builder.mul(p, ir.Constant(_I64, 4))])
                 word = builder.load(builder.bitcast(ptr, _I32.as_pointer()), align=1)
-                one = builder.insert_element(ir.Constant(_V16, None), word,
-                                             ir.Constant(_I32, 0))
-                splat = builder.shuffle_vector(one, ir.Constant(_V16, None),
-                                               ir.Constant(_V16, [0] * 16))
+                one = builder.insert_element(ir.Constant(_V16, None), word, ir.Constant(_I32, 0))
+                splat = builder.shuffle_vector(
+                    one, ir.Constant(_V16, None), ir.Constant(_V16, [0] * 16)
+                )
                 for v in range(NV):
                     acc = accs[i * NV + v]
                     builder.store(builder.call(fn, [builder.load(acc), splat, xs[v]]), acc)
@@ -264,8 +270,11 @@ def _vnni_tile(typingctx, qu, packed, corr, out, i0, blk, col0):
                 row = builder.mul(builder.add(i0v, ir.Constant(_I64, i)), width)
                 col = builder.add(c0v, ir.Constant(_I64, 16 * v))
                 optr = builder.gep(od, [builder.add(row, col)])
-                builder.store(builder.sub(builder.load(accs[i * NV + v]), c),
-                              builder.bitcast(optr, _V16.as_pointer()), align=1)
+                builder.store(
+                    builder.sub(builder.load(accs[i * NV + v]), c),
+                    builder.bitcast(optr, _V16.as_pointer()),
+                    align=1,
+                )
         return context.get_dummy_value()
 
     return sig, codegen
@@ -325,13 +334,14 @@ def _screen(low, e_max, sq):
     if low == -np.inf or sq == 0.0:
         return np.float32(-np.inf)
     y = np.float64(low) - e_max
-    y = (y - 2.0 ** -20 * (abs(y) + e_max)) / sq  # the slack merge_block_int8 adds to e
-    return _round_down(y - 2.0 ** -18 * abs(y) - 2.0 ** -60)
+    y = (y - 2.0**-20 * (abs(y) + e_max)) / sq  # the slack merge_block_int8 adds to e
+    return _round_down(y - 2.0**-18 * abs(y) - 2.0**-60)
 
 
 @njit(nogil=True, fastmath=FASTMATH)
-def merge_block_int8(block, m, row0, sx, rx, nx, q0, sq, c1, c2, heap_s, heap_r, cand_s,
-                     cand_r, n_cand, over):
+def merge_block_int8(
+    block, m, row0, sx, rx, nx, q0, sq, c1, c2, heap_s, heap_r, cand_s, cand_r, n_cand, over
+):
     """Merge int32 scores ``block[i, :m]`` (rows ``row0 + j``) of queries ``q0 + i``, as
     ``merge_block_bf16`` does for bf16: row ``r`` scores ``a = sq[q] sx[r] P`` and its exact
     score lies within ``e = c1[q] rx[r] + c2[q] nx[r]`` of ``a``; ``heap_*[q]`` keeps the k
@@ -362,8 +372,8 @@ def merge_block_int8(block, m, row0, sx, rx, nx, q0, sq, c1, c2, heap_s, heap_r,
         j = 0
         while j < m and not over[q]:
             g = min(GROUP, m - j)
-            rj = row[j:j + g]  # slices: plain indexing would wrap negative indices (gathers)
-            sj = sx[row0 + j:row0 + j + g]
+            rj = row[j : j + g]  # slices: plain indexing would wrap negative indices (gathers)
+            sj = sx[row0 + j : row0 + j + g]
             for t in range(GROUP):
                 vals[t] = np.float32(rj[t]) * sj[t] if t < g else np.float32(-np.inf)
             hit = 0
@@ -376,7 +386,7 @@ def merge_block_int8(block, m, row0, sx, rx, nx, q0, sq, c1, c2, heap_s, heap_r,
                     r = row0 + j + t
                     a = s_q * np.float64(sx[r]) * np.float64(row[j + t])
                     e = a1 * np.float64(rx[r]) + a2 * np.float64(nx[r])
-                    e += 2.0 ** -20 * (abs(a) + e)
+                    e += 2.0**-20 * (abs(a) + e)
                     hi = _round_up(a + e)
                     if not hi >= low:
                         continue
@@ -410,12 +420,22 @@ def _new_heaps(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
 
 def _candidate_buffers(n_q: int, k: int, cap: int) -> tuple[np.ndarray, ...]:
     heap_s, heap_r = _new_heaps((n_q, k))
-    return (heap_s, heap_r, np.empty((n_q, cap), np.float32), np.empty((n_q, cap), np.int64),
-            np.zeros(n_q, np.int64), np.zeros(n_q, np.bool_))
+    return (
+        heap_s,
+        heap_r,
+        np.empty((n_q, cap), np.float32),
+        np.empty((n_q, cap), np.int64),
+        np.zeros(n_q, np.int64),
+        np.zeros(n_q, np.bool_),
+    )
 
 
-def run_workers(worker: Callable[[Iterator[int]], Any], n_chunks: int, threads: int,
-                pool: concurrent.futures.ThreadPoolExecutor) -> list[Any]:
+def run_workers(
+    worker: Callable[[Iterator[int]], Any],
+    n_chunks: int,
+    threads: int,
+    pool: concurrent.futures.ThreadPoolExecutor,
+) -> list[Any]:
     """``threads`` workers pull chunk ids in ascending order (as flat._blocked does)."""
     if threads <= 1:
         return [worker(iter(range(n_chunks)))]
@@ -435,8 +455,9 @@ def _torch_worker_setup(torch: Any) -> None:
     torch.set_num_threads(1)
 
 
-def bf16_first_pass(torch: Any, approx: flat.Bf16Corpus, queries: np.ndarray, k: int,
-                    cap: int, threads: int, pool) -> list[tuple[np.ndarray, ...]]:
+def bf16_first_pass(
+    torch: Any, approx: flat.Bf16Corpus, queries: np.ndarray, k: int, cap: int, threads: int, pool
+) -> list[tuple[np.ndarray, ...]]:
     """flat._bf16_search's first pass (its worker loop with merge_block_bf16), returning each
     worker's (heap_s, heap_r, cand_s, cand_r, n_cand, over)."""
     n_q, dim = queries.shape
@@ -458,18 +479,38 @@ def bf16_first_pass(torch: Any, approx: flat.Bf16Corpus, queries: np.ndarray, k:
         for c in chunks:
             c0 = c * CHUNK
             m = min(CHUNK, n - c0)
-            torch.mm(qt, xt[c0:c0 + m].T, out=out[:n_q * m].view(n_q, m))
-            norms = approx.norms[c0:c0 + m]
-            _dense.merge_block_bf16(out_bits[:n_q * m].reshape(n_q, m), m, c0, norms, norms,
-                                    empty_mask, False, 0, coef, zero, rel, *bufs)
+            torch.mm(qt, xt[c0 : c0 + m].T, out=out[: n_q * m].view(n_q, m))
+            norms = approx.norms[c0 : c0 + m]
+            _dense.merge_block_bf16(
+                out_bits[: n_q * m].reshape(n_q, m),
+                m,
+                c0,
+                norms,
+                norms,
+                empty_mask,
+                False,
+                0,
+                coef,
+                zero,
+                rel,
+                *bufs,
+            )
         return bufs
 
     return run_workers(worker, n_chunks, threads, pool)
 
 
-def int8_first_pass(kernel: str, torch: Any, corpus: Int8Corpus, queries: np.ndarray, k: int,
-                    cap: int, threads: int, pool, apriori: bool = False
-                    ) -> list[tuple[np.ndarray, ...]]:
+def int8_first_pass(
+    kernel: str,
+    torch: Any,
+    corpus: Int8Corpus,
+    queries: np.ndarray,
+    k: int,
+    cap: int,
+    threads: int,
+    pool,
+    apriori: bool = False,
+) -> list[tuple[np.ndarray, ...]]:
     """Quantise the queries, score every chunk in int8 (``kernel``: "vnni" or "torch"), merge
     with merge_block_int8; returns each worker's candidate buffers."""
     n_q = queries.shape[0]
@@ -492,35 +533,40 @@ def int8_first_pass(kernel: str, torch: Any, corpus: Int8Corpus, queries: np.nda
             c0 = c * CHUNK
             m = min(CHUNK, n - c0)
             if kernel == "torch":
-                torch._int_mm(qt, xt[c0:c0 + m].T, out=out_t[:n_q * m].view(n_q, m))
-                block = out_np[:n_q * m].reshape(n_q, m)
+                torch._int_mm(qt, xt[c0 : c0 + m].T, out=out_t[: n_q * m].view(n_q, m))
+                block = out_np[: n_q * m].reshape(n_q, m)
             else:
-                score_block_vnni(qq.qu, corpus.packed, corpus.corr, c0 // NR, -(-m // NR),
-                                 out)
+                score_block_vnni(qq.qu, corpus.packed, corpus.corr, c0 // NR, -(-m // NR), out)
                 block = out[:n_q]
-            merge_block_int8(block, m, c0, corpus.scale, rx, corpus.norm, 0, qq.scale,
-                             qq.c1, qq.c2, *bufs)
+            merge_block_int8(
+                block, m, c0, corpus.scale, rx, corpus.norm, 0, qq.scale, qq.c1, qq.c2, *bufs
+            )
         return bufs
 
     return run_workers(worker, n_chunks, threads, pool)
 
 
-def finish(vectors: np.ndarray, queries: np.ndarray, k: int, parts: list[tuple[np.ndarray, ...]],
-           threads: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+def finish(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    parts: list[tuple[np.ndarray, ...]],
+    threads: int,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Rescore the candidates exactly (flat._bf16_search's second half): returns rows, scores
     and candidate statistics (rows rescored per query, queries sent to the float32 search)."""
     n_q = queries.shape[0]
     low_s, low_r = _new_heaps((n_q, k))
-    _dense.merge_candidates(np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
-                            low_s, low_r)
+    _dense.merge_candidates(
+        np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]), low_s, low_r
+    )
     cand_s = np.stack([p[2] for p in parts])
     cand_r = np.stack([p[3] for p in parts])
     n_cand = np.stack([p[4] for p in parts])
     over = np.logical_or.reduce([p[5] for p in parts])
     heap_s, heap_r = _new_heaps((n_q, k))
     numba.set_num_threads(threads)
-    _dense.rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s,
-                              heap_r)
+    _dense.rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s, heap_r)
     rows = np.empty((n_q, k), np.int64)
     scores = np.empty((n_q, k), np.float32)
     counts = np.empty(n_q, np.int32)
@@ -529,8 +575,7 @@ def finish(vectors: np.ndarray, queries: np.ndarray, k: int, parts: list[tuple[n
         redo = np.flatnonzero(over)
         r2, s2, _ = flat.exact_search(vectors, queries[redo], k, num_threads=threads)
         rows[redo], scores[redo] = r2, s2
-    return rows, scores, {"over": over, "low": low_s[:, 0], "cand_s": cand_s,
-                          "n_cand": n_cand}
+    return rows, scores, {"over": over, "low": low_s[:, 0], "cand_s": cand_s, "n_cand": n_cand}
 
 
 def rescored_counts(stats: dict[str, Any]) -> np.ndarray:
@@ -550,8 +595,9 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def make_data(kind: str, n: int, n_q: int, dim: int, seed: int = 0
-              ) -> tuple[np.ndarray, np.ndarray]:
+def make_data(
+    kind: str, n: int, n_q: int, dim: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Seeded unit-norm float32 corpus and queries.
 
     random: Gaussian. clustered: 256 Gaussian clusters (centre + 0.5 x noise of equal norm;
@@ -586,8 +632,9 @@ def load() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def timed_rounds(methods: dict[str, Callable[[], Any]], repeats: int
-                 ) -> tuple[dict[str, list[float]], list[float], list[float]]:
+def timed_rounds(
+    methods: dict[str, Callable[[], Any]], repeats: int
+) -> tuple[dict[str, list[float]], list[float], list[float]]:
     """Warm each method up, then ``repeats`` rounds running every method once (interleaved)."""
     for fn in methods.values():
         fn()
@@ -601,9 +648,17 @@ def timed_rounds(methods: dict[str, Callable[[], Any]], repeats: int
     return times, load0, load()
 
 
-def scores_only(name: str, torch: Any, x: np.ndarray, q: np.ndarray, approx: flat.Bf16Corpus,
-                corpus: Int8Corpus, threads: int, pool, frac: float = 1.0
-                ) -> Callable[[], None]:
+def scores_only(
+    name: str,
+    torch: Any,
+    x: np.ndarray,
+    q: np.ndarray,
+    approx: flat.Bf16Corpus,
+    corpus: Int8Corpus,
+    threads: int,
+    pool,
+    frac: float = 1.0,
+) -> Callable[[], None]:
     """A callable scoring every query against the first ``frac`` of the corpus with one
     kernel (workers pull chunks; output into a per-worker block buffer, as FlatIndex)."""
     n_q = q.shape[0]
@@ -613,7 +668,7 @@ def scores_only(name: str, torch: Any, x: np.ndarray, q: np.ndarray, approx: fla
         qb = flat.Bf16Corpus(q.shape[1])
         qb.update(q)
         qt = torch.from_numpy(qb.bits[:n_q].view(np.int16)).view(torch.bfloat16)
-        xt = torch.from_numpy(approx.bits[:approx.n].view(np.int16)).view(torch.bfloat16)
+        xt = torch.from_numpy(approx.bits[: approx.n].view(np.int16)).view(torch.bfloat16)
     qq = Int8Queries(q, corpus.d_pad)
     q8t, x8t = torch.from_numpy(qq.q[:n_q]), torch.from_numpy(corpus.q)
 
@@ -631,15 +686,15 @@ def scores_only(name: str, torch: Any, x: np.ndarray, q: np.ndarray, approx: fla
             c0 = c * CHUNK
             m = min(CHUNK, n - c0)
             if name == "sgemm":
-                np.matmul(q, x[c0:c0 + m].T, out=buf[:n_q * m].reshape(n_q, m))
+                np.matmul(q, x[c0 : c0 + m].T, out=buf[: n_q * m].reshape(n_q, m))
             elif name == "bf16":
-                torch.mm(qt, xt[c0:c0 + m].T, out=out_t[:n_q * m].view(n_q, m))
+                torch.mm(qt, xt[c0 : c0 + m].T, out=out_t[: n_q * m].view(n_q, m))
             elif name == "int_mm":
-                torch._int_mm(q8t, x8t[c0:c0 + m].T, out=out_t[:n_q * m].view(n_q, m))
+                torch._int_mm(q8t, x8t[c0 : c0 + m].T, out=out_t[: n_q * m].view(n_q, m))
             elif name == "vnni":
                 score_block_vnni(qq.qu, corpus.packed, corpus.corr, c0 // NR, -(-m // NR), out)
             elif name == "autovec":
-                score_block_autovec(qq.qu, corpus.q[c0:c0 + m], corpus.corr[c0:c0 + m], out)
+                score_block_autovec(qq.qu, corpus.q[c0 : c0 + m], corpus.corr[c0 : c0 + m], out)
 
     return lambda: run_workers(worker, n_chunks, threads, pool)
 
@@ -650,9 +705,17 @@ def asm_report() -> dict[str, Any]:
     out = {}
     for name, disp in (("vnni", score_block_vnni), ("autovec", score_block_autovec)):
         asm = disp.inspect_asm(disp.signatures[0])
-        out[name] = {ins: len(re.findall(rf"\b{ins}\b", asm))
-                     for ins in ("vpdpbusd", "vpdpwssd", "vpmaddubsw", "vpmaddwd",
-                                 "vpbroadcastd", "vpmovzxbd")}
+        out[name] = {
+            ins: len(re.findall(rf"\b{ins}\b", asm))
+            for ins in (
+                "vpdpbusd",
+                "vpdpwssd",
+                "vpmaddubsw",
+                "vpmaddwd",
+                "vpbroadcastd",
+                "vpmovzxbd",
+            )
+        }
     return out
 
 
@@ -663,19 +726,19 @@ def check_kernels(torch: Any) -> None:
     q = unit(rng.standard_normal((MR + 3, 36), dtype=np.float32))
     corpus = Int8Corpus(x)
     qq = Int8Queries(q, corpus.d_pad)
-    want = qq.q[:q.shape[0]].astype(np.int64) @ corpus.q.astype(np.int64).T
+    want = qq.q[: q.shape[0]].astype(np.int64) @ corpus.q.astype(np.int64).T
     out = np.empty((qq.n_q_pad, CHUNK), np.int32)
     score_block_vnni(qq.qu, corpus.packed, corpus.corr, 0, corpus.packed.shape[0], out)
-    assert np.array_equal(out[:q.shape[0], :x.shape[0]], want), "VNNI kernel"
+    assert np.array_equal(out[: q.shape[0], : x.shape[0]], want), "VNNI kernel"
     out2 = np.empty((qq.n_q_pad, x.shape[0]), np.int32)
     score_block_autovec(qq.qu, corpus.q, corpus.corr, out2)
-    assert np.array_equal(out2[:q.shape[0]], want), "auto-vectorised kernel"
+    assert np.array_equal(out2[: q.shape[0]], want), "auto-vectorised kernel"
     q8 = np.zeros((16, corpus.d_pad), np.int8)
-    q8[:q.shape[0]] = qq.q[:q.shape[0]]
+    q8[: q.shape[0]] = qq.q[: q.shape[0]]
     x8 = np.zeros((208, corpus.d_pad), np.int8)
-    x8[:x.shape[0]] = corpus.q
+    x8[: x.shape[0]] = corpus.q
     got = torch._int_mm(torch.from_numpy(q8), torch.from_numpy(x8).T).numpy()
-    assert np.array_equal(got[:q.shape[0], :x.shape[0]], want), "torch._int_mm"
+    assert np.array_equal(got[: q.shape[0], : x.shape[0]], want), "torch._int_mm"
 
 
 # -------------------------------------------------------------------------------- the probe
@@ -687,32 +750,57 @@ def probe_throughput(torch, dims, n, n_q, threads_list, repeats, pool) -> list[d
         approx.update(x)
         corpus = Int8Corpus(x)
         for threads in threads_list:
-            methods = {name: scores_only(name, torch, x, q, approx, corpus, threads, pool,
-                                         frac)
-                       for name, frac in (("sgemm", 1.0), ("bf16", 1.0), ("int_mm", 1.0),
-                                          ("vnni", 1.0), ("autovec", 0.125))}
+            methods = {
+                name: scores_only(name, torch, x, q, approx, corpus, threads, pool, frac)
+                for name, frac in (
+                    ("sgemm", 1.0),
+                    ("bf16", 1.0),
+                    ("int_mm", 1.0),
+                    ("vnni", 1.0),
+                    ("autovec", 0.125),
+                )
+            }
             times, l0, l1 = timed_rounds(methods, repeats)
             for name, ts in times.items():
                 frac = 0.125 if name == "autovec" else 1.0
                 ops = 2.0 * n_q * int(n * frac) * dim
-                rows.append({"dim": dim, "threads": threads, "kernel": name,
-                             "n_rows": int(n * frac), "median_s": median(ts),
-                             "gops": ops / median(ts) / 1e9, "best_gops": ops / min(ts) / 1e9,
-                             "times_s": ts, "load_start": l0, "load_end": l1})
-                print(f"throughput d={dim} t={threads} {name}: {rows[-1]['gops']:.0f} GOP/s "
-                      f"(best {rows[-1]['best_gops']:.0f}) load {l0} -> {l1}", flush=True)
+                rows.append(
+                    {
+                        "dim": dim,
+                        "threads": threads,
+                        "kernel": name,
+                        "n_rows": int(n * frac),
+                        "median_s": median(ts),
+                        "gops": ops / median(ts) / 1e9,
+                        "best_gops": ops / min(ts) / 1e9,
+                        "times_s": ts,
+                        "load_start": l0,
+                        "load_end": l1,
+                    }
+                )
+                print(
+                    f"throughput d={dim} t={threads} {name}: {rows[-1]['gops']:.0f} GOP/s "
+                    f"(best {rows[-1]['best_gops']:.0f}) load {l0} -> {l1}",
+                    flush=True,
+                )
         del x, q, approx, corpus
     return rows
 
 
-def probe_e2e(torch, dims, kinds, n, n_q, k, threads_list, repeats, pool, cap=None
-              ) -> list[dict[str, Any]]:
-    return [row for kind in kinds for dim in dims
-            for row in _e2e_one(torch, kind, dim, n, n_q, k, threads_list, repeats, pool, cap)]
+def probe_e2e(
+    torch, dims, kinds, n, n_q, k, threads_list, repeats, pool, cap=None
+) -> list[dict[str, Any]]:
+    return [
+        row
+        for kind in kinds
+        for dim in dims
+        for row in _e2e_one(torch, kind, dim, n, n_q, k, threads_list, repeats, pool, cap)
+    ]
 
 
-def _e2e_one(torch, kind, dim, n, n_q, k, threads_list, repeats, pool, cap=None
-             ) -> list[dict[str, Any]]:
+def _e2e_one(
+    torch, kind, dim, n, n_q, k, threads_list, repeats, pool, cap=None
+) -> list[dict[str, Any]]:
     """First pass and whole search per method; ``cap``: candidate buffer of this probe's
     passes (default: flat.py's); ``search_bf16_flat`` always runs with flat.py's."""
     rows = []
@@ -726,6 +814,7 @@ def _e2e_one(torch, kind, dim, n, n_q, k, threads_list, repeats, pool, cap=None
     corpus = Int8Corpus(x)
     t_int8_copy = time.perf_counter() - t0
     for threads in threads_list:
+
         def fp(name: str, threads: int = threads) -> Callable[[], Any]:
             if name == "bf16":
                 return lambda: bf16_first_pass(torch, approx, q, k, cap, threads, pool)
@@ -739,17 +828,27 @@ def _e2e_one(torch, kind, dim, n, n_q, k, threads_list, repeats, pool, cap=None
             "first_pass_int8_torch": fp("torch"),
             "first_pass_int8_vnni": fp("vnni"),
             "search_float32": lambda threads=threads: flat.exact_search(
-                x, q, k, num_threads=threads),
+                x, q, k, num_threads=threads
+            ),
             "search_bf16_flat": lambda threads=threads: flat.exact_search(
-                x, q, k, num_threads=threads, approx=approx),
+                x, q, k, num_threads=threads, approx=approx
+            ),
             "search_bf16": full("bf16"),
             "search_int8_torch": full("torch"),
             "search_int8_vnni": full("vnni"),
         }
         times, l0, l1 = timed_rounds(methods, repeats)
-        row = {"data": kind, "dim": dim, "threads": threads, "k": k, "cap": cap,
-               "load_start": l0, "load_end": l1, "bf16_copy_s": t_bf16_copy,
-               "int8_copy_s": t_int8_copy}
+        row = {
+            "data": kind,
+            "dim": dim,
+            "threads": threads,
+            "k": k,
+            "cap": cap,
+            "load_start": l0,
+            "load_end": l1,
+            "bf16_copy_s": t_bf16_copy,
+            "int8_copy_s": t_int8_copy,
+        }
         for name, ts in times.items():
             row[name + "_s"] = median(ts)
             row[name + "_times"] = ts
@@ -758,16 +857,20 @@ def _e2e_one(torch, kind, dim, n, n_q, k, threads_list, repeats, pool, cap=None
             row[f"over_{name}"] = int(stats["over"].sum())
             row[f"rescored_{name}_mean"] = float(rescored_counts(stats).mean())
         rows.append(row)
-        print(f"e2e {kind} d={dim} t={threads}: " + ", ".join(
-            f"{name} {median(ts) * 1e3:.0f} ms" for name, ts in times.items())
-            + f"; load {l0} -> {l1}", flush=True)
+        print(
+            f"e2e {kind} d={dim} t={threads}: "
+            + ", ".join(f"{name} {median(ts) * 1e3:.0f} ms" for name, ts in times.items())
+            + f"; load {l0} -> {l1}",
+            flush=True,
+        )
     return rows
 
 
 def probe_bound(torch, dims, kinds, n, n_q, k, pool, threads=2) -> list[dict[str, Any]]:
     """Candidates per query and exactness of every method, with an ample buffer."""
-    return [_bound_one(torch, kind, dim, n, n_q, k, pool, threads)
-            for kind in kinds for dim in dims]
+    return [
+        _bound_one(torch, kind, dim, n, n_q, k, pool, threads) for kind in kinds for dim in dims
+    ]
 
 
 def _bound_one(torch, kind, dim, n, n_q, k, pool, threads) -> dict[str, Any]:
@@ -781,17 +884,22 @@ def _bound_one(torch, kind, dim, n, n_q, k, pool, threads) -> dict[str, Any]:
     runs = {
         "bf16": lambda: bf16_first_pass(torch, approx, q, k, cap, threads, pool),
         "int8": lambda: int8_first_pass("vnni", torch, corpus, q, k, cap, threads, pool),
-        "int8_torch": lambda: int8_first_pass("torch", torch, corpus, q, k, cap, threads,
-                                              pool),
-        "int8_apriori": lambda: int8_first_pass("vnni", torch, corpus, q, k, cap, threads,
-                                                pool, apriori=True),
+        "int8_torch": lambda: int8_first_pass("torch", torch, corpus, q, k, cap, threads, pool),
+        "int8_apriori": lambda: int8_first_pass(
+            "vnni", torch, corpus, q, k, cap, threads, pool, apriori=True
+        ),
     }
-    row: dict[str, Any] = {"data": kind, "dim": dim, "k": k, "n": n, "n_queries": n_q,
-                           "scale_median": float(np.median(corpus.scale[:n])),
-                           "resid_median": float(np.median(corpus.resid[:n])),
-                           "resid_over_apriori": float(np.median(
-                               corpus.resid[:n] / corpus.resid_apriori[:n])),
-                           "kth_score_median": float(np.median(exact_scores[:, -1]))}
+    row: dict[str, Any] = {
+        "data": kind,
+        "dim": dim,
+        "k": k,
+        "n": n,
+        "n_queries": n_q,
+        "scale_median": float(np.median(corpus.scale[:n])),
+        "resid_median": float(np.median(corpus.resid[:n])),
+        "resid_over_apriori": float(np.median(corpus.resid[:n] / corpus.resid_apriori[:n])),
+        "kth_score_median": float(np.median(exact_scores[:, -1])),
+    }
     for name, fn in runs.items():
         rws, scs, stats = finish(x, q, k, fn(), threads)
         cnt = rescored_counts(stats)
@@ -812,9 +920,15 @@ def _bound_one(torch, kind, dim, n, n_q, k, pool, threads) -> dict[str, Any]:
     flat_rows, _, _ = flat.exact_search(x, q, k, num_threads=threads, approx=approx)
     row["bf16_flat_mismatched_rows"] = _mismatched_rows(flat_rows, exact_rows)
     row["load_start"], row["load_end"] = l0, load()
-    print(f"bound {kind} d={dim}: " + ", ".join(
-        f"{name} median {row[name]['cand_median']} p99 {row[name]['cand_p99']:.0f} "
-        f"mismatch {row[name]['mismatched_rows']}" for name in runs), flush=True)
+    print(
+        f"bound {kind} d={dim}: "
+        + ", ".join(
+            f"{name} median {row[name]['cand_median']} p99 {row[name]['cand_p99']:.0f} "
+            f"mismatch {row[name]['mismatched_rows']}"
+            for name in runs
+        ),
+        flush=True,
+    )
     return row
 
 
@@ -827,29 +941,33 @@ def _tightness(torch, x, q, corpus, approx, exact_rows) -> dict[str, Any]:
     real = q.astype(np.float64) @ x.astype(np.float64).T
     qq = Int8Queries(q, corpus.d_pad)
     p = torch._int_mm(torch.from_numpy(qq.q), torch.from_numpy(corpus.q).T).numpy()[:n_q]
-    sx = corpus.scale[:corpus.n].astype(np.float64)
+    sx = corpus.scale[: corpus.n].astype(np.float64)
     a8 = qq.scale.astype(np.float64)[:, None] * sx[None, :] * p
-    e8 = (qq.c1[:, None] * corpus.resid[None, :corpus.n].astype(np.float64)
-          + qq.c2[:, None] * corpus.norm[None, :corpus.n].astype(np.float64))
+    e8 = qq.c1[:, None] * corpus.resid[None, : corpus.n].astype(np.float64) + qq.c2[
+        :, None
+    ] * corpus.norm[None, : corpus.n].astype(np.float64)
     qb = flat.Bf16Corpus(dim)
     qb.update(q)
-    bits = torch.mm(torch.from_numpy(qb.bits[:n_q].view(np.int16)).view(torch.bfloat16),
-                    torch.from_numpy(approx.bits[:approx.n].view(np.int16))
-                    .view(torch.bfloat16).T)
+    bits = torch.mm(
+        torch.from_numpy(qb.bits[:n_q].view(np.int16)).view(torch.bfloat16),
+        torch.from_numpy(approx.bits[: approx.n].view(np.int16)).view(torch.bfloat16).T,
+    )
     ab = bits.float().numpy().astype(np.float64)
     coef, rel = flat.bf16_error_bound(q)
-    eb = coef[:, None] * approx.norms[None, :approx.n].astype(np.float64) + rel * np.abs(ab)
+    eb = coef[:, None] * approx.norms[None, : approx.n].astype(np.float64) + rel * np.abs(ab)
     out = {}
     for name, a, e in (("int8", a8, e8), ("bf16", ab, eb)):
         ratio = np.abs(real - a) / e
         last = np.take_along_axis(a, exact_rows, axis=1).min(axis=1)
         ranks = (a >= last[:, None]).sum(axis=1)
-        out[name] = {"err_over_bound_max": float(ratio.max()),
-                     "err_over_bound_median": float(np.median(ratio)),
-                     "err_max": float(np.abs(real - a).max()),
-                     "bound_median": float(np.median(e)),
-                     "oracle_candidates_median": float(np.median(ranks)),
-                     "oracle_candidates_max": int(ranks.max())}
+        out[name] = {
+            "err_over_bound_max": float(ratio.max()),
+            "err_over_bound_median": float(np.median(ratio)),
+            "err_max": float(np.abs(real - a).max()),
+            "bound_median": float(np.median(e)),
+            "oracle_candidates_median": float(np.median(ranks)),
+            "oracle_candidates_max": int(ranks.max()),
+        }
     return out
 
 
@@ -866,19 +984,29 @@ def probe_equalize(torch, dims, n, n_q, k, pool, threads=2) -> list[dict[str, An
             for alpha in (0.0, 0.5, 1.0):
                 c = (rms / rms.mean()) ** alpha
                 corpus = Int8Corpus((x / c).astype(np.float32))
-                parts = int8_first_pass("vnni", torch, corpus, (q * c).astype(np.float32), k,
-                                        16384, threads, pool)
+                parts = int8_first_pass(
+                    "vnni", torch, corpus, (q * c).astype(np.float32), k, 16384, threads, pool
+                )
                 got, _, stats = finish(x, q, k, parts, threads)
                 cnt = rescored_counts(stats)
                 ok = cnt[cnt >= 0]
-                rows.append({"data": kind, "dim": dim, "alpha": alpha,
-                             "cand_median": float(np.median(ok)),
-                             "cand_p99": float(np.percentile(ok, 99)),
-                             "over_at_cap_16384": int(stats["over"].sum()),
-                             "mismatched_rows": _mismatched_rows(got, exact_rows),
-                             "load": load()})
-                print(f"equalize {kind} d={dim} alpha={alpha}: median {rows[-1]['cand_median']}"
-                      f" p99 {rows[-1]['cand_p99']:.0f}", flush=True)
+                rows.append(
+                    {
+                        "data": kind,
+                        "dim": dim,
+                        "alpha": alpha,
+                        "cand_median": float(np.median(ok)),
+                        "cand_p99": float(np.percentile(ok, 99)),
+                        "over_at_cap_16384": int(stats["over"].sum()),
+                        "mismatched_rows": _mismatched_rows(got, exact_rows),
+                        "load": load(),
+                    }
+                )
+                print(
+                    f"equalize {kind} d={dim} alpha={alpha}: median {rows[-1]['cand_median']}"
+                    f" p99 {rows[-1]['cand_p99']:.0f}",
+                    flush=True,
+                )
     return rows
 
 
@@ -902,10 +1030,14 @@ def to_markdown(res: dict[str, Any]) -> str:
         "`load` = 1-minute load average before -> after each group.",
         "",
         "Parts run since then (their rows replace the first run's; each row carries its "
-        "`run_date` in the JSON): " + "; ".join(
+        "`run_date` in the JSON): "
+        + "; ".join(
             f"{p}: {r['date']}, `{r['command']}`, load {r['loadavg_at_start'][0]:.2f} -> "
-            f"{r['loadavg_at_end'][0]:.2f}" for p, runs in res.get("part_runs", {}).items()
-            for r in runs) + ".",
+            f"{r['loadavg_at_end'][0]:.2f}"
+            for p, runs in res.get("part_runs", {}).items()
+            for r in runs
+        )
+        + ".",
         "",
         "## Score kernels alone (GOP/s, 2 ops per multiply-add)",
         "",
@@ -919,85 +1051,221 @@ def to_markdown(res: dict[str, Any]) -> str:
     table = []
     for dim, th in keys:
         by = {r["kernel"]: r for r in tp if r["dim"] == dim and r["threads"] == th}
-        table.append([dim, th] + [f"{by[nm]['gops']:.0f} ({by[nm]['best_gops']:.0f})"
-                                  for nm in names]
-                     + [f"{by['vnni']['gops'] / by['bf16']['gops']:.2f}",
-                        f"{by['sgemm']['load_start'][0]} -> {by['sgemm']['load_end'][0]}"])
-    out.append(markdown_table(
-        ["dim", "threads", "numpy f32 sgemm", "torch bf16 mm", "torch._int_mm",
-         "numba int8 auto-vec", "numba int8 VNNI", "VNNI / bf16", "load"], table))
-    out += ["", "Median (best) of the repeats. Assembly of the numba kernels (instruction "
-            f"counts): {res['asm']}.", ""]
-    out += ["## End to end (ms for the whole query batch, top-10)", "",
-            "first pass = quantise/convert queries + scores + candidate selection (bound-based, "
-            "the same selection for bf16 and int8); search = first pass + exact float32 "
-            "rescoring + merges (results equal the float32 search). `bf16 flat` is "
-            "`flat.exact_search` with the bf16 copy (production); `bf16` is this probe's "
-            "copy of its loop. rescored = mean rows rescored per query; to f32 = queries "
-            "whose candidates overflowed the buffer (searched again in float32).", ""]
+        table.append(
+            [dim, th]
+            + [f"{by[nm]['gops']:.0f} ({by[nm]['best_gops']:.0f})" for nm in names]
+            + [
+                f"{by['vnni']['gops'] / by['bf16']['gops']:.2f}",
+                f"{by['sgemm']['load_start'][0]} -> {by['sgemm']['load_end'][0]}",
+            ]
+        )
+    out.append(
+        markdown_table(
+            [
+                "dim",
+                "threads",
+                "numpy f32 sgemm",
+                "torch bf16 mm",
+                "torch._int_mm",
+                "numba int8 auto-vec",
+                "numba int8 VNNI",
+                "VNNI / bf16",
+                "load",
+            ],
+            table,
+        )
+    )
+    out += [
+        "",
+        "Median (best) of the repeats. Assembly of the numba kernels (instruction "
+        f"counts): {res['asm']}.",
+        "",
+    ]
+    out += [
+        "## End to end (ms for the whole query batch, top-10)",
+        "",
+        "first pass = quantise/convert queries + scores + candidate selection (bound-based, "
+        "the same selection for bf16 and int8); search = first pass + exact float32 "
+        "rescoring + merges (results equal the float32 search). `bf16 flat` is "
+        "`flat.exact_search` with the bf16 copy (production); `bf16` is this probe's "
+        "copy of its loop. rescored = mean rows rescored per query; to f32 = queries "
+        "whose candidates overflowed the buffer (searched again in float32).",
+        "",
+    ]
     table = []
     for r in res["e2e"]:
-        table.append([r["data"], r["dim"], r["threads"], r["cap"]]
-                     + [r[c + "_s"] * 1e3 for c in (
-                         "first_pass_bf16", "first_pass_int8_torch", "first_pass_int8_vnni",
-                         "search_float32", "search_bf16_flat", "search_bf16",
-                         "search_int8_torch", "search_int8_vnni")]
-                     + [f"{r['search_bf16_flat_s'] / r['search_int8_vnni_s']:.2f}",
-                        f"{r['rescored_bf16_mean']:.0f} / {r['rescored_vnni_mean']:.0f}",
-                        f"{r['over_bf16']} / {r['over_vnni']}",
-                        f"{r['load_start'][0]} -> {r['load_end'][0]}"])
-    out.append(markdown_table(
-        ["data", "dim", "threads", "cap", "1st bf16", "1st int8 torch", "1st int8 VNNI",
-         "search f32", "search bf16 flat", "search bf16", "search int8 torch",
-         "search int8 VNNI", "bf16 flat / int8 VNNI", "rescored bf16 / int8",
-         "to f32 bf16 / int8", "load"], table))
-    out += ["", "One-time corpus copies (s): " + ", ".join(
-        f"{r['data']} d={r['dim']}: bf16 {r['bf16_copy_s']:.2f}, int8 {r['int8_copy_s']:.2f}"
-        for r in res["e2e"] if r["threads"] == res["threads"][0]), ""]
-    out += ["## Candidates per query (rows rescored for the exact top-10) and exactness", "",
-            f"{res['n_queries']} queries x {res['n']:,} rows; the candidates are the rows whose "
-            "upper bound reaches the k-th largest lower bound. mismatch = rows of the top-10 "
-            "that differ from the float32 search's (all queries). `>768` = queries with more "
-            "than 768 rows to rescore (the production buffer, 1,024 per worker, sends a query "
-            "to the float32 search when more than 3/4 of it stay live).", ""]
+        table.append(
+            [r["data"], r["dim"], r["threads"], r["cap"]]
+            + [
+                r[c + "_s"] * 1e3
+                for c in (
+                    "first_pass_bf16",
+                    "first_pass_int8_torch",
+                    "first_pass_int8_vnni",
+                    "search_float32",
+                    "search_bf16_flat",
+                    "search_bf16",
+                    "search_int8_torch",
+                    "search_int8_vnni",
+                )
+            ]
+            + [
+                f"{r['search_bf16_flat_s'] / r['search_int8_vnni_s']:.2f}",
+                f"{r['rescored_bf16_mean']:.0f} / {r['rescored_vnni_mean']:.0f}",
+                f"{r['over_bf16']} / {r['over_vnni']}",
+                f"{r['load_start'][0]} -> {r['load_end'][0]}",
+            ]
+        )
+    out.append(
+        markdown_table(
+            [
+                "data",
+                "dim",
+                "threads",
+                "cap",
+                "1st bf16",
+                "1st int8 torch",
+                "1st int8 VNNI",
+                "search f32",
+                "search bf16 flat",
+                "search bf16",
+                "search int8 torch",
+                "search int8 VNNI",
+                "bf16 flat / int8 VNNI",
+                "rescored bf16 / int8",
+                "to f32 bf16 / int8",
+                "load",
+            ],
+            table,
+        )
+    )
+    out += [
+        "",
+        "One-time corpus copies (s): "
+        + ", ".join(
+            f"{r['data']} d={r['dim']}: bf16 {r['bf16_copy_s']:.2f}, int8 {r['int8_copy_s']:.2f}"
+            for r in res["e2e"]
+            if r["threads"] == res["threads"][0]
+        ),
+        "",
+    ]
+    out += [
+        "## Candidates per query (rows rescored for the exact top-10) and exactness",
+        "",
+        f"{res['n_queries']} queries x {res['n']:,} rows; the candidates are the rows whose "
+        "upper bound reaches the k-th largest lower bound. mismatch = rows of the top-10 "
+        "that differ from the float32 search's (all queries). `>768` = queries with more "
+        "than 768 rows to rescore (the production buffer, 1,024 per worker, sends a query "
+        "to the float32 search when more than 3/4 of it stay live).",
+        "",
+    ]
     table = []
     for r in res["bound"]:
         for name in ("bf16", "int8", "int8_apriori"):
             b = r[name]
-            table.append([r["data"], r["dim"], name, b["cand_median"], b["cand_p90"],
-                          b["cand_p99"], b["cand_max"], b["more_than_768"],
-                          b["mismatched_rows"], f"{r['kth_score_median']:.3f}"])
-    out.append(markdown_table(
-        ["data", "dim", "bound", "median", "p90", "p99", "max", ">768", "mismatch",
-         "10th score (median)"], table))
-    out += ["", "int8 via torch._int_mm gives the same integers, so the same candidates: "
-            + ", ".join(f"{r['data']} d={r['dim']}: mismatch {r['int8_torch']['mismatched_rows']}"
-                        for r in res["bound"])
-            + ". Production bf16 (`exact_search`) mismatches: "
-            + ", ".join(f"{r['data']} d={r['dim']}: {r['bf16_flat_mismatched_rows']}"
-                        for r in res["bound"]) + ".",
-            "", "Bound tightness on the first 128 queries x all rows (real = float64 score; "
-            "the bound promises |real - a| / e <= 1) and the fewest candidates an oracle needs "
-            "(rank of the last true top-10 row in approximate order):", "",
-            markdown_table(["data", "dim", "pass", "e (median)", "max |real - a|",
-                            "max ratio", "median ratio", "oracle median", "oracle max"],
-                           [[r["data"], r["dim"], nm, f"{r['tightness'][nm]['bound_median']:.4f}",
-                             f"{r['tightness'][nm]['err_max']:.4f}",
-                             f"{r['tightness'][nm]['err_over_bound_max']:.3f}",
-                             f"{r['tightness'][nm]['err_over_bound_median']:.3f}",
-                             r["tightness"][nm]["oracle_candidates_median"],
-                             r["tightness"][nm]["oracle_candidates_max"]]
-                            for r in res["bound"] for nm in ("bf16", "int8")]),
-            "", "Per-dimension equalisation before quantising (x' = x / c, q' = q c, "
-            "c_j = (rms_j / mean rms)^alpha): candidates per query of the int8 pass "
-            "(alpha = 0: none).", "",
-            markdown_table(["data", "dim", "alpha", "median", "p99", "over 16,384", "mismatch"],
-                           [[r["data"], r["dim"], r["alpha"], r["cand_median"],
-                             r["cand_p99"], r.get("over_at_cap_16384"), r["mismatched_rows"]]
-                            for r in res.get("equalize", [])]),
-            "", "Measured residual norm / a-priori bound (s_x sqrt(d)/2), median: "
-            + ", ".join(f"{r['data']} d={r['dim']}: {r['resid_over_apriori']:.2f}"
-                        for r in res["bound"]) + "."]
+            table.append(
+                [
+                    r["data"],
+                    r["dim"],
+                    name,
+                    b["cand_median"],
+                    b["cand_p90"],
+                    b["cand_p99"],
+                    b["cand_max"],
+                    b["more_than_768"],
+                    b["mismatched_rows"],
+                    f"{r['kth_score_median']:.3f}",
+                ]
+            )
+    out.append(
+        markdown_table(
+            [
+                "data",
+                "dim",
+                "bound",
+                "median",
+                "p90",
+                "p99",
+                "max",
+                ">768",
+                "mismatch",
+                "10th score (median)",
+            ],
+            table,
+        )
+    )
+    out += [
+        "",
+        "int8 via torch._int_mm gives the same integers, so the same candidates: "
+        + ", ".join(
+            f"{r['data']} d={r['dim']}: mismatch {r['int8_torch']['mismatched_rows']}"
+            for r in res["bound"]
+        )
+        + ". Production bf16 (`exact_search`) mismatches: "
+        + ", ".join(
+            f"{r['data']} d={r['dim']}: {r['bf16_flat_mismatched_rows']}" for r in res["bound"]
+        )
+        + ".",
+        "",
+        "Bound tightness on the first 128 queries x all rows (real = float64 score; "
+        "the bound promises |real - a| / e <= 1) and the fewest candidates an oracle needs "
+        "(rank of the last true top-10 row in approximate order):",
+        "",
+        markdown_table(
+            [
+                "data",
+                "dim",
+                "pass",
+                "e (median)",
+                "max |real - a|",
+                "max ratio",
+                "median ratio",
+                "oracle median",
+                "oracle max",
+            ],
+            [
+                [
+                    r["data"],
+                    r["dim"],
+                    nm,
+                    f"{r['tightness'][nm]['bound_median']:.4f}",
+                    f"{r['tightness'][nm]['err_max']:.4f}",
+                    f"{r['tightness'][nm]['err_over_bound_max']:.3f}",
+                    f"{r['tightness'][nm]['err_over_bound_median']:.3f}",
+                    r["tightness"][nm]["oracle_candidates_median"],
+                    r["tightness"][nm]["oracle_candidates_max"],
+                ]
+                for r in res["bound"]
+                for nm in ("bf16", "int8")
+            ],
+        ),
+        "",
+        "Per-dimension equalisation before quantising (x' = x / c, q' = q c, "
+        "c_j = (rms_j / mean rms)^alpha): candidates per query of the int8 pass "
+        "(alpha = 0: none).",
+        "",
+        markdown_table(
+            ["data", "dim", "alpha", "median", "p99", "over 16,384", "mismatch"],
+            [
+                [
+                    r["data"],
+                    r["dim"],
+                    r["alpha"],
+                    r["cand_median"],
+                    r["cand_p99"],
+                    r.get("over_at_cap_16384"),
+                    r["mismatched_rows"],
+                ]
+                for r in res.get("equalize", [])
+            ],
+        ),
+        "",
+        "Measured residual norm / a-priori bound (s_x sqrt(d)/2), median: "
+        + ", ".join(
+            f"{r['data']} d={r['dim']}: {r['resid_over_apriori']:.2f}" for r in res["bound"]
+        )
+        + ".",
+    ]
     return "\n".join(out)
 
 
@@ -1009,16 +1277,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS,
-                    help="a subset reruns those parts and keeps the others from the last JSON")
+    ap.add_argument(
+        "--parts",
+        nargs="+",
+        default=list(PARTS),
+        choices=PARTS,
+        help="a subset reruns those parts and keeps the others from the last JSON",
+    )
     ap.add_argument("--e2e-data", nargs="+", default=["random", "clustered"])
-    ap.add_argument("--e2e-cap", type=int, default=None,
-                    help="candidate buffer per worker of the probe's passes (default flat.py's)")
+    ap.add_argument(
+        "--e2e-cap",
+        type=int,
+        default=None,
+        help="candidate buffer per worker of the probe's passes (default flat.py's)",
+    )
     ap.add_argument("--bound-data", nargs="+", default=["random", "clustered", "outliers"])
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, results to int8_smoke")
     ap.add_argument("--name", default=None)
-    ap.add_argument("--report", action="store_true",
-                    help="only rewrite the Markdown from the last results JSON")
+    ap.add_argument(
+        "--report", action="store_true", help="only rewrite the Markdown from the last results JSON"
+    )
     args = ap.parse_args(argv)
     if args.report:
         path = RESULTS_DIR / f"{args.name or 'int8_probe'}.json"
@@ -1034,10 +1312,16 @@ def main(argv: list[str] | None = None) -> int:
     check_kernels(torch)
     res: dict[str, Any] = {
         "machine": machine_info(["torch", "numba", "llvmlite"]),
-        "command": "python bench/probe_int8.py " + " ".join(argv if argv is not None
-                                                             else sys.argv[1:]),
-        "n": args.n, "n_queries": args.queries, "dims": args.dims, "threads": args.threads,
-        "repeats": args.repeats, "k": args.k, "mr": MR, "nv": NV,
+        "command": "python bench/probe_int8.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "n": args.n,
+        "n_queries": args.queries,
+        "dims": args.dims,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "k": args.k,
+        "mr": MR,
+        "nv": NV,
         "kernels_from": str(Path(_dense.__file__).resolve()),
         "cpu_flags": sorted(f for f in flat_cpu_flags() if f.startswith(("avx512", "amx"))),
         "asm": asm_report(),
@@ -1045,23 +1329,37 @@ def main(argv: list[str] | None = None) -> int:
     pool = concurrent.futures.ThreadPoolExecutor(max(args.threads))
     with threadpool_limits(limits=1, user_api="blas"):
         if "throughput" in args.parts:
-            res["throughput"] = probe_throughput(torch, args.dims, args.n, args.queries,
-                                                 args.threads, args.repeats, pool)
+            res["throughput"] = probe_throughput(
+                torch, args.dims, args.n, args.queries, args.threads, args.repeats, pool
+            )
         if "e2e" in args.parts:
-            res["e2e"] = probe_e2e(torch, args.dims, args.e2e_data, args.n, args.queries,
-                                   args.k, args.threads, args.repeats, pool, args.e2e_cap)
+            res["e2e"] = probe_e2e(
+                torch,
+                args.dims,
+                args.e2e_data,
+                args.n,
+                args.queries,
+                args.k,
+                args.threads,
+                args.repeats,
+                pool,
+                args.e2e_cap,
+            )
         if "bound" in args.parts:
-            res["bound"] = probe_bound(torch, args.dims, args.bound_data, args.n,
-                                       args.queries, args.k, pool)
+            res["bound"] = probe_bound(
+                torch, args.dims, args.bound_data, args.n, args.queries, args.k, pool
+            )
         if "equalize" in args.parts:
-            res["equalize"] = probe_equalize(torch, args.dims, args.n, args.queries, args.k,
-                                             pool)
+            res["equalize"] = probe_equalize(torch, args.dims, args.n, args.queries, args.k, pool)
     res["loadavg_at_end"] = load()
     name = args.name or ("int8_smoke" if args.smoke else "int8_probe")
     out_dir = Path(tempfile.gettempdir()) / "fastrag_int8_smoke" if args.smoke else RESULTS_DIR
     res = _merge_previous(out_dir / f"{name}.json", res, args.parts)
-    md = (to_markdown(res) if {"throughput", "e2e", "bound"} <= res.keys()
-          else "(partial run: see the JSON)")
+    md = (
+        to_markdown(res)
+        if {"throughput", "e2e", "bound"} <= res.keys()
+        else "(partial run: see the JSON)"
+    )
     jp, mp = write_results(name, res, md, out_dir)
     print(f"wrote {jp} and {mp}")
     return 0
@@ -1070,9 +1368,13 @@ def main(argv: list[str] | None = None) -> int:
 def _merge_previous(path: Path, res: dict[str, Any], parts: list[str]) -> dict[str, Any]:
     """Results of this run on top of the last results file: a run of some parts replaces
     those parts; ``part_runs`` says when, how and under what load each part was measured."""
-    run = {"date": res["machine"]["date"], "commit": res["machine"]["commit"],
-           "command": res["command"], "loadavg_at_start": res["machine"]["loadavg_at_start"],
-           "loadavg_at_end": res["loadavg_at_end"]}
+    run = {
+        "date": res["machine"]["date"],
+        "commit": res["machine"]["commit"],
+        "command": res["command"],
+        "loadavg_at_start": res["machine"]["loadavg_at_start"],
+        "loadavg_at_end": res["loadavg_at_end"],
+    }
     for p in PARTS:
         for row in res.get(p, []):
             row["run_date"] = run["date"]

@@ -115,8 +115,21 @@ _EXPORTS: dict[str, str] = {
     # serving (the [serve] extra; FastAPI loads on the first call)
     "create_app": "fastrag.serve",
 }
-_SUBMODULES = ("eval", "datasets", "llms", "embeddings", "synth", "analysis", "indexes",
-               "retrieval", "documents", "transforms", "query", "serve", "ray")
+_SUBMODULES = (
+    "eval",
+    "datasets",
+    "llms",
+    "embeddings",
+    "synth",
+    "analysis",
+    "indexes",
+    "retrieval",
+    "documents",
+    "transforms",
+    "query",
+    "serve",
+    "ray",
+)
 
 # ``fastrag.serve`` is a callable module: ``fr.serve(doc)`` runs the server
 __all__ = sorted([*_EXPORTS, "serve"]) + ["__version__"]

@@ -115,8 +115,9 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 # The runner whose loop runs the coroutine this context belongs to (set by run_sync; worker
 # threads started with asyncio.to_thread / call_sync inherit it).
-_RUNNER: contextvars.ContextVar[_LoopThread | None] = contextvars.ContextVar("fastrag_runner",
-                                                                             default=None)
+_RUNNER: contextvars.ContextVar[_LoopThread | None] = contextvars.ContextVar(
+    "fastrag_runner", default=None
+)
 
 
 def _pick_runner() -> tuple[_LoopThread, bool]:
@@ -164,7 +165,8 @@ async def call_sync(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Call ``fn`` off the event loop: a coroutine function is awaited here, anything else
     runs in a worker thread (with this context), and an awaitable it returns is awaited."""
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            inspect.getattr_static(type(fn), "__call__", None)):
+        inspect.getattr_static(type(fn), "__call__", None)
+    ):
         out = fn(*args, **kwargs)
     else:
         out = await asyncio.to_thread(functools.partial(fn, *args, **kwargs))

@@ -13,10 +13,27 @@ import warnings
 
 # SIMD level of OpenBLAS kernels (architecture names as threadpoolctl reports them)
 _KERNEL_LEVEL = {
-    "prescott": 1, "core2": 1, "penryn": 1, "dunnington": 1, "nehalem": 1, "atom": 1,
-    "opteron": 1, "opteron_sse3": 1, "barcelona": 1, "bobcat": 1, "nano": 1,
-    "sandybridge": 2, "bulldozer": 2, "piledriver": 2, "steamroller": 2, "excavator": 2,
-    "haswell": 3, "zen": 3, "skylakex": 4, "cooperlake": 4, "sapphirerapids": 4,
+    "prescott": 1,
+    "core2": 1,
+    "penryn": 1,
+    "dunnington": 1,
+    "nehalem": 1,
+    "atom": 1,
+    "opteron": 1,
+    "opteron_sse3": 1,
+    "barcelona": 1,
+    "bobcat": 1,
+    "nano": 1,
+    "sandybridge": 2,
+    "bulldozer": 2,
+    "piledriver": 2,
+    "steamroller": 2,
+    "excavator": 2,
+    "haswell": 3,
+    "zen": 3,
+    "skylakex": 4,
+    "cooperlake": 4,
+    "sapphirerapids": 4,
 }
 _LEVEL_NAME = {1: "SSE", 2: "AVX", 3: "AVX2", 4: "AVX-512"}
 _BEST_KERNEL = {2: "Sandybridge", 3: "Haswell", 4: "SkylakeX"}
@@ -79,14 +96,19 @@ def check_blas(info: list[dict] | None = None, flags: set[str] | None = None) ->
         if have >= level:
             continue
         forced = os.environ.get("OPENBLAS_CORETYPE")
-        fix = (f"OPENBLAS_CORETYPE={forced} is set in the environment: unset it (or set "
-               f"OPENBLAS_CORETYPE={_BEST_KERNEL[level]})" if forced else
-               f"this OpenBLAS ({lib.get('version')}) does not know the CPU: set "
-               f"OPENBLAS_CORETYPE={_BEST_KERNEL[level]} before starting Python, or upgrade "
-               "the package that bundles it")
-        msg = (f"BLAS {os.path.basename(key[0])} runs its {arch} ({_LEVEL_NAME[have]}) kernel "
-               f"on a CPU with {_LEVEL_NAME[level]}: float32 matmul (dense search, embeddings) "
-               f"runs at a fraction of its speed; {fix}")
+        fix = (
+            f"OPENBLAS_CORETYPE={forced} is set in the environment: unset it (or set "
+            f"OPENBLAS_CORETYPE={_BEST_KERNEL[level]})"
+            if forced
+            else f"this OpenBLAS ({lib.get('version')}) does not know the CPU: set "
+            f"OPENBLAS_CORETYPE={_BEST_KERNEL[level]} before starting Python, or upgrade "
+            "the package that bundles it"
+        )
+        msg = (
+            f"BLAS {os.path.basename(key[0])} runs its {arch} ({_LEVEL_NAME[have]}) kernel "
+            f"on a CPU with {_LEVEL_NAME[level]}: float32 matmul (dense search, embeddings) "
+            f"runs at a fraction of its speed; {fix}"
+        )
         warnings.warn(msg, BlasWarning, stacklevel=3)
         issued.append(msg)
     return issued

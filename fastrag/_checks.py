@@ -42,8 +42,15 @@ def _show(value: Any, type_ok: bool = True) -> str:
     return text if type_ok or value is None else f"{type(value).__name__} {text}"
 
 
-def _fail(name: str, requirement: str, got: str, *, none: bool | str = False,
-          note: str = "", fix: str = "") -> ConfigError:
+def _fail(
+    name: str,
+    requirement: str,
+    got: str,
+    *,
+    none: bool | str = False,
+    note: str = "",
+    fix: str = "",
+) -> ConfigError:
     if none is True:
         requirement = f"None or {requirement}"
     elif none:
@@ -66,21 +73,39 @@ def _range(kind: str, low: Any, high: Any, above: Any = None) -> str:
     return kind
 
 
-def check_int(name: str, value: Any, *, min: int | None = None, max: int | None = None,
-              none: bool | str = False, note: str = "", fix: str = "") -> Any:
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    min: int | None = None,
+    max: int | None = None,
+    none: bool | str = False,
+    note: str = "",
+    fix: str = "",
+) -> Any:
     """``value`` as an ``int`` (numpy integers too, never bool) in ``[min, max]``."""
     if value is None and none:
         return None
     type_ok = isinstance(value, Integral) and not isinstance(value, bool)
     if not type_ok or (min is not None and value < min) or (max is not None and value > max):
-        raise _fail(name, _range("an int", min, max), _show(value, type_ok), none=none,
-                    note=note, fix=fix)
+        raise _fail(
+            name, _range("an int", min, max), _show(value, type_ok), none=none, note=note, fix=fix
+        )
     return int(value)
 
 
-def check_number(name: str, value: Any, *, min: float | None = None, max: float | None = None,
-                 above: float | None = None, finite: bool = True, none: bool | str = False,
-                 note: str = "", fix: str = "") -> Any:
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+    above: float | None = None,
+    finite: bool = True,
+    none: bool | str = False,
+    note: str = "",
+    fix: str = "",
+) -> Any:
     """``value`` as a ``float`` (any real number, never bool or NaN; finite unless
     ``finite=False``) with ``min <= value <= max`` and ``value > above``."""
     if value is None and none:
@@ -97,8 +122,14 @@ def check_number(name: str, value: Any, *, min: float | None = None, max: float 
         )
     if not ok:
         kind = "a finite number" if finite and (min is None or max is None) else "a number"
-        raise _fail(name, _range(kind, min, max, above), _show(value, type_ok), none=none,
-                    note=note, fix=fix)
+        raise _fail(
+            name,
+            _range(kind, min, max, above),
+            _show(value, type_ok),
+            none=none,
+            note=note,
+            fix=fix,
+        )
     return float(value)
 
 
@@ -116,8 +147,9 @@ def _alternatives(choices: Sequence[Any]) -> str:
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
 
 
-def check_choice(name: str, value: Any, choices: Iterable[Any], *, note: str = "",
-                 fix: str = "") -> Any:
+def check_choice(
+    name: str, value: Any, choices: Iterable[Any], *, note: str = "", fix: str = ""
+) -> Any:
     """``value`` if it is one of ``choices`` (compared with ``==``; unhashable values fail)."""
     choices = list(choices)
     try:  # True == 1, but True is not the choice 1
@@ -132,16 +164,30 @@ def check_choice(name: str, value: Any, choices: Iterable[Any], *, note: str = "
     return value
 
 
-def check_str(name: str, value: Any, *, empty: bool = False, strip: bool = False,
-              none: bool | str = False, note: str = "", fix: str = "") -> Any:
+def check_str(
+    name: str,
+    value: Any,
+    *,
+    empty: bool = False,
+    strip: bool = False,
+    none: bool | str = False,
+    note: str = "",
+    fix: str = "",
+) -> Any:
     """``value`` if it is a ``str``, non-empty unless ``empty=True`` (with ``strip=True`` a
     str of only whitespace counts as empty)."""
     if value is None and none:
         return None
     type_ok = isinstance(value, str)
     if not type_ok or (not empty and not (value.strip() if strip else value)):
-        raise _fail(name, "a str" if empty else "a non-empty str", _show(value, type_ok),
-                    none=none, note=note, fix=fix)
+        raise _fail(
+            name,
+            "a str" if empty else "a non-empty str",
+            _show(value, type_ok),
+            none=none,
+            note=note,
+            fix=fix,
+        )
     return value
 
 
@@ -156,8 +202,12 @@ def check_str_list(name: str, value: Any, *, empty: bool = True, fix: str = "") 
     """``value`` as a ``list`` of ``str`` (any iterable but a single str; non-empty unless
     ``empty=True``); a bad item is named by its index: ``<name>[i] must be a str, got ...``."""
     if isinstance(value, str):
-        raise _fail(name, "a list of str", f"a single str {_show(value)}",
-                    fix=fix or f"wrap it in a list: [{name}]")
+        raise _fail(
+            name,
+            "a list of str",
+            f"a single str {_show(value)}",
+            fix=fix or f"wrap it in a list: [{name}]",
+        )
     try:
         out = list(value)
     except TypeError:

@@ -110,8 +110,12 @@ def kernels_ready(numpy_s: float = 0.0) -> bool:
     left = remaining_compile_s()
     if numpy_s <= left:
         return False
-    _log.warning("fastrag: waiting for the background kernel compile (about %.0f s left): "
-                 "this batch would take about %.0f s on the NumPy path", left, numpy_s)
+    _log.warning(
+        "fastrag: waiting for the background kernel compile (about %.0f s left): "
+        "this batch would take about %.0f s on the NumPy path",
+        left,
+        numpy_s,
+    )
     return wait_for_kernels(3 * left + 30.0)
 
 
@@ -139,8 +143,11 @@ def remaining_compile_s() -> float:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 4096))
             tail = f.read().decode("utf-8", "replace").splitlines()
-        times = [float(line.rsplit(": ", 1)[1].split()[0]) for line in tail
-                 if " fastrag warmup " in line and line.endswith(" s")]
+        times = [
+            float(line.rsplit(": ", 1)[1].split()[0])
+            for line in tail
+            if " fastrag warmup " in line and line.endswith(" s")
+        ]
         if times:
             expected = times[-1]
     except (OSError, ValueError, IndexError):
@@ -167,8 +174,12 @@ def _check() -> bool:
         if marker().exists():
             return True
         if code != _BUSY:
-            _log.warning("fastrag: the background kernel compile failed (exit %s; log: %s); "
-                         "compiling in this process instead", code, _logfile())
+            _log.warning(
+                "fastrag: the background kernel compile failed (exit %s; log: %s); "
+                "compiling in this process instead",
+                code,
+                _logfile(),
+            )
             return True
     if time.monotonic() - _spawned_at >= _RESPAWN_S or _spawned_at == 0.0:
         _spawn()
@@ -191,17 +202,24 @@ def _spawn() -> None:
     try:
         _proc = subprocess.Popen(
             [sys.executable, "-c", "from fastrag._coldstart import main; main()"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-            start_new_session=True)  # finishes the cache even if this process exits
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+        )  # finishes the cache even if this process exits
     finally:
         if log is not subprocess.DEVNULL:
             log.close()
     if not _announced:
         _announced = True
-        _log.warning("fastrag: compiling kernels in a background process (first run only, "
-                     "about a minute); until then BM25 runs on a slower NumPy path with the "
-                     "same results. `fastrag warmup` ahead of time avoids this; %s=0 compiles "
-                     "in this process instead.", ENV)
+        _log.warning(
+            "fastrag: compiling kernels in a background process (first run only, "
+            "about a minute); until then BM25 runs on a slower NumPy path with the "
+            "same results. `fastrag warmup` ahead of time avoids this; %s=0 compiles "
+            "in this process instead.",
+            ENV,
+        )
 
 
 def main() -> None:
@@ -221,7 +239,10 @@ def main() -> None:
         t0 = time.perf_counter()
         warmup(verbose=False)
         mark_ready()
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} fastrag warmup {os.getpid()}: "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        print(
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')} fastrag warmup {os.getpid()}: "
+            f"{time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
     finally:
         lock.release()

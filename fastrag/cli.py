@@ -57,44 +57,55 @@ def _transform(spec: dict):
 def _progress(desc: str, total: int | None, quiet: bool):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="group", disable=quiet, file=sys.stderr,
-                leave=False)
+    return tqdm(total=total, desc=desc, unit="group", disable=quiet, file=sys.stderr, leave=False)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from fastrag.documents.document import Document
 
     t0 = time.perf_counter()
-    opts = {"on_error": args.on_error, "json_text_field": args.text_field,
-            "show_progress": not args.quiet}
+    opts = {
+        "on_error": args.on_error,
+        "json_text_field": args.text_field,
+        "show_progress": not args.quiet,
+    }
     opts.update(_reader_options(args))
     existed = (Path(args.store) / "manifest.json").exists()
     if args.add:
         if not existed:
-            print(f"error: --add needs an existing store; {args.store} is not one (drop --add "
-                  "to create it)", file=sys.stderr)
+            print(
+                f"error: --add needs an existing store; {args.store} is not one (drop --add "
+                "to create it)",
+                file=sys.stderr,
+            )
             return 2
         doc = Document(store=args.store, **opts)
         added = doc.add(args.path)
         print(f"added {len(added)} documents from {', '.join(args.path)}", file=sys.stderr)
     else:
-        doc = Document(args.path, store=args.store, replace=args.replace,
-                       remove_missing=args.sync, **opts)
+        doc = Document(
+            args.path, store=args.store, replace=args.replace, remove_missing=args.sync, **opts
+        )
     if not len(doc.group("root")) and not existed:
         report = doc.read_report
         print(report.summary(), file=sys.stderr)
-        raise _Usage(f"no documents found in {', '.join(args.path)}: nothing was written "
-                     f"(the store {args.store} was not created); ingest files with text "
-                     "(-v lists what was skipped and why)")
+        raise _Usage(
+            f"no documents found in {', '.join(args.path)}: nothing was written "
+            f"(the store {args.store} was not created); ingest files with text "
+            "(-v lists what was skipped and why)"
+        )
     for name, parent, spec in args.group:
         doc.create_node_group(name, transform=_transform(spec), parent=parent)
-    if not args.group and len(doc.group_names) == 1 + len(Document._BUILTIN) \
-            and not args.builtin:
-        doc.create_node_group("chunk", transform=_transform({"kind": "sentence",
-                                                             "args": [256, 32]}))
+    if not args.group and len(doc.group_names) == 1 + len(Document._BUILTIN) and not args.builtin:
+        doc.create_node_group(
+            "chunk", transform=_transform({"kind": "sentence", "args": [256, 32]})
+        )
         print("no --group given: building group 'chunk' (sentence:256:32)", file=sys.stderr)
-    names = [n for n in doc.group_names[1:] if n not in Document._BUILTIN or n in args.builtin
-             or _stored(doc, n)]
+    names = [
+        n
+        for n in doc.group_names[1:]
+        if n not in Document._BUILTIN or n in args.builtin or _stored(doc, n)
+    ]
     from fastrag.documents.building import STORED_ONLY
     from fastrag.errors import ConfigError
 
@@ -116,8 +127,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(report.details())
     changes = doc.source_changes
     verb = "updated" if existed else "ingested"
-    print(f"{verb} {args.store}: {changes.summary()}; {len(doc.group('root')):,} documents "
-          f"in {time.perf_counter() - t0:.2f} s")
+    print(
+        f"{verb} {args.store}: {changes.summary()}; {len(doc.group('root')):,} documents "
+        f"in {time.perf_counter() - t0:.2f} s"
+    )
     return _print_info(Path(args.store))
 
 
@@ -166,17 +179,23 @@ def _print_info(path: Path, verify: bool = False, deep: bool = False) -> int:
         return 1
     m = store.manifest
     n_sources = sum(s["rows"] for s in m["sources"])
-    print(f"store {path}  format v{m['format_version']}  sources {n_sources:,}  "
-          f"generation {m['generation']}  total {store.nbytes():,} bytes")
+    print(
+        f"store {path}  format v{m['format_version']}  sources {n_sources:,}  "
+        f"generation {m['generation']}  total {store.nbytes():,} bytes"
+    )
     print(f"{'group':<20} {'parent':<14} {'nodes':>10} {'segments':>9} {'bytes':>14}")
     for name, g in m["groups"].items():
         stale = "  (stale: updated on next use)" if g["root_gen"] < m["root_gen"] else ""
         size = sum(s["size"] for s in g["segments"])
-        print(f"{name:<20} {g.get('parent') or '-'!s:<14} {g['nodes']:>10,} "
-              f"{len(g['segments']):>9} {size:>14,}{stale}")
+        print(
+            f"{name:<20} {g.get('parent') or '-'!s:<14} {g['nodes']:>10,} "
+            f"{len(g['segments']):>9} {size:>14,}{stale}"
+        )
     for v in m["vectors"].values():
-        print(f"vectors {v['group']!r} key {v['key']!r}: dim {v['dim']}, "
-              f"{sum(s['rows'] for s in v['segments']):,} nodes")
+        print(
+            f"vectors {v['group']!r} key {v['key']!r}: dim {v['dim']}, "
+            f"{sum(s['rows'] for s in v['segments']):,} nodes"
+        )
     if m["indexes"]:
         print(f"{len(m['indexes'])} indexes: " + ", ".join(sorted(m["indexes"])))
     _print_sources(store)
@@ -213,11 +232,18 @@ def _print_sources(store) -> None:
         return
     missing, changed = source_status(sources)
     for what, keys, fix in (
-            ("missing on disk (kept and served as stored)", missing,
-             "re-link moved files: fastrag ingest NEW_PATH --store STORE; remove them: "
-             "fastrag ingest PATH --store STORE --sync"),
-            ("changed on disk since ingest (served as ingested)", changed,
-             "update them: fastrag ingest PATH --store STORE")):
+        (
+            "missing on disk (kept and served as stored)",
+            missing,
+            "re-link moved files: fastrag ingest NEW_PATH --store STORE; remove them: "
+            "fastrag ingest PATH --store STORE --sync",
+        ),
+        (
+            "changed on disk since ingest (served as ingested)",
+            changed,
+            "update them: fastrag ingest PATH --store STORE",
+        ),
+    ):
         if keys:
             print(f"{len(keys):,} source files {what}; {fix}")
             for k in keys[:20]:
@@ -234,8 +260,10 @@ def _open_store(path: str):
     from fastrag.documents.store import MANIFEST
 
     if not (Path(path) / MANIFEST).is_file():
-        raise _Usage(f"{path} is not a fastrag store (no {MANIFEST}); create one with "
-                     f"`fastrag ingest FILES --store {path}`")
+        raise _Usage(
+            f"{path} is not a fastrag store (no {MANIFEST}); create one with "
+            f"`fastrag ingest FILES --store {path}`"
+        )
     return Document(store=path, mode="r", show_progress=True)
 
 
@@ -251,8 +279,11 @@ def _pick_group(doc, name: str | None, quiet: bool = False) -> str:
     if not built:
         return "root"
     if len(built) > 1 and not quiet:
-        print(f"searching group {built[-1]!r} (also in the store: "
-              f"{', '.join(built[:-1])}; choose with --group)", file=sys.stderr)
+        print(
+            f"searching group {built[-1]!r} (also in the store: "
+            f"{', '.join(built[:-1])}; choose with --group)",
+            file=sys.stderr,
+        )
     return built[-1]
 
 
@@ -267,21 +298,32 @@ def _source(hit, doc) -> str:
     """The hit's file as the store shows it (its path under the ingested folder), and page."""
     meta = hit.metadata
     path = meta.get("file_path")
-    name = (doc.source_path(path) if isinstance(path, str) and path else
-            meta.get("file_name") or hit.doc_id or hit.id)
+    name = (
+        doc.source_path(path)
+        if isinstance(path, str) and path
+        else meta.get("file_name") or hit.doc_id or hit.id
+    )
     page = meta.get("page_label")
     return f"{name} p.{page}" if page is not None else str(name)
 
 
 def _snippet(text: str, width: int = 80) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[:width - 1] + "…"
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _hit_record(qi: int, query: str, rank: int, hit, doc) -> dict:
-    return {"query_idx": qi, "query": query, "rank": rank, "score": float(hit.score),
-            "node_id": hit.id, "doc_id": hit.doc_id, "source": _source(hit, doc),
-            "file_path": hit.metadata.get("file_path"), "text": hit.text}
+    return {
+        "query_idx": qi,
+        "query": query,
+        "rank": rank,
+        "score": float(hit.score),
+        "node_id": hit.id,
+        "doc_id": hit.doc_id,
+        "source": _source(hit, doc),
+        "file_path": hit.metadata.get("file_path"),
+        "text": hit.text,
+    }
 
 
 def _read_queries(path: Path) -> list[str]:
@@ -305,9 +347,18 @@ def _read_queries(path: Path) -> list[str]:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
             raise _Usage(f"--queries {path}: line {i} is not JSON ({exc.msg})") from None
-        q = rec if isinstance(rec, str) else next(
-            (rec[k] for k in ("query", "question", "text") if isinstance(rec, dict) and k in rec),
-            None)
+        q = (
+            rec
+            if isinstance(rec, str)
+            else next(
+                (
+                    rec[k]
+                    for k in ("query", "question", "text")
+                    if isinstance(rec, dict) and k in rec
+                ),
+                None,
+            )
+        )
         if not isinstance(q, str):
             raise _Usage(f"--queries {path}: line {i} has no 'query' field")
         out.append(q)
@@ -335,14 +386,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     hits = ret.batch(queries)
     seconds = time.perf_counter() - t0
-    records = [_hit_record(qi, q, r, h, doc)
-               for qi, (q, hs) in enumerate(zip(queries, hits, strict=True))
-               for r, h in enumerate(hs, 1)]
+    records = [
+        _hit_record(qi, q, r, h, doc)
+        for qi, (q, hs) in enumerate(zip(queries, hits, strict=True))
+        for r, h in enumerate(hs, 1)
+    ]
     if args.out:
         _write_hits(records, Path(args.out))
-        print(f"{len(queries):,} queries ({len(queries) / max(seconds, 1e-9):,.0f}/s, "
-              f"{ret.similarity} on group {ret.group_name!r}): {len(records):,} hits written to "
-              f"{args.out}", file=sys.stderr)
+        print(
+            f"{len(queries):,} queries ({len(queries) / max(seconds, 1e-9):,.0f}/s, "
+            f"{ret.similarity} on group {ret.group_name!r}): {len(records):,} hits written to "
+            f"{args.out}",
+            file=sys.stderr,
+        )
         return 0
     if args.json:
         for r in records:
@@ -359,8 +415,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         width = min(max(width, 6), 40)
         print(f"{'rank':>4}  {'score':>8}  {'source':<{width}}  snippet")
         for r in rows:
-            print(f"{r['rank']:>4}  {r['score']:>8.3f}  {_snippet(r['source'], width):<{width}}"
-                  f"  {_snippet(r['text'])}")
+            print(
+                f"{r['rank']:>4}  {r['score']:>8.3f}  {_snippet(r['source'], width):<{width}}"
+                f"  {_snippet(r['text'])}"
+            )
     return 0
 
 
@@ -371,12 +429,18 @@ def _llm_from(args: argparse.Namespace):
     if not base and not model:
         return None
     if not base or not model:
-        raise _Usage("an LLM needs both a base URL and a model: --base-url/--model or "
-                     "FASTRAG_LLM_BASE_URL/FASTRAG_LLM_MODEL")
+        raise _Usage(
+            "an LLM needs both a base URL and a model: --base-url/--model or "
+            "FASTRAG_LLM_BASE_URL/FASTRAG_LLM_MODEL"
+        )
     from fastrag.llms.openai_like import OpenAILike
 
-    return OpenAILike(model=model, base_url=base, api_key=os.environ.get("OPENAI_API_KEY"),
-                      max_retries=args.max_retries)
+    return OpenAILike(
+        model=model,
+        base_url=base,
+        api_key=os.environ.get("OPENAI_API_KEY"),
+        max_retries=args.max_retries,
+    )
 
 
 def extractive_answer(query: str, hits: list, analyzer, max_sentences: int = 3) -> list[tuple]:
@@ -405,19 +469,26 @@ def cmd_ask(args: argparse.Namespace) -> int:
     hits = ret(args.question)
     llm = _llm_from(args)
     if not hits:
-        print(f"no passage in the store matches the question: "
-              f"{ret.why_no_hits(args.question)}")
+        print(f"no passage in the store matches the question: {ret.why_no_hits(args.question)}")
         return 1
     if llm is None:
         from fastrag.analysis import get_analyzer
 
-        best = extractive_answer(args.question, hits, get_analyzer(ret.similarity)
-                                 if ret.similarity.startswith("bm25") else get_analyzer("bm25"))
+        best = extractive_answer(
+            args.question,
+            hits,
+            get_analyzer(ret.similarity)
+            if ret.similarity.startswith("bm25")
+            else get_analyzer("bm25"),
+        )
         print("Best-matching passages (extractive answer):")
         for sent, hit in best or [(_snippet(hits[0].text, 300), hits[0])]:
             print(f"- {sent}  [{_source(hit, doc)}]")
-        print("(no LLM configured: set FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL, or pass "
-              "--base-url and --model, for a generated answer)", file=sys.stderr)
+        print(
+            "(no LLM configured: set FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL, or pass "
+            "--base-url and --model, for a generated answer)",
+            file=sys.stderr,
+        )
     else:
         from fastrag.synth.factory import get_response_synthesizer
 
@@ -447,10 +518,18 @@ def _run_eval(squad, args) -> int:
     topks = [int(k) for k in str(args.topk).split(",")]
     with tempfile.TemporaryDirectory(prefix="fastrag-eval-") as tmp:
         workdir = Path(args.workdir) if args.workdir else Path(tmp)
-        res = evaluate_squad(squad, workdir, similarities=args.similarity, topks=topks,
-                             per_file=args.kb_per_file, group=args.group)
-    print(f"{res['n_queries']:,} questions over {res['n_nodes']:,} paragraphs "
-          f"(one batch per similarity)\n")
+        res = evaluate_squad(
+            squad,
+            workdir,
+            similarities=args.similarity,
+            topks=topks,
+            per_file=args.kb_per_file,
+            group=args.group,
+        )
+    print(
+        f"{res['n_queries']:,} questions over {res['n_nodes']:,} paragraphs "
+        f"(one batch per similarity)\n"
+    )
     print(format_table(res))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, ensure_ascii=False))
@@ -505,10 +584,18 @@ def _read_questions(path: Path) -> list[dict]:
         source = rec.get("source", rec.get("file"))
         ids = rec.get("node_ids") or []
         if not isinstance(q, str) or not (answers or source or ids):
-            raise _Usage(f"--questions {path}: record {i} needs 'question' and one of "
-                         "'answer', 'source' or 'node_ids'")
-        out.append({"question": q, "answers": [a for a in answers if a],
-                    "source": source, "node_ids": list(ids)})
+            raise _Usage(
+                f"--questions {path}: record {i} needs 'question' and one of "
+                "'answer', 'source' or 'node_ids'"
+            )
+        out.append(
+            {
+                "question": q,
+                "answers": [a for a in answers if a],
+                "source": source,
+                "node_ids": list(ids),
+            }
+        )
     if not out:
         raise _Usage(f"--questions {path}: no questions")
     return out
@@ -520,8 +607,7 @@ def _gold_ids(group, records: list[dict]) -> list[set]:
 
     table = group.table
     ids = table.column("id")
-    paths = [m.get("file_path") or "" for m in
-             (json.loads(x) for x in group.full_metadata_json())]
+    paths = [m.get("file_path") or "" for m in (json.loads(x) for x in group.full_metadata_json())]
     gold = []
     for rec in records:
         hit = set(rec["node_ids"])
@@ -530,8 +616,11 @@ def _gold_ids(group, records: list[dict]) -> list[set]:
             hit.update(pc.filter(ids, mask).to_pylist())
         if rec["source"]:
             src = str(rec["source"])
-            hit.update(i for i, p in zip(group.ids, paths, strict=True)
-                       if p == src or Path(p).name == src or p.endswith("/" + src))
+            hit.update(
+                i
+                for i, p in zip(group.ids, paths, strict=True)
+                if p == src or Path(p).name == src or p.endswith("/" + src)
+            )
         gold.append(hit)
     return gold
 
@@ -552,32 +641,52 @@ def _eval_store(args: argparse.Namespace) -> int:
             gold = _gold_ids(doc.group(ret.group_name), records)
             missing = sum(1 for g in gold if not g)
             if missing:
-                print(f"note: {missing} of {len(records)} questions have no passage in group "
-                      f"{ret.group_name!r} that holds their answer; they count as misses",
-                      file=sys.stderr)
+                print(
+                    f"note: {missing} of {len(records)} questions have no passage in group "
+                    f"{ret.group_name!r} that holds their answer; they count as misses",
+                    file=sys.stderr,
+                )
         questions = [r["question"] for r in records]
         ret(questions[0])  # builds (or loads) the index outside the timing
         t0 = time.perf_counter()
         hits = ret.batch(questions)
         qps = len(questions) / max(time.perf_counter() - t0, 1e-9)
-        res = evaluate_retrieval([[h.id for h in hs] for hs in hits], [sorted(g) for g in gold],
-                                 topks)
+        res = evaluate_retrieval(
+            [[h.id for h in hs] for hs in hits], [sorted(g) for g in gold], topks
+        )
         rows.append((ret.similarity, res, qps))
-    head = ["similarity"] + [f"hit@{k}" for k in topks] + [f"ndcg@{k}" for k in topks] + \
-        ["MRR", "queries/s"]
-    print(f"{len(records):,} questions over group {ret.group_name!r} "
-          f"({len(doc.group(ret.group_name)):,} nodes), one batch per similarity\n")
+    head = (
+        ["similarity"]
+        + [f"hit@{k}" for k in topks]
+        + [f"ndcg@{k}" for k in topks]
+        + ["MRR", "queries/s"]
+    )
+    print(
+        f"{len(records):,} questions over group {ret.group_name!r} "
+        f"({len(doc.group(ret.group_name)):,} nodes), one batch per similarity\n"
+    )
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
     for sim, res, qps in rows:
-        print(" | ".join([sim] + [f"{res[f'hit_rate@{k}']:.3f}" for k in topks]
-                         + [f"{res[f'ndcg@{k}']:.3f}" for k in topks]
-                         + [f"{res['mrr']:.3f}", f"{qps:,.0f}"]))
+        print(
+            " | ".join(
+                [sim]
+                + [f"{res[f'hit_rate@{k}']:.3f}" for k in topks]
+                + [f"{res[f'ndcg@{k}']:.3f}" for k in topks]
+                + [f"{res['mrr']:.3f}", f"{qps:,.0f}"]
+            )
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"n_queries": len(records), "group": ret.group_name,
-             "similarities": {sim: {**res, "queries_per_s": qps} for sim, res, qps in rows}},
-            indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "n_queries": len(records),
+                    "group": ret.group_name,
+                    "similarities": {sim: {**res, "queries_per_s": qps} for sim, res, qps in rows},
+                },
+                indent=1,
+            )
+        )
         print(f"\nwrote {args.json}")
     return 0
 
@@ -586,21 +695,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from fastrag._coldstart import kernels_ready
     from fastrag.datasets import load_cmrc2018_dev
 
-    print("fastrag demo: CMRC 2018 dev (CC BY-SA 4.0, bundled) as the LazyLLM tutorial's "
-          "knowledge base; all questions retrieved as one batch per analyzer")
+    print(
+        "fastrag demo: CMRC 2018 dev (CC BY-SA 4.0, bundled) as the LazyLLM tutorial's "
+        "knowledge base; all questions retrieved as one batch per analyzer"
+    )
     if not kernels_ready():
-        print("note: first run after an install: the timed batches wait for the kernels "
-              "compiling in the background (about a minute), so queries/s is the engine's",
-              file=sys.stderr)
+        print(
+            "note: first run after an install: the timed batches wait for the kernels "
+            "compiling in the background (about a minute), so queries/s is the engine's",
+            file=sys.stderr,
+        )
     return _run_eval(load_cmrc2018_dev(), args)
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb-per-file", type=int, default=10, help="paragraphs per .txt file")
     p.add_argument("--group", default="block")
-    p.add_argument("--similarity", action="append", default=None,
-                   help="repeatable; default: by the data's language (bm25 for English, "
-                        "bm25_chinese and bm25_cjk side by side for Chinese)")
+    p.add_argument(
+        "--similarity",
+        action="append",
+        default=None,
+        help="repeatable; default: by the data's language (bm25 for English, "
+        "bm25_chinese and bm25_cjk side by side for Chinese)",
+    )
     p.add_argument("--topk", default="1,3,5", help="comma-separated cut-offs")
     p.add_argument("--workdir", help="keep the knowledge base and store here")
     p.add_argument("--json", help="also write the results as JSON to this path")
@@ -608,8 +725,11 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 
 def _query_args(p: argparse.ArgumentParser, topk: int) -> None:
     p.add_argument("--group", help="node group to search (default: the last one built)")
-    p.add_argument("--similarity", help="bm25 (the default: any language, mixed folders "
-                   "too), bm25_english, bm25_chinese, bm25_cjk, cosine, hybrid, ...")
+    p.add_argument(
+        "--similarity",
+        help="bm25 (the default: any language, mixed folders "
+        "too), bm25_english, bm25_chinese, bm25_cjk, cosine, hybrid, ...",
+    )
     p.add_argument("--topk", type=int, default=topk)
     p.add_argument("--filter", help="metadata filter, Spring AI syntax: \"file_type == 'md'\"")
 
@@ -633,97 +753,175 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     store = Path(args.store)
     if not (store / MANIFEST).is_file():
-        raise _Usage(f"{store} is not a fastrag store (no {MANIFEST}); create one with "
-                     f"`fastrag ingest FILES --store {store}`")
+        raise _Usage(
+            f"{store} is not a fastrag store (no {MANIFEST}); create one with "
+            f"`fastrag ingest FILES --store {store}`"
+        )
     if args.group is not None:
         groups = json.loads((store / MANIFEST).read_text("utf-8")).get("groups", {})
         builtin = ("CoarseChunk", "MediumChunk", "FineChunk")
         if args.group not in groups and args.group not in builtin:
-            raise _Usage(f"--group {args.group!r} is not in the store; it has "
-                         f"{', '.join(sorted(groups))} (or a built-in: {', '.join(builtin)})")
+            raise _Usage(
+                f"--group {args.group!r} is not in the store; it has "
+                f"{', '.join(sorted(groups))} (or a built-in: {', '.join(builtin)})"
+            )
     base = args.llm_base_url or os.environ.get("FASTRAG_LLM_BASE_URL")
     model = args.llm_model or os.environ.get("FASTRAG_LLM_MODEL")
     if bool(base) != bool(model):
-        raise _Usage("an LLM needs both --llm-base-url and --llm-model (or "
-                     "FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL)")
+        raise _Usage(
+            "an LLM needs both --llm-base-url and --llm-model (or "
+            "FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL)"
+        )
     if args.compress_history and not base:
         raise _Usage("--compress-history needs an LLM: give --llm-base-url and --llm-model")
     if args.api_key_env is not None and not os.environ.get(args.api_key_env):
-        raise _Usage(f"--api-key-env {args.api_key_env}: that environment variable is not set "
-                     "or empty")
-    for flag, value in (("--workers", args.workers), ("--search-threads", args.search_threads),
-                        ("--llm-max-concurrency", args.llm_max_concurrency)):
+        raise _Usage(
+            f"--api-key-env {args.api_key_env}: that environment variable is not set or empty"
+        )
+    for flag, value in (
+        ("--workers", args.workers),
+        ("--search-threads", args.search_threads),
+        ("--llm-max-concurrency", args.llm_max_concurrency),
+    ):
         if value < 1:
             raise _Usage(f"{flag} {value}: must be at least 1")
-    cfg = {"store": str(store.resolve()), "group": args.group, "similarity": args.similarity,
-           "topk": args.topk, "mode": args.mode, "compress_history": args.compress_history,
-           "batching": not args.no_batching, "batch_window_ms": args.batch_window_ms,
-           "max_batch": args.max_batch, "search_threads": args.search_threads,
-           "max_body_bytes": args.max_body_bytes,
-           "max_upload_bytes": args.max_upload_bytes, "api_key_env": args.api_key_env,
-           "tasks_dir": args.tasks_dir, "chat_memory": args.chat_memory,
-           "llm": {"base_url": base, "model": model, "api_key_env": args.llm_api_key_env,
-                   "max_retries": args.llm_max_retries, "timeout": args.llm_timeout,
-                   "max_concurrency": args.llm_max_concurrency}
-           if base else None}
+    cfg = {
+        "store": str(store.resolve()),
+        "group": args.group,
+        "similarity": args.similarity,
+        "topk": args.topk,
+        "mode": args.mode,
+        "compress_history": args.compress_history,
+        "batching": not args.no_batching,
+        "batch_window_ms": args.batch_window_ms,
+        "max_batch": args.max_batch,
+        "search_threads": args.search_threads,
+        "max_body_bytes": args.max_body_bytes,
+        "max_upload_bytes": args.max_upload_bytes,
+        "api_key_env": args.api_key_env,
+        "tasks_dir": args.tasks_dir,
+        "chat_memory": args.chat_memory,
+        "llm": {
+            "base_url": base,
+            "model": model,
+            "api_key_env": args.llm_api_key_env,
+            "max_retries": args.llm_max_retries,
+            "timeout": args.llm_timeout,
+            "max_concurrency": args.llm_max_concurrency,
+        }
+        if base
+        else None,
+    }
     from fastrag.serve import serve_config
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and args.api_key_env is None:
-        print(f"warning: listening on {args.host} without --api-key-env: anyone who can reach "
-              "this port can read and change the store", file=sys.stderr)
-    serve_config(cfg, host=args.host, port=args.port, workers=args.workers,
-                 log_level=args.log_level)
+        print(
+            f"warning: listening on {args.host} without --api-key-env: anyone who can reach "
+            "this port can read and change the store",
+            file=sys.stderr,
+        )
+    serve_config(
+        cfg, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level
+    )
     return 0
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("store", help="a store built with fastrag ingest (opened read-only; uploads "
-                   "go through one writer)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="interface to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument(
+        "store",
+        help="a store built with fastrag ingest (opened read-only; uploads go through one writer)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to listen on (default 127.0.0.1: this machine only)",
+    )
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     p.add_argument("--group", help="default node group (default: the last one built)")
-    p.add_argument("--similarity", help="default similarity: one name (bm25, the default; "
-                   "bm25_chinese, hybrid, ...) or GROUP=NAME pairs, comma-separated; requests "
-                   "may name their own")
+    p.add_argument(
+        "--similarity",
+        help="default similarity: one name (bm25, the default; "
+        "bm25_chinese, hybrid, ...) or GROUP=NAME pairs, comma-separated; requests "
+        "may name their own",
+    )
     p.add_argument("--topk", type=int, default=5, help="hits per query (default 5)")
-    p.add_argument("--chat-memory", help="file (.json) or folder keeping the conversations "
-                   "of chats that send a session_id (or user); default: in memory, per process")
-    p.add_argument("--mode", default="compact", help="response mode of chat answers (compact, "
-                   "refine, tree_summarize, simple_summarize, ...)")
-    p.add_argument("--llm-base-url", help="OpenAI-compatible LLM endpoint for chat (or "
-                   "FASTRAG_LLM_BASE_URL)")
+    p.add_argument(
+        "--chat-memory",
+        help="file (.json) or folder keeping the conversations "
+        "of chats that send a session_id (or user); default: in memory, per process",
+    )
+    p.add_argument(
+        "--mode",
+        default="compact",
+        help="response mode of chat answers (compact, "
+        "refine, tree_summarize, simple_summarize, ...)",
+    )
+    p.add_argument(
+        "--llm-base-url", help="OpenAI-compatible LLM endpoint for chat (or FASTRAG_LLM_BASE_URL)"
+    )
     p.add_argument("--llm-model", help="the LLM's model name (or FASTRAG_LLM_MODEL)")
-    p.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", metavar="NAME",
-                   help="environment variable holding the LLM's key (default OPENAI_API_KEY)")
+    p.add_argument(
+        "--llm-api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="NAME",
+        help="environment variable holding the LLM's key (default OPENAI_API_KEY)",
+    )
     p.add_argument("--llm-max-retries", type=int, default=2)
     p.add_argument("--llm-timeout", type=float, default=60.0, help="seconds")
-    p.add_argument("--llm-max-concurrency", type=int, default=64,
-                   help="LLM calls in flight at once, across all chats (default 64)")
-    p.add_argument("--compress-history", action="store_true",
-                   help="rewrite chat history + question into one standalone query (one more "
-                   "LLM call per follow-up question)")
-    p.add_argument("--api-key-env", metavar="NAME",
-                   help="require 'Authorization: Bearer <key>', the key read from this "
-                   "environment variable")
-    p.add_argument("--no-batching", action="store_true",
-                   help="one Retriever.batch call per request (no micro-batching)")
-    p.add_argument("--batch-window-ms", type=float, default=3.0,
-                   help="how long a retrieval waits for others to batch with (default 3)")
+    p.add_argument(
+        "--llm-max-concurrency",
+        type=int,
+        default=64,
+        help="LLM calls in flight at once, across all chats (default 64)",
+    )
+    p.add_argument(
+        "--compress-history",
+        action="store_true",
+        help="rewrite chat history + question into one standalone query (one more "
+        "LLM call per follow-up question)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="require 'Authorization: Bearer <key>', the key read from this environment variable",
+    )
+    p.add_argument(
+        "--no-batching",
+        action="store_true",
+        help="one Retriever.batch call per request (no micro-batching)",
+    )
+    p.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=3.0,
+        help="how long a retrieval waits for others to batch with (default 3)",
+    )
     p.add_argument("--max-batch", type=int, default=256, help="queries per batch call at most")
-    p.add_argument("--search-threads", type=int, default=1,
-                   help="numba threads per batch call (default 1: concurrent calls already "
-                   "use the cores)")
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20,
-                   help="JSON request body limit (default 1 MiB)")
-    p.add_argument("--max-upload-bytes", type=int, default=50 << 20,
-                   help="upload body limit (default 50 MiB)")
-    p.add_argument("--tasks-dir", help="folder for upload/delete tasks, kept across restarts "
-                   "(default: $XDG_STATE_HOME/fastrag/serve-tasks/<store>-<hash>, i.e. "
-                   "~/.local/state/...)")
-    p.add_argument("--log-level", default="info",
-                   choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument(
+        "--search-threads",
+        type=int,
+        default=1,
+        help="numba threads per batch call (default 1: concurrent calls already use the cores)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=1 << 20,
+        help="JSON request body limit (default 1 MiB)",
+    )
+    p.add_argument(
+        "--max-upload-bytes", type=int, default=50 << 20, help="upload body limit (default 50 MiB)"
+    )
+    p.add_argument(
+        "--tasks-dir",
+        help="folder for upload/delete tasks, kept across restarts "
+        "(default: $XDG_STATE_HOME/fastrag/serve-tasks/<store>-<hash>, i.e. "
+        "~/.local/state/...)",
+    )
+    p.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
 
 
 def _version() -> str:
@@ -743,48 +941,92 @@ def build_parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", help="read files into a store and build node groups")
     ing.add_argument("path", nargs="+", help="files or directories (read recursively)")
     ing.add_argument("--store", required=True, help="store directory (created if missing)")
-    ing.add_argument("--group", action="append", default=[], metavar="NAME=SPEC", type=_parse_group,
-                     help="node group to build: lines, paragraphs, sentence:SIZE[:OVERLAP], "
-                          "tokens:SIZE[:OVERLAP]; append @PARENT for a parent other than root "
-                          "(default: chunk=sentence:256:32 for a new store)")
-    ing.add_argument("--builtin", action="append", default=[],
-                     choices=["CoarseChunk", "MediumChunk", "FineChunk"],
-                     help="also build a built-in group")
+    ing.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        type=_parse_group,
+        help="node group to build: lines, paragraphs, sentence:SIZE[:OVERLAP], "
+        "tokens:SIZE[:OVERLAP]; append @PARENT for a parent other than root "
+        "(default: chunk=sentence:256:32 for a new store)",
+    )
+    ing.add_argument(
+        "--builtin",
+        action="append",
+        default=[],
+        choices=["CoarseChunk", "MediumChunk", "FineChunk"],
+        help="also build a built-in group",
+    )
     how = ing.add_mutually_exclusive_group()
-    how.add_argument("--add", action="store_true",
-                     help="add these files to an existing store (keeping its sources)")
-    how.add_argument("--replace", action="store_true",
-                     help="make these files the store's only sources")
-    how.add_argument("--sync", action="store_true",
-                     help="also remove the store's sources that are gone from disk or not "
-                          "under these paths (by default they are kept and reported)")
-    ing.add_argument("--on-error", choices=["raise", "skip"], default="raise",
-                     help="skip: report a file that cannot be read and go on")
-    ing.add_argument("--text-field", default="text",
-                     help="JSON/JSONL/CSV field holding the text (default: text)")
-    ing.add_argument("--metadata-field", action="append", default=[],
-                     help="repeatable: keep only these record fields as metadata")
-    ing.add_argument("--required-ext", action="append", default=[],
-                     help="repeatable: read only files with these extensions (.md)")
-    ing.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                     help="repeatable: skip files matching this glob")
+    how.add_argument(
+        "--add",
+        action="store_true",
+        help="add these files to an existing store (keeping its sources)",
+    )
+    how.add_argument(
+        "--replace", action="store_true", help="make these files the store's only sources"
+    )
+    how.add_argument(
+        "--sync",
+        action="store_true",
+        help="also remove the store's sources that are gone from disk or not "
+        "under these paths (by default they are kept and reported)",
+    )
+    ing.add_argument(
+        "--on-error",
+        choices=["raise", "skip"],
+        default="raise",
+        help="skip: report a file that cannot be read and go on",
+    )
+    ing.add_argument(
+        "--text-field", default="text", help="JSON/JSONL/CSV field holding the text (default: text)"
+    )
+    ing.add_argument(
+        "--metadata-field",
+        action="append",
+        default=[],
+        help="repeatable: keep only these record fields as metadata",
+    )
+    ing.add_argument(
+        "--required-ext",
+        action="append",
+        default=[],
+        help="repeatable: read only files with these extensions (.md)",
+    )
+    ing.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="repeatable: skip files matching this glob",
+    )
     ing.add_argument("--no-recursive", action="store_true", help="top-level files only")
     ing.add_argument("-v", "--verbose", action="store_true", help="list the files skipped")
     ing.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     ing.set_defaults(func=cmd_ingest)
 
-    info = sub.add_parser("info", help="print a store's groups, node counts and bytes "
-                          "(--verify: checksums)")
+    info = sub.add_parser(
+        "info", help="print a store's groups, node counts and bytes (--verify: checksums)"
+    )
     info.add_argument("path")
-    info.add_argument("--verify", action="store_true",
-                      help="check every file's size and checksum (exit 1 if any is damaged)")
-    info.add_argument("--deep", action="store_true",
-                      help="with --verify: also check the structure of every table and index "
-                           "(for a store from someone else: checksums catch accidents only)")
+    info.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every file's size and checksum (exit 1 if any is damaged)",
+    )
+    info.add_argument(
+        "--deep",
+        action="store_true",
+        help="with --verify: also check the structure of every table and index "
+        "(for a store from someone else: checksums catch accidents only)",
+    )
     info.set_defaults(func=cmd_info)
 
-    se = sub.add_parser("search", help="retrieve from a store: a hits table, JSON, or a batch "
-                        "of queries to JSONL/Parquet")
+    se = sub.add_parser(
+        "search",
+        help="retrieve from a store: a hits table, JSON, or a batch of queries to JSONL/Parquet",
+    )
     se.add_argument("store")
     se.add_argument("query", nargs="?")
     _query_args(se, 5)
@@ -793,21 +1035,31 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--out", help="write the hits here (.jsonl or .parquet)")
     se.set_defaults(func=cmd_search)
 
-    ask = sub.add_parser("ask", help="answer a question from a store (an OpenAI-compatible "
-                         "LLM, or an extractive answer without one)")
+    ask = sub.add_parser(
+        "ask",
+        help="answer a question from a store (an OpenAI-compatible "
+        "LLM, or an extractive answer without one)",
+    )
     ask.add_argument("store")
     ask.add_argument("question")
     _query_args(ask, 5)
-    ask.add_argument("--mode", default="compact", help="response mode (compact, refine, "
-                     "tree_summarize, simple_summarize, accumulate, ...)")
+    ask.add_argument(
+        "--mode",
+        default="compact",
+        help="response mode (compact, refine, tree_summarize, simple_summarize, accumulate, ...)",
+    )
     ask.add_argument("--base-url", help="OpenAI-compatible endpoint (or FASTRAG_LLM_BASE_URL)")
-    ask.add_argument("--model", help="model name (or FASTRAG_LLM_MODEL); the key is read from "
-                     "OPENAI_API_KEY")
+    ask.add_argument(
+        "--model", help="model name (or FASTRAG_LLM_MODEL); the key is read from OPENAI_API_KEY"
+    )
     ask.add_argument("--max-retries", type=int, default=3)
     ask.set_defaults(func=cmd_ask)
 
-    ev = sub.add_parser("eval", help="hit rate / nDCG / MRR of a store on your questions, or "
-                        "recall on SQuAD data (--squad)")
+    ev = sub.add_parser(
+        "eval",
+        help="hit rate / nDCG / MRR of a store on your questions, or "
+        "recall on SQuAD data (--squad)",
+    )
     ev.add_argument("store", nargs="?", help="a store built with fastrag ingest")
     ev.add_argument("--questions", help="JSONL/JSON/CSV: question + answer | source | node_ids")
     ev.add_argument("--squad", help="SQuAD-format JSON file (e.g. CMRC 2018)")
@@ -817,14 +1069,20 @@ def build_parser() -> argparse.ArgumentParser:
     warm = sub.add_parser("warmup", help="compile every kernel ahead of time (for images, CI)")
     warm.set_defaults(func=cmd_warmup)
 
-    srv = sub.add_parser("serve", help="an OpenAI-compatible RAG server over a store: chat "
-                         "completions, batch retrieval, uploads, a chat page")
+    srv = sub.add_parser(
+        "serve",
+        help="an OpenAI-compatible RAG server over a store: chat "
+        "completions, batch retrieval, uploads, a chat page",
+    )
     _serve_args(srv)
     srv.set_defaults(func=cmd_serve)
     from fastrag.integrations.mcp_server import add_arguments as _mcp_args
 
-    mcp = sub.add_parser("mcp", help="an MCP server over a store for agents: tools search, "
-                         "ask and list_groups, documents as resources (stdio, or --http)")
+    mcp = sub.add_parser(
+        "mcp",
+        help="an MCP server over a store for agents: tools search, "
+        "ask and list_groups, documents as resources (stdio, or --http)",
+    )
     _mcp_args(mcp)
     mcp.set_defaults(func=cmd_mcp)
 
@@ -862,8 +1120,11 @@ def main(argv: list[str] | None = None) -> int:
     except (FastragError, _Usage) as exc:
         from fastrag.errors import ReaderError
 
-        hint = ("\n(pass --on-error skip to report unreadable files and go on)"
-                if isinstance(exc, ReaderError) and args.command == "ingest" else "")
+        hint = (
+            "\n(pass --on-error skip to report unreadable files and go on)"
+            if isinstance(exc, ReaderError) and args.command == "ingest"
+            else ""
+        )
         print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `fastrag search ... | head`: the reader left; not an error

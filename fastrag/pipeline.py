@@ -121,40 +121,52 @@ class RAGPipeline:
         if isinstance(retrievers, (list, tuple)):
             if not retrievers:
                 raise ConfigError("retrievers is an empty list; pass at least one retriever")
-            self.retrievers = [as_retriever(r, f"retrievers[{i}]")
-                               for i, r in enumerate(retrievers)]
+            self.retrievers = [
+                as_retriever(r, f"retrievers[{i}]") for i, r in enumerate(retrievers)
+            ]
         else:
             self.retrievers = [as_retriever(retrievers, "retrievers")]
         if isinstance(query_transformers, (QueryTransformer, str)) or not isinstance(
-                query_transformers, Sequence):
+            query_transformers, Sequence
+        ):
             query_transformers = [query_transformers]
         for i, t in enumerate(query_transformers):
             if not isinstance(t, QueryTransformer) and not callable(t):
-                raise ConfigError(f"query_transformers[{i}] must be a QueryTransformer or a "
-                                  f"callable Query -> Query, got {type(t).__name__}")
+                raise ConfigError(
+                    f"query_transformers[{i}] must be a QueryTransformer or a "
+                    f"callable Query -> Query, got {type(t).__name__}"
+                )
         self.query_transformers = list(query_transformers)
-        if query_expander is not None and not isinstance(query_expander, QueryExpander) \
-                and not callable(query_expander):
-            raise ConfigError(f"query_expander must be a QueryExpander or a callable Query -> "
-                              f"list of queries, got {type(query_expander).__name__}")
+        if (
+            query_expander is not None
+            and not isinstance(query_expander, QueryExpander)
+            and not callable(query_expander)
+        ):
+            raise ConfigError(
+                f"query_expander must be a QueryExpander or a callable Query -> "
+                f"list of queries, got {type(query_expander).__name__}"
+            )
         self.query_expander = query_expander
         if joiner is not None and not (hasattr(joiner, "batch") or callable(joiner)):
-            raise ConfigError(f"joiner must be a document joiner (e.g. "
-                              f"fr.ReciprocalRankFusionJoiner()), got {type(joiner).__name__}")
+            raise ConfigError(
+                f"joiner must be a document joiner (e.g. "
+                f"fr.ReciprocalRankFusionJoiner()), got {type(joiner).__name__}"
+            )
         self.joiner = joiner
         if not isinstance(postprocessors, Sequence) or isinstance(postprocessors, str):
             postprocessors = [postprocessors]
         for i, p in enumerate(postprocessors):
             if not (hasattr(p, "batch") or callable(p)):
-                raise ConfigError(f"postprocessors[{i}] must be a node postprocessor or a "
-                                  f"callable (hits, query) -> hits, got {type(p).__name__}")
+                raise ConfigError(
+                    f"postprocessors[{i}] must be a node postprocessor or a "
+                    f"callable (hits, query) -> hits, got {type(p).__name__}"
+                )
         self.postprocessors = list(postprocessors)
         if reranker is not None:
             from fastrag.retrieval.rerankers import Reranker
 
             if not isinstance(reranker, Reranker):
-                raise ConfigError(f"reranker must be a fr.Reranker, got "
-                                  f"{type(reranker).__name__}")
+                raise ConfigError(f"reranker must be a fr.Reranker, got {type(reranker).__name__}")
             if reranker.output_format is not None:
                 raise ConfigError(
                     f"reranker has output_format={reranker.output_format!r}; the pipeline "
@@ -162,15 +174,19 @@ class RAGPipeline:
                 )
         self.reranker = reranker
         if augmenter is not None and not isinstance(augmenter, ContextualQueryAugmenter):
-            raise ConfigError(f"augmenter must be a fr.ContextualQueryAugmenter, got "
-                              f"{type(augmenter).__name__}")
+            raise ConfigError(
+                f"augmenter must be a fr.ContextualQueryAugmenter, got {type(augmenter).__name__}"
+            )
         if synthesizer is not None and not isinstance(synthesizer, BaseSynthesizer):
-            raise ConfigError(f"synthesizer must be a fastrag synthesizer (from "
-                              f"fr.get_response_synthesizer), got {type(synthesizer).__name__}")
+            raise ConfigError(
+                f"synthesizer must be a fastrag synthesizer (from "
+                f"fr.get_response_synthesizer), got {type(synthesizer).__name__}"
+            )
         self.synthesizer = synthesizer
         fallback = synthesizer.llm if synthesizer is not None else None
-        self.llm = resolve_default_llm(llm if llm is not None else fallback, "RAGPipeline",
-                                       required=False)
+        self.llm = resolve_default_llm(
+            llm if llm is not None else fallback, "RAGPipeline", required=False
+        )
         if augmenter is None and synthesizer is None and self.llm is not None:
             augmenter = ContextualQueryAugmenter()
         self.augmenter = augmenter
@@ -229,8 +245,7 @@ class RAGPipeline:
         """The final node lists of many queries."""
         return run_sync(self.aretrieve_batch(queries))
 
-    async def aretrieve_batch(self, queries: Sequence[Query | str]
-                              ) -> list[list[NodeWithScore]]:
+    async def aretrieve_batch(self, queries: Sequence[Query | str]) -> list[list[NodeWithScore]]:
         states = await self._aretrieve_states(as_queries(queries))
         for s in states:
             if s.error is not None:
@@ -255,8 +270,7 @@ class RAGPipeline:
             for s in self._alive(states):
                 s.variants = [s.query]
         else:
-            await self._component_stage(states, self.query_expander, "expand",
-                                        self._apply_expand)
+            await self._component_stage(states, self.query_expander, "expand", self._apply_expand)
         seconds["expand"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         lists = await self._aretrieve(states)
@@ -277,8 +291,9 @@ class RAGPipeline:
 
     def _fail(self, s: _State, stage: str, exc: BaseException, index: int) -> None:
         if hasattr(exc, "add_note"):
-            exc.add_note(f"in RAGPipeline stage {stage!r}, query index {index}: "
-                         f"{s.original.text[:80]!r}")
+            exc.add_note(
+                f"in RAGPipeline stage {stage!r}, query index {index}: {s.original.text[:80]!r}"
+            )
         if self.on_error == "raise":
             raise exc
         s.error, s.error_stage = exc, stage
@@ -308,17 +323,18 @@ class RAGPipeline:
             q = r
         else:
             raise ConfigError(f"{_name(comp)} must return a Query or str, got {type(r).__name__}")
-        s.trace.setdefault("transformed", []).append({"transformer": _name(comp),
-                                                      "query": q.text})
+        s.trace.setdefault("transformed", []).append({"transformer": _name(comp), "query": q.text})
         s.query = q
 
     @staticmethod
     def _apply_expand(s: _State, comp: Any, r: Any) -> None:
         if isinstance(r, (str, Query)) or not isinstance(r, Sequence):
-            raise ConfigError(f"{_name(comp)} must return a list of queries, got "
-                              f"{type(r).__name__}")
-        s.variants = [v if isinstance(v, Query) else s.query.mutate(text=as_query(v).text)
-                      for v in r] or [s.query]
+            raise ConfigError(
+                f"{_name(comp)} must return a list of queries, got {type(r).__name__}"
+            )
+        s.variants = [
+            v if isinstance(v, Query) else s.query.mutate(text=as_query(v).text) for v in r
+        ] or [s.query]
         s.trace["expanded"] = [v.text for v in s.variants]
 
     async def _aretrieve(self, states: list[_State]) -> dict[int, list[list[NodeWithScore]]]:
@@ -343,8 +359,9 @@ class RAGPipeline:
             return {}
         jobs = [(r, g) for r in range(len(self.retrievers)) for g in range(len(groups))]
         try:
-            found = await asyncio.gather(*(self.retrievers[r].abatch(groups[g][1], groups[g][0])
-                                           for r, g in jobs))
+            found = await asyncio.gather(
+                *(self.retrievers[r].abatch(groups[g][1], groups[g][0]) for r, g in jobs)
+            )
         except Exception as exc:
             for i, s in enumerate(states):
                 if s.error is None:
@@ -361,14 +378,16 @@ class RAGPipeline:
                 for r, adapter in enumerate(self.retrievers):
                     hits = by_job[(r, g)][p]
                     lists.append(hits)
-                    trace.append({"retriever": adapter.label(), "query": v.text,
-                                  "hits": _ids(hits)})
+                    trace.append(
+                        {"retriever": adapter.label(), "query": v.text, "hits": _ids(hits)}
+                    )
             out[i] = lists
             s.trace["retrieved"] = trace
         return out
 
-    async def _join(self, states: list[_State], lists: dict[int, list[list[NodeWithScore]]]
-                    ) -> None:
+    async def _join(
+        self, states: list[_State], lists: dict[int, list[list[NodeWithScore]]]
+    ) -> None:
         idx = [i for i in lists if states[i].error is None]
         if not idx:
             return
@@ -392,8 +411,9 @@ class RAGPipeline:
             states[i].trace["joined"] = _ids(hits)
 
     def _answer_text(self, s: _State) -> str:
-        if self.answer_query == "original" or (self.answer_query == "auto"
-                                                and not s.original.history):
+        if self.answer_query == "original" or (
+            self.answer_query == "auto" and not s.original.history
+        ):
             return s.original.text
         return s.query.text
 
@@ -424,7 +444,8 @@ class RAGPipeline:
                     s.trace["reranked"] = _ids(s.hits)
                 else:
                     s.trace.setdefault("postprocessed", []).append(
-                        {"postprocessor": _name(p), "hits": _ids(s.hits)})
+                        {"postprocessor": _name(p), "hits": _ids(s.hits)}
+                    )
 
     def as_chat_engine(self, **kw: Any) -> Any:
         """A :class:`~fastrag.chat.ChatEngine` over this pipeline (LlamaIndex's
@@ -479,15 +500,21 @@ class RAGPipeline:
             if not synth:
                 return
             resps = await self.synthesizer.abatch(
-                [self._answer_text(s) for _, s in synth], [s.hits for _, s in synth],
-                return_exceptions=True)
+                [self._answer_text(s) for _, s in synth],
+                [s.hits for _, s in synth],
+                return_exceptions=True,
+            )
             for (i, s), r in zip(synth, resps, strict=True):
                 if isinstance(r, Exception):
                     self._fail(s, "synthesize", r, i)
                     continue
-                s.use("synthesize").add(Usage(r.metadata.get("llm_calls", 0),
-                                              r.metadata.get("prompt_tokens", 0),
-                                              r.metadata.get("completion_tokens", 0)))
+                s.use("synthesize").add(
+                    Usage(
+                        r.metadata.get("llm_calls", 0),
+                        r.metadata.get("prompt_tokens", 0),
+                        r.metadata.get("completion_tokens", 0),
+                    )
+                )
                 s.trace["answer"] = r
 
         tasks = [asyncio.ensure_future(ask_safe(i, s)) for i, s in direct]
@@ -522,17 +549,22 @@ class RAGPipeline:
 
     # -- streaming (one query) -----------------------------------------------------------------
     def _synth_done(self, s: _State, synth_meta: dict[str, Any]) -> dict[str, Any]:
-        s.use("synthesize").add(Usage(synth_meta.get("llm_calls", 0),
-                                      synth_meta.get("prompt_tokens", 0),
-                                      synth_meta.get("completion_tokens", 0)))
+        s.use("synthesize").add(
+            Usage(
+                synth_meta.get("llm_calls", 0),
+                synth_meta.get("prompt_tokens", 0),
+                synth_meta.get("completion_tokens", 0),
+            )
+        )
         return self._metadata(s, synth_meta)
 
     def _stream_sync(self, s: _State) -> Response:
         if s.error is not None:
             raise s.error
         if self.synthesizer is not None and (s.hits or self.augmenter is None):
-            return self._wrap_synth(s, self.synthesizer.synthesize(self._answer_text(s),
-                                                                   s.hits), sync=True)
+            return self._wrap_synth(
+                s, self.synthesizer.synthesize(self._answer_text(s), s.hits), sync=True
+            )
         return self._stream_augmented(s, sync=True)
 
     async def _astream(self, s: _State) -> Response:
@@ -549,11 +581,18 @@ class RAGPipeline:
         if not r.is_streaming:
             r.metadata = self._synth_done(s, r.metadata)
             return r
-        gen = ({"response_gen": iter(r.response_gen)} if sync
-               else {"async_response_gen": r.async_response_gen})
-        out = Response(None, r.source_nodes, self._metadata(s, r.metadata),
-                       on_done=lambda _t: out.metadata.update(self._synth_done(s, r.metadata)),
-                       **gen)
+        gen = (
+            {"response_gen": iter(r.response_gen)}
+            if sync
+            else {"async_response_gen": r.async_response_gen}
+        )
+        out = Response(
+            None,
+            r.source_nodes,
+            self._metadata(s, r.metadata),
+            on_done=lambda _t: out.metadata.update(self._synth_done(s, r.metadata)),
+            **gen,
+        )
         return out
 
     def _stream_augmented(self, s: _State, sync: bool) -> Response:
@@ -581,10 +620,16 @@ class RAGPipeline:
 
     def __repr__(self) -> str:
         parts = [f"retrievers={[r.label() for r in self.retrievers]}"]
-        for name in ("query_transformers", "query_expander", "joiner", "postprocessors",
-                     "reranker", "augmenter", "synthesizer"):
+        for name in (
+            "query_transformers",
+            "query_expander",
+            "joiner",
+            "postprocessors",
+            "reranker",
+            "augmenter",
+            "synthesizer",
+        ):
             v = getattr(self, name)
             if v:
                 parts.append(f"{name}={v!r}")
         return f"RAGPipeline({', '.join(parts)})"
-

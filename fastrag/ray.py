@@ -28,15 +28,35 @@ from fastrag.distributed.sharded import (
     stored_group,
 )
 
-__all__ = ["ShardedRetriever", "build_index", "embed", "is_sharded", "open_index", "parse",
-           "retrieve", "synthesize"]
+__all__ = [
+    "ShardedRetriever",
+    "build_index",
+    "embed",
+    "is_sharded",
+    "open_index",
+    "parse",
+    "retrieve",
+    "synthesize",
+]
 
 
-def build_index(corpus: Any, path: str | os.PathLike, *, num_shards: int | None = None,
-                group_name: str = "root", similarity: str = "bm25", parent: str = "root",
-                transform: Any = None, embed: Any = None, embed_key: str = "default",
-                stemmer: str | None = "auto", executor: str = "auto", overwrite: bool = False,
-                topk: int = 6, **params: Any) -> ShardedRetriever:
+def build_index(
+    corpus: Any,
+    path: str | os.PathLike,
+    *,
+    num_shards: int | None = None,
+    group_name: str = "root",
+    similarity: str = "bm25",
+    parent: str = "root",
+    transform: Any = None,
+    embed: Any = None,
+    embed_key: str = "default",
+    stemmer: str | None = "auto",
+    executor: str = "auto",
+    overwrite: bool = False,
+    topk: int = 6,
+    **params: Any,
+) -> ShardedRetriever:
     """Build a sharded index of ``corpus`` under ``path`` (segments built in parallel) and
     return the :class:`ShardedRetriever` over it; its results equal one index over the same
     documents in the same order (ids, ranks, float32 scores).
@@ -62,16 +82,25 @@ def build_index(corpus: Any, path: str | os.PathLike, *, num_shards: int | None 
     writes to (a shared filesystem on a multi-node cluster).
     """
     transform, parent = stored_group(corpus, group_name, parent, transform)
-    spec = check_spec(group_name, similarity, parent, params, stemmer, embed_key, transform,
-                      embed)
-    create(path, corpus, spec, num_shards=num_shards, transform=transform,
-           embed=_embed_map(embed, embed_key), executor=executor, overwrite=overwrite)
-    return ShardedRetriever(path, topk=topk, transform=transform,
-                            embed=_embed_map(embed, embed_key))
+    spec = check_spec(group_name, similarity, parent, params, stemmer, embed_key, transform, embed)
+    create(
+        path,
+        corpus,
+        spec,
+        num_shards=num_shards,
+        transform=transform,
+        embed=_embed_map(embed, embed_key),
+        executor=executor,
+        overwrite=overwrite,
+    )
+    return ShardedRetriever(
+        path, topk=topk, transform=transform, embed=_embed_map(embed, embed_key)
+    )
 
 
-def open_index(path: str | os.PathLike, *, topk: int = 6, transform: Any = None,
-               embed: Any = None, **kw: Any) -> ShardedRetriever:
+def open_index(
+    path: str | os.PathLike, *, topk: int = 6, transform: Any = None, embed: Any = None, **kw: Any
+) -> ShardedRetriever:
     """The :class:`ShardedRetriever` of a sharded index directory (``filter``,
     ``similarity_cut_off``, ``num_threads``, ``lock_timeout`` as keyword arguments)."""
     import json
@@ -80,8 +109,9 @@ def open_index(path: str | os.PathLike, *, topk: int = 6, transform: Any = None,
     key = "default"
     if embed is not None and is_sharded(path):
         key = json.loads((Path(path) / "shards.json").read_text())["spec"]["embed_key"]
-    return ShardedRetriever(path, topk=topk, transform=transform, embed=_embed_map(embed, key),
-                            **kw)
+    return ShardedRetriever(
+        path, topk=topk, transform=transform, embed=_embed_map(embed, key), **kw
+    )
 
 
 def _embed_map(embed: Any, key: str) -> Any:

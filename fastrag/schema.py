@@ -120,8 +120,7 @@ class DocNode:
             if g.parent_name is None:
                 self._metadata = own
             else:
-                self._metadata = {**g.document.group(ROOT_GROUP).doc_metadata(self.doc_id),
-                                  **own}
+                self._metadata = {**g.document.group(ROOT_GROUP).doc_metadata(self.doc_id), **own}
         return self._metadata
 
     @property
@@ -154,7 +153,7 @@ class DocNode:
         if self._group is not None and self._embedding is None:
             cols = [c for c in self._group.table.column_names if c.startswith(EMBEDDING_PREFIX)]
             if cols:
-                self._embedding = {c[len(EMBEDDING_PREFIX):]: self._col(c) for c in cols}
+                self._embedding = {c[len(EMBEDDING_PREFIX) :]: self._col(c) for c in cols}
         return self._embedding
 
     # -- lineage -----------------------------------------------------------------------------
@@ -222,8 +221,7 @@ class _Children(Mapping):
         g = self._node._group
         if name not in self._names():
             raise KeyError(
-                f"group {name!r} is not a direct child of {g.name!r}; "
-                f"children: {self._names()}"
+                f"group {name!r} is not a direct child of {g.name!r}; children: {self._names()}"
             )
         return g.document.group(name).nodes_with_parents([self._node.id])
 

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-_EN = ("Stores are folders of Arrow files. A manifest names every file with its checksum. "
-       "Readers never block writers. Running queries in batches is fast.")
+_EN = (
+    "Stores are folders of Arrow files. A manifest names every file with its checksum. "
+    "Readers never block writers. Running queries in batches is fast."
+)
 
 
 def _bm25(log: Callable[[str], None]) -> None:
@@ -38,10 +40,10 @@ def _bm25(log: Callable[[str], None]) -> None:
         ret.batch(questions[:64])
         ret.batch_arrow(questions[:64])
         log(f"  {sim}")
-    en = fr.Document.from_texts([f"{_EN} Item {i}." for i in range(200)],
-                                metadatas=[{"n": i} for i in range(200)])
-    en.create_node_group("chunk", transform=fr.SentenceSplitter, chunk_size=32,
-                         chunk_overlap=4)
+    en = fr.Document.from_texts(
+        [f"{_EN} Item {i}." for i in range(200)], metadatas=[{"n": i} for i in range(200)]
+    )
+    en.create_node_group("chunk", transform=fr.SentenceSplitter, chunk_size=32, chunk_overlap=4)
     ret = fr.Retriever(en, "chunk", "bm25", topk=5)
     ret("checksum of a file")
     ret.batch(["running queries", "arrow files"] * 32)
@@ -62,8 +64,11 @@ def _bm25_rank() -> None:
     index = BM25Index.build(values, np.arange(0, 2 * n + 1, 2, dtype=np.int64), 998)
     index.build_rank_directories()
     for n_q in (1, 64):  # serial and parallel kernels
-        index.search(np.tile(np.array([5, 0], np.int32), n_q),
-                     np.arange(0, 2 * n_q + 1, 2, dtype=np.int64), 10)
+        index.search(
+            np.tile(np.array([5, 0], np.int32), n_q),
+            np.arange(0, 2 * n_q + 1, 2, dtype=np.int64),
+            10,
+        )
 
 
 def _dense(log: Callable[[str], None]) -> None:
@@ -73,21 +78,29 @@ def _dense(log: Callable[[str], None]) -> None:
     rng = np.random.default_rng(0)
     int8 = vnni.available()
     for n, dim in ((2_000, 64), (8_192, 256)):  # serial and parallel paths
-        for first in ([False, True] if int8 else [False]):  # float32 only, int8 first pass
+        for first in [False, True] if int8 else [False]:  # float32 only, int8 first pass
             idx = FlatIndex(dim, bf16=False, int8=first)
             idx.add(rng.standard_normal((n, dim)).astype(np.float32))
             mask = np.ones(n, dtype=bool)
             mask[::3] = False
-            for q in (rng.standard_normal(dim).astype(np.float32),
-                      rng.standard_normal((64, dim)).astype(np.float32)):
+            for q in (
+                rng.standard_normal(dim).astype(np.float32),
+                rng.standard_normal((64, dim)).astype(np.float32),
+            ):
                 idx.search(q, 10)
                 idx.search(q, 10, mask=mask)
                 idx.search(q, 10, cutoff=0.0)
     if int8:  # the parallel conversion runs only on large corpora
         corpus = Int8Corpus(8)
         corpus.update(np.ones((64, 8), np.float32))
-        dense.to_int8(np.ones((64, 8), np.float32), 0, corpus.packed, corpus.scales,
-                      corpus.weights, corpus.weights2)
+        dense.to_int8(
+            np.ones((64, 8), np.float32),
+            0,
+            corpus.packed,
+            corpus.scales,
+            corpus.weights,
+            corpus.weights2,
+        )
     log("  exact dense search" + (" (float32 and int8 first pass)" if int8 else ""))
 
 
@@ -109,8 +122,9 @@ def _store_checks(log: Callable[[str], None]) -> None:
 
     from fastrag._kernels import store_check
 
-    meta = "".join(f'{{"file_name": "f{i}.md", "page": {i}, "tags": ["a", null]}}'
-                   for i in range(16)).encode()
+    meta = "".join(
+        f'{{"file_name": "f{i}.md", "page": {i}, "tags": ["a", null]}}' for i in range(16)
+    ).encode()
     offsets = np.arange(0, len(meta) + 1, len(meta) // 16, dtype=np.int64)
     store_check.check_json_objects(np.frombuffer(meta, np.uint8), offsets, 512, 4300)
     if importlib.util.find_spec("hnswlib") is not None:
@@ -136,8 +150,11 @@ def _compile_bytecode(folders: list[Path]) -> tuple[int, list[str]]:
             try:
                 # the kind the interpreter writes (py_compile picks hash-based ones when
                 # SOURCE_DATE_EPOCH is set); the write is atomic, so warm-ups may race
-                py_compile.compile(str(src), doraise=True,
-                                   invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+                py_compile.compile(
+                    str(src),
+                    doraise=True,
+                    invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
+                )
                 done += 1
             except (OSError, py_compile.PyCompileError) as exc:
                 failed.append(f"{src}: {exc}")
@@ -148,11 +165,19 @@ def _bytecode(log: Callable[[str], None]) -> None:
     import fastrag
     from fastrag import _kernels
 
-    done, failed = _compile_bytecode([Path(fastrag.__file__).parent,
-                                     Path(_kernels.__file__).parent])
-    log(f"  bytecode of {done} modules" + (
-        f" ({len(failed)} not writable, left to the interpreter: {failed[0]}"
-        + (" ..." if len(failed) > 1 else "") + ")" if failed else ""))
+    done, failed = _compile_bytecode(
+        [Path(fastrag.__file__).parent, Path(_kernels.__file__).parent]
+    )
+    log(
+        f"  bytecode of {done} modules"
+        + (
+            f" ({len(failed)} not writable, left to the interpreter: {failed[0]}"
+            + (" ..." if len(failed) > 1 else "")
+            + ")"
+            if failed
+            else ""
+        )
+    )
 
 
 def warmup(verbose: bool = True) -> float:

@@ -21,7 +21,12 @@ def _cached() -> bool:
 
 # With background compilation on (the default) fastrag._coldstart says what happens instead.
 _off = _os.environ.get("FASTRAG_BACKGROUND_COMPILE", "1").strip().lower() in (
-    "0", "false", "no", "off")
+    "0",
+    "false",
+    "no",
+    "off",
+)
 if _off and not _cached():
     _logging.getLogger("fastrag").warning(
-        "fastrag: compiling kernels (first run only; this takes up to half a minute)")
+        "fastrag: compiling kernels (first run only; this takes up to half a minute)"
+    )

@@ -68,8 +68,7 @@ def _prefetch(typingctx, arr, idx):
     def codegen(context, builder, signature, args):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
-                                        wraparound=False)
+        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
         i8p = _ir.IntType(8).as_pointer()
         i32 = _ir.IntType(32)
         fnty = _ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32])
@@ -89,8 +88,7 @@ def _fetch_add(typingctx, arr, idx, val):
     def codegen(context, builder, signature, args):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
-                                        wraparound=False)
+        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
         v = context.cast(builder, args[2], signature.args[2], _nbtypes.int64)
         return builder.atomic_rmw("add", ptr, v, "monotonic")
 
@@ -250,7 +248,7 @@ def build_head_rows(indptr, indices, data, terms, slots, head_ptr, head_doc, hea
         h = min(head_ptr[s + 1] - h0, n)
         if h <= 0:
             continue
-        bits = data[lo:lo + n].view(np.uint32)
+        bits = data[lo : lo + n].view(np.uint32)
         # cut = the bits of the h-th heaviest weight: high 16 bits, then low 16 bits
         cnt[:] = 0
         for p in range(n):
@@ -530,8 +528,23 @@ def _sift_order(key, order, root, end):
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _seed_heap_rows(indptr, indices, data, o_terms, o_mult, m, done, acc, base32, heap_d,
-                    n_heap, seed_rows, seed_full, n_seed, k_eff):
+def _seed_heap_rows(
+    indptr,
+    indices,
+    data,
+    o_terms,
+    o_mult,
+    m,
+    done,
+    acc,
+    base32,
+    heap_d,
+    n_heap,
+    seed_rows,
+    seed_full,
+    n_seed,
+    k_eff,
+):
     """Complete the full score of the rows now in the heap that are not seeds yet: their
     partial sum over the first ``done`` terms (``acc``) plus the remaining terms, found by
     galloping from an interpolated guess in each posting list (all guesses prefetched first).
@@ -581,8 +594,26 @@ def _seed_heap_rows(indptr, indices, data, o_terms, o_mult, m, done, acc, base32
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _admit_term(indices, data, start, end, w_mult, mask, has_mask, acc, pos, touched, nt,
-                heap_s, heap_d, n_heap, k_eff, bar, base, base32):
+def _admit_term(
+    indices,
+    data,
+    start,
+    end,
+    w_mult,
+    mask,
+    has_mask,
+    acc,
+    pos,
+    touched,
+    nt,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
     """Add the postings ``[start, end)`` (times ``w_mult``) to ``acc``, appending new rows to
     ``touched`` and offering rows above ``bar`` to the heap. Returns ``(nt, n_heap, bar)``.
 
@@ -622,8 +653,23 @@ def _admit_term(indices, data, start, end, w_mult, mask, has_mask, acc, pos, tou
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _scan_term(indices, data, start, end, w_mult, acc, live, pos, heap_s, heap_d, n_heap, k_eff,
-               bar, base, base32):
+def _scan_term(
+    indices,
+    data,
+    start,
+    end,
+    w_mult,
+    acc,
+    live,
+    pos,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
     """Add the postings ``[start, end)`` to the live candidates (the rows set in the bitmap
     ``live``), offering rows above ``bar`` to the heap. Returns ``(n_heap, bar)``.
 
@@ -681,8 +727,24 @@ def _prune(acc, touched, nt, r, theta, live, has_live):
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _gallop_term(indices, data, start, end, w_mult, acc, pos, touched, nt, heap_s, heap_d,
-                 n_heap, k_eff, bar, base, base32):
+def _gallop_term(
+    indices,
+    data,
+    start,
+    end,
+    w_mult,
+    acc,
+    pos,
+    touched,
+    nt,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
     """Add the postings ``[start, end)`` of the rows ``touched[:nt]`` (ascending), found by
     interpolated galloping search. Returns ``(n_heap, bar)``."""
     n_docs = acc.shape[0]
@@ -716,8 +778,23 @@ def _gallop_term(indices, data, start, end, w_mult, acc, pos, touched, nt, heap_
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _rank_term(data, start, w_mult, acc, pos, touched, nt, rdir, heap_s, heap_d, n_heap, k_eff,
-               bar, base, base32):
+def _rank_term(
+    data,
+    start,
+    w_mult,
+    acc,
+    pos,
+    touched,
+    nt,
+    rdir,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
     """Add the postings from ``start`` of the rows ``touched[:nt]`` (any order), found through
     the term's rank directory ``rdir`` (see :func:`build_rank_rows`). Returns ``(n_heap, bar)``.
 
@@ -775,8 +852,10 @@ def _posting(indptr, indices, t, d, rank_slot, rank_dir, n_docs):
         bits = rank_dir[s, w]
         sh = du & np.uint64(63)
         if (bits >> sh) & np.uint64(1):
-            return lo + np.int64(rank_dir[s, w + np.uint64(1)]
-                                 + _popcount(bits & ((np.uint64(1) << sh) - np.uint64(1))))
+            return lo + np.int64(
+                rank_dir[s, w + np.uint64(1)]
+                + _popcount(bits & ((np.uint64(1) << sh) - np.uint64(1)))
+            )
         return -1
     p = _find(indices, lo, hi, d, lo + int(d * ((hi - lo) / n_docs)))
     if p < hi and indices[np.uint64(p)] == d:
@@ -785,8 +864,28 @@ def _posting(indptr, indices, t, d, rank_slot, rank_dir, n_docs):
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _head_seed(indptr, indices, data, o_terms, o_mult, m, oi, head_doc, head_w, j0, j1, mask,
-               has_mask, rank_slot, rank_dir, top_s, n_top, k_eff, base, n_docs):
+def _head_seed(
+    indptr,
+    indices,
+    data,
+    o_terms,
+    o_mult,
+    m,
+    oi,
+    head_doc,
+    head_w,
+    j0,
+    j1,
+    mask,
+    has_mask,
+    rank_slot,
+    rank_dir,
+    top_s,
+    n_top,
+    k_eff,
+    base,
+    n_docs,
+):
     """Complete over all ``m`` terms the scores of the documents of head entries ``[j0, j1)``
     of term ``o_terms[oi]`` (distinct documents) and keep the ``k_eff`` best in the min-heap
     ``top_s[:n_top]``; returns ``n_top``. With ``k_eff`` of them, ``top_s[0]`` is a true lower
@@ -842,8 +941,30 @@ def _head_seed(indptr, indices, data, o_terms, o_mult, m, oi, head_doc, head_w, 
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _head_admit(head_doc, head_w, j0, j1, w_mult, rest_b, theta, mask, has_mask, acc, pos,
-                touched, nt, live, has_live, heap_s, heap_d, n_heap, k_eff, bar, base, base32):
+def _head_admit(
+    head_doc,
+    head_w,
+    j0,
+    j1,
+    w_mult,
+    rest_b,
+    theta,
+    mask,
+    has_mask,
+    acc,
+    pos,
+    touched,
+    nt,
+    live,
+    has_live,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
     """Admit as new rows the documents of head entries from ``j0`` on (heaviest first) whose
     weight plus ``rest_b`` (the later terms' bounds and the base) can still reach ``theta``;
     rows already touched are skipped (they got this term from their own lookup), and so are
@@ -876,9 +997,32 @@ def _head_admit(head_doc, head_w, j0, j1, w_mult, rest_b, theta, mask, has_mask,
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, has_mask,
-               cutoff, has_cutoff, strategy, acc, pos, touched, heap_s, heap_d,
-               out_rows, out_scores, rank_slot, rank_dir, head_ptr, head_doc, head_w):
+def search_one(
+    indptr,
+    indices,
+    data,
+    term_max,
+    base_weights,
+    q_terms,
+    k,
+    mask,
+    has_mask,
+    cutoff,
+    has_cutoff,
+    strategy,
+    acc,
+    pos,
+    touched,
+    heap_s,
+    heap_d,
+    out_rows,
+    out_scores,
+    rank_slot,
+    rank_dir,
+    head_ptr,
+    head_doc,
+    head_w,
+):
     """Exact top-``k`` of one query. Returns the number of hits written to ``out_rows`` /
     ``out_scores`` (best first, ties by row; the rest padded with -1 / -inf).
 
@@ -1011,14 +1155,33 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                     s_next = min(_HEAD_SEED0 * k_eff, j1 - j0) if theta_seed == -np.inf else 0
                     n_top = 0
                     while not use_head and s_done < s_next:
-                        n_top = _head_seed(indptr, indices, data, o_terms, o_mult, m, oi,
-                                           head_doc, head_w, j0 + s_done, j0 + s_next, mask,
-                                           has_mask, rank_slot, rank_dir, top_s, n_top, k_eff,
-                                           base, n_docs)
+                        n_top = _head_seed(
+                            indptr,
+                            indices,
+                            data,
+                            o_terms,
+                            o_mult,
+                            m,
+                            oi,
+                            head_doc,
+                            head_w,
+                            j0 + s_done,
+                            j0 + s_next,
+                            mask,
+                            has_mask,
+                            rank_slot,
+                            rank_dir,
+                            top_s,
+                            n_top,
+                            k_eff,
+                            base,
+                            n_docs,
+                        )
                         if n_top == k_eff and top_s[0] > theta_head:
                             theta_head = top_s[0]
-                        theta = _theta(theta_floor, max(theta_seed, theta_head), heap_s,
-                                       n_heap, k_eff)
+                        theta = _theta(
+                            theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff
+                        )
                         use_head = (w_mult * head_w[j1 - 1] + rest_b) * _BOUND_SLACK < theta
                         s_done = s_next
                         s_next = min(s_next * _HEAD_SEED_GROW, _HEAD_SEED_MAX * k_eff, j1 - j0)
@@ -1038,15 +1201,44 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                         pass
                     elif slot >= 0 and nt * _RANK_FACTOR < end - start:
                         n_heap, bar = _rank_term(
-                            data, start, w_mult, acc, pos, touched, nt, rank_dir[slot], heap_s,
-                            heap_d, n_heap, k_eff, bar, base, base32)
+                            data,
+                            start,
+                            w_mult,
+                            acc,
+                            pos,
+                            touched,
+                            nt,
+                            rank_dir[slot],
+                            heap_s,
+                            heap_d,
+                            n_heap,
+                            k_eff,
+                            bar,
+                            base,
+                            base32,
+                        )
                     elif nt * _GALLOP_FACTOR < end - start:
                         if not is_sorted:
                             sort_rows(touched, nt, n_docs)
                             is_sorted = True
                         n_heap, bar = _gallop_term(
-                            indices, data, start, end, w_mult, acc, pos, touched, nt, heap_s,
-                            heap_d, n_heap, k_eff, bar, base, base32)
+                            indices,
+                            data,
+                            start,
+                            end,
+                            w_mult,
+                            acc,
+                            pos,
+                            touched,
+                            nt,
+                            heap_s,
+                            heap_d,
+                            n_heap,
+                            k_eff,
+                            bar,
+                            base,
+                            base32,
+                        )
                     else:
                         if not has_live:
                             live = np.zeros((n_docs + 63) >> 6, np.uint64)
@@ -1055,31 +1247,102 @@ def search_one(indptr, indices, data, term_max, base_weights, q_terms, k, mask, 
                                 live[d >> 6] |= np.uint64(1) << np.uint64(d & 63)
                             has_live = True
                         n_heap, bar = _scan_term(
-                            indices, data, start, end, w_mult, acc, live, pos, heap_s, heap_d,
-                            n_heap, k_eff, bar, base, base32)
+                            indices,
+                            data,
+                            start,
+                            end,
+                            w_mult,
+                            acc,
+                            live,
+                            pos,
+                            heap_s,
+                            heap_d,
+                            n_heap,
+                            k_eff,
+                            bar,
+                            base,
+                            base32,
+                        )
                     if use_head:
-                        theta = _theta(theta_floor, max(theta_seed, theta_head), heap_s,
-                                       n_heap, k_eff)
+                        theta = _theta(
+                            theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff
+                        )
                         nt_new, n_heap, bar = _head_admit(
-                            head_doc, head_w, j0, j1, w_mult, rest_b, theta, mask, has_mask,
-                            acc, pos, touched, nt, live, has_live, heap_s, heap_d, n_heap,
-                            k_eff, bar, base, base32)
+                            head_doc,
+                            head_w,
+                            j0,
+                            j1,
+                            w_mult,
+                            rest_b,
+                            theta,
+                            mask,
+                            has_mask,
+                            acc,
+                            pos,
+                            touched,
+                            nt,
+                            live,
+                            has_live,
+                            heap_s,
+                            heap_d,
+                            n_heap,
+                            k_eff,
+                            bar,
+                            base,
+                            base32,
+                        )
                         if nt_new > nt:
                             is_sorted = False
                         nt = nt_new
                 else:
                     nt, n_heap, bar = _admit_term(
-                        indices, data, start, end, w_mult, mask, has_mask, acc, pos, touched,
-                        nt, heap_s, heap_d, n_heap, k_eff, bar, base, base32)
+                        indices,
+                        data,
+                        start,
+                        end,
+                        w_mult,
+                        mask,
+                        has_mask,
+                        acc,
+                        pos,
+                        touched,
+                        nt,
+                        heap_s,
+                        heap_d,
+                        n_heap,
+                        k_eff,
+                        bar,
+                        base,
+                        base32,
+                    )
                     is_sorted = False
                     has_live = False
-                if seeding and not stopped and oi + 1 < m and n_heap == k_eff and \
-                        n_seed < n_seed_cap:
+                if (
+                    seeding
+                    and not stopped
+                    and oi + 1 < m
+                    and n_heap == k_eff
+                    and n_seed < n_seed_cap
+                ):
                     # Complete the current top rows over all terms: k true scores give a far
                     # higher bar than partial sums, so fewer long lists get scanned.
                     n_seed, theta_seed = _seed_heap_rows(
-                        indptr, indices, data, o_terms, o_mult, m, oi + 1, acc, base32, heap_d,
-                        n_heap, seed_rows, seed_full, n_seed, k_eff)
+                        indptr,
+                        indices,
+                        data,
+                        o_terms,
+                        o_mult,
+                        m,
+                        oi + 1,
+                        acc,
+                        base32,
+                        heap_d,
+                        n_heap,
+                        seed_rows,
+                        seed_full,
+                        n_seed,
+                        k_eff,
+                    )
             for j in range(nt):
                 acc[touched[j]] = 0.0
 
@@ -1118,10 +1381,32 @@ def check_queries(q_values, q_offsets, n_vocab):
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def search_batch_serial(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
-                        mask, has_mask, cutoff, has_cutoff, strategy, acc, pos, touched,
-                        out_rows, out_scores, out_counts, rank_slot, rank_dir, head_ptr, head_doc,
-                        head_w):
+def search_batch_serial(
+    indptr,
+    indices,
+    data,
+    term_max,
+    base_weights,
+    q_values,
+    q_offsets,
+    k,
+    mask,
+    has_mask,
+    cutoff,
+    has_cutoff,
+    strategy,
+    acc,
+    pos,
+    touched,
+    out_rows,
+    out_scores,
+    out_counts,
+    rank_slot,
+    rank_dir,
+    head_ptr,
+    head_doc,
+    head_w,
+):
     """:func:`search_one` for each query ``q_values[q_offsets[i]:q_offsets[i+1]]`` in turn,
     reusing the caller's scratch (``acc`` zeros and ``pos`` -1, ``[n_docs]``; ``touched``
     ``[n_docs + 1]``). Returns :func:`check_queries`'s code; nothing is scored unless -1."""
@@ -1133,18 +1418,61 @@ def search_batch_serial(indptr, indices, data, term_max, base_weights, q_values,
     heap_d = np.empty(kk, np.int64)
     for qi in range(q_offsets.shape[0] - 1):
         out_counts[qi] = search_one(
-            indptr, indices, data, term_max, base_weights,
-            q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff, has_cutoff,
-            strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi], out_scores[qi],
-            rank_slot, rank_dir, head_ptr, head_doc, head_w)
+            indptr,
+            indices,
+            data,
+            term_max,
+            base_weights,
+            q_values[q_offsets[qi] : q_offsets[qi + 1]],
+            k,
+            mask,
+            has_mask,
+            cutoff,
+            has_cutoff,
+            strategy,
+            acc,
+            pos,
+            touched,
+            heap_s,
+            heap_d,
+            out_rows[qi],
+            out_scores[qi],
+            rank_slot,
+            rank_dir,
+            head_ptr,
+            head_doc,
+            head_w,
+        )
     return -1
 
 
 @njit(cache=True, fastmath=FASTMATH, parallel=True)
-def search_batch_parallel(indptr, indices, data, term_max, base_weights, q_values, q_offsets, k,
-                          mask, has_mask, cutoff, has_cutoff, strategy, acc2, pos2, touched2,
-                          out_rows, out_scores, out_counts, rank_slot, rank_dir, head_ptr,
-                          head_doc, head_w):
+def search_batch_parallel(
+    indptr,
+    indices,
+    data,
+    term_max,
+    base_weights,
+    q_values,
+    q_offsets,
+    k,
+    mask,
+    has_mask,
+    cutoff,
+    has_cutoff,
+    strategy,
+    acc2,
+    pos2,
+    touched2,
+    out_rows,
+    out_scores,
+    out_counts,
+    rank_slot,
+    rank_dir,
+    head_ptr,
+    head_doc,
+    head_w,
+):
     """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` slots that take the queries
     in small runs from a shared atomic counter (a slot whose core is slowed by other work just
     takes fewer); slot ``c`` uses scratch row ``c`` of ``acc2``/``pos2``/``touched2`` and writes
@@ -1171,10 +1499,31 @@ def search_batch_parallel(indptr, indices, data, term_max, base_weights, q_value
                 break
             for qi in range(q0, min(q0 + run, n_q)):
                 out_counts[qi] = search_one(
-                    indptr, indices, data, term_max, base_weights,
-                    q_values[q_offsets[qi]:q_offsets[qi + 1]], k, mask, has_mask, cutoff,
-                    has_cutoff, strategy, acc, pos, touched, heap_s, heap_d, out_rows[qi],
-                    out_scores[qi], rank_slot, rank_dir, head_ptr, head_doc, head_w)
+                    indptr,
+                    indices,
+                    data,
+                    term_max,
+                    base_weights,
+                    q_values[q_offsets[qi] : q_offsets[qi + 1]],
+                    k,
+                    mask,
+                    has_mask,
+                    cutoff,
+                    has_cutoff,
+                    strategy,
+                    acc,
+                    pos,
+                    touched,
+                    heap_s,
+                    heap_d,
+                    out_rows[qi],
+                    out_scores[qi],
+                    rank_slot,
+                    rank_dir,
+                    head_ptr,
+                    head_doc,
+                    head_w,
+                )
     return -1
 
 
@@ -1234,4 +1583,3 @@ __all__ = [
     "search_one",
     "weigh_postings",
 ]
-

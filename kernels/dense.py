@@ -86,8 +86,9 @@ def _merge_row(srow, m, row0, row_map, use_map, mask, use_mask, hs, hr, k):
         for t in range(_GROUP):
             hit |= np.int32(srow[j + t] > thr)
         if hit:
-            thr = _offer_range(srow, j, j + _GROUP, thr, row0, row_map, use_map, mask,
-                               use_mask, hs, hr, k)
+            thr = _offer_range(
+                srow, j, j + _GROUP, thr, row0, row_map, use_map, mask, use_mask, hs, hr, k
+            )
         j += _GROUP
     _offer_range(srow, j, m, thr, row0, row_map, use_map, mask, use_mask, hs, hr, k)
 
@@ -101,8 +102,9 @@ def merge_block_serial(scores, m, row0, row_map, use_map, mask, use_mask, q0, he
     """
     k = heap_s.shape[1]
     for i in range(scores.shape[0]):
-        _merge_row(scores[i], m, row0, row_map, use_map, mask, use_mask,
-                   heap_s[q0 + i], heap_r[q0 + i], k)
+        _merge_row(
+            scores[i], m, row0, row_map, use_map, mask, use_mask, heap_s[q0 + i], heap_r[q0 + i], k
+        )
 
 
 @njit(cache=True, inline="always")
@@ -134,8 +136,18 @@ def _fused_block(vectors, queries, rows, use_rows, mask, use_mask, start, stop, 
                     acc += x[d] * q[d]
                 tile[i, j] = acc
         for i in range(n_q):
-            _merge_row(tile[i], m, t0, rows[t0:t0 + m] if use_rows else rows, use_rows,
-                       mask, False, hs[i], hr[i], k)
+            _merge_row(
+                tile[i],
+                m,
+                t0,
+                rows[t0 : t0 + m] if use_rows else rows,
+                use_rows,
+                mask,
+                False,
+                hs[i],
+                hr[i],
+                k,
+            )
 
 
 @njit(cache=True, fastmath=FASTMATH, parallel=True)
@@ -148,8 +160,18 @@ def fused_search(vectors, queries, rows, use_rows, mask, use_mask, block, heap_s
     """
     n_pos = rows.shape[0] if use_rows else vectors.shape[0]
     for b in prange(heap_s.shape[0]):
-        _fused_block(vectors, queries, rows, use_rows, mask, use_mask, b * block,
-                     min((b + 1) * block, n_pos), heap_s[b], heap_r[b])
+        _fused_block(
+            vectors,
+            queries,
+            rows,
+            use_rows,
+            mask,
+            use_mask,
+            b * block,
+            min((b + 1) * block, n_pos),
+            heap_s[b],
+            heap_r[b],
+        )
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
@@ -314,8 +336,9 @@ def _to_bf16_row(src, dst):
         v = np.float64(src[d])
         sq += v * v
         b = bits[d]
-        dst[d] = np.uint16((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1)))
-                           >> np.uint32(16))
+        dst[d] = np.uint16(
+            (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+        )
     return np.sqrt(sq)
 
 
@@ -394,8 +417,8 @@ def _pack_row(vectors, r, row0, packed, scales, weights, weights2):
     err = np.sqrt(err)
     scales[row0 + r] = scale
     # float64 sums and square roots err by ~d 2**-53: the factor covers it, rounding up
-    slack = 1.0 + 2.0 ** -30
-    weights[row0 + r] = _round_up((err + 2.0 * dim * 2.0 ** -24 * norm) * slack)
+    slack = 1.0 + 2.0**-30
+    weights[row0 + r] = _round_up((err + 2.0 * dim * 2.0**-24 * norm) * slack)
     weights2[row0 + r] = _round_up((norm + err) * slack)
 
 
@@ -423,7 +446,7 @@ def quantize_queries(queries, codes, offsets, scales, norms, errors):
     ``offsets[i] = 128 * sum(codes[i])`` (what the unsigned row codes add to the dot product),
     the scale and, in float64, ``||q||`` and ``||q - s c||``."""
     for i in range(queries.shape[0]):
-        scale, norm, err = _quantize_row(queries[i], codes[i, :queries.shape[1]])
+        scale, norm, err = _quantize_row(queries[i], codes[i, : queries.shape[1]])
         total = 0
         for d in range(queries.shape[1]):
             total += np.int64(codes[i, d])
@@ -455,7 +478,7 @@ def _prefilter(low, e_max, rel):
         return np.float32(-np.inf)
     y = np.float64(low) - e_max
     x = y / (1.0 + rel) if y >= 0.0 else y / (1.0 - rel)
-    return _round_down(x - 2.0 ** -20 * (abs(x) + e_max))
+    return _round_down(x - 2.0**-20 * (abs(x) + e_max))
 
 
 @njit(cache=True, inline="always")
@@ -475,7 +498,7 @@ def _skip_below(srow, j, m, thr16):
     """The first ``j' >= j`` (a multiple of the group size from ``j``) whose group of
     ``_GROUP`` scores has one at or above ``thr16``; the tail group is not skipped."""
     while j + _GROUP <= m:
-        grp = srow[j:j + _GROUP]  # indices from range(): no negative-index fix-ups
+        grp = srow[j : j + _GROUP]  # indices from range(): no negative-index fix-ups
         hit = 0
         for t in range(_GROUP):
             hit |= np.int32(grp[t] >= thr16)
@@ -498,7 +521,7 @@ def _seed_bar(row, m, e_max, rel, bits, vals, gtop):
         return np.float32(-np.inf)
     gtop[:] = -np.inf  # ascending: gtop[0] is the k-th largest so far
     for gi in range(n_groups):
-        grp = row[gi * _GROUP:(gi + 1) * _GROUP]
+        grp = row[gi * _GROUP : (gi + 1) * _GROUP]
         for t in range(_GROUP):
             bits[t] = np.uint32(grp[t]) << np.uint32(16)
         mx = np.float32(-np.inf)
@@ -515,13 +538,30 @@ def _seed_bar(row, m, e_max, rel, bits, vals, gtop):
     if not (a > -np.inf and a < np.inf):
         return np.float32(-np.inf)
     e = e_max + rel * abs(a)
-    e += 2.0 ** -20 * (abs(a) + e)
+    e += 2.0**-20 * (abs(a) + e)
     return _round_down(a - e)
 
 
 @njit(cache=True, nogil=True)
-def merge_block_bf16(block, m, row0, norms, norms2, mask, use_mask, q0, coef, coef2, rel,
-                     heap_s, heap_r, cand_s, cand_r, n_cand, over):
+def merge_block_bf16(
+    block,
+    m,
+    row0,
+    norms,
+    norms2,
+    mask,
+    use_mask,
+    q0,
+    coef,
+    coef2,
+    rel,
+    heap_s,
+    heap_r,
+    cand_s,
+    cand_r,
+    n_cand,
+    over,
+):
     """Merge approximate scores ``block[i, :m]`` (bf16 bits; rows ``row0 + j`` with error
     weights ``norms[j]``, ``norms2[j]``) for queries ``q0 + i``.
 
@@ -571,7 +611,7 @@ def merge_block_bf16(block, m, row0, norms, norms2, mask, use_mask, q0, coef, co
                 if j >= m:
                     break
             g = min(_GROUP, m - j)
-            grp = row[j:j + g]
+            grp = row[j : j + g]
             for t in range(_GROUP):
                 bits[t] = (np.uint32(grp[t]) << np.uint32(16)) if t < g else neg_inf_bits
             hit = 0
@@ -585,9 +625,8 @@ def merge_block_bf16(block, m, row0, norms, norms2, mask, use_mask, q0, coef, co
                     r = row0 + j + t
                     if use_mask and not mask[r]:
                         continue
-                    e = c * np.float64(norms[j + t]) + c2 * np.float64(norms2[j + t]) \
-                        + rel * abs(a)
-                    e += 2.0 ** -20 * (abs(a) + e)
+                    e = c * np.float64(norms[j + t]) + c2 * np.float64(norms2[j + t]) + rel * abs(a)
+                    e += 2.0**-20 * (abs(a) + e)
                     hi = _round_up(a + e)
                     if not hi >= bar:
                         continue
@@ -641,8 +680,16 @@ def rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, he
     for q in prange(queries.shape[0]):
         if over[q]:
             continue
-        _rescore_query(vectors, queries[q], low_s[q, 0], cand_s[:, q], cand_r[:, q],
-                       n_cand[:, q], heap_s[q], heap_r[q])
+        _rescore_query(
+            vectors,
+            queries[q],
+            low_s[q, 0],
+            cand_s[:, q],
+            cand_r[:, q],
+            n_cand[:, q],
+            heap_s[q],
+            heap_r[q],
+        )
 
 
 @njit(cache=True, inline="always")
@@ -677,8 +724,10 @@ def _fixed_dot2(q, x, y):
         ta += np.float64(q[d]) * np.float64(x[d])
         tb += np.float64(q[d]) * np.float64(y[d])
         d += 1
-    return (np.float32(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ta),
-            np.float32(((b0 + b1) + (b2 + b3)) + ((b4 + b5) + (b6 + b7)) + tb))
+    return (
+        np.float32(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ta),
+        np.float32(((b0 + b1) + (b2 + b3)) + ((b4 + b5) + (b6 + b7)) + tb),
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -694,7 +743,8 @@ def exact_final_scores(vectors, queries, out_rows, out_scores, counts, cutoff):
         t = 0
         while t + 1 < c:  # two rows at a time: two streams of cache misses in flight
             out_scores[i, t], out_scores[i, t + 1] = _fixed_dot2(
-                q, vectors[out_rows[i, t]], vectors[out_rows[i, t + 1]])
+                q, vectors[out_rows[i, t]], vectors[out_rows[i, t + 1]]
+            )
             t += 2
         if t < c:
             out_scores[i, t] = _fixed_dot2(q, vectors[out_rows[i, t]], q)[0]
@@ -702,8 +752,9 @@ def exact_final_scores(vectors, queries, out_rows, out_scores, counts, cutoff):
             s = out_scores[i, t]
             r = out_rows[i, t]
             u = t - 1
-            while u >= 0 and (out_scores[i, u] < s
-                              or (out_scores[i, u] == s and out_rows[i, u] > r)):
+            while u >= 0 and (
+                out_scores[i, u] < s or (out_scores[i, u] == s and out_rows[i, u] > r)
+            ):
                 out_scores[i, u + 1] = out_scores[i, u]
                 out_rows[i, u + 1] = out_rows[i, u]
                 u -= 1

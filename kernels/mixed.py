@@ -62,8 +62,7 @@ def mixed_spans(cps, doc_off, cls, keys, vals, freq, logp, start_p, trans_p, emi
                 while j < end:
                     if cls[cps[j]] == MIX_WORD:
                         j += 1
-                    elif (cps[j] == 46 and j + 1 < end and _digit(cps[j - 1])
-                          and _digit(cps[j + 1])):
+                    elif cps[j] == 46 and j + 1 < end and _digit(cps[j - 1]) and _digit(cps[j + 1]):
                         j += 2
                     else:
                         break
@@ -75,8 +74,22 @@ def mixed_spans(cps, doc_off, cls, keys, vals, freq, logp, start_p, trans_p, emi
                 j = i + 1
                 while j < end and cls[cps[j]] == MIX_HAN:
                     j += 1
-                t = cut_block(cps, i, j, keys, vals, freq, logp, hmm, hmm_tables, route_p,
-                              route_x, starts, lens, t)
+                t = cut_block(
+                    cps,
+                    i,
+                    j,
+                    keys,
+                    vals,
+                    freq,
+                    logp,
+                    hmm,
+                    hmm_tables,
+                    route_p,
+                    route_x,
+                    starts,
+                    lens,
+                    t,
+                )
                 i = j
             else:
                 starts[t] = i

@@ -108,12 +108,18 @@ def plan_chunks(cps, table, tok_lens, chunk_size, overlap, mode, fix_starts, fix
             k = c - 1
             while k >= 0 and k > c - 6 and (cls[k] & CLS_CLOSER) and not (cls[k] & CLS_SENT_END):
                 k -= 1
-            if (k >= 0 and (cls[k] & CLS_SENT_END)
-                    and (not (cls[k] & CLS_NEEDS_SPACE) or (b & CLS_SPACE))):
+            if (
+                k >= 0
+                and (cls[k] & CLS_SENT_END)
+                and (not (cls[k] & CLS_NEEDS_SPACE) or (b & CLS_SPACE))
+            ):
                 lvl[c] = LEVEL_SENTENCE
                 continue
-        if ((a & CLS_CLAUSE) and not (b & CLS_CLAUSE)
-                and (not (a & CLS_NEEDS_SPACE) or (b & CLS_SPACE))):
+        if (
+            (a & CLS_CLAUSE)
+            and not (b & CLS_CLAUSE)
+            and (not (a & CLS_NEEDS_SPACE) or (b & CLS_SPACE))
+        ):
             lvl[c] = LEVEL_CLAUSE
             continue
         if (a & CLS_SPACE) != (b & CLS_SPACE):

@@ -37,8 +37,10 @@ def _ir() -> str:
     a = lines.append
     v16i, v16f = "<16 x i32>", "<16 x float>"
     a(f"declare {v16i} @llvm.x86.avx512.vpdpbusd.512({v16i}, {v16i}, {v16i})")
-    a("define void @scores_bf16(i8* %q, i32* %kq, float* %sq, i8* %xp, float* %sx, i16* %out,"
-      " i64 %nb, i64 %mp, i64 %dp, i64 %ldc) {")
+    a(
+        "define void @scores_bf16(i8* %q, i32* %kq, float* %sq, i8* %xp, float* %sx, i16* %out,"
+        " i64 %nb, i64 %mp, i64 %dp, i64 %ldc) {"
+    )
     a("entry:")
     a("  %k4n = lshr i64 %dp, 2")
     a("  %grp = shl i64 %dp, 4")  # bytes per 16 packed rows
@@ -75,8 +77,10 @@ def _ir() -> str:
         a(f"  %qi{r} = insertelement {v16i} undef, i32 %qw{r}, i32 0")
         a(f"  %qb{r} = shufflevector {v16i} %qi{r}, {v16i} undef, {v16i} zeroinitializer")
         for g in range(_NV):
-            a(f"  %nacc{r}_{g} = call {v16i} @llvm.x86.avx512.vpdpbusd.512({v16i} %acc{r}_{g},"
-              f" {v16i} %xv{g}, {v16i} %qb{r})")
+            a(
+                f"  %nacc{r}_{g} = call {v16i} @llvm.x86.avx512.vpdpbusd.512({v16i} %acc{r}_{g},"
+                f" {v16i} %xv{g}, {v16i} %qb{r})"
+            )
     a("  %kn = add i64 %k, 1")
     a("  %kc = icmp ult i64 %kn, %k4n")
     a("  br i1 %kc, label %kl, label %store")
@@ -161,14 +165,26 @@ def _compile() -> Any:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_default_triple()
-    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                      features=llvm.get_host_cpu_features().flatten(), opt=3)
+    tm = target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+    )
     mod = llvm.parse_assembly(_ir())
     mod.verify()
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     ptr = ctypes.c_void_p
-    proto = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, ptr, ptr, ptr, ctypes.c_int64, ctypes.c_int64,
-                             ctypes.c_int64, ctypes.c_int64)
+    proto = ctypes.CFUNCTYPE(
+        None,
+        ptr,
+        ptr,
+        ptr,
+        ptr,
+        ptr,
+        ptr,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+    )
     _STATE["engine"] = engine  # owns the machine code: kept for the life of the process
     return proto(engine.get_function_address("scores_bf16"))

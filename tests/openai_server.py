@@ -438,16 +438,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(200, resp)
         return 200
 
-
     # -- rerank -------------------------------------------------------------------------------
     def _rerank(self, rec: RecordedRequest) -> int:
         owner, body, b = self.owner, rec.body, rec.behaviour
         query, docs = body.get("query"), body.get("documents")
-        if not isinstance(query, str) or not isinstance(docs, list) or not docs or not all(
-            isinstance(d, str) for d in docs
+        if (
+            not isinstance(query, str)
+            or not isinstance(docs, list)
+            or not docs
+            or not all(isinstance(d, str) for d in docs)
         ):
-            self._error(400, "'query' must be a string and 'documents' a non-empty list of "
-                             "strings")
+            self._error(400, "'query' must be a string and 'documents' a non-empty list of strings")
             return 400
         if owner.max_inputs is not None and len(docs) > owner.max_inputs:
             self._error(400, f"too many documents: {len(docs)} > {owner.max_inputs}")
@@ -463,12 +464,15 @@ class _Handler(BaseHTTPRequestHandler):
         if owner.rerank_format == "tei":
             self._send_json(200, [{"index": i, "score": s} for i, s in scored])
             return 200
-        self._send_json(200, {
-            "id": f"rerank-{len(owner.requests)}",
-            "model": body.get("model", owner.model),
-            "results": [{"index": i, "relevance_score": s} for i, s in scored],
-            "usage": {"total_tokens": _count(query) * len(docs) + sum(_count(d) for d in docs)},
-        })
+        self._send_json(
+            200,
+            {
+                "id": f"rerank-{len(owner.requests)}",
+                "model": body.get("model", owner.model),
+                "results": [{"index": i, "relevance_score": s} for i, s in scored],
+                "usage": {"total_tokens": _count(query) * len(docs) + sum(_count(d) for d in docs)},
+            },
+        )
         return 200
 
 
@@ -595,6 +599,7 @@ class OpenAIServer:
     def rerank_score(query: str, document: str) -> float:
         """The server's relevance: the share of the query's distinct tokens (lowercased words;
         CJK characters one by one) found in the document, plus 1e-3 / (1 + len(document))."""
+
         def toks(t: str) -> set[str]:
             return set(re.findall(r"[a-z0-9]+|[\u4e00-\u9fff]", t.lower()))
 

@@ -1,4 +1,3 @@
-
 # ============================================================================================
 # BM25 (owner: BM25 kernels helper). Slow, obvious twins of fastrag.indexes.bm25 / kernels.bm25.
 # Formulas: Kamphuis et al., "Which BM25 do you mean?" (ECIR 2020), as bm25s 0.3.16 implements
@@ -26,8 +25,9 @@ def bm25_idf_reference(method: str, df: int, n_docs: int) -> float:
     raise ValueError(method)
 
 
-def bm25_tfc_reference(method: str, tf: float, dl: float, avgdl: float, k1: float, b: float,
-                       delta: float) -> float:
+def bm25_tfc_reference(
+    method: str, tf: float, dl: float, avgdl: float, k1: float, b: float, delta: float
+) -> float:
     """Term-frequency component of one term in one document."""
     if tf == 0:  # an absent term; its limit, also where a formula turns 0/0 (k1 = 0)
         if method == "bm25+":
@@ -53,9 +53,15 @@ class BM25Reference:
     document frequencies are counted once; ``stats`` = (n_docs, n_tokens, df) overrides the
     corpus's own statistics (sharding)."""
 
-    def __init__(self, docs: list[list[int]], method: str = "lucene", k1: float = 1.5,
-                 b: float = 0.75, delta: float = 0.5,
-                 stats: tuple[int, int, dict[int, int]] | None = None):
+    def __init__(
+        self,
+        docs: list[list[int]],
+        method: str = "lucene",
+        k1: float = 1.5,
+        b: float = 0.75,
+        delta: float = 0.5,
+        stats: tuple[int, int, dict[int, int]] | None = None,
+    ):
         self.method, self.k1, self.b, self.delta = method, k1, b, delta
         self.lengths = [len(d) for d in docs]
         self.counts: list[dict[int, int]] = []
@@ -95,30 +101,46 @@ class BM25Reference:
             hits.append(hit)
         return scores, hits
 
-    def topk(self, query: list[int], k: int, mask: list[bool] | None = None,
-             cutoff: float | None = None) -> list[tuple[int, float]]:
+    def topk(
+        self, query: list[int], k: int, mask: list[bool] | None = None, cutoff: float | None = None
+    ) -> list[tuple[int, float]]:
         """Top-k ``(row, score)`` hits, best first, ties by row order; masked rows and scores
         below ``cutoff`` are left out."""
         scores, hits = self.scores(query)
-        rows = [i for i in range(len(scores)) if hits[i] and (mask is None or mask[i])
-                and (cutoff is None or scores[i] >= cutoff)]
+        rows = [
+            i
+            for i in range(len(scores))
+            if hits[i] and (mask is None or mask[i]) and (cutoff is None or scores[i] >= cutoff)
+        ]
         rows.sort(key=lambda i: (-scores[i], i))
         return [(i, scores[i]) for i in rows[:k]]
 
 
-def bm25_scores_reference(docs: list[list[int]], query: list[int], method: str = "lucene",
-                          k1: float = 1.5, b: float = 0.75, delta: float = 0.5,
-                          stats: tuple[int, int, dict[int, int]] | None = None
-                          ) -> tuple[list[float], list[bool]]:
+def bm25_scores_reference(
+    docs: list[list[int]],
+    query: list[int],
+    method: str = "lucene",
+    k1: float = 1.5,
+    b: float = 0.75,
+    delta: float = 0.5,
+    stats: tuple[int, int, dict[int, int]] | None = None,
+) -> tuple[list[float], list[bool]]:
     """:meth:`BM25Reference.scores` of a one-off corpus."""
     return BM25Reference(docs, method, k1, b, delta, stats).scores(query)
 
 
-def bm25_topk_reference(docs: list[list[int]], query: list[int], k: int, method: str = "lucene",
-                        k1: float = 1.5, b: float = 0.75, delta: float = 0.5,
-                        mask: list[bool] | None = None, cutoff: float | None = None,
-                        stats: tuple[int, int, dict[int, int]] | None = None
-                        ) -> list[tuple[int, float]]:
+def bm25_topk_reference(
+    docs: list[list[int]],
+    query: list[int],
+    k: int,
+    method: str = "lucene",
+    k1: float = 1.5,
+    b: float = 0.75,
+    delta: float = 0.5,
+    mask: list[bool] | None = None,
+    cutoff: float | None = None,
+    stats: tuple[int, int, dict[int, int]] | None = None,
+) -> list[tuple[int, float]]:
     """:meth:`BM25Reference.topk` of a one-off corpus."""
     return BM25Reference(docs, method, k1, b, delta, stats).topk(query, k, mask, cutoff)
 
@@ -149,9 +171,13 @@ def min_ordered_packs_reference(sizes: list[int], sep: int, budget: int) -> int:
 # ============================================================================================
 
 
-def fusion_reference(lists: list[list[tuple[str, float | None]]], method: str, k: float = 60,
-                     weights: list[float] | None = None,
-                     normalization: str = "minmax") -> list[tuple[str, float]]:
+def fusion_reference(
+    lists: list[list[tuple[str, float | None]]],
+    method: str,
+    k: float = 60,
+    weights: list[float] | None = None,
+    normalization: str = "minmax",
+) -> list[tuple[str, float]]:
     """Fuse hit lists of ``(node_id, score)`` pairs, best first, ties by first appearance.
 
     ``method``: "rrf" (sum of w / (k + rank), rank from 1) or "weighted" (per-list min-max
@@ -200,17 +226,18 @@ def fusion_reference(lists: list[list[tuple[str, float | None]]], method: str, k
 # float64 scores, cosine by normalising (zero vectors stay zero), candidates sorted by
 # (-score, row), hits need score >= cutoff, padded with row -1 / score -inf to width k.
 # ============================================================================================
-def dense_topk_reference(vectors, queries, k: int, metric: str = "cosine", mask=None,
-                         cutoff=None):
+def dense_topk_reference(vectors, queries, k: int, metric: str = "cosine", mask=None, cutoff=None):
     """Return ``(rows int64 (n_q, k), scores float64 (n_q, k), counts)`` by brute force."""
     import numpy as _np
 
     x = _np.asarray(vectors, _np.float64)
     q = _np.atleast_2d(_np.asarray(queries, _np.float64))
     if metric == "cosine":
+
         def _unit(a):
             norms = _np.sqrt((a * a).sum(axis=1, keepdims=True))
             return _np.divide(a, norms, out=_np.zeros_like(a), where=norms > 0)
+
         x, q = _unit(x), _unit(q)
     rows = _np.full((q.shape[0], k), -1, _np.int64)
     scores = _np.full((q.shape[0], k), -_np.inf)

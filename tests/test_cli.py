@@ -15,8 +15,21 @@ def test_ingest_then_info(tmp_path, capsys):
     (kb / "a.txt").write_text("第一段。第二句。\n第二段。", encoding="utf-8")
     (kb / "b.md").write_text("one line\nanother line\n\npara two", encoding="utf-8")
     store = tmp_path / "st"
-    rc = main(["ingest", str(kb), "--store", str(store), "--group", "block=lines",
-               "--group", "s=sentence:16:2@block", "--builtin", "FineChunk", "-q"])
+    rc = main(
+        [
+            "ingest",
+            str(kb),
+            "--store",
+            str(store),
+            "--group",
+            "block=lines",
+            "--group",
+            "s=sentence:16:2@block",
+            "--builtin",
+            "FineChunk",
+            "-q",
+        ]
+    )
     assert rc == 0
     manifest = json.loads((store / "manifest.json").read_text())
     assert manifest["groups"]["block"]["nodes"] == 5  # empty line dropped
@@ -42,19 +55,44 @@ def test_cli_errors(tmp_path, capsys):
 
 
 def test_eval_on_a_small_squad_file(tmp_path, capsys):
-    squad = {"version": "t", "data": [{"title": "t", "paragraphs": [
-        {"context": "猫坐在垫子上。", "qas": [
-            {"id": "1", "question": "猫坐在哪里？", "answers": []}]},
-        {"context": "今天天气很好，阳光明媚。", "qas": [
-            {"id": "2", "question": "今天天气怎么样？", "answers": []}]},
-        {"context": "亚硫酸盐是一种食品添加剂。", "qas": [
-            {"id": "3", "question": "亚硫酸盐是什么？", "answers": []}]},
-    ]}]}
+    squad = {
+        "version": "t",
+        "data": [
+            {
+                "title": "t",
+                "paragraphs": [
+                    {
+                        "context": "猫坐在垫子上。",
+                        "qas": [{"id": "1", "question": "猫坐在哪里？", "answers": []}],
+                    },
+                    {
+                        "context": "今天天气很好，阳光明媚。",
+                        "qas": [{"id": "2", "question": "今天天气怎么样？", "answers": []}],
+                    },
+                    {
+                        "context": "亚硫酸盐是一种食品添加剂。",
+                        "qas": [{"id": "3", "question": "亚硫酸盐是什么？", "answers": []}],
+                    },
+                ],
+            }
+        ],
+    }
     path = tmp_path / "squad.json"
     path.write_text(json.dumps(squad, ensure_ascii=False), encoding="utf-8")
     out_json = tmp_path / "res.json"
-    rc = main(["eval", "--squad", str(path), "--kb-per-file", "2", "--topk", "1,2",
-               "--json", str(out_json)])
+    rc = main(
+        [
+            "eval",
+            "--squad",
+            str(path),
+            "--kb-per-file",
+            "2",
+            "--topk",
+            "1,2",
+            "--json",
+            str(out_json),
+        ]
+    )
     assert rc == 0
     res = json.loads(out_json.read_text())
     assert res["n_queries"] == 3 and res["n_nodes"] == 3

@@ -72,7 +72,7 @@ def test_numpy_path_equals_kernels_bit_for_bit(seed, monkeypatch):
                 got = fast.search(qv, qo, k, **kw)
                 for w, g in zip(want, got, strict=True):
                     assert w.dtype == g.dtype and np.array_equal(w, g), (method, kw, k)
-        q = qv[qo[3]:qo[8]]
+        q = qv[qo[3] : qo[8]]
         _set_ready(monkeypatch, True)
         want = fast.get_scores(q)
         _set_ready(monkeypatch, False)
@@ -81,13 +81,15 @@ def test_numpy_path_equals_kernels_bit_for_bit(seed, monkeypatch):
 
 # Probe-script lines: record every module compiled from source (``seen``), then put the
 # folder given as argv[1] first on sys.path.
-_SPY_SOURCE_COMPILER = ("seen = []\n"
-                        "orig = be.SourceLoader.source_to_code\n"
-                        "def spy(self, data, path, **kw):\n"
-                        "    seen.append(path)\n"
-                        "    return orig(self, data, path, **kw)\n"
-                        "be.SourceLoader.source_to_code = spy\n"
-                        "sys.path.insert(0, sys.argv[1])\n")
+_SPY_SOURCE_COMPILER = (
+    "seen = []\n"
+    "orig = be.SourceLoader.source_to_code\n"
+    "def spy(self, data, path, **kw):\n"
+    "    seen.append(path)\n"
+    "    return orig(self, data, path, **kw)\n"
+    "be.SourceLoader.source_to_code = spy\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+)
 
 
 def test_numpy_path_rejects_what_the_kernels_reject(monkeypatch):
@@ -120,8 +122,7 @@ def test_cold_analyzers_give_the_same_tokens(name, monkeypatch):
     assert np.array_equal(got[1], want[1]) and np.array_equal(got[2], want[2])
 
 
-def test_failed_background_compile_falls_back_to_compiling_here(tmp_path, monkeypatch,
-                                                                  caplog):
+def test_failed_background_compile_falls_back_to_compiling_here(tmp_path, monkeypatch, caplog):
     """A background compile that dies without marking the cache ready is reported once and
     the process calls its kernels (compiling them itself) from then on."""
     monkeypatch.setenv(cs.ENV, "1")
@@ -174,8 +175,14 @@ print(json.dumps({"ready_at_start": ready_at_start, "compiles": compiles, "hits"
 
 
 def _run_child(env):
-    proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
@@ -191,16 +198,25 @@ def test_fresh_install_answers_at_once_then_uses_the_cached_kernels(tmp_path):
     cold, err = _run_child(env)
     assert cold["ready_at_start"] is False and cold["compiles"] == 0
     assert "compiling kernels in a background process" in err
-    busy = subprocess.run([sys.executable, "-c", "from fastrag._coldstart import main; main()"],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    busy = subprocess.run(
+        [sys.executable, "-c", "from fastrag._coldstart import main; main()"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     markers = list(cache.rglob("fastrag-kernels-*.ready"))
     assert busy.returncode == cs._BUSY or markers, busy.stderr[-2000:]
     deadline = time.monotonic() + 900
     while not markers and time.monotonic() < deadline:
         time.sleep(0.5)
         markers = list(cache.rglob("fastrag-kernels-*.ready"))
-    assert markers, (cache / "fastrag-warmup.log").read_text()[-2000:] if (
-        cache / "fastrag-warmup.log").exists() else "no marker and no log"
+    assert markers, (
+        (cache / "fastrag-warmup.log").read_text()[-2000:]
+        if (cache / "fastrag-warmup.log").exists()
+        else "no marker and no log"
+    )
     warm, err = _run_child(env)
     assert warm["ready_at_start"] is True and warm["compiles"] == 0
     assert "compiling kernels" not in err
@@ -224,11 +240,17 @@ def test_warmup_writes_bytecode_and_reports_what_it_cannot(tmp_path):
     assert (done, failed) == (2, [])
     for src in (pkg / "mod.py", pkg / "sub" / "deep.py"):
         assert Path(importlib.util.cache_from_source(str(src))).is_file()
-    probe = ("import sys, importlib._bootstrap_external as be\n" + _SPY_SOURCE_COMPILER
-             + "import mod\n"
-             "print(sys.flags.dont_write_bytecode, mod.X, seen)\n")
-    out = subprocess.run([sys.executable, "-c", probe, str(pkg)], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
+    probe = (
+        "import sys, importlib._bootstrap_external as be\n" + _SPY_SOURCE_COMPILER + "import mod\n"
+        "print(sys.flags.dont_write_bytecode, mod.X, seen)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(pkg)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        check=True,
+    )
     assert out.stdout.split() == ["1", "1", "[]"]
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -246,19 +268,27 @@ def test_concurrent_warmups_write_loadable_bytecode(tmp_path):
     pkg.mkdir()
     for i in range(60):
         (pkg / f"m{i}.py").write_text(f"VALUE = {i}\n" + "X = [1, 2, 3]\n" * 200)
-    writer = ("import sys\nfrom pathlib import Path\nfrom fastrag.warmup import _compile_bytecode\n"
-              "for _ in range(5):\n"
-              "    done, failed = _compile_bytecode([Path(sys.argv[1])])\n"
-              "    assert (done, failed) == (60, []), failed\n")
+    writer = (
+        "import sys\nfrom pathlib import Path\nfrom fastrag.warmup import _compile_bytecode\n"
+        "for _ in range(5):\n"
+        "    done, failed = _compile_bytecode([Path(sys.argv[1])])\n"
+        "    assert (done, failed) == (60, []), failed\n"
+    )
     procs = [subprocess.Popen([sys.executable, "-c", writer, str(pkg)]) for _ in range(3)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
-    probe = ("import sys, importlib, importlib._bootstrap_external as be\n"
-             + _SPY_SOURCE_COMPILER
-             + "vals = [importlib.import_module(f'm{i}').VALUE for i in range(60)]\n"
-             "print(vals == list(range(60)), seen)\n")
-    out = subprocess.run([sys.executable, "-c", probe, str(pkg)], capture_output=True,
-                         text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-                         check=True)
+    probe = (
+        "import sys, importlib, importlib._bootstrap_external as be\n"
+        + _SPY_SOURCE_COMPILER
+        + "vals = [importlib.import_module(f'm{i}').VALUE for i in range(60)]\n"
+        "print(vals == list(range(60)), seen)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(pkg)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        check=True,
+    )
     assert out.stdout.split() == ["True", "[]"]
 
 
@@ -271,14 +301,21 @@ def _compiling(monkeypatch, tmp_path, compile_s: float, last_s: float):
     monkeypatch.setattr(cs, "_spawned_at", 0.0)
     monkeypatch.setattr(cs, "cache_dir", lambda: tmp_path)
     (tmp_path / "fastrag-warmup.log").write_text(
-        f"2026-11-01 10:00:00 fastrag warmup 123: {last_s:.1f} s\n")
+        f"2026-11-01 10:00:00 fastrag warmup 123: {last_s:.1f} s\n"
+    )
     marker = cs.marker()
 
     def spawn():
         cs._spawned_at = time.monotonic()
-        cs._proc = subprocess.Popen([sys.executable, "-c", f"import time, pathlib; "
-                                     f"time.sleep({compile_s}); "
-                                     f"pathlib.Path({str(marker)!r}).write_text('ready')"])
+        cs._proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"import time, pathlib; "
+                f"time.sleep({compile_s}); "
+                f"pathlib.Path({str(marker)!r}).write_text('ready')",
+            ]
+        )
 
     monkeypatch.setattr(cs, "_spawn", spawn)
 

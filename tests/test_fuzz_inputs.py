@@ -21,13 +21,13 @@ from fastrag.documents.readers import iter_source_files, read_file
 from fastrag.errors import FastragError
 from fastrag.indexes.filters import MAX_DEPTH, filter_mask, parse_filter
 
-SETTINGS = settings(deadline=None, max_examples=60,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 
 
 @contextmanager
 def time_limit(seconds: int):
     """Fail instead of hanging (SIGALRM interrupts a blocking open of a FIFO too)."""
+
     def boom(signum, frame):
         raise TimeoutError(f"took more than {seconds} s")
 
@@ -40,18 +40,63 @@ def time_limit(seconds: int):
         signal.signal(signal.SIGALRM, old)
 
 
-TABLE = pa.table({"a": [1, 2, None, 2**62], "s": ["x", "y", None, "\u00e9"],
-                  "f": [0.5, float("nan"), 2.0, -1.0], "b": [True, False, None, True],
-                  "u": pa.array([0, 2**64 - 1, None, 7], pa.uint64())})
-PIECES = ["a", "s", "f", "b", "u", "==", "!=", ">", ">=", "<", "<=", " in ", " nin ", "(", ")",
-          "[", "]", ",", "&&", "||", "!", " AND ", " OR ", " NOT ", " IS NULL", " IS NOT NULL",
-          "'x'", "\"y\"", "'\\ud800'", "'\\ud83d\\ude00'", "\ud800", "1", "-3", "2.5", "1e999",
-          "9007199254740993", "9223372036854775808", "true", "'", "\\", " ", "WHERE "]
+TABLE = pa.table(
+    {
+        "a": [1, 2, None, 2**62],
+        "s": ["x", "y", None, "\u00e9"],
+        "f": [0.5, float("nan"), 2.0, -1.0],
+        "b": [True, False, None, True],
+        "u": pa.array([0, 2**64 - 1, None, 7], pa.uint64()),
+    }
+)
+PIECES = [
+    "a",
+    "s",
+    "f",
+    "b",
+    "u",
+    "==",
+    "!=",
+    ">",
+    ">=",
+    "<",
+    "<=",
+    " in ",
+    " nin ",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    "&&",
+    "||",
+    "!",
+    " AND ",
+    " OR ",
+    " NOT ",
+    " IS NULL",
+    " IS NOT NULL",
+    "'x'",
+    '"y"',
+    "'\\ud800'",
+    "'\\ud83d\\ude00'",
+    "\ud800",
+    "1",
+    "-3",
+    "2.5",
+    "1e999",
+    "9007199254740993",
+    "9223372036854775808",
+    "true",
+    "'",
+    "\\",
+    " ",
+    "WHERE ",
+]
 
 
 @SETTINGS
-@given(st.one_of(st.text(max_size=60),
-                 st.lists(st.sampled_from(PIECES), max_size=25).map("".join)))
+@given(st.one_of(st.text(max_size=60), st.lists(st.sampled_from(PIECES), max_size=25).map("".join)))
 def test_filter_text_is_parsed_or_rejected_clearly(text):
     try:
         mask = filter_mask(TABLE, text)
@@ -76,10 +121,30 @@ def test_deep_and_long_filters_never_recurse_out(depth, terms, op):
 
 
 @SETTINGS
-@given(st.lists(st.one_of(st.none(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
-                          st.text(max_size=4), st.booleans()), min_size=1, max_size=8),
-       st.sampled_from(["v == 1", "v > 9.3e18", "v < 2.5", "v in [1, 2.0, 'x']", "v IS NULL",
-                        "k == 'z'", "v != 'x'"]))
+@given(
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.integers(-(2**70), 2**70),
+            st.floats(allow_nan=False),
+            st.text(max_size=4),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from(
+        [
+            "v == 1",
+            "v > 9.3e18",
+            "v < 2.5",
+            "v in [1, 2.0, 'x']",
+            "v IS NULL",
+            "k == 'z'",
+            "v != 'x'",
+        ]
+    ),
+)
 def test_any_metadata_values_keep_filters_working(values, text):
     metas = [{"v": v, "k": "z"} for v in values]
     doc = fr.Document.from_texts([f"text {i}" for i in range(len(values))], metadatas=metas)
@@ -130,12 +195,14 @@ def test_walking_hostile_trees_skips_and_never_hangs(entries):
             if regular:
                 doc = fr.Document(root)
                 assert sorted(n.text for n in doc.group("root")) == sorted(
-                    p.read_text() for p in regular)
+                    p.read_text() for p in regular
+                )
 
 
 @SETTINGS
-@given(st.binary(max_size=300), st.sampled_from([".txt", ".md", ".json", ".jsonl", ".csv",
-                                                  ".html"]))
+@given(
+    st.binary(max_size=300), st.sampled_from([".txt", ".md", ".json", ".jsonl", ".csv", ".html"])
+)
 def test_readers_take_any_bytes(data, ext):
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / f"f{ext}"
@@ -153,8 +220,10 @@ def test_readers_take_any_bytes(data, ext):
                 fr.Document(p)  # and a Document can be built from it
 
 
-@pytest.mark.parametrize("payload", ['{"text": "a\\ud800b"}', '["\\udfff", "ok"]',
-                                     '{"text": "\\ud83d\\ude00", "m": "\\ud800"}'])
+@pytest.mark.parametrize(
+    "payload",
+    ['{"text": "a\\ud800b"}', '["\\udfff", "ok"]', '{"text": "\\ud83d\\ude00", "m": "\\ud800"}'],
+)
 def test_json_lone_surrogates_are_replaced_with_a_warning(tmp_path, payload):
     p = tmp_path / "f.json"
     p.write_text(payload)
@@ -176,11 +245,12 @@ def test_very_long_chains_never_crash_the_interpreter():
     import subprocess
     import sys
 
-    code = ("import pyarrow as pa\nfrom fastrag.indexes.filters import filter_mask\n"
-            "t = pa.table({'a': [1, 2, 3]})\n"
-            "print(filter_mask(t, ' && '.join(['a == 1'] * 20000)).tolist(),"
-            " filter_mask(t, ' || '.join([f'a == {i}' for i in range(4, 20004)])).tolist())")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import pyarrow as pa\nfrom fastrag.indexes.filters import filter_mask\n"
+        "t = pa.table({'a': [1, 2, 3]})\n"
+        "print(filter_mask(t, ' && '.join(['a == 1'] * 20000)).tolist(),"
+        " filter_mask(t, ' || '.join([f'a == {i}' for i in range(4, 20004)])).tolist())"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[0] == "[True, False, False] [False, False, False]"

@@ -147,8 +147,11 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_production_code_never_imports_test_doubles():
     graph = _graph(module_level=False)  # function-local imports count here too
-    bad = {m: sorted(d & TEST_DOUBLES) for m, d in graph.items()
-           if m not in TEST_DOUBLES and m != "fastrag.llms" and d & TEST_DOUBLES}
+    bad = {
+        m: sorted(d & TEST_DOUBLES)
+        for m, d in graph.items()
+        if m not in TEST_DOUBLES and m != "fastrag.llms" and d & TEST_DOUBLES
+    }
     assert bad == {}
     # fastrag.llms (the package) re-exports MockLLM; the production modules do not need it
     assert "fastrag.llms.mock" not in graph["fastrag.llms.resolve"]
@@ -170,5 +173,6 @@ def test_no_hidden_loops_in_analysis_and_llms():
     """Counting function-local imports too: analysis/ and llms/ are acyclic (a local import
     may keep a heavy optional package lazy, never hide a loop)."""
     cycles = _cycles(_graph(module_level=False))
-    assert [c for c in cycles if any(m.startswith(("fastrag.analysis", "fastrag.llms"))
-                                     for m in c)] == []
+    assert [
+        c for c in cycles if any(m.startswith(("fastrag.analysis", "fastrag.llms")) for m in c)
+    ] == []

@@ -26,8 +26,11 @@ def test_structured_refine_counts_what_the_server_received(openai_server, json_m
     openai_server.reply = _json_reply
     llm = fr.OpenAILike("m", openai_server.url, json_mode=json_mode, retry_backoff=0.01)
     syn = fr.get_response_synthesizer("refine", llm=llm, structured_answer_filtering=True)
-    chunks = ["Copenhagen is the capital of Denmark.", "Aarhus is its second city.",
-              "Denmark is in Scandinavia."]
+    chunks = [
+        "Copenhagen is the capital of Denmark.",
+        "Aarhus is its second city.",
+        "Denmark is in Scandinavia.",
+    ]
     r = syn.synthesize("What is the capital of Denmark?", chunks)
     reqs = openai_server.requests
     assert len(reqs) == r.metadata["llm_calls"] == 3
@@ -45,8 +48,11 @@ def test_structured_refine_counts_what_the_server_received(openai_server, json_m
 
 def test_structured_with_usage_on_function_llms():
     llm = fr.MockLLM(token_counter=lambda s: 5)
-    obj, comp = run_sync(llm.astructured_with_usage(
-        "q", {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}))
+    obj, comp = run_sync(
+        llm.astructured_with_usage(
+            "q", {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+        )
+    )
     assert set(obj) == {"a"} and (comp.prompt_tokens, comp.completion_tokens) == (5, 5)
 
 
@@ -77,15 +83,18 @@ def test_custom_embedding_similarity_merges_all_keys():
     assert [(h.text, h.score) for h in hits] == [("c", 3.0), ("a", 1.0), ("b", 0.5)]
     only_k1 = fr.Retriever(doc, "root", "neg_l1_test", topk=3, embed_keys=["k1"])
     assert [h.text for h in only_k1("q")] == ["a", "b", "c"]
-    cut = fr.Retriever(doc, "root", "neg_l1_test", topk=3,
-                       similarity_cut_off={"k1": 0.9, "k2": 2.0})
+    cut = fr.Retriever(
+        doc, "root", "neg_l1_test", topk=3, similarity_cut_off={"k1": 0.9, "k2": 2.0}
+    )
     assert [(h.text, h.score) for h in cut("q")] == [("c", 3.0), ("a", 1.0)]
 
 
 # -- hits pass lineage through --------------------------------------------------------------------
 def test_node_with_score_passes_lineage_through():
-    doc = fr.Document.from_texts(["one. two. three.", "four. five."],
-                                 metadatas=[{"file_path": "/a.txt"}, {"file_path": "/b.txt"}])
+    doc = fr.Document.from_texts(
+        ["one. two. three.", "four. five."],
+        metadatas=[{"file_path": "/a.txt"}, {"file_path": "/b.txt"}],
+    )
     doc.create_node_group("sentence", transform=lambda t: t.split(". "))
     hit = fr.Retriever(doc, "sentence", "bm25", topk=1)("five")[0]
     assert isinstance(hit, fr.NodeWithScore)
@@ -101,16 +110,22 @@ def test_node_with_score_passes_lineage_through():
 # -- refine templates with {context_str} -----------------------------------------------------------
 def test_refine_template_accepts_context_str():
     llm = fr.MockLLM()
-    tmpl = ("The original query is as follows: {query_str}\nWe have provided an existing answer: "
-            "{existing_answer}\nNew context:\n{context_str}\nRefine the answer.")
+    tmpl = (
+        "The original query is as follows: {query_str}\nWe have provided an existing answer: "
+        "{existing_answer}\nNew context:\n{context_str}\nRefine the answer."
+    )
     syn = fr.get_response_synthesizer("refine", llm=llm, refine_template=tmpl)
     syn.synthesize("q?", ["first chunk", "second chunk"])
     assert llm.prompts[1].endswith("New context:\nsecond chunk\nRefine the answer.")
     assert llm.prompts[1].startswith("The original query is as follows: q?\nWe have provided")
     assert "refine_template" in syn.get_prompts()
     with pytest.raises(ConfigError, match=r"\{context_msg\} \(or \{context_str\}\)"):
-        fr.get_response_synthesizer("refine", llm=llm,
-                                    refine_template="{query_str} {existing_answer}")
+        fr.get_response_synthesizer(
+            "refine", llm=llm, refine_template="{query_str} {existing_answer}"
+        )
     with pytest.raises(ConfigError, match="both {context_msg} and {context_str}"):
-        fr.get_response_synthesizer("refine", llm=llm, refine_template=(
-            "{query_str} {existing_answer} {context_str} {context_msg}"))
+        fr.get_response_synthesizer(
+            "refine",
+            llm=llm,
+            refine_template=("{query_str} {existing_answer} {context_str} {context_msg}"),
+        )

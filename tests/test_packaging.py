@@ -13,9 +13,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_wheel_contains_kernels_and_imports_them(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
-         "-q", "-w", str(tmp_path / "dist")],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        check=True,
+        capture_output=True,
     )
     (wheel,) = (tmp_path / "dist").glob("fastrag_engine-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -25,13 +36,33 @@ def test_wheel_contains_kernels_and_imports_them(tmp_path):
     assert "fastrag/datasets/data/cmrc2018_dev.json.gz" in names
     assert not [n for n in names if n.startswith("kernels/")]  # never a bare top-level package
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
-                    str(target), str(wheel)], check=True, capture_output=True)
-    code = ("import fastrag, fastrag._kernels._config as c; "
-            f"assert fastrag.__file__.startswith({str(target)!r}), fastrag.__file__; "
-            "print(sorted(c.FASTMATH))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(target)})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    code = (
+        "import fastrag, fastrag._kernels._config as c; "
+        f"assert fastrag.__file__.startswith({str(target)!r}), fastrag.__file__; "
+        "print(sorted(c.FASTMATH))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    )
     assert out.returncode == 0, out.stderr
     assert "reassoc" in out.stdout
 
@@ -39,10 +70,16 @@ def test_wheel_contains_kernels_and_imports_them(tmp_path):
 def test_token_counting_works_offline_with_an_empty_cache(tmp_path):
     empty = tmp_path / "tiktoken-cache"
     empty.mkdir()
-    code = ("from fastrag.analysis.tokens import count_tokens; "
-            "print(count_tokens('hello world'), count_tokens('你好，世界'))")
-    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(empty), "HTTPS_PROXY": "http://127.0.0.1:9",
-           "HTTP_PROXY": "http://127.0.0.1:9"}
+    code = (
+        "from fastrag.analysis.tokens import count_tokens; "
+        "print(count_tokens('hello world'), count_tokens('你好，世界'))"
+    )
+    env = {
+        **os.environ,
+        "TIKTOKEN_CACHE_DIR": str(empty),
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+    }
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     from fastrag.analysis.tokens import get_encoding

@@ -14,10 +14,21 @@ def test_every_export_resolves():
 
 
 def test_design_contract_names():
-    for name in ("Document", "Retriever", "NodeWithScore", "DocNode", "SentenceSplitter",
-                 "get_response_synthesizer", "ResponseMode", "PromptTemplate", "Response",
-                 "register_similarity", "Reranker", "ReciprocalRankFusionJoiner",
-                 "FilterExpressionBuilder"):
+    for name in (
+        "Document",
+        "Retriever",
+        "NodeWithScore",
+        "DocNode",
+        "SentenceSplitter",
+        "get_response_synthesizer",
+        "ResponseMode",
+        "PromptTemplate",
+        "Response",
+        "register_similarity",
+        "Reranker",
+        "ReciprocalRankFusionJoiner",
+        "FilterExpressionBuilder",
+    ):
         assert name in fr.__all__
 
 

@@ -22,7 +22,7 @@ def _section() -> str:
 def _readme_section() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     start = text.index("## Your own documents")
-    return text[start:text.index("\n## ", start + 5)]
+    return text[start : text.index("\n## ", start + 5)]
 
 
 def _commands(section: str) -> list[str]:
@@ -41,17 +41,27 @@ def _folder(tmp: Path) -> None:
     (docs / "drafts").mkdir(parents=True)
     (docs / "store.md").write_text(
         "# Stores\nA store is verified by checksums of every file.\n"
-        "The manifest records each file's size and checksum.\n", encoding="utf-8")
+        "The manifest records each file's size and checksum.\n",
+        encoding="utf-8",
+    )
     (docs / "retrieval.rst").write_text(
-        "Retrieval\n=========\n\nBM25 ranks passages by term statistics.\n", encoding="utf-8")
+        "Retrieval\n=========\n\nBM25 ranks passages by term statistics.\n", encoding="utf-8"
+    )
     (docs / "drafts" / "todo.md").write_text("draft: nothing here yet\n", encoding="utf-8")
     (tmp / "more").mkdir()
-    (tmp / "more" / "notes.txt").write_text("Verification runs on every read of small files.\n",
-                                            encoding="utf-8")
+    (tmp / "more" / "notes.txt").write_text(
+        "Verification runs on every read of small files.\n", encoding="utf-8"
+    )
     (tmp / "questions.txt").write_text("how are stores verified?\nwhat does BM25 rank?\n")
-    (tmp / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in [
-        {"question": "how is a store verified", "answer": "checksums of every file"},
-        {"question": "what ranks passages", "answer": "BM25 ranks passages"}]))
+    (tmp / "qa.jsonl").write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"question": "how is a store verified", "answer": "checksums of every file"},
+                {"question": "what ranks passages", "answer": "BM25 ranks passages"},
+            ]
+        )
+    )
 
 
 def test_readme_shows_the_tested_commands():
@@ -70,13 +80,17 @@ def test_shell_walkthrough(tmp_path, openai_server):
             key, value = argv.pop(0).split("=", 1)
             extra[key] = openai_server.url if key == "FASTRAG_LLM_BASE_URL" else value
         assert argv[0] == "fastrag", cmd
-        proc = subprocess.run([sys.executable, "-m", "fastrag.cli", *argv[1:]], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=300,
-                              env={**env, **extra})
+        proc = subprocess.run(
+            [sys.executable, "-m", "fastrag.cli", *argv[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**env, **extra},
+        )
         assert proc.returncode == 0, (cmd, proc.stdout[-1500:], proc.stderr[-2500:])
         outputs.append((cmd, proc.stdout, proc.stderr))
-    by_verb = {c.split("fastrag ")[1].split()[0] + str(i): o for i, (c, o, _) in
-               enumerate(outputs)}
+    by_verb = {c.split("fastrag ")[1].split()[0] + str(i): o for i, (c, o, _) in enumerate(outputs)}
     assert any("store.md" in o for k, o in by_verb.items() if k.startswith("search"))
     asks = [o for c, o, _ in outputs if " ask " in f" {c} "]
     assert asks[0].startswith("By checksums.") and "Sources:" in asks[0]
@@ -89,8 +103,14 @@ def test_shell_walkthrough(tmp_path, openai_server):
 def test_python_walkthrough(tmp_path):
     _folder(tmp_path)
     code = re.search(r"```python\n(.*?)```", _section(), re.S).group(1)
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-2500:]
     import fastrag as fr
 

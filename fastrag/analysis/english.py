@@ -59,8 +59,12 @@ class EnglishAnalyzer(Analyzer):
     def __init__(
         self, stopwords: Any = DEFAULT, stemmer: str | None = AUTO, lowercase: bool = True
     ):
-        check_str("stemmer", stemmer, none="no stemming",
-                  note="'auto' or a Snowball language such as 'english'")
+        check_str(
+            "stemmer",
+            stemmer,
+            none="no stemming",
+            note="'auto' or a Snowball language such as 'english'",
+        )
         if stemmer == AUTO:
             stemmer = default_stemmer()
         self.lowercase = bool(lowercase)

@@ -15,7 +15,7 @@ _CJK = re.compile(r"[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF]")
 
 
 def detect_language(texts: Sequence[str], sample: int = 400) -> str:
-    """"zh" when CJK characters outnumber Latin words in an even sample of ``texts``, else
+    """ "zh" when CJK characters outnumber Latin words in an even sample of ``texts``, else
     "en" (the Latin-script analyzer)."""
     if not texts:
         return "en"
@@ -39,11 +39,13 @@ _RANGES = {
     "latin": ((0x41, 0x5A), (0x61, 0x7A), (0xC0, 0x24F)),
 }
 
-_EDGES = np.array(sorted(e for rs in _RANGES.values() for lo, hi in rs for e in (lo, hi + 1)),
-                  np.uint32)
+_EDGES = np.array(
+    sorted(e for rs in _RANGES.values() for lo, hi in rs for e in (lo, hi + 1)), np.uint32
+)
 # interval i of searchsorted(_EDGES, cp, "right") -> script (odd intervals are inside a range)
-_INTERVAL = {int(np.searchsorted(_EDGES, lo, "right")): name
-             for name, rs in _RANGES.items() for lo, _ in rs}
+_INTERVAL = {
+    int(np.searchsorted(_EDGES, lo, "right")): name for name, rs in _RANGES.items() for lo, _ in rs
+}
 
 # the most frequent function words of each Latin-script language Snowball stems
 _FUNCTION_WORDS = {

@@ -37,12 +37,23 @@ __all__ = ["MixedAnalyzer", "mixed_classes"]
 HAN_LO, HAN_HI = 0x4E00, 0x9FD5  # the Han range jieba segments
 # bigram scripts: kana, CJK ext A, the unified ideographs jieba leaves out, compatibility
 # ideographs, Hangul (syllables and jamo) and the supplementary ideograph planes
-_CJK_RANGES = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x9FD6, 0x9FFF),
-               (0xF900, 0xFAFF), (0xAC00, 0xD7AF), (0x1100, 0x11FF), (0x3130, 0x318F),
-               (0x20000, 0x2FFFF))
+_CJK_RANGES = (
+    (0x3040, 0x30FF),
+    (0x31F0, 0x31FF),
+    (0x3400, 0x4DBF),
+    (0x9FD6, 0x9FFF),
+    (0xF900, 0xFAFF),
+    (0xAC00, 0xD7AF),
+    (0x1100, 0x11FF),
+    (0x3130, 0x318F),
+    (0x20000, 0x2FFFF),
+)
 # word scripts with their own Snowball stemmer (anything else Latin-like uses ``stemmer``)
-_SCRIPT_STEMMERS = (((0x0400, 0x04FF), "russian"), ((0x0370, 0x03FF), "greek"),
-                    ((0x0600, 0x06FF), "arabic"))
+_SCRIPT_STEMMERS = (
+    ((0x0400, 0x04FF), "russian"),
+    ((0x0370, 0x03FF), "greek"),
+    ((0x0600, 0x06FF), "arabic"),
+)
 _HAS_ALNUM = re.compile(r"[^\W_]")
 _CJK_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES)
 _HAN_CLASS = f"{chr(HAN_LO)}-{chr(HAN_HI)}"
@@ -86,10 +97,20 @@ class MixedAnalyzer(Analyzer):
     name = "bm25"
     version = 2
 
-    def __init__(self, stopwords: Any = DEFAULT, stemmer: str | None = AUTO,
-                 lowercase: bool = True, hmm: bool = True, oov_chars: bool = True):
-        check_str("stemmer", stemmer, none="no stemming",
-                  note="'auto' or a Snowball language such as 'english'")
+    def __init__(
+        self,
+        stopwords: Any = DEFAULT,
+        stemmer: str | None = AUTO,
+        lowercase: bool = True,
+        hmm: bool = True,
+        oov_chars: bool = True,
+    ):
+        check_str(
+            "stemmer",
+            stemmer,
+            none="no stemming",
+            note="'auto' or a Snowball language such as 'english'",
+        )
         self.lowercase = check_bool("lowercase", lowercase)
         self.hmm = check_bool("hmm", hmm)
         self.oov_chars = check_bool("oov_chars", oov_chars)
@@ -102,8 +123,9 @@ class MixedAnalyzer(Analyzer):
 
     def options(self) -> dict[str, Any]:
         return {
-            "stopwords": stopwords_option(self.stopwords,
-                                          load_stopwords("en") | load_stopwords("zh")),
+            "stopwords": stopwords_option(
+                self.stopwords, load_stopwords("en") | load_stopwords("zh")
+            ),
             "stemmer": self.stemmer,
             "lowercase": self.lowercase,
             "hmm": self.hmm,
@@ -150,14 +172,22 @@ class MixedAnalyzer(Analyzer):
             han = [r for r in missing if HAN_LO <= ord(r[0]) <= HAN_HI]
             oov = [r for r in han if self.oov_chars and len(r) > 1]
             if oov:
-                freqs = (get_segmenter().freqs(oov).tolist() if kernels_ready()
-                         else [jieba_tokenizer().FREQ.get(w, 0) for w in oov])
+                freqs = (
+                    get_segmenter().freqs(oov).tolist()
+                    if kernels_ready()
+                    else [jieba_tokenizer().FREQ.get(w, 0) for w in oov]
+                )
                 invented = {w for w, f in zip(oov, freqs, strict=True) if f == 0}
             else:
                 invented = set()
-            words = [r for r in missing if r not in stop and _HAS_ALNUM.search(r)
-                     and not HAN_LO <= ord(r[0]) <= HAN_HI
-                     and mixed_classes()[ord(r[0])] == 1]
+            words = [
+                r
+                for r in missing
+                if r not in stop
+                and _HAS_ALNUM.search(r)
+                and not HAN_LO <= ord(r[0]) <= HAN_HI
+                and mixed_classes()[ord(r[0])] == 1
+            ]
             stems = dict(zip(words, self._stem_many(words), strict=True))
             new: dict[str, tuple[str, ...]] = {}
             for r in missing:
@@ -206,8 +236,18 @@ class MixedAnalyzer(Analyzer):
         seg = get_segmenter()
         joined, cps, doc_off = texts_to_codepoints(texts)
         starts, lens, tok_off = mixed_spans(
-            cps, doc_off, mixed_classes(), seg.keys, seg.vals, seg.freq, seg.logp,
-            seg.start_p, seg.trans_p, seg.emit_p, self.hmm)
+            cps,
+            doc_off,
+            mixed_classes(),
+            seg.keys,
+            seg.vals,
+            seg.freq,
+            seg.logp,
+            seg.start_p,
+            seg.trans_p,
+            seg.emit_p,
+            self.hmm,
+        )
         ids, first = intern_spans(cps, starts, lens)
         return span_strings(joined, cps, starts[first], lens[first]), ids, tok_off
 
@@ -216,7 +256,8 @@ class MixedAnalyzer(Analyzer):
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise ConfigError(
-                    f"text {i} is a {type(text).__name__}, not a str; analyzers take str")
+                    f"text {i} is a {type(text).__name__}, not a str; analyzers take str"
+                )
             prepared.append(text.lower() if self.lowercase else text)
         raw, ids, offsets = self._spans(prepared)
         return expand_tokens(raw, ids, offsets, self._normalize_many(raw))

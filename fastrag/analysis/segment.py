@@ -60,12 +60,14 @@ def jieba_install() -> JiebaInstall:
         version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", src, re.M)
         name = re.search(r"^DEFAULT_DICT_NAME\s*=\s*['\"]([^'\"]+)['\"]", src, re.M)
         if version and name:
-            return JiebaInstall(os.path.dirname(os.path.abspath(spec.origin)), version.group(1),
-                                name.group(1))
+            return JiebaInstall(
+                os.path.dirname(os.path.abspath(spec.origin)), version.group(1), name.group(1)
+            )
     import jieba
 
-    return JiebaInstall(os.path.dirname(os.path.abspath(jieba.__file__)), jieba.__version__,
-                        jieba.DEFAULT_DICT_NAME)
+    return JiebaInstall(
+        os.path.dirname(os.path.abspath(jieba.__file__)), jieba.__version__, jieba.DEFAULT_DICT_NAME
+    )
 
 
 def _dictionary_path() -> str:

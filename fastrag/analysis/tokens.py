@@ -48,8 +48,10 @@ def get_encoding(name: str = DEFAULT_ENCODING):
         if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:
             raise ConfigError("the shipped cl100k_base.tiktoken file is damaged; reinstall fastrag")
         # parsed here rather than by tiktoken.load, which copies local files into its cache
-        ranks = {base64.b64decode(tok): int(rank)
-                 for tok, rank in (line.split() for line in data.splitlines() if line)}
+        ranks = {
+            base64.b64decode(tok): int(rank)
+            for tok, rank in (line.split() for line in data.splitlines() if line)
+        }
         return tiktoken.Encoding(
             name=DEFAULT_ENCODING,
             pat_str=_CL100K_PAT,

@@ -145,11 +145,13 @@ class ChatEngine:
         """Answer ``message`` in the conversation ``session_id`` and remember the turn."""
         return run_sync(self.achat(message, session_id))
 
-    async def achat(self, message: str, session_id: str = "default",
-                    context: Mapping[str, Any] | None = None) -> Response:
+    async def achat(
+        self, message: str, session_id: str = "default", context: Mapping[str, Any] | None = None
+    ) -> Response:
         """Async :meth:`chat`; ``context`` is the query's (``{"filter": ...}``)."""
-        return (await self.abatch([message], [session_id],
-                                  None if context is None else [context]))[0]
+        return (await self.abatch([message], [session_id], None if context is None else [context]))[
+            0
+        ]
 
     def stream_chat(self, message: str, session_id: str = "default") -> Response:
         """A streaming answer (``resp.response_gen``); the turn is remembered when the stream
@@ -164,13 +166,17 @@ class ChatEngine:
         )
         return out
 
-    async def astream_chat(self, message: str, session_id: str = "default",
-                           context: Mapping[str, Any] | None = None) -> Response:
+    async def astream_chat(
+        self, message: str, session_id: str = "default", context: Mapping[str, Any] | None = None
+    ) -> Response:
         """Async :meth:`stream_chat` (``resp.async_response_gen``)."""
         check_str("message", message)
         check_str("session_id", session_id)
-        query = Query(message, history=await asyncio.to_thread(self.memory.get, session_id),
-                      context=context or {})
+        query = Query(
+            message,
+            history=await asyncio.to_thread(self.memory.get, session_id),
+            context=context or {},
+        )
         r = await self._stream_pipe.aquery(query)
         meta = {**r.metadata, "session_id": session_id}
 
@@ -195,8 +201,12 @@ class ChatEngine:
         A session may appear once per batch."""
         return run_sync(self.abatch(messages, session_ids))
 
-    async def abatch(self, messages: Sequence[str], session_ids: Sequence[str],
-                     contexts: Sequence[Mapping[str, Any]] | None = None) -> list[Response]:
+    async def abatch(
+        self,
+        messages: Sequence[str],
+        session_ids: Sequence[str],
+        contexts: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[Response]:
         """Async :meth:`batch`; ``contexts``: each query's context (``{"filter": ...}``)."""
         msgs = check_str_list("messages", messages)
         sids = check_str_list("session_ids", session_ids)
@@ -219,8 +229,10 @@ class ChatEngine:
         ctxs = list(contexts) if contexts is not None else [{}] * len(msgs)
         if len(ctxs) != len(msgs):
             raise ConfigError(f"contexts has {len(ctxs)} items for {len(msgs)} messages")
-        queries = [Query(m, history=h, context=c or {})
-                   for m, h, c in zip(msgs, histories, ctxs, strict=True)]
+        queries = [
+            Query(m, history=h, context=c or {})
+            for m, h, c in zip(msgs, histories, ctxs, strict=True)
+        ]
         responses = await self._pipe.abatch(queries)
 
         def remember() -> None:

@@ -39,8 +39,10 @@ def load_cmrc2018_dev() -> dict[str, Any]:
 
     CC BY-SA 4.0, by Cui et al. (see this module's docstring for the attribution).
     """
-    with _data_file("cmrc2018_dev.json.gz").open("rb") as raw, gzip.open(raw, "rt",
-                                                                          encoding="utf-8") as f:
+    with (
+        _data_file("cmrc2018_dev.json.gz").open("rb") as raw,
+        gzip.open(raw, "rt", encoding="utf-8") as f,
+    ):
         return json.load(f)
 
 
@@ -68,7 +70,7 @@ def build_squad_kb(squad: Mapping, out_dir: str | PathLike, per_file: int = 10) 
     for i in range(n_files):
         path = out / f"part_{i:0{width}d}.txt"
         with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write("\n".join(contexts[i * per_file:(i + 1) * per_file]))
+            f.write("\n".join(contexts[i * per_file : (i + 1) * per_file]))
         paths.append(path)
     written = {p.name for p in paths}
     for stale in out.iterdir():

@@ -34,21 +34,25 @@ def to_dataset(ray: Any, data: Any, column: str, batch_size: int, *, index: bool
     have none, and are cut into blocks of ``batch_size`` rows so actors share the work."""
     if isinstance(data, ray.data.Dataset):
         if column not in data.schema().names:
-            raise ConfigError(f"the Dataset has no column {column!r}; its columns are "
-                              f"{data.schema().names}")
+            raise ConfigError(
+                f"the Dataset has no column {column!r}; its columns are {data.schema().names}"
+            )
         return data
     if isinstance(data, pa.Table):
         table = data
     elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
         # a value that is not a string becomes null: its row comes back as an error row
-        table = pa.table({column: pa.array([x if isinstance(x, str) else None for x in data],
-                                           pa.string())})
+        table = pa.table(
+            {column: pa.array([x if isinstance(x, str) else None for x in data], pa.string())}
+        )
     else:
-        raise ConfigError(f"expected a ray.data.Dataset, an Arrow table or a list, got "
-                          f"{type(data).__name__}")
+        raise ConfigError(
+            f"expected a ray.data.Dataset, an Arrow table or a list, got {type(data).__name__}"
+        )
     if column not in table.column_names:
-        raise ConfigError(f"the table has no column {column!r}; its columns are "
-                          f"{table.column_names}")
+        raise ConfigError(
+            f"the table has no column {column!r}; its columns are {table.column_names}"
+        )
     if index and "query_index" not in table.column_names:
         table = table.append_column("query_index", pa.array(range(table.num_rows), pa.int64()))
     blocks = [table.slice(lo, batch_size) for lo in range(0, table.num_rows, batch_size)]

@@ -22,8 +22,12 @@ from fastrag.distributed._ray import actor_options, init_if_needed, require_ray,
 from fastrag.errors import ConfigError
 from fastrag.transforms.base import NodeTransform
 
-HIT_FIELDS = [pa.field("rank", pa.int32()), pa.field("node_id", pa.string()),
-              pa.field("score", pa.float32()), pa.field("error", pa.string())]
+HIT_FIELDS = [
+    pa.field("rank", pa.int32()),
+    pa.field("node_id", pa.string()),
+    pa.field("score", pa.float32()),
+    pa.field("error", pa.string()),
+]
 
 
 # -- retrieval ---------------------------------------------------------------------------------
@@ -43,8 +47,15 @@ def _open_retriever(store: str, group_name: str, similarity: str, kwargs: dict, 
 class _RetrieveActor:
     """Holds one read-only retriever; turns a batch of query rows into hit rows."""
 
-    def __init__(self, store: str, group_name: str, similarity: str, kwargs: dict,
-                 query_column: str, filter: Any) -> None:
+    def __init__(
+        self,
+        store: str,
+        group_name: str,
+        similarity: str,
+        kwargs: dict,
+        query_column: str,
+        filter: Any,
+    ) -> None:
         self.ret = _open_retriever(store, group_name, similarity, dict(kwargs), "r")
         self.query_column = query_column
         self.filter = filter
@@ -59,19 +70,36 @@ class _RetrieveActor:
             hits = self.ret.batch_arrow([queries[i] for i in good], filter=self.filter)
             qidx = hits.column("query_idx").to_numpy()
             rows = np.asarray(good, np.int64)[qidx]
-            parts.append(_with_hits(batch.take(pa.array(rows)), pa.array(ranks_of(qidx)),
-                                    hits.column("node_id"), hits.column("score"), None))
+            parts.append(
+                _with_hits(
+                    batch.take(pa.array(rows)),
+                    pa.array(ranks_of(qidx)),
+                    hits.column("node_id"),
+                    hits.column("score"),
+                    None,
+                )
+            )
         bad = [i for i, q in enumerate(queries) if not isinstance(q, str)]
         if bad:
             n = len(bad)
-            msg = [f"{self.query_column} is {_what(queries[i])}, expected a string"
-                   for i in bad]
-            parts.append(_with_hits(batch.take(pa.array(bad, pa.int64())),
-                                    pa.nulls(n, pa.int32()), pa.nulls(n, pa.string()),
-                                    pa.nulls(n, pa.float32()), pa.array(msg, pa.string())))
+            msg = [f"{self.query_column} is {_what(queries[i])}, expected a string" for i in bad]
+            parts.append(
+                _with_hits(
+                    batch.take(pa.array(bad, pa.int64())),
+                    pa.nulls(n, pa.int32()),
+                    pa.nulls(n, pa.string()),
+                    pa.nulls(n, pa.float32()),
+                    pa.array(msg, pa.string()),
+                )
+            )
         if not parts:
-            return _with_hits(batch.slice(0, 0), pa.array([], pa.int32()),
-                              pa.array([], pa.string()), pa.array([], pa.float32()), None)
+            return _with_hits(
+                batch.slice(0, 0),
+                pa.array([], pa.int32()),
+                pa.array([], pa.string()),
+                pa.array([], pa.float32()),
+                None,
+            )
         return pa.concat_tables(parts)
 
 
@@ -83,19 +111,35 @@ def _with_hits(base: pa.Table, rank, node_id, score, error) -> pa.Table:
     n = base.num_rows
     cols = {f.name: f for f in HIT_FIELDS}
     out = base
-    for name, col in (("rank", rank), ("node_id", node_id), ("score", score),
-                      ("error", error if error is not None else pa.nulls(n, pa.string()))):
+    for name, col in (
+        ("rank", rank),
+        ("node_id", node_id),
+        ("score", score),
+        ("error", error if error is not None else pa.nulls(n, pa.string())),
+    ):
         if name in out.column_names:
             out = out.drop_columns([name])
-        out = out.append_column(cols[name], pa.chunked_array([col]) if isinstance(
-            col, pa.Array) else col.cast(cols[name].type))
+        out = out.append_column(
+            cols[name],
+            pa.chunked_array([col]) if isinstance(col, pa.Array) else col.cast(cols[name].type),
+        )
     return out
 
 
-def retrieve(store: str | os.PathLike, queries: Any, *, group_name: str = "root",
-             similarity: str = "bm25", topk: int = 6, filter: Any = None,
-             query_column: str = "query", batch_size: int = 1024, concurrency: int = 2,
-             prepare: bool = True, **retriever_kwargs: Any) -> Any:
+def retrieve(
+    store: str | os.PathLike,
+    queries: Any,
+    *,
+    group_name: str = "root",
+    similarity: str = "bm25",
+    topk: int = 6,
+    filter: Any = None,
+    query_column: str = "query",
+    batch_size: int = 1024,
+    concurrency: int = 2,
+    prepare: bool = True,
+    **retriever_kwargs: Any,
+) -> Any:
     """Top-k hits for every query row, on a pool of Ray actors; a ``ray.data.Dataset``.
 
     ``store``: a fastrag store directory (or a sharded index from :func:`build_index`).
@@ -119,10 +163,13 @@ def retrieve(store: str | os.PathLike, queries: Any, *, group_name: str = "root"
     _prepare_store(store, group_name, similarity, dict(kwargs), filter, prepare)
     init_if_needed(ray)
     ds = to_dataset(ray, queries, query_column, batch_size)
-    return ds.map_batches(_RetrieveActor, batch_size=batch_size, batch_format="pyarrow",
-                          fn_constructor_args=(store, group_name, similarity, kwargs,
-                                               query_column, filter),
-                          **actor_options(concurrency))
+    return ds.map_batches(
+        _RetrieveActor,
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        fn_constructor_args=(store, group_name, similarity, kwargs, query_column, filter),
+        **actor_options(concurrency),
+    )
 
 
 def _prepare_store(store, group_name, similarity, kwargs, filter, prepare) -> None:
@@ -131,8 +178,10 @@ def _prepare_store(store, group_name, similarity, kwargs, filter, prepare) -> No
     from fastrag.distributed.sharded import is_sharded
 
     if not os.path.isdir(store):
-        raise ConfigError(f"store {store!r} is not a directory; build it first "
-                          "(fastrag ingest, fastrag.Document(..., store=...) or build_index)")
+        raise ConfigError(
+            f"store {store!r} is not a directory; build it first "
+            "(fastrag ingest, fastrag.Document(..., store=...) or build_index)"
+        )
     mode = "a" if prepare and not is_sharded(store) else "r"
     ret = _open_retriever(store, group_name, similarity, kwargs, mode)
     if is_sharded(store):
@@ -161,8 +210,12 @@ class _EmbedActor:
         vecs = self.emb.embed(texts) if hasattr(self.emb, "embed") else self.emb(texts)
         vecs = check_vectors(vecs, len(texts), ids, "ray", self.emb)
         flat = pa.array(np.ascontiguousarray(vecs).reshape(-1), pa.float32())
-        return pa.table({"pos": batch.column("pos"),
-                         "vector": pa.FixedSizeListArray.from_arrays(flat, vecs.shape[1])})
+        return pa.table(
+            {
+                "pos": batch.column("pos"),
+                "vector": pa.FixedSizeListArray.from_arrays(flat, vecs.shape[1]),
+            }
+        )
 
 
 class _RayEmbedder:
@@ -177,14 +230,22 @@ class _RayEmbedder:
         self.dim = getattr(embedder, "dim", None)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        table = pa.table({"pos": pa.array(range(len(texts)), pa.int64()),
-                          "text": pa.array(texts, pa.large_string()),
-                          "id": pa.array([str(i) for i in range(len(texts))])})
+        table = pa.table(
+            {
+                "pos": pa.array(range(len(texts)), pa.int64()),
+                "text": pa.array(texts, pa.large_string()),
+                "id": pa.array([str(i) for i in range(len(texts))]),
+            }
+        )
         rows = max(1, min(self.rows, -(-len(texts) // self.concurrency)))  # every actor busy
         ds = to_dataset(self.ray, table, "text", rows, index=False)
-        out = ds.map_batches(_EmbedActor, batch_size=rows, batch_format="pyarrow",
-                             fn_constructor_args=(self.embedder,),
-                             **actor_options(self.concurrency)).to_arrow_refs()
+        out = ds.map_batches(
+            _EmbedActor,
+            batch_size=rows,
+            batch_format="pyarrow",
+            fn_constructor_args=(self.embedder,),
+            **actor_options(self.concurrency),
+        ).to_arrow_refs()
         result = pa.concat_tables(self.ray.get(out))
         pos = result.column("pos").to_numpy()
         col = result.column("vector").combine_chunks()
@@ -192,14 +253,20 @@ class _RayEmbedder:
         vecs = np.empty((len(texts), dim), np.float32)
         vecs[pos] = col.flatten().to_numpy().reshape(-1, dim)
         if len(np.unique(pos)) != len(texts):
-            raise RuntimeError(f"the embedding job returned {len(pos)} rows for "
-                               f"{len(texts)} texts")
+            raise RuntimeError(f"the embedding job returned {len(pos)} rows for {len(texts)} texts")
         self.computed += len(texts)
         return vecs
 
 
-def embed(store: str | os.PathLike, group_name: str, key: str, embedder: Any, *,
-          concurrency: int = 2, batch_size: int = 256) -> dict[str, int]:
+def embed(
+    store: str | os.PathLike,
+    group_name: str,
+    key: str,
+    embedder: Any,
+    *,
+    concurrency: int = 2,
+    batch_size: int = 256,
+) -> dict[str, int]:
     """Compute the vectors a group is missing for embed key ``key`` on Ray actors and commit
     them to the store (from this process, through the store's single writer).
 
@@ -212,10 +279,12 @@ def embed(store: str | os.PathLike, group_name: str, key: str, embedder: Any, *,
     batch_size = check_int("batch_size", batch_size, min=1)
     if not isinstance(key, str) or not key:
         raise ConfigError(f"key must be a non-empty string, got {key!r}")
-    if embedder is None or not (isinstance(embedder, type) or hasattr(embedder, "embed")
-                                or callable(embedder)):
-        raise ConfigError("embedder must be an Embedder, a callable texts -> vectors, or an "
-                          "Embedder class")
+    if embedder is None or not (
+        isinstance(embedder, type) or hasattr(embedder, "embed") or callable(embedder)
+    ):
+        raise ConfigError(
+            "embedder must be an Embedder, a callable texts -> vectors, or an Embedder class"
+        )
     if not isinstance(embedder, type):
         check_reachable(embedder, "fastrag.ray.embed: the embedder")
     from fastrag.documents.document import Document
@@ -229,9 +298,11 @@ def embed(store: str | os.PathLike, group_name: str, key: str, embedder: Any, *,
 
 
 # -- LLM work ----------------------------------------------------------------------------------
-_START_ONE = ("start an OpenAI-compatible server there (e.g. `ollama serve` and `ollama pull "
-              "qwen2.5:7b`, or `vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000`) or point "
-              "FASTRAG_LLM_BASE_URL (and FASTRAG_LLM_MODEL) at one")
+_START_ONE = (
+    "start an OpenAI-compatible server there (e.g. `ollama serve` and `ollama pull "
+    "qwen2.5:7b`, or `vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000`) or point "
+    "FASTRAG_LLM_BASE_URL (and FASTRAG_LLM_MODEL) at one"
+)
 
 
 def check_reachable(client: Any, what: str) -> None:
@@ -254,10 +325,12 @@ def check_reachable(client: Any, what: str) -> None:
     try:
         socket.create_connection((parts.hostname, port), timeout=3.0).close()
     except (ConnectionRefusedError, socket.gaierror) as exc:
-        reason = "connection refused" if isinstance(exc, ConnectionRefusedError) else \
-            f"unknown host {parts.hostname!r}"
-        raise ConfigError(f"{what}: no server answers at {url} ({reason}); "
-                          f"{_START_ONE}") from None
+        reason = (
+            "connection refused"
+            if isinstance(exc, ConnectionRefusedError)
+            else f"unknown host {parts.hostname!r}"
+        )
+        raise ConfigError(f"{what}: no server answers at {url} ({reason}); {_START_ONE}") from None
     except OSError:
         return
 
@@ -265,48 +338,70 @@ def check_reachable(client: Any, what: str) -> None:
 def _split_limit(max_llm_calls: int, concurrency: int) -> int:
     max_llm_calls = check_int("max_llm_calls", max_llm_calls, min=1)
     if max_llm_calls < concurrency:
-        raise ConfigError(f"max_llm_calls={max_llm_calls} is below concurrency={concurrency} "
-                          "actors; every actor needs at least one call in flight")
+        raise ConfigError(
+            f"max_llm_calls={max_llm_calls} is below concurrency={concurrency} "
+            "actors; every actor needs at least one call in flight"
+        )
     return max_llm_calls // concurrency
 
 
 class _SynthActor:
-    def __init__(self, synthesizer: Any, per_actor: int, query_column: str,
-                 contexts_column: str) -> None:
-        self.synth = synthesizer() if callable(synthesizer) and not hasattr(
-            synthesizer, "abatch") else synthesizer
+    def __init__(
+        self, synthesizer: Any, per_actor: int, query_column: str, contexts_column: str
+    ) -> None:
+        self.synth = (
+            synthesizer()
+            if callable(synthesizer) and not hasattr(synthesizer, "abatch")
+            else synthesizer
+        )
         self.synth.max_concurrency = per_actor  # this actor's share of the global limit
         self.query_column, self.contexts_column = query_column, contexts_column
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         queries = batch.column(self.query_column).to_pylist()
         contexts = batch.column(self.contexts_column).to_pylist()
-        ok = [i for i, (q, c) in enumerate(zip(queries, contexts, strict=True))
-              if isinstance(q, str) and isinstance(c, list)
-              and all(isinstance(t, str) for t in c)]
+        ok = [
+            i
+            for i, (q, c) in enumerate(zip(queries, contexts, strict=True))
+            if isinstance(q, str) and isinstance(c, list) and all(isinstance(t, str) for t in c)
+        ]
         answers: list[str | None] = [None] * len(queries)
         errors: list[str | None] = [None] * len(queries)
         calls = [0] * len(queries)
         for i in set(range(len(queries))) - set(ok):
-            errors[i] = (f"{self.query_column} must be a string and {self.contexts_column} a "
-                         "list of strings")
+            errors[i] = (
+                f"{self.query_column} must be a string and {self.contexts_column} a list of strings"
+            )
         if ok:
-            out = self.synth.batch([queries[i] for i in ok], [contexts[i] for i in ok],
-                                   return_exceptions=True, show_progress=False)
+            out = self.synth.batch(
+                [queries[i] for i in ok],
+                [contexts[i] for i in ok],
+                return_exceptions=True,
+                show_progress=False,
+            )
             for i, resp in zip(ok, out, strict=True):
                 if isinstance(resp, BaseException):
                     errors[i] = f"{type(resp).__name__}: {resp}"
                 else:
                     answers[i] = resp.response
                     calls[i] = int(resp.metadata.get("llm_calls", 0))
-        return (batch.append_column("response", pa.array(answers, pa.string()))
-                .append_column("llm_calls", pa.array(calls, pa.int32()))
-                .append_column("error", pa.array(errors, pa.string())))
+        return (
+            batch.append_column("response", pa.array(answers, pa.string()))
+            .append_column("llm_calls", pa.array(calls, pa.int32()))
+            .append_column("error", pa.array(errors, pa.string()))
+        )
 
 
-def synthesize(data: Any, synthesizer: Any, *, query_column: str = "query",
-               contexts_column: str = "contexts", concurrency: int = 2,
-               max_llm_calls: int = 64, batch_size: int = 64) -> Any:
+def synthesize(
+    data: Any,
+    synthesizer: Any,
+    *,
+    query_column: str = "query",
+    contexts_column: str = "contexts",
+    concurrency: int = 2,
+    max_llm_calls: int = 64,
+    batch_size: int = 64,
+) -> Any:
     """Answer every row's query from its contexts on Ray actors; a ``ray.data.Dataset``.
 
     ``data``: a Dataset (or Arrow table) with ``query_column`` (str) and ``contexts_column``
@@ -322,19 +417,25 @@ def synthesize(data: Any, synthesizer: Any, *, query_column: str = "query",
     batch_size = check_int("batch_size", batch_size, min=1)
     per_actor = _split_limit(max_llm_calls, concurrency)
     if not (hasattr(synthesizer, "abatch") or callable(synthesizer)):
-        raise ConfigError("synthesizer must be a fastrag synthesizer "
-                          "(fr.get_response_synthesizer(...)) or a factory returning one")
+        raise ConfigError(
+            "synthesizer must be a fastrag synthesizer "
+            "(fr.get_response_synthesizer(...)) or a factory returning one"
+        )
     if hasattr(synthesizer, "abatch"):
         check_reachable(synthesizer, "fastrag.ray.synthesize: the synthesizer's LLM")
     init_if_needed(ray)
     ds = to_dataset(ray, data, query_column, batch_size)
     if contexts_column not in ds.schema().names:
-        raise ConfigError(f"the data has no column {contexts_column!r}; its columns are "
-                          f"{ds.schema().names}")
-    return ds.map_batches(_SynthActor, batch_size=batch_size, batch_format="pyarrow",
-                          fn_constructor_args=(synthesizer, per_actor, query_column,
-                                               contexts_column),
-                          **actor_options(concurrency))
+        raise ConfigError(
+            f"the data has no column {contexts_column!r}; its columns are {ds.schema().names}"
+        )
+    return ds.map_batches(
+        _SynthActor,
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        fn_constructor_args=(synthesizer, per_actor, query_column, contexts_column),
+        **actor_options(concurrency),
+    )
 
 
 class _ParseActor:
@@ -347,17 +448,29 @@ class _ParseActor:
     def __call__(self, batch: pa.Table) -> pa.Table:
         from fastrag.schema import DocNode
 
-        nodes = [DocNode(text=t, metadata=json.loads(m), id=i) for t, m, i in zip(
-            batch.column("text").to_pylist(), batch.column("metadata").to_pylist(),
-            batch.column("id").to_pylist(), strict=True)]
+        nodes = [
+            DocNode(text=t, metadata=json.loads(m), id=i)
+            for t, m, i in zip(
+                batch.column("text").to_pylist(),
+                batch.column("metadata").to_pylist(),
+                batch.column("id").to_pylist(),
+                strict=True,
+            )
+        ]
         children = self.parser.batch_transform(nodes)
         texts, metas = [], []
         for kids in children:
             texts.append([k.text if hasattr(k, "text") else str(k) for k in kids])
-            metas.append([json.dumps(getattr(k, "metadata", {}) or {}, ensure_ascii=False)
-                          for k in kids])
-        return pa.table({"pos": batch.column("pos"), "children": pa.array(texts),
-                         "children_metadata": pa.array(metas)})
+            metas.append(
+                [json.dumps(getattr(k, "metadata", {}) or {}, ensure_ascii=False) for k in kids]
+            )
+        return pa.table(
+            {
+                "pos": batch.column("pos"),
+                "children": pa.array(texts),
+                "children_metadata": pa.array(metas),
+            }
+        )
 
 
 class _RayParser(NodeTransform):
@@ -389,29 +502,53 @@ class _RayParser(NodeTransform):
     def batch_transform(self, nodes: list) -> list[list]:
         from fastrag.schema import DocNode
 
-        table = pa.table({"pos": pa.array(range(len(nodes)), pa.int64()),
-                          "text": pa.array([n.text for n in nodes], pa.large_string()),
-                          "metadata": pa.array([json.dumps(n.metadata or {}, ensure_ascii=False)
-                                                for n in nodes]),
-                          "id": pa.array([n.id for n in nodes])})
+        table = pa.table(
+            {
+                "pos": pa.array(range(len(nodes)), pa.int64()),
+                "text": pa.array([n.text for n in nodes], pa.large_string()),
+                "metadata": pa.array(
+                    [json.dumps(n.metadata or {}, ensure_ascii=False) for n in nodes]
+                ),
+                "id": pa.array([n.id for n in nodes]),
+            }
+        )
         rows = max(1, min(self.rows, -(-len(nodes) // self.concurrency)))  # every actor busy
         ds = to_dataset(self.ray, table, "text", rows, index=False)
-        out = ds.map_batches(_ParseActor, batch_size=rows, batch_format="pyarrow",
-                             fn_constructor_args=(self.parser, self.per_actor),
-                             **actor_options(self.concurrency)).to_arrow_refs()
+        out = ds.map_batches(
+            _ParseActor,
+            batch_size=rows,
+            batch_format="pyarrow",
+            fn_constructor_args=(self.parser, self.per_actor),
+            **actor_options(self.concurrency),
+        ).to_arrow_refs()
         result = pa.concat_tables(self.ray.get(out)).sort_by("pos")
         if result.num_rows != len(nodes) or result.column("pos").to_pylist() != list(
-                range(len(nodes))):
-            raise RuntimeError(f"the parse job returned {result.num_rows} rows for "
-                               f"{len(nodes)} nodes")
+            range(len(nodes))
+        ):
+            raise RuntimeError(
+                f"the parse job returned {result.num_rows} rows for {len(nodes)} nodes"
+            )
         self.parsed += len(nodes)
-        return [[DocNode(text=t, metadata=json.loads(m)) for t, m in zip(ts, ms, strict=True)]
-                for ts, ms in zip(result.column("children").to_pylist(),
-                                  result.column("children_metadata").to_pylist(), strict=True)]
+        return [
+            [DocNode(text=t, metadata=json.loads(m)) for t, m in zip(ts, ms, strict=True)]
+            for ts, ms in zip(
+                result.column("children").to_pylist(),
+                result.column("children_metadata").to_pylist(),
+                strict=True,
+            )
+        ]
 
 
-def parse(store: str | os.PathLike, group_name: str, parser: Any, *, parent: str = "root",
-          concurrency: int = 2, max_llm_calls: int = 64, batch_size: int = 64) -> dict[str, int]:
+def parse(
+    store: str | os.PathLike,
+    group_name: str,
+    parser: Any,
+    *,
+    parent: str = "root",
+    concurrency: int = 2,
+    max_llm_calls: int = 64,
+    batch_size: int = 64,
+) -> dict[str, int]:
     """Build node group ``group_name`` of a store with an LLM parser (``fr.LLMParser``, or its
     class) running on Ray actors; the group is committed from this process through the
     store's single writer, under the parser's own identity (so a later
@@ -424,8 +561,10 @@ def parse(store: str | os.PathLike, group_name: str, parser: Any, *, parent: str
     per_actor = _split_limit(max_llm_calls, concurrency)
     inner = parser() if isinstance(parser, type) else parser
     if not hasattr(inner, "batch_transform") or not hasattr(inner, "identity"):
-        raise ConfigError("parser must be a fastrag node transform with batch_transform "
-                          "(fr.LLMParser) or its class")
+        raise ConfigError(
+            "parser must be a fastrag node transform with batch_transform "
+            "(fr.LLMParser) or its class"
+        )
     check_reachable(inner, "fastrag.ray.parse: the parser's LLM")
     from fastrag.documents.document import Document
 
@@ -435,4 +574,3 @@ def parse(store: str | os.PathLike, group_name: str, parser: Any, *, parent: str
     doc.create_node_group(group_name, transform=remote, parent=parent)
     group = doc.group(group_name)
     return {"parents": remote.parsed, "nodes": len(group)}
-

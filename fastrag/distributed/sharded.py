@@ -85,23 +85,23 @@ def root_table(source: Any) -> pa.Table:
     elif isinstance(source, (str, os.PathLike)) and (Path(source) / "manifest.json").is_file():
         doc = Document(store=source, mode="r")
     elif isinstance(source, (str, os.PathLike)) or (
-            isinstance(source, Sequence) and source
-            and all(isinstance(x, os.PathLike) for x in source)):
+        isinstance(source, Sequence) and source and all(isinstance(x, os.PathLike) for x in source)
+    ):
         doc = Document(source)
     elif isinstance(source, Sequence) and not isinstance(source, str):
         doc = Document.from_texts(list(source))
     else:
         raise ConfigError(
             "the corpus must be a fastrag store directory, files or folders, a list of texts, "
-            f"or an Arrow table with a 'text' column; got {type(source).__name__}")
+            f"or an Arrow table with a 'text' column; got {type(source).__name__}"
+        )
     return doc.group("root").table.select(["id", "text", "metadata"])
 
 
 def _partition(n: int, parts: int) -> list[tuple[int, int]]:
     """Contiguous ``[lo, hi)`` ranges of ``n`` rows in ``parts`` near-equal pieces."""
     bounds = np.linspace(0, n, parts + 1).round().astype(np.int64)
-    return [(int(bounds[i]), int(bounds[i + 1])) for i in range(parts)
-            if bounds[i + 1] > bounds[i]]
+    return [(int(bounds[i]), int(bounds[i + 1])) for i in range(parts) if bounds[i + 1] > bounds[i]]
 
 
 # -- one segment -------------------------------------------------------------------------------
@@ -118,10 +118,15 @@ class IndexSpec:
     transform: Mapping[str, Any] | None = None  # the group transform's recorded spec, if any
 
     def to_json(self) -> dict[str, Any]:
-        return {"group_name": self.group_name, "similarity": self.similarity,
-                "parent": self.parent, "params": dict(self.params or {}),
-                "stemmer": self.stemmer, "embed_key": self.embed_key,
-                "transform": dict(self.transform) if self.transform else None}
+        return {
+            "group_name": self.group_name,
+            "similarity": self.similarity,
+            "parent": self.parent,
+            "params": dict(self.params or {}),
+            "stemmer": self.stemmer,
+            "embed_key": self.embed_key,
+            "transform": dict(self.transform) if self.transform else None,
+        }
 
 
 def _open_segment(path: Path, spec: IndexSpec, transform: Any, embed: Any, mode: str):
@@ -131,10 +136,12 @@ def _open_segment(path: Path, spec: IndexSpec, transform: Any, embed: Any, mode:
 
     doc = Document(store=path, mode=mode, embed=embed)
     _register_group(doc, spec, transform)
-    kw = {"stemmer": spec.stemmer} if _kind(spec.similarity) == "bm25" else \
-        {"embed_keys": [spec.embed_key]}
-    ret = Retriever(doc, spec.group_name, spec.similarity, topk=1, **kw,
-                    **dict(spec.params or {}))
+    kw = (
+        {"stemmer": spec.stemmer}
+        if _kind(spec.similarity) == "bm25"
+        else {"embed_keys": [spec.embed_key]}
+    )
+    ret = Retriever(doc, spec.group_name, spec.similarity, topk=1, **kw, **dict(spec.params or {}))
     return doc, ret
 
 
@@ -153,8 +160,9 @@ def _kind(similarity: str) -> str:
     return get_similarity(similarity).kind
 
 
-def build_segment(dest: str, table: pa.Table, spec: IndexSpec, transform: Any = None,
-                  embed: Any = None) -> dict[str, Any]:
+def build_segment(
+    dest: str, table: pa.Table, spec: IndexSpec, transform: Any = None, embed: Any = None
+) -> dict[str, Any]:
     """Build one segment store at ``dest`` from root rows ``(id, text, metadata)``: its
     documents, its group, and its tokens (BM25) or vectors (dense). Returns its manifest entry.
     Runs in a Ray task or in this process; ``dest`` must not exist."""
@@ -164,8 +172,15 @@ def build_segment(dest: str, table: pa.Table, spec: IndexSpec, transform: Any = 
     return _build_rows(dest, texts, metas, ids, spec, transform, embed)
 
 
-def _build_rows(dest: str, texts: list, metas: list | None, ids: list, spec: IndexSpec,
-                transform: Any, embed: Any) -> dict[str, Any]:
+def _build_rows(
+    dest: str,
+    texts: list,
+    metas: list | None,
+    ids: list,
+    spec: IndexSpec,
+    transform: Any,
+    embed: Any,
+) -> dict[str, Any]:
     from fastrag.documents.document import Document
 
     Document.from_texts(texts, metas, ids, store=dest)
@@ -192,8 +207,9 @@ def segment_tokens(doc, group, analyzer):
             vocab = _decode_vocab(arrays["vocab_bytes"], arrays["vocab_offsets"])
             values = np.asarray(arrays["values"])
             offsets = np.asarray(arrays["offsets"])
-            if offsets.shape[0] != len(group) + 1 or (values.size and (
-                    values.min() < 0 or values.max() >= len(vocab))):
+            if offsets.shape[0] != len(group) + 1 or (
+                values.size and (values.min() < 0 or values.max() >= len(vocab))
+            ):
                 raise StoreError("token arrays do not match the group")
             return TokenizedCorpus(vocab, values, offsets)
         except (StoreError, KeyError, ValueError) as exc:
@@ -201,18 +217,30 @@ def segment_tokens(doc, group, analyzer):
 
             from fastrag.errors import StoreWarning
 
-            warnings.warn(f"tokens {key!r} of {store.path} are damaged and are rebuilt: {exc}",
-                          StoreWarning, stacklevel=2)
+            warnings.warn(
+                f"tokens {key!r} of {store.path} are damaged and are rebuilt: {exc}",
+                StoreWarning,
+                stacklevel=2,
+            )
     tc = doc.derived._tokens(group, analyzer, 0)
     if store.writable:
         blob, voff = _encode_vocab(tc.vocab)
         with store.transaction() as txn:
-            txn.write_arrays(key, {"values": np.asarray(tc.values, np.int32),
-                                   "offsets": np.asarray(tc.offsets, np.int64),
-                                   "vocab_bytes": blob, "vocab_offsets": voff},
-                             {"kind": "tokens", "group": group.name,
-                              "fingerprint": group.fingerprint,
-                              "analyzer": analyzer.identity()})
+            txn.write_arrays(
+                key,
+                {
+                    "values": np.asarray(tc.values, np.int32),
+                    "offsets": np.asarray(tc.offsets, np.int64),
+                    "vocab_bytes": blob,
+                    "vocab_offsets": voff,
+                },
+                {
+                    "kind": "tokens",
+                    "group": group.name,
+                    "fingerprint": group.fingerprint,
+                    "analyzer": analyzer.identity(),
+                },
+            )
     return tc
 
 
@@ -246,8 +274,9 @@ class _Segment:
         terms = [""] * len(tc.vocab)
         for term, i in tc.vocab.items():
             terms[i] = term
-        st = BM25Stats.from_tokens(np.asarray(tc.values, np.int32),
-                                   np.asarray(tc.offsets, np.int64), len(terms))
+        st = BM25Stats.from_tokens(
+            np.asarray(tc.values, np.int32), np.asarray(tc.offsets, np.int64), len(terms)
+        )
         return terms, st.df, st.n_docs, st.n_tokens
 
     def weigh(self, to_global: np.ndarray, n_vocab: int, stats) -> np.ndarray:
@@ -257,8 +286,9 @@ class _Segment:
 
         values = to_global[np.asarray(self.tokens.values, np.int64)].astype(np.int32)
         params = {p: v for p, v in (self.spec.params or {}).items() if p in _BM25_PARAMS}
-        self.index = BM25Index.build(values, np.asarray(self.tokens.offsets, np.int64),
-                                     n_vocab, stats=stats, **params)
+        self.index = BM25Index.build(
+            values, np.asarray(self.tokens.offsets, np.int64), n_vocab, stats=stats, **params
+        )
         return np.asarray(self.index.term_max)
 
     def set_bound(self, bound: np.ndarray) -> None:
@@ -280,8 +310,9 @@ class _Segment:
         k = min(k, self.size())
         if mask is not None and not mask.any():
             return _empty(n_q, k)
-        return self.index.search(q_values, q_offsets, k, mask=mask, cutoff=cutoff,
-                                 num_threads=num_threads)
+        return self.index.search(
+            q_values, q_offsets, k, mask=mask, cutoff=cutoff, num_threads=num_threads
+        )
 
     def search_dense(self, qv, k, flt, cutoff, num_threads):
         mask = self.mask(flt)
@@ -292,8 +323,11 @@ class _Segment:
         return index.search(qv, k, mask=mask, cutoff=cutoff, num_threads=num_threads)
 
     def ids(self, rows: np.ndarray) -> pa.Array:
-        return self.group.table.column("id").take(
-            pa.array(np.asarray(rows, np.int64))).combine_chunks()
+        return (
+            self.group.table.column("id")
+            .take(pa.array(np.asarray(rows, np.int64)))
+            .combine_chunks()
+        )
 
     def nodes(self, rows: np.ndarray) -> list:
         return self.group.nodes(np.asarray(rows, np.int64))
@@ -307,12 +341,23 @@ class _Handles:
     """The open segments, in this process or on Ray actors (one each): ``call(name, *args)``
     runs a method on every segment at once and returns the answers in segment order."""
 
-    def __init__(self, names: list[str], root: Path, spec: IndexSpec, transform: Any,
-                 embed: Any, executor: str, old: _Handles | None) -> None:
+    def __init__(
+        self,
+        names: list[str],
+        root: Path,
+        spec: IndexSpec,
+        transform: Any,
+        embed: Any,
+        executor: str,
+        old: _Handles | None,
+    ) -> None:
         self.names = names
         self.remote = executor == "ray"
-        keep = {} if old is None or old.spec != spec or old.remote != self.remote \
+        keep = (
+            {}
+            if old is None or old.spec != spec or old.remote != self.remote
             else dict(zip(old.names, old.items, strict=True))
+        )
         self.spec = spec
         if self.remote:
             from fastrag.distributed._ray import init_if_needed, require_ray
@@ -320,17 +365,20 @@ class _Handles:
             self.ray = require_ray("ShardedRetriever(executor='ray')")
             init_if_needed(self.ray)
             actor = self.ray.remote(_Segment).options(max_restarts=-1, max_task_retries=-1)
-            self.items = [keep.get(n) or actor.remote(str(root / n), spec, transform, embed)
-                          for n in names]
+            self.items = [
+                keep.get(n) or actor.remote(str(root / n), spec, transform, embed) for n in names
+            ]
         else:
-            self.items = [keep.get(n) or _Segment(str(root / n), spec, transform, embed)
-                          for n in names]
+            self.items = [
+                keep.get(n) or _Segment(str(root / n), spec, transform, embed) for n in names
+            ]
 
     def call(self, method: str, *args: Any, each: list[tuple] | None = None) -> list:
         argv = each if each is not None else [args] * len(self.items)
         if self.remote:
-            return self.ray.get([getattr(a, method).remote(*x)
-                                 for a, x in zip(self.items, argv, strict=True)])
+            return self.ray.get(
+                [getattr(a, method).remote(*x) for a, x in zip(self.items, argv, strict=True)]
+            )
         return [getattr(s, method)(*x) for s, x in zip(self.items, argv, strict=True)]
 
     def one(self, i: int, method: str, *args: Any) -> Any:
@@ -340,8 +388,11 @@ class _Handles:
 
 
 def _empty(n_q: int, k: int):
-    return (np.full((n_q, k), -1, np.int64), np.full((n_q, k), -np.inf, np.float32),
-            np.zeros(n_q, np.int32))
+    return (
+        np.full((n_q, k), -1, np.int64),
+        np.full((n_q, k), -np.inf, np.float32),
+        np.zeros(n_q, np.int32),
+    )
 
 
 def merge_stats(parts: Sequence[tuple[list[str], np.ndarray, int, int]]):
@@ -363,8 +414,9 @@ def merge_stats(parts: Sequence[tuple[list[str], np.ndarray, int, int]]):
     return vocab, maps, stats
 
 
-def merge_hits(results: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-               offsets: Sequence[int], k: int):
+def merge_hits(
+    results: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], offsets: Sequence[int], k: int
+):
     """Per-segment ``(rows, scores, counts)`` -> global top-``k``: best score first, ties by
     global row (segment offset + local row)."""
     n_q = results[0][0].shape[0] if results else 0
@@ -381,8 +433,9 @@ def merge_hits(results: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     order = np.lexsort((rows, -scores.astype(np.float64)), axis=1)[:, :k]
     top_rows = np.take_along_axis(rows, order, axis=1)
     top_scores = np.take_along_axis(scores, order, axis=1)
-    counts = np.minimum(np.sum(np.concatenate([r[2][:, None] for r in results], axis=1),
-                               axis=1), top_rows.shape[1]).astype(np.int32)
+    counts = np.minimum(
+        np.sum(np.concatenate([r[2][:, None] for r in results], axis=1), axis=1), top_rows.shape[1]
+    ).astype(np.int32)
     top_rows[np.arange(top_rows.shape[1])[None, :] >= counts[:, None]] = -1
     return top_rows, top_scores, counts
 
@@ -400,16 +453,27 @@ class ShardedRetriever:
     dense similarity.
     """
 
-    def __init__(self, path: str | os.PathLike, *, topk: int = 6, filter: Any = None,
-                 similarity_cut_off: float | None = None, transform: Any = None,
-                 embed: Any = None, num_threads: int | None = None,
-                 lock_timeout: float = 60.0, executor: str = "local") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        topk: int = 6,
+        filter: Any = None,
+        similarity_cut_off: float | None = None,
+        transform: Any = None,
+        embed: Any = None,
+        num_threads: int | None = None,
+        lock_timeout: float = 60.0,
+        executor: str = "local",
+    ) -> None:
         from fastrag.retrieval.retriever import _check_topk
 
         self.path = Path(path)
         if not is_sharded(self.path):
-            raise ConfigError(f"{str(self.path)!r} is not a sharded index (no {MANIFEST}); "
-                              "build one with fastrag.ray.build_index(corpus, path, ...)")
+            raise ConfigError(
+                f"{str(self.path)!r} is not a sharded index (no {MANIFEST}); "
+                "build one with fastrag.ray.build_index(corpus, path, ...)"
+            )
         self.topk = _check_topk(topk)
         self.filter = filter
         self.similarity_cut_off = similarity_cut_off
@@ -418,8 +482,10 @@ class ShardedRetriever:
         self.num_threads = num_threads
         self.lock_timeout = float(lock_timeout)
         if executor not in ("local", "ray"):
-            raise ConfigError(f"executor must be 'local' (segments open in this process) or "
-                              f"'ray' (one Ray actor per segment), got {executor!r}")
+            raise ConfigError(
+                f"executor must be 'local' (segments open in this process) or "
+                f"'ray' (one Ray actor per segment), got {executor!r}"
+            )
         self.executor = executor
         self._lock = threading.RLock()
         self.refresh()
@@ -431,8 +497,10 @@ class ShardedRetriever:
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot read {self.path / MANIFEST}: {exc}") from exc
         if m.get("format") != FORMAT:
-            raise StoreError(f"{self.path / MANIFEST} has format {m.get('format')!r}, this "
-                             f"fastrag reads {FORMAT!r}")
+            raise StoreError(
+                f"{self.path / MANIFEST} has format {m.get('format')!r}, this "
+                f"fastrag reads {FORMAT!r}"
+            )
         return m
 
     def refresh(self) -> ShardedRetriever:
@@ -443,11 +511,19 @@ class ShardedRetriever:
             spec = IndexSpec(**m["spec"])
             kind = _kind(spec.similarity)
             if kind not in ("bm25", "dense"):
-                raise ConfigError(f"sharded indexes support BM25 and dense similarities, not "
-                                  f"{spec.similarity!r}")
+                raise ConfigError(
+                    f"sharded indexes support BM25 and dense similarities, not {spec.similarity!r}"
+                )
             names = [e["dir"] for e in m["segments"]]
-            segs = _Handles(names, self.path, spec, self.transform, self.embed, self.executor,
-                            getattr(self, "_segs", None))
+            segs = _Handles(
+                names,
+                self.path,
+                spec,
+                self.transform,
+                self.embed,
+                self.executor,
+                getattr(self, "_segs", None),
+            )
             sizes = segs.call("size")
             vocab = None
             if kind == "bm25" and names:
@@ -472,13 +548,15 @@ class ShardedRetriever:
         return int(self._offsets[-1])
 
     # -- search ----------------------------------------------------------------------------
-    def __call__(self, query: str, *, filter: Any = None, topk: int | None = None
-                 ) -> list[NodeWithScore]:
+    def __call__(
+        self, query: str, *, filter: Any = None, topk: int | None = None
+    ) -> list[NodeWithScore]:
         """The top-k nodes for ``query``, best first."""
         return self.batch([query], filter=filter, topk=topk)[0]
 
-    def batch(self, queries: Sequence[str], *, filter: Any = None, topk: int | None = None
-              ) -> list[list[NodeWithScore]]:
+    def batch(
+        self, queries: Sequence[str], *, filter: Any = None, topk: int | None = None
+    ) -> list[list[NodeWithScore]]:
         """Top-k lists for many queries in one pass."""
         segs, offsets, (rows, scores, counts) = self._run(queries, filter, topk)
         valid = np.arange(rows.shape[1])[None, :] < counts[:, None]
@@ -486,13 +564,18 @@ class ShardedRetriever:
         out, j = [], 0
         for q in range(len(rows)):
             c = int(counts[q])
-            out.append([NodeWithScore(n, float(s))
-                        for n, s in zip(nodes[j:j + c], scores[q, :c], strict=True)])
+            out.append(
+                [
+                    NodeWithScore(n, float(s))
+                    for n, s in zip(nodes[j : j + c], scores[q, :c], strict=True)
+                ]
+            )
             j += c
         return out
 
-    def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
-                    topk: int | None = None) -> pa.Table:
+    def batch_arrow(
+        self, queries: Sequence[str], *, filter: Any = None, topk: int | None = None
+    ) -> pa.Table:
         """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first;
         ``rank`` starts at 1 (the best hit), as everywhere in fastrag."""
         segs, offsets, (rows, scores, counts) = self._run(queries, filter, topk)
@@ -500,12 +583,14 @@ class ShardedRetriever:
         valid = np.arange(k)[None, :] < counts[:, None]
         qidx, rank = np.nonzero(valid)
         ids = self._fetch(segs, offsets, rows[valid], "ids")
-        return pa.table({
-            "query_idx": pa.array(qidx.astype(np.int32)),
-            "rank": pa.array((rank + RANK_BASE).astype(np.int32)),
-            "node_id": ids,
-            "score": pa.array(scores[valid].astype(np.float32)),
-        })
+        return pa.table(
+            {
+                "query_idx": pa.array(qidx.astype(np.int32)),
+                "rank": pa.array((rank + RANK_BASE).astype(np.int32)),
+                "node_id": ids,
+                "score": pa.array(scores[valid].astype(np.float32)),
+            }
+        )
 
     @staticmethod
     def _fetch(segs: _Handles, offsets: np.ndarray, rows: np.ndarray, what: str):
@@ -562,8 +647,8 @@ class ShardedRetriever:
         r, s, c = merge_hits(parts, offsets[:-1], k)
         rows, scores, counts = _empty(n_q, k)
         scores[:] = 0.0
-        rows[todo, :r.shape[1]] = r
-        scores[todo, :s.shape[1]] = s
+        rows[todo, : r.shape[1]] = r
+        scores[todo, : s.shape[1]] = s
         counts[todo] = c
         return segs, offsets, (rows, scores, counts)
 
@@ -576,8 +661,10 @@ class ShardedRetriever:
             stem = opts.get("stemmer")
             if stem == "auto":
                 opts = {}
-            self._an = (self._spec, get_analyzer(get_similarity(self._spec.similarity).analyzer,
-                                                 **opts))
+            self._an = (
+                self._spec,
+                get_analyzer(get_similarity(self._spec.similarity).analyzer, **opts),
+            )
         return self._an[1]
 
     def _query_vectors(self, queries: list[str]) -> np.ndarray:
@@ -586,8 +673,10 @@ class ShardedRetriever:
         key = self._spec.embed_key
         emb = (self.embed or {}).get(key)
         if emb is None:
-            raise ConfigError(f"this sharded index is dense (embed key {key!r}); open it with "
-                              "embed= (the Embedder it was built with)")
+            raise ConfigError(
+                f"this sharded index is dense (embed key {key!r}); open it with "
+                "embed= (the Embedder it was built with)"
+            )
         return embed_query_vectors(emb, queries, key)
 
     # -- changes ---------------------------------------------------------------------------
@@ -601,8 +690,10 @@ class ShardedRetriever:
         try:
             lock.acquire()
         except Timeout:
-            raise StoreLockTimeout(f"another writer holds {self.path / LOCK} for more than "
-                                   f"lock_timeout={self.lock_timeout} s") from None
+            raise StoreLockTimeout(
+                f"another writer holds {self.path / LOCK} for more than "
+                f"lock_timeout={self.lock_timeout} s"
+            ) from None
         try:
             yield self._read_manifest()
         finally:
@@ -621,11 +712,19 @@ class ShardedRetriever:
         with self._writing() as m:
             dup = _duplicate_ids(self._all_ids(m), table.column("id").to_pylist())
             if dup:
-                raise ConfigError(f"document ids already in the index: {dup[:3]}; delete them "
-                                  "first or give new ids")
+                raise ConfigError(
+                    f"document ids already in the index: {dup[:3]}; delete them "
+                    "first or give new ids"
+                )
             name = _segment_name(m)
-            built = run_builds(self.path, [(name, table)], IndexSpec(**m["spec"]),
-                               self.transform, self.embed, executor)
+            built = run_builds(
+                self.path,
+                [(name, table)],
+                IndexSpec(**m["spec"]),
+                self.transform,
+                self.embed,
+                executor,
+            )
             m["segments"] += built
             m["next_segment"] += 1
             self._commit(m)
@@ -650,16 +749,24 @@ class ShardedRetriever:
                     keep.append(entry)
                     continue
                 left = seg.group("root").table.filter(
-                    pa.compute.invert(pa.compute.is_in(seg.group("root").table.column("id"),
-                                                       value_set=pa.array(sorted(here)))))
+                    pa.compute.invert(
+                        pa.compute.is_in(
+                            seg.group("root").table.column("id"), value_set=pa.array(sorted(here))
+                        )
+                    )
+                )
                 removed += len(here)
                 if left.num_rows:  # rewrite the segment without them (a fresh directory)
                     name = _segment_name(m)
                     m["next_segment"] += 1
-                    keep += run_builds(self.path, [(name, left.select(["id", "text",
-                                                                        "metadata"]))],
-                                       IndexSpec(**m["spec"]), self.transform, self.embed,
-                                       "local")
+                    keep += run_builds(
+                        self.path,
+                        [(name, left.select(["id", "text", "metadata"]))],
+                        IndexSpec(**m["spec"]),
+                        self.transform,
+                        self.embed,
+                        "local",
+                    )
             m["segments"] = keep
             if removed:
                 self._commit(m)
@@ -680,15 +787,19 @@ class ShardedRetriever:
                 name = _segment_name(m)
                 m["next_segment"] += 1
                 jobs.append((name, whole.slice(lo, hi - lo)))
-            m["segments"] = run_builds(self.path, jobs, IndexSpec(**m["spec"]), self.transform,
-                                       self.embed, executor)
+            m["segments"] = run_builds(
+                self.path, jobs, IndexSpec(**m["spec"]), self.transform, self.embed, executor
+            )
             self._commit(m)
         self.refresh()
         return self.segments
 
     def _all_ids(self, m: dict) -> list[str]:
-        return [i for e in m["segments"]
-                for i in _segment_roots(self.path / e["dir"]).column("id").to_pylist()]
+        return [
+            i
+            for e in m["segments"]
+            for i in _segment_roots(self.path / e["dir"]).column("id").to_pylist()
+        ]
 
 
 def _duplicate_ids(have: list[str], new: list[str]) -> list[str]:
@@ -721,8 +832,7 @@ def collect_garbage(root: Path, manifest: dict[str, Any]) -> list[str]:
     for entry in root.iterdir():
         if entry.name in (MANIFEST, LOCK) or entry.name in named:
             continue
-        if entry.is_dir() and (entry.name.startswith("seg-")
-                               or entry.name.startswith(TMP_PREFIX)):
+        if entry.is_dir() and (entry.name.startswith("seg-") or entry.name.startswith(TMP_PREFIX)):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry.name)
         elif entry.name.startswith(TMP_PREFIX):
@@ -732,8 +842,14 @@ def collect_garbage(root: Path, manifest: dict[str, Any]) -> list[str]:
     return removed
 
 
-def run_builds(root: Path, jobs: list[tuple[str, pa.Table]], spec: IndexSpec, transform: Any,
-               embed: Any, executor: str) -> list[dict[str, Any]]:
+def run_builds(
+    root: Path,
+    jobs: list[tuple[str, pa.Table]],
+    spec: IndexSpec,
+    transform: Any,
+    embed: Any,
+    executor: str,
+) -> list[dict[str, Any]]:
     """Build segment stores (in Ray tasks when ``executor`` is "ray", or "auto" with Ray
     initialized; else here, one after another) into temp folders, then rename each into place.
     On any failure every folder of this call is removed and the error raised."""
@@ -754,12 +870,16 @@ def run_builds(root: Path, jobs: list[tuple[str, pa.Table]], spec: IndexSpec, tr
 
             ray = require_ray("fastrag.ray.build_index")
             task = ray.remote(build_segment).options(max_retries=2)
-            refs = [task.remote(str(t), table, spec, transform, embed)
-                    for t, (_, table) in zip(tmp, jobs, strict=True)]
+            refs = [
+                task.remote(str(t), table, spec, transform, embed)
+                for t, (_, table) in zip(tmp, jobs, strict=True)
+            ]
             entries = ray.get(refs)
         else:
-            entries = [build_segment(str(t), table, spec, transform, embed)
-                       for t, (_, table) in zip(tmp, jobs, strict=True)]
+            entries = [
+                build_segment(str(t), table, spec, transform, embed)
+                for t, (_, table) in zip(tmp, jobs, strict=True)
+            ]
         out = []
         for t, (name, _), entry in zip(tmp, jobs, entries, strict=True):
             os.rename(t, root / name)
@@ -771,9 +891,17 @@ def run_builds(root: Path, jobs: list[tuple[str, pa.Table]], spec: IndexSpec, tr
         raise
 
 
-def create(path: str | os.PathLike, corpus: Any, spec: IndexSpec, *, num_shards: int | None,
-           transform: Any = None, embed: Any = None, executor: str = "auto",
-           overwrite: bool = False) -> Path:
+def create(
+    path: str | os.PathLike,
+    corpus: Any,
+    spec: IndexSpec,
+    *,
+    num_shards: int | None,
+    transform: Any = None,
+    embed: Any = None,
+    executor: str = "auto",
+    overwrite: bool = False,
+) -> Path:
     """Partition ``corpus`` into ``num_shards`` segments at ``path`` (built in parallel on Ray
     when it is running) and commit the sharded index; returns ``path``."""
     if num_shards is not None:
@@ -781,15 +909,19 @@ def create(path: str | os.PathLike, corpus: Any, spec: IndexSpec, *, num_shards:
     root = Path(path)
     if root.exists() and any(root.iterdir()):
         if not overwrite:
-            raise ConfigError(f"{str(root)!r} exists and is not empty; choose a new directory "
-                              "or pass overwrite=True to replace it")
+            raise ConfigError(
+                f"{str(root)!r} exists and is not empty; choose a new directory "
+                "or pass overwrite=True to replace it"
+            )
         if not is_sharded(root):
             raise ConfigError(f"{str(root)!r} is not a sharded index; refusing to overwrite it")
     ds = as_dataset(corpus)
     if ds is not None:
         if executor == "local":
-            raise ConfigError("a Ray Dataset (or .parquet files / a glob) is built by Ray "
-                              "workers; use executor='auto' or 'ray'")
+            raise ConfigError(
+                "a Ray Dataset (or .parquet files / a glob) is built by Ray "
+                "workers; use executor='auto' or 'ray'"
+            )
         if num_shards is not None:  # an ordered split into num_shards blocks (in the cluster)
             ds = ds.repartition(num_shards)
     else:
@@ -829,8 +961,11 @@ def as_dataset(corpus: Any) -> Any:
     if type(corpus).__module__.startswith("ray.data"):
         return corpus
     items = [corpus] if isinstance(corpus, (str, os.PathLike)) else corpus
-    if not (isinstance(items, Sequence) and items
-            and all(isinstance(x, (str, os.PathLike)) for x in items)):
+    if not (
+        isinstance(items, Sequence)
+        and items
+        and all(isinstance(x, (str, os.PathLike)) for x in items)
+    ):
         return None
     names = [os.fspath(x) for x in items]
     globbed = [n for n in names if any(c in n for c in "*?[")]
@@ -846,10 +981,12 @@ def as_dataset(corpus: Any) -> Any:
         paths += got
     kinds = {os.path.splitext(p)[1].lower() for p in paths}
     if not kinds <= set(_DATA_FILES) or len(kinds & {".parquet"}) not in (0, len(kinds)):
-        raise ConfigError(f"a glob must name .parquet files or .jsonl/.json files (one "
-                          f"document a row), got {sorted(kinds)}; for one document per line "
-                          "of text files pass ray.data.read_text(paths), for other files "
-                          "pass their paths or folder (fastrag's readers)")
+        raise ConfigError(
+            f"a glob must name .parquet files or .jsonl/.json files (one "
+            f"document a row), got {sorted(kinds)}; for one document per line "
+            "of text files pass ray.data.read_text(paths), for other files "
+            "pass their paths or folder (fastrag's readers)"
+        )
     from fastrag.distributed._ray import init_if_needed, require_ray
 
     ray = require_ray("fastrag.ray.build_index")
@@ -877,8 +1014,15 @@ def _block_rows(block: pa.Table, first_row: int | None) -> tuple[list, list | No
     return texts, metas, ids
 
 
-def _build_block(block: pa.Table, first_row: int | None, root: str, token: str, spec: IndexSpec,
-                 transform: Any, embed: Any) -> dict[str, Any]:
+def _build_block(
+    block: pa.Table,
+    first_row: int | None,
+    root: str,
+    token: str,
+    spec: IndexSpec,
+    transform: Any,
+    embed: Any,
+) -> dict[str, Any]:
     """Build one segment from a block of corpus rows, in a Ray worker, into a temp folder of
     ``root`` named by ``token``; returns its entry (``dir`` is the temp folder)."""
     import uuid
@@ -890,15 +1034,17 @@ def _build_block(block: pa.Table, first_row: int | None, root: str, token: str, 
     return _build_rows(str(dest), texts, metas, ids, spec, transform, embed)
 
 
-def _build_batch(block: pa.Table, root: str, token: str, spec: IndexSpec, transform: Any,
-                 embed: Any) -> pa.Table:
+def _build_batch(
+    block: pa.Table, root: str, token: str, spec: IndexSpec, transform: Any, embed: Any
+) -> pa.Table:
     """map_batches function: one whole block in, one segment built, its entry out."""
     entry = _build_block(block, None, root, token, spec, transform, embed)
     return pa.table({k: [v] for k, v in entry.items()})
 
 
-def build_dataset(root: Path, ds: Any, spec: IndexSpec, transform: Any, embed: Any,
-                  m: dict[str, Any]) -> list[dict[str, Any]]:
+def build_dataset(
+    root: Path, ds: Any, spec: IndexSpec, transform: Any, embed: Any, m: dict[str, Any]
+) -> list[dict[str, Any]]:
     """One segment per block of ``ds``, built by Ray workers where the block is; the driver
     sees only each segment's entry. With an ``id`` column the blocks stream (read, built,
     dropped); without one, the default ids need every row's global position, so the blocks
@@ -913,8 +1059,9 @@ def build_dataset(root: Path, ds: Any, spec: IndexSpec, transform: Any, embed: A
     args = (str(root), token, spec, transform, embed)
     try:
         if "id" in ds.schema().names:
-            out = ds.map_batches(_build_batch, batch_size=None, batch_format="pyarrow",
-                                 fn_args=args)
+            out = ds.map_batches(
+                _build_batch, batch_size=None, batch_format="pyarrow", fn_args=args
+            )
             out.context.execution_options.preserve_order = True  # segments in corpus order
             entries = out.take_all()
         else:
@@ -928,8 +1075,9 @@ def build_dataset(root: Path, ds: Any, spec: IndexSpec, transform: Any, embed: A
             sizes = ray.get([count.remote(r) for r in refs])
             firsts = np.concatenate([[0], np.cumsum(sizes)])[:-1]
             task = ray.remote(_build_block).options(max_retries=2)
-            entries = ray.get([task.remote(r, int(f), *args)
-                               for r, f in zip(refs, firsts, strict=True)])
+            entries = ray.get(
+                [task.remote(r, int(f), *args) for r, f in zip(refs, firsts, strict=True)]
+            )
         out_entries = []
         for e in entries:
             if not e["docs"]:
@@ -947,9 +1095,16 @@ def build_dataset(root: Path, ds: Any, spec: IndexSpec, transform: Any, embed: A
         raise
 
 
-
-def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[str, Any],
-               stemmer: str | None, embed_key: str, transform: Any, embed: Any) -> IndexSpec:
+def check_spec(
+    group_name: str,
+    similarity: str,
+    parent: str,
+    params: Mapping[str, Any],
+    stemmer: str | None,
+    embed_key: str,
+    transform: Any,
+    embed: Any,
+) -> IndexSpec:
     """Validate what a sharded index builds, before any work starts."""
     from fastrag.documents.document import Document
 
@@ -957,14 +1112,17 @@ def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[st
         raise ConfigError(f"group_name must be a non-empty string, got {group_name!r}")
     kind = _kind(similarity)
     if kind not in ("bm25", "dense"):
-        raise ConfigError(f"sharded indexes support BM25 and dense similarities, not "
-                          f"{similarity!r}; for hybrid search, fuse a BM25 and a dense "
-                          "sharded index with fastrag.ReciprocalRankFusionJoiner")
+        raise ConfigError(
+            f"sharded indexes support BM25 and dense similarities, not "
+            f"{similarity!r}; for hybrid search, fuse a BM25 and a dense "
+            "sharded index with fastrag.ReciprocalRankFusionJoiner"
+        )
     if kind == "bm25":
         unknown = set(params) - set(_BM25_PARAMS)
         if unknown:
-            raise ConfigError(f"unknown BM25 parameters {sorted(unknown)}; known: "
-                              f"{list(_BM25_PARAMS)}")
+            raise ConfigError(
+                f"unknown BM25 parameters {sorted(unknown)}; known: {list(_BM25_PARAMS)}"
+            )
         from fastrag.indexes.bm25 import check_bm25_params
 
         check_bm25_params(**params)
@@ -974,14 +1132,23 @@ def check_spec(group_name: str, similarity: str, parent: str, params: Mapping[st
         if embed is None:
             raise ConfigError(f"similarity {similarity!r} needs embed= (an Embedder)")
     if group_name != "root" and group_name not in Document._BUILTIN and transform is None:
-        raise ConfigError(f"group {group_name!r} is not 'root' or a built-in group "
-                          f"({sorted(Document._BUILTIN)}); pass transform= to build it (a "
-                          "store's group made by `fastrag ingest --group` needs none)")
+        raise ConfigError(
+            f"group {group_name!r} is not 'root' or a built-in group "
+            f"({sorted(Document._BUILTIN)}); pass transform= to build it (a "
+            "store's group made by `fastrag ingest --group` needs none)"
+        )
     recorded = None
     if transform is not None and callable(getattr(transform, "spec", None)):
         recorded = transform.spec()
-    return IndexSpec(group_name, similarity, parent, dict(params), stemmer, embed_key,
-                     recorded if isinstance(recorded, dict) else None)
+    return IndexSpec(
+        group_name,
+        similarity,
+        parent,
+        dict(params),
+        stemmer,
+        embed_key,
+        recorded if isinstance(recorded, dict) else None,
+    )
 
 
 def stored_group(corpus: Any, group_name: str, parent: str, transform: Any) -> tuple[Any, str]:
@@ -993,22 +1160,24 @@ def stored_group(corpus: Any, group_name: str, parent: str, transform: Any) -> t
 
     if transform is not None or group_name == "root" or group_name in Document._BUILTIN:
         return transform, parent
-    if not (isinstance(corpus, (str, os.PathLike))
-            and (Path(corpus) / "manifest.json").is_file()):
+    if not (isinstance(corpus, (str, os.PathLike)) and (Path(corpus) / "manifest.json").is_file()):
         return transform, parent
     entry = Document(store=corpus, mode="r").store.manifest["groups"].get(group_name)
     if entry is None:
         return transform, parent
     rebuilt = transform_from_spec(entry.get("spec"))
     if rebuilt is None:
-        raise ConfigError(f"group {group_name!r} of store {str(corpus)!r} was made by a "
-                          "transform the store could not record (a function); pass "
-                          "transform= (the same transform) to build it")
+        raise ConfigError(
+            f"group {group_name!r} of store {str(corpus)!r} was made by a "
+            "transform the store could not record (a function); pass "
+            "transform= (the same transform) to build it"
+        )
     stored_parent = entry.get("parent", "root")
     if stored_parent != "root" and stored_parent not in Document._BUILTIN:
-        raise ConfigError(f"group {group_name!r} of store {str(corpus)!r} is made from group "
-                          f"{stored_parent!r}, not from 'root'; a sharded index builds groups "
-                          "of the documents: index that group's parent chain as one group "
-                          "(e.g. ingest it with --group NAME=SPEC, no @PARENT)")
+        raise ConfigError(
+            f"group {group_name!r} of store {str(corpus)!r} is made from group "
+            f"{stored_parent!r}, not from 'root'; a sharded index builds groups "
+            "of the documents: index that group's parent chain as one group "
+            "(e.g. ingest it with --group NAME=SPEC, no @PARENT)"
+        )
     return rebuilt, stored_parent
-

@@ -80,8 +80,9 @@ def _children_of(
     return _child_rows(fn(arg), group, parent, meta)
 
 
-def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str, str],
-                meta: dict[str, Any]) -> list[tuple]:
+def _child_rows(
+    out: Any, group: str, parent: tuple[str, str, str, str, str], meta: dict[str, Any]
+) -> list[tuple]:
     """The rows of one parent's children, from what its transform returned. A child stores
     only the metadata it adds to (or changes in) its document's: the parent's own, plus what
     a returned DocNode carries. A number or bool (LazyLLM's ``transform=lambda s: len(s)``)
@@ -109,8 +110,9 @@ def _child_rows(out: Any, group: str, parent: tuple[str, str, str, str, str],
                 cmeta = own_json
         elif isinstance(item, (int, float)) and math.isfinite(item):
             value_meta = dump_metadata({**json.loads(own_json), "value": item})
-            rows.append((node_id(group, pid, i, f"value:{item!r}"), doc_id, pid, "", None, None,
-                         value_meta))
+            rows.append(
+                (node_id(group, pid, i, f"value:{item!r}"), doc_id, pid, "", None, None, value_meta)
+            )
             continue
         else:
             raise ConfigError(
@@ -154,8 +156,11 @@ def _failure(group: str, parents: list[tuple], exc: Exception) -> FastragError:
     first = parents[0]
     meta = json.loads(first[4])
     where = meta.get("file_path") or f"document {first[1]}"
-    node = f"node {first[0]} of {where}" if len(parents) == 1 else \
-        f"{len(parents)} nodes (the first: {first[0]} of {where})"
+    node = (
+        f"node {first[0]} of {where}"
+        if len(parents) == 1
+        else f"{len(parents)} nodes (the first: {first[0]} of {where})"
+    )
     cls = ConfigError if isinstance(exc, ConfigError) else TransformError
     return cls(f"the transform of group {group!r} failed on {node}: {type(exc).__name__}: {exc}")
 
@@ -176,11 +181,14 @@ def resolve_transform(name: str, transform: Any, kwargs: dict):
         try:
             inst = transform(**kwargs)
         except TypeError as exc:
-            raise ConfigError(f"cannot create transform {transform.__name__} for group "
-                              f"{name!r} with {kwargs}: {exc}") from exc
+            raise ConfigError(
+                f"cannot create transform {transform.__name__} for group "
+                f"{name!r} with {kwargs}: {exc}"
+            ) from exc
         if not callable(inst):
-            raise ConfigError(f"transform class {transform.__name__} of group {name!r} "
-                              "has no __call__")
+            raise ConfigError(
+                f"transform class {transform.__name__} of group {name!r} has no __call__"
+            )
         transform, kwargs = inst, {}
     if not callable(transform):
         raise ConfigError(
@@ -189,13 +197,14 @@ def resolve_transform(name: str, transform: Any, kwargs: dict):
         )
     if isinstance(transform, NodeTransform):
         if kwargs:
-            raise ConfigError(f"extra arguments {sorted(kwargs)} for group {name!r} are only "
-                              "used when transform is a class; configure the instance instead")
+            raise ConfigError(
+                f"extra arguments {sorted(kwargs)} for group {name!r} are only "
+                "used when transform is a class; configure the instance instead"
+            )
         spans = transform.batch_spans if has_spans(transform) else None
         return transform, transform.identity(), spans
     fn = functools.partial(transform, **kwargs) if kwargs else transform
     return fn, callable_identity(fn), None
-
 
 
 def run_transform(d: GroupDef, ptable: pa.Table, full_meta: list[str] | None = None) -> pa.Table:
@@ -218,20 +227,27 @@ def run_transform(d: GroupDef, ptable: pa.Table, full_meta: list[str] | None = N
     parents = list(zip(ids, docs, texts, own, full_meta, strict=True))
     if has_batch(d.fn):  # one call for every parent (e.g. concurrent LLM calls)
         parsed = [json.loads(m) for m in full_meta]
-        arg = ([DocNode(text=t, metadata=m, id=i) for i, t, m in zip(ids, texts, parsed,
-                                                                      strict=True)]
-               if d.trans_node else texts)
+        arg = (
+            [DocNode(text=t, metadata=m, id=i) for i, t, m in zip(ids, texts, parsed, strict=True)]
+            if d.trans_node
+            else texts
+        )
         outs = _call(d, parents, lambda: d.fn.batch_transform(arg))
         if not isinstance(outs, list) or len(outs) != n:
-            raise ConfigError(f"batch_transform of group {d.name!r} returned "
-                              f"{len(outs) if isinstance(outs, list) else type(outs).__name__} "
-                              f"results for {n} parents; return one list per parent")
-        rows = [r for out, p, m in zip(outs, parents, parsed, strict=True)
-                for r in _child_rows(out, d.name, p, m)]
+            raise ConfigError(
+                f"batch_transform of group {d.name!r} returned "
+                f"{len(outs) if isinstance(outs, list) else type(outs).__name__} "
+                f"results for {n} parents; return one list per parent"
+            )
+        rows = [
+            r
+            for out, p, m in zip(outs, parents, parsed, strict=True)
+            for r in _child_rows(out, d.name, p, m)
+        ]
         return rows_to_table(rows, d.name)
     if d.num_workers > 0 and n > 1:
         k = min(n, d.num_workers * 4)
-        chunks = [parents[i * n // k:(i + 1) * n // k] for i in range(k)]
+        chunks = [parents[i * n // k : (i + 1) * n // k] for i in range(k)]
         pool_cls = ThreadPoolExecutor
         try:
             pickle.dumps(d.fn)

@@ -65,9 +65,27 @@ _MAGIC = (
 )
 _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\v\f\r\x1b")
 
-_CJK = frozenset({"gb18030", "gbk", "gb2312", "hz", "big5", "big5hkscs", "cp950", "cp949",
-                  "euc_kr", "johab", "cp932", "shift_jis", "shift_jis_2004", "shift_jisx0213",
-                  "euc_jp", "euc_jis_2004", "euc_jisx0213"})
+_CJK = frozenset(
+    {
+        "gb18030",
+        "gbk",
+        "gb2312",
+        "hz",
+        "big5",
+        "big5hkscs",
+        "cp950",
+        "cp949",
+        "euc_kr",
+        "johab",
+        "cp932",
+        "shift_jis",
+        "shift_jis_2004",
+        "shift_jisx0213",
+        "euc_jp",
+        "euc_jis_2004",
+        "euc_jisx0213",
+    }
+)
 _CHECK_CHARS = 200_000  # the text checks look at this much of a long text
 _ALPHA = "A-Za-z\u00c0-\u024f\u0370-\u03ff\u0400-\u052f"  # Latin, Greek, Cyrillic letters
 # a symbol between two letters ("Za¿ó³æ": Polish cp1250 read as cp1252); general punctuation
@@ -111,7 +129,7 @@ def why_not_text(sample: bytes, truncated: bool) -> str | None:
     # a truncated sample may end inside a multi-byte character: try without its last bytes
     for cut in range(4 if truncated else 1):
         try:
-            decode_text(sample[:len(sample) - cut])
+            decode_text(sample[: len(sample) - cut])
         except ReaderError:
             continue
         return None
@@ -141,15 +159,20 @@ def decode_text(data: bytes, path: Any = None) -> tuple[str, str]:
             except UnicodeDecodeError as exc:
                 if enc == "utf-32" and data.startswith(codecs.BOM_UTF16_LE):
                     continue  # a UTF-16 LE BOM followed by U+0000
-                raise ReaderError(f"file{where} starts with a {enc.upper()} byte-order mark "
-                                  f"but is not valid {enc.upper()} ({exc}); re-save it as "
-                                  "UTF-8") from exc
+                raise ReaderError(
+                    f"file{where} starts with a {enc.upper()} byte-order mark "
+                    f"but is not valid {enc.upper()} ({exc}); re-save it as "
+                    "UTF-8"
+                ) from exc
     kind = binary_kind(data[:SNIFF_BYTES])
     if kind is None and b"\x00" in data:
         kind = "NUL bytes"
     if kind is not None and kind != "control bytes":
-        raise BinaryContentError(f"file{where} looks binary ({kind}), not text; convert it to "
-                                 "UTF-8 text or register a reader for its extension", kind)
+        raise BinaryContentError(
+            f"file{where} looks binary ({kind}), not text; convert it to "
+            "UTF-8 text or register a reader for its extension",
+            kind,
+        )
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError as exc:
@@ -159,7 +182,8 @@ def decode_text(data: bytes, path: Any = None) -> tuple[str, str]:
         raise ReaderError(
             f"cannot decode file{where}: not UTF-8 ({utf8_error}) and no other encoding fits "
             f"with confidence (charset-normalizer's guesses: {', '.join(guesses) or 'none'}); "
-            "re-save it as UTF-8, or pass on_error='skip' to skip it")
+            "re-save it as UTF-8, or pass on_error='skip' to skip it"
+        )
     return data.decode(enc), enc
 
 
@@ -174,8 +198,11 @@ def _misread(text: str) -> bool:
     wide = sum(1 for c in text if c > "\x7f") or 1
     if len(_GLUED.findall(text)) > 0.01 * wide:
         return True
-    flips = sum(1 for a, b in _PAIR.findall(text)
-                if (a > "\x7f" or b > "\x7f") and a.islower() and b.isupper())
+    flips = sum(
+        1
+        for a, b in _PAIR.findall(text)
+        if (a > "\x7f" or b > "\x7f") and a.islower() and b.isupper()
+    )
     return flips > 0.02 * wide
 
 
@@ -220,16 +247,23 @@ def _guess_legacy(data: bytes) -> tuple[str | None, list[str]]:
     gb = readings.get("gb18030")
     if gb is not None and any(_is_cjk(e) for e in best.could_be_from_charset):
         rivals = [m for e, m in readings.items() if _is_cjk(e)]
-        if all(gb.chaos <= m.chaos + 0.01 and gb.coherence >= m.coherence - 0.1
-               for m in rivals) and _decodes(data, "gb18030"):
+        if all(
+            gb.chaos <= m.chaos + 0.01 and gb.coherence >= m.coherence - 0.1 for m in rivals
+        ) and _decodes(data, "gb18030"):
             return "gb18030", guesses
     # 2. Western
     west = readings.get("cp1252")
     # charset-normalizer's coherence (a language model over letter frequencies) often ranks
     # iso8859-x first for short Western text; chaos plus the text checks decide instead
-    if west is not None and (west.coherence >= max(m.coherence for m in matches) - 0.2
-                             or west.chaos <= min(m.chaos for m in matches) + 0.01) \
-            and _decodes(data, "cp1252") and _reads_western(data.decode("cp1252")):
+    if (
+        west is not None
+        and (
+            west.coherence >= max(m.coherence for m in matches) - 0.2
+            or west.chaos <= min(m.chaos for m in matches) + 0.01
+        )
+        and _decodes(data, "cp1252")
+        and _reads_western(data.decode("cp1252"))
+    ):
         return "cp1252", guesses
     # 3. a confident reading
     for m in matches:

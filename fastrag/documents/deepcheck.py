@@ -58,8 +58,9 @@ def check_json_objects(values: pa.Array | pa.ChunkedArray) -> int:
             start += len(chunk)
         return -1
     texts = values.take(pa.array(rows, pa.int64())).to_pylist()
-    return next((int(r) for r, v in zip(rows, texts, strict=True)
-                 if v is None or not json_object_ok(v)), -1)
+    return next(
+        (int(r) for r, v in zip(rows, texts, strict=True) if v is None or not json_object_ok(v)), -1
+    )
 
 
 def _check_chunk(chunk: pa.Array) -> int:

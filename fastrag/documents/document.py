@@ -119,8 +119,12 @@ class Document:
         _texts: tuple[list[str], list[dict] | None, list[str] | None] | None = None,
     ) -> None:
         check_path_arg(path)
-        check_choice("on_error", on_error, ("raise", "skip"),
-                     note="'skip' warns and leaves out a file that cannot be read")
+        check_choice(
+            "on_error",
+            on_error,
+            ("raise", "skip"),
+            note="'skip' warns and leaves out a file that cannot be read",
+        )
         if global_metadata is not None and not isinstance(global_metadata, Mapping):
             raise ConfigError("global_metadata must be a dict of metadata for every node")
         if readers is not None and not isinstance(readers, Mapping):
@@ -139,16 +143,24 @@ class Document:
         self._groups: dict[str, NodeGroup] = {}
         self._lock = threading.RLock()
         self._locks = KeyLocks()
-        self._store = Store(store, mode, lock_timeout=lock_timeout, verify=verify) \
-            if store is not None else None
-        self._planner = Planner(readers=dict(readers) if readers else None, on_error=on_error,
-                                json_text_field=json_text_field,
-                                global_metadata=self._global_metadata,
-                                hash_files=self._store is not None,
-                                metadata_fields=metadata_fields, required_exts=required_exts,
-                                exclude=exclude, recursive=recursive,
-                                exclude_hidden=exclude_hidden,
-                                show_progress=bool(show_progress))
+        self._store = (
+            Store(store, mode, lock_timeout=lock_timeout, verify=verify)
+            if store is not None
+            else None
+        )
+        self._planner = Planner(
+            readers=dict(readers) if readers else None,
+            on_error=on_error,
+            json_text_field=json_text_field,
+            global_metadata=self._global_metadata,
+            hash_files=self._store is not None,
+            metadata_fields=metadata_fields,
+            required_exts=required_exts,
+            exclude=exclude,
+            recursive=recursive,
+            exclude_hidden=exclude_hidden,
+            show_progress=bool(show_progress),
+        )
         self.show_progress = bool(show_progress)
         self.derived = DerivedData(self)
         empty = NodeGroup(self, ROOT_GROUP, None, GROUP_SCHEMA.empty_table(), built_gen=0)
@@ -160,8 +172,10 @@ class Document:
             self._register_stored_groups()
         if _texts is not None:
             texts, metadatas, ids = _texts
-            self._change(lambda src, root, nid: self._planner.plan_texts(texts, metadatas, ids,
-                                                                          src), persist_ro=False)
+            self._change(
+                lambda src, root, nid: self._planner.plan_texts(texts, metadatas, ids, src),
+                persist_ro=False,
+            )
         elif path is not None:
             self._read_paths(path, bool(replace), bool(remove_missing))
         elif self._store is not None:
@@ -184,12 +198,20 @@ class Document:
         ``store_options``: ``mode``, ``lock_timeout``, ``verify`` (see :class:`Document`)."""
         unknown = set(store_options) - {"mode", "lock_timeout", "verify"}
         if unknown:
-            raise ConfigError(f"unknown arguments {sorted(unknown)} for from_texts; known: "
-                              "metadatas, ids, embed, store, global_metadata, mode, "
-                              "lock_timeout, verify")
+            raise ConfigError(
+                f"unknown arguments {sorted(unknown)} for from_texts; known: "
+                "metadatas, ids, embed, store, global_metadata, mode, "
+                "lock_timeout, verify"
+            )
         texts, metadatas, ids = check_texts(texts, metadatas, ids)
-        return cls(None, store=store, embed=embed, global_metadata=global_metadata,
-                   _texts=(texts, metadatas, ids), **store_options)
+        return cls(
+            None,
+            store=store,
+            embed=embed,
+            global_metadata=global_metadata,
+            _texts=(texts, metadatas, ids),
+            **store_options,
+        )
 
     @staticmethod
     def _normalize_embed(embed: Any) -> dict[str, Any]:
@@ -227,17 +249,32 @@ class Document:
         m = store.manifest
         sources = store.read_segments(m["sources"], SOURCE_SCHEMA)
         entry = m["groups"].get(ROOT_GROUP)
-        root = store.read_segments(entry["segments"], GROUP_SCHEMA) if entry else \
-            GROUP_SCHEMA.empty_table()
-        self._publish(m["root_gen"], m.get("removed_gen", 0), m["next_id"], sources, root,
-                      entry["segments"] if entry else [])
+        root = (
+            store.read_segments(entry["segments"], GROUP_SCHEMA)
+            if entry
+            else GROUP_SCHEMA.empty_table()
+        )
+        self._publish(
+            m["root_gen"],
+            m.get("removed_gen", 0),
+            m["next_id"],
+            sources,
+            root,
+            entry["segments"] if entry else [],
+        )
 
     def _publish(self, gen, removed_gen, next_id, sources, root, segments=None) -> None:
         group = NodeGroup(self, ROOT_GROUP, None, root, built_gen=gen, segments=segments)
         self._state = _State(gen, removed_gen, next_id, sources, group)
 
-    def _change(self, plan: Callable[[pa.Table, pa.Table, int], Change], *,
-                persist_ro: bool = True, tag: str | None = None, full: bool = False) -> Any:
+    def _change(
+        self,
+        plan: Callable[[pa.Table, pa.Table, int], Change],
+        *,
+        persist_ro: bool = True,
+        tag: str | None = None,
+        full: bool = False,
+    ) -> Any:
         """Plan a change of the sources against the newest committed state, commit it, then
         publish it; returns its result (``full``: the Change). ``persist_ro=False``: on a
         read-only store, apply it in memory only. ``tag``: recorded with the commit and its
@@ -255,8 +292,10 @@ class Document:
             planned = None
             if not persist_ro:  # reading sources: take the lock only when there is a change
                 st = self._state
-                planned = (store.manifest["generation"],
-                           plan(st.sources, st.root.table, st.next_id))
+                planned = (
+                    store.manifest["generation"],
+                    plan(st.sources, st.root.table, st.next_id),
+                )
                 if not planned[1]:
                     return planned[1] if full else planned[1].result
             with store.transaction() as txn:
@@ -270,13 +309,23 @@ class Document:
         gen = st.gen + 1
         root = st.root.table
         if change.drop_roots and root.num_rows:
-            root = root.filter(pc.invert(pc.is_in(
-                root.column("id"), value_set=pa.array(sorted(change.drop_roots), pa.string()))))
+            root = root.filter(
+                pc.invert(
+                    pc.is_in(
+                        root.column("id"),
+                        value_set=pa.array(sorted(change.drop_roots), pa.string()),
+                    )
+                )
+            )
         if change.roots:
             root = pa.concat_tables([root, change.root_table()])
-        self._publish(gen, gen if change.drop_roots else st.removed_gen,
-                      st.next_id if change.next_id is None else change.next_id,
-                      apply_sources(st.sources, change, gen), root)
+        self._publish(
+            gen,
+            gen if change.drop_roots else st.removed_gen,
+            st.next_id if change.next_id is None else change.next_id,
+            apply_sources(st.sources, change, gen),
+            root,
+        )
 
     def _apply_in_store(self, txn: Transaction, plan, planned=None) -> Change:
         """Apply ``plan`` to the newest committed state; ``planned`` is (generation, change)
@@ -297,8 +346,13 @@ class Document:
         txn.set("sources", txn.append(segs, "sources", change.source_table(gen)))
         segs = txn.filter(root_segs, "root", drop_mask("id", change.drop_roots))
         segs = txn.append(segs, "root", change.root_table())
-        m["groups"][ROOT_GROUP] = {"segments": segs, "parent": None, "identity": "root",
-                                   "nodes": sum(s["rows"] for s in segs), "root_gen": gen}
+        m["groups"][ROOT_GROUP] = {
+            "segments": segs,
+            "parent": None,
+            "identity": "root",
+            "nodes": sum(s["rows"] for s in segs),
+            "root_gen": gen,
+        }
         m["root_gen"] = gen
         if change.drop_roots:
             m["removed_gen"] = gen
@@ -320,8 +374,13 @@ class Document:
                 self._store.reload()
                 self._load_committed()
         if reread or remove_missing:
-            change = self._change(lambda src, root, nid: self._planner.plan_reread(
-                src, remove_missing=bool(remove_missing)), persist_ro=False, full=True)
+            change = self._change(
+                lambda src, root, nid: self._planner.plan_reread(
+                    src, remove_missing=bool(remove_missing)
+                ),
+                persist_ro=False,
+                full=True,
+            )
             self._changes = change.stats
         return self
 
@@ -333,8 +392,12 @@ class Document:
         while pending:
             ready = [k for k in pending if entries[k].get("parent") in self.group_names]
             if not ready:
-                warnings.warn(f"store groups {pending} have parents the store does not hold; "
-                              "they are not registered", StoreWarning, stacklevel=3)
+                warnings.warn(
+                    f"store groups {pending} have parents the store does not hold; "
+                    "they are not registered",
+                    StoreWarning,
+                    stacklevel=3,
+                )
                 return
             for name in ready:
                 self._defs[name] = self._stored_def(name, entries[name])
@@ -345,10 +408,27 @@ class Document:
         transform = transform_from_spec(entry.get("spec"))
         if transform is not None:
             fn, identity, spans = resolve_transform(name, transform, {})
-            return GroupDef(name, entry["parent"], fn, False, 0, f"{identity}|trans_node=False",
-                            spans, spec=entry["spec"], from_store=True)
-        return GroupDef(name, entry["parent"], STORED_ONLY, False, 0, entry.get("identity", ""),
-                        None, from_store=True)
+            return GroupDef(
+                name,
+                entry["parent"],
+                fn,
+                False,
+                0,
+                f"{identity}|trans_node=False",
+                spans,
+                spec=entry["spec"],
+                from_store=True,
+            )
+        return GroupDef(
+            name,
+            entry["parent"],
+            STORED_ONLY,
+            False,
+            0,
+            entry.get("identity", ""),
+            None,
+            from_store=True,
+        )
 
     def _read_paths(self, path: Any, replace: bool, remove_missing: bool) -> None:
         """Bring the sources up to date with ``path``: read what is new or changed, re-link
@@ -362,13 +442,26 @@ class Document:
             def check(matched: int, known: int) -> None:
                 # a store made from other paths is not silently mixed with them: its own
                 # sources at a new place (a moved or copied folder) are most of what is found
-                if have is not None and have != want and not replace and root.num_rows \
-                        and not (known and 2 * matched >= known):
-                    raise ConfigError(other_corpus_message(str(store.path), have, want,
-                                                           matched, known))
+                if (
+                    have is not None
+                    and have != want
+                    and not replace
+                    and root.num_rows
+                    and not (known and 2 * matched >= known)
+                ):
+                    raise ConfigError(
+                        other_corpus_message(str(store.path), have, want, matched, known)
+                    )
 
-            change = self._planner.plan_paths(path, src, root, old_inputs=have, replace=replace,
-                                              remove_missing=remove_missing, check=check)
+            change = self._planner.plan_paths(
+                path,
+                src,
+                root,
+                old_inputs=have,
+                replace=replace,
+                remove_missing=remove_missing,
+                check=check,
+            )
             change.inputs = want  # recorded when there is something to commit
             return change
 
@@ -377,17 +470,25 @@ class Document:
         change = self._change(plan, persist_ro=False, full=True)
         self._changes = change.stats if change is not None else SourceChanges()
         if store is not None and (self._changes.missing or self._changes.outside):
-            warnings.warn(kept_message(str(store.path), self._changes, want), StoreWarning,
-                          stacklevel=3)
+            warnings.warn(
+                kept_message(str(store.path), self._changes, want), StoreWarning, stacklevel=3
+            )
 
     def _report_sources(self) -> None:
         """Warn about sources whose files are gone or changed (a moved store, or files edited
         since they were ingested); nothing is read or written."""
         missing, changed = source_status(self._state.sources)
         if missing or changed:
-            warnings.warn(status_message(str(self._store.path), missing, changed,
-                                         self._store.manifest.get("inputs") or []),
-                          StoreWarning, stacklevel=3)
+            warnings.warn(
+                status_message(
+                    str(self._store.path),
+                    missing,
+                    changed,
+                    self._store.manifest.get("inputs") or [],
+                ),
+                StoreWarning,
+                stacklevel=3,
+            )
 
     def source_path(self, file_path: str) -> str:
         """How a source is shown: ``file_path`` relative to the folder it was read from, with
@@ -444,8 +545,9 @@ class Document:
                     f"parent group {parent!r} of {name!r} is not registered; known groups: "
                     f"{self.group_names}; register the parent first"
                 )
-            self._defs[name] = GroupDef(name, parent, fn, bool(trans_node), num_workers,
-                                        identity, spans, spec=spec)
+            self._defs[name] = GroupDef(
+                name, parent, fn, bool(trans_node), num_workers, identity, spans, spec=spec
+            )
             self._groups.pop(name, None)
         return self
 
@@ -510,11 +612,16 @@ class Document:
             self._store.reload()
             again = self._store.manifest["groups"].get(d.name)
             if again is not None and again["segments"] == entry["segments"]:  # no: it is lost
-                warnings.warn(f"group {d.name!r} in the store is damaged and is rebuilt from its "
-                              f"parent: {exc}", StoreWarning, stacklevel=4)
+                warnings.warn(
+                    f"group {d.name!r} in the store is damaged and is rebuilt from its "
+                    f"parent: {exc}",
+                    StoreWarning,
+                    stacklevel=4,
+                )
             return None
-        return NodeGroup(self, d.name, d.parent, table, built_gen=entry["root_gen"],
-                         segments=entry["segments"])
+        return NodeGroup(
+            self, d.name, d.parent, table, built_gen=entry["root_gen"], segments=entry["segments"]
+        )
 
     def _build(self, d: GroupDef, parent: NodeGroup, old: NodeGroup | None) -> NodeGroup:
         """The group at the parent's generation: from scratch, or the old table with the nodes
@@ -530,7 +637,8 @@ class Document:
                 f"group {d.name!r} was built by a Python transform the store cannot record, and "
                 "its documents changed since (or the store does not hold it any more); register "
                 f"it again with doc.create_node_group({d.name!r}, transform=..., "
-                f"parent={d.parent!r}) to rebuild it")
+                f"parent={d.parent!r}) to rebuild it"
+            )
         st = self._state
         ptable = parent.table
         if self.show_progress:
@@ -540,8 +648,9 @@ class Document:
                 return self._build_rows(d, parent, old, st, ptable)
         return self._build_rows(d, parent, old, st, ptable)
 
-    def _build_rows(self, d: GroupDef, parent: NodeGroup, old: NodeGroup | None, st: _State,
-                    ptable: pa.Table) -> NodeGroup:
+    def _build_rows(
+        self, d: GroupDef, parent: NodeGroup, old: NodeGroup | None, st: _State, ptable: pa.Table
+    ) -> NodeGroup:
         if old is None:
             table, dropped = run_transform(d, ptable, self._full_meta(parent, ptable)), None
         else:
@@ -553,11 +662,19 @@ class Document:
                 dropped.update(gone.unique().to_pylist())
             keep = old.table
             if dropped and keep.num_rows:
-                keep = keep.filter(pc.invert(pc.is_in(
-                    keep.column("doc_id"), value_set=pa.array(sorted(dropped), pa.string()))))
+                keep = keep.filter(
+                    pc.invert(
+                        pc.is_in(
+                            keep.column("doc_id"), value_set=pa.array(sorted(dropped), pa.string())
+                        )
+                    )
+                )
             if touched and ptable.num_rows:
-                ptable = ptable.filter(pc.is_in(ptable.column("doc_id"),
-                                                value_set=pa.array(sorted(touched), pa.string())))
+                ptable = ptable.filter(
+                    pc.is_in(
+                        ptable.column("doc_id"), value_set=pa.array(sorted(touched), pa.string())
+                    )
+                )
             else:
                 ptable = ptable.slice(0, 0)
             keep = keep.select(GROUP_SCHEMA.names)
@@ -574,25 +691,43 @@ class Document:
             return None
         return full_metadata_json(ptable, self._state.root)
 
-    def _persist_group(self, d: GroupDef, group: NodeGroup, old: NodeGroup | None,
-                       dropped: set[str] | None, new_rows: pa.Table) -> list[dict] | None:
+    def _persist_group(
+        self,
+        d: GroupDef,
+        group: NodeGroup,
+        old: NodeGroup | None,
+        dropped: set[str] | None,
+        new_rows: pa.Table,
+    ) -> list[dict] | None:
         with self._store.transaction() as txn:
             m = txn.manifest
             cur = m["groups"].get(d.name)
-            if cur is not None and cur.get("identity") == d.identity \
-                    and cur["root_gen"] >= group.built_gen:
+            if (
+                cur is not None
+                and cur.get("identity") == d.identity
+                and cur["root_gen"] >= group.built_gen
+            ):
                 return None  # another writer stored it (or a newer one): not our table
             base = [s["file"] for s in old.segments] if old is not None and old.segments else None
-            if cur is not None and dropped is not None and base is not None \
-                    and [s["file"] for s in cur["segments"]] == base \
-                    and cur.get("identity") == d.identity:
+            if (
+                cur is not None
+                and dropped is not None
+                and base is not None
+                and [s["file"] for s in cur["segments"]] == base
+                and cur.get("identity") == d.identity
+            ):
                 segs = txn.filter(cur["segments"], d.name, drop_mask("doc_id", dropped))
                 segs = txn.append(segs, d.name, new_rows)
             else:
                 segs = txn.append([], d.name, group.table.select(GROUP_SCHEMA.names))
-            m["groups"][d.name] = {"segments": segs, "parent": d.parent,
-                                   "identity": d.identity, "nodes": group.table.num_rows,
-                                   "root_gen": group.built_gen, "spec": d.spec}
+            m["groups"][d.name] = {
+                "segments": segs,
+                "parent": d.parent,
+                "identity": d.identity,
+                "nodes": group.table.num_rows,
+                "root_gen": group.built_gen,
+                "spec": d.spec,
+            }
             txn.changed = True
             _drop_stale_indexes(m, d.name, group.fingerprint)
             return segs
@@ -601,8 +736,10 @@ class Document:
     def embedder(self, key: str) -> Any:
         """The embedder registered under ``key``."""
         if key not in self.embed:
-            raise ConfigError(f"unknown embed key {key!r}; the Document has {sorted(self.embed)} "
-                              "(pass embed=Embedder or embed={key: Embedder})")
+            raise ConfigError(
+                f"unknown embed key {key!r}; the Document has {sorted(self.embed)} "
+                "(pass embed=Embedder or embed={key: Embedder})"
+            )
         return self.embed[key]
 
     def embeddings(self, group_name: str, key: str = "default") -> np.ndarray:
@@ -634,9 +771,14 @@ class Document:
     find_children = find
 
     # -- updates -----------------------------------------------------------------------------
-    def add(self, items: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
-            metadatas: Sequence[Mapping[str, Any]] | None = None, *,
-            texts: Sequence[str] | None = None, tag: str | None = None) -> list[str]:
+    def add(
+        self,
+        items: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        texts: Sequence[str] | None = None,
+        tag: str | None = None,
+    ) -> list[str]:
         """Add files or folders (``items``), or texts (``texts=[...]``); returns the new root
         ids. A string in ``items`` that looks like a path but names nothing is an error (a
         text that merely looks like a path goes in ``texts=``). ``tag``: a name recorded in
@@ -647,8 +789,9 @@ class Document:
             if items is not None:
                 raise ConfigError("pass either paths (items) or texts=, not both")
             texts, metadatas, _ = check_texts(texts, metadatas, None)
-            return self._change(lambda src, root, nid: self._planner.add_texts(
-                texts, metadatas, nid), tag=tag)
+            return self._change(
+                lambda src, root, nid: self._planner.add_texts(texts, metadatas, nid), tag=tag
+            )
         if items is None:
             raise ConfigError("add() needs paths, or texts=[...] for texts")
         if isinstance(items, (str, os.PathLike)):
@@ -657,12 +800,15 @@ class Document:
         if not items:
             return []
         files = [Path(x) for x in items if isinstance(x, os.PathLike) or names_a_path(x)]
-        missing = [x for x in items if isinstance(x, str) and Path(x) not in files
-                   and looks_like_path(x)]
+        missing = [
+            x for x in items if isinstance(x, str) and Path(x) not in files and looks_like_path(x)
+        ]
         if missing:
-            raise ConfigError(f"no such file or folder: {missing[0]!r}"
-                              f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''};"
-                              " to add text rather than a file, use doc.add(texts=[...])")
+            raise ConfigError(
+                f"no such file or folder: {missing[0]!r}"
+                f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''};"
+                " to add text rather than a file, use doc.add(texts=[...])"
+            )
         texts = [x for x in items if isinstance(x, str) and Path(x) not in files]
         if files and texts:
             raise ConfigError("add() takes either paths or texts in one call, not both")
@@ -685,10 +831,12 @@ class Document:
                 col = root.column("id")
                 hit = pc.is_in(col, value_set=pa.array(sorted(wanted), pa.string()))
                 return set(pc.filter(col, hit).to_pylist())
+
             return ids
 
-        return self._change(lambda src, root, nid: self._planner.delete(doc_ids, src,
-                                                                        present(root)), tag=tag)
+        return self._change(
+            lambda src, root, nid: self._planner.delete(doc_ids, src, present(root)), tag=tag
+        )
 
     def committed(self, tag: str) -> dict[str, Any] | None:
         """The commit recorded under ``tag`` by ``add``/``delete`` (``{"tag", "generation",
@@ -705,9 +853,16 @@ class Document:
         """The metadata every node of this Document carries (``global_metadata=``)."""
         return dict(self._global_metadata)
 
-    def as_query_engine(self, group_name: str = "root", similarity: str = "bm25",
-                        topk: int = 6, response_mode: str = "compact", llm: Any = None,
-                        response_synthesizer: Any = None, **kw: Any) -> Any:
+    def as_query_engine(
+        self,
+        group_name: str = "root",
+        similarity: str = "bm25",
+        topk: int = 6,
+        response_mode: str = "compact",
+        llm: Any = None,
+        response_synthesizer: Any = None,
+        **kw: Any,
+    ) -> Any:
         """A :class:`~fastrag.RAGPipeline` over one retriever and one synthesizer
         (LlamaIndex's ``index.as_query_engine()``): ``qe.query(question) -> Response``.
 
@@ -726,26 +881,44 @@ class Document:
         from fastrag.synth.factory import get_response_synthesizer
 
         pipe_names = set(inspect.signature(RAGPipeline).parameters) - {
-            "retrievers", "synthesizer", "llm"}
+            "retrievers",
+            "synthesizer",
+            "llm",
+        }
         ret_names = set(inspect.signature(Retriever).parameters) - {
-            "doc", "group_name", "similarity", "topk", "params", "args"}
-        pipe_kw = {k: kw.pop(k) for k in list(kw) if k in pipe_names - {"max_concurrency",
-                                                                        "streaming"}}
+            "doc",
+            "group_name",
+            "similarity",
+            "topk",
+            "params",
+            "args",
+        }
+        pipe_kw = {
+            k: kw.pop(k) for k in list(kw) if k in pipe_names - {"max_concurrency", "streaming"}
+        }
         for shared in ("max_concurrency", "streaming"):  # both the synthesizer's and ours
             if shared in kw:
                 pipe_kw[shared] = kw[shared]
-        ret_kw = {k: kw.pop(k) for k in list(kw) if k in ret_names or k in (
-            "method", "k1", "b", "delta", "M", "ef_construction", "ef")}
+        ret_kw = {
+            k: kw.pop(k)
+            for k in list(kw)
+            if k in ret_names or k in ("method", "k1", "b", "delta", "M", "ef_construction", "ef")
+        }
         retriever = Retriever(self, group_name, similarity, topk=topk, **ret_kw)
         from fastrag.query.base import resolve_default_llm
 
         if response_synthesizer is not None:
             if kw:
-                raise ConfigError(f"synthesizer options {sorted(kw)} were given with "
-                                  "response_synthesizer=; set them on that synthesizer")
-            return RAGPipeline(retriever, synthesizer=response_synthesizer,
-                               llm=llm if llm is not None else response_synthesizer.llm,
-                               **pipe_kw)
+                raise ConfigError(
+                    f"synthesizer options {sorted(kw)} were given with "
+                    "response_synthesizer=; set them on that synthesizer"
+                )
+            return RAGPipeline(
+                retriever,
+                synthesizer=response_synthesizer,
+                llm=llm if llm is not None else response_synthesizer.llm,
+                **pipe_kw,
+            )
         llm = resolve_default_llm(llm, "as_query_engine", required=False)
         synthesizer = get_response_synthesizer(response_mode=response_mode, llm=llm, **kw)
         return RAGPipeline(retriever, synthesizer=synthesizer, llm=llm, **pipe_kw)
@@ -765,8 +938,10 @@ class Document:
         key = str(Path(path).expanduser().resolve())
         rows = SourceView(self._state.sources).with_keys({key})
         if key not in rows:
-            raise ConfigError(f"{str(path)!r} is not a source of this Document; sources are "
-                              "listed in doc.group('root') metadata['file_path']")
+            raise ConfigError(
+                f"{str(path)!r} is not a source of this Document; sources are "
+                "listed in doc.group('root') metadata['file_path']"
+            )
         root = self._state.root
         return sep.join(root.node_by_id(r).text for r in rows[key]["roots"])
 
@@ -792,16 +967,22 @@ def _touched_docs(sources: pa.Table, since_gen: int) -> list[str]:
     changed = sources.filter(pc.greater(sources.column("changed_gen"), since_gen))
     if not changed.num_rows:
         return []
-    return (pc.list_flatten(changed.column("roots")).to_pylist()
-            + pc.list_flatten(changed.column("deleted")).to_pylist())
+    return (
+        pc.list_flatten(changed.column("roots")).to_pylist()
+        + pc.list_flatten(changed.column("deleted")).to_pylist()
+    )
 
 
 def _drop_stale_indexes(m: dict, group: str, fingerprint: str | None = None) -> None:
     """Drop BM25 entries of ``group`` not built from ``fingerprint`` (they cannot be updated;
     rebuilt on next use). HNSW indexes and vectors stay: they are updated by node id."""
-    for key in [k for k, v in m["indexes"].items()
-                if v["meta"].get("group") == group and v["meta"].get("kind") == "bm25"
-                and v["meta"].get("fingerprint") != fingerprint]:
+    for key in [
+        k
+        for k, v in m["indexes"].items()
+        if v["meta"].get("group") == group
+        and v["meta"].get("kind") == "bm25"
+        and v["meta"].get("fingerprint") != fingerprint
+    ]:
         del m["indexes"][key]
 
 
@@ -813,5 +994,4 @@ def embed_query_vectors(emb: Any, queries: Sequence[str], key: str = "default") 
         vecs = [np.asarray(emb.embed_query(q), dtype=np.float32) for q in queries]
     else:
         vecs = emb.embed(list(queries)) if hasattr(emb, "embed") else emb(list(queries))
-    return check_vectors(vecs, len(queries), [f"query {i}" for i in range(len(queries))],
-                         key, emb)
+    return check_vectors(vecs, len(queries), [f"query {i}" for i in range(len(queries))], key, emb)

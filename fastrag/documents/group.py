@@ -22,8 +22,14 @@ class NodeGroup:
     """The nodes of one group: ``table`` (Arrow) and light :class:`DocNode` views of its rows."""
 
     def __init__(
-        self, document: Document, name: str, parent_name: str | None, table: pa.Table,
-        *, built_gen: int = 0, segments: list[dict] | None = None,
+        self,
+        document: Document,
+        name: str,
+        parent_name: str | None,
+        table: pa.Table,
+        *,
+        built_gen: int = 0,
+        segments: list[dict] | None = None,
     ) -> None:
         self.document = document
         self.name = name
@@ -151,8 +157,10 @@ def _metadata_column(values: list) -> pa.Array:
             if all(abs(v) < 10**38 for v in ints):
                 import decimal
 
-                return pa.array([None if v is None else decimal.Decimal(v) for v in values],
-                                pa.decimal128(38, 0))
+                return pa.array(
+                    [None if v is None else decimal.Decimal(v) for v in values],
+                    pa.decimal128(38, 0),
+                )
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass
     return pa.array([None if v is None else str(v) for v in values])

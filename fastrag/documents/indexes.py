@@ -42,8 +42,9 @@ class KeyLocks:
 
 
 def params_key(*parts: Any) -> str:
-    return hashlib.blake2b(json.dumps(parts, sort_keys=True, default=str).encode(),
-                           digest_size=8).hexdigest()
+    return hashlib.blake2b(
+        json.dumps(parts, sort_keys=True, default=str).encode(), digest_size=8
+    ).hexdigest()
 
 
 def vectors_key(group: str, key: str) -> str:
@@ -83,8 +84,9 @@ class DerivedData:
 
     @staticmethod
     def _damaged(what: str, exc: Exception) -> None:
-        warnings.warn(f"{what} in the store is damaged and is rebuilt: {exc}", StoreWarning,
-                      stacklevel=4)
+        warnings.warn(
+            f"{what} in the store is damaged and is rebuilt: {exc}", StoreWarning, stacklevel=4
+        )
 
     # -- vectors -----------------------------------------------------------------------------
     def vectors(self, g: NodeGroup, key: str = "default") -> np.ndarray:
@@ -93,9 +95,11 @@ class DerivedData:
         the group object, so an artifact always matches the table the caller holds."""
         emb = self.doc.embedder(key)
         group_name = g.name
-        _, vecs = self._cached(("vec", group_name, key), g.fingerprint,
-                               lambda prev: (g.table.column("id"),
-                                             self._build_vectors(g, key, emb, prev)))
+        _, vecs = self._cached(
+            ("vec", group_name, key),
+            g.fingerprint,
+            lambda prev: (g.table.column("id"), self._build_vectors(g, key, emb, prev)),
+        )
         col = EMBEDDING_PREFIX + key
         with self._locks(("vec", group_name, key)):
             if col not in g.table.column_names:  # copy-on-write: readers see old or new
@@ -137,8 +141,15 @@ class DerivedData:
             if not np.isfinite(vecs).all():
                 raise StoreError("stored vectors hold NaN or inf")
             return table.column("id"), vecs, entry
-        except (StoreError, KeyError, ValueError, TypeError, OverflowError, AttributeError,
-                pa.ArrowException) as exc:  # the entry's fields too may be damaged
+        except (
+            StoreError,
+            KeyError,
+            ValueError,
+            TypeError,
+            OverflowError,
+            AttributeError,
+            pa.ArrowException,
+        ) as exc:  # the entry's fields too may be damaged
             self._damaged(f"vectors of group {g.name!r} key {key!r}", exc)
             return None
 
@@ -146,14 +157,16 @@ class DerivedData:
         n = len(g)
         ids_col = g.table.column("id")
         stored = self._stored_vectors(g, key)
-        if stored is not None and stored[2].get("aligned") == g.fingerprint \
-                and stored[1].shape[0] == n:
+        if (
+            stored is not None
+            and stored[2].get("aligned") == g.fingerprint
+            and stored[1].shape[0] == n
+        ):
             return stored[1]
         have = np.zeros(n, dtype=bool)
         out: np.ndarray | None = None
         aligned_prefix = 0
-        for source in (stored[:2] if stored else None,
-                       prev):
+        for source in (stored[:2] if stored else None, prev):
             if source is None or source[1].shape[0] == 0:
                 continue
             src_ids, src_vecs = source
@@ -176,9 +189,11 @@ class DerivedData:
             if out is None:
                 out = np.empty((n, fresh.shape[1]), dtype=np.float32)
             elif fresh.shape[1] != out.shape[1]:
-                raise EmbeddingError(f"embed key {key!r} now returns dimension {fresh.shape[1]}, "
-                                     f"but stored vectors have {out.shape[1]}; use a new "
-                                     "embed key for a different model")
+                raise EmbeddingError(
+                    f"embed key {key!r} now returns dimension {fresh.shape[1]}, "
+                    f"but stored vectors have {out.shape[1]}; use a new "
+                    "embed key for a different model"
+                )
             out[todo] = fresh
             self._count("vectors")
         if out is None:
@@ -186,8 +201,9 @@ class DerivedData:
         self._persist_vectors(g, key, out, stored, aligned_prefix)
         return out
 
-    def _persist_vectors(self, g: NodeGroup, key: str, vecs: np.ndarray, stored,
-                         aligned_prefix: int) -> None:
+    def _persist_vectors(
+        self, g: NodeGroup, key: str, vecs: np.ndarray, stored, aligned_prefix: int
+    ) -> None:
         if vecs.shape[1] == 0:
             return
         vkey = vectors_key(g.name, key)
@@ -195,27 +211,43 @@ class DerivedData:
 
         def table(lo: int) -> pa.Table:
             flat = pa.array(vecs[lo:].reshape(-1), pa.float32())
-            return pa.table({"id": g.table.column("id").slice(lo),
-                             "vector": pa.FixedSizeListArray.from_arrays(flat, vecs.shape[1])},
-                            schema=schema)
+            return pa.table(
+                {
+                    "id": g.table.column("id").slice(lo),
+                    "vector": pa.FixedSizeListArray.from_arrays(flat, vecs.shape[1]),
+                },
+                schema=schema,
+            )
 
         store = self.doc.store
         seen = store.manifest["vectors"].get(vkey) if store is not None else None
 
         def write(txn: Transaction) -> None:
             entry = txn.manifest["vectors"].get(vkey)
-            if entry is not None and entry.get("aligned") == g.fingerprint \
-                    and (stored is not None or _files(entry) != _files(seen)):
+            if (
+                entry is not None
+                and entry.get("aligned") == g.fingerprint
+                and (stored is not None or _files(entry) != _files(seen))
+            ):
                 return  # stored already (by another writer), and not the damaged entry
-            same_base = stored is not None and entry is not None \
-                and [s["file"] for s in entry["segments"]] == \
-                [s["file"] for s in stored[2]["segments"]] and entry["dim"] == vecs.shape[1]
+            same_base = (
+                stored is not None
+                and entry is not None
+                and [s["file"] for s in entry["segments"]]
+                == [s["file"] for s in stored[2]["segments"]]
+                and entry["dim"] == vecs.shape[1]
+            )
             if same_base and aligned_prefix:
                 segs = txn.append(entry["segments"], f"vec-{g.name}-{key}", table(aligned_prefix))
             else:
                 segs = [txn.write_segment(f"vec-{g.name}-{key}", table(0))]
-            txn.manifest["vectors"][vkey] = {"group": g.name, "key": key, "dim": vecs.shape[1],
-                                             "aligned": g.fingerprint, "segments": segs}
+            txn.manifest["vectors"][vkey] = {
+                "group": g.name,
+                "key": key,
+                "dim": vecs.shape[1],
+                "aligned": g.fingerprint,
+                "segments": segs,
+            }
             txn.changed = True
 
         self._persist(write)
@@ -224,36 +256,52 @@ class DerivedData:
         """A progress bar of ``steps`` for an index build (shown with show_progress=True)."""
         from tqdm import tqdm
 
-        return tqdm(total=steps, desc=desc, unit="step", leave=False,
-                    disable=not getattr(self.doc, "show_progress", False))
+        return tqdm(
+            total=steps,
+            desc=desc,
+            unit="step",
+            leave=False,
+            disable=not getattr(self.doc, "show_progress", False),
+        )
 
     def _embed(self, emb, key: str, texts: list[str], ids: list[str]) -> np.ndarray:
         from tqdm import tqdm
 
         bs = int(getattr(emb, "texts_per_call", None) or getattr(emb, "batch_size", 64) or 64)
         parts = []
-        with tqdm(total=len(texts), desc=f"embed {key}", unit="text", smoothing=0.1,
-                  disable=len(texts) < 2 * bs and not self.doc.show_progress) as bar:
+        with tqdm(
+            total=len(texts),
+            desc=f"embed {key}",
+            unit="text",
+            smoothing=0.1,
+            disable=len(texts) < 2 * bs and not self.doc.show_progress,
+        ) as bar:
             for i in range(0, len(texts), bs):
-                batch = texts[i:i + bs]
+                batch = texts[i : i + bs]
                 vecs = emb.embed(batch) if hasattr(emb, "embed") else emb(batch)
-                parts.append(check_vectors(vecs, len(batch), ids[i:i + bs], key, emb))
+                parts.append(check_vectors(vecs, len(batch), ids[i : i + bs], key, emb))
                 bar.update(len(batch))
         dims = {p.shape[1] for p in parts}
         if len(dims) > 1:
-            raise EmbeddingError(f"embedder {_name(emb)} (key {key!r}) returned vectors of "
-                                 f"different dimensions {sorted(dims)} across batches")
+            raise EmbeddingError(
+                f"embedder {_name(emb)} (key {key!r}) returned vectors of "
+                f"different dimensions {sorted(dims)} across batches"
+            )
         return np.concatenate(parts)
 
     # -- BM25 --------------------------------------------------------------------------------
     def bm25(self, g: NodeGroup, analyzer: Any, params: dict, num_workers: int = 0):
         """(BM25Index, vocab) of group ``g`` for one analyzer and parameter set."""
         key = f"{g.name}/bm25/{params_key(analyzer.identity(), params)}"
-        return self._cached(("bm25", key), g.fingerprint,
-                            lambda prev: self._build_bm25(g, key, analyzer, params, num_workers))
+        return self._cached(
+            ("bm25", key),
+            g.fingerprint,
+            lambda prev: self._build_bm25(g, key, analyzer, params, num_workers),
+        )
 
-    def rebuild_bm25(self, g: NodeGroup, analyzer: Any, params: dict, num_workers: int,
-                     exc: Exception):
+    def rebuild_bm25(
+        self, g: NodeGroup, analyzer: Any, params: dict, num_workers: int, exc: Exception
+    ):
         """Drop a BM25 index that proved damaged while searching (postings are checked on
         first use) and build it again; (BM25Index, vocab)."""
         key = f"{g.name}/bm25/{params_key(analyzer.identity(), params)}"
@@ -271,16 +319,21 @@ class DerivedData:
 
         store = self.doc.store
         entry = None if store is None else store.manifest["indexes"].get(key)
-        if entry is not None and entry["meta"].get("fingerprint") == g.fingerprint \
-                and entry["dir"] not in self._bad_dirs:
+        if (
+            entry is not None
+            and entry["meta"].get("fingerprint") == g.fingerprint
+            and entry["dir"] not in self._bad_dirs
+        ):
             try:
                 arrays, meta = store.read_arrays(key)
                 vocab = _decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
                 index = BM25Index.from_arrays(arrays, meta["index"])
                 if index.n_docs != len(g) or index.n_vocab != len(vocab):
-                    raise StoreError(f"index covers {index.n_docs} nodes and {index.n_vocab} "
-                                     f"terms, the group has {len(g)} and the vocabulary "
-                                     f"{len(vocab)}")
+                    raise StoreError(
+                        f"index covers {index.n_docs} nodes and {index.n_vocab} "
+                        f"terms, the group has {len(g)} and the vocabulary "
+                        f"{len(vocab)}"
+                    )
                 return index, vocab
             except (StoreError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
@@ -293,15 +346,25 @@ class DerivedData:
 
         def write(txn: Transaction) -> None:
             cur = txn.manifest["indexes"].get(key)
-            if cur is not None and cur["meta"].get("fingerprint") == g.fingerprint \
-                    and (entry is None or cur["dir"] != entry["dir"]):
+            if (
+                cur is not None
+                and cur["meta"].get("fingerprint") == g.fingerprint
+                and (entry is None or cur["dir"] != entry["dir"])
+            ):
                 return  # another writer stored it (and it is not the damaged one we read)
             arrays = dict(index.to_arrays())
             arrays["vocab_bytes"], arrays["vocab_offsets"] = _encode_vocab(tc.vocab)
-            txn.write_arrays(key, arrays, {"kind": "bm25", "group": g.name,
-                                           "fingerprint": g.fingerprint,
-                                           "analyzer": analyzer.identity(),
-                                           "index": index.meta()})
+            txn.write_arrays(
+                key,
+                arrays,
+                {
+                    "kind": "bm25",
+                    "group": g.name,
+                    "fingerprint": g.fingerprint,
+                    "analyzer": analyzer.identity(),
+                    "index": index.meta(),
+                },
+            )
 
         self._persist(write)
         return index, tc.vocab
@@ -321,8 +384,11 @@ class DerivedData:
             if prev is not None:
                 old_ids, old = prev[1]
                 pos = np.asarray(pc.index_in(ids, value_set=old_ids).fill_null(-1), np.int64)
-            if pos is None or np.count_nonzero(pos < 0) > len(pos) // 2 \
-                    or len(old.vocab) > 2 * len(old.values) + 1024:
+            if (
+                pos is None
+                or np.count_nonzero(pos < 0) > len(pos) // 2
+                or len(old.vocab) > 2 * len(old.values) + 1024
+            ):
                 tc = tokenize_corpus(g.texts(), analyzer, num_workers=num_workers)
             else:
                 new_rows = np.flatnonzero(pos < 0)
@@ -338,17 +404,22 @@ class DerivedData:
         from fastrag.indexes.flat import FlatIndex
 
         vecs = self.vectors(g, key)
-        return self._cached(("flat", g.name, key, metric), g.fingerprint,
-                            lambda prev: FlatIndex.from_vectors(vecs, metric=metric))
+        return self._cached(
+            ("flat", g.name, key, metric),
+            g.fingerprint,
+            lambda prev: FlatIndex.from_vectors(vecs, metric=metric),
+        )
 
     def hnsw(self, g: NodeGroup, key: str, metric: str, params: dict):
         """An HNSW index over a group's vectors: loaded from the store, updated incrementally
         (new nodes added, vanished ones marked deleted), or built."""
         vecs = self.vectors(g, key)
         skey = f"{g.name}/hnsw/{params_key(key, metric, params)}"
-        return self._cached(("hnsw", skey), g.fingerprint,
-                            lambda prev: self._hnsw_with_progress(g, skey, metric, params, vecs,
-                                                                  prev))
+        return self._cached(
+            ("hnsw", skey),
+            g.fingerprint,
+            lambda prev: self._hnsw_with_progress(g, skey, metric, params, vecs, prev),
+        )
 
     def _hnsw_with_progress(self, g, skey, metric, params, vecs, prev):
         with self._stage(f"hnsw index of {g.name!r}", 1) as bar:
@@ -364,17 +435,24 @@ class DerivedData:
             return None
         try:
             entry = store.manifest["indexes"][skey]
-            if not isinstance(entry, dict) or "index.bin" not in entry.get("files", ()) \
-                    or not isinstance(entry.get("meta"), dict) \
-                    or not isinstance(entry["meta"].get("ids"), list):
+            if (
+                not isinstance(entry, dict)
+                or "index.bin" not in entry.get("files", ())
+                or not isinstance(entry.get("meta"), dict)
+                or not isinstance(entry["meta"].get("ids"), list)
+            ):
                 raise StoreError("its manifest entry has no index.bin, meta or node ids")
             folder, meta = store.index_folder(skey, full=True)  # hnswlib trusts its file
             labels = list(meta["ids"])
             if not all(x is None or isinstance(x, str) for x in labels):
                 raise StoreError("HNSW labels are not node ids")
-            index = HNSWIndex.load(folder / "index.bin", dim=dim, metric=metric,
-                                   max_rows=len(labels),
-                                   **{k: v for k, v in params.items() if k == "ef"})
+            index = HNSWIndex.load(
+                folder / "index.bin",
+                dim=dim,
+                metric=metric,
+                max_rows=len(labels),
+                **{k: v for k, v in params.items() if k == "ef"},
+            )
             problem = hnsw_label_problem(labels, index.alive)
             if problem:
                 raise StoreError(f"{folder / 'index.bin'}: {problem}")
@@ -383,8 +461,9 @@ class DerivedData:
             self._damaged(f"HNSW index {skey!r}", exc)
             return None
 
-    def _build_hnsw(self, g: NodeGroup, skey: str, metric: str, params: dict,
-                    vecs: np.ndarray, prev):
+    def _build_hnsw(
+        self, g: NodeGroup, skey: str, metric: str, params: dict, vecs: np.ndarray, prev
+    ):
         from fastrag.indexes.hnsw import HNSWIndex
 
         ids = g.ids
@@ -393,12 +472,17 @@ class DerivedData:
         if loaded is not None and loaded[2].get("fingerprint") == g.fingerprint:
             index, labels, _ = loaded
             rows = _label_rows(labels, ids)
-            if index.n == len(ids) and np.array_equal(np.sort(rows[rows >= 0]),
-                                                      np.arange(len(ids))):
+            if index.n == len(ids) and np.array_equal(
+                np.sort(rows[rows >= 0]), np.arange(len(ids))
+            ):
                 return LabelledIndex(index, rows)
-            self._damaged(f"HNSW index {skey!r}", StoreError(
-                f"its {index.n} live rows do not cover the {len(ids)} nodes of group "
-                f"{g.name!r} it records being built from"))
+            self._damaged(
+                f"HNSW index {skey!r}",
+                StoreError(
+                    f"its {index.n} live rows do not cover the {len(ids)} nodes of group "
+                    f"{g.name!r} it records being built from"
+                ),
+            )
             loaded = None
         if loaded is not None:
             index, labels, _ = loaded
@@ -418,9 +502,13 @@ class DerivedData:
             new_labels = np.arange(len(labels), len(labels) + len(new_rows), dtype=np.int64)
             index.add(vecs[new_rows], rows=new_labels)
             labels += [ids[r] for r in new_rows]
-        self._persist(lambda txn: txn.write_index(
-            skey, lambda folder: index.save(folder / "index.bin"),
-            {"kind": "hnsw", "group": g.name, "fingerprint": g.fingerprint, "ids": labels}))
+        self._persist(
+            lambda txn: txn.write_index(
+                skey,
+                lambda folder: index.save(folder / "index.bin"),
+                {"kind": "hnsw", "group": g.name, "fingerprint": g.fingerprint, "ids": labels},
+            )
+        )
         return LabelledIndex(index, _label_rows(labels, ids))
 
     # -- key maps ----------------------------------------------------------------------------
@@ -434,10 +522,11 @@ class DerivedData:
             else:
                 meta = g.metadata_table()
                 if map_key not in meta.column_names:
-                    raise ConfigError(f"map_key {map_key!r} is not a metadata key of group "
-                                      f"{group_name!r}; known: {meta.column_names}")
-                keys = [None if v is None else str(v)
-                        for v in meta.column(map_key).to_pylist()]
+                    raise ConfigError(
+                        f"map_key {map_key!r} is not a metadata key of group "
+                        f"{group_name!r}; known: {meta.column_names}"
+                    )
+                keys = [None if v is None else str(v) for v in meta.column(map_key).to_pylist()]
             table: dict[str, list[int]] = {}
             for row, k in enumerate(keys):
                 if k is not None:
@@ -463,8 +552,9 @@ def _merge_tokens(old, pos: np.ndarray, new_rows: np.ndarray, fresh, corpus_cls)
     np.cumsum(lengths, out=offsets[1:])
     values = np.empty(int(offsets[-1]), np.int32)
     for rows, src_start, src_values in (
-            (kept, old.offsets[pos[kept]], old.values),
-            (new_rows, fresh.offsets[:-1], remap[fresh.values])):
+        (kept, old.offsets[pos[kept]], old.values),
+        (new_rows, fresh.offsets[:-1], remap[fresh.values]),
+    ):
         n = lengths[rows]
         within = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
         values[np.repeat(offsets[rows], n) + within] = src_values[np.repeat(src_start, n) + within]
@@ -497,8 +587,11 @@ def hnsw_label_problem(labels: list[str | None], alive: np.ndarray) -> str | Non
     """What is inconsistent between an HNSW index's live rows (``alive``, by row) and the node
     id recorded for each row (None for a deleted row, see ``_build_hnsw``), or None."""
     named = np.fromiter((x is not None for x in labels), np.bool_, len(labels))
-    if len(alive) > len(labels) or not np.array_equal(named[:len(alive)], alive) \
-            or named[len(alive):].any():
+    if (
+        len(alive) > len(labels)
+        or not np.array_equal(named[: len(alive)], alive)
+        or named[len(alive) :].any()
+    ):
         return "its live rows and the node ids recorded for them disagree"
     if len(set(labels)) - (None in labels) != int(named.sum()):
         return "its node ids repeat"
@@ -525,16 +618,17 @@ def check_vectors(vecs: Any, n: int, ids: list[str], key: str, emb: Any) -> np.n
         arr = np.asarray(vecs, dtype=np.float32)
     except (ValueError, TypeError) as exc:
         shapes = sorted({np.shape(v) for v in vecs}) if isinstance(vecs, (list, tuple)) else "?"
-        raise fail(f"a batch that is not an (n, dim) array of numbers for {n} texts (row "
-                   f"shapes {shapes}: {exc}); an embedder must return an (n, dim) array") from exc
+        raise fail(
+            f"a batch that is not an (n, dim) array of numbers for {n} texts (row "
+            f"shapes {shapes}: {exc}); an embedder must return an (n, dim) array"
+        ) from exc
     if arr.ndim != 2 or arr.shape[0] != n:
         raise fail(f"shape {arr.shape} for {n} texts; an embedder must return an (n, dim) array")
     if arr.shape[1] == 0:
         raise fail(f"an empty vector for node {ids[0]!r}")
     dim = getattr(emb, "dim", None)
     if isinstance(dim, int) and dim > 0 and arr.shape[1] != dim:
-        raise fail(f"dimension {arr.shape[1]} for node {ids[0]!r}, but the embedder's dim is "
-                   f"{dim}")
+        raise fail(f"dimension {arr.shape[1]} for node {ids[0]!r}, but the embedder's dim is {dim}")
     bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
     if len(bad):
         raise fail(f"NaN/inf for node {ids[bad[0]]!r}")
@@ -542,8 +636,12 @@ def check_vectors(vecs: Any, n: int, ids: list[str], key: str, emb: Any) -> np.n
 
 
 def _vector_schema(dim: int) -> pa.Schema:
-    return pa.schema([pa.field("id", pa.string(), nullable=False),
-                      pa.field("vector", pa.list_(pa.float32(), int(dim)))])
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), int(dim))),
+        ]
+    )
 
 
 def _to_numpy(col: pa.ChunkedArray, dim: int) -> np.ndarray:
@@ -566,15 +664,22 @@ def _encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
 def _decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
     off = np.asarray(offsets)
     if blob.dtype != np.uint8 or blob.ndim != 1 or off.dtype.kind not in "iu":
-        raise StoreError(f"BM25 vocabulary arrays have dtypes {blob.dtype} and {off.dtype}, "
-                         "expected uint8 and integers")
-    if off.ndim != 1 or len(off) == 0 or off[0] != 0 or off[-1] != blob.size \
-            or np.any(np.diff(off) < 0):
+        raise StoreError(
+            f"BM25 vocabulary arrays have dtypes {blob.dtype} and {off.dtype}, "
+            "expected uint8 and integers"
+        )
+    if (
+        off.ndim != 1
+        or len(off) == 0
+        or off[0] != 0
+        or off[-1] != blob.size
+        or np.any(np.diff(off) < 0)
+    ):
         raise StoreError("BM25 vocabulary offsets are out of range")
     data = bytes(blob)
     o = off.tolist()
     try:
-        vocab = {data[o[i]:o[i + 1]].decode("utf-8"): i for i in range(len(o) - 1)}
+        vocab = {data[o[i] : o[i + 1]].decode("utf-8"): i for i in range(len(o) - 1)}
     except UnicodeDecodeError as exc:
         raise StoreError(f"BM25 vocabulary is not valid UTF-8: {exc}") from exc
     if len(vocab) != len(o) - 1:

@@ -16,8 +16,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
 
 
-def finder(doc: Document, target: str) -> Callable[[Iterable[DocNode | NodeWithScore]],
-                                                     list[DocNode]]:
+def finder(
+    doc: Document, target: str
+) -> Callable[[Iterable[DocNode | NodeWithScore]], list[DocNode]]:
     """``doc.find(target)``: see :meth:`Document.find`."""
     doc.check_group(target)
 
@@ -71,8 +72,10 @@ def _by_group(nodes) -> list[tuple[str, list[str]]]:
     for n in nodes:
         node = n.node if isinstance(n, NodeWithScore) else n
         if not isinstance(node, DocNode) or node.group is None:
-            raise ConfigError("find() takes nodes of this Document (DocNode or NodeWithScore); "
-                              f"got {type(n).__name__} without a group")
+            raise ConfigError(
+                "find() takes nodes of this Document (DocNode or NodeWithScore); "
+                f"got {type(n).__name__} without a group"
+            )
         if runs and runs[-1][0] == node.group:
             runs[-1][1].append(node.id)
         else:

@@ -30,17 +30,19 @@ from fastrag.documents.relink import SourceChanges, match_moved, resolved_roots
 from fastrag.errors import ConfigError
 from fastrag.schema import GROUP_SCHEMA, dump_metadata, node_id
 
-SOURCE_SCHEMA = pa.schema([
-    pa.field("key", pa.string(), nullable=False),
-    pa.field("kind", pa.string(), nullable=False),  # "file" | "text"
-    pa.field("added", pa.bool_(), nullable=False),
-    pa.field("hash", pa.string(), nullable=False),
-    pa.field("size", pa.int64(), nullable=False),
-    pa.field("mtime_ns", pa.int64(), nullable=False),
-    pa.field("roots", pa.list_(pa.string()), nullable=False),
-    pa.field("deleted", pa.list_(pa.string()), nullable=False),
-    pa.field("changed_gen", pa.int64(), nullable=False),
-])
+SOURCE_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # "file" | "text"
+        pa.field("added", pa.bool_(), nullable=False),
+        pa.field("hash", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("mtime_ns", pa.int64(), nullable=False),
+        pa.field("roots", pa.list_(pa.string()), nullable=False),
+        pa.field("deleted", pa.list_(pa.string()), nullable=False),
+        pa.field("changed_gen", pa.int64(), nullable=False),
+    ]
+)
 
 
 @dataclass
@@ -58,8 +60,13 @@ class Change:
     stats: SourceChanges = field(default_factory=SourceChanges)
 
     def __bool__(self) -> bool:
-        return bool(self.sources or self.roots or self.drop_keys or self.drop_roots
-                    or self.next_id is not None)
+        return bool(
+            self.sources
+            or self.roots
+            or self.drop_keys
+            or self.drop_roots
+            or self.next_id is not None
+        )
 
     def source_table(self, gen: int) -> pa.Table:
         rows = [{**s, "changed_gen": s.get("changed_gen", gen)} for s in self.sources]
@@ -75,15 +82,20 @@ def rows_to_table(rows: list[tuple], group: str) -> pa.Table:
         return GROUP_SCHEMA.empty_table()
     cols = list(zip(*rows, strict=True))
     try:
-        return pa.table({n: list(c) for n, c in zip(GROUP_SCHEMA.names, cols, strict=True)},
-                        schema=GROUP_SCHEMA)
+        return pa.table(
+            {n: list(c) for n, c in zip(GROUP_SCHEMA.names, cols, strict=True)}, schema=GROUP_SCHEMA
+        )
     except (pa.ArrowException, UnicodeError) as exc:
         bad = next((r[0] for r in rows if not _is_utf8(r[3]) or not _is_utf8(r[6])), None)
         raise ConfigError(
             f"nodes of group {group!r} cannot be stored ({type(exc).__name__}: {exc})"
-            + (f"; node {bad!r} has text that is not valid Unicode (a lone surrogate such as "
-               "'\\ud800'): clean it, e.g. text.encode('utf-8', 'replace').decode()"
-               if bad else "")) from exc
+            + (
+                f"; node {bad!r} has text that is not valid Unicode (a lone surrogate such as "
+                "'\\ud800'): clean it, e.g. text.encode('utf-8', 'replace').decode()"
+                if bad
+                else ""
+            )
+        ) from exc
 
 
 def _is_utf8(s: Any) -> bool:
@@ -95,8 +107,9 @@ def _is_utf8(s: Any) -> bool:
 
 
 def text_hash(text: str, meta_json: str) -> str:
-    return hashlib.blake2b((text + meta_json).encode("utf-8", "surrogatepass"),
-                           digest_size=16).hexdigest()
+    return hashlib.blake2b(
+        (text + meta_json).encode("utf-8", "surrogatepass"), digest_size=16
+    ).hexdigest()
 
 
 def hash_file(path: Path) -> str:
@@ -107,10 +120,19 @@ def hash_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _source(key, kind, *, added=False, hash="", size=0, mtime_ns=0, roots=(), deleted=(),
-            changed_gen=None) -> dict:
-    out = {"key": key, "kind": kind, "added": added, "hash": hash, "size": size,
-           "mtime_ns": mtime_ns, "roots": list(roots), "deleted": list(deleted)}
+def _source(
+    key, kind, *, added=False, hash="", size=0, mtime_ns=0, roots=(), deleted=(), changed_gen=None
+) -> dict:
+    out = {
+        "key": key,
+        "kind": kind,
+        "added": added,
+        "hash": hash,
+        "size": size,
+        "mtime_ns": mtime_ns,
+        "roots": list(roots),
+        "deleted": list(deleted),
+    }
     if changed_gen is not None:
         out["changed_gen"] = changed_gen
     return out
@@ -125,14 +147,17 @@ def check_texts(texts, metadatas, ids):
         if not isinstance(t, str):
             raise ConfigError(f"texts[{i}] is {type(t).__name__}, expected str")
         if not _is_utf8(t):
-            raise ConfigError(f"texts[{i}] contains a lone surrogate (e.g. '\\ud800'), which is "
-                              "not valid Unicode; clean it first, e.g. "
-                              "text.encode('utf-8', 'replace').decode()")
+            raise ConfigError(
+                f"texts[{i}] contains a lone surrogate (e.g. '\\ud800'), which is "
+                "not valid Unicode; clean it first, e.g. "
+                "text.encode('utf-8', 'replace').decode()"
+            )
     if metadatas is not None:
         metadatas = list(metadatas)
         if len(metadatas) != len(texts):
-            raise ConfigError(f"got {len(metadatas)} metadatas for {len(texts)} texts; "
-                              "pass one dict per text")
+            raise ConfigError(
+                f"got {len(metadatas)} metadatas for {len(texts)} texts; pass one dict per text"
+            )
         for i, m in enumerate(metadatas):
             if not isinstance(m, Mapping):
                 raise ConfigError(f"metadatas[{i}] is {type(m).__name__}, expected dict")
@@ -177,26 +202,38 @@ class SourceView:
             return []
         flat = pc.list_flatten(t.column("roots"))
         parent = np.asarray(pc.list_parent_indices(t.column("roots")))
-        hit = np.asarray(pc.is_in(flat, value_set=pa.array(sorted(roots), pa.string())),
-                         dtype=bool)
+        hit = np.asarray(pc.is_in(flat, value_set=pa.array(sorted(roots), pa.string())), dtype=bool)
         return t.take(pa.array(np.unique(parent[hit]))).to_pylist()
 
 
 class Planner:
     """Turns files and texts into a :class:`Change` against a committed sources table."""
 
-    def __init__(self, *, readers: dict | None, on_error: str, json_text_field: str,
-                 global_metadata: dict, hash_files: bool,
-                 metadata_fields: Sequence[str] | None = None,
-                 required_exts: Sequence[str] | None = None,
-                 exclude: Sequence[str] | None = None, recursive: bool = True,
-                 exclude_hidden: bool = True, show_progress: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        readers: dict | None,
+        on_error: str,
+        json_text_field: str,
+        global_metadata: dict,
+        hash_files: bool,
+        metadata_fields: Sequence[str] | None = None,
+        required_exts: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        recursive: bool = True,
+        exclude_hidden: bool = True,
+        show_progress: bool = False,
+    ) -> None:
         self.readers = readers
         self.on_error = on_error
         self.json_text_field = json_text_field
         self.metadata_fields = metadata_fields
-        self.walk_options = {"required_exts": required_exts, "exclude": exclude,
-                             "recursive": recursive, "exclude_hidden": exclude_hidden}
+        self.walk_options = {
+            "required_exts": required_exts,
+            "exclude": exclude,
+            "recursive": recursive,
+            "exclude_hidden": exclude_hidden,
+        }
         self.global_metadata = global_metadata
         self.hash_files = hash_files
         self.show_progress = show_progress
@@ -205,16 +242,30 @@ class Planner:
 
     # -- files -------------------------------------------------------------------------------
     def file_rows(self, path: Path, key: str, deleted: Sequence[str] = ()) -> list[tuple]:
-        records = read_file(path, readers=self.readers, on_error=self.on_error,
-                            json_text_field=self.json_text_field,
-                            metadata_fields=self.metadata_fields, report=self.report)
+        records = read_file(
+            path,
+            readers=self.readers,
+            on_error=self.on_error,
+            json_text_field=self.json_text_field,
+            metadata_fields=self.metadata_fields,
+            report=self.report,
+        )
         gone = set(deleted)
         rows = []
         for i, (text, meta) in enumerate(records):
             rid = node_id("file", key, i)
             if rid not in gone:
-                rows.append((rid, rid, None, text, None, None,
-                             dump_metadata({**self.global_metadata, **meta})))
+                rows.append(
+                    (
+                        rid,
+                        rid,
+                        None,
+                        text,
+                        None,
+                        None,
+                        dump_metadata({**self.global_metadata, **meta}),
+                    )
+                )
         return rows
 
     def _hash(self, path: Path) -> str:
@@ -236,10 +287,19 @@ class Planner:
         if here and h and old["hash"] == h:  # touched, same bytes
             change.stats.unchanged += 1
             change.drop_keys.add(key)
-            change.sources.append(_source(key, "file", added=old["added"], hash=h,
-                                          size=st.st_size, mtime_ns=st.st_mtime_ns,
-                                          roots=old["roots"], deleted=deleted,
-                                          changed_gen=old["changed_gen"]))
+            change.sources.append(
+                _source(
+                    key,
+                    "file",
+                    added=old["added"],
+                    hash=h,
+                    size=st.st_size,
+                    mtime_ns=st.st_mtime_ns,
+                    roots=old["roots"],
+                    deleted=deleted,
+                    changed_gen=old["changed_gen"],
+                )
+            )
             return
         rows = self.file_rows(file, key, deleted)
         if old is not None:
@@ -248,9 +308,18 @@ class Planner:
             change.drop_roots.update(old["roots"])
         else:
             change.stats.read += 1
-        change.sources.append(_source(key, "file", added=added or bool(old and old["added"]),
-                                      hash=h, size=st.st_size, mtime_ns=st.st_mtime_ns,
-                                      roots=[r[0] for r in rows], deleted=deleted))
+        change.sources.append(
+            _source(
+                key,
+                "file",
+                added=added or bool(old and old["added"]),
+                hash=h,
+                size=st.st_size,
+                mtime_ns=st.st_mtime_ns,
+                roots=[r[0] for r in rows],
+                deleted=deleted,
+            )
+        )
         change.roots += rows
 
     def _plan_move(self, change: Change, file: Path, old: dict, root: pa.Table) -> None:
@@ -261,25 +330,51 @@ class Planner:
         change.stats.moved += 1
         change.drop_keys.add(old["key"])
         change.drop_roots.update(old["roots"])
-        change.sources.append(_source(key, "file", added=old["added"], hash=old["hash"],
-                                      size=st.st_size, mtime_ns=st.st_mtime_ns,
-                                      roots=old["roots"], deleted=old["deleted"],
-                                      changed_gen=old["changed_gen"]))
+        change.sources.append(
+            _source(
+                key,
+                "file",
+                added=old["added"],
+                hash=old["hash"],
+                size=st.st_size,
+                mtime_ns=st.st_mtime_ns,
+                roots=old["roots"],
+                deleted=old["deleted"],
+                changed_gen=old["changed_gen"],
+            )
+        )
         if not old["roots"] or root.num_rows == 0:
             return
-        rows = root.filter(pc.is_in(root.column("id"),
-                                    value_set=pa.array(old["roots"], pa.string())))
+        rows = root.filter(
+            pc.is_in(root.column("id"), value_set=pa.array(old["roots"], pa.string()))
+        )
         relinked = {"file_path": key, "file_name": file.name, "mtime": st.st_mtime}
         for r in rows.to_pylist():
             meta = json.loads(r["metadata"]) if r["metadata"] else {}
             meta.update({k: v for k, v in relinked.items() if k in meta})
-            change.roots.append((r["id"], r["doc_id"], r["parent_id"], r["text"], r["start"],
-                                 r["end"], dump_metadata(meta)))
+            change.roots.append(
+                (
+                    r["id"],
+                    r["doc_id"],
+                    r["parent_id"],
+                    r["text"],
+                    r["start"],
+                    r["end"],
+                    dump_metadata(meta),
+                )
+            )
 
-    def plan_paths(self, paths, committed: pa.Table, root: pa.Table, *,
-                   old_inputs: list[str] | None = None, replace: bool = False,
-                   remove_missing: bool = False,
-                   check: Callable[[int, int], None] | None = None) -> Change:
+    def plan_paths(
+        self,
+        paths,
+        committed: pa.Table,
+        root: pa.Table,
+        *,
+        old_inputs: list[str] | None = None,
+        replace: bool = False,
+        remove_missing: bool = False,
+        check: Callable[[int, int], None] | None = None,
+    ) -> Change:
         """Sources read from ``paths``: new files are read, changed ones re-read, files found
         at a new path with the store's bytes re-linked (``old_inputs``: the paths the store was
         made from). The store's other sources are kept (counted as missing, or as not under
@@ -292,11 +387,15 @@ class Planner:
         change = Change()
         self.report = ReadReport()
         self._hashes = {}
-        found = list(iter_source_files(paths, readers=self.readers, report=self.report,
-                                       **self.walk_options))
+        found = list(
+            iter_source_files(paths, readers=self.readers, report=self.report, **self.walk_options)
+        )
         found_keys = {str(f.resolve()) for f in found}
-        found += [Path(k) for k, r in old_files.items()
-                  if r["added"] and k not in found_keys and Path(k).is_file()]
+        found += [
+            Path(k)
+            for k, r in old_files.items()
+            if r["added"] and k not in found_keys and Path(k).is_file()
+        ]
         known, new, seen = [], [], set()
         for f in found:
             key = str(f.resolve())
@@ -304,9 +403,17 @@ class Planner:
                 seen.add(key)
                 (known if key in old_files else new).append((f, key))
         candidates = {k: r for k, r in old_files.items() if k not in seen and not r["added"]}
-        moves = {} if replace or not self.hash_files else match_moved(
-            new, candidates, resolved_roots(old_inputs or []), resolved_roots(_as_list(paths)),
-            self._hash)
+        moves = (
+            {}
+            if replace or not self.hash_files
+            else match_moved(
+                new,
+                candidates,
+                resolved_roots(old_inputs or []),
+                resolved_roots(_as_list(paths)),
+                self._hash,
+            )
+        )
         if check is not None:
             n_known = sum(1 for r in old_files.values() if not r["added"])
             check(sum(1 for _, k in known if not old_files[k]["added"]) + len(moves), n_known)
@@ -373,8 +480,9 @@ class Planner:
     # -- texts -------------------------------------------------------------------------------
     def _text_row(self, rid: str, text: str, meta: Mapping | None, added: bool):
         meta_json = dump_metadata({**self.global_metadata, **(meta or {})})
-        src = _source(f"text:{rid}", "text", added=added, hash=text_hash(text, meta_json),
-                      roots=[rid])
+        src = _source(
+            f"text:{rid}", "text", added=added, hash=text_hash(text, meta_json), roots=[rid]
+        )
         return src, (rid, rid, None, text, None, None, meta_json)
 
     def plan_texts(self, texts, metadatas, ids, committed: pa.Table) -> Change:
@@ -435,14 +543,21 @@ class Planner:
         present = root_ids(wanted)
         unknown = wanted - present
         if unknown:
-            raise ConfigError(f"unknown doc ids {sorted(unknown)[:5]}; use root node ids "
-                              "(doc.group('root').ids) or source file paths")
+            raise ConfigError(
+                f"unknown doc ids {sorted(unknown)[:5]}; use root node ids "
+                "(doc.group('root').ids) or source file paths"
+            )
         change = Change(drop_roots=present, result=len(present))
         for row in view.holding(present):
             hit = present.intersection(row["roots"])
             change.drop_keys.add(row["key"])
-            change.sources.append({**row, "roots": [r for r in row["roots"] if r not in hit],
-                                   "deleted": sorted(set(row["deleted"]) | hit)})
+            change.sources.append(
+                {
+                    **row,
+                    "roots": [r for r in row["roots"] if r not in hit],
+                    "deleted": sorted(set(row["deleted"]) | hit),
+                }
+            )
         return change
 
 
@@ -454,8 +569,9 @@ def _as_list(paths: Any) -> list[str]:
 def apply_sources(table: pa.Table, change: Change, gen: int) -> pa.Table:
     """The sources table after ``change`` (in memory)."""
     if change.drop_keys and table.num_rows:
-        keep = pc.invert(pc.is_in(table.column("key"),
-                                  value_set=pa.array(sorted(change.drop_keys), pa.string())))
+        keep = pc.invert(
+            pc.is_in(table.column("key"), value_set=pa.array(sorted(change.drop_keys), pa.string()))
+        )
         table = table.filter(keep)
     if change.sources:
         table = pa.concat_tables([table, change.source_table(gen)])

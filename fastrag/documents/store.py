@@ -100,8 +100,16 @@ def _manifest_checksum(body: dict) -> str:
 
 
 def empty_manifest() -> dict[str, Any]:
-    return {"format_version": FORMAT_VERSION, "generation": 0, "root_gen": 0, "next_id": 0,
-            "sources": [], "groups": {}, "vectors": {}, "indexes": {}}
+    return {
+        "format_version": FORMAT_VERSION,
+        "generation": 0,
+        "root_gen": 0,
+        "next_id": 0,
+        "sources": [],
+        "groups": {},
+        "vectors": {},
+        "indexes": {},
+    }
 
 
 class Store:
@@ -113,8 +121,14 @@ class Store:
     when it is read (otherwise only files under 64 MiB and index files that are read whole).
     """
 
-    def __init__(self, path: str | os.PathLike, mode: str = "a", *, lock_timeout: float = 30.0,
-                 verify: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        mode: str = "a",
+        *,
+        lock_timeout: float = 30.0,
+        verify: bool = False,
+    ) -> None:
         check_choice("mode", mode, ("r", "a"), note="'r' reads only, 'a' reads and writes")
         lock_timeout = check_number("lock_timeout", lock_timeout, min=0, note="seconds")
         self.path = Path(path).absolute()
@@ -126,23 +140,30 @@ class Store:
             raise StoreError(f"store path {str(self.path)!r} exists and is not a directory")
         if mode == "r":
             if not (self.path / MANIFEST).is_file():
-                raise StoreError(f"{str(self.path)!r} is not a fastrag store (no {MANIFEST}); "
-                                 "mode='r' opens existing stores only: use mode='a' to create one")
+                raise StoreError(
+                    f"{str(self.path)!r} is not a fastrag store (no {MANIFEST}); "
+                    "mode='r' opens existing stores only: use mode='a' to create one"
+                )
         elif self.path.is_dir() and not os.access(self.path, os.W_OK):
             self.mode = "r"
             self.read_only_reason = why_read_only(self.path)
-            warnings.warn(f"store {str(self.path)!r} is {self.read_only_reason}: opened "
-                          "read-only (mode='r'); what it lacks is built in memory",
-                          StoreWarning, stacklevel=3)
+            warnings.warn(
+                f"store {str(self.path)!r} is {self.read_only_reason}: opened "
+                "read-only (mode='r'); what it lacks is built in memory",
+                StoreWarning,
+                stacklevel=3,
+            )
         self._thread_lock = _path_lock(self.path)
         self._verified: set[tuple[str, str]] = set()
         if not (self.path / MANIFEST).exists() and any(
-                (self.path / sub).is_dir() and any((self.path / sub).iterdir())
-                for sub in (DATA, INDEXES)):
+            (self.path / sub).is_dir() and any((self.path / sub).iterdir())
+            for sub in (DATA, INDEXES)
+        ):
             raise StoreError(
                 f"{str(self.path / MANIFEST)!r} is missing but {str(self.path)!r} holds store "
                 "files: the store is damaged; restore manifest.json from a backup or rebuild the "
-                "store into a new directory (nothing was changed or removed)")
+                "store into a new directory (nothing was changed or removed)"
+            )
         self.manifest = self._read_manifest()
 
     @property
@@ -161,9 +182,11 @@ class Store:
         try:
             manifest = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
-            raise StoreError(f"cannot read {mpath}: {exc}; the store is damaged: restore it "
-                             "from a backup or rebuild it from its sources into a new "
-                             "directory") from exc
+            raise StoreError(
+                f"cannot read {mpath}: {exc}; the store is damaged: restore it "
+                "from a backup or rebuild it from its sources into a new "
+                "directory"
+            ) from exc
         version = manifest.get("format_version") if isinstance(manifest, dict) else None
         if version not in READABLE_VERSIONS:
             raise StoreError(
@@ -175,15 +198,19 @@ class Store:
             )
         body = {k: v for k, v in manifest.items() if k != "checksum"}
         if manifest.get("checksum") != _manifest_checksum(body):
-            raise StoreError(f"{mpath} fails its checksum; the store is damaged: restore it "
-                             "from a backup or rebuild it from its sources into a new directory")
+            raise StoreError(
+                f"{mpath} fails its checksum; the store is damaged: restore it "
+                "from a backup or rebuild it from its sources into a new directory"
+            )
         from fastrag.documents.deepcheck import manifest_problems
 
         problems = manifest_problems(body)
         if problems:  # checksums catch accidents; a foreign writer's manifest is checked too
-            raise StoreError(f"{mpath} is not a manifest fastrag can read: "
-                             f"{'; '.join(problems[:3])}; the store is damaged: restore it from "
-                             "a backup or rebuild it from its sources into a new directory")
+            raise StoreError(
+                f"{mpath} is not a manifest fastrag can read: "
+                f"{'; '.join(problems[:3])}; the store is damaged: restore it from "
+                "a backup or rebuild it from its sources into a new directory"
+            )
         return body
 
     def reload(self) -> dict[str, Any]:
@@ -206,11 +233,15 @@ class Store:
         """Raise StoreError when this Store cannot be changed (opened or found read-only)."""
         if self.mode != "a":
             if self.read_only_reason is not None:
-                raise StoreError(f"store {str(self.path)!r} is {self.read_only_reason}, so it "
-                                 "was opened read-only and cannot be changed; copy it to a "
-                                 "writable place (or remount it read-write) to change it")
-            raise StoreError(f"store {str(self.path)!r} is open read-only (mode='r'); open it "
-                             "with mode='a' to change it")
+                raise StoreError(
+                    f"store {str(self.path)!r} is {self.read_only_reason}, so it "
+                    "was opened read-only and cannot be changed; copy it to a "
+                    "writable place (or remount it read-write) to change it"
+                )
+            raise StoreError(
+                f"store {str(self.path)!r} is open read-only (mode='r'); open it "
+                "with mode='a' to change it"
+            )
 
     @contextlib.contextmanager
     def _locked(self, timeout: float | None = None) -> Iterator[None]:
@@ -247,8 +278,12 @@ class Store:
         import sys
         import time
 
-        info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "command": " ".join(sys.argv)[:200], "since": time.time()}
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": " ".join(sys.argv)[:200],
+            "since": time.time(),
+        }
         with contextlib.suppress(OSError):
             (self.path / HOLDER).write_text(json.dumps(info))
 
@@ -258,8 +293,10 @@ class Store:
 
         try:
             info = json.loads((self.path / HOLDER).read_text())
-            return (f"pid {info['pid']} on {info['host']}, running {info['command']!r}, "
-                    f"for {time.time() - float(info['since']):.0f} s")
+            return (
+                f"pid {info['pid']} on {info['host']}, running {info['command']!r}, "
+                f"for {time.time() - float(info['since']):.0f} s"
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return "a process that did not record itself"
 
@@ -294,8 +331,9 @@ class Store:
                     txn.manifest["generation"] = txn.gen
                     txn.manifest["format_version"] = FORMAT_VERSION
                     body = txn.manifest
-                    data = json.dumps({**body, "checksum": _manifest_checksum(body)},
-                                      ensure_ascii=False, indent=1).encode()
+                    data = json.dumps(
+                        {**body, "checksum": _manifest_checksum(body)}, ensure_ascii=False, indent=1
+                    ).encode()
                     atomic_write_bytes(self.path / MANIFEST, lambda f: f.write(data))
                     self.manifest = body
                 else:
@@ -321,8 +359,11 @@ class Store:
                     srel = f"{rel}/{sub.name}"
                     if sub.is_dir() and not sub.is_symlink():
                         if srel in dirs:  # a named folder: only what it should not hold goes
-                            removed += [f"{srel}/{f.name}" for f in sub.iterdir()
-                                        if f"{srel}/{f.name}" not in refs]
+                            removed += [
+                                f"{srel}/{f.name}"
+                                for f in sub.iterdir()
+                                if f"{srel}/{f.name}" not in refs
+                            ]
                             continue
                     elif srel in refs:
                         continue
@@ -343,11 +384,15 @@ class Store:
         try:
             size = path.stat().st_size
         except OSError as exc:
-            raise MissingFile(f"store file {str(path)!r} is missing ({exc}); if another process "
-                              "is writing the store, call doc.refresh()") from exc
+            raise MissingFile(
+                f"store file {str(path)!r} is missing ({exc}); if another process "
+                "is writing the store, call doc.refresh()"
+            ) from exc
         if size != entry["size"]:
-            raise StoreError(f"store file {str(path)!r} has {size} bytes, the manifest records "
-                             f"{entry['size']}: it is damaged")
+            raise StoreError(
+                f"store file {str(path)!r} has {size} bytes, the manifest records "
+                f"{entry['size']}: it is damaged"
+            )
         if full is None:
             full = self.verify_all or size < VERIFY_BELOW
         key = (rel, entry["checksum"])
@@ -355,11 +400,15 @@ class Store:
             try:
                 got = checksum_file(path)
             except FileNotFoundError as exc:  # collected by a writer after the stat
-                raise MissingFile(f"store file {str(path)!r} is missing ({exc}); if another "
-                                  "process is writing the store, call doc.refresh()") from exc
+                raise MissingFile(
+                    f"store file {str(path)!r} is missing ({exc}); if another "
+                    "process is writing the store, call doc.refresh()"
+                ) from exc
             if got != entry["checksum"]:
-                raise StoreError(f"store file {str(path)!r} fails its checksum ({got} != "
-                                 f"{entry['checksum']}): it is damaged")
+                raise StoreError(
+                    f"store file {str(path)!r} fails its checksum ({got} != "
+                    f"{entry['checksum']}): it is damaged"
+                )
             self._verified.add(key)
         return path
 
@@ -375,8 +424,10 @@ class Store:
         try:
             return pa.concat_tables(tables)
         except pa.ArrowInvalid as exc:
-            raise StoreError(f"segments {[s['file'] for s in segments]} of {self.path} do not "
-                             f"share a schema: {exc}; the store is damaged") from exc
+            raise StoreError(
+                f"segments {[s['file'] for s in segments]} of {self.path} do not "
+                f"share a schema: {exc}; the store is damaged"
+            ) from exc
 
     def _read_segment(self, seg: dict, schema: pa.Schema | None = None) -> pa.Table:
         path = self.check_file(seg["file"], seg)
@@ -401,24 +452,28 @@ class Store:
                     else:
                         _check_offsets(table.select([field.name]))
                     if not field.nullable and col.null_count:
-                        raise ValueError(f"column {field.name!r} holds {col.null_count} nulls "
-                                         "but allows none")
+                        raise ValueError(
+                            f"column {field.name!r} holds {col.null_count} nulls but allows none"
+                        )
                     if field.name == "metadata" and pa.types.is_string(field.type):
                         from fastrag.documents.deepcheck import check_json_objects
 
                         bad = check_json_objects(col)
                         if bad >= 0:
-                            raise ValueError(f"row {bad} of column 'metadata' is not a JSON "
-                                             "object")
+                            raise ValueError(f"row {bad} of column 'metadata' is not a JSON object")
                 self._verified.add(checked)
         except FileNotFoundError as exc:  # collected by a writer after the size check
-            raise MissingFile(f"store file {str(path)!r} is missing ({exc}); if another process "
-                              "is writing the store, call doc.refresh()") from exc
+            raise MissingFile(
+                f"store file {str(path)!r} is missing ({exc}); if another process "
+                "is writing the store, call doc.refresh()"
+            ) from exc
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise StoreError(f"cannot read {path}: {exc}; the store is damaged") from exc
         if table.num_rows != seg["rows"]:
-            raise StoreError(f"{path} has {table.num_rows} rows, the manifest records "
-                             f"{seg['rows']}: it is damaged")
+            raise StoreError(
+                f"{path} has {table.num_rows} rows, the manifest records "
+                f"{seg['rows']}: it is damaged"
+            )
         return table
 
     def index_folder(self, key: str, *, full: bool | None = None) -> tuple[Path, dict] | None:
@@ -441,9 +496,10 @@ class Store:
             try:
                 arrays[name[:-4]] = np.load(folder / name, mmap_mode="r", allow_pickle=False)
             except FileNotFoundError as exc:
-                raise MissingFile(f"store file {str(folder / name)!r} is missing ({exc}); if "
-                                  "another process is writing the store, call doc.refresh()"
-                                  ) from exc
+                raise MissingFile(
+                    f"store file {str(folder / name)!r} is missing ({exc}); if "
+                    "another process is writing the store, call doc.refresh()"
+                ) from exc
             except Exception as exc:  # a damaged header fails in many ways (even tokenize)
                 raise StoreError(f"cannot read {folder / name}: {exc}; it is damaged") from exc
         return arrays, meta
@@ -467,8 +523,11 @@ class Store:
         problems = []
         m = self.manifest
         entries = [(seg["file"], seg) for seg in _segments_of(m)]
-        entries += [(f"{idx['dir']}/{n}", f) for idx in m["indexes"].values()
-                    for n, f in idx["files"].items()]
+        entries += [
+            (f"{idx['dir']}/{n}", f)
+            for idx in m["indexes"].values()
+            for n, f in idx["files"].items()
+        ]
         for rel, entry in entries:
             try:
                 self.check_file(rel, entry, full=True)
@@ -483,8 +542,9 @@ MAX_TAGS = 64  # commit tags a store remembers (add/delete tag=)
 def check_tag(tag: Any) -> str | None:
     """``tag`` when it is None or a usable commit tag; ConfigError otherwise."""
     if tag is not None and (not isinstance(tag, str) or not tag or len(tag) > 200):
-        raise ConfigError(f"tag must be None or a non-empty str of at most 200 characters, got "
-                          f"{tag!r}")
+        raise ConfigError(
+            f"tag must be None or a non-empty str of at most 200 characters, got {tag!r}"
+        )
     return tag
 
 
@@ -513,8 +573,9 @@ class Transaction:
         self.created.append(path)
 
         # text tables compress 2-4x (hex ids, repeated doc ids, prose); vectors do not
-        textual = any(pa.types.is_string(t) or pa.types.is_large_string(t)
-                      for t in table.schema.types)
+        textual = any(
+            pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types
+        )
         packed = textual and table.nbytes < COMPRESS_BELOW and name not in PLAIN_TABLES
         if table.nbytes < COMPRESS_BELOW:  # one record batch per 64k rows, not one per append
             table = table.combine_chunks()
@@ -578,12 +639,13 @@ class Transaction:
         segs = list(segments)
         while len(segs) > MAX_SEGMENTS:
             i = min(range(len(segs) - 1), key=lambda j: segs[j]["rows"] + segs[j + 1]["rows"])
-            merged = self.store.read_segments(segs[i:i + 2])
-            segs[i:i + 2] = [self.write_segment(name, merged)]
+            merged = self.store.read_segments(segs[i : i + 2])
+            segs[i : i + 2] = [self.write_segment(name, merged)]
         return segs
 
-    def filter(self, segments: list[dict], name: str,
-               drop: Callable[[pa.Table], np.ndarray | None]) -> list[dict]:
+    def filter(
+        self, segments: list[dict], name: str, drop: Callable[[pa.Table], np.ndarray | None]
+    ) -> list[dict]:
         """Rewrite only the segments where ``drop(table)`` (a bool mask, or None for none)
         marks rows to remove."""
         out = []
@@ -621,23 +683,27 @@ def _check_offsets(table: pa.Table) -> None:
         if pa.types.is_fixed_size_list(t):
             check(arr.values, f"{name}[]")  # its length: checked by validate()
             return
-        strings = (pa.types.is_string(t) or pa.types.is_large_string(t)
-                   or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+        strings = (
+            pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)
+        )
         lists = pa.types.is_list(t) or pa.types.is_large_list(t)
         if not (strings or lists) or len(arr) == 0:
             return
-        large = (pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-                 or pa.types.is_large_list(t))
+        large = (
+            pa.types.is_large_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_list(t)
+        )
         raw = arr.buffers()[1]
         off = np.zeros(0) if raw is None else np.frombuffer(raw, np.int64 if large else np.int32)
-        off = off[arr.offset:arr.offset + len(arr) + 1]
+        off = off[arr.offset : arr.offset + len(arr) + 1]
         if strings:
             data = arr.buffers()[2]
             limit, what = (0 if data is None else data.size), "bytes of data"
         else:
             limit, what = len(arr.values), "list values"
-        if len(off) != len(arr) + 1 or off[0] < 0 or off[-1] > limit \
-                or np.any(np.diff(off) < 0):
+        if len(off) != len(arr) + 1 or off[0] < 0 or off[-1] > limit or np.any(np.diff(off) < 0):
             raise ValueError(f"column {name!r} has offsets out of range (of {limit} {what})")
         if lists:
             check(arr.values, f"{name}[]")

@@ -113,9 +113,12 @@ def _squad_walk(squad: Any, where: str = "squad"):
                 if not isinstance(qa, Mapping) or not isinstance(qa.get("question"), str):
                     raise ReaderError(f"{ploc}.qas[{qi}] has no 'question' string")
                 qid = qa.get("id")
-                yield para["context"], qa["question"], (
-                    str(qid) if qid is not None else None
-                ), article.get("title", "")
+                yield (
+                    para["context"],
+                    qa["question"],
+                    (str(qid) if qid is not None else None),
+                    article.get("title", ""),
+                )
 
 
 def squad_questions(squad: Mapping) -> tuple[list[str], list[int], list[str]]:
@@ -150,9 +153,7 @@ def load_squad(source: str | PathLike | Mapping, name: str | None = None) -> Ret
         where = str(path)
         data = _read_json(path)
     else:
-        raise ConfigError(
-            f"load_squad needs a path or a SQuAD dict, got {type(source).__name__}"
-        )
+        raise ConfigError(f"load_squad needs a path or a SQuAD dict, got {type(source).__name__}")
     pos: dict[str, int] = {}
     titles: list[str] = []
     query_ids: list[str] = []

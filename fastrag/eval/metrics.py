@@ -85,9 +85,7 @@ def _gold_grades(g: Any, i: int) -> dict:
         return out
     if isinstance(g, (list, tuple, set, frozenset, np.ndarray)):
         if len(g) == 0:
-            raise ConfigError(
-                f"gold_ids[{i}] is empty; drop queries without relevant documents"
-            )
+            raise ConfigError(f"gold_ids[{i}] is empty; drop queries without relevant documents")
         return dict.fromkeys(g, 1.0)
     if g is None:
         raise ConfigError(f"gold_ids[{i}] is None; give the relevant id(s) of query {i}")
@@ -120,9 +118,12 @@ def _gain_matrix(retrieved: Any, gold: Any, depth: int | None, ideal_width: int 
     sorted (the ideal ranking for nDCG), and the number of relevant ids per query."""
     n = _validate_batch(retrieved, gold)
     if (
-        isinstance(retrieved, np.ndarray) and retrieved.ndim == 2
+        isinstance(retrieved, np.ndarray)
+        and retrieved.ndim == 2
         and retrieved.dtype.kind in "iu"
-        and isinstance(gold, np.ndarray) and gold.ndim == 1 and gold.dtype.kind in "iu"
+        and isinstance(gold, np.ndarray)
+        and gold.ndim == 1
+        and gold.dtype.kind in "iu"
     ):
         K = retrieved.shape[1] if depth is None else min(depth, retrieved.shape[1])
         hit = retrieved[:, :K] == gold[:, None]
@@ -433,4 +434,3 @@ class ContextRelevance(_RecordEvaluator):
     def __call__(self, data: Sequence[Mapping]) -> float:
         ret, ref = self._columns(data)
         return context_relevance(ret, ref, splitter=self.splitter)
-

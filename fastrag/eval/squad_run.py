@@ -61,8 +61,12 @@ def evaluate_squad(
     gold_texts = [normalize_paragraph(contexts[i]) for i in gold_idx]
     gold_ids = [nodes.ids[row_of_text[t]] for t in gold_texts]
     kmax = max(topks)
-    results: dict[str, Any] = {"n_queries": len(questions), "n_nodes": len(nodes),
-                               "topks": list(topks), "similarities": {}}
+    results: dict[str, Any] = {
+        "n_queries": len(questions),
+        "n_nodes": len(nodes),
+        "topks": list(topks),
+        "similarities": {},
+    }
     for sim in similarities:
         ret = Retriever(doc, group, similarity=sim, topk=kmax)
         t0 = time.perf_counter()
@@ -73,19 +77,23 @@ def evaluate_squad(
         table = ret.batch_arrow(questions)
         search_s = time.perf_counter() - t0
         hits: list[list[str]] = [[] for _ in questions]
-        for q, nid in zip(table.column("query_idx").to_pylist(),
-                          table.column("node_id").to_pylist(), strict=True):
+        for q, nid in zip(
+            table.column("query_idx").to_pylist(), table.column("node_id").to_pylist(), strict=True
+        ):
             hits[q].append(nid)
         metrics = evaluate_retrieval(hits, gold_ids, ks=topks)
         text_of = dict(zip(nodes.ids, nodes.texts(), strict=True))
-        row = {"build_s": build_s, "search_s": search_s, "kernels": engine,
-               "queries_per_s": len(questions) / search_s if search_s else float("inf"),
-               "mrr": metrics["mrr"]}
+        row = {
+            "build_s": build_s,
+            "search_s": search_s,
+            "kernels": engine,
+            "queries_per_s": len(questions) / search_s if search_s else float("inf"),
+            "mrr": metrics["mrr"],
+        }
         for k in topks:
             row[f"recall@{k}"] = metrics[f"recall@{k}"]
             retrieved = [[text_of[n] for n in h[:k]] for h in hits]
-            row[f"context_relevance@{k}"] = context_relevance(retrieved,
-                                                              [[g] for g in gold_texts])
+            row[f"context_relevance@{k}"] = context_relevance(retrieved, [[g] for g in gold_texts])
         results["similarities"][sim] = row
     return results
 
@@ -93,13 +101,23 @@ def evaluate_squad(
 def format_table(results: Mapping[str, Any]) -> str:
     """The tutorial's table: recall and context relevance at each top-k, then MRR and q/s."""
     ks = results["topks"]
-    head = ["similarity"] + [f"recall@{k}" for k in ks] + [f"ctx_rel@{k}" for k in ks] + \
-        ["MRR", "queries/s"]
+    head = (
+        ["similarity"]
+        + [f"recall@{k}" for k in ks]
+        + [f"ctx_rel@{k}" for k in ks]
+        + ["MRR", "queries/s"]
+    )
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for sim, r in results["similarities"].items():
-        cells = [sim] + [f"{r[f'recall@{k}']:.3f}" for k in ks] + \
-            [f"{r[f'context_relevance@{k}']:.3f}" for k in ks] + \
-            [f"{r['mrr']:.3f}", f"{r['queries_per_s']:,.0f}"
-             + ("" if r.get("kernels", True) else " (NumPy path: kernels still compiling)")]
+        cells = (
+            [sim]
+            + [f"{r[f'recall@{k}']:.3f}" for k in ks]
+            + [f"{r[f'context_relevance@{k}']:.3f}" for k in ks]
+            + [
+                f"{r['mrr']:.3f}",
+                f"{r['queries_per_s']:,.0f}"
+                + ("" if r.get("kernels", True) else " (NumPy path: kernels still compiling)"),
+            ]
+        )
         lines.append(" | ".join(cells))
     return "\n".join(lines)

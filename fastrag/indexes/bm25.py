@@ -56,6 +56,7 @@ def _head_lengths(df: np.ndarray) -> np.ndarray:
     df = df.astype(np.int64)
     return np.minimum(df, np.maximum(HEAD_MIN, df // HEAD_DF_DIVISOR))
 
+
 _INT32_MAX = np.iinfo(np.int32).max
 _INT32_MIN = np.iinfo(np.int32).min
 
@@ -114,9 +115,22 @@ class BM25Index:
     """Exact BM25 top-k over a corpus of token ids. Build with :meth:`build`, query with
     :meth:`search` (a batch; one query is a batch of one) or :meth:`get_scores`."""
 
-    def __init__(self, *, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
-                 term_max: np.ndarray, stats: BM25Stats, n_docs: int, n_tokens: int,
-                 method: str, k1: float, b: float, delta: float, external_stats: bool) -> None:
+    def __init__(
+        self,
+        *,
+        indptr: np.ndarray,
+        indices: np.ndarray,
+        data: np.ndarray,
+        term_max: np.ndarray,
+        stats: BM25Stats,
+        n_docs: int,
+        n_tokens: int,
+        method: str,
+        k1: float,
+        b: float,
+        delta: float,
+        external_stats: bool,
+    ) -> None:
         # Index arrays are immutable: kept (and passed to the kernels) as read-only views, so
         # built and memory-mapped indexes share one compiled kernel signature.
         self.indptr = _readonly(indptr)
@@ -133,8 +147,9 @@ class BM25Index:
         # terms whose postings are not yet bounds-checked (an index from untrusted arrays)
         self._unchecked: np.ndarray | None = None
         idf = _kernels().idf_weights(method, stats.df, stats.n_docs)
-        self.base_weights = _readonly(_kernels().base_weights_for(
-            method, idf, float(k1), float(delta)).astype(np.float32))
+        self.base_weights = _readonly(
+            _kernels().base_weights_for(method, idf, float(k1), float(delta)).astype(np.float32)
+        )
         self._pool: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._lock = threading.Lock()
         self._no_mask = _readonly(np.zeros(0, dtype=np.bool_))
@@ -162,9 +177,18 @@ class BM25Index:
 
     # ---------------------------------------------------------------------------- build
     @classmethod
-    def build(cls, values: np.ndarray, offsets: np.ndarray, n_vocab: int, *,
-              method: str = "lucene", k1: float = 1.5, b: float = 0.75, delta: float = 0.5,
-              stats: BM25Stats | None = None) -> BM25Index:
+    def build(
+        cls,
+        values: np.ndarray,
+        offsets: np.ndarray,
+        n_vocab: int,
+        *,
+        method: str = "lucene",
+        k1: float = 1.5,
+        b: float = 0.75,
+        delta: float = 0.5,
+        stats: BM25Stats | None = None,
+    ) -> BM25Index:
         """Build the index of a ragged token-id corpus.
 
         ``values``: int token ids in ``[0, n_vocab)``; ``offsets``: int64 ``[n_docs + 1]``,
@@ -196,19 +220,48 @@ class BM25Index:
         else:
             indptr, indices, data = kb.build_postings(values, offsets, n_vocab, local_df)
             weigh = kb.weigh_postings
-        term_max = weigh(indptr, indices, data, offsets, idf, base, kb.METHOD_CODES[method],
-                         k1, b, delta, use.avgdl)
+        term_max = weigh(
+            indptr,
+            indices,
+            data,
+            offsets,
+            idf,
+            base,
+            kb.METHOD_CODES[method],
+            k1,
+            b,
+            delta,
+            use.avgdl,
+        )
         if indptr[-1] <= _INT32_MAX:
             indptr = indptr.astype(np.int32)
-        return cls(indptr=indptr, indices=indices, data=data, term_max=term_max, stats=use,
-                   n_docs=n_docs, n_tokens=n_tokens, method=method, k1=k1, b=b, delta=delta,
-                   external_stats=stats is not None)
+        return cls(
+            indptr=indptr,
+            indices=indices,
+            data=data,
+            term_max=term_max,
+            stats=use,
+            n_docs=n_docs,
+            n_tokens=n_tokens,
+            method=method,
+            k1=k1,
+            b=b,
+            delta=delta,
+            external_stats=stats is not None,
+        )
 
     # ---------------------------------------------------------------------------- search
-    def search(self, q_values: np.ndarray, q_offsets: np.ndarray, k: int, *,
-               mask: np.ndarray | None = None, cutoff: float | None = None,
-               num_threads: int | None = None, strategy: str = "auto"
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def search(
+        self,
+        q_values: np.ndarray,
+        q_offsets: np.ndarray,
+        k: int,
+        *,
+        mask: np.ndarray | None = None,
+        cutoff: float | None = None,
+        num_threads: int | None = None,
+        strategy: str = "auto",
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Exact top-``k`` of a batch of queries ``q_values[q_offsets[i]:q_offsets[i+1]]``.
 
         Returns ``(rows, scores, counts)``: ``rows`` int64 ``[n_queries, k]`` (best first, ties
@@ -230,8 +283,9 @@ class BM25Index:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
         cold = not kernels_ready()
         if cold:  # a batch slower on NumPy than the compile has left waits for the compile
-            cold = not kernels_ready(bm25_numpy.estimate_seconds(
-                self.indptr, self.n_docs, qv, qo.shape[0] - 1))
+            cold = not kernels_ready(
+                bm25_numpy.estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1)
+            )
         if self._rank_pending is not None and qv.shape[0]:
             self._build_rank(qv)
         n_q = qo.shape[0] - 1
@@ -249,15 +303,50 @@ class BM25Index:
         try:
             if cold:  # compiling in the background: NumPy, same results
                 err = bm25_numpy.search_batch(
-                    self.indptr, self.indices, self.data, self.term_max, self.base_weights,
-                    self.n_docs, qv, qo, k, mask_arr, has_mask, cut, has_cutoff, rows, scores,
-                    counts)
+                    self.indptr,
+                    self.indices,
+                    self.data,
+                    self.term_max,
+                    self.base_weights,
+                    self.n_docs,
+                    qv,
+                    qo,
+                    k,
+                    mask_arr,
+                    has_mask,
+                    cut,
+                    has_cutoff,
+                    rows,
+                    scores,
+                    counts,
+                )
             elif slots == 1:
                 err = kb.search_batch_serial(
-                    self.indptr, self.indices, self.data, self.term_max, self.base_weights,
-                    qv, qo, k, mask_arr, has_mask, cut, has_cutoff, code, scratch[0][0],
-                    scratch[1][0], scratch[2][0], rows, scores, counts, self._rank_slot,
-                    self._rank_dir, self._head_ptr, self._head_doc, self._head_w)
+                    self.indptr,
+                    self.indices,
+                    self.data,
+                    self.term_max,
+                    self.base_weights,
+                    qv,
+                    qo,
+                    k,
+                    mask_arr,
+                    has_mask,
+                    cut,
+                    has_cutoff,
+                    code,
+                    scratch[0][0],
+                    scratch[1][0],
+                    scratch[2][0],
+                    rows,
+                    scores,
+                    counts,
+                    self._rank_slot,
+                    self._rank_dir,
+                    self._head_ptr,
+                    self._head_doc,
+                    self._head_w,
+                )
             else:
                 import numba
 
@@ -265,11 +354,31 @@ class BM25Index:
                 numba.set_num_threads(threads)
                 try:
                     err = kb.search_batch_parallel(
-                        self.indptr, self.indices, self.data, self.term_max,
-                        self.base_weights, qv, qo, k, mask_arr, has_mask, cut, has_cutoff,
-                        code, scratch[0][:slots], scratch[1][:slots], scratch[2][:slots],
-                        rows, scores, counts, self._rank_slot, self._rank_dir, self._head_ptr,
-                        self._head_doc, self._head_w)
+                        self.indptr,
+                        self.indices,
+                        self.data,
+                        self.term_max,
+                        self.base_weights,
+                        qv,
+                        qo,
+                        k,
+                        mask_arr,
+                        has_mask,
+                        cut,
+                        has_cutoff,
+                        code,
+                        scratch[0][:slots],
+                        scratch[1][:slots],
+                        scratch[2][:slots],
+                        rows,
+                        scores,
+                        counts,
+                        self._rank_slot,
+                        self._rank_dir,
+                        self._head_ptr,
+                        self._head_doc,
+                        self._head_w,
+                    )
                 finally:
                     numba.set_num_threads(before)
             ok = True
@@ -324,22 +433,34 @@ class BM25Index:
                 cap = int(_head_lengths(np.diff(self.indptr)[pending]).sum())
                 self._head_doc = np.zeros(cap, np.int32)
                 self._head_w = np.zeros(cap, np.float32)
-                self._rank_dir = np.zeros((int(pending.sum()), 2 * ((self.n_docs + 63) >> 6)),
-                                          np.uint64)
+                self._rank_dir = np.zeros(
+                    (int(pending.sum()), 2 * ((self.n_docs + 63) >> 6)), np.uint64
+                )
             slots = np.arange(self._rank_used, self._rank_used + t.size, dtype=np.int64)
             kb = _kernels()
-            bad = kb.build_rank_rows(self.indptr, self.indices, self.n_docs, t, slots,
-                                     self._rank_dir)
+            bad = kb.build_rank_rows(
+                self.indptr, self.indices, self.n_docs, t, slots, self._rank_dir
+            )
             if bad != -1:
                 raise StoreError(
                     f"BM25 index arrays are inconsistent (doc ids outside [0, {self.n_docs}) in "
                     f"the postings of term {int(t[bad])}); the index files are corrupt: rebuild "
-                    "the index")
+                    "the index"
+                )
             ends = self._head_ptr[self._rank_used] + np.cumsum(
-                _head_lengths(self.indptr[t + 1] - self.indptr[t]))
-            self._head_ptr[self._rank_used + 1:self._rank_used + 1 + t.size] = ends
-            kb.build_head_rows(self.indptr, self.indices, self.data, t, slots, self._head_ptr,
-                               self._head_doc, self._head_w)
+                _head_lengths(self.indptr[t + 1] - self.indptr[t])
+            )
+            self._head_ptr[self._rank_used + 1 : self._rank_used + 1 + t.size] = ends
+            kb.build_head_rows(
+                self.indptr,
+                self.indices,
+                self.data,
+                t,
+                slots,
+                self._head_ptr,
+                self._head_doc,
+                self._head_w,
+            )
             self._rank_slot[t] = slots  # publish: the rows and heads are complete
             self._rank_used += t.size
             pending[t] = False
@@ -383,13 +504,15 @@ class BM25Index:
                 elif np.any((docs[1:] <= docs[:-1]) & ~first[1:]):
                     problem = "doc ids not strictly increasing"
                 elif not np.isfinite(weights).all() or np.any(
-                        weights > np.repeat(self.term_max[t[lo:hi]], n)):
+                    weights > np.repeat(self.term_max[t[lo:hi]], n)
+                ):
                     problem = "weights NaN, infinite or above their term's bound"
                 if problem:
                     raise StoreError(
                         f"BM25 index arrays are inconsistent ({problem} in the postings of "
                         f"terms {t[lo:hi][:5].tolist()}...); the index files are corrupt: "
-                        "rebuild the index")
+                        "rebuild the index"
+                    )
             unchecked[t[lo:hi]] = False
             lo = hi
         if not unchecked.any():
@@ -411,18 +534,30 @@ class BM25Index:
         :meth:`from_arrays`, memory-mapped read-only is fine). ``stats_df`` is present only
         when the index was built with external statistics; otherwise ``df`` is
         ``np.diff(indptr)``."""
-        out = {"indptr": self.indptr, "indices": self.indices, "data": self.data,
-               "term_max": self.term_max}
+        out = {
+            "indptr": self.indptr,
+            "indices": self.indices,
+            "data": self.data,
+            "term_max": self.term_max,
+        }
         if self._external_stats:
             out["stats_df"] = self.stats.df
         return out
 
     def meta(self) -> dict:
         """JSON-serializable scalars that, with :meth:`to_arrays`, restore the index."""
-        return {"format": FORMAT, "method": self.method, **self.params,
-                "n_docs": self.n_docs, "n_vocab": self.n_vocab, "n_tokens": self.n_tokens,
-                "nnz": int(self.indptr[-1]), "external_stats": self._external_stats,
-                "stats_n_docs": self.stats.n_docs, "stats_n_tokens": self.stats.n_tokens}
+        return {
+            "format": FORMAT,
+            "method": self.method,
+            **self.params,
+            "n_docs": self.n_docs,
+            "n_vocab": self.n_vocab,
+            "n_tokens": self.n_tokens,
+            "nnz": int(self.indptr[-1]),
+            "external_stats": self._external_stats,
+            "stats_n_docs": self.stats.n_docs,
+            "stats_n_tokens": self.stats.n_tokens,
+        }
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict) -> BM25Index:
@@ -430,47 +565,70 @@ class BM25Index:
         memory-mapped; nothing is copied)."""
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-            raise StoreError(f"BM25 index meta has format {got!r}, expected {FORMAT!r}; "
-                             "rebuild the index with this fastrag version")
+            raise StoreError(
+                f"BM25 index meta has format {got!r}, expected {FORMAT!r}; "
+                "rebuild the index with this fastrag version"
+            )
         problem = _meta_problem(meta)
         if problem:
-            raise StoreError(f"BM25 index meta is invalid ({problem}); the index is damaged: "
-                             "rebuild the index")
+            raise StoreError(
+                f"BM25 index meta is invalid ({problem}); the index is damaged: rebuild the index"
+            )
         need = ["indptr", "indices", "data", "term_max"] + (
-            ["stats_df"] if meta.get("external_stats") else [])
+            ["stats_df"] if meta.get("external_stats") else []
+        )
         missing = [n for n in need if n not in arrays]
         if missing:
             raise StoreError(f"BM25 index arrays are missing {missing}; rebuild the index")
         a = {n: np.ascontiguousarray(arrays[n]) for n in need}
         n_vocab = int(meta["n_vocab"])
         nnz = int(meta["nnz"])
-        if (a["indptr"].shape != (n_vocab + 1,) or a["term_max"].shape != (n_vocab,)
-                or a["indices"].shape != (nnz,) or a["data"].shape != (nnz,)
-                or a["indptr"].dtype not in (np.int32, np.int64)
-                or a["data"].dtype != np.float32 or a["term_max"].dtype != np.float32
-                or a["indices"].dtype != np.int32 or int(a["indptr"][-1]) != nnz):
+        if (
+            a["indptr"].shape != (n_vocab + 1,)
+            or a["term_max"].shape != (n_vocab,)
+            or a["indices"].shape != (nnz,)
+            or a["data"].shape != (nnz,)
+            or a["indptr"].dtype not in (np.int32, np.int64)
+            or a["data"].dtype != np.float32
+            or a["term_max"].dtype != np.float32
+            or a["indices"].dtype != np.int32
+            or int(a["indptr"][-1]) != nnz
+        ):
             raise StoreError(
                 f"BM25 index arrays do not match their meta (n_vocab={n_vocab}, nnz={nnz}; "
                 f"indptr {a['indptr'].shape} {a['indptr'].dtype}, indices {a['indices'].shape} "
                 f"{a['indices'].dtype}, data {a['data'].shape} {a['data'].dtype}, term_max "
                 f"{a['term_max'].shape} {a['term_max'].dtype}); the index files are corrupt: "
-                "rebuild the index")
+                "rebuild the index"
+            )
         n_docs = int(meta["n_docs"])
         problem = _bounds_problem(a, n_docs, n_vocab, bool(meta.get("external_stats")))
         if problem:
-            raise StoreError(f"BM25 index arrays are inconsistent ({problem}); the index files "
-                             "are corrupt: rebuild the index")
+            raise StoreError(
+                f"BM25 index arrays are inconsistent ({problem}); the index files "
+                "are corrupt: rebuild the index"
+            )
         method = meta["method"]
         if meta.get("external_stats"):
-            stats = BM25Stats(int(meta["stats_n_docs"]), int(meta["stats_n_tokens"]),
-                              a["stats_df"])
+            stats = BM25Stats(int(meta["stats_n_docs"]), int(meta["stats_n_tokens"]), a["stats_df"])
         else:
-            stats = BM25Stats(int(meta["n_docs"]), int(meta["n_tokens"]),
-                              np.diff(a["indptr"]).astype(np.int64))
-        index = cls(indptr=a["indptr"], indices=a["indices"], data=a["data"],
-                    term_max=a["term_max"], stats=stats, n_docs=int(meta["n_docs"]),
-                    n_tokens=int(meta["n_tokens"]), method=method, k1=meta["k1"], b=meta["b"],
-                    delta=meta["delta"], external_stats=bool(meta.get("external_stats")))
+            stats = BM25Stats(
+                int(meta["n_docs"]), int(meta["n_tokens"]), np.diff(a["indptr"]).astype(np.int64)
+            )
+        index = cls(
+            indptr=a["indptr"],
+            indices=a["indices"],
+            data=a["data"],
+            term_max=a["term_max"],
+            stats=stats,
+            n_docs=int(meta["n_docs"]),
+            n_tokens=int(meta["n_tokens"]),
+            method=method,
+            k1=meta["k1"],
+            b=meta["b"],
+            delta=meta["delta"],
+            external_stats=bool(meta.get("external_stats")),
+        )
         index._unchecked = np.ones(index.n_vocab, dtype=bool)
         return index
 
@@ -480,19 +638,29 @@ class BM25Index:
         return int(sum(v.nbytes for v in self.to_arrays().values()))
 
     def __repr__(self) -> str:
-        return (f"BM25Index(method={self.method!r}, n_docs={self.n_docs}, "
-                f"n_vocab={self.n_vocab}, nnz={int(self.indptr[-1])}, {self.params})")
+        return (
+            f"BM25Index(method={self.method!r}, n_docs={self.n_docs}, "
+            f"n_vocab={self.n_vocab}, nnz={int(self.indptr[-1])}, {self.params})"
+        )
 
     # ---------------------------------------------------------------------------- internals
     def _check_mask(self, mask):
         if mask is None:
             return False, self._no_mask
-        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (
-                self.n_docs,):
-            desc = (f"{mask.dtype} array of shape {mask.shape}" if isinstance(mask, np.ndarray)
-                    else type(mask).__name__)
-            raise ConfigError(f"mask must be a bool array of shape ({self.n_docs},) (one entry "
-                              f"per document); got {desc}")
+        if (
+            not isinstance(mask, np.ndarray)
+            or mask.dtype != np.bool_
+            or mask.shape != (self.n_docs,)
+        ):
+            desc = (
+                f"{mask.dtype} array of shape {mask.shape}"
+                if isinstance(mask, np.ndarray)
+                else type(mask).__name__
+            )
+            raise ConfigError(
+                f"mask must be a bool array of shape ({self.n_docs},) (one entry "
+                f"per document); got {desc}"
+            )
         return True, _readonly(np.ascontiguousarray(mask))
 
     def _acquire(self, slots: int):
@@ -503,8 +671,11 @@ class BM25Index:
                 if s[0].shape[0] >= slots:
                     return self._pool.pop(i)
         n = max(self.n_docs, 1)
-        return (np.zeros((slots, n), np.float32), np.full((slots, n), -1, np.int32),
-                np.empty((slots, n + 1), np.int32))
+        return (
+            np.zeros((slots, n), np.float32),
+            np.full((slots, n), -1, np.int32),
+            np.empty((slots, n + 1), np.int32),
+        )
 
     def _release(self, scratch) -> None:
         with self._lock:
@@ -522,14 +693,17 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 def _check_method(method) -> str:
     if not isinstance(method, str) or method not in BM25_METHODS:
-        raise ConfigError(f"unknown BM25 method {method!r}; known methods: "
-                          f"{', '.join(BM25_METHODS)} (pass method= one of them; "
-                          "'lucene' is the default)")
+        raise ConfigError(
+            f"unknown BM25 method {method!r}; known methods: "
+            f"{', '.join(BM25_METHODS)} (pass method= one of them; "
+            "'lucene' is the default)"
+        )
     return method
 
 
-def check_bm25_params(method: str = "lucene", k1: float = 1.5, b: float = 0.75,
-                      delta: float = 0.5) -> dict:
+def check_bm25_params(
+    method: str = "lucene", k1: float = 1.5, b: float = 0.75, delta: float = 0.5
+) -> dict:
     """The BM25 parameters as :meth:`BM25Index.build` takes them, validated (ConfigError
     naming the bad value and the fix): lets a caller fail before any index is built."""
     k1, b, delta = _check_params(k1, b, delta)
@@ -542,8 +716,10 @@ _STRATEGY_CODES = {"auto": 3, "maxscore": 2, "touched": 1, "dense": 0}  # kernel
 def _strategy_code(strategy) -> int:
     code = _STRATEGY_CODES.get(strategy) if isinstance(strategy, str) else None
     if code is None:
-        raise ConfigError(f"unknown search strategy {strategy!r}; known strategies: "
-                          f"{', '.join(SEARCH_STRATEGIES)}")
+        raise ConfigError(
+            f"unknown search strategy {strategy!r}; known strategies: "
+            f"{', '.join(SEARCH_STRATEGIES)}"
+        )
     return code
 
 
@@ -557,8 +733,10 @@ def _ragged_array(x, name: str, dtype) -> np.ndarray:
             raise ConfigError(f"{name} must hold integers; got dtype {arr.dtype}")
         if arr.size and dtype == np.int32 and (arr.min() < _INT32_MIN or arr.max() > _INT32_MAX):
             bad = int(arr.min()) if arr.min() < _INT32_MIN else int(arr.max())
-            raise ConfigError(f"query token id {bad} is outside the vocabulary; drop tokens the "
-                              "vocabulary does not know before searching")
+            raise ConfigError(
+                f"query token id {bad} is outside the vocabulary; drop tokens the "
+                "vocabulary does not know before searching"
+            )
         arr = arr.astype(dtype)
     elif not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
@@ -570,9 +748,11 @@ def _ragged_array(x, name: str, dtype) -> np.ndarray:
 def _raise_query_error(err: int, qv: np.ndarray, qo: np.ndarray, n_vocab: int) -> None:
     """Turn a :func:`check_queries` code into the error it stands for."""
     if err >= 0:
-        raise ConfigError(f"query token id {int(qv[err])} is outside the vocabulary "
-                          f"[0, {n_vocab}); drop tokens the vocabulary does not know before "
-                          "searching")
+        raise ConfigError(
+            f"query token id {int(qv[err])} is outside the vocabulary "
+            f"[0, {n_vocab}); drop tokens the vocabulary does not know before "
+            "searching"
+        )
     _check_offsets(qo, qv.shape[0], "q_offsets", 1)  # raises with the precise message
     raise ConfigError(f"q_offsets entry {-2 - err} is invalid")  # pragma: no cover
 
@@ -606,33 +786,47 @@ def _as_int_array(x, name: str) -> np.ndarray:
 def _check_offsets(offsets, n_values: int, name: str, min_len: int) -> np.ndarray:
     off = _as_int_array(offsets, name).astype(np.int64, copy=False)
     if off.shape[0] < min_len:
-        raise ConfigError(f"{name} needs at least {min_len} entries (n + 1 for n items); "
-                          f"got {off.shape[0]}")
+        raise ConfigError(
+            f"{name} needs at least {min_len} entries (n + 1 for n items); got {off.shape[0]}"
+        )
     if off.shape[0] and (off[0] < 0 or off[-1] > n_values):
-        raise ConfigError(f"{name} spans [{off[0]}, {off[-1]}] but the values array has "
-                          f"{n_values} entries; offsets must lie within [0, {n_values}]")
+        raise ConfigError(
+            f"{name} spans [{off[0]}, {off[-1]}] but the values array has "
+            f"{n_values} entries; offsets must lie within [0, {n_values}]"
+        )
     if off.shape[0] > 1 and bool(np.any(off[1:] < off[:-1])):
         i = int(np.argmax(off[1:] < off[:-1]))
-        raise ConfigError(f"{name} must be non-decreasing; {name}[{i + 1}]={off[i + 1]} < "
-                          f"{name}[{i}]={off[i]}")
+        raise ConfigError(
+            f"{name} must be non-decreasing; {name}[{i + 1}]={off[i + 1]} < {name}[{i}]={off[i]}"
+        )
     return off
 
 
 def _check_corpus(values, offsets, n_vocab):
-    if isinstance(n_vocab, bool) or not isinstance(n_vocab, Integral) or not (
-            1 <= n_vocab <= _INT32_MAX):
-        raise ConfigError(f"n_vocab={n_vocab!r} must be an int in [1, {_INT32_MAX}] (the "
-                          "vocabulary size, max token id + 1)")
+    if (
+        isinstance(n_vocab, bool)
+        or not isinstance(n_vocab, Integral)
+        or not (1 <= n_vocab <= _INT32_MAX)
+    ):
+        raise ConfigError(
+            f"n_vocab={n_vocab!r} must be an int in [1, {_INT32_MAX}] (the "
+            "vocabulary size, max token id + 1)"
+        )
     vals = _as_int_array(values, "values")
     if vals.dtype != np.int32:
         if vals.size and (vals.min() < 0 or vals.max() >= n_vocab):
             bad = int(vals[(vals < 0) | (vals >= n_vocab)][0])
-            raise ConfigError(f"token id {bad} is outside the vocabulary [0, {n_vocab}); "
-                              "map tokens to ids below n_vocab")
+            raise ConfigError(
+                f"token id {bad} is outside the vocabulary [0, {n_vocab}); "
+                "map tokens to ids below n_vocab"
+            )
         vals = vals.astype(np.int32)
     off = _check_offsets(offsets, vals.shape[0], "offsets", 2)
-    return (_readonly(np.ascontiguousarray(vals)), _readonly(np.ascontiguousarray(off)),
-            int(n_vocab))
+    return (
+        _readonly(np.ascontiguousarray(vals)),
+        _readonly(np.ascontiguousarray(off)),
+        int(n_vocab),
+    )
 
 
 def _document_frequencies(values, offsets, n_vocab) -> np.ndarray:
@@ -646,22 +840,29 @@ def _document_frequencies(values, offsets, n_vocab) -> np.ndarray:
 
 def _raise_bad_token(bad: int, values: np.ndarray, n_vocab: int) -> None:
     if bad >= 0:
-        raise ConfigError(f"token id {int(values[bad])} at values[{bad}] is outside the "
-                          f"vocabulary [0, {n_vocab}); map tokens to ids below n_vocab")
+        raise ConfigError(
+            f"token id {int(values[bad])} at values[{bad}] is outside the "
+            f"vocabulary [0, {n_vocab}); map tokens to ids below n_vocab"
+        )
 
 
 def _check_stats(stats, local_df, n_docs, n_tokens) -> BM25Stats:
     if not isinstance(stats, BM25Stats):
         raise ConfigError(f"stats must be a BM25Stats; got {type(stats).__name__}")
     if stats.n_vocab != local_df.shape[0]:
-        raise ConfigError(f"stats cover {stats.n_vocab} terms but n_vocab={local_df.shape[0]}; "
-                          "use statistics of the same vocabulary")
+        raise ConfigError(
+            f"stats cover {stats.n_vocab} terms but n_vocab={local_df.shape[0]}; "
+            "use statistics of the same vocabulary"
+        )
     if stats.n_docs < n_docs or stats.n_tokens < n_tokens or bool(np.any(stats.df < local_df)):
-        raise ConfigError("stats do not cover this corpus (fewer documents, tokens or document "
-                          "frequencies than it has); merge the statistics of every shard, "
-                          "this one included, with BM25Stats.merge")
-    return BM25Stats(int(stats.n_docs), int(stats.n_tokens),
-                     np.ascontiguousarray(stats.df, dtype=np.int64))
+        raise ConfigError(
+            "stats do not cover this corpus (fewer documents, tokens or document "
+            "frequencies than it has); merge the statistics of every shard, "
+            "this one included, with BM25Stats.merge"
+        )
+    return BM25Stats(
+        int(stats.n_docs), int(stats.n_tokens), np.ascontiguousarray(stats.df, dtype=np.int64)
+    )
 
 
 def _check_queries(q_values, q_offsets, n_vocab):
@@ -677,10 +878,13 @@ def _check_queries(q_values, q_offsets, n_vocab):
         mn, mx = int(used.min()), int(used.max())
         if mn < 0 or mx >= n_vocab:
             bad = mn if mn < 0 else mx
-            raise ConfigError(f"query token id {bad} is outside the vocabulary [0, {n_vocab}); "
-                              "drop tokens the vocabulary does not know before searching")
+            raise ConfigError(
+                f"query token id {bad} is outside the vocabulary [0, {n_vocab}); "
+                "drop tokens the vocabulary does not know before searching"
+            )
     return _readonly(np.ascontiguousarray(qv, dtype=np.int32)), (
-        None if qo is None else _readonly(np.ascontiguousarray(qo)))
+        None if qo is None else _readonly(np.ascontiguousarray(qo))
+    )
 
 
 def _check_cutoff(cutoff):
@@ -697,8 +901,13 @@ def _check_threads(num_threads) -> int:
     if num_threads is None:
         return int(numba.get_num_threads())
     limit = int(numba.config.NUMBA_NUM_THREADS)
-    return check_int("num_threads", num_threads, min=1, max=limit,
-                     note=f"{limit} is numba's thread pool, NUMBA_NUM_THREADS")
+    return check_int(
+        "num_threads",
+        num_threads,
+        min=1,
+        max=limit,
+        note=f"{limit} is numba's thread pool, NUMBA_NUM_THREADS",
+    )
 
 
 __all__ = ["BM25_METHODS", "SEARCH_STRATEGIES", "BM25Index", "BM25Stats", "check_bm25_params"]
@@ -706,6 +915,7 @@ __all__ = ["BM25_METHODS", "SEARCH_STRATEGIES", "BM25Index", "BM25Stats", "check
 
 def _meta_problem(meta: dict) -> str | None:
     """What makes a stored index's meta unusable (types, ranges), or None."""
+
     def whole(name: str) -> bool:
         v = meta.get(name)
         return isinstance(v, Integral) and not isinstance(v, bool) and 0 <= v <= 1 << 62
@@ -731,8 +941,9 @@ def _meta_problem(meta: dict) -> str | None:
     return None
 
 
-def _bounds_problem(a: dict[str, np.ndarray], n_docs: int, n_vocab: int,
-                    external_stats: bool) -> str | None:
+def _bounds_problem(
+    a: dict[str, np.ndarray], n_docs: int, n_vocab: int, external_stats: bool
+) -> str | None:
     """What makes loaded index offsets unsafe for the kernels, or None. Postings (doc ids in
     range and increasing, weights finite and within ``term_max``) are checked per term on first
     use (:meth:`BM25Index._check_postings`); ``term_max`` here, it is small."""
@@ -743,8 +954,11 @@ def _bounds_problem(a: dict[str, np.ndarray], n_docs: int, n_vocab: int,
         return "indptr decreases"
     if not (np.isfinite(a["term_max"]).all() and (a["term_max"] >= 0).all()):
         return "term_max holds a negative, NaN or infinite bound"
-    if external_stats and (a["stats_df"].shape != (n_vocab,)
-                           or a["stats_df"].dtype.kind not in "iu"):
-        return (f"stats_df has shape {a['stats_df'].shape} and dtype {a['stats_df'].dtype}, "
-                f"expected ({n_vocab},) integers")
+    if external_stats and (
+        a["stats_df"].shape != (n_vocab,) or a["stats_df"].dtype.kind not in "iu"
+    ):
+        return (
+            f"stats_df has shape {a['stats_df'].shape} and dtype {a['stats_df'].dtype}, "
+            f"expected ({n_vocab},) integers"
+        )
     return None

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def postings(values: np.ndarray, offsets: np.ndarray, n_vocab: int
-             ) -> tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def postings(
+    values: np.ndarray, offsets: np.ndarray, n_vocab: int
+) -> tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(df, bad, (indptr, indices, tf))``: ``count_document_frequencies`` and
     ``build_postings`` in one pass (``bad`` as the kernel returns it; the postings are only
     meaningful when it is -1)."""
@@ -26,8 +27,11 @@ def postings(values: np.ndarray, offsets: np.ndarray, n_vocab: int
         return np.zeros(n_vocab, np.int64), lo + int(out_of_range[0]), empty
     if n_docs == 0 or v.size == 0:
         indptr = np.zeros(n_vocab + 1, np.int64)
-        return np.zeros(n_vocab, np.int64), -1, (indptr, np.empty(0, np.int32),
-                                                   np.empty(0, np.float32))
+        return (
+            np.zeros(n_vocab, np.int64),
+            -1,
+            (indptr, np.empty(0, np.int32), np.empty(0, np.float32)),
+        )
     doc = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(offsets))
     keys, tf = np.unique(v.astype(np.int64) * n_docs + doc, return_counts=True)  # term-major
     terms = keys // n_docs
@@ -37,8 +41,9 @@ def postings(values: np.ndarray, offsets: np.ndarray, n_vocab: int
     return df, -1, (indptr, (keys - terms * n_docs).astype(np.int32), tf.astype(np.float32))
 
 
-def weigh_postings(indptr, indices, tf, offsets, idf, base_weights, method, k1, b, delta,
-                   avgdl) -> np.ndarray:
+def weigh_postings(
+    indptr, indices, tf, offsets, idf, base_weights, method, k1, b, delta, avgdl
+) -> np.ndarray:
     """Turn ``tf`` into BM25 weights in place; returns ``term_max`` (the kernel's contract)."""
     n_vocab = indptr.shape[0] - 1
     avg = avgdl if avgdl > 0.0 else 1.0
@@ -77,13 +82,14 @@ def check_queries(q_values: np.ndarray, q_offsets: np.ndarray, n_vocab: int) -> 
         return -2 - (int(dec[0]) + 1)
     if q_offsets[-1] > q_values.shape[0]:
         return -2 - (n - 1)
-    used = q_values[q_offsets[0]:q_offsets[-1]]
+    used = q_values[q_offsets[0] : q_offsets[-1]]
     bad = np.flatnonzero((used < 0) | (used >= n_vocab))
     return int(q_offsets[0]) + int(bad[0]) if bad.size else -1
 
 
-def estimate_seconds(indptr: np.ndarray, n_docs: int, q_values: np.ndarray,
-                     n_queries: int) -> float:
+def estimate_seconds(
+    indptr: np.ndarray, n_docs: int, q_values: np.ndarray, n_queries: int
+) -> float:
     """Rough seconds :func:`search_batch` takes for these queries (per query: a pass over
     ``n_docs`` accumulators; per query term: its postings), measured on a 2-core Xeon."""
     terms = q_values[(q_values >= 0) & (q_values < indptr.shape[0] - 1)].astype(np.int64)
@@ -91,8 +97,24 @@ def estimate_seconds(indptr: np.ndarray, n_docs: int, q_values: np.ndarray,
     return n_queries * (150e-6 + 4e-9 * n_docs) + terms.size * 6e-6 + postings * 5e-9
 
 
-def search_batch(indptr, indices, data, term_max, base_weights, n_docs, q_values, q_offsets, k,
-                 mask, has_mask, cutoff, has_cutoff, out_rows, out_scores, out_counts) -> int:
+def search_batch(
+    indptr,
+    indices,
+    data,
+    term_max,
+    base_weights,
+    n_docs,
+    q_values,
+    q_offsets,
+    k,
+    mask,
+    has_mask,
+    cutoff,
+    has_cutoff,
+    out_rows,
+    out_scores,
+    out_counts,
+) -> int:
     """``search_batch_serial``: exact top-``k`` of each query (best first, ties by row,
     padded with -1 / -inf); returns :func:`check_queries`'s code."""
     code = check_queries(q_values, q_offsets, term_max.shape[0])
@@ -100,15 +122,42 @@ def search_batch(indptr, indices, data, term_max, base_weights, n_docs, q_values
         return code
     acc = np.zeros(n_docs, np.float32)
     for qi in range(q_offsets.shape[0] - 1):
-        q = q_values[q_offsets[qi]:q_offsets[qi + 1]]
-        out_counts[qi] = _search_one(indptr, indices, data, term_max, base_weights, q, k, mask,
-                                     has_mask, cutoff, has_cutoff, acc, out_rows[qi],
-                                     out_scores[qi])
+        q = q_values[q_offsets[qi] : q_offsets[qi + 1]]
+        out_counts[qi] = _search_one(
+            indptr,
+            indices,
+            data,
+            term_max,
+            base_weights,
+            q,
+            k,
+            mask,
+            has_mask,
+            cutoff,
+            has_cutoff,
+            acc,
+            out_rows[qi],
+            out_scores[qi],
+        )
     return -1
 
 
-def _search_one(indptr, indices, data, term_max, base_weights, q, k, mask, has_mask, cutoff,
-                has_cutoff, acc, out_rows, out_scores) -> int:
+def _search_one(
+    indptr,
+    indices,
+    data,
+    term_max,
+    base_weights,
+    q,
+    k,
+    mask,
+    has_mask,
+    cutoff,
+    has_cutoff,
+    acc,
+    out_rows,
+    out_scores,
+) -> int:
     out_rows[:] = -1
     out_scores[:] = -np.inf
     base = 0.0
@@ -129,8 +178,9 @@ def _search_one(indptr, indices, data, term_max, base_weights, q, k, mask, has_m
         if m == 1:
             acc[rows] += data[s:e]
         else:  # the kernel's fused multiply-add: one rounding of acc + m * w
-            acc[rows] = (acc[rows].astype(np.float64) + m * data[s:e].astype(np.float64)
-                         ).astype(np.float32)
+            acc[rows] = (acc[rows].astype(np.float64) + m * data[s:e].astype(np.float64)).astype(
+                np.float32
+            )
     hit = acc > 0.0
     if has_mask:
         hit &= mask
@@ -141,8 +191,8 @@ def _search_one(indptr, indices, data, term_max, base_weights, q, k, mask, has_m
     if has_cutoff:
         n = int(np.count_nonzero(scores.astype(np.float64) >= cutoff))
         rows, scores = rows[:n], scores[:n]
-    out_rows[:rows.size] = rows
-    out_scores[:rows.size] = scores
+    out_rows[: rows.size] = rows
+    out_scores[: rows.size] = scores
     return int(rows.size)
 
 

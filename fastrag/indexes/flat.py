@@ -68,7 +68,7 @@ GATHER_FRACTION = 0.25
 NORM_TOLERANCE = 1e-4
 # bf16 first pass: unit roundoff of one bf16 rounding; largest k; candidate buffer per query
 # and worker (at least 16 k); queries per pass over the corpus (bounds the buffers' memory).
-BF16_U = 2.0 ** -8
+BF16_U = 2.0**-8
 BF16_MAX_K = 256
 BF16_CANDIDATES = 1024
 BF16_SUPER_BATCH = 4096
@@ -143,8 +143,7 @@ def _arrow_to_numpy(vectors: Any, what: str) -> np.ndarray:
         pa = None
     if pa is not None and isinstance(vectors, (pa.Array, pa.ChunkedArray)):
         if isinstance(vectors, pa.ChunkedArray):
-            vectors = (vectors.combine_chunks() if vectors.num_chunks != 1
-                       else vectors.chunk(0))
+            vectors = vectors.combine_chunks() if vectors.num_chunks != 1 else vectors.chunk(0)
         if not pa.types.is_fixed_size_list(vectors.type):
             raise ConfigError(
                 f"{what} must be a fixed_size_list<float32> Arrow array, got {vectors.type}"
@@ -169,8 +168,9 @@ def check_finite(sq_norms: np.ndarray, what: str) -> None:
         )
 
 
-def prepare_vectors(vectors: np.ndarray, metric: str, what: str = "vectors",
-                    copy: bool = False) -> np.ndarray:
+def prepare_vectors(
+    vectors: np.ndarray, metric: str, what: str = "vectors", copy: bool = False
+) -> np.ndarray:
     """Check finiteness and, for cosine, normalise (no copy when already normalised)."""
     small = vectors.size < PARALLEL_MIN_ELEMENTS
     sq = np.empty(vectors.shape[0], np.float64)
@@ -258,7 +258,8 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
         import numba
 
         _POOL = concurrent.futures.ThreadPoolExecutor(
-            max_workers=numba.config.NUMBA_NUM_THREADS, thread_name_prefix="fastrag-dense")
+            max_workers=numba.config.NUMBA_NUM_THREADS, thread_name_prefix="fastrag-dense"
+        )
     return _POOL
 
 
@@ -362,9 +363,13 @@ def _timed_probe(torch: Any) -> dict[str, Any]:
         bf16_s = _best_of_3(lambda: torch.matmul(qb, xb.T))
         f32_s = _best_of_3(lambda: q @ x.T)
     fast = bf16_s < 0.8 * f32_s
-    return {"fast": fast, "reason": f"AVX512_BF16 probe, one thread each: bf16 "
-            f"{bf16_s * 1e3:.2f} ms vs float32 {f32_s * 1e3:.2f} ms",
-            "bf16_s": bf16_s, "float32_s": f32_s}
+    return {
+        "fast": fast,
+        "reason": f"AVX512_BF16 probe, one thread each: bf16 "
+        f"{bf16_s * 1e3:.2f} ms vs float32 {f32_s * 1e3:.2f} ms",
+        "bf16_s": bf16_s,
+        "float32_s": f32_s,
+    }
 
 
 def _best_of_3(fn: Any) -> float:
@@ -434,9 +439,13 @@ def _decide_int8() -> dict[str, Any]:
     with single_threaded_blas():
         int8_s = _best_of_3(int8)
         f32_s = _best_of_3(lambda: q @ x.T)
-    return {"fast": int8_s < 0.5 * f32_s, "reason": f"AVX512-VNNI probe, one thread each: "
-            f"int8 {int8_s * 1e3:.2f} ms vs float32 {f32_s * 1e3:.2f} ms",
-            "int8_s": int8_s, "float32_s": f32_s}
+    return {
+        "fast": int8_s < 0.5 * f32_s,
+        "reason": f"AVX512-VNNI probe, one thread each: "
+        f"int8 {int8_s * 1e3:.2f} ms vs float32 {f32_s * 1e3:.2f} ms",
+        "int8_s": int8_s,
+        "float32_s": f32_s,
+    }
 
 
 def check_int8(int8: Any) -> bool | str:
@@ -446,9 +455,11 @@ def check_int8(int8: Any) -> bool | str:
         from fastrag._kernels import vnni
 
         if not vnni.available():
-            raise ConfigError("int8=True needs a CPU with AVX512-VNNI (Intel Ice Lake or later, "
-                              "AMD Zen 4 or later); use int8='auto' to fall back to bf16 or "
-                              "float32 elsewhere")
+            raise ConfigError(
+                "int8=True needs a CPU with AVX512-VNNI (Intel Ice Lake or later, "
+                "AMD Zen 4 or later); use int8='auto' to fall back to bf16 or "
+                "float32 elsewhere"
+            )
     return int8
 
 
@@ -486,7 +497,7 @@ def _aligned_bits(shape: tuple[int, int]) -> np.ndarray:
     nbytes = shape[0] * shape[1] * 2
     raw = np.empty(nbytes + 64, np.uint8)
     start = -raw.ctypes.data % 64
-    return raw[start:start + nbytes].view(np.uint16).reshape(shape)
+    return raw[start : start + nbytes].view(np.uint16).reshape(shape)
 
 
 class Bf16Corpus:
@@ -503,15 +514,14 @@ class Bf16Corpus:
         if n > self.bits.shape[0]:
             cap = max(n, 2 * self.bits.shape[0])
             bits = _aligned_bits((cap, dim))
-            bits[:self.n] = self.bits[:self.n]
+            bits[: self.n] = self.bits[: self.n]
             norms = np.empty(cap, np.float32)
-            norms[:self.n] = self.norms[:self.n]
+            norms[: self.n] = self.norms[: self.n]
             self.bits, self.norms = bits, norms
         if n > self.n:
-            new = vectors[self.n:n]
-            convert = _dense.to_bf16_serial if new.size < PARALLEL_MIN_ELEMENTS \
-                else _dense.to_bf16
-            convert(new, self.bits[self.n:n], self.norms[self.n:n])
+            new = vectors[self.n : n]
+            convert = _dense.to_bf16_serial if new.size < PARALLEL_MIN_ELEMENTS else _dense.to_bf16
+            convert(new, self.bits[self.n : n], self.norms[self.n : n])
             self.n = n
 
 
@@ -547,7 +557,7 @@ def bf16_error_bound(queries: np.ndarray) -> tuple[np.ndarray, float]:
     """
     dim = queries.shape[1]
     q_norm = np.sqrt(np.einsum("ij,ij->i", queries, queries, dtype=np.float64))
-    scale = (2 * BF16_U + BF16_U ** 2 + 2.0 * dim * 2.0 ** -24) * 1.01
+    scale = (2 * BF16_U + BF16_U**2 + 2.0 * dim * 2.0**-24) * 1.01
     return scale * q_norm, 2 * BF16_U / (1 - 2 * BF16_U)
 
 
@@ -575,16 +585,15 @@ class Int8Corpus:
             cap = max(n, 2 * self.packed.shape[0] * 16)
             cap = -(-cap // self._tile) * self._tile  # the kernel reads whole tiles of rows
             packed = np.full((cap // 16,) + self.packed.shape[1:], 128, np.uint8)
-            packed[:self.packed.shape[0]] = self.packed
+            packed[: self.packed.shape[0]] = self.packed
             self.packed = packed
             for name in ("scales", "weights", "weights2"):
                 grown = np.zeros(cap, np.float32)  # rows past n: scale 0, so they score 0
-                grown[:self.n] = getattr(self, name)[:self.n]
+                grown[: self.n] = getattr(self, name)[: self.n]
                 setattr(self, name, grown)
         if n > self.n:
-            new = vectors[self.n:n]
-            convert = _dense.to_int8_serial if new.size < PARALLEL_MIN_ELEMENTS \
-                else _dense.to_int8
+            new = vectors[self.n : n]
+            convert = _dense.to_int8_serial if new.size < PARALLEL_MIN_ELEMENTS else _dense.to_int8
             convert(new, self.n, self.packed, self.scales, self.weights, self.weights2)
             self.n = n
             self.residual = self.median_residual()
@@ -592,8 +601,8 @@ class Int8Corpus:
     def median_residual(self, sample: int = 65_536) -> float:
         """Median over (up to ``sample`` evenly spread) rows of ``||x - s c|| / ||x||``."""
         step = max(1, self.n // sample)
-        w = self.weights[:self.n:step].astype(np.float64)
-        w2 = self.weights2[:self.n:step].astype(np.float64)
+        w = self.weights[: self.n : step].astype(np.float64)
+        w2 = self.weights2[: self.n : step].astype(np.float64)
         norm = w2 - w  # ||x|| (1 - 2 d 2**-24), near enough for a median
         ok = norm > 0
         return float(np.median(w[ok] / norm[ok])) if ok.any() else 0.0
@@ -622,7 +631,7 @@ class _Bf16Scorer:
         self.coef, self.rel = bf16_error_bound(queries)
         self.coef2 = np.zeros_like(self.coef)  # one weight: the row's norm
         self.qt = _as_torch_bf16(self.torch, q_bits)
-        self.xt = _as_torch_bf16(self.torch, approx.bits[:approx.n])
+        self.xt = _as_torch_bf16(self.torch, approx.bits[: approx.n])
         self.query_block = QUERY_BLOCK
 
     def running(self) -> contextlib.AbstractContextManager:
@@ -636,8 +645,8 @@ class _Bf16Scorer:
 
     def score(self, state: Any, c0: int, m: int, q0: int, nb: int) -> np.ndarray:
         out, out_bits = state
-        self.torch.mm(self.qt[q0:q0 + nb], self.xt[c0:c0 + m].T, out=out[:nb * m].view(nb, m))
-        return out_bits[:nb * m].reshape(nb, m)
+        self.torch.mm(self.qt[q0 : q0 + nb], self.xt[c0 : c0 + m].T, out=out[: nb * m].view(nb, m))
+        return out_bits[: nb * m].reshape(nb, m)
 
 
 class _Int8Scorer:
@@ -659,8 +668,9 @@ class _Int8Scorer:
         self.scales = np.zeros(n_pad, np.float32)
         self.q_norms = np.empty(n_q, np.float64)
         self.q_errors = np.empty(n_q, np.float64)
-        _dense.quantize_queries(queries, self.codes, self.offsets, self.scales, self.q_norms,
-                                self.q_errors)
+        _dense.quantize_queries(
+            queries, self.codes, self.offsets, self.scales, self.q_norms, self.q_errors
+        )
         self.coef, self.coef2 = int8_error_coef(self.q_norms, self.q_errors)
         self.rel = 2 * BF16_U / (1 - 2 * BF16_U)
         self.query_block = QUERY_BLOCK // self.mr * self.mr
@@ -676,32 +686,57 @@ class _Int8Scorer:
         nb_pad = -(-nb // self.mr) * self.mr
         m_pad = -(-m // self.tile) * self.tile
         # the kernel does not check bounds: a wrong call would corrupt memory, so refuse it
-        if (nb_pad > out.shape[0] or m_pad > out.shape[1] or c0 % 16
-                or q0 + nb_pad > self.codes.shape[0] or c0 + m_pad > self.row_scales.shape[0]):
-            raise RuntimeError(f"int8 block out of range: rows {c0}+{m}, queries {q0}+{nb}, "
-                               f"buffer {out.shape}")
-        self.fn(self.codes[q0].ctypes.data, self.offsets[q0:].ctypes.data,
-                self.scales[q0:].ctypes.data, self.packed[c0 // 16].ctypes.data,
-                self.row_scales[c0:].ctypes.data, out.ctypes.data, nb_pad, m_pad, self.dp,
-                out.shape[1])
+        if (
+            nb_pad > out.shape[0]
+            or m_pad > out.shape[1]
+            or c0 % 16
+            or q0 + nb_pad > self.codes.shape[0]
+            or c0 + m_pad > self.row_scales.shape[0]
+        ):
+            raise RuntimeError(
+                f"int8 block out of range: rows {c0}+{m}, queries {q0}+{nb}, buffer {out.shape}"
+            )
+        self.fn(
+            self.codes[q0].ctypes.data,
+            self.offsets[q0:].ctypes.data,
+            self.scales[q0:].ctypes.data,
+            self.packed[c0 // 16].ctypes.data,
+            self.row_scales[c0:].ctypes.data,
+            out.ctypes.data,
+            nb_pad,
+            m_pad,
+            self.dp,
+            out.shape[1],
+        )
         return out[:nb]
 
 
-def _approx_search(vectors: np.ndarray, approx: Bf16Corpus | Int8Corpus, queries: np.ndarray,
-                   k: int, mask: np.ndarray | None,
-                   n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+def _approx_search(
+    vectors: np.ndarray,
+    approx: Bf16Corpus | Int8Corpus,
+    queries: np.ndarray,
+    k: int,
+    mask: np.ndarray | None,
+    n_threads: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact heaps of ``queries`` (at most BF16_SUPER_BATCH) via a bf16 or int8 first pass."""
     n_q, dim = queries.shape
     n = vectors.shape[0]
-    scorer = (_Int8Scorer(approx, queries) if isinstance(approx, Int8Corpus)
-              else _Bf16Scorer(approx, queries))
+    scorer = (
+        _Int8Scorer(approx, queries)
+        if isinstance(approx, Int8Corpus)
+        else _Bf16Scorer(approx, queries)
+    )
     cap = max(BF16_CANDIDATES, 16 * k)
     n_chunks = -(-n // CORPUS_CHUNK)
     n_workers = min(n_threads, n_chunks)
     if n_q * n * dim < BLOCKED_PARALLEL_MIN_MACS:
         n_workers = 1
-    weights = ((approx.weights, approx.weights2) if isinstance(approx, Int8Corpus)
-               else (approx.norms, approx.norms))
+    weights = (
+        (approx.weights, approx.weights2)
+        if isinstance(approx, Int8Corpus)
+        else (approx.norms, approx.norms)
+    )
     args = (scorer, weights, n_q, k, mask, cap, n, n_chunks)
     with scorer.running():
         if n_workers <= 1:
@@ -711,23 +746,39 @@ def _approx_search(vectors: np.ndarray, approx: Bf16Corpus | Int8Corpus, queries
             jobs = [_pool().submit(_approx_worker, *args, chunk_ids) for _ in range(n_workers)]
             parts = [job.result() for job in jobs]
     low_s, low_r = _new_heaps((n_q, k))
-    _dense.merge_candidates(np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
-                            low_s, low_r)
+    _dense.merge_candidates(
+        np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]), low_s, low_r
+    )
     over = np.logical_or.reduce([p[4] for p in parts])
     heap_s, heap_r = _new_heaps((n_q, k))
-    _dense.rescore_candidates(vectors, queries, low_s, np.stack([p[2] for p in parts]),
-                              np.stack([p[3] for p in parts]), np.stack([p[5] for p in parts]),
-                              over, heap_s, heap_r)
+    _dense.rescore_candidates(
+        vectors,
+        queries,
+        low_s,
+        np.stack([p[2] for p in parts]),
+        np.stack([p[3] for p in parts]),
+        np.stack([p[5] for p in parts]),
+        over,
+        heap_s,
+        heap_r,
+    )
     if over.any():
         redo = np.flatnonzero(over)
         heap_s[redo], heap_r[redo] = _blocked(vectors, queries[redo], k, mask, None, n_threads)
     return heap_s, heap_r
 
 
-def _approx_worker(scorer: _Bf16Scorer | _Int8Scorer, weights: tuple[np.ndarray, np.ndarray],
-                   n_q: int, k: int,
-                   mask: np.ndarray | None, cap: int, n: int, n_chunks: int,
-                   chunk_ids: Iterator[int]) -> tuple[np.ndarray, ...]:
+def _approx_worker(
+    scorer: _Bf16Scorer | _Int8Scorer,
+    weights: tuple[np.ndarray, np.ndarray],
+    n_q: int,
+    k: int,
+    mask: np.ndarray | None,
+    cap: int,
+    n: int,
+    n_chunks: int,
+    chunk_ids: Iterator[int],
+) -> tuple[np.ndarray, ...]:
     """Heaps of lower ends and candidates of all queries over the chunks this worker takes."""
     heap_s, heap_r = _new_heaps((n_q, k))
     cand_s = np.empty((n_q, cap), np.float32)
@@ -746,10 +797,25 @@ def _approx_worker(scorer: _Bf16Scorer | _Int8Scorer, weights: tuple[np.ndarray,
         for q0 in range(0, n_q, qb):
             nb = min(qb, n_q - q0)
             block = scorer.score(state, c0, m, q0, nb)
-            _dense.merge_block_bf16(block, m, c0, weights[0][c0:c0 + m],
-                                    weights[1][c0:c0 + m], mask_arg, use_mask, q0, scorer.coef,
-                                    scorer.coef2, scorer.rel, heap_s, heap_r, cand_s, cand_r,
-                                    n_cand, over)
+            _dense.merge_block_bf16(
+                block,
+                m,
+                c0,
+                weights[0][c0 : c0 + m],
+                weights[1][c0 : c0 + m],
+                mask_arg,
+                use_mask,
+                q0,
+                scorer.coef,
+                scorer.coef2,
+                scorer.rel,
+                heap_s,
+                heap_r,
+                cand_s,
+                cand_r,
+                n_cand,
+                over,
+            )
     return heap_s, heap_r, cand_s, cand_r, over, n_cand
 
 
@@ -759,14 +825,19 @@ _EMPTY_MASK = np.zeros(0, np.bool_)
 
 
 def _new_heaps(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    return (np.full(shape, -np.inf, np.float32),
-            np.full(shape, _dense.ROW_SENTINEL, np.int64))
+    return (np.full(shape, -np.inf, np.float32), np.full(shape, _dense.ROW_SENTINEL, np.int64))
 
 
-def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int,
-                 mask: np.ndarray | None = None, cutoff: float = -math.inf,
-                 rows: np.ndarray | None = None, num_threads: int | None = None,
-                 approx: Bf16Corpus | None = None) -> SearchResult:
+def exact_search(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    mask: np.ndarray | None = None,
+    cutoff: float = -math.inf,
+    rows: np.ndarray | None = None,
+    num_threads: int | None = None,
+    approx: Bf16Corpus | None = None,
+) -> SearchResult:
     """Exact top-k of prepared ``queries`` against ``vectors`` (both float32 C-contiguous).
 
     ``mask`` (bool, one per row) restricts the candidates; ``rows`` (ascending int64) instead
@@ -780,17 +851,25 @@ def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int,
     n_cand = rows.shape[0] if rows is not None else vectors.shape[0]
     if mask is not None:
         n_cand = min(n_cand, int(np.count_nonzero(mask)))
-        if (rows is None and n_q > FUSED_MAX_QUERIES
-                and n_cand <= GATHER_FRACTION * vectors.shape[0]):
+        if (
+            rows is None
+            and n_q > FUSED_MAX_QUERIES
+            and n_cand <= GATHER_FRACTION * vectors.shape[0]
+        ):
             rows, mask = np.flatnonzero(mask).astype(np.int64), None
     kk = max(1, min(k, n_cand))  # heap size: never more than the candidates
     cut = float(np.float32(cutoff))  # compare as float32, like the scores
-    use_bf16 = (approx is not None and rows is None and n_q > FUSED_MAX_QUERIES
-                and kk <= BF16_MAX_K and approx.n == vectors.shape[0])
+    use_bf16 = (
+        approx is not None
+        and rows is None
+        and n_q > FUSED_MAX_QUERIES
+        and kk <= BF16_MAX_K
+        and approx.n == vectors.shape[0]
+    )
     super_batch = BF16_SUPER_BATCH if use_bf16 else QUERY_SUPER_BATCH
     with numba_threads(num_threads) as n_threads:
         for s0 in range(0, n_q, super_batch):
-            qs = queries[s0:s0 + super_batch]
+            qs = queries[s0 : s0 + super_batch]
             if n_cand == 0:
                 heap_s, heap_r = _new_heaps((qs.shape[0], kk))
             elif qs.shape[0] <= FUSED_MAX_QUERIES:
@@ -801,33 +880,54 @@ def exact_search(vectors: np.ndarray, queries: np.ndarray, k: int,
                 heap_s, heap_r = _blocked(vectors, qs, kk, mask, rows, n_threads)
             sl = slice(s0, s0 + qs.shape[0])
             _dense.finalize_topk(heap_s, heap_r, cut, out_rows[sl], out_scores[sl], counts[sl])
-            _dense.exact_final_scores(vectors, qs, out_rows[sl], out_scores[sl], counts[sl],
-                                      cut)
+            _dense.exact_final_scores(vectors, qs, out_rows[sl], out_scores[sl], counts[sl], cut)
     return out_rows, out_scores, counts
 
 
-def _fused(vectors: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray | None,
-           rows: np.ndarray | None, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+def _fused(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    mask: np.ndarray | None,
+    rows: np.ndarray | None,
+    n_threads: int,
+) -> tuple[np.ndarray, np.ndarray]:
     n_pos = rows.shape[0] if rows is not None else vectors.shape[0]
     rows_arg = rows if rows is not None else _EMPTY_ROWS
     mask_arg = mask if mask is not None else _EMPTY_MASK
     if n_threads == 1 or n_pos * vectors.shape[1] * 4 < FUSED_PARALLEL_MIN_BYTES:
         heap_s, heap_r = _new_heaps((queries.shape[0], k))
-        _dense.fused_search_serial(vectors, queries, rows_arg, rows is not None, mask_arg,
-                                   mask is not None, heap_s, heap_r)
+        _dense.fused_search_serial(
+            vectors, queries, rows_arg, rows is not None, mask_arg, mask is not None, heap_s, heap_r
+        )
         return heap_s, heap_r
     block = max(1024, -(-n_pos // (16 * n_threads)))
     n_blocks = -(-n_pos // block)
     cand_s, cand_r = _new_heaps((n_blocks, queries.shape[0], k))
-    _dense.fused_search(vectors, queries, rows_arg, rows is not None, mask_arg,
-                        mask is not None, block, cand_s, cand_r)
+    _dense.fused_search(
+        vectors,
+        queries,
+        rows_arg,
+        rows is not None,
+        mask_arg,
+        mask is not None,
+        block,
+        cand_s,
+        cand_r,
+    )
     heap_s, heap_r = _new_heaps((queries.shape[0], k))
     _dense.merge_candidates(cand_s, cand_r, heap_s, heap_r)
     return heap_s, heap_r
 
 
-def _blocked(vectors: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray | None,
-             rows: np.ndarray | None, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
+def _blocked(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    mask: np.ndarray | None,
+    rows: np.ndarray | None,
+    n_threads: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """sgemm + merge over corpus chunks; ``n_threads`` workers pull chunks in ascending order.
 
     Each worker runs single-threaded BLAS and the ``nogil`` merge kernel on its own heaps, so
@@ -842,25 +942,33 @@ def _blocked(vectors: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray 
         if n_workers <= 1 or not blas_pinned:
             return _blocked_worker(vectors, queries, k, mask, rows, iter(range(n_chunks)))
         chunk_ids = itertools.count()  # next() is atomic under the GIL
-        jobs = [_pool().submit(_blocked_worker, vectors, queries, k, mask, rows, chunk_ids,
-                               n_chunks) for _ in range(n_workers)]
+        jobs = [
+            _pool().submit(_blocked_worker, vectors, queries, k, mask, rows, chunk_ids, n_chunks)
+            for _ in range(n_workers)
+        ]
         parts = [job.result() for job in jobs]
     heap_s, heap_r = _new_heaps((queries.shape[0], k))
-    _dense.merge_candidates(np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]),
-                            heap_s, heap_r)
+    _dense.merge_candidates(
+        np.stack([p[0] for p in parts]), np.stack([p[1] for p in parts]), heap_s, heap_r
+    )
     return heap_s, heap_r
 
 
-def _blocked_worker(vectors: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray | None,
-                    rows: np.ndarray | None, chunk_ids: Iterator[int],
-                    n_chunks: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _blocked_worker(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    mask: np.ndarray | None,
+    rows: np.ndarray | None,
+    chunk_ids: Iterator[int],
+    n_chunks: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     n_q = queries.shape[0]
     heap_s, heap_r = _new_heaps((n_q, k))
     n_pos = rows.shape[0] if rows is not None else vectors.shape[0]
     qb = min(QUERY_BLOCK, n_q)
     buf = np.empty(qb * CORPUS_CHUNK, np.float32)
-    gathered = (np.empty((CORPUS_CHUNK, vectors.shape[1]), np.float32)
-                if rows is not None else None)
+    gathered = np.empty((CORPUS_CHUNK, vectors.shape[1]), np.float32) if rows is not None else None
     use_mask = mask is not None
     mask_arg = mask if use_mask else _EMPTY_MASK
     for c in chunk_ids:
@@ -869,17 +977,18 @@ def _blocked_worker(vectors: np.ndarray, queries: np.ndarray, k: int, mask: np.n
         c0 = c * CORPUS_CHUNK
         m = min(CORPUS_CHUNK, n_pos - c0)
         if rows is not None:
-            row_map = rows[c0:c0 + m]
+            row_map = rows[c0 : c0 + m]
             corpus = np.take(vectors, row_map, axis=0, out=gathered[:m])
         else:
             row_map = _EMPTY_ROWS
-            corpus = vectors[c0:c0 + m]
+            corpus = vectors[c0 : c0 + m]
         for q0 in range(0, n_q, qb):
             nb = min(qb, n_q - q0)
-            scores = buf[:nb * m].reshape(nb, m)
-            np.matmul(queries[q0:q0 + nb], corpus.T, out=scores)
-            _dense.merge_block_serial(scores, m, c0, row_map, rows is not None, mask_arg,
-                                      use_mask, q0, heap_s, heap_r)
+            scores = buf[: nb * m].reshape(nb, m)
+            np.matmul(queries[q0 : q0 + nb], corpus.T, out=scores)
+            _dense.merge_block_serial(
+                scores, m, c0, row_map, rows is not None, mask_arg, use_mask, q0, heap_s, heap_r
+            )
     return heap_s, heap_r
 
 
@@ -903,8 +1012,9 @@ class FlatIndex:
     is made on the first such batch and kept.
     """
 
-    def __init__(self, dim: int, metric: str = "cosine", bf16: bool | str = "auto",
-                 int8: bool | str = "auto") -> None:
+    def __init__(
+        self, dim: int, metric: str = "cosine", bf16: bool | str = "auto", int8: bool | str = "auto"
+    ) -> None:
         self.dim = check_dim(dim)
         self.metric = check_metric(metric)
         if bf16 is True and int8 is True:  # before either asks for its extra or its CPU
@@ -918,8 +1028,14 @@ class FlatIndex:
         self._approx_lock = threading.Lock()
 
     @classmethod
-    def from_vectors(cls, vectors: Any, metric: str = "cosine", normalized: bool = False,
-                     bf16: bool | str = "auto", int8: bool | str = "auto") -> FlatIndex:
+    def from_vectors(
+        cls,
+        vectors: Any,
+        metric: str = "cosine",
+        normalized: bool = False,
+        bf16: bool | str = "auto",
+        int8: bool | str = "auto",
+    ) -> FlatIndex:
         """An index over ``vectors`` (ndarray or Arrow ``fixed_size_list<float32>``).
 
         Float32 C-contiguous input is used in place (also read-only memory such as an Arrow
@@ -947,7 +1063,7 @@ class FlatIndex:
     @property
     def vectors(self) -> np.ndarray:
         """The stored (normalised, for cosine) vectors, read-only, shape ``(n, dim)``."""
-        view = self._buf[:self._n]
+        view = self._buf[: self._n]
         view.flags.writeable = False
         return view
 
@@ -961,13 +1077,20 @@ class FlatIndex:
         if not self._owned or need > self._buf.shape[0]:
             cap = max(need, 2 * self._buf.shape[0] if self._owned else need, 1024)
             buf = np.empty((cap, self.dim), np.float32)
-            buf[:self._n] = self._buf[:self._n]
+            buf[: self._n] = self._buf[: self._n]
             self._buf, self._owned = buf, True
-        self._buf[self._n:need] = vectors
+        self._buf[self._n : need] = vectors
         self._n = need
 
-    def search(self, queries: Any, k: int, *, mask: Any = None, cutoff: float | None = None,
-               num_threads: int | None = None) -> SearchResult:
+    def search(
+        self,
+        queries: Any,
+        k: int,
+        *,
+        mask: Any = None,
+        cutoff: float | None = None,
+        num_threads: int | None = None,
+    ) -> SearchResult:
         """Exact top-``k`` rows for each query (a (n_q, dim) batch or one (dim,) vector).
 
         ``mask`` (bool, one per row) keeps only the allowed rows; ``cutoff`` drops hits
@@ -977,10 +1100,17 @@ class FlatIndex:
         q = prepare_queries(queries, self.dim, self.metric)
         mask = check_mask(mask, self._n)
         cut = check_cutoff(cutoff)
-        vectors = self._buf[:self._n]
+        vectors = self._buf[: self._n]
         _check_blas_once()
-        return exact_search(vectors, q, k, mask, cut, num_threads=check_num_threads(num_threads),
-                            approx=self._approx_copy(q.shape[0], k))
+        return exact_search(
+            vectors,
+            q,
+            k,
+            mask,
+            cut,
+            num_threads=check_num_threads(num_threads),
+            approx=self._approx_copy(q.shape[0], k),
+        )
 
     def _approx_copy(self, n_queries: int, k: int) -> Bf16Corpus | Int8Corpus | None:
         """The bf16 or int8 copy of the vectors, brought up to date, when this search would
@@ -1003,7 +1133,7 @@ class FlatIndex:
     def _updated_copy(self, kind: str) -> Bf16Corpus | Int8Corpus:
         if kind not in self._approx:
             self._approx[kind] = (Int8Corpus if kind == "int8" else Bf16Corpus)(self.dim)
-        self._approx[kind].update(self._buf[:self._n])
+        self._approx[kind].update(self._buf[: self._n])
         return self._approx[kind]
 
     def __repr__(self) -> str:

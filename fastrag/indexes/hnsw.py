@@ -70,12 +70,14 @@ def _check_positive_int(name: str, value: Any) -> int:
 def _check_rows(rows: Any, m: int, what: str = "rows", unique: bool = True) -> np.ndarray:
     arr = np.asarray(rows)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise ConfigError(f"{what} must be a 1-D integer array, got dtype {arr.dtype} "
-                          f"and shape {arr.shape}")
+        raise ConfigError(
+            f"{what} must be a 1-D integer array, got dtype {arr.dtype} and shape {arr.shape}"
+        )
     arr = arr.astype(np.int64, copy=False)
     if m >= 0 and arr.shape[0] != m:
-        raise ConfigError(f"{what} has {arr.shape[0]} entries for {m} vectors; "
-                          "pass one row id per vector")
+        raise ConfigError(
+            f"{what} has {arr.shape[0]} entries for {m} vectors; pass one row id per vector"
+        )
     if arr.size and arr.min() < 0:
         raise ConfigError(f"{what} contains negative row {int(arr.min())}; rows are >= 0")
     if unique and np.unique(arr).shape[0] != arr.shape[0]:
@@ -91,9 +93,17 @@ class HNSWIndex:
     ``max_elements`` is the initial capacity (grown by doubling).
     """
 
-    def __init__(self, dim: int, metric: str = "cosine", M: int = 16,
-                 ef_construction: int = 200, ef: int = 64, max_elements: int | None = None,
-                 seed: int = 100, num_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        metric: str = "cosine",
+        M: int = 16,
+        ef_construction: int = 200,
+        ef: int = 64,
+        max_elements: int | None = None,
+        seed: int = 100,
+        num_threads: int | None = None,
+    ) -> None:
         hnswlib = _import_hnswlib()
         self.dim = check_dim(dim)
         self.metric = check_metric(metric)
@@ -103,8 +113,9 @@ class HNSWIndex:
         self.seed = int(seed)
         cap = 1024 if max_elements is None else _check_positive_int("max_elements", max_elements)
         self._index = hnswlib.Index(space="ip", dim=self.dim)
-        self._index.init_index(max_elements=cap, M=self.M,
-                               ef_construction=self.ef_construction, random_seed=self.seed)
+        self._index.init_index(
+            max_elements=cap, M=self.M, ef_construction=self.ef_construction, random_seed=self.seed
+        )
         self.ef = ef
         self._alive = np.zeros(0, np.bool_)  # by row: has a vector and is not deleted
         self._n_live = 0
@@ -187,9 +198,16 @@ class HNSWIndex:
         self._n_live -= rows.shape[0]
 
     # ------------------------------------------------------------------------------ search
-    def search(self, queries: Any, k: int, *, mask: Any = None, cutoff: float | None = None,
-               exact_fallback_vectors: Any = None,
-               num_threads: int | None = None) -> SearchResult:
+    def search(
+        self,
+        queries: Any,
+        k: int,
+        *,
+        mask: Any = None,
+        cutoff: float | None = None,
+        exact_fallback_vectors: Any = None,
+        num_threads: int | None = None,
+    ) -> SearchResult:
         """Top-``k`` rows per query: ``(rows int64, scores float32, counts int32)``.
 
         ``mask`` (bool, at least ``n_rows`` long) keeps only the allowed rows: a selective
@@ -209,8 +227,11 @@ class HNSWIndex:
             n_allowed = int(np.count_nonzero(allowed))
         if n_allowed == 0:
             return _padded(q.shape[0], k)
-        fraction = (EXACT_MAX_FRACTION_BATCH if q.shape[0] >= EXACT_BATCH_MIN_QUERIES
-                    else EXACT_MAX_FRACTION)
+        fraction = (
+            EXACT_MAX_FRACTION_BATCH
+            if q.shape[0] >= EXACT_BATCH_MIN_QUERIES
+            else EXACT_MAX_FRACTION
+        )
         if mask is not None and n_allowed <= max(EXACT_MAX_ROWS, fraction * n_live):
             return self._exact(q, k, allowed, cut, exact_fallback_vectors, num_threads)
         kk = min(k, n_allowed)
@@ -241,10 +262,17 @@ class HNSWIndex:
                 f"mask has {mask.shape[0]} entries but the index has rows up to "
                 f"{self.n_rows - 1}; build the mask over all rows of the group"
             )
-        return mask[:self.n_rows]
+        return mask[: self.n_rows]
 
-    def _exact(self, q: np.ndarray, k: int, allowed: np.ndarray, cut: float,
-               fallback: Any, num_threads: int | None) -> SearchResult:
+    def _exact(
+        self,
+        q: np.ndarray,
+        k: int,
+        allowed: np.ndarray,
+        cut: float,
+        fallback: Any,
+        num_threads: int | None,
+    ) -> SearchResult:
         rows = np.flatnonzero(allowed).astype(np.int64)
         if fallback is not None:
             source = as_matrix(fallback, self.dim, "exact_fallback_vectors")
@@ -256,8 +284,9 @@ class HNSWIndex:
             sub = prepare_vectors(np.take(source, rows, axis=0), self.metric)
         else:
             sub = np.ascontiguousarray(self._index.get_items(rows), dtype=np.float32)
-        hit, scores, counts = exact_search(sub, q, k, cutoff=cut,
-                                           num_threads=check_num_threads(num_threads))
+        hit, scores, counts = exact_search(
+            sub, q, k, cutoff=cut, num_threads=check_num_threads(num_threads)
+        )
         out = np.where(hit >= 0, rows[np.maximum(hit, 0)], -1)
         return out, scores, counts
 
@@ -275,16 +304,25 @@ class HNSWIndex:
 
             if shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free > (1 << 20):
                 raise
-            err = StoreIOError(f"hnswlib wrote an incomplete index to {os.fspath(path)!r}: no "
-                               f"space left on device (ENOSPC) ({exc}); free some space and "
-                               "try again")
+            err = StoreIOError(
+                f"hnswlib wrote an incomplete index to {os.fspath(path)!r}: no "
+                f"space left on device (ENOSPC) ({exc}); free some space and "
+                "try again"
+            )
             err.errno, err.filename = errno.ENOSPC, os.fspath(path)
             raise err from exc
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], dim: int, metric: str = "cosine",
-             ef: int = 64, max_elements: int | None = None,
-             num_threads: int | None = None, max_rows: int | None = None) -> HNSWIndex:
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        dim: int,
+        metric: str = "cosine",
+        ef: int = 64,
+        max_elements: int | None = None,
+        num_threads: int | None = None,
+        max_rows: int | None = None,
+    ) -> HNSWIndex:
         """Read an index written by :meth:`save`; ``M`` and ``ef_construction`` come from
         the file, ``dim`` and ``metric`` must be those it was built with. The file is checked
         first (:func:`check_index_file`; ``max_rows`` bounds its row ids): a damaged or foreign
@@ -304,8 +342,10 @@ class HNSWIndex:
         except (RuntimeError, MemoryError) as exc:
             raise StoreError(f"cannot load HNSW index {path}: {exc}; rebuild the index") from exc
         if self._index.element_count != info.count:
-            raise StoreError(f"HNSW index {path} loaded {self._index.element_count} elements, "
-                             f"its header records {info.count}; rebuild the index")
+            raise StoreError(
+                f"HNSW index {path} loaded {self._index.element_count} elements, "
+                f"its header records {info.count}; rebuild the index"
+            )
         self.M = int(self._index.M)
         self.ef_construction = int(self._index.ef_construction)
         self.seed = 100
@@ -314,20 +354,27 @@ class HNSWIndex:
         try:
             self._alive = np.zeros(top, np.bool_)
         except MemoryError as exc:
-            raise StoreError(f"HNSW index {path} holds row {top - 1}, too large to index in "
-                             "memory; load it with max_rows=, or rebuild the index") from exc
+            raise StoreError(
+                f"HNSW index {path} holds row {top - 1}, too large to index in "
+                "memory; load it with max_rows=, or rebuild the index"
+            ) from exc
         self._alive[info.labels[~info.deleted]] = True
         self._n_live = int(np.count_nonzero(self._alive))
         return self
 
     def __repr__(self) -> str:
-        return (f"HNSWIndex(dim={self.dim}, metric={self.metric!r}, n={self.n}, M={self.M}, "
-                f"ef_construction={self.ef_construction}, ef={self.ef})")
+        return (
+            f"HNSWIndex(dim={self.dim}, metric={self.metric!r}, n={self.n}, M={self.M}, "
+            f"ef_construction={self.ef_construction}, ef={self.ef})"
+        )
 
 
 def _padded(n_q: int, k: int) -> SearchResult:
-    return (np.full((n_q, k), -1, np.int64), np.full((n_q, k), -np.inf, np.float32),
-            np.zeros(n_q, np.int32))
+    return (
+        np.full((n_q, k), -1, np.int64),
+        np.full((n_q, k), -np.inf, np.float32),
+        np.zeros(n_q, np.int32),
+    )
 
 
 class HNSWFileInfo(NamedTuple):
@@ -347,24 +394,25 @@ _GRAPH_ERRORS = {
     _check.E_TRUNCATED: "is truncated: the upper-level links of element {i} run past its end",
     _check.E_TRAILING: "has {v} bytes after the last element's links",
     _check.E_LIST_SIZE: "element {i} has upper-level links of {v} bytes, not a whole number of "
-                        "levels",
+    "levels",
     _check.E_LEVEL: "element {i} has level {v}, above the index's top level {maxlevel}",
     _check.E_COUNT0: "element {i} has {v} level-0 links, more than maxM0={max_m0}",
     _check.E_FLAGS0: "element {i} has unknown flags {v:#x} in its level-0 header",
     _check.E_LINK0: "element {i} links to element {v} on level 0, but there are only {n}",
     _check.E_COUNT: "element {i} has a level-{lvl} link header {v:#x} (count above maxM={max_m} "
-                    "or unknown bits)",
+    "or unknown bits)",
     _check.E_LINK: "element {i} links to element {v} on level {lvl}, but there are only {n}",
     _check.E_LINK_LEVEL: "element {i} links to element {v} on level {lvl}, which is not on "
-                         "that level",
+    "that level",
     _check.E_VECTOR: "element {i} has a NaN or infinite vector component {v}",
     _check.E_LABEL: "element {i} has row id {v}, outside [0, {limit})",
     _check.E_DUPLICATE: "elements share row id {v} (element {i} repeats it)",
 }
 
 
-def check_index_file(path: str | os.PathLike[str], dim: int | None = None,
-                     max_rows: int | None = None) -> HNSWFileInfo:
+def check_index_file(
+    path: str | os.PathLike[str], dim: int | None = None, max_rows: int | None = None
+) -> HNSWFileInfo:
     """Check an hnswlib (0.8) index file completely before hnswlib reads it: the header
     against ``dim`` (default: the file's own) and the file size, and every element's links,
     vector and label (row id below ``max_rows`` when given, unique). A StoreError naming the
@@ -374,8 +422,10 @@ def check_index_file(path: str | os.PathLike[str], dim: int | None = None,
     limit = (1 << 63) - 1 if max_rows is None else check_int("max_rows", max_rows, min=0)
 
     def bad(what: str) -> StoreError:
-        return StoreError(f"HNSW index {path} {what}; the file is damaged or not an hnswlib "
-                          "index: rebuild the index")
+        return StoreError(
+            f"HNSW index {path} {what}; the file is damaged or not an hnswlib "
+            "index: rebuild the index"
+        )
 
     try:
         size = os.path.getsize(path)
@@ -385,39 +435,62 @@ def check_index_file(path: str | os.PathLike[str], dim: int | None = None,
         raise StoreError(f"cannot read HNSW index {path}: {exc}") from exc
     if len(raw) < _HEADER.size:
         raise StoreError(f"HNSW index {path} is truncated ({size} bytes); rebuild the index")
-    (off_level0, max_elements, n, per_elem, label_off, data_off, maxlevel, enterpoint, max_m,
-     max_m0, m, mult, ef_construction) = _HEADER.unpack(raw)
+    (
+        off_level0,
+        max_elements,
+        n,
+        per_elem,
+        label_off,
+        data_off,
+        maxlevel,
+        enterpoint,
+        max_m,
+        max_m0,
+        m,
+        mult,
+        ef_construction,
+    ) = _HEADER.unpack(raw)
     if dim is None and label_off > data_off and (label_off - data_off) % 4 == 0:
         dim = (label_off - data_off) // 4
     if dim is None or label_off - data_off != 4 * dim:
         raise StoreError(
             f"HNSW index {path} holds vectors of dim {(label_off - data_off) // 4}, not "
-            f"dim={dim}; load it with the dim it was built with, or rebuild the index")
+            f"dim={dim}; load it with the dim it was built with, or rebuild the index"
+        )
     if dim > 1 << 20:
         raise bad(f"has vectors of dim {dim}")
     if not 1 <= m <= _MAX_M or max_m != m or max_m0 != 2 * m:
-        raise bad(f"has M={m}, maxM={max_m}, maxM0={max_m0} (expected 1 <= M <= {_MAX_M}, "
-                  "maxM=M, maxM0=2M)")
+        raise bad(
+            f"has M={m}, maxM={max_m}, maxM0={max_m0} (expected 1 <= M <= {_MAX_M}, "
+            "maxM=M, maxM0=2M)"
+        )
     links0 = 4 * max_m0 + 4
     if (off_level0, data_off, per_elem) != (0, links0, links0 + 4 * dim + 8):
-        raise bad(f"has element layout offsetLevel0={off_level0}, offsetData={data_off}, "
-                  f"size_data_per_element={per_elem} (expected 0, {links0}, "
-                  f"{links0 + 4 * dim + 8} for M={m}, dim={dim})")
+        raise bad(
+            f"has element layout offsetLevel0={off_level0}, offsetData={data_off}, "
+            f"size_data_per_element={per_elem} (expected 0, {links0}, "
+            f"{links0 + 4 * dim + 8} for M={m}, dim={dim})"
+        )
     want_mult = 1 / math.log(m) if m > 1 else math.inf
     if not (mult == want_mult or math.isclose(mult, want_mult, rel_tol=1e-12)):
         raise bad(f"has level multiplier {mult!r}, expected 1/ln(M) = {want_mult!r}")
     if not m <= ef_construction < 1 << 31:
         raise bad(f"has ef_construction={ef_construction} (expected M={m} to 2**31 - 1)")
     if size % 4 or size < _HEADER.size + n * per_elem or max_elements < n:
-        raise bad(f"has {size} bytes for {n} elements of {per_elem} bytes (capacity "
-                  f"{max_elements}); it is truncated or its header is damaged")
+        raise bad(
+            f"has {size} bytes for {n} elements of {per_elem} bytes (capacity "
+            f"{max_elements}); it is truncated or its header is damaged"
+        )
     if n == 0:
         if (maxlevel, enterpoint, size) != (-1, 0xFFFFFFFF, _HEADER.size):
-            raise bad(f"has no elements but top level {maxlevel}, entry point {enterpoint} and "
-                      f"{size} bytes")
+            raise bad(
+                f"has no elements but top level {maxlevel}, entry point {enterpoint} and "
+                f"{size} bytes"
+            )
         empty = np.zeros(0, np.int64)
-        return HNSWFileInfo(0, dim, m, ef_construction, -1, empty, empty.astype(np.bool_),
-                            empty.astype(np.int32))
+        return HNSWFileInfo(
+            0, dim, m, ef_construction, -1, empty, empty.astype(np.bool_), empty.astype(np.int32)
+        )
     if not 0 <= maxlevel or enterpoint >= n:
         raise bad(f"has top level {maxlevel} and entry point {enterpoint} for {n} elements")
     words = np.memmap(path, dtype="<u4", mode="r")
@@ -426,21 +499,42 @@ def check_index_file(path: str | os.PathLike[str], dim: int | None = None,
     deleted = np.empty(n, np.bool_)
     # duplicate labels: a bitmap when row ids are bounded, else a sort
     seen = np.zeros(limit if limit <= 8 * n + (1 << 20) else 0, np.uint8)
-    code, i, v, lvl = _check.check_graph(words, n, per_elem // 4, data_off // 4, dim,
-                                         label_off // 4, max_m0, max_m, maxlevel, limit, seen,
-                                         levels, labels, deleted)
+    code, i, v, lvl = _check.check_graph(
+        words,
+        n,
+        per_elem // 4,
+        data_off // 4,
+        dim,
+        label_off // 4,
+        max_m0,
+        max_m,
+        maxlevel,
+        limit,
+        seen,
+        levels,
+        labels,
+        deleted,
+    )
     del words
     if code == _check.OK and not seen.size:
         order = np.sort(labels)
         dup = np.flatnonzero(order[1:] == order[:-1])
         if dup.size:
-            code, i, v = _check.E_DUPLICATE, int(np.flatnonzero(labels == order[dup[0]])[1]), \
-                int(order[dup[0]])
+            code, i, v = (
+                _check.E_DUPLICATE,
+                int(np.flatnonzero(labels == order[dup[0]])[1]),
+                int(order[dup[0]]),
+            )
     if code != _check.OK:
-        raise bad(_GRAPH_ERRORS[code].format(i=i, v=v, lvl=lvl, n=n, maxlevel=maxlevel,
-                                             max_m0=max_m0, max_m=max_m, limit=limit))
+        raise bad(
+            _GRAPH_ERRORS[code].format(
+                i=i, v=v, lvl=lvl, n=n, maxlevel=maxlevel, max_m0=max_m0, max_m=max_m, limit=limit
+            )
+        )
     top = int(levels.max())
     if top != maxlevel or levels[enterpoint] != maxlevel:
-        raise bad(f"has top level {maxlevel}, but its highest element is on level {top} and its "
-                  f"entry point {enterpoint} on level {int(levels[enterpoint])}")
+        raise bad(
+            f"has top level {maxlevel}, but its highest element is on level {top} and its "
+            f"entry point {enterpoint} on level {int(levels[enterpoint])}"
+        )
     return HNSWFileInfo(n, dim, m, ef_construction, maxlevel, labels, deleted, levels)

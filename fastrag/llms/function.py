@@ -86,8 +86,9 @@ class FunctionLLM(BaseLLM):
         self.fn = fn
         self.to_thread = bool(to_thread)
         self.latency = check_number("latency", latency, min=0, note="seconds")
-        self.latency_per_token = check_number("latency_per_token", latency_per_token, min=0,
-                                              note="seconds")
+        self.latency_per_token = check_number(
+            "latency_per_token", latency_per_token, min=0, note="seconds"
+        )
         self.max_tokens = check_int("max_tokens", max_tokens, min=1, none=True)
         self.model = check_str("model", model)
         self.supports_json_mode = bool(supports_json_mode)

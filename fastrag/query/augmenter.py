@@ -47,13 +47,18 @@ class ContextualQueryAugmenter:
         language: "en", "zh" or "auto" (by the query's script) for the default templates.
     """
 
-    def __init__(self, prompt_template: Any = None, empty_context_prompt_template: Any = None,
-                 allow_empty_context: bool = False,
-                 document_formatter: Callable[[list[NodeWithScore]], str] | None = None,
-                 language: str = "auto") -> None:
+    def __init__(
+        self,
+        prompt_template: Any = None,
+        empty_context_prompt_template: Any = None,
+        allow_empty_context: bool = False,
+        document_formatter: Callable[[list[NodeWithScore]], str] | None = None,
+        language: str = "auto",
+    ) -> None:
         self.prompt_template = check_template(prompt_template, "augment")
         self.empty_context_prompt_template = check_template(
-            empty_context_prompt_template, "augment_empty", "empty_context_prompt_template")
+            empty_context_prompt_template, "augment_empty", "empty_context_prompt_template"
+        )
         self.allow_empty_context = check_bool("allow_empty_context", allow_empty_context)
         if document_formatter is not None and not callable(document_formatter):
             raise ConfigError(
@@ -73,9 +78,7 @@ class ContextualQueryAugmenter:
         """The formatted context of ``documents``."""
         text = self.document_formatter(_docs(documents))
         if not isinstance(text, str):
-            raise ConfigError(
-                f"document_formatter returned {type(text).__name__}, expected a str"
-            )
+            raise ConfigError(f"document_formatter returned {type(text).__name__}, expected a str")
         return text
 
     def augment(self, query: Query | str, documents: Sequence[Any]) -> Query:
@@ -86,13 +89,15 @@ class ContextualQueryAugmenter:
             if self.allow_empty_context:
                 return q
             return q.mutate(text=self._template("augment_empty", q).format(query=q.text))
-        return q.mutate(text=self._template("augment", q).format(
-            query=q.text, context=self.context(docs)))
+        return q.mutate(
+            text=self._template("augment", q).format(query=q.text, context=self.context(docs))
+        )
 
     __call__ = augment
 
-    def batch(self, queries: Sequence[Query | str], documents_per_query: Sequence[Sequence[Any]]
-              ) -> list[Query]:
+    def batch(
+        self, queries: Sequence[Query | str], documents_per_query: Sequence[Sequence[Any]]
+    ) -> list[Query]:
         """Augment many queries (one document list per query)."""
         if len(queries) != len(documents_per_query):
             raise ConfigError(

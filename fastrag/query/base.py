@@ -45,9 +45,7 @@ def _message(i: int, m: Any) -> tuple[str, str]:
     if not isinstance(role, str) or role.lower() not in _ROLES:
         raise ConfigError(f"history[{i}] role must be one of {_ROLES}, got {role!r}")
     if not isinstance(content, str):
-        raise ConfigError(
-            f"history[{i}] content must be a str, got {type(content).__name__}"
-        )
+        raise ConfigError(f"history[{i}] content must be a str, got {type(content).__name__}")
     return role.lower(), content
 
 
@@ -68,8 +66,9 @@ class Query:
                 f"history must be a list of (role, content) messages, got "
                 f"{type(self.history).__name__}"
             )
-        object.__setattr__(self, "history",
-                           tuple(_message(i, m) for i, m in enumerate(self.history)))
+        object.__setattr__(
+            self, "history", tuple(_message(i, m) for i, m in enumerate(self.history))
+        )
         if not isinstance(self.context, Mapping):
             raise ConfigError(f"context must be a dict, got {type(self.context).__name__}")
         object.__setattr__(self, "context", MappingProxyType(dict(self.context)))
@@ -79,8 +78,11 @@ class Query:
         unknown = set(changes) - {"text", "history", "context"}
         if unknown:
             raise ConfigError(f"Query.mutate got unknown field(s) {sorted(unknown)}")
-        return Query(changes.get("text", self.text), changes.get("history", self.history),
-                     changes.get("context", self.context))
+        return Query(
+            changes.get("text", self.text),
+            changes.get("history", self.history),
+            changes.get("context", self.context),
+        )
 
     def history_text(self) -> str:
         """The history as ``role: content`` lines."""
@@ -127,8 +129,11 @@ class Usage:
         self.completion_tokens += other.completion_tokens
 
     def as_dict(self) -> dict[str, int]:
-        return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens}
+        return {
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
 
 
 _SEM: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.ContextVar(
@@ -160,13 +165,18 @@ _LATIN_WORD = re.compile(r"[^\W\d_]+", re.ASCII)
 
 
 def query_language(language: str, text: str) -> str:
-    """"en"/"zh" for ``language="auto"``: Chinese when CJK characters are at least half of the
+    """ "en"/"zh" for ``language="auto"``: Chinese when CJK characters are at least half of the
     query's units (each CJK character one unit, each Latin word one unit), so
     "MIT OpenCourseWare是啥？" is Chinese and "What does 你好 mean?" English."""
     if language != "auto":
         return language
-    n_cjk = sum(1 for ch in text if 0x4E00 <= ord(ch) <= 0x9FFF or 0x3400 <= ord(ch) <= 0x4DBF
-                or 0x20000 <= ord(ch) <= 0x2A6DF)
+    n_cjk = sum(
+        1
+        for ch in text
+        if 0x4E00 <= ord(ch) <= 0x9FFF
+        or 0x3400 <= ord(ch) <= 0x4DBF
+        or 0x20000 <= ord(ch) <= 0x2A6DF
+    )
     n_words = len(_LATIN_WORD.findall(text))
     return "zh" if n_cjk and n_cjk >= n_words else "en"
 
@@ -186,8 +196,15 @@ class QueryComponent:
 
     stage: str = "query"
 
-    def __init__(self, llm: Any = None, *, prompt_template: Any = None, language: str = "auto",
-                 max_concurrency: int = 16, llm_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        llm: Any = None,
+        *,
+        prompt_template: Any = None,
+        language: str = "auto",
+        max_concurrency: int = 16,
+        llm_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         self.llm = resolve_default_llm(llm, type(self).__name__)
         self.language = validate_language(language)
         self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1)
@@ -197,8 +214,9 @@ class QueryComponent:
         self.prompt_template = prompt_template
 
     # -- prompts -------------------------------------------------------------------------------
-    def _prompt(self, kind: str, query_text: str, custom: PromptTemplate | None = None
-                ) -> PromptTemplate:
+    def _prompt(
+        self, kind: str, query_text: str, custom: PromptTemplate | None = None
+    ) -> PromptTemplate:
         from fastrag.query.prompts import query_prompt
 
         if custom is not None:
@@ -226,8 +244,13 @@ class QueryComponent:
     async def _aone(self, query: Query, call: Call) -> Any:
         raise NotImplementedError
 
-    async def _amap(self, fn: Callable[[int, Call], Awaitable[Any]], indices: Sequence[int],
-                    usages: Sequence[Usage], labels: Sequence[str] | None = None) -> list[Any]:
+    async def _amap(
+        self,
+        fn: Callable[[int, Call], Awaitable[Any]],
+        indices: Sequence[int],
+        usages: Sequence[Usage],
+        labels: Sequence[str] | None = None,
+    ) -> list[Any]:
         """``fn(i, call)`` for every index at once (LLM calls under ``max_concurrency``, each
         counted in ``usages[i]``); returns results or exceptions (noted with the index)."""
         if not indices:
@@ -244,15 +267,20 @@ class QueryComponent:
                 raise r  # cancellation, KeyboardInterrupt
             if isinstance(r, Exception) and hasattr(r, "add_note"):
                 what = f": {labels[i][:80]!r}" if labels is not None else ""
-                r.add_note(f"in {type(self).__name__} (stage {self.stage!r}), query index "
-                           f"{i}{what}")
+                r.add_note(
+                    f"in {type(self).__name__} (stage {self.stage!r}), query index {i}{what}"
+                )
         return list(results)
 
     async def _arun(self, queries: list[Query]) -> list[tuple[Any, Usage]]:
         """Run ``_aone`` for every query concurrently: ``(result or exception, usage)``."""
         usages = [Usage() for _ in queries]
-        results = await self._amap(lambda i, call: self._aone(queries[i], call),
-                                   range(len(queries)), usages, [q.text for q in queries])
+        results = await self._amap(
+            lambda i, call: self._aone(queries[i], call),
+            range(len(queries)),
+            usages,
+            [q.text for q in queries],
+        )
         return list(zip(results, usages, strict=True))
 
     async def _abatch(self, queries: Any, return_exceptions: bool) -> list[Any]:

@@ -68,18 +68,21 @@ class QueryExpander(QueryComponent):
         """Async :meth:`expand`."""
         return (await self._abatch([as_query(query)], False))[0]
 
-    def batch(self, queries: list[Query | str], *, return_exceptions: bool = False
-              ) -> list[list[Query]]:
+    def batch(
+        self, queries: list[Query | str], *, return_exceptions: bool = False
+    ) -> list[list[Query]]:
         """Expand many queries; all LLM calls concurrent under ``max_concurrency``."""
         return run(self.abatch(queries, return_exceptions=return_exceptions))
 
-    async def abatch(self, queries: list[Query | str], *, return_exceptions: bool = False
-                     ) -> list[list[Query]]:
+    async def abatch(
+        self, queries: list[Query | str], *, return_exceptions: bool = False
+    ) -> list[list[Query]]:
         """Async :meth:`batch`."""
         return await self._abatch(queries, return_exceptions)
 
-    async def _expand(self, query: Query, kind: str, n: int, include_original: bool,
-                      call: Call) -> list[Query]:
+    async def _expand(
+        self, query: Query, kind: str, n: int, include_original: bool, call: Call
+    ) -> list[Query]:
         if not query.text.strip():
             return [query]
         tmpl = self._prompt(kind, query.text, self.prompt_template)
@@ -95,16 +98,22 @@ class MultiQueryExpander(QueryExpander):
     """Expands a query into ``number_of_queries`` semantically diverse variants (plus the
     original first, unless ``include_original=False``)."""
 
-    def __init__(self, llm: Any = None, number_of_queries: int = 3,
-                 include_original: bool = True, prompt_template: Any = None, **kw: Any) -> None:
-        super().__init__(llm, prompt_template=check_template(prompt_template, "multi_query"),
-                         **kw)
+    def __init__(
+        self,
+        llm: Any = None,
+        number_of_queries: int = 3,
+        include_original: bool = True,
+        prompt_template: Any = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(llm, prompt_template=check_template(prompt_template, "multi_query"), **kw)
         self.number_of_queries = check_int("number_of_queries", number_of_queries, min=1)
         self.include_original = check_bool("include_original", include_original)
 
     async def _aone(self, query: Query, call: Call) -> list[Query]:
-        return await self._expand(query, "multi_query", self.number_of_queries,
-                                  self.include_original, call)
+        return await self._expand(
+            query, "multi_query", self.number_of_queries, self.include_original, call
+        )
 
 
 class SubQuestionExpander(QueryExpander):
@@ -112,13 +121,19 @@ class SubQuestionExpander(QueryExpander):
     each retrieved on its own (LazyLLM's sub-question strategy); the answer is still
     synthesized for the original query. ``include_original=True`` retrieves it as well."""
 
-    def __init__(self, llm: Any = None, max_questions: int = 4, include_original: bool = False,
-                 prompt_template: Any = None, **kw: Any) -> None:
-        super().__init__(llm, prompt_template=check_template(prompt_template, "sub_question"),
-                         **kw)
+    def __init__(
+        self,
+        llm: Any = None,
+        max_questions: int = 4,
+        include_original: bool = False,
+        prompt_template: Any = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(llm, prompt_template=check_template(prompt_template, "sub_question"), **kw)
         self.max_questions = check_int("max_questions", max_questions, min=1)
         self.include_original = check_bool("include_original", include_original)
 
     async def _aone(self, query: Query, call: Call) -> list[Query]:
-        return await self._expand(query, "sub_question", self.max_questions,
-                                  self.include_original, call)
+        return await self._expand(
+            query, "sub_question", self.max_questions, self.include_original, call
+        )

@@ -54,19 +54,33 @@ class MultiStepQuery(QueryComponent):
 
     stage = "multi_step"
 
-    def __init__(self, llm: Any = None, retriever: Any = None, judge_llm: Any = None,
-                 max_steps: int = 3, *, rewrite: bool = True, prompt_template: Any = None,
-                 judge_template: Any = None, answer_template: Any = None, **kw: Any) -> None:
-        super().__init__(llm, prompt_template=check_template(prompt_template, "step_rewrite"),
-                         **kw)
+    def __init__(
+        self,
+        llm: Any = None,
+        retriever: Any = None,
+        judge_llm: Any = None,
+        max_steps: int = 3,
+        *,
+        rewrite: bool = True,
+        prompt_template: Any = None,
+        judge_template: Any = None,
+        answer_template: Any = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(llm, prompt_template=check_template(prompt_template, "step_rewrite"), **kw)
         if retriever is None:
             from fastrag.errors import ConfigError
 
-            raise ConfigError("MultiStepQuery needs retriever=fr.Retriever(doc, ...) (or a "
-                              "callable query -> hits)")
+            raise ConfigError(
+                "MultiStepQuery needs retriever=fr.Retriever(doc, ...) (or a "
+                "callable query -> hits)"
+            )
         self.retriever = as_retriever(retriever, "retriever")
-        self.judge = (QueryComponent(judge_llm, max_concurrency=self.max_concurrency)
-                      if judge_llm is not None else None)
+        self.judge = (
+            QueryComponent(judge_llm, max_concurrency=self.max_concurrency)
+            if judge_llm is not None
+            else None
+        )
         self.max_steps = check_int("max_steps", max_steps, min=1)
         self.rewrite = check_bool("rewrite", rewrite)
         self.judge_template = check_template(judge_template, "judge", "judge_template")
@@ -82,13 +96,15 @@ class MultiStepQuery(QueryComponent):
     async def aquery(self, query: Query | str) -> Response:
         return (await self.abatch([as_query(query)]))[0]
 
-    def batch(self, queries: list[Query | str], *, return_exceptions: bool = False
-              ) -> list[Response]:
+    def batch(
+        self, queries: list[Query | str], *, return_exceptions: bool = False
+    ) -> list[Response]:
         """Answer many queries, every step batched across the unfinished ones."""
         return run(self.abatch(queries, return_exceptions=return_exceptions))
 
-    async def abatch(self, queries: list[Query | str], *, return_exceptions: bool = False
-                     ) -> list[Any]:
+    async def abatch(
+        self, queries: list[Query | str], *, return_exceptions: bool = False
+    ) -> list[Any]:
         qs = as_queries(queries)
         return_exceptions = check_bool("return_exceptions", return_exceptions)
         n = len(qs)
@@ -115,6 +131,7 @@ class MultiStepQuery(QueryComponent):
             if not active:
                 break
             if self.rewrite or step > 0:
+
                 async def rewrite(i: int, call: Call, step: int = step) -> str:
                     return await self._rewrite(qs[i], step, last_query[i], drafts[i], call)
 
@@ -140,16 +157,21 @@ class MultiStepQuery(QueryComponent):
 
             async def judge(i: int, call: Call) -> bool:
                 tmpl = self._prompt("judge", qs[i].text, self.judge_template)
-                return parse_judgement(await call(tmpl.format(query=qs[i].text,
-                                                              answer=drafts[i])))
+                return parse_judgement(await call(tmpl.format(query=qs[i].text, answer=drafts[i])))
 
             res = await stage(judge, active, self.judge or self)
             for i, r in zip(active, res, strict=True):
                 if not isinstance(r, Exception):
                     verdict[i] = r
-                    steps[i].append({"step": step + 1, "query": last_query[i],
-                                     "hits": [h.id for h in hits[i]], "draft": drafts[i],
-                                     "judged": r})
+                    steps[i].append(
+                        {
+                            "step": step + 1,
+                            "query": last_query[i],
+                            "hits": [h.id for h in hits[i]],
+                            "draft": drafts[i],
+                            "judged": r,
+                        }
+                    )
             active = [i for i in active if errors[i] is None and not verdict[i]]
 
         out: list[Any] = []
@@ -160,8 +182,14 @@ class MultiStepQuery(QueryComponent):
                     raise errors[i]
                 out.append(errors[i])
                 continue
-            meta = {"response_mode": "multi_step", "steps": steps[i], "judged": verdict[i],
-                    "final_query": last_query[i], **usage[i].as_dict(), "seconds": seconds}
+            meta = {
+                "response_mode": "multi_step",
+                "steps": steps[i],
+                "judged": verdict[i],
+                "final_query": last_query[i],
+                **usage[i].as_dict(),
+                "seconds": seconds,
+            }
             out.append(Response(drafts[i], hits[i], meta))
         return out
 
@@ -169,8 +197,7 @@ class MultiStepQuery(QueryComponent):
         lang_src = query.text
         previous = ""
         if step > 0:
-            previous = self._prompt("step_previous", lang_src).format(last_query=last,
-                                                                      draft=draft)
+            previous = self._prompt("step_previous", lang_src).format(last_query=last, draft=draft)
         tmpl = self._prompt("step_rewrite", lang_src, self.prompt_template)
         text = clean_answer(await call(tmpl.format(query=query.text, previous=previous)))
         return text or query.text

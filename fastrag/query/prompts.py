@@ -67,7 +67,7 @@ _EN = {
         "Rewritten query:\n"
     ),
     "step_previous": (
-        "A previous search used the query \"{last_query}\" and gave this draft answer, "
+        'A previous search used the query "{last_query}" and gave this draft answer, '
         "which was judged not to answer the question:\n{draft}\n"
         "Write a different query that finds the missing information.\n\n"
     ),
@@ -88,8 +88,8 @@ _EN = {
         "Given the context information and no prior knowledge, answer the query.\n\n"
         "Follow these rules:\n\n"
         "1. If the answer is not in the context, just say that you don't know.\n"
-        "2. Avoid statements like \"Based on the context...\" or \"The provided "
-        "information...\".\n\n"
+        '2. Avoid statements like "Based on the context..." or "The provided '
+        'information...".\n\n'
         "Query: {query}\n\n"
         "Answer:\n"
     ),
@@ -168,10 +168,7 @@ _ZH = {
         "问题：{query}\n\n"
         "回答：\n"
     ),
-    "augment_empty": (
-        "用户的问题超出了你的知识库范围。\n"
-        "请礼貌地告诉用户你无法回答这个问题。\n"
-    ),
+    "augment_empty": ("用户的问题超出了你的知识库范围。\n请礼貌地告诉用户你无法回答这个问题。\n"),
 }
 
 # Variables each prompt must contain (a replacement missing one is a ConfigError).
@@ -192,8 +189,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 _ALIASES = {"query_str": "query", "context_str": "context"}
 
 QUERY_PROMPTS: dict[str, dict[str, PromptTemplate]] = {
-    lang: {k: PromptTemplate(v) for k, v in table.items()} for lang, table in (("en", _EN),
-                                                                               ("zh", _ZH))
+    lang: {k: PromptTemplate(v) for k, v in table.items()}
+    for lang, table in (("en", _EN), ("zh", _ZH))
 }
 
 
@@ -211,21 +208,28 @@ def check_template(value: Any, kind: str, name: str = "prompt_template") -> Prom
     if tmpl is None:
         return None
     written = ["{" + v + "}" for v in tmpl.template_vars]
-    if kind == "augment" and not {"context", "context_str", "question_answer_context"} & set(
-            tmpl.free_vars) and "<context>" not in tmpl.template \
-            and "<question_answer_context>" not in tmpl.template:
+    if (
+        kind == "augment"
+        and not {"context", "context_str", "question_answer_context"} & set(tmpl.free_vars)
+        and "<context>" not in tmpl.template
+        and "<question_answer_context>" not in tmpl.template
+    ):
         # a LazyLLM instruction with extra_keys=['context_str'] but no placeholder: the
         # context follows it (then the query)
         tmpl = PromptTemplate(tmpl.template.rstrip("\n") + "\n{context}", **tmpl.kwargs)
-    tmpl = adapt_template(tmpl, {"query": "query", "context": "context",
-                                 "question_answer_context": "context"},
-                          None if "query" not in REQUIRED[kind] or "query_str" in tmpl.free_vars
-                          else "query")
+    tmpl = adapt_template(
+        tmpl,
+        {"query": "query", "context": "context", "question_answer_context": "context"},
+        None if "query" not in REQUIRED[kind] or "query_str" in tmpl.free_vars else "query",
+    )
     aliases = dict(_ALIASES)
     if kind == "judge":  # LazyLLM's judge prompt shows the answer to judge as {context_str}
         aliases["context_str"] = "answer"
-    renamed = {old: new for old, new in aliases.items()
-               if old in tmpl.free_vars and new not in tmpl.free_vars}
+    renamed = {
+        old: new
+        for old, new in aliases.items()
+        if old in tmpl.free_vars and new not in tmpl.free_vars
+    }
     if renamed:  # LlamaIndex / LazyLLM names: {query_str} and {context_str}
         text = tmpl.template
         for old, new in renamed.items():

@@ -23,8 +23,10 @@ __all__ = ["RetrieverAdapter", "as_retriever"]
 
 def _hits(value: Any, who: str) -> list[NodeWithScore]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise ConfigError(f"{who} returned {type(value).__name__}; a retriever must return a "
-                          "list of NodeWithScore / DocNode / str")
+        raise ConfigError(
+            f"{who} returned {type(value).__name__}; a retriever must return a "
+            "list of NodeWithScore / DocNode / str"
+        )
     out = []
     for i, h in enumerate(value):
         if isinstance(h, NodeWithScore):
@@ -34,8 +36,10 @@ def _hits(value: Any, who: str) -> list[NodeWithScore]:
         elif isinstance(h, str):
             out.append(NodeWithScore(DocNode(h), None))
         else:
-            raise ConfigError(f"{who} returned hit {i} of type {type(h).__name__}; expected "
-                              "NodeWithScore, DocNode or str")
+            raise ConfigError(
+                f"{who} returned hit {i} of type {type(h).__name__}; expected "
+                "NodeWithScore, DocNode or str"
+            )
     return out
 
 
@@ -52,8 +56,9 @@ class RetrieverAdapter:
         self.is_fastrag = isinstance(inner, Retriever)
         self._abatch = _pipeline_batch(inner)
         batch = getattr(inner, "batch", None)
-        self._batch = batch if (self.is_fastrag or callable(batch)) and \
-            self._abatch is None else None
+        self._batch = (
+            batch if (self.is_fastrag or callable(batch)) and self._abatch is None else None
+        )
         if self._batch is None and self._abatch is None and not callable(inner):
             raise ConfigError(
                 f"{name} must be a fastrag.Retriever or a callable query str -> list of nodes, "
@@ -85,8 +90,9 @@ class RetrieverAdapter:
             else:
                 out = await asyncio.to_thread(self._batch, texts)
             if not isinstance(out, Sequence) or len(out) != len(texts):
-                raise ConfigError(f"{self.name}.batch returned {len(out)} lists for "
-                                  f"{len(texts)} queries")
+                raise ConfigError(
+                    f"{self.name}.batch returned {len(out)} lists for {len(texts)} queries"
+                )
             return [_hits(h, self.name) for h in out]
         if flt is not None:
             raise ConfigError(

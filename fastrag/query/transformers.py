@@ -67,14 +67,14 @@ class QueryTransformer(QueryComponent):
         """Async :meth:`transform`."""
         return (await self._abatch([as_query(query)], False))[0]
 
-    def batch(self, queries: list[Query | str], *, return_exceptions: bool = False
-              ) -> list[Query]:
+    def batch(self, queries: list[Query | str], *, return_exceptions: bool = False) -> list[Query]:
         """Transform many queries; all LLM calls concurrent under ``max_concurrency``.
         A failure raises (naming the query index) unless ``return_exceptions=True``."""
         return run(self.abatch(queries, return_exceptions=return_exceptions))
 
-    async def abatch(self, queries: list[Query | str], *, return_exceptions: bool = False
-                     ) -> list[Query]:
+    async def abatch(
+        self, queries: list[Query | str], *, return_exceptions: bool = False
+    ) -> list[Query]:
         """Async :meth:`batch`."""
         return await self._abatch(queries, return_exceptions)
 
@@ -87,8 +87,13 @@ class RewriteQueryTransformer(QueryTransformer):
     """Rewrites a verbose, ambiguous or noisy query into a concise one for ``target_search_system``
     ("vector store", "web search engine", ...)."""
 
-    def __init__(self, llm: Any = None, target_search_system: str = "vector store",
-                 prompt_template: Any = None, **kw: Any) -> None:
+    def __init__(
+        self,
+        llm: Any = None,
+        target_search_system: str = "vector store",
+        prompt_template: Any = None,
+        **kw: Any,
+    ) -> None:
         super().__init__(llm, prompt_template=check_template(prompt_template, "rewrite"), **kw)
         self.target_search_system = check_str("target_search_system", target_search_system)
 
@@ -105,8 +110,7 @@ class CompressionQueryTransformer(QueryTransformer):
     without history passes through unchanged, with no LLM call. The result has no history."""
 
     def __init__(self, llm: Any = None, prompt_template: Any = None, **kw: Any) -> None:
-        super().__init__(llm, prompt_template=check_template(prompt_template, "compression"),
-                         **kw)
+        super().__init__(llm, prompt_template=check_template(prompt_template, "compression"), **kw)
 
     async def _aone(self, query: Query, call: Call) -> Query:
         if not query.history:
@@ -120,15 +124,32 @@ class CompressionQueryTransformer(QueryTransformer):
 # -- language of a query, by script (and English function words) ----------------------------------
 
 _LANGS: dict[str, str] = {
-    "english": "en", "en": "en", "英语": "en", "英文": "en",
-    "chinese": "zh", "zh": "zh", "中文": "zh", "汉语": "zh", "simplified chinese": "zh",
-    "japanese": "ja", "ja": "ja", "日语": "ja",
-    "korean": "ko", "ko": "ko", "韩语": "ko",
-    "russian": "ru", "ru": "ru", "俄语": "ru",
-    "greek": "el", "el": "el",
-    "arabic": "ar", "ar": "ar",
-    "hebrew": "he", "he": "he",
-    "thai": "th", "th": "th",
+    "english": "en",
+    "en": "en",
+    "英语": "en",
+    "英文": "en",
+    "chinese": "zh",
+    "zh": "zh",
+    "中文": "zh",
+    "汉语": "zh",
+    "simplified chinese": "zh",
+    "japanese": "ja",
+    "ja": "ja",
+    "日语": "ja",
+    "korean": "ko",
+    "ko": "ko",
+    "韩语": "ko",
+    "russian": "ru",
+    "ru": "ru",
+    "俄语": "ru",
+    "greek": "el",
+    "el": "el",
+    "arabic": "ar",
+    "ar": "ar",
+    "hebrew": "he",
+    "he": "he",
+    "thai": "th",
+    "th": "th",
 }
 # Cyrillic letters that Russian does not use (Ukrainian, Belarusian, Serbian, ...).
 _NOT_RUSSIAN = set("іїєґўђјљњћџѕ")
@@ -189,10 +210,14 @@ class TranslationQueryTransformer(QueryTransformer):
     trained on). A query already in that language (decided by script, and for English by
     function words) passes through with no LLM call; when unsure, the model decides."""
 
-    def __init__(self, llm: Any = None, target_language: str = "english",
-                 prompt_template: Any = None, **kw: Any) -> None:
-        super().__init__(llm, prompt_template=check_template(prompt_template, "translation"),
-                         **kw)
+    def __init__(
+        self,
+        llm: Any = None,
+        target_language: str = "english",
+        prompt_template: Any = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(llm, prompt_template=check_template(prompt_template, "translation"), **kw)
         self.target_language = check_str("target_language", target_language, strip=True)
 
     async def _aone(self, query: Query, call: Call) -> Query:

@@ -13,10 +13,21 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["why_no_hits"]
 
 _HAN = re.compile("[\u3400-\u9fff]")
-_LANGUAGE_NAMES = {"en": "English", "zh": "Chinese", "ja": "Japanese", "ko": "Korean",
-                   "ru": "Russian", "fr": "French", "de": "German", "es": "Spanish",
-                   "pt": "Portuguese", "it": "Italian", "nl": "Dutch", "el": "Greek",
-                   "ar": "Arabic"}
+_LANGUAGE_NAMES = {
+    "en": "English",
+    "zh": "Chinese",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "ru": "Russian",
+    "fr": "French",
+    "de": "German",
+    "es": "Spanish",
+    "pt": "Portuguese",
+    "it": "Italian",
+    "nl": "Dutch",
+    "el": "Greek",
+    "ar": "Arabic",
+}
 # analyzers that keep a run of Chinese characters as one word (a question never matches)
 _WORD_ANALYZERS = ("bm25_english",)
 
@@ -39,32 +50,41 @@ def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -
     if not isinstance(query, str) or not query.strip():
         return "the query is empty: type a question or a few keywords"
     if mask is not None and not mask.any():
-        return (f"the filter {flt!r} matches none of the {len(group):,} nodes of {where}: "
-                "loosen or drop the filter")
+        return (
+            f"the filter {flt!r} matches none of the {len(group):,} nodes of {where}: "
+            "loosen or drop the filter"
+        )
     cut = ret.similarity_cut_off
     if ret.sim.kind in ("bm25", "hybrid"):
         analyzer = ret.bm25_analyzer()
         terms = analyzer(query)
         if not terms:
-            return (f"the query has no indexable terms: the {analyzer.name!r} analyzer drops "
-                    "all of it (stopwords, punctuation, symbols); use content words")
+            return (
+                f"the query has no indexable terms: the {analyzer.name!r} analyzer drops "
+                "all of it (stopwords, punctuation, symbols); use content words"
+            )
         vocab = ret.bm25_vocabulary()
         if not any(t in vocab for t in terms):
             shown = ", ".join(dict.fromkeys(terms[:8]))
             msg = f"none of the query's terms ({shown}) occurs in {where}"
             if _HAN.search(query) and ret.sim.analyzer in _WORD_ANALYZERS:
-                return (f"{msg}: similarity {ret.similarity!r} keeps a run of Chinese "
-                        "characters as one word; search with similarity 'bm25' (the default, "
-                        "any script) or 'bm25_chinese'")
+                return (
+                    f"{msg}: similarity {ret.similarity!r} keeps a run of Chinese "
+                    "characters as one word; search with similarity 'bm25' (the default, "
+                    "any script) or 'bm25_chinese'"
+                )
             asked = detect_text_language(query)
             held = _languages(group)
             if asked and held and asked not in held:
-                return (f"{msg}: the question is in {_name(asked)} and the documents are in "
-                        f"{', '.join(sorted(_name(x) for x in held))}; ask in their language "
-                        "or search with similarity 'hybrid' (multilingual embeddings match "
-                        "across languages)")
+                return (
+                    f"{msg}: the question is in {_name(asked)} and the documents are in "
+                    f"{', '.join(sorted(_name(x) for x in held))}; ask in their language "
+                    "or search with similarity 'hybrid' (multilingual embeddings match "
+                    "across languages)"
+                )
             return f"{msg}: try other words, or similarity 'hybrid' to match by meaning"
     if cut is not None:
-        return (f"no node of {where} scored above similarity_cut_off={cut}: lower or drop "
-                "the cut-off")
+        return (
+            f"no node of {where} scored above similarity_cut_off={cut}: lower or drop the cut-off"
+        )
     return f"no node of {where} matches the query"

@@ -45,13 +45,15 @@ def check_fusion(params: dict, other: tuple[str, ...]) -> dict:
             opts[key] = params[key]
     opts["fusion"] = check_choice("fusion", opts["fusion"], FUSIONS)
     opts["rrf_k"] = check_number("rrf_k", opts["rrf_k"], min=0, note="usually 60")
-    opts["depth"] = check_int("depth", opts["depth"], min=1,
-                              note="hits taken from each path before fusing")
+    opts["depth"] = check_int(
+        "depth", opts["depth"], min=1, note="hits taken from each path before fusing"
+    )
     w = opts["weights"]
     if w is not None:
         if isinstance(w, (str, bytes)) or not isinstance(w, Sequence) or not w:
-            raise ConfigError(f"weights must be a list of numbers (BM25's, then each embed "
-                              f"key's), got {w!r}")
+            raise ConfigError(
+                f"weights must be a list of numbers (BM25's, then each embed key's), got {w!r}"
+            )
         opts["weights"] = [check_number("weights[i]", x, min=0) for x in w]
     return opts
 
@@ -74,13 +76,19 @@ def _contributions(rows, scores, counts, method: str, weight: float, rrf_k: floa
     return q, rows[valid], contrib
 
 
-def fuse_hits(results: Sequence[Hits], k: int, method: str = "rrf",
-              weights: Sequence[float] | None = None, rrf_k: float = 60.0) -> Hits:
+def fuse_hits(
+    results: Sequence[Hits],
+    k: int,
+    method: str = "rrf",
+    weights: Sequence[float] | None = None,
+    rrf_k: float = 60.0,
+) -> Hits:
     """The top ``k`` of each query after fusing ``results`` (one ``Hits`` per path)."""
     nq = results[0][0].shape[0]
     w = [1.0] * len(results) if weights is None else [float(x) for x in weights]
-    parts = [_contributions(r, s, c, method, wi, rrf_k)
-             for (r, s, c), wi in zip(results, w, strict=True)]
+    parts = [
+        _contributions(r, s, c, method, wi, rrf_k) for (r, s, c), wi in zip(results, w, strict=True)
+    ]
     q = np.concatenate([p[0] for p in parts]).astype(np.int64)
     row = np.concatenate([p[1] for p in parts]).astype(np.int64)
     contrib = np.concatenate([p[2] for p in parts])

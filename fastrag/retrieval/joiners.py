@@ -155,13 +155,16 @@ class BaseDocumentJoiner:
         check_list("lists", lists, "hit lists (one per retriever)")
         return self.batch([lists])[0]
 
-    def join(self, documents_for_query: Mapping[Any, Sequence[Sequence[NodeWithScore]]]
-             ) -> list[NodeWithScore]:
+    def join(
+        self, documents_for_query: Mapping[Any, Sequence[Sequence[NodeWithScore]]]
+    ) -> list[NodeWithScore]:
         """Spring AI's ``join(Map<Query, List<List<Document>>>)``: the hit lists of every
         query (in the mapping's order) joined into one list."""
         if not isinstance(documents_for_query, Mapping):
-            raise ConfigError(f"documents_for_query must be a mapping of queries to lists of "
-                              f"hit lists, got {type(documents_for_query).__name__}")
+            raise ConfigError(
+                f"documents_for_query must be a mapping of queries to lists of "
+                f"hit lists, got {type(documents_for_query).__name__}"
+            )
         return self([lst for lists in documents_for_query.values() for lst in lists])
 
     def batch(

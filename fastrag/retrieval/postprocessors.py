@@ -183,13 +183,16 @@ class Deduplicate(NodePostprocessor):
     folder left out, so translations of one page collapse to the best of them.
     """
 
-    def __init__(self, by: str | Callable[[NodeWithScore], Any] = "id",
-                 key: str | None = None) -> None:
+    def __init__(
+        self, by: str | Callable[[NodeWithScore], Any] = "id", key: str | None = None
+    ) -> None:
         if not callable(by):
             check_choice("by", by, ("id", "text", "metadata"))
         if (by == "metadata") != (key is not None):
-            raise ConfigError("Deduplicate(by='metadata') needs key='field' (a metadata field "
-                              "name), and key= goes only with by='metadata'")
+            raise ConfigError(
+                "Deduplicate(by='metadata') needs key='field' (a metadata field "
+                "name), and key= goes only with by='metadata'"
+            )
         if key is not None:
             check_str("key", key)
         self.by = by

@@ -68,8 +68,15 @@ def _check_queries(nodes_per_query: Any, queries: Any) -> list[str]:
 
 def _node_dict(h: NodeWithScore) -> dict[str, Any]:
     n = h.node
-    return {"id": n.id, "content": n.text, "text": n.text, "embedding": n.embedding or {},
-            "metadata": n.metadata, "group": n.group, "score": h.score}
+    return {
+        "id": n.id,
+        "content": n.text,
+        "text": n.text,
+        "embedding": n.embedding or {},
+        "metadata": n.metadata,
+        "group": n.group,
+        "score": h.score,
+    }
 
 
 class Reranker:
@@ -457,8 +464,7 @@ class ModuleReranker(Reranker):
         texts = [[h.node.get_content() for h in hits] for hits in hits_per_query]
         scores = self.scorer.score_batch(queries, texts)
         return [
-            _sorted_topk(hits, s, self.topk)
-            for hits, s in zip(hits_per_query, scores, strict=True)
+            _sorted_topk(hits, s, self.topk) for hits, s in zip(hits_per_query, scores, strict=True)
         ]
 
 

@@ -79,14 +79,21 @@ class Retriever:
     ) -> None:
         from fastrag.documents.document import Document
 
-        given = {"topk": topk, "similarity_cut_off": similarity_cut_off, "index": index,
-                 "filter": filter}
-        set_by_name = {k for k, v in given.items()
-                       if v is not None and not (k == "index" and v == "default")}
+        given = {
+            "topk": topk,
+            "similarity_cut_off": similarity_cut_off,
+            "index": index,
+            "filter": filter,
+        }
+        set_by_name = {
+            k for k, v in given.items() if v is not None and not (k == "index" and v == "default")
+        }
         for name, value in _positional(args, set_by_name).items():
             if name in set_by_name:
-                raise ConfigError(f"{name} given both by position and by keyword; pass "
-                                  f"Retriever(doc, group_name, similarity, {name}=...) once")
+                raise ConfigError(
+                    f"{name} given both by position and by keyword; pass "
+                    f"Retriever(doc, group_name, similarity, {name}=...) once"
+                )
             given[name] = value
         topk, similarity_cut_off = given["topk"], given["similarity_cut_off"]
         index, filter = given["index"], given["filter"]
@@ -103,9 +110,11 @@ class Retriever:
         if index not in ("default", "map", "hnsw"):
             raise ConfigError(f"unknown index {index!r}; use 'default', 'map' or 'hnsw'")
         if index == "hnsw" and self.sim.kind not in ("dense", "hybrid"):
-            raise ConfigError(f"index='hnsw' needs a dense similarity ('cosine', 'dot' or "
-                              f"'hybrid'), "
-                              f"not {similarity!r}")
+            raise ConfigError(
+                f"index='hnsw' needs a dense similarity ('cosine', 'dot' or "
+                f"'hybrid'), "
+                f"not {similarity!r}"
+            )
         self.index = index
         self.filter = filter
         self.map_key = map_key
@@ -122,11 +131,16 @@ class Retriever:
         if self.sim.kind == "hybrid":
             self.fusion = check_fusion(params, _BM25_PARAMS + _HNSW_PARAMS)
         if self.sim.kind in ("bm25", "hybrid"):
-            unknown = set(params) - set(_BM25_PARAMS) - set(self.fusion or ()) - (
-                set(_HNSW_PARAMS) if self.fusion else set())
+            unknown = (
+                set(params)
+                - set(_BM25_PARAMS)
+                - set(self.fusion or ())
+                - (set(_HNSW_PARAMS) if self.fusion else set())
+            )
             if unknown:
-                raise ConfigError(f"unknown BM25 parameters {sorted(unknown)}; "
-                                  f"known: {list(_BM25_PARAMS)}")
+                raise ConfigError(
+                    f"unknown BM25 parameters {sorted(unknown)}; known: {list(_BM25_PARAMS)}"
+                )
             from fastrag.indexes.bm25 import check_bm25_params
 
             check_bm25_params(**{p: params[p] for p in _BM25_PARAMS if p in params})
@@ -136,14 +150,20 @@ class Retriever:
         elif self.sim.kind == "dense":
             unknown = set(params) - set(_HNSW_PARAMS)
             if unknown:
-                raise ConfigError(f"unknown parameters {sorted(unknown)} for similarity "
-                                  f"{similarity!r}; known: {list(_HNSW_PARAMS)}")
+                raise ConfigError(
+                    f"unknown parameters {sorted(unknown)} for similarity "
+                    f"{similarity!r}; known: {list(_HNSW_PARAMS)}"
+                )
         self.embed_keys = self._check_embed_keys(embed_keys)
-        if self.fusion and self.fusion["weights"] is not None and (
-                len(self.fusion["weights"]) != 1 + len(self.embed_keys)):
+        if (
+            self.fusion
+            and self.fusion["weights"] is not None
+            and (len(self.fusion["weights"]) != 1 + len(self.embed_keys))
+        ):
             raise ConfigError(
                 f"weights has {len(self.fusion['weights'])} numbers; hybrid fuses "
-                f"{1 + len(self.embed_keys)} paths (BM25, then embed keys {self.embed_keys})")
+                f"{1 + len(self.embed_keys)} paths (BM25, then embed keys {self.embed_keys})"
+            )
         self.similarity_cut_off = self._check_cutoff(similarity_cut_off)
         if len(doc.group(group_name)) == 0:  # builds the group now (it is lazy)
             raise ConfigError(_no_nodes(doc, group_name))
@@ -156,12 +176,14 @@ class Retriever:
         if self.sim.analyzer not in ("bm25", "bm25_english"):
             raise ConfigError(
                 f"stemmer={stemmer!r} applies to similarities 'bm25', 'bm25_english' and "
-                f"'hybrid', not {self.similarity!r}; drop stemmer= or use similarity='bm25'")
+                f"'hybrid', not {self.similarity!r}; drop stemmer= or use similarity='bm25'"
+            )
         if analyzer is not None:
             raise ConfigError(
                 f"stemmer={stemmer!r} and analyzer= were both given; stemmer= configures the "
                 "built-in 'bm25' analyzer, so drop it and set stemming on your analyzer "
-                "(e.g. fastrag.analysis.EnglishAnalyzer(stemmer='english'))")
+                "(e.g. fastrag.analysis.EnglishAnalyzer(stemmer='english'))"
+            )
         return {"stemmer": stemmer}
 
     def _check_embed_keys(self, embed_keys):
@@ -181,8 +203,9 @@ class Retriever:
             )
         missing = [k for k in keys if k not in self.doc.embed]
         if missing:
-            raise ConfigError(f"unknown embed keys {missing}; the Document has "
-                              f"{sorted(self.doc.embed)}")
+            raise ConfigError(
+                f"unknown embed keys {missing}; the Document has {sorted(self.doc.embed)}"
+            )
         return keys
 
     def _check_cutoff(self, cut):
@@ -193,8 +216,10 @@ class Retriever:
                 raise ConfigError("a per-key similarity_cut_off dict needs embedding similarity")
             unknown = set(cut) - set(self.embed_keys)
             if unknown:
-                raise ConfigError(f"similarity_cut_off has unknown keys {sorted(unknown)}; "
-                                  f"embed keys: {self.embed_keys}")
+                raise ConfigError(
+                    f"similarity_cut_off has unknown keys {sorted(unknown)}; "
+                    f"embed keys: {self.embed_keys}"
+                )
             return {k: float(v) for k, v in cut.items()}
         if isinstance(cut, bool) or not isinstance(cut, (int, float)):
             raise ConfigError(f"similarity_cut_off must be a number or dict, got {cut!r}")
@@ -205,8 +230,9 @@ class Retriever:
         return cut.get(key) if isinstance(cut, dict) else cut
 
     # -- public API --------------------------------------------------------------------------
-    def __call__(self, query: Any, *, filter: Any = None, topk: int | None = None
-                 ) -> list[NodeWithScore]:
+    def __call__(
+        self, query: Any, *, filter: Any = None, topk: int | None = None
+    ) -> list[NodeWithScore]:
         """The top-k nodes for ``query`` (a str, or a :class:`~fastrag.Query` whose
         ``context["filter"]`` applies as Spring AI's filter expression), best first (``[]``
         for an empty query)."""
@@ -217,8 +243,9 @@ class Retriever:
 
     retrieve = __call__  # LlamaIndex's retriever.retrieve(q)
 
-    def batch(self, queries: Sequence[Any], *, filter: Any = None, topk: int | None = None
-              ) -> list[list[NodeWithScore]]:
+    def batch(
+        self, queries: Sequence[Any], *, filter: Any = None, topk: int | None = None
+    ) -> list[list[NodeWithScore]]:
         """Top-k lists for many queries (str or :class:`~fastrag.Query`) in one pass per
         filter."""
         split = _by_filter(queries, filter)
@@ -226,8 +253,7 @@ class Retriever:
             out: list[list[NodeWithScore]] = [[] for _ in queries]
             for flt, idx in split:
                 texts = [getattr(queries[i], "text", queries[i]) for i in idx]
-                for i, hits in zip(idx, self.batch(texts,
-                                                   filter=flt, topk=topk), strict=True):
+                for i, hits in zip(idx, self.batch(texts, filter=flt, topk=topk), strict=True):
                     out[i] = hits
             return out
         group, (rows, scores, counts) = self._run(queries, filter, topk)
@@ -235,12 +261,19 @@ class Retriever:
         for q in range(len(rows)):
             c = int(counts[q])
             nodes = group.nodes(rows[q, :c])
-            out.append([NodeWithScore(n, float(s))
-                        for n, s in zip(nodes, scores[q, :c], strict=True)])
+            out.append(
+                [NodeWithScore(n, float(s)) for n, s in zip(nodes, scores[q, :c], strict=True)]
+            )
         return out
 
-    def batch_arrow(self, queries: Sequence[str], *, filter: Any = None,
-                    topk: int | None = None, columns: Sequence[str] = ()) -> pa.Table:
+    def batch_arrow(
+        self,
+        queries: Sequence[str],
+        *,
+        filter: Any = None,
+        topk: int | None = None,
+        columns: Sequence[str] = (),
+    ) -> pa.Table:
         """All hits as one Arrow table ``(query_idx, rank, node_id, score)``, best first;
         ``rank`` starts at 1, as everywhere in fastrag (CLI, server, Ray).
 
@@ -264,9 +297,11 @@ class Retriever:
             if "text" in extra:
                 out["text"] = taken.column("text")
             if "metadata" in extra:
-                out["metadata"] = (taken.column("metadata") if group.parent_name is None else
-                                   pa.array(full_metadata_json(taken, self.doc.group("root")),
-                                            pa.string()))
+                out["metadata"] = (
+                    taken.column("metadata")
+                    if group.parent_name is None
+                    else pa.array(full_metadata_json(taken, self.doc.group("root")), pa.string())
+                )
         return pa.table(out)
 
     def why_no_hits(self, query: str, *, filter: Any = None) -> str:
@@ -338,8 +373,10 @@ class Retriever:
         if callable(flt) and not hasattr(flt, "build"):
             mask = np.asarray(flt(group.table))
             if mask.dtype != bool or mask.shape != (n,):
-                raise ConfigError(f"filter callable must return a bool mask of {n} rows, "
-                                  f"got dtype {mask.dtype} shape {mask.shape}")
+                raise ConfigError(
+                    f"filter callable must return a bool mask of {n} rows, "
+                    f"got dtype {mask.dtype} shape {mask.shape}"
+                )
             return mask
         from fastrag.indexes.filters import filter_mask
 
@@ -373,14 +410,16 @@ class Retriever:
         for attempt in (0, 1):
             q_values, q_offsets = encode_queries(queries, analyzer, vocab)
             try:
-                return index.search(q_values, q_offsets, k, mask=mask, cutoff=cutoff,
-                                    num_threads=self.num_threads)
+                return index.search(
+                    q_values, q_offsets, k, mask=mask, cutoff=cutoff, num_threads=self.num_threads
+                )
             except StoreError as exc:  # a stored index whose postings proved damaged
                 if attempt:
                     raise
                 params = {p: self.params[p] for p in _BM25_PARAMS if p in self.params}
-                index, vocab = self.doc.derived.rebuild_bm25(group, analyzer, params,
-                                                             self.num_workers, exc)
+                index, vocab = self.doc.derived.rebuild_bm25(
+                    group, analyzer, params, self.num_workers, exc
+                )
 
     # -- map ---------------------------------------------------------------------------------
     def _search_map(self, group, queries, k, mask) -> Hits:
@@ -414,8 +453,7 @@ class Retriever:
             vecs = self.doc.derived.vectors(group, key)
             qv = self.doc.embed_queries(queries, key)
             for i in range(len(queries)):
-                s = (fn(qv[i], vecs, **kw) if self.sim.batch
-                     else [fn(qv[i], v, **kw) for v in vecs])
+                s = fn(qv[i], vecs, **kw) if self.sim.batch else [fn(qv[i], v, **kw) for v in vecs]
                 all_scores[i] = _scores_array(s, n, self.similarity)
             results.append(_topk_scores(all_scores, k, mask, self._cutoff_for(key)))
         return results[0] if len(results) == 1 else _merge_hits(results, k)
@@ -433,9 +471,15 @@ class Retriever:
         for key in self.embed_keys:
             index = self._dense_index(group, key)
             qv = self.doc.embed_queries(queries, key)
-            results.append(index.search(qv, k, mask=mask,
-                                        cutoff=None if fused else self._cutoff_for(key),
-                                        num_threads=self.num_threads))
+            results.append(
+                index.search(
+                    qv,
+                    k,
+                    mask=mask,
+                    cutoff=None if fused else self._cutoff_for(key),
+                    num_threads=self.num_threads,
+                )
+            )
         return results
 
     def _search_dense(self, group, queries, k, mask) -> Hits:
@@ -450,8 +494,9 @@ class Retriever:
         for key in self.embed_keys:
             index = self.doc.derived.sparse(group, key)
             qd = self.doc.embed_sparse_queries(queries, key)
-            rows, scores, counts = index.search(qd, k, mask=mask, cutoff=self._cutoff_for(key),
-                                                num_threads=self.num_threads)
+            rows, scores, counts = index.search(
+                qd, k, mask=mask, cutoff=self._cutoff_for(key), num_threads=self.num_threads
+            )
             results.append((rows, np.where(rows >= 0, scores, 0).astype(np.float32), counts))
         return results[0] if len(results) == 1 else _merge_hits(results, k)
 
@@ -500,13 +545,17 @@ def _no_nodes(doc: Document, group_name: str) -> str:
     """Why ``group_name`` has no nodes, and the fix."""
     n_roots = len(doc.group("root"))
     if n_roots == 0:
-        return (f"group {group_name!r} has no nodes: the Document holds no documents (its "
-                "sources gave no text, e.g. the source folder had no readable files); add "
-                "documents with doc.add(...) or point the Document at files with text, then "
-                "create the Retriever")
-    return (f"group {group_name!r} has no nodes: its transform made none from the Document's "
-            f"{n_roots} root nodes; check the transform given to create_node_group, or "
-            "retrieve from another group")
+        return (
+            f"group {group_name!r} has no nodes: the Document holds no documents (its "
+            "sources gave no text, e.g. the source folder had no readable files); add "
+            "documents with doc.add(...) or point the Document at files with text, then "
+            "create the Retriever"
+        )
+    return (
+        f"group {group_name!r} has no nodes: its transform made none from the Document's "
+        f"{n_roots} root nodes; check the transform given to create_node_group, or "
+        "retrieve from another group"
+    )
 
 
 def _by_filter(queries: Sequence[Any], filter: Any) -> list[tuple[Any, list[int]]] | None:
@@ -541,8 +590,10 @@ def _takes_no_arguments(fn: Any) -> bool:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
-    return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                   for p in params)
+    return not any(
+        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        for p in params
+    )
 
 
 def check_queries(queries: Any) -> None:
@@ -565,8 +616,7 @@ def _scores_array(s, n: int, name: str) -> np.ndarray:
     return arr
 
 
-def _topk_scores(scores: np.ndarray, k: int, mask: np.ndarray | None,
-                 cutoff: float | None) -> Hits:
+def _topk_scores(scores: np.ndarray, k: int, mask: np.ndarray | None, cutoff: float | None) -> Hits:
     """Top-k of a dense (n_q, n) score matrix: best first, ties by row; NaN never returned."""
     from fastrag._kernels.topk import topk_rows
 
@@ -610,8 +660,9 @@ HIT_COLUMNS: tuple[str, ...] = ("text", "metadata")
 
 def _check_columns(columns: Any) -> tuple[str, ...]:
     if isinstance(columns, str) or not isinstance(columns, Sequence):
-        raise ConfigError(f"columns must be a list of column names out of {list(HIT_COLUMNS)}, "
-                          f"got {columns!r}")
+        raise ConfigError(
+            f"columns must be a list of column names out of {list(HIT_COLUMNS)}, got {columns!r}"
+        )
     bad = [c for c in columns if c not in HIT_COLUMNS]
     if bad:
         raise ConfigError(f"unknown hit column(s) {bad}; batch_arrow can add {list(HIT_COLUMNS)}")

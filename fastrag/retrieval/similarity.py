@@ -40,7 +40,10 @@ _BUILTIN = frozenset(_REGISTRY)
 
 
 def register_similarity(
-    func: Callable | None = None, *, name: str | None = None, mode: str = "text",
+    func: Callable | None = None,
+    *,
+    name: str | None = None,
+    mode: str = "text",
     batch: bool = True,
 ):
     """Register a scorer under ``name`` (default: the function's name); usable as a decorator.

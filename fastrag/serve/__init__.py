@@ -23,8 +23,11 @@ __all__ = ["create_app", "serve", "serve_config"]
 def _require_extra() -> None:
     from fastrag.errors import missing_extra
 
-    for modules, package in ((("fastapi",), "fastapi"), (("uvicorn",), "uvicorn"),
-                             (("python_multipart", "multipart"), "python-multipart")):
+    for modules, package in (
+        (("fastapi",), "fastapi"),
+        (("uvicorn",), "uvicorn"),
+        (("python_multipart", "multipart"), "python-multipart"),
+    ):
         for module in modules:
             try:
                 __import__(module)
@@ -44,8 +47,9 @@ def create_app(target: Any, **kw: Any) -> Any:
     return _create(target, **kw)
 
 
-def serve(target: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
-          **kw: Any) -> None:
+def serve(
+    target: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info", **kw: Any
+) -> None:
     """Serve ``target`` over HTTP on ``host:port`` (127.0.0.1 by default: pass
     ``host="0.0.0.0"`` deliberately to listen on every interface) until interrupted. Keyword
     arguments go to :func:`create_app`."""
@@ -56,12 +60,19 @@ def serve(target: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: 
 
     setup_logging(log_level)
     app = create_app(target, **kw)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=False,
-                server_header=False)
+    uvicorn.run(
+        app, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False
+    )
 
 
-def serve_config(cfg: dict[str, Any], *, host: str = "127.0.0.1", port: int = 8000,
-                 workers: int = 1, log_level: str = "info") -> None:
+def serve_config(
+    cfg: dict[str, Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    log_level: str = "info",
+) -> None:
     """Serve a ``fastrag serve`` command line's config (see
     :func:`fastrag.serve.app.app_from_config`); ``workers > 1`` starts that many processes,
     each opening the store read-only, one of them the writer, all sharing one tasks folder
@@ -73,8 +84,13 @@ def serve_config(cfg: dict[str, Any], *, host: str = "127.0.0.1", port: int = 80
     from fastrag.serve.tasks import default_tasks_dir
 
     cfg = dict(cfg, log_level=log_level)
-    opts = {"host": host, "port": port, "log_level": log_level, "proxy_headers": False,
-            "server_header": False}
+    opts = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "proxy_headers": False,
+        "server_header": False,
+    }
     if workers <= 1:
         uvicorn.run(app_from_config(cfg), **opts)
         return

@@ -80,8 +80,14 @@ from fastrag.serve.schemas import UNSUPPORTED_CHAT_FIELDS, ChatCompletionRequest
 from fastrag.serve.tasks import TaskStore, Writer, default_tasks_dir
 from fastrag.serve.uploads import install_document_routes
 
-__all__ = ["ARROW_STREAM", "ServeSettings", "app_from_config", "app_from_env", "create_app",
-           "setup_logging"]
+__all__ = [
+    "ARROW_STREAM",
+    "ServeSettings",
+    "app_from_config",
+    "app_from_env",
+    "create_app",
+    "setup_logging",
+]
 
 log = logging.getLogger("fastrag.serve")
 
@@ -134,14 +140,25 @@ def create_app(
     ``model_name`` ("fastrag").
     """
     llm_key = getattr(llm, "api_key", None)
-    settings = ServeSettings(api_key=api_key, secrets=(*secrets, *([llm_key] if llm_key else [])),
-                             **limits)
+    settings = ServeSettings(
+        api_key=api_key, secrets=(*secrets, *([llm_key] if llm_key else [])), **limits
+    )
     metrics = Metrics()
-    engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm,
-                         mode=mode, compress_history=compress_history, batching=batching,
-                         batch_window_ms=batch_window_ms, max_batch=max_batch,
-                         search_threads=search_threads, metrics=metrics,
-                         chat_memory=chat_memory)
+    engine = ServeEngine(
+        target,
+        group=group,
+        similarity=similarity,
+        topk=topk,
+        llm=llm,
+        mode=mode,
+        compress_history=compress_history,
+        batching=batching,
+        batch_window_ms=batch_window_ms,
+        max_batch=max_batch,
+        search_threads=search_threads,
+        metrics=metrics,
+        chat_memory=chat_memory,
+    )
     store = _store_of(target)
     if tasks_dir is None and store is not None:
         tasks_dir = default_tasks_dir(store)
@@ -159,8 +176,11 @@ def _store_of(target: Any) -> Path | None:
 
     if isinstance(target, (str, os.PathLike)):
         return Path(target)
-    doc = target if isinstance(target, Document) else next(
-        (a.inner.doc for a in getattr(target, "retrievers", ()) if a.is_fastrag), None)
+    doc = (
+        target
+        if isinstance(target, Document)
+        else next((a.inner.doc for a in getattr(target, "retrievers", ()) if a.is_fastrag), None)
+    )
     return Path(doc.store.path) if doc is not None and doc.store is not None else None
 
 
@@ -169,8 +189,15 @@ class _State:
     ``start`` runs from the lifespan, or from the first request when the app is mounted in
     another app (Starlette runs no lifespan of a mounted app)."""
 
-    def __init__(self, engine: ServeEngine, writer: Writer, metrics: Metrics,
-                 settings: ServeSettings, tasks_dir: Path, owned_tasks_dir: bool) -> None:
+    def __init__(
+        self,
+        engine: ServeEngine,
+        writer: Writer,
+        metrics: Metrics,
+        settings: ServeSettings,
+        tasks_dir: Path,
+        owned_tasks_dir: bool,
+    ) -> None:
         self.engine, self.writer, self.metrics, self.settings = engine, writer, metrics, settings
         self.tasks_dir = tasks_dir
         self.remove_at_stop = tasks_dir if owned_tasks_dir else None
@@ -201,8 +228,14 @@ class _State:
         self.metrics.set("fastrag_ready", 1)
         batching = "on" if engine.batcher is not None else "off"
         temporary = " (temporary)" if self.remove_at_stop is not None else ""
-        log.info("fastrag serve ready in %.1f s: group %r, micro-batching %s; upload tasks in "
-                 "%s%s", self.seconds, engine.default_group, batching, self.tasks_dir, temporary)
+        log.info(
+            "fastrag serve ready in %.1f s: group %r, micro-batching %s; upload tasks in %s%s",
+            self.seconds,
+            engine.default_group,
+            batching,
+            self.tasks_dir,
+            temporary,
+        )
 
     def stop(self) -> None:
         if self._task is not None:
@@ -213,8 +246,15 @@ class _State:
             shutil.rmtree(self.remove_at_stop, ignore_errors=True)
 
 
-def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks: TaskStore,
-           keys: IdempotencyKeys, writer: Writer, owned_tasks_dir: bool) -> Any:
+def _build(
+    engine: ServeEngine,
+    settings: ServeSettings,
+    metrics: Metrics,
+    tasks: TaskStore,
+    keys: IdempotencyKeys,
+    writer: Writer,
+    owned_tasks_dir: bool,
+) -> Any:
     state = _State(engine, writer, metrics, settings, tasks.root, owned_tasks_dir)
 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -224,8 +264,13 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         finally:
             state.stop()
 
-    app = FastAPI(title="fastrag serve", lifespan=contextlib.asynccontextmanager(lifespan),
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="fastrag serve",
+        lifespan=contextlib.asynccontextmanager(lifespan),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.engine, app.state.settings, app.state.metrics = engine, settings, metrics
     app.state.tasks, app.state.writer = tasks, writer
     install_error_handlers(app, settings, metrics)
@@ -234,8 +279,11 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         if not state.ready:
             if state.error is not None:
                 raise ApiError(503, f"the server failed to start: {state.error}", "unavailable")
-            raise ApiError(503, "the server is starting (opening the store, compiling kernels); "
-                                "poll GET /ready", "unavailable")
+            raise ApiError(
+                503,
+                "the server is starting (opening the store, compiling kernels); poll GET /ready",
+                "unavailable",
+            )
         return engine
 
     # -- probes --------------------------------------------------------------------------------
@@ -247,11 +295,15 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
     async def ready() -> Any:
         ready_engine()
         doc = engine.doc
-        return {"status": "ready", "group": engine.default_group,
-                "similarity": (engine.retriever().similarity if doc is not None else None),
-                "documents": len(doc.group("root")) if doc is not None else None,
-                "batching": engine.batcher is not None, "chat": engine.can_chat,
-                "startup_seconds": state.seconds}
+        return {
+            "status": "ready",
+            "group": engine.default_group,
+            "similarity": (engine.retriever().similarity if doc is not None else None),
+            "documents": len(doc.group("root")) if doc is not None else None,
+            "batching": engine.batcher is not None,
+            "chat": engine.can_chat,
+            "startup_seconds": state.seconds,
+        }
 
     @app.get("/metrics")
     async def metrics_text() -> Response:
@@ -261,8 +313,11 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
     async def index() -> Any:
         page = STATIC_DIR / "index.html"
         if not page.is_file():
-            raise ApiError(404, "the chat page is not installed (fastrag/serve/static/index.html)",
-                           "not_found_error")
+            raise ApiError(
+                404,
+                "the chat page is not installed (fastrag/serve/static/index.html)",
+                "not_found_error",
+            )
         return FileResponse(page, media_type="text/html; charset=utf-8")
 
     @app.get("/static/{name}")
@@ -274,9 +329,17 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": settings.model_name, "object": "model",
-                                            "created": int(state.started),
-                                            "owned_by": "fastrag"}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": settings.model_name,
+                    "object": "model",
+                    "created": int(state.started),
+                    "owned_by": "fastrag",
+                }
+            ],
+        }
 
     # -- retrieval -------------------------------------------------------------------------------
     @app.post("/v1/retrieve")
@@ -284,8 +347,12 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         eng = ready_engine()
         req = await parse_body(request, RetrieveRequest)
         if len(req.queries) > settings.max_queries:
-            raise ApiError(400, f"{len(req.queries)} queries exceed the limit of "
-                                f"{settings.max_queries} per request; split them", param="queries")
+            raise ApiError(
+                400,
+                f"{len(req.queries)} queries exceed the limit of "
+                f"{settings.max_queries} per request; split them",
+                param="queries",
+            )
         check_lengths(req.queries, "queries", settings.max_query_chars)
         flt = check_filter(req.filter)
         ret = await checked_retriever(eng, req.group, req.similarity)
@@ -293,8 +360,9 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         try:
             hits = await eng.search(ret, req.queries, flt=flt, topk=req.topk, as_json=not arrow)
         except ConfigError as exc:  # e.g. a filter naming a field the metadata lacks
-            raise ApiError(400, str(exc), param="filter" if flt and "filter" in str(exc)
-                           else None) from None
+            raise ApiError(
+                400, str(exc), param="filter" if flt and "filter" in str(exc) else None
+            ) from None
         if arrow:
             return Response(_arrow_ipc(hits), media_type=ARROW_STREAM)
         enc = json.encoder.encode_basestring  # each query's hits came as JSON from the batch
@@ -304,17 +372,24 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
             reasons = await eng.why_no_hits(ret, [req.queries[i] for i in empty], flt)
             notes = ',"no_hits":' + json.dumps(
                 [{"query_idx": i, "reason": r} for i, r in zip(empty, reasons, strict=True)],
-                ensure_ascii=False)
-        return Response(f'{{"object":"list","group":{enc(ret.group_name)},"similarity":'
-                        f'{enc(ret.similarity)},"results":[{",".join(hits)}]{notes}}}'.encode(),
-                        media_type="application/json")
+                ensure_ascii=False,
+            )
+        return Response(
+            f'{{"object":"list","group":{enc(ret.group_name)},"similarity":'
+            f'{enc(ret.similarity)},"results":[{",".join(hits)}]{notes}}}'.encode(),
+            media_type="application/json",
+        )
 
     @app.get("/v1/groups")
     async def groups() -> dict[str, Any]:
         eng = ready_engine()
         listed = await asyncio.to_thread(eng.groups)
-        return {"object": "list", "default": eng.default_group, "data": listed,
-                "similarities": eng.similarities()}
+        return {
+            "object": "list",
+            "default": eng.default_group,
+            "data": listed,
+            "similarities": eng.similarities(),
+        }
 
     # -- chat ------------------------------------------------------------------------------------
     @app.post("/v1/chat/completions")
@@ -323,9 +398,13 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
         req = await parse_body(request, ChatCompletionRequest)
         query = _chat_query(req, settings)
         if not eng.can_chat:
-            raise ApiError(503, "no LLM is configured for chat: start the server with "
-                                "--llm-base-url and --llm-model (create_app(..., llm=...)); "
-                                "POST /v1/retrieve works without one", "unavailable")
+            raise ApiError(
+                503,
+                "no LLM is configured for chat: start the server with "
+                "--llm-base-url and --llm-model (create_app(..., llm=...)); "
+                "POST /v1/retrieve works without one",
+                "unavailable",
+            )
         ret = None
         if req.group is not None or req.similarity is not None:  # unknown names: a 400
             ret = await checked_retriever(eng, req.group, req.similarity)
@@ -343,19 +422,29 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
             resp = await _answer(pipe, query, metrics)
         note = None
         if not resp.source_nodes and eng.user_pipeline is None:  # say why, never a bare
-            ret = ret or await eng.aretriever(req.group)           # "Empty Response"
+            ret = ret or await eng.aretriever(req.group)  # "Empty Response"
             reason = (await eng.why_no_hits(ret, [query.text], req.filter))[0]
             note = f"No passage in the knowledge base matches the question: {reason}."
         if not req.stream:
             text = note or await _first_or_all(resp, metrics)
             metrics.inc("fastrag_chat_completions_total", stream="false")
             _count_llm(metrics, resp.metadata)
-            return {"id": cid, "object": "chat.completion", "created": created,
-                    "model": model,
-                    "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": _usage(resp.metadata),
-                    "sources": _sources(resp.source_nodes, eng.source_path)}
+            return {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                        "message": {"role": "assistant", "content": text},
+                    }
+                ],
+                "usage": _usage(resp.metadata),
+                "sources": _sources(resp.source_nodes, eng.source_path),
+            }
         pieces = resp.async_response_gen if resp.is_streaming and note is None else None
         first = note
         if pieces is not None:
@@ -367,10 +456,21 @@ def _build(engine: ServeEngine, settings: ServeSettings, metrics: Metrics, tasks
             first = resp.response or ""
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
         return StreamingResponse(
-            _sse(cid, created, model, first, pieces, resp, include_usage, metrics,
-                 settings, eng.source_path),
+            _sse(
+                cid,
+                created,
+                model,
+                first,
+                pieces,
+                resp,
+                include_usage,
+                metrics,
+                settings,
+                eng.source_path,
+            ),
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     install_document_routes(app, engine, tasks, writer, keys, settings, ready_engine)
     return Guard(app, settings, metrics, state)
@@ -382,21 +482,31 @@ def _chat_query(req: ChatCompletionRequest, settings: ServeSettings) -> Any:
 
     for name in UNSUPPORTED_CHAT_FIELDS:
         value = getattr(req, name)
-        if value not in (None, False, [], {}, "auto") and not (name == "response_format" and
-                                                                value == {"type": "text"}):
+        if value not in (None, False, [], {}, "auto") and not (
+            name == "response_format" and value == {"type": "text"}
+        ):
             raise ApiError(400, f"{name!r} is not supported by fastrag serve", param=name)
     msgs = req.messages
     if len(msgs) > settings.max_messages:
-        raise ApiError(400, f"{len(msgs)} messages exceed the limit of {settings.max_messages}",
-                       param="messages")
+        raise ApiError(
+            400,
+            f"{len(msgs)} messages exceed the limit of {settings.max_messages}",
+            param="messages",
+        )
     last = msgs[-1]
     if last.role != "user":
-        raise ApiError(400, f"the last message must be the user's question, not a "
-                            f"{last.role!r} message", param=f"messages.{len(msgs) - 1}.role")
+        raise ApiError(
+            400,
+            f"the last message must be the user's question, not a {last.role!r} message",
+            param=f"messages.{len(msgs) - 1}.role",
+        )
     text = last.text()
     if not text.strip():
-        raise ApiError(400, "the last message (the question) is empty",
-                       param=f"messages.{len(msgs) - 1}.content")
+        raise ApiError(
+            400,
+            "the last message (the question) is empty",
+            param=f"messages.{len(msgs) - 1}.content",
+        )
     check_lengths([text], "messages", settings.max_query_chars)
     history = [(m.role if m.role != "developer" else "system", m.text()) for m in msgs[:-1]]
     check_filter(req.filter)
@@ -404,8 +514,9 @@ def _chat_query(req: ChatCompletionRequest, settings: ServeSettings) -> Any:
     return Query(text, history=history, context=context)
 
 
-async def _session_answer(eng: Any, pipe: Any, query: Any, session: str, stream: bool,
-                          metrics: Metrics) -> Any:
+async def _session_answer(
+    eng: Any, pipe: Any, query: Any, session: str, stream: bool, metrics: Metrics
+) -> Any:
     """A turn of the conversation ``session``: its history comes from the server's memory
     (seeded from the request's earlier messages when the server has none) and the turn is
     remembered, through the same :class:`~fastrag.chat.ChatEngine` the library offers."""
@@ -430,8 +541,9 @@ async def _answer(pipe: Any, query: Any, metrics: Metrics) -> Any:
         return await pipe.aquery(query)
     except ConfigError as exc:
         flt = query.context.get("filter")
-        raise ApiError(400, str(exc), param="filter" if flt and "filter" in str(exc)
-                       else None) from None
+        raise ApiError(
+            400, str(exc), param="filter" if flt and "filter" in str(exc) else None
+        ) from None
     except FastragError as exc:
         raise _llm_error(exc, metrics) from None
 
@@ -463,13 +575,12 @@ def _usage(meta: dict[str, Any]) -> dict[str, int]:
 def _count_llm(metrics: Metrics, meta: dict[str, Any]) -> None:
     metrics.inc("fastrag_llm_calls_total", int(meta.get("llm_calls", 0) or 0))
     metrics.inc("fastrag_llm_prompt_tokens_total", int(meta.get("prompt_tokens", 0) or 0))
-    metrics.inc("fastrag_llm_completion_tokens_total",
-                int(meta.get("completion_tokens", 0) or 0))
+    metrics.inc("fastrag_llm_completion_tokens_total", int(meta.get("completion_tokens", 0) or 0))
 
 
 def _snippet(text: str, width: int = 240) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[:width - 1] + "…"
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _sources(hits: Sequence[Any], source_path: Callable[[str], str]) -> list[dict[str, Any]]:
@@ -479,24 +590,50 @@ def _sources(hits: Sequence[Any], source_path: Callable[[str], str]) -> list[dic
         meta = h.metadata or {}
         path = meta.get("file_path")
         file = source_path(path) if isinstance(path, str) and path else meta.get("file_name")
-        out.append({"id": h.id, "doc_id": getattr(h, "doc_id", None),
-                    "score": None if h.score is None else float(h.score), "file": file,
-                    "page": meta.get("page_label"), "snippet": _snippet(h.text)})
+        out.append(
+            {
+                "id": h.id,
+                "doc_id": getattr(h, "doc_id", None),
+                "score": None if h.score is None else float(h.score),
+                "file": file,
+                "page": meta.get("page_label"),
+                "snippet": _snippet(h.text),
+            }
+        )
     return out
 
 
-def _chunk(cid: str, created: int, model: str, delta: dict[str, Any],
-           finish: str | None = None, **extra: Any) -> str:
-    body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-            **extra}
+def _chunk(
+    cid: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any],
+    finish: str | None = None,
+    **extra: Any,
+) -> str:
+    body = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        **extra,
+    }
     return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
 
 
-async def _sse(cid: str, created: int, model: str, first: str | None,
-               pieces: AsyncIterator[str] | None, resp: Any, include_usage: bool,
-               metrics: Metrics, settings: ServeSettings,
-               source_path: Callable[[str], str]) -> AsyncIterator[str]:
+async def _sse(
+    cid: str,
+    created: int,
+    model: str,
+    first: str | None,
+    pieces: AsyncIterator[str] | None,
+    resp: Any,
+    include_usage: bool,
+    metrics: Metrics,
+    settings: ServeSettings,
+    source_path: Callable[[str], str],
+) -> AsyncIterator[str]:
     yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
     if first:
         yield _chunk(cid, created, model, {"content": first})
@@ -515,8 +652,14 @@ async def _sse(cid: str, created: int, model: str, first: str | None,
     _count_llm(metrics, resp.metadata)
     yield _chunk(cid, created, model, {}, "stop", sources=_sources(resp.source_nodes, source_path))
     if include_usage:
-        body = {"id": cid, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [], "usage": _usage(resp.metadata)}
+        body = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": _usage(resp.metadata),
+        }
         yield f"data: {json.dumps(body)}\n\n"
     yield "data: [DONE]\n\n"
 
@@ -535,11 +678,16 @@ def _arrow_ipc(hits: Sequence[Sequence[Any]]) -> bytes:
             scores.append(h.score)
             texts.append(h.text)
             metas.append(json.dumps(h.metadata, ensure_ascii=False))
-    table = pa.table({"query_idx": pa.array(qidx, pa.int32()), "rank": pa.array(rank, pa.int32()),
-                      "node_id": pa.array(ids, pa.string()),
-                      "score": pa.array(scores, pa.float32()),
-                      "text": pa.array(texts, pa.large_string()),
-                      "metadata": pa.array(metas, pa.string())})
+    table = pa.table(
+        {
+            "query_idx": pa.array(qidx, pa.int32()),
+            "rank": pa.array(rank, pa.int32()),
+            "node_id": pa.array(ids, pa.string()),
+            "score": pa.array(scores, pa.float32()),
+            "text": pa.array(texts, pa.large_string()),
+            "metadata": pa.array(metas, pa.string()),
+        }
+    )
     sink = io.BytesIO()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
@@ -560,25 +708,44 @@ def app_from_config(cfg: dict[str, Any]) -> Any:
         key = os.environ.get(c["api_key_env"]) if c.get("api_key_env") else None
         if key:
             secrets.append(key)
-        llm = OpenAILike(model=c["model"], base_url=c["base_url"], api_key=key or None,
-                         max_retries=c.get("max_retries", 2), timeout=c.get("timeout", 60.0),
-                         max_concurrency=c.get("max_concurrency", 64))
+        llm = OpenAILike(
+            model=c["model"],
+            base_url=c["base_url"],
+            api_key=key or None,
+            max_retries=c.get("max_retries", 2),
+            timeout=c.get("timeout", 60.0),
+            max_concurrency=c.get("max_concurrency", 64),
+        )
     api_key = None
     if cfg.get("api_key_env"):
         api_key = os.environ.get(cfg["api_key_env"]) or None
         if api_key is None:
-            raise ConfigError(f"the environment variable {cfg['api_key_env']} (--api-key-env) "
-                              "is not set or empty")
-    limits = {k: cfg[k] for k in ("max_body_bytes", "max_upload_bytes", "max_queries",
-                                  "max_query_chars") if cfg.get(k) is not None}
-    return create_app(cfg["store"], group=cfg.get("group"), similarity=cfg.get("similarity"),
-                      topk=cfg.get("topk", 5), llm=llm, mode=cfg.get("mode", "compact"),
-                      compress_history=cfg.get("compress_history", False), api_key=api_key,
-                      batching=cfg.get("batching", True),
-                      batch_window_ms=cfg.get("batch_window_ms", 3.0),
-                      max_batch=cfg.get("max_batch", 256),
-                      search_threads=cfg.get("search_threads", 1), tasks_dir=cfg.get("tasks_dir"),
-                      secrets=secrets, chat_memory=cfg.get("chat_memory"), **limits)
+            raise ConfigError(
+                f"the environment variable {cfg['api_key_env']} (--api-key-env) is not set or empty"
+            )
+    limits = {
+        k: cfg[k]
+        for k in ("max_body_bytes", "max_upload_bytes", "max_queries", "max_query_chars")
+        if cfg.get(k) is not None
+    }
+    return create_app(
+        cfg["store"],
+        group=cfg.get("group"),
+        similarity=cfg.get("similarity"),
+        topk=cfg.get("topk", 5),
+        llm=llm,
+        mode=cfg.get("mode", "compact"),
+        compress_history=cfg.get("compress_history", False),
+        api_key=api_key,
+        batching=cfg.get("batching", True),
+        batch_window_ms=cfg.get("batch_window_ms", 3.0),
+        max_batch=cfg.get("max_batch", 256),
+        search_threads=cfg.get("search_threads", 1),
+        tasks_dir=cfg.get("tasks_dir"),
+        secrets=secrets,
+        chat_memory=cfg.get("chat_memory"),
+        **limits,
+    )
 
 
 def app_from_env() -> Any:

@@ -36,8 +36,14 @@ class MicroBatcher:
     caps the queries per call (a single request larger than that goes alone, unsplit).
     """
 
-    def __init__(self, run: Callable[[Any, list[str]], list], *, executor: Executor,
-                 window_s: float = 0.003, max_batch: int = 256) -> None:
+    def __init__(
+        self,
+        run: Callable[[Any, list[str]], list],
+        *,
+        executor: Executor,
+        window_s: float = 0.003,
+        max_batch: int = 256,
+    ) -> None:
         self._run = run
         self._executor = executor
         self.window_s = float(window_s)
@@ -92,7 +98,7 @@ class MicroBatcher:
                     raise
                 pos = 0
                 for w in taken:
-                    part = results[pos:pos + len(w.queries)]
+                    part = results[pos : pos + len(w.queries)]
                     pos += len(w.queries)
                     if not w.future.done():
                         w.future.set_result(part)

@@ -125,24 +125,30 @@ class ServeEngine:
         self.llm = llm
         self.mode = mode
         self.compress_history = bool(compress_history)
-        self.user_pipeline: RAGPipeline | None = target if isinstance(target,
-                                                                       RAGPipeline) else None
+        self.user_pipeline: RAGPipeline | None = target if isinstance(target, RAGPipeline) else None
         if not isinstance(target, (str, os.PathLike, Document, RAGPipeline)):
-            raise ConfigError(f"serve needs a store path, a fastrag.Document or a "
-                              f"fastrag.RAGPipeline, got {type(target).__name__}")
+            raise ConfigError(
+                f"serve needs a store path, a fastrag.Document or a "
+                f"fastrag.RAGPipeline, got {type(target).__name__}"
+            )
         if llm is not None and self.user_pipeline is None:  # a bad mode fails now
             from fastrag.synth.factory import get_response_synthesizer
 
             get_response_synthesizer(response_mode=mode, llm=llm, streaming=True)
         if compress_history and llm is None and self.user_pipeline is None:
-            raise ConfigError("compress_history=True needs an LLM (it rewrites the chat history "
-                              "and the question into one standalone query): pass llm=...")
+            raise ConfigError(
+                "compress_history=True needs an LLM (it rewrites the chat history "
+                "and the question into one standalone query): pass llm=..."
+            )
         from fastrag.chat import ChatMemory, MessageWindowChatMemory
 
         #: conversations of requests with a ``session_id`` (or ``user``): a ChatMemory, or a
         #: path to keep them in (default: the last 40 messages of each, in this process)
-        self.chat_memory = (chat_memory if isinstance(chat_memory, ChatMemory) else
-                            MessageWindowChatMemory(max_messages=40, path=chat_memory))
+        self.chat_memory = (
+            chat_memory
+            if isinstance(chat_memory, ChatMemory)
+            else MessageWindowChatMemory(max_messages=40, path=chat_memory)
+        )
         self.doc: Any = None
         self.default_group: str | None = None
         self.store_path: Path | None = None
@@ -155,11 +161,19 @@ class ServeEngine:
         # numba threads per batch call: 1 by default, since concurrent calls already run on
         # the executor's threads (parallel kernels on cores the server is busy with are slower)
         self.search_threads = check_int("search_threads", search_threads, min=1)
-        self.executor = ThreadPoolExecutor(max_workers=retrieve_threads,
-                                           thread_name_prefix="fastrag-retrieve")
-        self.batcher = (MicroBatcher(self._run_batch, executor=self.executor,
-                                     window_s=batch_window_ms / 1000.0, max_batch=max_batch)
-                        if batching else None)
+        self.executor = ThreadPoolExecutor(
+            max_workers=retrieve_threads, thread_name_prefix="fastrag-retrieve"
+        )
+        self.batcher = (
+            MicroBatcher(
+                self._run_batch,
+                executor=self.executor,
+                window_s=batch_window_ms / 1000.0,
+                max_batch=max_batch,
+            )
+            if batching
+            else None
+        )
 
     # -- startup -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -170,8 +184,9 @@ class ServeEngine:
 
         target = self.target
         if self.user_pipeline is not None:
-            rets = [a.inner for a in self.user_pipeline.retrievers
-                    if getattr(a, "is_fastrag", False)]
+            rets = [
+                a.inner for a in self.user_pipeline.retrievers if getattr(a, "is_fastrag", False)
+            ]
             if rets:
                 first: Retriever = rets[0]
                 self.doc = first.doc
@@ -182,8 +197,10 @@ class ServeEngine:
         else:
             path = Path(target)
             if not (path / "manifest.json").is_file():
-                raise ConfigError(f"{path} is not a fastrag store (no manifest.json); create one "
-                                  f"with `fastrag ingest FILES --store {path}`")
+                raise ConfigError(
+                    f"{path} is not a fastrag store (no manifest.json); create one "
+                    f"with `fastrag ingest FILES --store {path}`"
+                )
             self.doc = Document(store=path, mode="r")
         if self.doc is not None and self.doc.store is not None:
             self.store_path = Path(self.doc.store.path)
@@ -217,8 +234,10 @@ class ServeEngine:
     # -- retrievers ----------------------------------------------------------------------------
     def require_doc(self) -> Any:
         if self.doc is None:
-            raise ConfigError("this server has no Document (its pipeline has no fastrag "
-                              "Retriever), so it cannot retrieve, list groups or take documents")
+            raise ConfigError(
+                "this server has no Document (its pipeline has no fastrag "
+                "Retriever), so it cannot retrieve, list groups or take documents"
+            )
         return self.doc
 
     def similarity_for(self, group: str) -> str:
@@ -242,8 +261,7 @@ class ServeEngine:
             if ret is None:
                 doc.check_group(name)
                 sim = similarity if chosen else self.similarity_for(name)
-                ret = Retriever(doc, name, sim, topk=self.topk,
-                                num_threads=self.search_threads)
+                ret = Retriever(doc, name, sim, topk=self.topk, num_threads=self.search_threads)
                 cache[key] = ret
         return ret
 
@@ -255,8 +273,9 @@ class ServeEngine:
             ret = self._chosen.get((name, similarity))
         if ret is not None:
             return ret
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self.retriever,
-                                                                 group, similarity)
+        return await asyncio.get_running_loop().run_in_executor(
+            self.executor, self.retriever, group, similarity
+        )
 
     def source_path(self, file_path: str) -> str:
         """A source file as answers show it: its path under the ingested folder."""
@@ -264,9 +283,9 @@ class ServeEngine:
             return os.path.basename(file_path)
         return self.doc.source_path(file_path)
 
-    async def why_no_hits(self, ret: Any, queries: Sequence[str], flt: Any = None
-                          ) -> list[str]:
+    async def why_no_hits(self, ret: Any, queries: Sequence[str], flt: Any = None) -> list[str]:
         """Why each of ``queries`` found nothing with ``ret`` (off the event loop)."""
+
         def explain() -> list[str]:
             return [ret.why_no_hits(q, filter=flt) for q in queries]
 
@@ -323,9 +342,16 @@ class ServeEngine:
         m.observe("fastrag_retrieve_batch_queries", len(queries))
         return out
 
-    async def search(self, ret: Any, queries: Sequence[str], *, flt: Any = None,
-                     topk: int | None = None, source: str = "retrieve", as_json: bool = False
-                     ) -> list:
+    async def search(
+        self,
+        ret: Any,
+        queries: Sequence[str],
+        *,
+        flt: Any = None,
+        topk: int | None = None,
+        source: str = "retrieve",
+        as_json: bool = False,
+    ) -> list:
         """Top-k lists of ``queries`` from ``ret`` (micro-batched when batching is on): lists
         of :class:`NodeWithScore`, or with ``as_json`` each query's hits as a JSON array
         (:func:`hits_json`, built in the batch call off the event loop)."""
@@ -345,8 +371,11 @@ class ServeEngine:
 
         builtin = {Document.CoarseChunk, Document.MediumChunk, Document.FineChunk}
         stored = doc.store.manifest["groups"] if doc.store is not None else {}
-        names = [n for n in doc.group_names if n in stored or n in self._retrievers
-                 or doc.store is None and n not in builtin]
+        names = [
+            n
+            for n in doc.group_names
+            if n in stored or n in self._retrievers or doc.store is None and n not in builtin
+        ]
         out = []
         for n in names:
             entry = stored.get(n)
@@ -354,9 +383,15 @@ class ServeEngine:
                 nodes = len(doc.group(n))
             else:
                 nodes = int(entry["nodes"])
-            out.append({"name": n, "parent": doc.parent_of(n), "nodes": nodes,
-                        "similarity": self.similarity_for(n),
-                        "default": n == self.default_group})
+            out.append(
+                {
+                    "name": n,
+                    "parent": doc.parent_of(n),
+                    "nodes": nodes,
+                    "similarity": self.similarity_for(n),
+                    "default": n == self.default_group,
+                }
+            )
         return out
 
     def has_document(self, doc_id: str) -> bool:
@@ -367,8 +402,10 @@ class ServeEngine:
     # -- chat ----------------------------------------------------------------------------------
     def _wrap_user_pipeline(self) -> Any:
         pipe = copy.copy(self.user_pipeline)
-        pipe.retrievers = [BatchedRetriever(a.inner, self, a.name) if a.is_fastrag else a
-                           for a in self.user_pipeline.retrievers]
+        pipe.retrievers = [
+            BatchedRetriever(a.inner, self, a.name) if a.is_fastrag else a
+            for a in self.user_pipeline.retrievers
+        ]
         return pipe
 
     def pipeline(self, group: str | None = None, similarity: str | None = None) -> Any:
@@ -381,8 +418,10 @@ class ServeEngine:
         name = group if group is not None else self.default_group
         if self.user_pipeline is not None:
             if name != self.default_group or similarity is not None:
-                raise ConfigError(f"group {group!r}, similarity {similarity!r}: this server "
-                                  f"answers from its pipeline's retrievers only")
+                raise ConfigError(
+                    f"group {group!r}, similarity {similarity!r}: this server "
+                    f"answers from its pipeline's retrievers only"
+                )
             return self._pipelines[self.default_group or ""]
         ret = self.retriever(name, similarity)
         key = (name, ret.similarity)
@@ -394,18 +433,27 @@ class ServeEngine:
         with self._lock:
             pipe = self._pipelines.get(key)
             if pipe is None:
-                transformers = ([CompressionQueryTransformer(self.llm)]
-                                if self.compress_history else [])
-                synth = get_response_synthesizer(response_mode=self.mode, llm=self.llm,
-                                                 streaming=True)
-                pipe = RAGPipeline(BatchedRetriever(ret, self, f"{name}/{ret.similarity}"),
-                                   query_transformers=transformers, synthesizer=synth,
-                                   llm=self.llm)
+                transformers = (
+                    [CompressionQueryTransformer(self.llm)] if self.compress_history else []
+                )
+                synth = get_response_synthesizer(
+                    response_mode=self.mode, llm=self.llm, streaming=True
+                )
+                pipe = RAGPipeline(
+                    BatchedRetriever(ret, self, f"{name}/{ret.similarity}"),
+                    query_transformers=transformers,
+                    synthesizer=synth,
+                    llm=self.llm,
+                )
                 self._pipelines[key] = pipe
         return pipe
 
-    async def apipeline(self, group: str | None = None, options: dict[str, Any] | None = None,
-                        similarity: str | None = None) -> Any:
+    async def apipeline(
+        self,
+        group: str | None = None,
+        options: dict[str, Any] | None = None,
+        similarity: str | None = None,
+    ) -> Any:
         """The chat pipeline, with this request's LLM call options when it has any."""
         name = group if group is not None else self.default_group
         if self.user_pipeline is not None:
@@ -416,7 +464,8 @@ class ServeEngine:
             pipe = self._pipelines.get((name, similarity or self.similarity_for(name)))
         if pipe is None:
             pipe = await asyncio.get_running_loop().run_in_executor(
-                self.executor, self.pipeline, group, similarity)
+                self.executor, self.pipeline, group, similarity
+            )
         if not options:
             return pipe
         pipe = copy.copy(pipe)
@@ -443,16 +492,23 @@ def parse_similarity(similarity: Any) -> tuple[str, dict[str, str]]:
     if isinstance(similarity, Mapping):
         items = [(str(g), v) for g, v in similarity.items()]
     elif isinstance(similarity, str):
-        items = [tuple(p.split("=", 1)) if "=" in p else ("*", p)
-                 for p in (x.strip() for x in similarity.split(",")) if p]
+        items = [
+            tuple(p.split("=", 1)) if "=" in p else ("*", p)
+            for p in (x.strip() for x in similarity.split(","))
+            if p
+        ]
     else:
-        raise ConfigError(f"similarity must be a name, 'GROUP=NAME' pairs or a mapping of "
-                          f"groups to names, got {type(similarity).__name__}")
+        raise ConfigError(
+            f"similarity must be a name, 'GROUP=NAME' pairs or a mapping of "
+            f"groups to names, got {type(similarity).__name__}"
+        )
     for group, sim in items:
         group, sim = group.strip(), sim.strip() if isinstance(sim, str) else sim
         if not isinstance(sim, str) or not sim or not group:
-            raise ConfigError(f"bad similarity entry {group}={sim!r}: write NAME or GROUP=NAME "
-                              "(e.g. 'bm25,faq=bm25_chinese')")
+            raise ConfigError(
+                f"bad similarity entry {group}={sim!r}: write NAME or GROUP=NAME "
+                "(e.g. 'bm25,faq=bm25_chinese')"
+            )
         if group == "*":
             default = sim
         else:
@@ -473,9 +529,14 @@ def _hit_json(nid: str, score: float, text: str, meta: str) -> str:
 
 def nodes_json(hits: Sequence[NodeWithScore]) -> str:
     """One query's hits as the JSON array :func:`hits_json` makes."""
-    return "[" + ",".join(_hit_json(h.id, h.score, h.text, json.dumps(h.metadata,
-                                                                     ensure_ascii=False))
-                          for h in hits) + "]"
+    return (
+        "["
+        + ",".join(
+            _hit_json(h.id, h.score, h.text, json.dumps(h.metadata, ensure_ascii=False))
+            for h in hits
+        )
+        + "]"
+    )
 
 
 def hits_json(table: Any, n_queries: int) -> list[str]:
@@ -483,8 +544,9 @@ def hits_json(table: Any, n_queries: int) -> list[str]:
     of ``{"id", "score", "text", "metadata"}`` objects; the stored metadata JSON goes in as
     it is."""
     parts: list[list[str]] = [[] for _ in range(n_queries)]
-    cols = [table.column(c).to_pylist() for c in ("query_idx", "node_id", "score", "text",
-                                                   "metadata")]
+    cols = [
+        table.column(c).to_pylist() for c in ("query_idx", "node_id", "score", "text", "metadata")
+    ]
     for q, nid, score, text, meta in zip(*cols, strict=True):
         parts[q].append(_hit_json(nid, score, text, meta))
     return ["[" + ",".join(p) + "]" for p in parts]

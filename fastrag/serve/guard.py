@@ -25,23 +25,44 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastrag.errors import ConfigError
 from fastrag.serve.metrics import Metrics
 
-__all__ = ["ApiError", "BodyTooLarge", "Guard", "ServeSettings", "error_body",
-           "install_error_handlers", "install_log_filter", "limit_for", "redact_query",
-           "setup_logging", "validation_error"]
+__all__ = [
+    "ApiError",
+    "BodyTooLarge",
+    "Guard",
+    "ServeSettings",
+    "error_body",
+    "install_error_handlers",
+    "install_log_filter",
+    "limit_for",
+    "redact_query",
+    "setup_logging",
+    "validation_error",
+]
 
 log = logging.getLogger("fastrag.serve")
 
 # paths open without the key: liveness and the static chat page (it holds no data)
 OPEN_PATHS = ("/health", "/", "/index.html", "/favicon.ico")
-ROUTES = ("/v1/chat/completions", "/v1/retrieve", "/v1/documents", "/v1/groups", "/v1/models",
-          "/health", "/ready", "/metrics", "/")
+ROUTES = (
+    "/v1/chat/completions",
+    "/v1/retrieve",
+    "/v1/documents",
+    "/v1/groups",
+    "/v1/models",
+    "/health",
+    "/ready",
+    "/metrics",
+    "/",
+)
 
 
 # query parameters whose values are secrets wherever a URL shows up (access log, upstream errors)
 _SECRET_PARAM = re.compile(
     r"([?&;](?:api[_-]?key|x[_-]api[_-]key|key|token|access[_-]?token|refresh[_-]?token|"
     r"id[_-]?token|auth|authorization|password|passwd|secret|client[_-]?secret|sig|signature)"
-    r"=)[^&;#\s\"']*", re.IGNORECASE)
+    r"=)[^&;#\s\"']*",
+    re.IGNORECASE,
+)
 
 
 def redact_query(text: str) -> str:
@@ -53,16 +74,25 @@ def redact_query(text: str) -> str:
 class ServeSettings:
     """The request limits and behaviour knobs of one app (all have working defaults)."""
 
-    def __init__(self, *, api_key: str | None = None, max_body_bytes: int = 1 << 20,
-                 max_upload_bytes: int = 50 << 20, max_queries: int = 1024,
-                 max_query_chars: int = 8192, max_messages: int = 256,
-                 max_upload_files: int = 32, model_name: str = "fastrag",
-                 secrets: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        max_body_bytes: int = 1 << 20,
+        max_upload_bytes: int = 50 << 20,
+        max_queries: int = 1024,
+        max_query_chars: int = 8192,
+        max_messages: int = 256,
+        max_upload_files: int = 32,
+        model_name: str = "fastrag",
+        secrets: Sequence[str] = (),
+    ) -> None:
         from fastrag._checks import check_int
 
         if api_key is not None and (not isinstance(api_key, str) or len(api_key) < 8):
-            raise ConfigError("api_key must be a string of at least 8 characters (or None for "
-                              "no authentication)")
+            raise ConfigError(
+                "api_key must be a string of at least 8 characters (or None for no authentication)"
+            )
         self.api_key = api_key
         self.max_body_bytes = check_int("max_body_bytes", max_body_bytes, min=1024)
         self.max_upload_bytes = check_int("max_upload_bytes", max_upload_bytes, min=1024)
@@ -83,8 +113,14 @@ class ServeSettings:
 class ApiError(Exception):
     """An error answered as ``{"error": {"message", "type", "param"}}`` with ``status``."""
 
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
-                 param: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param = status, message, type, param
         self.headers = headers
@@ -99,10 +135,15 @@ def error_body(message: str, type: str, param: str | None = None) -> dict[str, A
 
 
 def _status_type(status: int) -> str:
-    return {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-            405: "invalid_request_error", 413: "request_too_large", 502: "upstream_error",
-            503: "unavailable"}.get(status, "server_error" if status >= 500
-                                    else "invalid_request_error")
+    return {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        404: "not_found_error",
+        405: "invalid_request_error",
+        413: "request_too_large",
+        502: "upstream_error",
+        503: "unavailable",
+    }.get(status, "server_error" if status >= 500 else "invalid_request_error")
 
 
 def _loc(loc: Sequence[Any]) -> str | None:
@@ -131,10 +172,16 @@ def validation_error(errors: Sequence[dict[str, Any]]) -> ApiError:
 
 # -- errors as JSON ------------------------------------------------------------------------
 def install_error_handlers(app: FastAPI, settings: ServeSettings, metrics: Metrics) -> None:
-    def answer(status: int, message: str, type: str, param: str | None = None,
-               headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse(error_body(settings.scrub(message), type, param), status_code=status,
-                            headers=headers)
+    def answer(
+        status: int,
+        message: str,
+        type: str,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> JSONResponse:
+        return JSONResponse(
+            error_body(settings.scrub(message), type, param), status_code=status, headers=headers
+        )
 
     @app.exception_handler(ApiError)
     async def api_error(_request: Request, exc: ApiError) -> JSONResponse:
@@ -157,8 +204,12 @@ def install_error_handlers(app: FastAPI, settings: ServeSettings, metrics: Metri
             msg = f"no route {request.method} {request.url.path}"
         elif exc.status_code == 405:
             msg = f"method {request.method} is not allowed on {request.url.path}"
-        return answer(exc.status_code, msg, _status_type(exc.status_code),
-                      headers=getattr(exc, "headers", None))
+        return answer(
+            exc.status_code,
+            msg,
+            _status_type(exc.status_code),
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(ConfigError)
     async def config_error(_request: Request, exc: ConfigError) -> JSONResponse:
@@ -166,10 +217,13 @@ def install_error_handlers(app: FastAPI, settings: ServeSettings, metrics: Metri
 
     @app.exception_handler(Exception)
     async def crash(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unhandled error on %s %s: %s", request.method, request.url.path,
-                  settings.scrub(f"{type(exc).__name__}: {exc}"))
-        return answer(500, "internal server error (details are in the server log)",
-                      "server_error")
+        log.error(
+            "unhandled error on %s %s: %s",
+            request.method,
+            request.url.path,
+            settings.scrub(f"{type(exc).__name__}: {exc}"),
+        )
+        return answer(500, "internal server error (details are in the server log)", "server_error")
 
 
 def limit_for(scope: dict[str, Any], settings: ServeSettings) -> int:
@@ -195,8 +249,9 @@ class Guard:
     and caps the request body (413). Pure ASGI, so streaming responses pass straight
     through."""
 
-    def __init__(self, app: FastAPI, settings: ServeSettings, metrics: Metrics,
-                 lifecycle: Any) -> None:
+    def __init__(
+        self, app: FastAPI, settings: ServeSettings, metrics: Metrics, lifecycle: Any
+    ) -> None:
         self.app = app
         self.lifecycle = lifecycle
         self.settings = settings
@@ -223,21 +278,36 @@ class Guard:
 
         try:
             if not self._authorized(scope):
-                await _send_json(send_counted, 401, error_body(
-                    "missing or invalid API key: send the header 'Authorization: Bearer <key>'",
-                    "authentication_error"), {"www-authenticate": "Bearer"})
+                await _send_json(
+                    send_counted,
+                    401,
+                    error_body(
+                        "missing or invalid API key: send the header 'Authorization: Bearer <key>'",
+                        "authentication_error",
+                    ),
+                    {"www-authenticate": "Bearer"},
+                )
                 return
             limit = limit_for(scope, self.settings)
             length = _header(scope, b"content-length")
             if length is not None and (not length.isdigit() or int(length) > limit):
-                await _send_json(send_counted, 413, error_body(
-                    f"request body over the limit of {limit} bytes", "request_too_large"))
+                await _send_json(
+                    send_counted,
+                    413,
+                    error_body(
+                        f"request body over the limit of {limit} bytes", "request_too_large"
+                    ),
+                )
                 return
             await self.app(scope, _capped(receive, limit), send_counted)
         finally:
             seconds = time.perf_counter() - t0
-            self.metrics.inc("fastrag_http_requests_total", method=scope.get("method", ""),
-                             path=route, status=str(status["code"]))
+            self.metrics.inc(
+                "fastrag_http_requests_total",
+                method=scope.get("method", ""),
+                path=route,
+                status=str(status["code"]),
+            )
             self.metrics.observe("fastrag_http_request_duration_seconds", seconds, path=route)
 
     def _authorized(self, scope: dict[str, Any]) -> bool:
@@ -274,8 +344,9 @@ def _capped(receive: Callable, limit: int) -> Callable:
     return wrapped
 
 
-async def _send_json(send: Callable, status: int, body: dict[str, Any],
-                     headers: dict[str, str] | None = None) -> None:
+async def _send_json(
+    send: Callable, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> None:
     data = json.dumps(body).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]

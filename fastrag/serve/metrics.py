@@ -13,35 +13,62 @@ from collections.abc import Sequence
 
 __all__ = ["LATENCY_BUCKETS", "Metrics"]
 
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                   10.0, 30.0)
+LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 # name -> (type, help, label names)
 _FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "fastrag_http_requests_total": (
-        "counter", "HTTP requests answered, by method, route and status.",
-        ("method", "path", "status")),
+        "counter",
+        "HTTP requests answered, by method, route and status.",
+        ("method", "path", "status"),
+    ),
     "fastrag_http_request_duration_seconds": (
-        "histogram", "Time from request to the last byte of the response, by route.",
-        ("path",)),
+        "histogram",
+        "Time from request to the last byte of the response, by route.",
+        ("path",),
+    ),
     "fastrag_retrieve_requests_total": (
-        "counter", "Retrieval requests (one per /v1/retrieve call or chat query) by source.",
-        ("source",)),
-    "fastrag_retrieve_queries_total": (
-        "counter", "Queries retrieved.", ()),
+        "counter",
+        "Retrieval requests (one per /v1/retrieve call or chat query) by source.",
+        ("source",),
+    ),
+    "fastrag_retrieve_queries_total": ("counter", "Queries retrieved.", ()),
     "fastrag_retrieve_batches_total": (
-        "counter", "Retriever.batch calls (each serves one or more coalesced requests).", ()),
-    "fastrag_retrieve_batch_queries": (
-        "histogram", "Queries per Retriever.batch call.", ()),
+        "counter",
+        "Retriever.batch calls (each serves one or more coalesced requests).",
+        (),
+    ),
+    "fastrag_retrieve_batch_queries": ("histogram", "Queries per Retriever.batch call.", ()),
     "fastrag_llm_calls_total": ("counter", "LLM calls made for chat completions.", ()),
     "fastrag_llm_prompt_tokens_total": ("counter", "Prompt tokens sent to the LLM.", ()),
     "fastrag_llm_completion_tokens_total": ("counter", "Completion tokens from the LLM.", ()),
     "fastrag_llm_errors_total": ("counter", "Chat completions failed by the upstream LLM.", ()),
-    "fastrag_chat_completions_total": ("counter", "Chat completions answered, by mode.",
-                                       ("stream",)),
-    "fastrag_tasks_total": ("counter", "Write tasks finished, by kind and status.",
-                            ("kind", "status")),
+    "fastrag_chat_completions_total": (
+        "counter",
+        "Chat completions answered, by mode.",
+        ("stream",),
+    ),
+    "fastrag_tasks_total": (
+        "counter",
+        "Write tasks finished, by kind and status.",
+        ("kind", "status"),
+    ),
     "fastrag_ready": ("gauge", "1 once the store is open and the kernels are compiled.", ()),
 }
 
@@ -85,7 +112,8 @@ class Metrics:
         self._lock = threading.Lock()
         self._values: dict[str, dict[tuple[str, ...], float]] = {n: {} for n in _FAMILIES}
         self._hists: dict[str, dict[tuple[str, ...], _Histogram]] = {
-            n: {} for n, f in _FAMILIES.items() if f[0] == "histogram"}
+            n: {} for n, f in _FAMILIES.items() if f[0] == "histogram"
+        }
 
     def inc(self, name: str, value: float = 1, **labels: str) -> None:
         key = self._key(name, labels)

@@ -110,8 +110,7 @@ def check_filter(text: str | None) -> str | None:
     return text
 
 
-async def checked_retriever(engine: Any, group: str | None, similarity: str | None = None
-                            ) -> Any:
+async def checked_retriever(engine: Any, group: str | None, similarity: str | None = None) -> Any:
     """The engine's retriever of ``group`` with ``similarity``; an unknown group or
     similarity is a 400 naming it."""
     try:

@@ -66,9 +66,23 @@ class StreamOptions(_Body):
 
 # OpenAI fields fastrag accepts but cannot honour: a non-default value is a 400 naming it.
 UNSUPPORTED_CHAT_FIELDS = (
-    "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logprobs",
-    "top_logprobs", "response_format", "audio", "modalities", "prediction", "logit_bias",
-    "reasoning_effort", "web_search_options", "service_tier", "store", "metadata",
+    "tools",
+    "tool_choice",
+    "functions",
+    "function_call",
+    "parallel_tool_calls",
+    "logprobs",
+    "top_logprobs",
+    "response_format",
+    "audio",
+    "modalities",
+    "prediction",
+    "logit_bias",
+    "reasoning_effort",
+    "web_search_options",
+    "service_tier",
+    "store",
+    "metadata",
 )
 
 
@@ -113,9 +127,19 @@ class ChatCompletionRequest(_Body):
 
     def llm_options(self) -> dict[str, Any]:
         """The call options passed through to the LLM (only those given)."""
-        out = {k: getattr(self, k) for k in ("temperature", "top_p", "stop", "seed",
-                                             "presence_penalty", "frequency_penalty", "user")
-               if getattr(self, k) is not None}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "temperature",
+                "top_p",
+                "stop",
+                "seed",
+                "presence_penalty",
+                "frequency_penalty",
+                "user",
+            )
+            if getattr(self, k) is not None
+        }
         max_tokens = self.max_completion_tokens or self.max_tokens
         if max_tokens is not None:
             out["max_tokens"] = max_tokens

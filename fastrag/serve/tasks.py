@@ -99,9 +99,11 @@ class TaskStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)  # it holds uploads
         except OSError as exc:
-            raise ConfigError(f"cannot create the upload tasks folder {str(self.root)!r}: "
-                              f"{exc.strerror or exc}; pass --tasks-dir DIR (tasks_dir=) naming "
-                              "a writable folder that survives restarts") from None
+            raise ConfigError(
+                f"cannot create the upload tasks folder {str(self.root)!r}: "
+                f"{exc.strerror or exc}; pass --tasks-dir DIR (tasks_dir=) naming "
+                "a writable folder that survives restarts"
+            ) from None
         self._final: set[str] = set()  # ids seen done or failed: they never change again
 
     # -- records -------------------------------------------------------------------------------
@@ -159,8 +161,11 @@ class TaskStore:
         forgotten = set()
         for p in self.root.glob("*.json"):
             rec = self.get(p.stem)
-            if rec is not None and rec.get("status") in FINAL and \
-                    (rec.get("finished") or rec.get("created") or 0) < now - keep_s:
+            if (
+                rec is not None
+                and rec.get("status") in FINAL
+                and (rec.get("finished") or rec.get("created") or 0) < now - keep_s
+            ):
                 p.unlink(missing_ok=True)
                 self._final.discard(p.stem)
                 forgotten.add(p.stem)
@@ -169,8 +174,12 @@ class TaskStore:
             stale = _mtime(p) < now - _ORPHAN_S
             if p.is_dir() and _TASK_ID.match(p.name):
                 rec = self.get(p.name)
-                if (rec is None and (stale or p.name in forgotten)
-                        or rec is not None and rec.get("status") in FINAL):
+                if (
+                    rec is None
+                    and (stale or p.name in forgotten)
+                    or rec is not None
+                    and rec.get("status") in FINAL
+                ):
                     shutil.rmtree(p, ignore_errors=True)
                     removed += 1
             elif p.name.endswith(".tmp") and stale:
@@ -181,24 +190,42 @@ class TaskStore:
     # -- creation ------------------------------------------------------------------------------
     def _new(self, kind: str, task_id: str | None, **fields: Any) -> dict[str, Any]:
         now = time.time_ns()
-        return {"id": task_id or uuid.uuid4().hex, "object": "task", "kind": kind,
-                "status": "queued", "created": now / 1e9, "created_ns": now, "started": None,
-                "finished": None, "error": None, "doc_ids": [], "deleted": None,
-                "warnings": [], **fields}
+        return {
+            "id": task_id or uuid.uuid4().hex,
+            "object": "task",
+            "kind": kind,
+            "status": "queued",
+            "created": now / 1e9,
+            "created_ns": now,
+            "started": None,
+            "finished": None,
+            "error": None,
+            "doc_ids": [],
+            "deleted": None,
+            "warnings": [],
+            **fields,
+        }
 
-    def add_texts(self, texts: list[str], metadatas: list[dict] | None, *,
-                  task_id: str | None = None) -> dict[str, Any]:
+    def add_texts(
+        self, texts: list[str], metadatas: list[dict] | None, *, task_id: str | None = None
+    ) -> dict[str, Any]:
         rec = self._new("add", task_id, n_texts=len(texts), files=[])
         d = self.payload(rec["id"])
         d.mkdir()
-        (d / "texts.json").write_text(json.dumps({"texts": texts, "metadatas": metadatas},
-                                                 ensure_ascii=False), encoding="utf-8")
+        (d / "texts.json").write_text(
+            json.dumps({"texts": texts, "metadatas": metadatas}, ensure_ascii=False),
+            encoding="utf-8",
+        )
         self._write(rec)
         return rec
 
-    def add_files(self, files: Iterable[tuple[str, Any]],
-                  metadata: dict[str, Any] | None = None, *,
-                  task_id: str | None = None) -> dict[str, Any]:
+    def add_files(
+        self,
+        files: Iterable[tuple[str, Any]],
+        metadata: dict[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+    ) -> dict[str, Any]:
         """``files``: (original name, readable binary file object) pairs, copied here."""
         rec = self._new("add", task_id, n_texts=None, files=[])
         d = self.payload(rec["id"])
@@ -211,8 +238,9 @@ class TaskStore:
                 shutil.copyfileobj(fobj, out, 1 << 20)
             names.append(safe)
         if metadata:
-            (d / "metadata.json").write_text(json.dumps(metadata, ensure_ascii=False),
-                                             encoding="utf-8")
+            (d / "metadata.json").write_text(
+                json.dumps(metadata, ensure_ascii=False), encoding="utf-8"
+            )
         rec["files"] = names
         self._write(rec)
         return rec
@@ -243,9 +271,16 @@ class Writer:
     ``janitor``: called about hourly to forget what expired (e.g. Idempotency-Keys).
     """
 
-    def __init__(self, tasks: TaskStore, engine: Any, *, metrics: Any = None,
-                 scrub: Any = None, janitor: Callable[[], Any] | None = None,
-                 poll_s: float = 0.1) -> None:
+    def __init__(
+        self,
+        tasks: TaskStore,
+        engine: Any,
+        *,
+        metrics: Any = None,
+        scrub: Any = None,
+        janitor: Callable[[], Any] | None = None,
+        poll_s: float = 0.1,
+    ) -> None:
         self.tasks = tasks
         self.engine = engine
         self.metrics = metrics
@@ -294,8 +329,10 @@ class Writer:
                             self._run(queued[0])
                             continue
                     except Exception as exc:  # e.g. a full disk: keep the writer alive
-                        log.error("the writer failed (retrying): %s",
-                                  self.scrub(f"{type(exc).__name__}: {exc}"))
+                        log.error(
+                            "the writer failed (retrying): %s",
+                            self.scrub(f"{type(exc).__name__}: {exc}"),
+                        )
                         self._stop.wait(1.0)
                     self._wake.wait(self.poll_s)
                     self._wake.clear()
@@ -314,13 +351,24 @@ class Writer:
                 doc = self._wdoc()
                 landed = doc.committed(rec["id"]) if doc.store is not None else None
             except Exception as exc:
-                log.error("cannot tell whether interrupted task %s landed (will retry): %s",
-                          rec["id"], self.scrub(f"{type(exc).__name__}: {exc}"))
+                log.error(
+                    "cannot tell whether interrupted task %s landed (will retry): %s",
+                    rec["id"],
+                    self.scrub(f"{type(exc).__name__}: {exc}"),
+                )
                 return False
-            log.warning("task %s (%s) was interrupted by a crash; its change %s", rec["id"],
-                        rec["kind"], "had landed" if landed else "had not landed: resubmit it")
-            self._finish(rec, None if landed is None else
-                         functools.partial(self._outcome, rec, landed["result"], doc))
+            log.warning(
+                "task %s (%s) was interrupted by a crash; its change %s",
+                rec["id"],
+                rec["kind"],
+                "had landed" if landed else "had not landed: resubmit it",
+            )
+            self._finish(
+                rec,
+                None
+                if landed is None
+                else functools.partial(self._outcome, rec, landed["result"], doc),
+            )
         return True
 
     def _finish(self, rec: dict[str, Any], work: Callable[[], dict[str, Any]] | None) -> None:
@@ -328,8 +376,11 @@ class Writer:
         ``work``: interrupted), then remove its payload."""
         tid = rec["id"]
         try:
-            fields = ({"status": "failed", "error": INTERRUPTED} if work is None else
-                      {"status": "done", **work()})
+            fields = (
+                {"status": "failed", "error": INTERRUPTED}
+                if work is None
+                else {"status": "done", **work()}
+            )
         except Exception as exc:
             msg = self._clean(f"{type(exc).__name__}: {exc}", tid)
             log.warning("task %s (%s) failed: %s", tid, rec["kind"], msg)
@@ -364,8 +415,9 @@ class Writer:
             if doc.store is None:
                 self._doc = doc  # an in-memory Document: the served one itself
             else:
-                self._doc = Document(store=doc.store.path, mode="a", embed=doc.embed or None,
-                                     lock_timeout=60.0)
+                self._doc = Document(
+                    store=doc.store.path, mode="a", embed=doc.embed or None, lock_timeout=60.0
+                )
         elif self._doc.store is not None:
             self._doc.refresh()
         return self._doc
@@ -381,17 +433,24 @@ class Writer:
         _crash_point("after_commit")
         return self._outcome(rec, ids, doc, warnings)
 
-    def _outcome(self, rec: dict[str, Any], result: Any, doc: Any,
-                 warnings: Iterable[str] = ()) -> dict[str, Any]:
+    def _outcome(
+        self, rec: dict[str, Any], result: Any, doc: Any, warnings: Iterable[str] = ()
+    ) -> dict[str, Any]:
         """The fields of a task whose change committed with ``result`` (the new root ids, or
         the number deleted), after rebuilding what readers load."""
         if rec["kind"] == "delete":
             if not result:
                 raise ConfigError(f"no document with id {rec['doc_id']!r}")
-            return {"deleted": result, "doc_ids": [rec["doc_id"]],
-                    "warnings": [*warnings, *self._rebuild(doc)]}
-        return {"doc_ids": list(result), "n_texts": len(result),
-                "warnings": [*warnings, *self._rebuild(doc)]}
+            return {
+                "deleted": result,
+                "doc_ids": [rec["doc_id"]],
+                "warnings": [*warnings, *self._rebuild(doc)],
+            }
+        return {
+            "doc_ids": list(result),
+            "n_texts": len(result),
+            "warnings": [*warnings, *self._rebuild(doc)],
+        }
 
     def _read_payload(self, rec: dict[str, Any]) -> tuple[list[str], list[dict], list[str]]:
         from fastrag.documents.readers import read_file
@@ -416,8 +475,10 @@ class Writer:
                 texts.append(text)
                 metas.append(meta)
         if not texts:
-            raise ConfigError(f"no text in the uploaded file(s) {rec['files']}; upload text, "
-                              "Markdown, HTML, JSON(L), CSV, PDF or DOCX files")
+            raise ConfigError(
+                f"no text in the uploaded file(s) {rec['files']}; upload text, "
+                "Markdown, HTML, JSON(L), CSV, PDF or DOCX files"
+            )
         return texts, metas, warnings
 
     def _rebuild(self, doc: Any) -> list[str]:

@@ -399,9 +399,7 @@ class BaseSynthesizer:
             self._prompt_helper = helper
         self._templates: dict[str, PromptTemplate | None] = {}
         self._set_template("simple_template", simple_template)
-        self._sems: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._sems: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (worker processes, Ray actors): the per-loop semaphores and the metered
@@ -467,9 +465,11 @@ class BaseSynthesizer:
         tmpl = as_template(value, name)
         if tmpl is not None:
             ctx = "context_msg" if name == "refine_template" else "context_str"
-            tmpl = adapt_template(tmpl, {"query": "query_str", "context": ctx,
-                                         "question_answer_context": ctx},
-                                  "query_str" if "query_str" in _REQUIRED[name] else None)
+            tmpl = adapt_template(
+                tmpl,
+                {"query": "query_str", "context": ctx, "question_answer_context": ctx},
+                "query_str" if "query_str" in _REQUIRED[name] else None,
+            )
         if tmpl is not None and name == "refine_template":
             tmpl = _refine_context_alias(tmpl)
         if tmpl is not None:
@@ -724,9 +724,7 @@ class BaseSynthesizer:
             try:
                 _query_text(q)
             except ConfigError:
-                raise ConfigError(
-                    f"queries[{i}] must be a str, got {type(q).__name__}"
-                ) from None
+                raise ConfigError(f"queries[{i}] must be a str, got {type(q).__name__}") from None
         n = len(queries)
         if n == 0:
             return []

@@ -88,9 +88,7 @@ def _mode(value: Any) -> ResponseMode:
         return ResponseMode(getattr(value, "value", value))
     except ValueError:
         names = ", ".join(m.value for m in ResponseMode)
-        raise ConfigError(
-            f"unknown response_mode {value!r}; choose one of: {names}"
-        ) from None
+        raise ConfigError(f"unknown response_mode {value!r}; choose one of: {names}") from None
 
 
 def get_response_synthesizer(

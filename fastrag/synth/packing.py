@@ -32,7 +32,7 @@ DEFAULT_NUM_OUTPUT = 256
 # Bytes that end a sentence (checked at the end of the bytes before a cut).
 _SENTENCE_ENDS = tuple(
     s.encode("utf-8")
-    for s in (".", "!", "?", "\n", ";", "。", "！", "？", "；", "…", ".\"", "”", ".)")
+    for s in (".", "!", "?", "\n", ";", "。", "！", "？", "；", "…", '."', "”", ".)")
 )
 _SPACE_BYTES = frozenset(b" \t\n\r")
 
@@ -248,7 +248,7 @@ class PromptHelper:
             while ns < e and not char_boundary(ns):
                 ns += 1
             s = ns
-        texts = [data[offs[a]:offs[b]].decode("utf-8", errors="replace") for a, b in pieces]
+        texts = [data[offs[a] : offs[b]].decode("utf-8", errors="replace") for a, b in pieces]
         out: list[Piece] = []
         # Re-count the decoded pieces (exact); a piece that re-encodes longer is cut again.
         for t, m in zip(texts, self.count_batch(texts), strict=True):

@@ -178,8 +178,9 @@ def as_template(value: PromptTemplate | str | None, name: str) -> PromptTemplate
 _SPRING_NAMES = ("query", "context", "question_answer_context")
 
 
-def adapt_template(tmpl: PromptTemplate, names: dict[str, str], query_var: str | None
-                   ) -> PromptTemplate:
+def adapt_template(
+    tmpl: PromptTemplate, names: dict[str, str], query_var: str | None
+) -> PromptTemplate:
     """``tmpl`` as fastrag fills it: Spring AI's ``<query>``, ``<context>`` and
     ``<question_answer_context>`` (and ``{question_answer_context}``) become the variables
     ``names`` maps them to; a template without ``{query_var}`` (a LazyLLM instruction, whose
@@ -282,9 +283,7 @@ _ZH = {
 LANGUAGES = ("en", "zh", "auto")
 
 DEFAULT_PROMPTS: dict[str, dict[str, PromptTemplate | str]] = {
-    lang: {
-        k: (v if k == "structured" else PromptTemplate(v)) for k, v in table.items()
-    }
+    lang: {k: (v if k == "structured" else PromptTemplate(v)) for k, v in table.items()}
     for lang, table in (("en", _EN), ("zh", _ZH))
 }
 
@@ -311,7 +310,7 @@ def _is_cjk(ch: str) -> bool:
 
 
 def detect_language(text: str) -> str:
-    """"zh" when at least 30% of the non-space characters of ``text`` are CJK, else "en"."""
+    """ "zh" when at least 30% of the non-space characters of ``text`` are CJK, else "en"."""
     chars = [c for c in text[:2000] if not c.isspace()]
     if not chars:
         return "en"

@@ -39,7 +39,8 @@ class SimpleSummarize(BaseSynthesizer):
         self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
     ) -> str | AsyncIterator[str]:
         tmpl, vals, budget = self._single_template_setup(
-            "text_qa_template", query_str, text_chunks, response_kwargs)
+            "text_qa_template", query_str, text_chunks, response_kwargs
+        )
         helper = self._prompt_helper
         piece, dropped = helper.truncate(helper.prepare(text_chunks), budget)
         note("dropped_tokens", dropped)

@@ -47,7 +47,8 @@ class TreeSummarize(BaseSynthesizer):
         self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
     ) -> str | AsyncIterator[str]:
         tmpl, vals, budget = self._single_template_setup(
-            "summary_template", query_str, text_chunks, response_kwargs)
+            "summary_template", query_str, text_chunks, response_kwargs
+        )
         helper = self._prompt_helper
 
         pieces = helper.prepare(text_chunks)
@@ -80,8 +81,11 @@ class TreeSummarize(BaseSynthesizer):
         n = self.num_children
         if n is None:
             return self._prompt_helper.pack(pieces, budget)
-        return [p for i in range(0, len(pieces), n)
-                for p in self._prompt_helper.pack(pieces[i : i + n], budget)]
+        return [
+            p
+            for i in range(0, len(pieces), n)
+            for p in self._prompt_helper.pack(pieces[i : i + n], budget)
+        ]
 
     def _halve(self, pieces: list[Piece], budget: int) -> list[Piece]:
         """Cut every piece to half a prompt, so the next level packs two per prompt."""

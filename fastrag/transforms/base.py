@@ -62,8 +62,10 @@ class NodeTransform:
 
 
 def has_batch(transform: object) -> bool:
-    return (isinstance(transform, NodeTransform)
-            and type(transform).batch_transform is not NodeTransform.batch_transform)
+    return (
+        isinstance(transform, NodeTransform)
+        and type(transform).batch_transform is not NodeTransform.batch_transform
+    )
 
 
 def has_spans(transform: object) -> bool:

@@ -63,10 +63,16 @@ _PROMPTS: dict[str, dict[str, str]] = {
 _KW_SPLIT = re.compile(r"[,，、;；\n]+")
 _BULLET = re.compile(r"^\s*(?:[-*•·]+|\d{1,3}[.)、:：]|#+)\s*")
 _KW_LABEL = re.compile(r"^(?:keywords?|关键词)\s*[:：]\s*", re.IGNORECASE)
-_Q = re.compile(r"^\s*(?:[-*•]\s*)?(?:\d{1,3}[.)、]\s*)?(?:\*\*)?(?:Q|Question|问题?)\s*\d*"
-                r"(?:\*\*)?\s*[:：.]\s*(?:\*\*)?", re.IGNORECASE)
-_A = re.compile(r"^\s*(?:[-*•]\s*)?(?:\*\*)?(?:A|Answer|答案?)\s*\d*(?:\*\*)?\s*[:：.]\s*"
-                r"(?:\*\*)?", re.IGNORECASE)
+_Q = re.compile(
+    r"^\s*(?:[-*•]\s*)?(?:\d{1,3}[.)、]\s*)?(?:\*\*)?(?:Q|Question|问题?)\s*\d*"
+    r"(?:\*\*)?\s*[:：.]\s*(?:\*\*)?",
+    re.IGNORECASE,
+)
+_A = re.compile(
+    r"^\s*(?:[-*•]\s*)?(?:\*\*)?(?:A|Answer|答案?)\s*\d*(?:\*\*)?\s*[:：.]\s*"
+    r"(?:\*\*)?",
+    re.IGNORECASE,
+)
 
 
 def parse_keywords(text: str) -> list[str]:
@@ -122,10 +128,18 @@ class LLMParser(NodeTransform):
 
     trans_node = True
 
-    def __init__(self, llm: Any, language: str = "en", task_type: str = "summary",
-                 max_concurrency: int = 16, *, prompt_template: Any = None,
-                 on_error: str = "raise", show_progress: bool | None = None,
-                 llm_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        llm: Any,
+        language: str = "en",
+        task_type: str = "summary",
+        max_concurrency: int = 16,
+        *,
+        prompt_template: Any = None,
+        on_error: str = "raise",
+        show_progress: bool | None = None,
+        llm_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         from fastrag.llms.resolve import resolve_llm
 
         self._llm = resolve_llm(llm)
@@ -155,8 +169,10 @@ class LLMParser(NodeTransform):
         API key), so a store keeps the parsed group across processes."""
         h = hashlib.blake2b(self._template.template.encode("utf-8"), digest_size=8).hexdigest()
         kw = sorted(self._llm_kwargs.items())
-        return (f"fastrag.LLMParser(task_type={self.task_type!r}, language={self.language!r}, "
-                f"prompt={h}, model={getattr(self._llm, 'model', '?')!r}, llm_kwargs={kw!r})")
+        return (
+            f"fastrag.LLMParser(task_type={self.task_type!r}, language={self.language!r}, "
+            f"prompt={h}, model={getattr(self._llm, 'model', '?')!r}, llm_kwargs={kw!r})"
+        )
 
     def transform(self, node: DocNode) -> list[Any]:
         """The children of one node."""
@@ -181,7 +197,8 @@ class LLMParser(NodeTransform):
                 async with sem:
                     self.calls += 1
                     comp = await self._llm.acomplete_with_usage(
-                        self._template.format(text=node.text), **self._llm_kwargs)
+                        self._template.format(text=node.text), **self._llm_kwargs
+                    )
                 return comp.text
             finally:
                 bar.update(1)
@@ -198,11 +215,21 @@ class LLMParser(NodeTransform):
             if isinstance(ans, Exception):
                 where = self._where(node)
                 if self.on_error == "raise":
-                    raise LLMError(f"LLMParser(task_type={self.task_type!r}) failed on {where}: "
-                                   f"{ans}") from ans
+                    raise LLMError(
+                        f"LLMParser(task_type={self.task_type!r}) failed on {where}: {ans}"
+                    ) from ans
                 failed.append(where)
-                out.append([DocNode(node.text, metadata={
-                    ERROR_KEY: f"{type(ans).__name__}: {ans}", "llm_parser_task": self.task_type})])
+                out.append(
+                    [
+                        DocNode(
+                            node.text,
+                            metadata={
+                                ERROR_KEY: f"{type(ans).__name__}: {ans}",
+                                "llm_parser_task": self.task_type,
+                            },
+                        )
+                    ]
+                )
                 continue
             out.append(self._children(ans))
         if failed:
@@ -210,7 +237,10 @@ class LLMParser(NodeTransform):
             warnings.warn(
                 f"LLMParser(task_type={self.task_type!r}) failed on {len(failed)} of {n} nodes "
                 f"({'; '.join(failed[:3])}{more}); each keeps its own text with "
-                f"metadata[{ERROR_KEY!r}] (on_error='skip')", UserWarning, stacklevel=2)
+                f"metadata[{ERROR_KEY!r}] (on_error='skip')",
+                UserWarning,
+                stacklevel=2,
+            )
         return out
 
     @staticmethod
@@ -228,5 +258,7 @@ class LLMParser(NodeTransform):
         return [DocNode(q, metadata={"answer": a}) for q, a in parse_qa(answer)]
 
     def __repr__(self) -> str:
-        return (f"LLMParser(llm={self._llm!r}, task_type={self.task_type!r}, "
-                f"language={self.language!r})")
+        return (
+            f"LLMParser(llm={self._llm!r}, task_type={self.task_type!r}, "
+            f"language={self.language!r})"
+        )

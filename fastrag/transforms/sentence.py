@@ -54,9 +54,13 @@ def char_table() -> np.ndarray:
         if unicodedata.category(chr(cp)).startswith("N"):
             table[cp] |= _k.CLS_DIGIT
     table[space] |= _k.CLS_SPACE
-    for chars_, flag in ((_NEWLINES, _k.CLS_NEWLINE), (_SENT_END, _k.CLS_SENT_END),
-                         (_CLAUSE, _k.CLS_CLAUSE), (_NEEDS_SPACE, _k.CLS_NEEDS_SPACE),
-                         (_CLOSERS, _k.CLS_CLOSER)):
+    for chars_, flag in (
+        (_NEWLINES, _k.CLS_NEWLINE),
+        (_SENT_END, _k.CLS_SENT_END),
+        (_CLAUSE, _k.CLS_CLAUSE),
+        (_NEEDS_SPACE, _k.CLS_NEEDS_SPACE),
+        (_CLOSERS, _k.CLS_CLOSER),
+    ):
         for ch in chars_:
             table[ord(ch)] |= flag
     return table
@@ -87,8 +91,9 @@ def _encode_np(enc, text: str) -> np.ndarray:
         try:
             return np.frombuffer(core.encode_to_tiktoken_buffer(text, set()), dtype=np.uint32)
         except UnicodeEncodeError:
-            return np.frombuffer(core.encode_to_tiktoken_buffer(_clean(text), set()),
-                                 dtype=np.uint32)
+            return np.frombuffer(
+                core.encode_to_tiktoken_buffer(_clean(text), set()), dtype=np.uint32
+            )
     return np.asarray(enc.encode_ordinary(text), dtype=np.uint32)
 
 
@@ -106,8 +111,9 @@ class _TokenBudgetSplitter(NodeTransform):
         num_threads: int | None = None,
     ) -> None:
         chunk_size = check_int("chunk_size", chunk_size, min=1, note="tokens", fix="use e.g. 1024")
-        chunk_overlap = check_int("chunk_overlap", chunk_overlap, min=0, note="tokens",
-                                  fix="use 0 for no overlap")
+        chunk_overlap = check_int(
+            "chunk_overlap", chunk_overlap, min=0, note="tokens", fix="use 0 for no overlap"
+        )
         if chunk_overlap >= chunk_size:
             raise ConfigError(
                 f"chunk_overlap={chunk_overlap} must be smaller than chunk_size={chunk_size}; "
@@ -122,18 +128,27 @@ class _TokenBudgetSplitter(NodeTransform):
         self._num_threads = num_threads
 
     def identity(self) -> str:
-        return (f"{type(self).__module__}.{type(self).__qualname__}(chunk_size={self.chunk_size}, "
-                f"chunk_overlap={self.chunk_overlap}, encoding={self.encoding!r}, "
-                f"v={_ALGORITHM_VERSION})")
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}(chunk_size={self.chunk_size}, "
+            f"chunk_overlap={self.chunk_overlap}, encoding={self.encoding!r}, "
+            f"v={_ALGORITHM_VERSION})"
+        )
 
     def spec(self) -> dict:
-        return {"class": type(self).__name__,
-                "params": {"chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
-                           "encoding": self.encoding}}
+        return {
+            "class": type(self).__name__,
+            "params": {
+                "chunk_size": self.chunk_size,
+                "chunk_overlap": self.chunk_overlap,
+                "encoding": self.encoding,
+            },
+        }
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(chunk_size={self.chunk_size}, "
-                f"chunk_overlap={self.chunk_overlap}, encoding={self.encoding!r})")
+        return (
+            f"{type(self).__name__}(chunk_size={self.chunk_size}, "
+            f"chunk_overlap={self.chunk_overlap}, encoding={self.encoding!r})"
+        )
 
     # -- public ------------------------------------------------------------------------------
     def spans(self, text: str) -> list[tuple[int, int]]:
@@ -156,8 +171,10 @@ class _TokenBudgetSplitter(NodeTransform):
     def batch_span_arrays(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Chunk ``(starts, ends)`` arrays of many texts, in order."""
         if isinstance(texts, str):
-            raise ConfigError("batch_span_arrays takes a list of texts, got one str; "
-                              "wrap it in a list or call span_arrays()")
+            raise ConfigError(
+                "batch_span_arrays takes a list of texts, got one str; "
+                "wrap it in a list or call span_arrays()"
+            )
         texts = check_str_list("texts", texts)
         threads = self._num_threads or min(8, os.cpu_count() or 1)
         if threads <= 1 or len(texts) <= 1:
@@ -188,7 +205,8 @@ class _TokenBudgetSplitter(NodeTransform):
             fix_s = np.array(sorted(fixes), dtype=np.int64)
             fix_b = np.array([fixes[k] for k in fix_s.tolist()], dtype=np.int64)
             starts, ends, q, r, inner = _k.plan_chunks(
-                cps, table, tok_lens, self.chunk_size, overlap, self._mode, fix_s, fix_b)
+                cps, table, tok_lens, self.chunk_size, overlap, self._mode, fix_s, fix_b
+            )
             exact = _exact_counts(enc, text, starts, ends, q, r, inner, cache)
             changed = False
             for i in np.flatnonzero(exact > self.chunk_size).tolist():
@@ -212,8 +230,9 @@ def _exact_counts(enc, text, starts, ends, q, r, inner, cache) -> np.ndarray:
             v = cache[frag] = len(enc.encode_ordinary(frag))
         return v
 
-    for i, (s, e, qq, rr) in enumerate(zip(starts.tolist(), ends.tolist(), q.tolist(),
-                                           r.tolist(), strict=True)):
+    for i, (s, e, qq, rr) in enumerate(
+        zip(starts.tolist(), ends.tolist(), q.tolist(), r.tolist(), strict=True)
+    ):
         if qq < 0:
             out[i] = count(text[s:e])
             continue
@@ -247,6 +266,12 @@ class TokenTextSplitter(_TokenBudgetSplitter):
 
     _mode = 1  # fastrag._kernels.split.MODE_TOKEN
 
-    def __init__(self, chunk_size: int = 1024, chunk_overlap: int = 20,
-                 encoding: str = DEFAULT_ENCODING, *, num_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        chunk_size: int = 1024,
+        chunk_overlap: int = 20,
+        encoding: str = DEFAULT_ENCODING,
+        *,
+        num_threads: int | None = None,
+    ) -> None:
         super().__init__(chunk_size, chunk_overlap, encoding, num_threads=num_threads)

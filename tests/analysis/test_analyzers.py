@@ -284,8 +284,9 @@ def test_expand_tokens_same_count_is_not_identity():
 
     from fastrag.analysis.spans import expand_tokens
 
-    vocab, ids, off = expand_tokens(["a", "b", "c"], np.array([0, 2, 1], np.int32),
-                                    np.array([0, 3]), [(), ("x", "y"), ("z",)])
+    vocab, ids, off = expand_tokens(
+        ["a", "b", "c"], np.array([0, 2, 1], np.int32), np.array([0, 3]), [(), ("x", "y"), ("z",)]
+    )
     assert vocab == ["x", "y", "z"]
     assert ids.tolist() == [2, 0, 1] and off.tolist() == [0, 3]
 
@@ -297,4 +298,4 @@ def test_chinese_encode_equals_call_alone_and_in_a_batch():
     q = "文周王是哪年到哪年在位？"
     for texts in ([q], ["第一个问题是什么？", q]):
         vocab, ids, off = an.encode_chunk(texts)
-        assert [vocab[i] for i in ids[off[-2]:off[-1]].tolist()] == an(q)
+        assert [vocab[i] for i in ids[off[-2] : off[-1]].tolist()] == an(q)

@@ -60,8 +60,13 @@ def test_dictionary_frequencies_match_jieba():
 
 
 def _run(code: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.strip().splitlines()[-1]
 
@@ -70,19 +75,22 @@ def test_fast_path_does_not_import_jieba():
     """With the tables cached, analysing text needs neither jieba nor its pkg_resources."""
     get_segmenter()  # the tables' cache file exists
     texts = EDGE_CASES + ["北京大学的乡里大辅先生", "亚硫酸盐有什么作用？"]
-    out = json.loads(_run(
-        "import json, sys\n"
-        "from fastrag.analysis.chinese import ChineseAnalyzer\n"
-        "from fastrag.analysis import segment\n"
-        f"texts = {texts!r}\n"
-        "a = ChineseAnalyzer()\n"
-        "raw, ids, off = segment.get_segmenter().encode(texts, hmm=True)\n"
-        "cuts = [[raw[j] for j in ids[off[i]:off[i + 1]]] for i in range(len(texts))]\n"
-        "opts = a.options()\n"
-        "seen = [m for m in ('jieba', 'pkg_resources') if m in sys.modules]\n"
-        "print(json.dumps({'cuts': cuts, 'dictionary': opts['dictionary'], 'imported': seen,\n"
-        "                  'path': segment._dictionary_path(), 'cache': segment._cache_file()}))"
-    ))
+    out = json.loads(
+        _run(
+            "import json, sys\n"
+            "from fastrag.analysis.chinese import ChineseAnalyzer\n"
+            "from fastrag.analysis import segment\n"
+            f"texts = {texts!r}\n"
+            "a = ChineseAnalyzer()\n"
+            "raw, ids, off = segment.get_segmenter().encode(texts, hmm=True)\n"
+            "cuts = [[raw[j] for j in ids[off[i]:off[i + 1]]] for i in range(len(texts))]\n"
+            "opts = a.options()\n"
+            "seen = [m for m in ('jieba', 'pkg_resources') if m in sys.modules]\n"
+            "print(json.dumps({'cuts': cuts, 'dictionary': opts['dictionary'], 'imported': seen,\n"
+            "                  'path': segment._dictionary_path(),\n"
+            "                  'cache': segment._cache_file()}))"
+        )
+    )
     from fastrag.analysis import segment
     from fastrag.analysis.chinese import ChineseAnalyzer
 
@@ -111,12 +119,14 @@ def test_custom_dictionary_still_changes_identity(tmp_path):
 
     mine = tmp_path / "mydict.txt"
     shutil.copy(os.path.join(os.path.dirname(jieba.__file__), "dict.txt"), mine)
-    out = json.loads(_run(
-        "import json, jieba\n"
-        f"jieba.set_dictionary({str(mine)!r})\n"
-        "from fastrag.analysis import segment\n"
-        "from fastrag.analysis.chinese import ChineseAnalyzer\n"
-        "print(json.dumps([segment._dictionary_path(),\n"
-        "                  ChineseAnalyzer().options()['dictionary']]))"
-    ))
+    out = json.loads(
+        _run(
+            "import json, jieba\n"
+            f"jieba.set_dictionary({str(mine)!r})\n"
+            "from fastrag.analysis import segment\n"
+            "from fastrag.analysis.chinese import ChineseAnalyzer\n"
+            "print(json.dumps([segment._dictionary_path(),\n"
+            "                  ChineseAnalyzer().options()['dictionary']]))"
+        )
+    )
     assert out == [str(mine), f"jieba-{jieba.__version__}:mydict.txt"]

@@ -28,11 +28,39 @@ MIXED = [
 def test_tokens_by_script():
     an = get_analyzer("bm25")
     assert isinstance(an, MixedAnalyzer) and an.name == "bm25"
-    assert an(MIXED[0]) == ["上传", "文件", "upload", "file", "via", "api", "file_path",
-                            "getusernam", "v1.2.3", "3.14"]
+    assert an(MIXED[0]) == [
+        "上传",
+        "文件",
+        "upload",
+        "file",
+        "via",
+        "api",
+        "file_path",
+        "getusernam",
+        "v1.2.3",
+        "3.14",
+    ]
     # Han through jieba (an HMM-invented word backs off to its characters), kana by bigrams
-    assert an(MIXED[1]) == ["東京", "東", "京", "タ", "タワ", "ワ", "ワー", "ー", "ーに", "に",
-                            "行", "き", "きま", "ま", "まし", "し", "した", "た"]
+    assert an(MIXED[1]) == [
+        "東京",
+        "東",
+        "京",
+        "タ",
+        "タワ",
+        "ワ",
+        "ワー",
+        "ー",
+        "ーに",
+        "に",
+        "行",
+        "き",
+        "きま",
+        "ま",
+        "まし",
+        "し",
+        "した",
+        "た",
+    ]
     assert an(MIXED[2])[:5] == ["한", "한국", "국", "국어", "어"]
     # Cyrillic with the Russian stemmer, Latin with the English one
     assert an(MIXED[3]) == ["привет", "мир", "программирован", "на", "python"]
@@ -52,8 +80,17 @@ def test_options_change_tokens_and_identity():
     assert french(MIXED[4]) == ["le", "développ", "de", "appliqu", "web"]
     assert french(MIXED[3])[2] == "программирован"  # other scripts: still by script
     assert plain("The files") == ["the", "files"]
-    assert len({auto.identity(), french.identity(), plain.identity(),
-                get_analyzer("bm25", hmm=False).identity()}) == 4
+    assert (
+        len(
+            {
+                auto.identity(),
+                french.identity(),
+                plain.identity(),
+                get_analyzer("bm25", hmm=False).identity(),
+            }
+        )
+        == 4
+    )
     assert get_analyzer("bm25", stemmer="english") == auto
     with pytest.raises(ConfigError, match="unknown Snowball stemmer language 'klingon'"):
         get_analyzer("bm25", stemmer="klingon")
@@ -65,8 +102,11 @@ def test_options_change_tokens_and_identity():
 
 def test_equals_bm25_chinese_on_chinese_text(cmrc):
     contexts, questions, _ = cmrc
-    han_only = [t for t in contexts + questions
-                if all("\u4e00" <= ch <= "\u9fd5" for ch in re.findall(r"\w", t))]
+    han_only = [
+        t
+        for t in contexts + questions
+        if all("\u4e00" <= ch <= "\u9fd5" for ch in re.findall(r"\w", t))
+    ]
     assert len(han_only) > 2_000
     mixed, chinese = get_analyzer("bm25"), get_analyzer("bm25_chinese")
     assert [mixed(t) for t in han_only] == [chinese(t) for t in han_only]

@@ -29,24 +29,39 @@ def _example() -> str:
 def test_readme_ray_example_runs_twice(tmp_path, openai_server):
     """Run twice in the same folder: the second run replaces the first's output (no doubled
     hits, one compacted shard set)."""
-    env = {**os.environ, "FASTRAG_LLM_BASE_URL": openai_server.url,
-           "FASTRAG_LLM_MODEL": "test-model", "OPENAI_API_KEY": "test-key",
-           "FASTRAG_BACKGROUND_COMPILE": "0"}
+    env = {
+        **os.environ,
+        "FASTRAG_LLM_BASE_URL": openai_server.url,
+        "FASTRAG_LLM_MODEL": "test-model",
+        "OPENAI_API_KEY": "test-key",
+        "FASTRAG_BACKGROUND_COMPILE": "0",
+    }
     for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", _example()], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", _example()],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
     # the retrieval job wrote every hit of batch_arrow
     hits = pq.read_table(tmp_path / "hits")
     doc = fr.Document(store=tmp_path / "cmrc.store", mode="r")
-    questions = [q["question"] for a in fr.load_cmrc2018_dev()["data"]
-                 for p in a["paragraphs"] for q in p["qas"]]
+    questions = [
+        q["question"]
+        for a in fr.load_cmrc2018_dev()["data"]
+        for p in a["paragraphs"]
+        for q in p["qas"]
+    ]
     want = fr.Retriever(doc, "root", "bm25_chinese", topk=5).batch_arrow(questions)
     assert hits.num_rows == want.num_rows and hits.column("error").null_count == hits.num_rows
     # the sharded index was compacted to one segment holding the added document
     shards = json.loads((tmp_path / "cmrc.shards" / "shards.json").read_text())
-    assert len(shards["segments"]) == 1 and shards["segments"][0]["docs"] == len(
-        doc.group("root")) + 1
+    assert (
+        len(shards["segments"]) == 1 and shards["segments"][0]["docs"] == len(doc.group("root")) + 1
+    )
     # 8 answers and 20 summaries, then 8 answers again (the summaries and embeddings are
     # stored): the LLM server saw all of them
     paths = [r.path for r in openai_server.requests]

@@ -39,8 +39,14 @@ def cmrc():
 
 
 def corpus_table(texts, metas, ids) -> pa.Table:
-    return pa.table({"id": ids, "text": texts, "part": [m["part"] for m in metas],
-                     "long": [m["long"] for m in metas]})
+    return pa.table(
+        {
+            "id": ids,
+            "text": texts,
+            "part": [m["part"] for m in metas],
+            "long": [m["long"] for m in metas],
+        }
+    )
 
 
 @pytest.mark.parametrize("similarity", ["bm25_chinese", "bm25_cjk"])
@@ -51,8 +57,14 @@ def test_shards_score_exactly_as_one_index(tmp_path, cmrc, similarity):
     want = base1(ret.batch_arrow(questions))
     want_f = base1(ret.batch_arrow(questions, filter="part == 1 && long == true"))
     for n in (1, 2, 4):
-        sr = build_index(corpus_table(texts, metas, ids), tmp_path / f"s{n}", num_shards=n,
-                         similarity=similarity, executor="local", topk=10)
+        sr = build_index(
+            corpus_table(texts, metas, ids),
+            tmp_path / f"s{n}",
+            num_shards=n,
+            similarity=similarity,
+            executor="local",
+            topk=10,
+        )
         assert len(sr.segments) == n and len(sr) == len(texts)
         got = sr.batch_arrow(questions)
         assert got.equals(want), n  # same ids, ranks and bit-identical float32 scores
@@ -61,8 +73,7 @@ def test_shards_score_exactly_as_one_index(tmp_path, cmrc, similarity):
         assert sr.stats.n_docs == len(texts)
         assert sr.stats.n_tokens == ret._bm25(whole.group("root"))[0].stats.n_tokens
     one = sr(questions[5])
-    assert [(h.node.id, h.score) for h in one] == \
-        [(h.node.id, h.score) for h in ret(questions[5])]
+    assert [(h.node.id, h.score) for h in one] == [(h.node.id, h.score) for h in ret(questions[5])]
     assert [h.node.text for h in one] == [h.node.text for h in ret(questions[5])]
 
 
@@ -72,21 +83,32 @@ def test_ties_break_by_global_node_order(tmp_path):
     ids = [f"d{i}" for i in range(len(texts))]
     whole = fr.Retriever(fr.Document.from_texts(texts, ids=ids), "root", "bm25", topk=4)
     for n in (1, 3, 8):
-        sr = build_index(pa.table({"id": ids, "text": texts}), tmp_path / f"t{n}",
-                         num_shards=n, executor="local", topk=4)
+        sr = build_index(
+            pa.table({"id": ids, "text": texts}),
+            tmp_path / f"t{n}",
+            num_shards=n,
+            executor="local",
+            topk=4,
+        )
         assert sr.batch_arrow(["apple", "bread pie"]).equals(
-            base1(whole.batch_arrow(["apple", "bread pie"])))
+            base1(whole.batch_arrow(["apple", "bread pie"]))
+        )
 
 
 def test_added_segment_equals_a_full_rebuild(tmp_path, cmrc):
     texts, metas, ids, questions = cmrc
     qs = questions[:400]
-    sr = build_index(corpus_table(texts[:600], metas[:600], ids[:600]), tmp_path / "ix",
-                     num_shards=2, similarity="bm25_chinese", executor="local", topk=10)
+    sr = build_index(
+        corpus_table(texts[:600], metas[:600], ids[:600]),
+        tmp_path / "ix",
+        num_shards=2,
+        similarity="bm25_chinese",
+        executor="local",
+        topk=10,
+    )
     name = sr.add(corpus_table(texts[600:], metas[600:], ids[600:]), executor="local")
     assert sr.segments == ["seg-000001", "seg-000002", name]
-    full = fr.Retriever(fr.Document.from_texts(texts, metas, ids), "root", "bm25_chinese",
-                        topk=10)
+    full = fr.Retriever(fr.Document.from_texts(texts, metas, ids), "root", "bm25_chinese", topk=10)
     assert sr.batch_arrow(qs).equals(base1(full.batch_arrow(qs)))
     # another process opening the directory sees the same index
     again = open_index(tmp_path / "ix", topk=10)
@@ -94,8 +116,11 @@ def test_added_segment_equals_a_full_rebuild(tmp_path, cmrc):
     # compaction keeps every result; superseded segment folders are gone
     merged = sr.merge(1, executor="local")
     assert merged == ["seg-000004"] and sr.batch_arrow(qs).equals(base1(full.batch_arrow(qs)))
-    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == \
-        [".lock", "seg-000004", "shards.json"]
+    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == [
+        ".lock",
+        "seg-000004",
+        "shards.json",
+    ]
     # the reader opened before the merge still answers (its files stay mapped), and refresh
     # moves it to the merged segment
     assert again.batch_arrow(qs[:50]).equals(base1(full.batch_arrow(qs[:50])))
@@ -105,15 +130,25 @@ def test_added_segment_equals_a_full_rebuild(tmp_path, cmrc):
 def test_delete_equals_a_rebuild_without_them(tmp_path, cmrc):
     texts, metas, ids, questions = cmrc
     qs = questions[:300]
-    sr = build_index(corpus_table(texts, metas, ids), tmp_path / "ix", num_shards=3,
-                     similarity="bm25_chinese", executor="local", topk=10)
+    sr = build_index(
+        corpus_table(texts, metas, ids),
+        tmp_path / "ix",
+        num_shards=3,
+        similarity="bm25_chinese",
+        executor="local",
+        topk=10,
+    )
     gone = [ids[3], ids[500], ids[501], "no-such-id"]
     assert sr.delete(gone) == 3
     keep = [i for i in range(len(ids)) if ids[i] not in gone]
-    rebuilt = fr.Retriever(fr.Document.from_texts([texts[i] for i in keep],
-                                                  [metas[i] for i in keep],
-                                                  [ids[i] for i in keep]),
-                           "root", "bm25_chinese", topk=10)
+    rebuilt = fr.Retriever(
+        fr.Document.from_texts(
+            [texts[i] for i in keep], [metas[i] for i in keep], [ids[i] for i in keep]
+        ),
+        "root",
+        "bm25_chinese",
+        topk=10,
+    )
     assert sr.batch_arrow(qs).equals(base1(rebuilt.batch_arrow(qs)))
     assert len(sr) == len(keep)
     with pytest.raises(fr.ConfigError, match="already in the index"):
@@ -124,24 +159,40 @@ def test_dense_shards_merge_exact_top_k(tmp_path, openai_server):
     texts = [f"document {i} about topic {i % 7} and colour {i % 5}" for i in range(120)]
     ids = [f"d{i}" for i in range(120)]
     emb = fr.OpenAIEmbedding(model="m", base_url=openai_server.url, api_key="k")
-    whole = fr.Retriever(fr.Document.from_texts(texts, ids=ids, embed=emb), "root", "cosine",
-                         topk=8)
+    whole = fr.Retriever(
+        fr.Document.from_texts(texts, ids=ids, embed=emb), "root", "cosine", topk=8
+    )
     qs = [f"topic {i} colour {i % 3}" for i in range(20)]
     want = base1(whole.batch_arrow(qs))
-    sr = build_index(pa.table({"id": ids, "text": texts}), tmp_path / "dense", num_shards=3,
-                     similarity="cosine", embed=emb, executor="local", topk=8)
+    sr = build_index(
+        pa.table({"id": ids, "text": texts}),
+        tmp_path / "dense",
+        num_shards=3,
+        similarity="cosine",
+        embed=emb,
+        executor="local",
+        topk=8,
+    )
     got = sr.batch_arrow(qs)
     assert got.column("node_id").to_pylist() == want.column("node_id").to_pylist()
-    np.testing.assert_allclose(got.column("score").to_numpy(), want.column("score").to_numpy(),
-                               rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        got.column("score").to_numpy(), want.column("score").to_numpy(), rtol=0, atol=1e-6
+    )
 
 
 def test_custom_group_needs_its_transform(tmp_path):
     texts = ["a b\nc d", "e f\ng h"]
     with pytest.raises(fr.ConfigError, match="pass transform="):
         build_index(texts, tmp_path / "x", group_name="line", executor="local")
-    sr = build_index(texts, tmp_path / "y", group_name="line", num_shards=2,
-                     transform=lambda t: t.split("\n"), executor="local", topk=2)
+    sr = build_index(
+        texts,
+        tmp_path / "y",
+        group_name="line",
+        num_shards=2,
+        transform=lambda t: t.split("\n"),
+        executor="local",
+        topk=2,
+    )
     assert [h.node.text for h in sr("g h")] == ["g h"]
     assert [h.node.text for h in open_index(tmp_path / "y", topk=2)("c")] == ["c d"]
 
@@ -187,8 +238,12 @@ def test_failed_segment_build_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         sr.add(["epsilon"], executor="local")
     assert json.loads((tmp_path / "ix" / "shards.json").read_text()) == before
-    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == \
-        [".lock", "seg-000001", "seg-000002", "shards.json"]
+    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == [
+        ".lock",
+        "seg-000001",
+        "seg-000002",
+        "shards.json",
+    ]
     assert [h.node.text for h in sr("gamma")] == ["gamma delta"]
 
 
@@ -206,8 +261,9 @@ ADDER = textwrap.dedent("""
 
 
 def test_processes_adding_segments_and_a_reader(tmp_path):
-    build_index(pa.table({"id": ["seed"], "text": ["seed words"]}), tmp_path / "ix",
-                executor="local")
+    build_index(
+        pa.table({"id": ["seed"], "text": ["seed words"]}), tmp_path / "ix", executor="local"
+    )
     reader = open_index(tmp_path / "ix", topk=50)
     stop = threading.Event()
     seen = []
@@ -219,9 +275,16 @@ def test_processes_adding_segments_and_a_reader(tmp_path):
 
     t = threading.Thread(target=read)
     t.start()
-    procs = [subprocess.Popen([sys.executable, "-c", ADDER, str(tmp_path / "ix"), f"w{i}"],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for i in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", ADDER, str(tmp_path / "ix"), f"w{i}"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
     try:
         for p in procs:
             out, err = p.communicate(timeout=240)
@@ -234,19 +297,24 @@ def test_processes_adding_segments_and_a_reader(tmp_path):
     ids = final.batch_arrow(["words"]).column("node_id").to_pylist()
     assert len(ids) == len(set(ids)) == 10
     assert seen and all(1 <= n <= 10 for n in seen) and seen == sorted(seen)
-    rebuilt = fr.Retriever(fr.Document.from_texts(
-        [n.text for n in final.batch(["words"])[0]]), "root", "bm25", topk=50)
-    assert sorted(h.score for h in rebuilt("words")) == sorted(
-        h.score for h in final("words"))
+    rebuilt = fr.Retriever(
+        fr.Document.from_texts([n.text for n in final.batch(["words"])[0]]), "root", "bm25", topk=50
+    )
+    assert sorted(h.score for h in rebuilt("words")) == sorted(h.score for h in final("words"))
 
 
 def test_overwrite_replaces_an_index(tmp_path):
     build_index(["alpha", "beta"], tmp_path / "ix", num_shards=2, executor="local")
-    sr = build_index(["gamma delta", "epsilon"], tmp_path / "ix", num_shards=2,
-                     executor="local", overwrite=True)
+    sr = build_index(
+        ["gamma delta", "epsilon"], tmp_path / "ix", num_shards=2, executor="local", overwrite=True
+    )
     assert sr.segments == ["seg-000003", "seg-000004"]
-    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == \
-        [".lock", "seg-000003", "seg-000004", "shards.json"]
+    assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == [
+        ".lock",
+        "seg-000003",
+        "seg-000004",
+        "shards.json",
+    ]
     assert [h.node.text for h in sr("delta")] == ["gamma delta"] and sr("alpha") == []
 
 
@@ -262,14 +330,33 @@ def test_a_group_the_cli_made_needs_no_transform(tmp_path, cmrc):
     for i, t in enumerate(texts[:120]):
         (src / f"d{i:03d}.txt").write_text(t, encoding="utf-8")
     store = tmp_path / "kb.store"
-    assert main(["ingest", str(src), "--store", str(store), "--group", "chunk=sentence:128:16",
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "ingest",
+                str(src),
+                "--store",
+                str(store),
+                "--group",
+                "chunk=sentence:128:16",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     doc = fr.Document(store=store, mode="r")
     one = fr.Retriever(doc, "chunk", "bm25_chinese", topk=8)
     qs = questions[:200]
     for n in (1, 3):
-        sr = build_index(store, tmp_path / f"ix{n}", num_shards=n, group_name="chunk",
-                         similarity="bm25_chinese", executor="local", topk=8)
+        sr = build_index(
+            store,
+            tmp_path / f"ix{n}",
+            num_shards=n,
+            group_name="chunk",
+            similarity="bm25_chinese",
+            executor="local",
+            topk=8,
+        )
         assert len(sr) == len(doc.group("chunk"))
         assert sr.batch_arrow(qs).equals(base1(one.batch_arrow(qs)))
     spec = json.loads((tmp_path / "ix3" / "shards.json").read_text())["spec"]
@@ -289,8 +376,9 @@ def test_a_group_the_cli_made_needs_no_transform(tmp_path, cmrc):
 
 
 def test_ranks_start_at_one(tmp_path):
-    sr = build_index(["alpha beta", "alpha", "gamma"], tmp_path / "ix", num_shards=2,
-                     executor="local", topk=3)
+    sr = build_index(
+        ["alpha beta", "alpha", "gamma"], tmp_path / "ix", num_shards=2, executor="local", topk=3
+    )
     t = sr.batch_arrow(["alpha", "gamma", "zzz", "alpha"])
     assert t.column("query_idx").to_pylist() == [0, 0, 1, 3, 3]
     assert t.column("rank").to_pylist() == [1, 2, 1, 1, 2]

@@ -14,8 +14,10 @@ def pdf_bytes(pages: list[str], labels: str = "", startxref_offset: int = 0) -> 
     font = 3 + 2 * len(pages)
     for i, line in enumerate(pages):
         stream = (f"BT /F1 24 Tf 72 700 Td ({line}) Tj ET" if line else "").encode("latin-1")
-        objs.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents "
-                    f"{4 + 2 * i} 0 R /Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
+        objs.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents "
+            f"{4 + 2 * i} 0 R /Resources << /Font << /F1 {font} 0 R >> >> >>".encode()
+        )
         objs.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objs.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     out = bytearray(b"%PDF-1.4\n")
@@ -28,5 +30,7 @@ def pdf_bytes(pages: list[str], labels: str = "", startxref_offset: int = 0) -> 
     for off in offsets:
         out += b"%010d 00000 n \n" % off
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objs) + 1, xref + startxref_offset)
+        len(objs) + 1,
+        xref + startxref_offset,
+    )
     return bytes(out)

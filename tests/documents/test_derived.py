@@ -32,6 +32,7 @@ def test_bm25_after_adds_and_deletes_equals_a_clean_build(tmp_path, method, with
         ids = doc.group("root").ids
         doc.delete([ids[i] for i in rng.choice(len(ids), 10, replace=False)])
         clean = fr.Document.from_texts([n.text for n in doc.group("root")])
-        assert ranked(doc, queries + ["brandnewterm"], method) == \
-            ranked(clean, queries + ["brandnewterm"], method)
+        assert ranked(doc, queries + ["brandnewterm"], method) == ranked(
+            clean, queries + ["brandnewterm"], method
+        )
     assert doc.derived.builds["bm25"] == 5

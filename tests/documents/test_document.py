@@ -65,8 +65,14 @@ EXPECTED_LINES = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
         (LineSplitter, {"sep": "\n"}),
         (LineSplitter(), {}),
     ],
-    ids=["function", "lambda", "callable-class", "callable-instance", "nodetransform-class",
-         "nodetransform-instance"],
+    ids=[
+        "function",
+        "lambda",
+        "callable-class",
+        "callable-instance",
+        "nodetransform-class",
+        "nodetransform-instance",
+    ],
 )
 def test_every_transform_form(transform, kwargs):
     doc = fr.Document.from_texts(TEXTS)
@@ -97,7 +103,7 @@ def test_spans_give_offsets_into_parent_text_with_repeats():
     nodes = list(doc.group("w"))
     assert [n.text for n in nodes] == ["to", "be", "or", "not", "to", "be"]
     assert [(n.start, n.end) for n in nodes][-2:] == [(13, 15), (16, 18)]
-    assert all(parent[n.start:n.end] == n.text for n in nodes)
+    assert all(parent[n.start : n.end] == n.text for n in nodes)
 
 
 def test_groups_are_lazy_built_once_and_transitively():
@@ -134,7 +140,15 @@ def test_lineage_parent_children_root_and_find():
     # down: all descendants, grouped by input node
     roots = list(doc.group("root"))
     assert [n.text for n in doc.find("char")([roots[2], roots[0]])] == [
-        "z", "e", "a", "l", "b", "e", "g", "a"]
+        "z",
+        "e",
+        "a",
+        "l",
+        "b",
+        "e",
+        "g",
+        "a",
+    ]
     # across branches: up to the common ancestor, then down
     assert [n.text for n in doc.find("side")([chars[0]])] == ["alp"]
     assert [n.text for n in doc.find_parent("root")([chars[0]])] == [TEXTS[0]]
@@ -153,8 +167,12 @@ def test_ids_are_deterministic():
 
 
 def test_from_texts_with_ids_and_metadata():
-    doc = fr.Document.from_texts(["x", "y"], metadatas=[{"a": 1}, {"a": 2}], ids=["d1", "d2"],
-                                 global_metadata={"corpus": "t"})
+    doc = fr.Document.from_texts(
+        ["x", "y"],
+        metadatas=[{"a": 1}, {"a": 2}],
+        ids=["d1", "d2"],
+        global_metadata={"corpus": "t"},
+    )
     roots = list(doc.group("root"))
     assert [r.id for r in roots] == ["d1", "d2"]
     assert roots[1].metadata == {"a": 2, "corpus": "t"}
@@ -165,8 +183,7 @@ def test_group_table_has_the_design_schema_and_views_are_light():
     doc = fr.Document.from_texts(TEXTS)
     doc.create_node_group("line", transform=split_lines)
     g = doc.group("line")
-    assert g.table.column_names == ["id", "doc_id", "parent_id", "text", "start", "end",
-                                    "metadata"]
+    assert g.table.column_names == ["id", "doc_id", "parent_id", "text", "start", "end", "metadata"]
     node = next(iter(g))
     assert node.__slots__ and not hasattr(node, "__dict__")
     assert node.group == "line" and node.doc_id == doc.group("root")[0].id
@@ -192,7 +209,7 @@ def test_builtin_groups_registered():
     assert fr.Document.CoarseChunk == "CoarseChunk"
     fine = list(doc.group(fr.Document.FineChunk))
     root = doc.group("root")[0].text
-    assert len(fine) > 1 and all(root[n.start:n.end] == n.text for n in fine)
+    assert len(fine) > 1 and all(root[n.start : n.end] == n.text for n in fine)
     assert all(fr.count_tokens(n.text) <= 128 for n in fine)
 
 

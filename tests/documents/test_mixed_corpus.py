@@ -20,13 +20,15 @@ from fastrag.errors import ConfigError, MissingExtraError, ReaderError
 CP1252_TEXT = (
     "Le café de la gare est naïf et charmant – on y sert une crème brûlée “maison” pour "
     "4,50 €. Über die Straße gehen Männer und Frauen; el señor García pidió una piña colada… "
-    "The résumé said «déjà vu», and the coöperative paid 12 € per hour.\n")
+    "The résumé said «déjà vu», and the coöperative paid 12 € per hour.\n"
+)
 # ~200 characters of Simplified Chinese with full-width punctuation and digits
 GBK_TEXT = (
     "亚硫酸盐是一种常见的食品添加剂，广泛用于葡萄酒、果干和腌制食品中。它主要有三个作用：防腐、"
     "抗氧化和漂白。适量使用是安全的，但少数人对亚硫酸盐过敏，可能出现哮喘等症状。因此，许多国家"
     "要求在食品标签上注明其含量。2019年的一项研究表明，红酒中的亚硫酸盐含量通常在每升50到350毫克"
-    "之间，而白葡萄酒往往更高。\n")
+    "之间，而白葡萄酒往往更高。\n"
+)
 
 
 def make_docx(path) -> None:
@@ -45,8 +47,10 @@ EXPECTED_TEXT = {
     "tool.py": ["def add(a, b):\n    return a + b\n"],
     "config.yaml": ["model: bm25\ntopk: 5\n"],
     "records.json": ["First record.", "Second record."],
-    "nested.json": ["product.name: Dried apricots\nproduct.tags[0]: fruit\nproduct.tags[1]: "
-                    "sulfites\nproduct.origin.country: Turkey\nprice: 3.5\norganic: false"],
+    "nested.json": [
+        "product.name: Dried apricots\nproduct.tags[0]: fruit\nproduct.tags[1]: "
+        "sulfites\nproduct.origin.country: Turkey\nprice: 3.5\norganic: false"
+    ],
     "lines.jsonl": ["one", "two", "q: why?\nscore: 2"],
     "table.csv": ["title: Apricot\nbody: Dried, with sulfites", "title: 葡萄酒\nbody: 含亚硫酸盐"],
     "report.pdf": ["Sulfites in wine", "Labelling rules", "Appendix"],
@@ -63,17 +67,28 @@ def corpus(tmp_path):
     (kb / "deep" / "deeper").mkdir(parents=True)
     w = {
         "page.html": "<html><head><title>T</title></head><body><h1>Sulfites</h1>"
-                     "<p>Used in wine &amp; dried fruit.</p><script>x()</script></body></html>",
+        "<p>Used in wine &amp; dried fruit.</p><script>x()</script></body></html>",
         "guide.md": "# Guide\n\nRead *this* first.\n",
         "notes.rst": "Notes\n=====\n\n.. note:: reStructuredText is text too.\n",
         "tool.py": "def add(a, b):\n    return a + b\n",
         "config.yaml": "model: bm25\ntopk: 5\n",
-        "records.json": json.dumps([{"text": "First record.", "author": "ann", "year": 2020},
-                                    {"text": "Second record.", "author": "bob", "year": 2021}]),
-        "nested.json": json.dumps({"product": {"name": "Dried apricots",
-                                               "tags": ["fruit", "sulfites"],
-                                               "origin": {"country": "Turkey"}},
-                                   "price": 3.5, "organic": False}),
+        "records.json": json.dumps(
+            [
+                {"text": "First record.", "author": "ann", "year": 2020},
+                {"text": "Second record.", "author": "bob", "year": 2021},
+            ]
+        ),
+        "nested.json": json.dumps(
+            {
+                "product": {
+                    "name": "Dried apricots",
+                    "tags": ["fruit", "sulfites"],
+                    "origin": {"country": "Turkey"},
+                },
+                "price": 3.5,
+                "organic": False,
+            }
+        ),
         "lines.jsonl": '{"text": "one", "id": 1}\n"two"\n\n{"q": "why?", "score": 2}\n',
         "table.csv": 'title,body\nApricot,"Dried, with sulfites"\n葡萄酒,含亚硫酸盐\n',
         "LICENSE": "Apache License\nVersion 2.0\n",
@@ -84,9 +99,12 @@ def corpus(tmp_path):
     for rel, text in w.items():
         (kb / rel).parent.mkdir(parents=True, exist_ok=True)
         (kb / rel).write_text(text, encoding="utf-8")
-    (kb / "report.pdf").write_bytes(pdf_bytes(
-        ["Sulfites in wine", "Labelling rules", "Appendix"],
-        labels="<< /Nums [0 << /S /r >> 2 << /S /A /P (App-) >>] >>"))
+    (kb / "report.pdf").write_bytes(
+        pdf_bytes(
+            ["Sulfites in wine", "Labelling rules", "Appendix"],
+            labels="<< /Nums [0 << /S /r >> 2 << /S /A /P (App-) >>] >>",
+        )
+    )
     make_docx(kb / "memo.docx")
     (kb / "western.txt").write_bytes(CP1252_TEXT.encode("cp1252"))
     (kb / "chinese.txt").write_bytes(GBK_TEXT.encode("gbk"))
@@ -125,21 +143,31 @@ def test_mixed_corpus_texts_metadata_and_report(corpus, caplog, capsys):
         ".yaml": {"read": 1, "skipped": 0, "failed": 0, "documents": 1},
     }
     # nothing unexpected is skipped, and each skip says why
-    skipped = {(e.path.removeprefix(str(corpus) + "/"), e.reason, e.detail)
-               for e in report.skipped}
-    assert skipped == {(".secret.txt", "hidden", ""), ("fake.txt", "binary", "PNG image"),
-                       ("empty.md", "empty file", ""), ("loop", "symlink loop", ""),
-                       ("store", "fastrag store", "")}
+    skipped = {(e.path.removeprefix(str(corpus) + "/"), e.reason, e.detail) for e in report.skipped}
+    assert skipped == {
+        (".secret.txt", "hidden", ""),
+        ("fake.txt", "binary", "PNG image"),
+        ("empty.md", "empty file", ""),
+        ("loop", "symlink loop", ""),
+        ("store", "fastrag store", ""),
+    }
     assert report.failed == []
     assert report.reasons()[".txt"] == {"binary": 1, "hidden": 1}
 
     summary = report.summary()
-    assert summary.splitlines()[0].split() == ["ext", "read", "skipped", "failed", "documents",
-                                               "reasons"]
+    assert summary.splitlines()[0].split() == [
+        "ext",
+        "read",
+        "skipped",
+        "failed",
+        "documents",
+        "reasons",
+    ]
     assert re.search(r"^\.txt +2 +2 +0 +2 +binary 1, hidden 1$", summary, re.M)
     assert re.search(r"^total +14 +5 +0 +20$", summary, re.M)
-    assert re.search(r"^skipped +\.txt +\S*fake\.txt +\(binary: PNG image\)$", report.details(),
-                     re.M)
+    assert re.search(
+        r"^skipped +\.txt +\S*fake\.txt +\(binary: PNG image\)$", report.details(), re.M
+    )
     assert len(report.details().splitlines()) == len(report.entries) == 19
 
     # metadata: encodings, JSON paths, PDF pages
@@ -152,13 +180,17 @@ def test_mixed_corpus_texts_metadata_and_report(corpus, caplog, capsys):
     assert meta["nested.json"][0]["json_path"] == "$"
     assert "product" not in meta["nested.json"][0]  # flattened into the text, not metadata
     assert [(m["page"], m["page_label"], m["page_count"]) for m in meta["report.pdf"]] == [
-        (1, "i", 3), (2, "ii", 3), (3, "App-A", 3)]
+        (1, "i", 3),
+        (2, "ii", 3),
+        (3, "App-A", 3),
+    ]
     assert meta["LICENSE"][0]["file_type"] == ""
 
     # skips are logged at INFO; the symlink loop also in one warning line; no console noise
     warnings_ = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.getMessage() for r in warnings_] == [
-        f"skipped 1 symlink loop (e.g. {str(corpus / 'loop')!r}) while walking the folders"]
+        f"skipped 1 symlink loop (e.g. {str(corpus / 'loop')!r}) while walking the folders"
+    ]
     assert capsys.readouterr().err == ""
 
 
@@ -181,15 +213,20 @@ def test_document_reads_the_mixed_corpus(corpus, tmp_path):
 
 def test_walk_options(corpus):
     def names(**kw):
-        return sorted(f.relative_to(corpus.resolve()).as_posix()
-                      for f in iter_source_files(corpus, **kw))
+        return sorted(
+            f.relative_to(corpus.resolve()).as_posix() for f in iter_source_files(corpus, **kw)
+        )
 
     (corpus / "deep" / "a.md").write_text("a", encoding="utf-8")
     (corpus / "deep" / "deeper" / "b.md").write_text("b", encoding="utf-8")
     (corpus / "deep" / "deeper" / "c.log").write_text("c", encoding="utf-8")
     report = ReadReport()
-    assert names(required_exts=[".MD", ".rst"]) == ["deep/a.md", "deep/deeper/b.md",
-                                                    "guide.md", "notes.rst"]
+    assert names(required_exts=[".MD", ".rst"]) == [
+        "deep/a.md",
+        "deep/deeper/b.md",
+        "guide.md",
+        "notes.rst",
+    ]
     iter_source_files(corpus, required_exts=[".md"], report=report)
     assert report.reasons()[".txt"] == {"hidden": 1, "not in required_exts": 3}
     assert "deep/deeper/c.log" not in names(exclude=["*.log"])  # "*" crosses folders
@@ -201,7 +238,9 @@ def test_walk_options(corpus):
     report = ReadReport()
     iter_source_files(corpus, exclude=["deep/", "*.py"], report=report)
     assert {(e.ext, e.reason, e.detail) for e in report.skipped if e.reason == "excluded"} == {
-        ("(folder)", "excluded", "matches 'deep/'"), (".py", "excluded", "matches '*.py'")}
+        ("(folder)", "excluded", "matches 'deep/'"),
+        (".py", "excluded", "matches '*.py'"),
+    }
     top = names(recursive=False)
     assert "deep/a.md" not in top and "guide.md" in top
     assert ".secret.txt" in names(exclude_hidden=False)
@@ -210,10 +249,12 @@ def test_walk_options(corpus):
     # the options pass through Document
     doc = fr.Document(corpus, required_exts=[".md"], exclude=["deep/deeper/"])
     assert sorted(n.text for n in doc.group("root")) == ["# Guide\n\nRead *this* first.\n", "a"]
-    for bad, match in [({"required_exts": "md"}, "required_exts must be a list"),
-                       ({"required_exts": ["md"]}, r"required_exts must look like '\.xyz'"),
-                       ({"exclude": "*.log"}, "exclude must be a list"),
-                       ({"recursive": "no"}, "recursive must be True or False")]:
+    for bad, match in [
+        ({"required_exts": "md"}, "required_exts must be a list"),
+        ({"required_exts": ["md"]}, r"required_exts must look like '\.xyz'"),
+        ({"exclude": "*.log"}, "exclude must be a list"),
+        ({"recursive": "no"}, "recursive must be True or False"),
+    ]:
         with pytest.raises(ConfigError, match=match):
             iter_source_files(corpus, **bad)
 
@@ -241,7 +282,9 @@ def test_pdf_pages_empty_pages_and_pypdf_noise(tmp_path, caplog, capsys):
     with caplog.at_level(logging.WARNING):
         docs = read_file(p, report=report)
     assert [(t, m["page"], m["page_label"], m["page_count"]) for t, m in docs] == [
-        ("First", 1, "1", 3), ("Third", 3, "3", 3)]
+        ("First", 1, "1", 3),
+        ("Third", 3, "3", 3),
+    ]
     assert report.read[0].left_out == 1 and report.read[0].documents == 2
     assert report.reasons() == {".pdf": {"empty pages left out": 1}}
     assert "1 empty page left out" in report.details()
@@ -261,13 +304,18 @@ def test_encodings_long_and_short(tmp_path):
     assert decode_bytes(CP1252_TEXT.encode("cp1252")) == CP1252_TEXT
     assert decode_bytes(GBK_TEXT.encode("gbk")) == GBK_TEXT
     assert decode_bytes(CP1252_TEXT.encode("latin-1", "ignore")) == CP1252_TEXT.encode(
-        "latin-1", "ignore").decode("latin-1")
+        "latin-1", "ignore"
+    ).decode("latin-1")
     # Short inputs: charset-normalizer alone calls "café naïve" cp1250 or cp1257 ("naďve",
     # "naļve") and two GBK characters Big5 ("笢恅"): each of those decodes them without chaos.
     # fastrag's rules keep cp1252 for Western-looking text and GB18030 for CJK bytes.
-    for text, enc in [("café naïve – “quotes” €", "cp1252"), ("naïve", "cp1252"),
-                      ("中文", "gbk"), ("问题,答案\n作用,防腐\n", "gbk"),
-                      ("Größe: 5 m²", "latin-1")]:
+    for text, enc in [
+        ("café naïve – “quotes” €", "cp1252"),
+        ("naïve", "cp1252"),
+        ("中文", "gbk"),
+        ("问题,答案\n作用,防腐\n", "gbk"),
+        ("Größe: 5 m²", "latin-1"),
+    ]:
         assert decode_bytes(text.encode(enc)) == text
     # a short Cyrillic line in cp1251 fits a dozen code pages: refused, not guessed
     p = tmp_path / "ru.txt"
@@ -294,7 +342,9 @@ def test_unknown_extensions_and_binaries(tmp_path, caplog):
     files = iter_source_files(tmp_path, report=report)
     assert [f.name for f in files] == ["settings.ini"]
     assert {(e.path.split("/")[-1], e.detail) for e in report.skipped} == {
-        ("archive.zip", "ZIP archive"), ("tool", "ELF executable")}
+        ("archive.zip", "ZIP archive"),
+        ("tool", "ELF executable"),
+    }
     assert read_file(gbk_ini)[0][0] == "[main]\nname = " + GBK_TEXT
     # named explicitly: an error naming the file, or with on_error="skip" a logged skip
     with pytest.raises(ReaderError, match=r"archive\.zip.*binary \(ZIP archive\)"):
@@ -312,14 +362,30 @@ def test_unknown_extensions_and_binaries(tmp_path, caplog):
 
 def test_json_metadata_fields_and_flattening(tmp_path):
     p = tmp_path / "r.json"
-    p.write_text(json.dumps([{"text": "a", "author": "x", "year": 1, "junk": [1]},
-                             {"title": "no text", "author": "y", "deep": {"k": [1, {"z": None}]}},
-                             5, [True, "s"]]), encoding="utf-8")
+    p.write_text(
+        json.dumps(
+            [
+                {"text": "a", "author": "x", "year": 1, "junk": [1]},
+                {"title": "no text", "author": "y", "deep": {"k": [1, {"z": None}]}},
+                5,
+                [True, "s"],
+            ]
+        ),
+        encoding="utf-8",
+    )
     docs = read_file(p, metadata_fields=["author", "year"])
-    assert [t for t, _ in docs] == ["a", "title: no text\nauthor: y\ndeep.k[0]: 1\n"
-                                    "deep.k[1].z: null", "5", "[0]: true\n[1]: s"]
+    assert [t for t, _ in docs] == [
+        "a",
+        "title: no text\nauthor: y\ndeep.k[0]: 1\ndeep.k[1].z: null",
+        "5",
+        "[0]: true\n[1]: s",
+    ]
     assert {k: docs[0][1][k] for k in ("author", "year", "json_path", "row")} == {
-        "author": "x", "year": 1, "json_path": "$[0]", "row": 0}
+        "author": "x",
+        "year": 1,
+        "json_path": "$[0]",
+        "row": 0,
+    }
     assert "junk" not in docs[0][1]
     assert docs[1][1]["author"] == "y" and "title" not in docs[1][1]  # named fields only
     assert "author" not in read_file(p)[1][1]  # flattened fields stay out of metadata
@@ -328,13 +394,19 @@ def test_json_metadata_fields_and_flattening(tmp_path):
     assert "b" not in read_file(jl, metadata_fields=["a"])[0][1]
     csv_ = tmp_path / "r.csv"
     csv_.write_text("text,a,b\nhello,1,2\n", encoding="utf-8")
-    (text, meta), = read_file(csv_, metadata_fields=["b"])
+    ((text, meta),) = read_file(csv_, metadata_fields=["b"])
     assert text == "hello" and meta["b"] == "2" and "a" not in meta
     with pytest.raises(ConfigError, match="metadata_fields must be a list"):
         read_file(p, metadata_fields="author")
     # the option passes through Planner and Document
-    planner = Planner(readers=None, on_error="raise", json_text_field="text",
-                      global_metadata={}, hash_files=False, metadata_fields=["author"])
+    planner = Planner(
+        readers=None,
+        on_error="raise",
+        json_text_field="text",
+        global_metadata={},
+        hash_files=False,
+        metadata_fields=["author"],
+    )
     assert "year" not in planner.file_rows(p, str(p))[0][6]
     roots = list(fr.Document(p, metadata_fields=["year"]).group("root"))
     assert roots[0].metadata["year"] == 1 and "author" not in roots[0].metadata

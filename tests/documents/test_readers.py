@@ -32,20 +32,32 @@ def _one(path, **kw):
 
 def test_language_metadata_by_script_and_function_words(tmp_path):
     """Each document's language is detected from its text; a record's own field wins."""
-    texts = {"en.md": "How to upload a file to the store and share it with the team.",
-             "zh.md": "如何上传文件到知识库并与团队共享。",
-             "ja.md": "ファイルをアップロードする方法",
-             "ko.md": "파일을 업로드하는 방법", "ru.md": "Как загрузить файл в хранилище",
-             "fr.md": "Comment envoyer un fichier dans la base et le partager avec le groupe",
-             "de.md": "Wie lade ich eine Datei in die Wissensbasis und teile sie mit dem Team",
-             "nums.txt": "1234 5678 == != {}"}
+    texts = {
+        "en.md": "How to upload a file to the store and share it with the team.",
+        "zh.md": "如何上传文件到知识库并与团队共享。",
+        "ja.md": "ファイルをアップロードする方法",
+        "ko.md": "파일을 업로드하는 방법",
+        "ru.md": "Как загрузить файл в хранилище",
+        "fr.md": "Comment envoyer un fichier dans la base et le partager avec le groupe",
+        "de.md": "Wie lade ich eine Datei in die Wissensbasis und teile sie mit dem Team",
+        "nums.txt": "1234 5678 == != {}",
+    }
     for name, text in texts.items():
         (tmp_path / name).write_text(text)
     got = {name: _one(tmp_path / name)[1].get("language") for name in texts}
-    assert got == {"en.md": "en", "zh.md": "zh", "ja.md": "ja", "ko.md": "ko", "ru.md": "ru",
-                   "fr.md": "fr", "de.md": "de", "nums.txt": None}
-    (tmp_path / "r.jsonl").write_text('{"text": "the cat", "language": "xx"}\n'
-                                      '{"text": "der Hund und die Katze"}\n')
+    assert got == {
+        "en.md": "en",
+        "zh.md": "zh",
+        "ja.md": "ja",
+        "ko.md": "ko",
+        "ru.md": "ru",
+        "fr.md": "fr",
+        "de.md": "de",
+        "nums.txt": None,
+    }
+    (tmp_path / "r.jsonl").write_text(
+        '{"text": "the cat", "language": "xx"}\n{"text": "der Hund und die Katze"}\n'
+    )
     assert [m["language"] for _, m in read_file(tmp_path / "r.jsonl")] == ["xx", "de"]
     many = [{"text": f"der Hund und die Katze {i}"} for i in range(R.LANGUAGE_PER_DOCUMENT)]
     many.append({"text": "the dog and the cat"})  # past the sample: the file's language
@@ -63,9 +75,15 @@ def test_txt_md_and_root_metadata(tmp_path):
     text, meta = _one(p)
     assert text == "hello\nworld\n"
     st = p.stat()
-    assert meta == {"file_path": str(p.resolve()), "file_name": "a.txt", "file_type": "txt",
-                    "file_size": st.st_size, "mtime": st.st_mtime, "encoding": "utf-8",
-                    "language": "en"}
+    assert meta == {
+        "file_path": str(p.resolve()),
+        "file_name": "a.txt",
+        "file_type": "txt",
+        "file_size": st.st_size,
+        "mtime": st.st_mtime,
+        "encoding": "utf-8",
+        "language": "en",
+    }
     md = tmp_path / "b.MD"
     md.write_text("# Title\n\n*x*", encoding="utf-8")
     text, meta = _one(md)
@@ -80,8 +98,11 @@ def test_encodings_decode_exactly(tmp_path, encoding):
     p.write_bytes(text.encode(encoding))
     assert _one(p)[0] == text
     assert decode_bytes(text.encode(encoding)) == text
-    assert _one(p)[1]["encoding"] == {"utf-8": "utf-8", "utf-8-sig": "utf-8-sig",
-                                      "utf-16": "utf-16"}.get(encoding, "gb18030")
+    assert _one(p)[1]["encoding"] == {
+        "utf-8": "utf-8",
+        "utf-8-sig": "utf-8-sig",
+        "utf-16": "utf-16",
+    }.get(encoding, "gb18030")
 
 
 def test_gb18030_four_byte_characters(tmp_path):
@@ -113,15 +134,15 @@ def test_json_forms(tmp_path):
     assert _one(p)[0] == "just text"
 
     p = tmp_path / "o.json"
-    p.write_text(json.dumps({"text": ZH, "author": "x", "n": 3}, ensure_ascii=False),
-                 encoding="utf-8")
+    p.write_text(
+        json.dumps({"text": ZH, "author": "x", "n": 3}, ensure_ascii=False), encoding="utf-8"
+    )
     text, meta = _one(p)
     assert text == ZH and meta["author"] == "x" and meta["n"] == 3
     assert meta["file_name"] == "o.json"
 
     p = tmp_path / "l.json"
-    p.write_text(json.dumps([{"body": "a", "k": 1}, {"body": "b", "k": 2}, "c"]),
-                 encoding="utf-8")
+    p.write_text(json.dumps([{"body": "a", "k": 1}, {"body": "b", "k": 2}, "c"]), encoding="utf-8")
     docs = read_file(p, json_text_field="body")
     assert [t for t, _ in docs] == ["a", "b", "c"]
     assert [m.get("k") for _, m in docs] == [1, 2, None]
@@ -149,8 +170,7 @@ def test_json_errors(tmp_path):
 
 def test_jsonl(tmp_path, caplog):
     p = tmp_path / "d.jsonl"
-    p.write_text('{"text": "one", "id": 1}\n\n"two"\n{"text": "三", "id": 3}\n',
-                 encoding="utf-8")
+    p.write_text('{"text": "one", "id": 1}\n\n"two"\n{"text": "三", "id": 3}\n', encoding="utf-8")
     docs = read_file(p)
     assert [t for t, _ in docs] == ["one", "two", "三"]
     assert [m.get("id") for _, m in docs] == [1, None, 3]
@@ -170,15 +190,17 @@ def test_csv_rows(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text('title,body\n"A, with comma","line1\nline2"\nB,中文\n,\n', encoding="utf-8")
     docs = read_file(p)
-    assert [t for t, _ in docs] == ["title: A, with comma\nbody: line1\nline2",
-                                    "title: B\nbody: 中文"]
+    assert [t for t, _ in docs] == [
+        "title: A, with comma\nbody: line1\nline2",
+        "title: B\nbody: 中文",
+    ]
     assert [m["row"] for _, m in docs] == [0, 1]
     docs = read_file(p, json_text_field="body")
     assert [t for t, _ in docs] == ["line1\nline2", "中文"]
     assert [m["title"] for _, m in docs] == ["A, with comma", "B"]
     ragged = tmp_path / "r.csv"
     ragged.write_text("150,4,setosa\n5.1,3.5,1.4,0.2,0\n4.9,3.0,1.4,0.2,0\n", encoding="utf-8")
-    (text, meta), = read_file(ragged)  # no header (scikit-learn's style): one table document
+    ((text, meta),) = read_file(ragged)  # no header (scikit-learn's style): one table document
     assert text == "150, 4, setosa\n5.1, 3.5, 1.4, 0.2, 0\n4.9, 3.0, 1.4, 0.2, 0"
     assert meta["csv_header"] is False
     gbk = tmp_path / "g.csv"
@@ -211,7 +233,9 @@ def test_pdf(tmp_path):
     docs = read_file(p)
     assert [t for t, _ in docs] == ["Hello PDF world", "Second page here"]
     assert [(m["page"], m["page_label"], m["page_count"]) for _, m in docs] == [
-        (1, "1", 2), (2, "2", 2)]
+        (1, "1", 2),
+        (2, "2", 2),
+    ]
     assert docs[0][1]["file_type"] == "pdf" and "encoding" not in docs[0][1]
     broken = tmp_path / "broken.pdf"
     broken.write_bytes(b"%PDF-1.4\nnot really")
@@ -240,8 +264,7 @@ def test_docx(tmp_path):
         read_file(bad)
 
 
-@pytest.mark.parametrize("module,ext,extra", [("pypdf", ".pdf", "pdf"),
-                                              ("docx", ".docx", "docx")])
+@pytest.mark.parametrize("module,ext,extra", [("pypdf", ".pdf", "pdf"), ("docx", ".docx", "docx")])
 def test_missing_extra(tmp_path, monkeypatch, module, ext, extra):
     p = tmp_path / f"x{ext}"
     p.write_bytes(b"whatever")
@@ -311,8 +334,17 @@ def test_iter_source_files(tmp_path, caplog):
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "z").mkdir(parents=True)
     (tmp_path / ".hidden").mkdir()
-    for rel in ["b/2.txt", "b/10.md", "a/z/x.json", "a/1.html", "top.csv", "notes.rst",
-                ".dot.txt", ".hidden/h.txt", "a/.also.txt"]:
+    for rel in [
+        "b/2.txt",
+        "b/10.md",
+        "a/z/x.json",
+        "a/1.html",
+        "top.csv",
+        "notes.rst",
+        ".dot.txt",
+        ".hidden/h.txt",
+        "a/.also.txt",
+    ]:
         (tmp_path / rel).write_text("x", encoding="utf-8")
     (tmp_path / "skip.bin").write_bytes(b"\x00\x01\x02binary")
     with caplog.at_level("INFO", logger="fastrag"):
@@ -354,8 +386,9 @@ def test_cmrc_knowledge_base_files(tmp_path):
     data = load_cmrc2018_dev()
     paras = list(dict.fromkeys(p["context"] for a in data["data"] for p in a["paragraphs"]))
     for i in range(0, 40, 10):
-        (tmp_path / f"kb_{i // 10:03d}.txt").write_text("\n".join(paras[i:i + 10]),
-                                                        encoding="utf-8")
+        (tmp_path / f"kb_{i // 10:03d}.txt").write_text(
+            "\n".join(paras[i : i + 10]), encoding="utf-8"
+        )
     texts = [read_file(f)[0][0] for f in iter_source_files(tmp_path)]
     assert [ln for t in texts for ln in t.split("\n")] == paras[:40]
 

@@ -69,11 +69,11 @@ def test_changed_added_removed_files_are_reprocessed_alone(tmp_path):
     with pytest.warns(StoreWarning, match=r"keeps 1 sources .*1 missing on disk .*c\.txt"):
         doc = open_doc(kb, st)
     # the removed file's node is kept until asked: the store owns what it was given
-    assert [n.text for n in doc.group("line")] == ["one", "two", "six", "THREE", "three-b",
-                                                   "seven"]
+    assert [n.text for n in doc.group("line")] == ["one", "two", "six", "THREE", "three-b", "seven"]
     assert sorted(CALLS) == ["THREE\nthree-b", "seven"]
-    assert doc.source_changes.summary() == ("read 1 new file, re-read 1 changed, unchanged 1, "
-                                            "kept 1 missing on disk")
+    assert doc.source_changes.summary() == (
+        "read 1 new file, re-read 1 changed, unchanged 1, kept 1 missing on disk"
+    )
     doc.refresh(remove_missing=True)
     assert [n.text for n in doc.group("line")] == ["one", "two", "THREE", "three-b", "seven"]
     assert doc.source_changes.removed == [str((kb / "c.txt").resolve())]
@@ -164,8 +164,9 @@ def test_interrupted_write_leaves_previous_content(tmp_path, monkeypatch):
     (kb / "a.txt").write_text("one\ntwo", encoding="utf-8")
     doc = open_doc(kb, st)
     # (the touched file's new mtime is recorded in a new sources segment)
-    assert sorted(p.name for p in (st / "data").iterdir() if "sources" not in p.name) \
-        == files_before
+    assert (
+        sorted(p.name for p in (st / "data").iterdir() if "sources" not in p.name) == files_before
+    )
     assert not [p for p in st.rglob(".tmp-*")]
     # the store still has its previous content (before the source change)
     assert [n.text for n in doc.group("line")] == ["one", "two"]
@@ -231,5 +232,10 @@ def test_a_writable_open_reads_each_file_once(tmp_path, monkeypatch):
     calls.clear()
     doc = fr.Document(kb, store=tmp_path / "st")
     assert [p.name for p in calls] == ["3.txt"]
-    assert [n.text for n in doc.group("root")] == ["text 0", "text 1", "text 2", "text 4",
-                                                   "changed"]
+    assert [n.text for n in doc.group("root")] == [
+        "text 0",
+        "text 1",
+        "text 2",
+        "text 4",
+        "changed",
+    ]

@@ -23,8 +23,9 @@ WORDS = "cat dog bird fish lion tiger bear wolf fox deer owl hawk crow duck frog
 
 def texts(n: int, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(WORDS, 6)) + "\n" + " ".join(rng.choice(WORDS, 4))
-            for _ in range(n)]
+    return [
+        " ".join(rng.choice(WORDS, 6)) + "\n" + " ".join(rng.choice(WORDS, 4)) for _ in range(n)
+    ]
 
 
 class CountingEmbedding:
@@ -77,8 +78,10 @@ def run_threads(fn, n: int = 8) -> list:
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def hits(ret, queries) -> list[list[tuple[str, float]]]:
@@ -102,16 +105,22 @@ def test_threads_first_use_builds_once_and_agree(tmp_path, with_store):
     # sequential reference (in memory)
     ref_doc = fr.Document.from_texts(corpus, embed=CountingEmbedding())
     ref_doc.create_node_group("line", transform=CountingSplit())
-    expected = {sim: hits(fr.Retriever(ref_doc, "line", sim, topk=5), QUERIES)
-                for sim in ("bm25", "cosine")}
+    expected = {
+        sim: hits(fr.Retriever(ref_doc, "line", sim, topk=5), QUERIES) for sim in ("bm25", "cosine")
+    }
 
     doc, emb, split = make()
     kinds = ["bm25", "cosine", "hnsw"]
 
     def work(i):
         kind = kinds[i % 3]
-        ret = fr.Retriever(doc, "line", "cosine" if kind == "hnsw" else kind, topk=5,
-                           index="hnsw" if kind == "hnsw" else "default")
+        ret = fr.Retriever(
+            doc,
+            "line",
+            "cosine" if kind == "hnsw" else kind,
+            topk=5,
+            index="hnsw" if kind == "hnsw" else "default",
+        )
         return kind, hits(ret, QUERIES)
 
     results = run_threads(work, 9)
@@ -187,12 +196,19 @@ def test_processes_writing_one_store_equal_a_serial_order(tmp_path, n_proc):
     for i in range(n_proc):
         (tmp_path / f"kb{i}").mkdir()
         for f in range(2):
-            (tmp_path / f"kb{i}" / f"f{f}.txt").write_text(f"p{i} file {f}\nline two {f}",
-                                                          encoding="utf-8")
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(st), f"p{i}", str(n),
-                               str(tmp_path / f"kb{i}")],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for i in range(n_proc)]
+            (tmp_path / f"kb{i}" / f"f{f}.txt").write_text(
+                f"p{i} file {f}\nline two {f}", encoding="utf-8"
+            )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(st), f"p{i}", str(n), str(tmp_path / f"kb{i}")],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(n_proc)
+    ]
     for p in procs:
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
@@ -201,17 +217,24 @@ def test_processes_writing_one_store_equal_a_serial_order(tmp_path, n_proc):
     roots = [n.text for n in doc.group("root")]
     # every process ingested 2 files, added n texts and deleted its first n // 3 roots (the
     # files first): in any serial order the survivors are the same set
-    want = {"seed one\nseed two"} | {t for i in range(n_proc)
-                                     for t in ([f"p{i} file {f}\nline two {f}" for f in range(2)]
-                                               + [f"p{i} text {j}\nsecond line {j}"
-                                                  for j in range(n)])[n // 3:]}
+    want = {"seed one\nseed two"} | {
+        t
+        for i in range(n_proc)
+        for t in (
+            [f"p{i} file {f}\nline two {f}" for f in range(2)]
+            + [f"p{i} text {j}\nsecond line {j}" for j in range(n)]
+        )[n // 3 :]
+    }
     assert set(roots) == want and len(roots) == len(want)
     lines = [n.text for n in doc.group("line")]
     assert lines == [line for t in roots for line in t.split("\n")]
     assert Store(st).verify() == []
     assert set(json.loads((st / "manifest.json").read_text())["groups"]) >= {"root", "line"}
-    leftovers = {str(p.relative_to(st)) for p in st.rglob("*") if p.is_file()} \
-        - Store(st).referenced() - {LOCK}
+    leftovers = (
+        {str(p.relative_to(st)) for p in st.rglob("*") if p.is_file()}
+        - Store(st).referenced()
+        - {LOCK}
+    )
     assert leftovers == set()
 
 
@@ -238,18 +261,32 @@ def test_readers_never_write_while_a_writer_commits(tmp_path):
     doc.create_node_group("line", transform=lambda t: t.split("\n"))
     doc.group("line")
     before = snapshot(st)
-    readers = [subprocess.Popen([sys.executable, "-c", READER, str(st)], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for _ in range(2)]
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, str(st)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for p in readers:
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0 and out.startswith("ok 40"), err
     assert snapshot(st) == before  # no file added, removed or touched (not even a lock)
 
     # readers running while a writer adds: they see a committed state, never an error
-    readers = [subprocess.Popen([sys.executable, "-c", READER, str(st)], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for _ in range(2)]
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, str(st)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for j in range(10):
         doc.add([f"writer text {j}"])
         doc.group("line")
@@ -279,9 +316,16 @@ def test_second_writer_times_out_naming_the_lock(tmp_path):
     st = tmp_path / "st"
     fr.Document.from_texts(["a"], store=st)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from filelock import FileLock\n"
-         "l = FileLock(sys.argv[1]); l.acquire(); print('held', flush=True); time.sleep(30)",
-         str(st / LOCK)], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock\n"
+            "l = FileLock(sys.argv[1]); l.acquire(); print('held', flush=True); time.sleep(30)",
+            str(st / LOCK),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         doc = fr.Document(store=st, lock_timeout=0.3)  # opening does not wait for the lock
@@ -348,8 +392,7 @@ def test_stable_semantics_after_reopen(tmp_path):
     assert [n.text for n in fr.Document(kb, store=st2).group("root")] == ["added one"]
     again = fr.Document(kb, store=st2)
     again.add(kb / "f.txt")
-    assert [n.text for n in fr.Document(kb, store=st2).group("root")] == \
-        ["added one", "file text"]
+    assert [n.text for n in fr.Document(kb, store=st2).group("root")] == ["added one", "file text"]
 
 
 def test_leftovers_are_removed_and_never_block_a_rebuild(tmp_path):
@@ -399,8 +442,11 @@ def test_manifest_stays_small_and_add_touches_few_files(tmp_path):
     new = set(after) - set(before)
     # one new root segment, one new sources segment, the manifest replaced; nothing rewritten
     assert sorted(p.split("/")[0] for p in new) == ["data", "data"]
-    assert all(after[p] == before[p] for p in before
-               if p in after and (st / p).is_file() and p not in ("manifest.json", LOCK))
+    assert all(
+        after[p] == before[p]
+        for p in before
+        if p in after and (st / p).is_file() and p not in ("manifest.json", LOCK)
+    )
     assert (st / "manifest.json").stat().st_size < size + 1_000
 
 
@@ -415,8 +461,9 @@ def test_segments_are_compacted(tmp_path):
     assert len(m["groups"]["root"]["segments"]) <= MAX_SEGMENTS
     assert len(m["sources"]) <= MAX_SEGMENTS
     again = fr.Document(store=st)
-    assert [n.text for n in again.group("root")] == \
-        ["first"] + [f"text {j}" for j in range(MAX_SEGMENTS + 5)]
+    assert [n.text for n in again.group("root")] == ["first"] + [
+        f"text {j}" for j in range(MAX_SEGMENTS + 5)
+    ]
 
 
 def test_store_argument_errors(tmp_path):
@@ -490,6 +537,7 @@ def test_file_collected_between_check_and_open_is_reread(tmp_path, monkeypatch, 
                 calls.append(path)
                 victim.unlink()
             return real(path)
+
         monkeypatch.setattr(store_mod, "checksum_file", vanish)
     else:
         real = Store.check_file
@@ -500,6 +548,7 @@ def test_file_collected_between_check_and_open_is_reread(tmp_path, monkeypatch, 
                 calls.append(path)
                 victim.unlink()
             return path
+
         monkeypatch.setattr(Store, "check_file", vanish)
     reader = Store(st, mode="r")
     with pytest.raises(store_mod.MissingFile, match="call doc.refresh"):

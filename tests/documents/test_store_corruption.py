@@ -65,9 +65,14 @@ def template(tmp_path_factory):
 def run_children(stores: list[Path], per_child: int = 12) -> dict[str, dict]:
     out = {}
     for i in range(0, len(stores), per_child):
-        batch = [str(s) for s in stores[i:i + per_child]]
-        proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(batch)],
-                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+        batch = [str(s) for s in stores[i : i + per_child]]
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps(batch)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=600,
+        )
         begun = [x[6:] for x in proc.stdout.splitlines() if x.startswith("BEGIN ")]
         # never a crash: a signal or an uncaught exception fails here, naming the case
         assert proc.returncode == 0, (proc.returncode, begun[-1:], proc.stderr[-2000:])
@@ -121,8 +126,9 @@ def test_every_damage_is_detected_or_repaired_never_a_crash(template, tmp_path):
             assert got["warnings"], (where, got)
             assert got["hits"][:2] == clean["hits"][:2], where  # exact: same nodes
             # HNSW (rebuilt when damaged) is approximate: equal nodes may swap places
-            assert [[sc for _, sc in r] for r in got["hits"][2]] == \
-                [[sc for _, sc in r] for r in clean["hits"][2]], where
+            assert [[sc for _, sc in r] for r in got["hits"][2]] == [
+                [sc for _, sc in r] for r in clean["hits"][2]
+            ], where
             assert Store(st).verify() == [], where  # the rebuilt files replaced it
         else:  # sources, root, group, manifest: a clear error naming the file
             assert got["status"] == "STOREERROR", (where, got)
@@ -145,8 +151,9 @@ def test_info_verify_reports_damage(template, tmp_path, capsys):
     assert Store(st, mode="r", verify=True).verify() != []
 
 
-def test_large_files_are_checked_by_size_always_by_checksum_on_request(template, tmp_path,
-                                                                        monkeypatch):
+def test_large_files_are_checked_by_size_always_by_checksum_on_request(
+    template, tmp_path, monkeypatch
+):
     from fastrag.documents import store as store_mod
     from fastrag.errors import StoreError
 
@@ -180,7 +187,7 @@ def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch
     entry = next(v for v in Store(st).manifest["indexes"].values() if v["meta"]["kind"] == "bm25")
     path = st / entry["dir"] / "indices.npy"
     ids = np.load(path)
-    ids[len(ids) // 2:] = 10**6  # same size, doc ids out of range
+    ids[len(ids) // 2 :] = 10**6  # same size, doc ids out of range
     np.save(path, ids)
     monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)  # as if the files were large
     again = fr.Document(store=st)
@@ -188,6 +195,7 @@ def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch
         w.simplefilter("always")
         got = [(h.text, h.score) for h in fr.Retriever(again, "root", "bm25", topk=3)("cat fish")]
     assert got == want
-    assert any(issubclass(c.category, StoreWarning) and "doc ids outside" in str(c.message)
-               for c in caught)
+    assert any(
+        issubclass(c.category, StoreWarning) and "doc ids outside" in str(c.message) for c in caught
+    )
     assert Store(st).verify() == []  # the rebuilt index replaced the damaged folder

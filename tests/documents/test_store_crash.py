@@ -77,9 +77,14 @@ SERVER = textwrap.dedent("""
 
 
 def run_server(plan: list[dict]) -> list[dict]:
-    proc = subprocess.run([sys.executable, "-c", SERVER, json.dumps(TEXTS), json.dumps(OPS)],
-                          input=json.dumps(plan), capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVER, json.dumps(TEXTS), json.dumps(OPS)],
+        input=json.dumps(plan),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -89,19 +94,27 @@ def state(st: Path) -> dict:
     doc = fr.Document(store=st)
     doc.create_node_group("line", transform=lambda t: t.split("\n"))
     roots = [n.text for n in doc.group("root")]
-    hits = [[(h.text, round(h.score, 5)) for h in r]
-            for r in fr.Retriever(doc, "line", "bm25", topk=3).batch(QUERIES)]
+    hits = [
+        [(h.text, round(h.score, 5)) for h in r]
+        for r in fr.Retriever(doc, "line", "bm25", topk=3).batch(QUERIES)
+    ]
     files = {str(p.relative_to(st)) for p in st.rglob("*") if p.is_file()}
     leftovers = files - Store(st).referenced() - {LOCK}
-    return {"roots": roots, "hits": hits, "leftovers": sorted(leftovers),
-            "verify": Store(st, mode="r", verify=True).verify()}
+    return {
+        "roots": roots,
+        "hits": hits,
+        "leftovers": sorted(leftovers),
+        "verify": Store(st, mode="r", verify=True).verify(),
+    }
 
 
 def clean_hits(roots: list[str]) -> list:
     doc = fr.Document.from_texts(roots)
     doc.create_node_group("line", transform=lambda t: t.split("\n"))
-    return [[(h.text, round(h.score, 5)) for h in r]
-            for r in fr.Retriever(doc, "line", "bm25", topk=3).batch(QUERIES)]
+    return [
+        [(h.text, round(h.score, 5)) for h in r]
+        for r in fr.Retriever(doc, "line", "bm25", topk=3).batch(QUERIES)
+    ]
 
 
 def test_kill_at_every_replace_and_fsync(tmp_path):
@@ -110,21 +123,31 @@ def test_kill_at_every_replace_and_fsync(tmp_path):
     doc.create_node_group("line", transform=lambda t: t.split("\n"))
     fr.Retriever(doc, "line", "bm25", topk=3)("cat")
     before_roots = [n.text for n in doc.group("root")]
-    after_roots = {"build": TEXTS, "add": before_roots + ["doc new cat\nnew line bird"],
-                   "delete": before_roots[:2] + before_roots[3:]}
+    after_roots = {
+        "build": TEXTS,
+        "add": before_roots + ["doc new cat\nnew line bird"],
+        "delete": before_roots[:2] + before_roots[3:],
+    }
     prev_roots = {"build": [], "add": before_roots, "delete": before_roots}
 
     def item(op, call, n, name):
-        return {"op": op, "call": call, "n": n, "dir": str(tmp_path / name),
-                "template": None if op == "build" else str(template)}
+        return {
+            "op": op,
+            "call": call,
+            "n": n,
+            "dir": str(tmp_path / name),
+            "template": None if op == "build" else str(template),
+        }
 
     counts = run_server([item(op, "none", 0, f"count-{op}") for op in OPS])
     plan = []
     for c in counts:
         assert c["exit"] == 0 and c["calls"]["replace"] >= 3 and c["calls"]["fsync"] >= 3, c
         for call in ("replace", "fsync"):
-            plan += [item(c["op"], call, n, f"{c['op']}-{call}-{n}")
-                     for n in range(1, c["calls"][call] + 1)]
+            plan += [
+                item(c["op"], call, n, f"{c['op']}-{call}-{n}")
+                for n in range(1, c["calls"][call] + 1)
+            ]
     results = run_server(plan)
     assert len(results) == len(plan) >= 40
     seen = {"before": 0, "after": 0}
@@ -160,8 +183,13 @@ RANDOM_WRITER = textwrap.dedent("""
 def test_kill_at_random_times(tmp_path, seed):
     st = tmp_path / "st"
     fr.Document.from_texts(TEXTS, store=st)
-    proc = subprocess.Popen([sys.executable, "-c", RANDOM_WRITER, str(st)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RANDOM_WRITER, str(st)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     time.sleep(random.Random(seed).uniform(0.3, 1.5))
     proc.kill()

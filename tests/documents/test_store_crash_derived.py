@@ -111,16 +111,23 @@ emb, LINE, query = ns["emb"], ns["LINE"], ns["query"]
 
 
 def run_server(plan: list[dict]) -> list[dict]:
-    proc = subprocess.run([sys.executable, "-c", SERVER, json.dumps(OPS), NEW],
-                          input=json.dumps(plan), capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVER, json.dumps(OPS), NEW],
+        input=json.dumps(plan),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def snapshot(st: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(st)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(st.rglob("*"))}
+    return {
+        str(p.relative_to(st)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(st.rglob("*"))
+    }
 
 
 def committed_roots(st: Path) -> list[str]:
@@ -157,8 +164,12 @@ def observe(doc, **kw) -> tuple[list[str], list, list[str]]:
 def damage_warnings(warned: list[str]) -> list[str]:
     """The warnings about damaged store files (not those about source files changed or gone
     on disk, which the "reread" case has)."""
-    return [w for w in warned if "of its source files are missing" not in w
-            and "changed on disk since they were read" not in w]
+    return [
+        w
+        for w in warned
+        if "of its source files are missing" not in w
+        and "changed on disk since they were read" not in w
+    ]
 
 
 def clean(roots: list[str]) -> list:
@@ -208,8 +219,9 @@ def expected_states(op: str, template: Path, kb: Path) -> list[list[str]]:
     fresh = [n.text for n in fr.Document(kb).group("root")]
     # unchanged files keep their place, and so does the removed f2 (kept until asked to
     # remove it); changed and new ones follow, in file order
-    after = [x for x in before if x in fresh or x.startswith("file 2 ")] + \
-        [x for x in fresh if x not in before]
+    after = [x for x in before if x in fresh or x.startswith("file 2 ")] + [
+        x for x in fresh if x not in before
+    ]
     return [before, after]
 
 
@@ -217,8 +229,14 @@ def test_kill_at_every_replace_fsync_unlink(templates):
     base, t, kb = templates
 
     def item(op, call, n):
-        return {"op": op, "call": call, "n": n, "dir": str(base / f"{op}-{call}-{n}"),
-                "template": str(t[op]), "kb": str(kb)}
+        return {
+            "op": op,
+            "call": call,
+            "n": n,
+            "dir": str(base / f"{op}-{call}-{n}"),
+            "template": str(t[op]),
+            "kb": str(kb),
+        }
 
     counts = run_server([item(op, "none", 0) for op in OPS])
     plan = []
@@ -283,8 +301,13 @@ RANDOM_WRITER = COMMON + textwrap.dedent("""
 def test_kill_at_random_times_during_dense_updates(tmp_path, seed):
     st = tmp_path / "st"
     query(fr.Document.from_texts(TEXTS[:6], store=st, embed=emb), SIMS)
-    proc = subprocess.Popen([sys.executable, "-c", RANDOM_WRITER, str(st)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RANDOM_WRITER, str(st)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     time.sleep(random.Random(seed).uniform(0.5, 2.0))
     proc.kill()
@@ -298,7 +321,6 @@ def test_kill_at_random_times_during_dense_updates(tmp_path, seed):
     # a serial prefix of the writer's operations
     n = 1 + max(int(r.split()[1]) for r in roots if r.startswith("added "))
     everything = TEXTS[:6] + [f"added {j} cat\nsecond {j} bird" for j in range(n)]
-    assert roots == everything[len(everything) - len(roots):]
+    assert roots == everything[len(everything) - len(roots) :]
     # deletes follow adds 2, 5, 8, ...: all but perhaps the last one's are committed
     assert len(everything) - len(roots) in ((n - 1) // 3, n // 3)
-

@@ -76,14 +76,20 @@ exec(COMMON, ns)
 emb, LINE, answers = ns["emb"], ns["LINE"], ns["answers"]
 
 
-def run_children(cases: list[tuple[Path, str]], *, verify_below: int | None = None,
-                 check: bool = True) -> tuple[dict[str, dict], subprocess.CompletedProcess]:
+def run_children(
+    cases: list[tuple[Path, str]], *, verify_below: int | None = None, check: bool = True
+) -> tuple[dict[str, dict], subprocess.CompletedProcess]:
     env = dict(os.environ)
     if verify_below is not None:
         env["FASTRAG_TEST_VERIFY_BELOW"] = str(verify_below)
-    proc = subprocess.run([sys.executable, "-c", CHILD,
-                           json.dumps([[str(s), m] for s, m in cases])],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps([[str(s), m] for s, m in cases])],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     begun = [x[6:] for x in proc.stdout.splitlines() if x.startswith("BEGIN ")]
     if check:  # never a crash: a signal or an uncaught exception fails here, naming the case
         assert proc.returncode == 0, (proc.returncode, begun[-1:], proc.stderr[-2000:])
@@ -104,9 +110,14 @@ def kind(rel: str) -> str:
 
 
 def snapshot(st: Path) -> dict[str, tuple[int, int, bytes]]:
-    return {str(p.relative_to(st)): (p.stat().st_size, p.stat().st_mtime_ns,
-                                      p.read_bytes() if p.is_file() else b"")
-            for p in sorted(st.rglob("*"))}
+    return {
+        str(p.relative_to(st)): (
+            p.stat().st_size,
+            p.stat().st_mtime_ns,
+            p.read_bytes() if p.is_file() else b"",
+        )
+        for p in sorted(st.rglob("*"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +155,7 @@ def damage(st: Path, rel: str, how: str) -> None:
         path.write_bytes(bytes(data))
     elif how == "truncate":
         data = path.read_bytes()
-        path.write_bytes(data[:len(data) // 2])
+        path.write_bytes(data[: len(data) // 2])
     else:  # pragma: no cover
         raise AssertionError(how)
 
@@ -223,7 +234,7 @@ def test_flipped_format_version_names_a_damaged_manifest(template, tmp_path):
     st = copy_of(template, tmp_path / "st")
     raw = (st / "manifest.json").read_bytes()
     pos = raw.index(b'"format_version": 3') + len(b'"format_version": ')
-    (st / "manifest.json").write_bytes(raw[:pos] + b"2" + raw[pos + 1:])  # '3' ^ 0x01
+    (st / "manifest.json").write_bytes(raw[:pos] + b"2" + raw[pos + 1 :])  # '3' ^ 0x01
     got, _ = run_children([(st, "r")])
     assert "manifest.json" in got[str(st)]["message"]
 
@@ -252,10 +263,14 @@ def test_info_verify_before_and_after_a_repair(template, tmp_path, capsys):
 
 # -- files over VERIFY_BELOW: damage may go unseen, but never a crash or a foreign exception --
 
+
 def _large_probe(template: Path, tmp_path: Path, rel_kind: str, edit) -> dict:
     st = copy_of(template, tmp_path / "st")
-    rel = next(f for f in sorted(Store(st).referenced()) if kind(f) == rel_kind
-               and (rel_kind != "index" or f.endswith("data.npy")))
+    rel = next(
+        f
+        for f in sorted(Store(st).referenced())
+        if kind(f) == rel_kind and (rel_kind != "index" or f.endswith("data.npy"))
+    )
     data = bytearray((st / rel).read_bytes())
     edit(data)
     (st / rel).write_bytes(bytes(data))
@@ -280,6 +295,7 @@ def test_large_files_unseen_flip_in_text_bytes_is_harmless(template, tmp_path, m
 
     def edit(data):
         data[data.find(b"fish")] ^= 0x01
+
     assert _large_probe(plain, tmp_path, "root", edit)["status"] == "OK"
 
 
@@ -291,25 +307,33 @@ def test_large_vector_segment_with_damaged_schema_never_crashes(template, tmp_pa
         footer = len(data) - 10 - int.from_bytes(data[-10:-6], "little")
         pos = data.index(b"\x08\x00\x00\x00", data.index(b"vector", footer))
         data[pos + 3] ^= 0xFF
+
     _large_probe(template, tmp_path, "vec", edit)
 
 
 def test_large_vector_segment_with_non_finite_value(template, tmp_path):
     def edit(data):
         data[data.index(b"\x00\x00\x80\x3f") + 3] = 0x7F  # 1.0f -> +inf
+
     _large_probe(template, tmp_path, "vec", edit)
 
 
 def test_large_bm25_array_with_damaged_npy_header(template, tmp_path):
     def edit(data):
         data[10] ^= 0xFF  # the '{' opening the header dict
+
     _large_probe(template, tmp_path, "index", edit)
 
 
 def test_large_group_segment_with_invalid_utf8(template, tmp_path):
-    first_id = Store(template).read_segments(
-        Store(template).manifest["groups"]["line"]["segments"]).column("id")[0].as_py()
+    first_id = (
+        Store(template)
+        .read_segments(Store(template).manifest["groups"]["line"]["segments"])
+        .column("id")[0]
+        .as_py()
+    )
 
     def edit(data):
         data[data.find(first_id.encode())] ^= 0x80  # an ASCII hex digit -> a lone 0xB0-0xBF
+
     _large_probe(template, tmp_path, "line", edit)

@@ -59,8 +59,10 @@ def test_per_node_metadata_adds_to_the_documents(tmp_path):
     doc = fr.Document(kb, store=tmp_path / "st")
 
     def tag(node):
-        return [fr.DocNode(text=line, metadata={"n": i, "file_name": "override"})
-                for i, line in enumerate(node.text.splitlines())]
+        return [
+            fr.DocNode(text=line, metadata={"n": i, "file_name": "override"})
+            for i, line in enumerate(node.text.splitlines())
+        ]
 
     doc.create_node_group("tagged", transform=tag, trans_node=True)
     doc.create_node_group("words", transform=lambda t: t.split(), parent="tagged")
@@ -68,8 +70,10 @@ def test_per_node_metadata_adds_to_the_documents(tmp_path):
     assert nodes["cats purr"].metadata["n"] == 2
     assert nodes["cats purr"].metadata["file_name"] == "override"
     assert nodes["cats purr"].metadata["file_type"] == "md"  # inherited
-    stored = {json.loads(m)["n"] for m in
-              _group_table(tmp_path / "st", "tagged").column("metadata").to_pylist()}
+    stored = {
+        json.loads(m)["n"]
+        for m in _group_table(tmp_path / "st", "tagged").column("metadata").to_pylist()
+    }
     assert stored == {0, 1, 2}
     own = json.loads(_group_table(tmp_path / "st", "tagged").column("metadata")[0].as_py())
     assert set(own) == {"n", "file_name"}  # only what the node adds or changes
@@ -108,8 +112,9 @@ def test_groups_reopen_from_the_store_alone(tmp_path):
     st = tmp_path / "st"
     doc = fr.Document(kb, store=st)
     doc.create_node_group("line", transform=fr.LineSplitter())
-    doc.create_node_group("chunk", transform=fr.SentenceSplitter, parent="line",
-                          chunk_size=8, chunk_overlap=0)
+    doc.create_node_group(
+        "chunk", transform=fr.SentenceSplitter, parent="line", chunk_size=8, chunk_overlap=0
+    )
     doc.create_node_group("py", transform=lambda t: t.split("\n"))  # not recordable
     for g in ("line", "chunk", "py"):
         doc.group(g)
@@ -176,14 +181,23 @@ def test_a_failing_transform_names_group_node_and_file(tmp_path):
 def test_a_waiting_writer_names_the_holder(tmp_path):
     st = tmp_path / "st"
     fr.Document.from_texts(["one"], store=st)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         from fastrag.documents.store import Store
         s = Store({str(st)!r})
         with s._locked():
             print("locked", flush=True)
             time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         doc = fr.Document(store=st, lock_timeout=0.3)
@@ -211,12 +225,18 @@ def test_two_processes_ingesting_into_one_store(tmp_path):
     for folder, word in ((a, "apple"), (b, "banana")):
         folder.mkdir()
         for i in range(30):
-            (folder / f"{i}.txt").write_text(f"{word} {i}\n{word} line two {i}\n",
-                                             encoding="utf-8")
+            (folder / f"{i}.txt").write_text(f"{word} {i}\n{word} line two {i}\n", encoding="utf-8")
     st = tmp_path / "st"
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(src), str(st)], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for src in (a, b)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(src), str(st)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for src in (a, b)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
     assert [o[0].strip() for o in outs] == ["60", "60"]
@@ -229,16 +249,20 @@ def test_two_processes_ingesting_into_one_store(tmp_path):
 
 
 def test_small_text_segments_are_compressed_large_ones_stay_mappable(tmp_path, monkeypatch):
-    texts = [f"the quick brown fox number {i} jumps over the lazy dog\nline two {i}"
-             for i in range(2000)]
+    texts = [
+        f"the quick brown fox number {i} jumps over the lazy dog\nline two {i}" for i in range(2000)
+    ]
 
     def build(path):
         doc = fr.Document.from_texts(texts, store=path)
         doc.create_node_group("line", transform=fr.LineSplitter())
         doc.group("line")
         files = Store(path).referenced()
-        return (doc, (path / next(f for f in files if "/line" in f)).read_bytes(),
-                (path / next(f for f in files if "/root" in f)).read_bytes())
+        return (
+            doc,
+            (path / next(f for f in files if "/line" in f)).read_bytes(),
+            (path / next(f for f in files if "/root" in f)).read_bytes(),
+        )
 
     doc, line, root = build(tmp_path / "small")
     assert b"lazy dog" not in line  # zstd
@@ -247,5 +271,6 @@ def test_small_text_segments_are_compressed_large_ones_stay_mappable(tmp_path, m
     big, plain, _ = build(tmp_path / "large")
     assert b"number 1999 jumps" in plain and len(line) < 0.5 * len(plain)
     assert big.group("line").texts() == doc.group("line").texts()
-    assert fr.Document(store=tmp_path / "small", mode="r").group("line").ids == \
-        doc.group("line").ids
+    assert (
+        fr.Document(store=tmp_path / "small", mode="r").group("line").ids == doc.group("line").ids
+    )

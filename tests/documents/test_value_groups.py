@@ -17,8 +17,11 @@ def test_sentence_len_group_as_lazyllm_writes_it(tmp_path):
     nodes = g.nodes(range(len(g)))
     assert [n.metadata["value"] for n in nodes] == [18, 27, 4]
     assert [n.text for n in nodes] == ["", "", ""]
-    assert [p.text for p in doc.find("sentence")(nodes)] == ["Stores are folders",
-                                                             "Readers never block writers", "Fine"]
+    assert [p.text for p in doc.find("sentence")(nodes)] == [
+        "Stores are folders",
+        "Readers never block writers",
+        "Fine",
+    ]
     again = fr.Document(store=str(tmp_path / "s"), mode="r")
     assert again.group("sentence-len").table.equals(g.table)  # stored as it was built
     assert [n.metadata["value"] for n in again.group("sentence-len").nodes([0, 1])] == [18, 27]

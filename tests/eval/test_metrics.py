@@ -102,8 +102,16 @@ def test_nodes_are_read_by_id():
 
 def test_evaluate_retrieval_matches_single_metrics():
     out = evaluate_retrieval(RET, GOLD, ks=(3, 1))
-    assert list(out) == ["n_queries", "hit_rate@1", "recall@1", "ndcg@1", "hit_rate@3",
-                         "recall@3", "ndcg@3", "mrr"]
+    assert list(out) == [
+        "n_queries",
+        "hit_rate@1",
+        "recall@1",
+        "ndcg@1",
+        "hit_rate@3",
+        "recall@3",
+        "ndcg@3",
+        "mrr",
+    ]
     assert out["n_queries"] == 3
     for k in (1, 3):
         assert out[f"hit_rate@{k}"] == hit_rate(RET, GOLD, k=k)
@@ -118,8 +126,9 @@ def test_numpy_fast_path_equals_generic_path():
     ret = np.stack([rng.permutation(40)[:10] for _ in range(200)])
     gold = rng.integers(0, 40, size=200)
     fast = evaluate_retrieval(ret, gold, ks=(1, 3, 5, 10))
-    slow = evaluate_retrieval([list(map(str, r)) for r in ret], [str(g) for g in gold],
-                              ks=(1, 3, 5, 10))
+    slow = evaluate_retrieval(
+        [list(map(str, r)) for r in ret], [str(g) for g in gold], ks=(1, 3, 5, 10)
+    )
     assert fast.keys() == slow.keys()
     for key in fast:
         assert fast[key] == pytest.approx(slow[key], abs=1e-12), key
@@ -143,8 +152,10 @@ def test_numpy_fast_path_equals_generic_path():
         (lambda: mrr(["abc"], ["a"]), r"retrieved_ids\[0\] is a str; pass one list of ids"),
         (lambda: mrr("abc", "a"), r"retrieved_ids must be a list"),
         (lambda: evaluate_retrieval(RET, GOLD, ks=()), r"ks=\(\) must be a non-empty list"),
-        (lambda: evaluate_retrieval(RET, GOLD, ks=(1, -2)),
-         r"ks\[1\] must be an int >= 1 .*, got -2"),
+        (
+            lambda: evaluate_retrieval(RET, GOLD, ks=(1, -2)),
+            r"ks\[1\] must be an int >= 1 .*, got -2",
+        ),
     ],
 )
 def test_id_metric_errors(call, match):
@@ -160,8 +171,13 @@ def _ref_context_recall(ret, ref, th, binary):
         per = []
         for g in g_list:
             flags = [
-                1 - (levenshtein_reference(g, r) / max(len(g), len(r))
-                     if max(len(g), len(r)) else 0.0) > th
+                1
+                - (
+                    levenshtein_reference(g, r) / max(len(g), len(r))
+                    if max(len(g), len(r))
+                    else 0.0
+                )
+                > th
                 for r in r_list
             ]
             if binary:
@@ -245,10 +261,14 @@ def test_context_recall_lazyllm_evaluator():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: context_recall([["a"]], ["a"], threshold=-0.1),
-         r"threshold must be a number in \[0, 1\], got -0.1"),
-        (lambda: context_recall([["a"]], ["a"], threshold="x"),
-         r"threshold must be .*, got str 'x'"),
+        (
+            lambda: context_recall([["a"]], ["a"], threshold=-0.1),
+            r"threshold must be a number in \[0, 1\], got -0.1",
+        ),
+        (
+            lambda: context_recall([["a"]], ["a"], threshold="x"),
+            r"threshold must be .*, got str 'x'",
+        ),
         (lambda: context_recall(["a"], ["a"]), r"retrieved_contexts\[0\] is a str"),
         (lambda: context_recall([[1]], ["a"]), r"retrieved_contexts\[0\]\[0\] is int"),
         (lambda: context_recall([["a"]], [[None]]), r"reference_contexts\[0\]\[0\] is NoneType"),

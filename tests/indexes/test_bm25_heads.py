@@ -88,7 +88,7 @@ def check_heads(index):
         docs, w, all_w = expected_head(index, t)
         np.testing.assert_array_equal(index._head_doc[j0:j1], docs)
         np.testing.assert_array_equal(index._head_w[j0:j1].view(np.int32), w.view(np.int32))
-        assert np.sort(all_w)[::-1][j1 - j0:].max(initial=0) <= w[-1]
+        assert np.sort(all_w)[::-1][j1 - j0 :].max(initial=0) <= w[-1]
         total += j1 - j0
     assert index.head_nbytes == total * 8
     return eligible

@@ -27,8 +27,10 @@ def ragged(lists):
 
 def random_corpus(seed, n_docs=300, n_vocab=70, max_len=40):
     rng = np.random.default_rng(seed)
-    docs = [list(map(int, (rng.zipf(1.4, int(n)) - 1) % n_vocab))
-            for n in rng.integers(0, max_len, n_docs)]
+    docs = [
+        list(map(int, (rng.zipf(1.4, int(n)) - 1) % n_vocab))
+        for n in rng.integers(0, max_len, n_docs)
+    ]
     queries = [list(map(int, rng.integers(0, n_vocab, int(n)))) for n in rng.integers(0, 7, 50)]
     queries += [[], [3, 3, 3], [queries[0][0] if queries[0] else 1] * 2]
     return docs, queries
@@ -92,8 +94,9 @@ def test_every_variant_matches_reference_on_random_corpora(method):
         reference = BM25Reference(docs, method)
         for q in queries[:12]:
             ref, _ = reference.scores(q)
-            np.testing.assert_allclose(index.get_scores(np.array(q, np.int32)), ref,
-                                       rtol=REL, atol=1e-6)
+            np.testing.assert_allclose(
+                index.get_scores(np.array(q, np.int32)), ref, rtol=REL, atol=1e-6
+            )
         for k in (1, 7, 400):
             rows, scores, counts = search_lists(index, queries, k)
             for i, q in enumerate(queries):
@@ -111,8 +114,9 @@ def test_every_strategy_gives_the_same_exact_top_k(method, strategy):
         assert_topk_equal(rows[i], scores[i], counts[i], reference, q, 5)
 
 
-@pytest.mark.parametrize(("k1", "b", "delta"), [(0.9, 0.4, 1.0), (2.0, 1.0, 0.25),
-                                                 (1.2, 0.0, 0.0), (0.0, 0.75, 0.5)])
+@pytest.mark.parametrize(
+    ("k1", "b", "delta"), [(0.9, 0.4, 1.0), (2.0, 1.0, 0.25), (1.2, 0.0, 0.0), (0.0, 0.75, 0.5)]
+)
 def test_parameters_k1_b_delta_match_reference(k1, b, delta):
     docs, queries = random_corpus(3)
     for method in BM25_METHODS:
@@ -130,8 +134,9 @@ def test_every_variant_matches_reference_on_cmrc(cmrc):
         index = BM25Index.build(*ragged(docs), n_vocab, method=method)
         reference = BM25Reference(docs, method)
         ref, _ = reference.scores(queries[0])
-        np.testing.assert_allclose(index.get_scores(np.array(queries[0], np.int32)), ref,
-                                   rtol=REL, atol=1e-6)
+        np.testing.assert_allclose(
+            index.get_scores(np.array(queries[0], np.int32)), ref, rtol=REL, atol=1e-6
+        )
         rows, scores, counts = search_lists(index, queries, 5)
         for i, q in enumerate(queries):
             assert_topk_equal(rows[i], scores[i], counts[i], reference, q, 5)
@@ -208,13 +213,13 @@ def test_mask_and_cutoff_match_reference():
     rows, scores, counts = search_lists(index, queries, 8, mask=mask)
     for i, q in enumerate(queries):
         assert_topk_equal(rows[i], scores[i], counts[i], reference, q, 8, mask=mask.tolist())
-        assert mask[rows[i, :counts[i]]].all()
+        assert mask[rows[i, : counts[i]]].all()
     rows, scores, counts = search_lists(index, queries, 8, mask=np.zeros(len(docs), bool))
     assert (counts == 0).all()
     rows, scores, counts = search_lists(index, queries, 8, cutoff=2.5)
     for i, q in enumerate(queries):
         assert_topk_equal(rows[i], scores[i], counts[i], reference, q, 8, cutoff=2.5)
-        assert (scores[i, :counts[i]] >= 2.5).all()
+        assert (scores[i, : counts[i]] >= 2.5).all()
     assert counts.sum() > 0
 
 
@@ -256,12 +261,31 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
     scores = np.full((n_queries, 6), 7.0, np.float32)
     counts = np.full(n_queries, -7, np.int32)
     err = kb.search_batch_parallel(
-        index.indptr, index.indices, index.data, index.term_max, index.base_weights, qv, qo, 6,
-        np.zeros(0, np.bool_), False, 0.0, False, kb.STRATEGY_AUTO,
-        np.zeros((n_slots, n), np.float32), np.full((n_slots, n), -1, np.int32),
-        np.empty((n_slots, n + 1), np.int32), rows, scores, counts, np.full(0, -1, np.int32),
-        np.zeros((0, 0), np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int32),
-        np.zeros(0, np.float32))
+        index.indptr,
+        index.indices,
+        index.data,
+        index.term_max,
+        index.base_weights,
+        qv,
+        qo,
+        6,
+        np.zeros(0, np.bool_),
+        False,
+        0.0,
+        False,
+        kb.STRATEGY_AUTO,
+        np.zeros((n_slots, n), np.float32),
+        np.full((n_slots, n), -1, np.int32),
+        np.empty((n_slots, n + 1), np.int32),
+        rows,
+        scores,
+        counts,
+        np.full(0, -1, np.int32),
+        np.zeros((0, 0), np.uint64),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.float32),
+    )
     assert err == -1
     np.testing.assert_array_equal(rows, serial[0])
     np.testing.assert_array_equal(scores, serial[1])
@@ -294,8 +318,9 @@ def test_round_trip_through_arrays_and_read_only_memory_maps(tmp_path):
     assert not again.data.flags.writeable
     for a, b in zip(expected, search_lists(again, queries, 6), strict=False):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(index.get_scores(np.array([1, 2], np.int32)),
-                                  again.get_scores(np.array([1, 2], np.int32)))
+    np.testing.assert_array_equal(
+        index.get_scores(np.array([1, 2], np.int32)), again.get_scores(np.array([1, 2], np.int32))
+    )
 
 
 def test_shards_with_merged_stats_score_like_the_whole_corpus():
@@ -310,8 +335,10 @@ def test_shards_with_merged_stats_score_like_the_whole_corpus():
         joined = np.concatenate([s.get_scores(qa) for s in shards])
         np.testing.assert_allclose(joined, whole.get_scores(qa), rtol=REL)
     restored = BM25Index.from_arrays(shards[1].to_arrays(), shards[1].meta())
-    np.testing.assert_array_equal(restored.get_scores(np.array([1, 4], np.int32)),
-                                  shards[1].get_scores(np.array([1, 4], np.int32)))
+    np.testing.assert_array_equal(
+        restored.get_scores(np.array([1, 4], np.int32)),
+        shards[1].get_scores(np.array([1, 4], np.int32)),
+    )
 
 
 def test_index_statistics_and_sizes():
@@ -341,8 +368,9 @@ def test_bad_arguments_raise_clear_errors():
         index.search(qv, qo, 1, mask=np.ones(3, bool))
     with pytest.raises(ConfigError, match=r"cutoff='x' must be a number"):
         index.search(qv, qo, 1, cutoff="x")
-    with pytest.raises(ConfigError,
-                       match=r"num_threads must be an int in \[1, \d+\] \(\d+ is numba's"):
+    with pytest.raises(
+        ConfigError, match=r"num_threads must be an int in \[1, \d+\] \(\d+ is numba's"
+    ):
         index.search(qv, qo, 1, num_threads=0)
     with pytest.raises(ConfigError, match=r"unknown search strategy 'wand'; known strategies: "):
         index.search(qv, qo, 1, strategy="wand")
@@ -350,8 +378,11 @@ def test_bad_arguments_raise_clear_errors():
 
 def test_bad_build_input_raises_clear_errors():
     values, offsets = ragged([[0, 1], [1]])
-    with pytest.raises(ConfigError, match=r"unknown BM25 method 'okapi'; known methods: lucene, "
-                                          r"robertson, atire, bm25l, bm25\+"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown BM25 method 'okapi'; known methods: lucene, "
+        r"robertson, atire, bm25l, bm25\+",
+    ):
         BM25Index.build(values, offsets, 2, method="okapi")
     with pytest.raises(ConfigError, match=r"token id 7 at values\[1\] is outside the vocabulary"):
         BM25Index.build(np.array([0, 7, 1], np.int32), offsets, 2)
@@ -387,13 +418,15 @@ def test_corrupt_persisted_index_raises_store_error():
         BM25Index.from_arrays({**arrays, "data": arrays["data"][:-1]}, meta)
 
 
-@pytest.mark.parametrize("damage, match", [
-    (lambda a: a["indptr"].__setitem__(2, a["indptr"][1] - 1), "indptr decreases"),
-    (lambda a: a["indptr"].__setitem__(0, 1), r"indptr\[0\]=1"),
-])
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        (lambda a: a["indptr"].__setitem__(2, a["indptr"][1] - 1), "indptr decreases"),
+        (lambda a: a["indptr"].__setitem__(0, 1), r"indptr\[0\]=1"),
+    ],
+)
 def test_loader_rejects_offsets_a_kernel_would_leave_the_arrays_with(damage, match):
-    index = BM25Index.build(np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32),
-                            np.array([0, 3, 6, 8]), 4)
+    index = BM25Index.build(np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32), np.array([0, 3, 6, 8]), 4)
     arrays = {k: np.array(v) for k, v in index.to_arrays().items()}
     damage(arrays)
     with pytest.raises(StoreError, match=match):
@@ -402,17 +435,21 @@ def test_loader_rejects_offsets_a_kernel_would_leave_the_arrays_with(damage, mat
 
 @pytest.mark.parametrize("bad_id", [10**6, 3, -2])
 def test_doc_ids_are_checked_per_term_before_a_kernel_reads_them(bad_id):
-    index = BM25Index.build(np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32),
-                            np.array([0, 3, 6, 8]), 4)
+    index = BM25Index.build(np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32), np.array([0, 3, 6, 8]), 4)
     arrays = {k: np.array(v) for k, v in index.to_arrays().items()}
     arrays["indices"][3] = bad_id  # term 1's second posting
     loaded = BM25Index.from_arrays(arrays, index.meta())  # offsets are fine: loads
     ok = np.array([3], np.int32), np.array([0, 1])
     np.testing.assert_array_equal(loaded.search(*ok, 2)[0], index.search(*ok, 2)[0])
-    for call in (lambda: loaded.search(np.array([3, 1], np.int32), np.array([0, 2]), 2),
-                 lambda: loaded.get_scores(np.array([1], np.int32))):
-        with pytest.raises(StoreError, match=r"doc ids outside \[0, 3\) in the postings of "
-                                             r"terms \[1\]"):
+    for call in (
+        lambda: loaded.search(np.array([3, 1], np.int32), np.array([0, 2]), 2),
+        lambda: loaded.get_scores(np.array([1], np.int32)),
+    ):
+        with pytest.raises(
+            StoreError,
+            match=r"doc ids outside \[0, 3\) in the postings of "
+            r"terms \[1\]",
+        ):
             call()
     intact = BM25Index.from_arrays(index.to_arrays(), index.meta())
     intact.search(np.arange(4, dtype=np.int32), np.array([0, 4]), 2)

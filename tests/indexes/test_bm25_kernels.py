@@ -73,13 +73,15 @@ def test_build_passes_count_frequencies_and_postings():
 def test_idf_and_base_weights_follow_the_formulas():
     df = np.array([0, 1, 5, 10])
     n = 10
-    np.testing.assert_allclose(kbm25.idf_weights("lucene", df, n)[1:],
-                               np.log1p((n - df[1:] + 0.5) / (df[1:] + 0.5)))
+    np.testing.assert_allclose(
+        kbm25.idf_weights("lucene", df, n)[1:], np.log1p((n - df[1:] + 0.5) / (df[1:] + 0.5))
+    )
     assert kbm25.idf_weights("robertson", df, n)[3] == 0.0  # clamped, never negative
     np.testing.assert_allclose(kbm25.idf_weights("atire", df, n)[1:], np.log(n / df[1:]))
     idf = kbm25.idf_weights("bm25l", df, n)
-    np.testing.assert_allclose(kbm25.base_weights_for("bm25l", idf, 1.5, 0.5),
-                               idf * 2.5 * 0.5 / 2.0)
+    np.testing.assert_allclose(
+        kbm25.base_weights_for("bm25l", idf, 1.5, 0.5), idf * 2.5 * 0.5 / 2.0
+    )
     np.testing.assert_allclose(kbm25.base_weights_for("bm25+", idf, 1.5, 0.5), idf * 0.5)
     assert not kbm25.base_weights_for("lucene", idf, 1.5, 0.5).any()
     assert kbm25.idf_weights("lucene", df, n)[0] == 0.0
@@ -101,5 +103,6 @@ def test_small_sorts_match_numpy():
         _heapsort(got)
         np.testing.assert_array_equal(got, np.sort(floats))
         keys = rng.integers(0, 4, n).astype(np.float64)  # many ties
-        np.testing.assert_array_equal(_order_desc_stable(keys, n),
-                                      np.argsort(-keys, kind="mergesort"))
+        np.testing.assert_array_equal(
+            _order_desc_stable(keys, n), np.argsort(-keys, kind="mergesort")
+        )

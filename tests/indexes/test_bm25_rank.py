@@ -36,9 +36,15 @@ def corpus(seed=0):
     np.cumsum(lens, out=offsets[1:])
     values = ((rng.zipf(1.25, int(offsets[-1])) - 1) % N_VOCAB).astype(np.int32)
     # rare terms first (their bounds are highest: admitted), then frequent ones (looked up)
-    queries = [np.concatenate([rng.integers(200, N_VOCAB, int(rng.integers(1, 3))),
-                               rng.integers(0, 12, int(rng.integers(1, 4)))]).astype(np.int32)
-               for _ in range(300)]
+    queries = [
+        np.concatenate(
+            [
+                rng.integers(200, N_VOCAB, int(rng.integers(1, 3))),
+                rng.integers(0, 12, int(rng.integers(1, 4))),
+            ]
+        ).astype(np.int32)
+        for _ in range(300)
+    ]
     q_off = np.zeros(len(queries) + 1, np.int64)
     np.cumsum([len(q) for q in queries], out=q_off[1:])
     return values, offsets, np.concatenate(queries), q_off
@@ -77,7 +83,7 @@ def test_directory_bits_and_counts_describe_each_terms_postings(data):
     assert sorted(slots[eligible].tolist()) == list(range(eligible.size))
     assert (slots[np.setdiff1d(np.arange(N_VOCAB), eligible)] == -1).all()
     for t in eligible[:8]:
-        docs = index.indices[index.indptr[t]:index.indptr[t + 1]]
+        docs = index.indices[index.indptr[t] : index.indptr[t + 1]]
         row = index._rank_dir[slots[t]]
         bits = np.zeros(row.shape[0] // 2 * 64, bool)
         bits[docs] = True
@@ -162,8 +168,10 @@ def test_corrupt_postings_are_reported_not_read(data):
     indices[index.indptr[t] + 3] = N_DOCS + 5
     terms = np.array([t], np.int64)
     rank_dir = np.ones((1, 2 * ((N_DOCS + 63) // 64)), np.uint64)
-    assert kb.build_rank_rows(index.indptr, indices, N_DOCS, terms, np.zeros(1, np.int64),
-                              rank_dir) == 0
+    assert (
+        kb.build_rank_rows(index.indptr, indices, N_DOCS, terms, np.zeros(1, np.int64), rank_dir)
+        == 0
+    )
     assert not rank_dir.any()  # left zero, never half-built
     arrays = dict(index.to_arrays(), indices=indices)
     old = bm25_mod.RANK_MIN_DOCS

@@ -31,8 +31,14 @@ T = ExpressionType
 
 
 # -- the plain-Python reference evaluator -------------------------------------------------------
-_CMP = {T.EQ: operator.eq, T.NE: operator.ne, T.GT: operator.gt, T.GTE: operator.ge,
-        T.LT: operator.lt, T.LTE: operator.le}
+_CMP = {
+    T.EQ: operator.eq,
+    T.NE: operator.ne,
+    T.GT: operator.gt,
+    T.GTE: operator.ge,
+    T.LT: operator.lt,
+    T.LTE: operator.le,
+}
 
 
 def py_eval(node, row: dict) -> bool:
@@ -82,23 +88,31 @@ def tables(draw) -> pa.Table:
     def col(values):
         return draw(st.lists(st.none() | values, min_size=n, max_size=n))
 
-    m = draw(st.lists(st.none() | st.fixed_dictionaries({"x": st.none() | ints}),
-                      min_size=n, max_size=n))
-    return pa.table({
-        "i": pa.array(col(ints), pa.int64()),
-        "f": pa.array(col(floats), pa.float64()),
-        "s": pa.array(col(small_text), pa.string()),
-        "b": pa.array(col(st.booleans()), pa.bool_()),
-        "n": pa.nulls(n),
-        "release year": pa.array(col(st.integers(1990, 1995)), pa.int32()),
-        "m": pa.array(m, pa.struct([("x", pa.int64())])),
-    })
+    m = draw(
+        st.lists(st.none() | st.fixed_dictionaries({"x": st.none() | ints}), min_size=n, max_size=n)
+    )
+    return pa.table(
+        {
+            "i": pa.array(col(ints), pa.int64()),
+            "f": pa.array(col(floats), pa.float64()),
+            "s": pa.array(col(small_text), pa.string()),
+            "b": pa.array(col(st.booleans()), pa.bool_()),
+            "n": pa.nulls(n),
+            "release year": pa.array(col(st.integers(1990, 1995)), pa.int32()),
+            "m": pa.array(m, pa.struct([("x", pa.int64())])),
+        }
+    )
 
 
 NUMERIC = ["i", "f", "release year", "m.x"]
 LITERALS = {
-    "i": ints | floats, "f": floats | st.integers(-5, 5), "release year": st.integers(1989, 1996),
-    "m.x": ints, "s": small_text, "b": st.booleans(), "n": st.integers(-2, 2),
+    "i": ints | floats,
+    "f": floats | st.integers(-5, 5),
+    "release year": st.integers(1989, 1996),
+    "m.x": ints,
+    "s": small_text,
+    "b": st.booleans(),
+    "n": st.integers(-2, 2),
 }
 
 
@@ -145,14 +159,22 @@ def _render(draw, node) -> str:
         return "(" + w + _render(draw, node.content) + w + ")"
     t = node.type
     if t in (T.AND, T.OR):
-        words = (["AND", "and", "And", "&&"] if t is T.AND else ["OR", "or", "oR", "||"])
-        return _render(draw, node.left) + w + draw(st.sampled_from(words)) + w + _render(
-            draw, node.right)
+        words = ["AND", "and", "And", "&&"] if t is T.AND else ["OR", "or", "oR", "||"]
+        return (
+            _render(draw, node.left)
+            + w
+            + draw(st.sampled_from(words))
+            + w
+            + _render(draw, node.right)
+        )
     if t is T.NOT:
         return draw(st.sampled_from(["NOT ", "not ", "!", "! "])) + _render(draw, node.left)
     key = node.left.key
-    key = draw(st.sampled_from([key, _quote(draw, key)])) if key.isidentifier() else (
-        key if key == "m.x" and draw(st.booleans()) else _quote(draw, key))
+    key = (
+        draw(st.sampled_from([key, _quote(draw, key)]))
+        if key.isidentifier()
+        else (key if key == "m.x" and draw(st.booleans()) else _quote(draw, key))
+    )
     if t is T.ISNULL:
         return key + w + draw(st.sampled_from(["IS NULL", "is null", "Is  Null"]))
     if t is T.ISNOTNULL:
@@ -168,8 +190,9 @@ def _render(draw, node) -> str:
         return repr(v)
 
     if t in (T.IN, T.NIN):
-        op = draw(st.sampled_from(["IN", "in"] if t is T.IN
-                                  else ["NIN", "nin", "NOT IN", "not in"]))
+        op = draw(
+            st.sampled_from(["IN", "in"] if t is T.IN else ["NIN", "nin", "NOT IN", "not in"])
+        )
         return key + w + op + w + "[" + ("," + w).join(lit(v) for v in node.right.value) + "]"
     ops = {T.EQ: "==", T.NE: "!=", T.GT: ">", T.GTE: ">=", T.LT: "<", T.LTE: "<="}
     return key + w + ops[t] + w + lit(node.right.value)
@@ -206,27 +229,52 @@ def test_text_round_trip(op, data):
 SPRING_EXAMPLES = [
     ("country == 'BG'", B.eq("country", "BG")),
     ("genre == 'drama' && year >= 2020", B.eq("genre", "drama").and_(B.gte("year", 2020))),
-    ("genre in ['comedy', 'documentary', 'drama']",
-     B.in_("genre", "comedy", "documentary", "drama")),
-    ('year >= 2020 OR country == "BG" AND city != "Sofia"',
-     B.or_(B.gte("year", 2020), B.and_(B.eq("country", "BG"), B.ne("city", "Sofia")))),
-    ('(year >= 2020 OR country == "BG") AND city NIN ["Sofia", "Plovdiv"]',
-     B.and_(B.group(B.or_(B.gte("year", 2020), B.eq("country", "BG"))),
-            B.nin("city", ["Sofia", "Plovdiv"]))),
-    ('isOpen == true AND year >= 2020 AND country IN ["BG", "NL", "US"]',
-     B.and_(B.and_(B.eq("isOpen", True), B.gte("year", 2020)),
-            B.in_("country", ["BG", "NL", "US"]))),
-    ("temperature >= -15.6 && temperature <= +20.13",
-     B.and_(B.gte("temperature", -15.6), B.lte("temperature", 20.13))),
-    ('NOT(isOpen == true AND year >= 2020 AND country IN ["BG", "NL", "US"])',
-     B.not_(B.group(B.and_(B.and_(B.eq("isOpen", True), B.gte("year", 2020)),
-                           B.in_("country", "BG", "NL", "US"))))),
-    ("!a == 1 && b == 2 || c IS NULL",
-     B.or_(B.and_(B.not_(B.eq("a", 1)), B.eq("b", 2)), B.is_null("c"))),
+    (
+        "genre in ['comedy', 'documentary', 'drama']",
+        B.in_("genre", "comedy", "documentary", "drama"),
+    ),
+    (
+        'year >= 2020 OR country == "BG" AND city != "Sofia"',
+        B.or_(B.gte("year", 2020), B.and_(B.eq("country", "BG"), B.ne("city", "Sofia"))),
+    ),
+    (
+        '(year >= 2020 OR country == "BG") AND city NIN ["Sofia", "Plovdiv"]',
+        B.and_(
+            B.group(B.or_(B.gte("year", 2020), B.eq("country", "BG"))),
+            B.nin("city", ["Sofia", "Plovdiv"]),
+        ),
+    ),
+    (
+        'isOpen == true AND year >= 2020 AND country IN ["BG", "NL", "US"]',
+        B.and_(
+            B.and_(B.eq("isOpen", True), B.gte("year", 2020)), B.in_("country", ["BG", "NL", "US"])
+        ),
+    ),
+    (
+        "temperature >= -15.6 && temperature <= +20.13",
+        B.and_(B.gte("temperature", -15.6), B.lte("temperature", 20.13)),
+    ),
+    (
+        'NOT(isOpen == true AND year >= 2020 AND country IN ["BG", "NL", "US"])',
+        B.not_(
+            B.group(
+                B.and_(
+                    B.and_(B.eq("isOpen", True), B.gte("year", 2020)),
+                    B.in_("country", "BG", "NL", "US"),
+                )
+            )
+        ),
+    ),
+    (
+        "!a == 1 && b == 2 || c IS NULL",
+        B.or_(B.and_(B.not_(B.eq("a", 1)), B.eq("b", 2)), B.is_null("c")),
+    ),
     ("not not a is not null", B.not_(B.not_(B.is_not_null("a")))),
-    ("WHERE 'release year' > 1999L and meta.year not in [1, 2.5]",
-     B.gt("release year", 1999).and_(B.nin("meta.year", 1, 2.5))),
-    ("x == 'it\\'s \\\"q\\\" \\\\ \\n \\u4e2d'", B.eq("x", "it's \"q\" \\ \n 中")),
+    (
+        "WHERE 'release year' > 1999L and meta.year not in [1, 2.5]",
+        B.gt("release year", 1999).and_(B.nin("meta.year", 1, 2.5)),
+    ),
+    ("x == 'it\\'s \\\"q\\\" \\\\ \\n \\u4e2d'", B.eq("x", 'it\'s "q" \\ \n 中')),
     ("a in []", B.in_("a", [])),
     ("a == .5 or b == 5. or c == 1e3", (B.eq("a", 0.5) | B.eq("b", 5.0)) | B.eq("c", 1000.0)),
 ]
@@ -239,11 +287,13 @@ def test_builder_builds_the_parsed_ast(text, op):
 
 
 def test_builder_round_trip_gives_the_same_mask():
-    table = pa.table({
-        "genre": ["drama", "comedy", None, "drama", "drama"],
-        "year": [2019, 2021, 2022, None, 2023],
-        "country": ["BG", "NL", "BG", "US", None],
-    })
+    table = pa.table(
+        {
+            "genre": ["drama", "comedy", None, "drama", "drama"],
+            "year": [2019, 2021, 2022, None, 2023],
+            "country": ["BG", "NL", "BG", "US", None],
+        }
+    )
     text = "(genre == 'drama' && year >= 2020) || country in ['NL'] && !(year < 2021)"
     op = B.or_(
         B.group(B.eq("genre", "drama").and_(B.gte("year", 2020))),
@@ -262,21 +312,23 @@ def test_builder_round_trip_gives_the_same_mask():
 
 
 # -- semantics on a fixed table ----------------------------------------------------------------
-TABLE = pa.table({
-    "genre": ["drama", "comedy", None, "drama"],
-    "year": [2019, 2021, 2022, None],
-    "score": [1.5, None, 3.0, float("nan")],
-    "ok": [True, False, None, True],
-    "u": pa.array([1, 2, 3, 4], pa.uint64()),
-    "d": pa.array(["a", "b", "a", None]).dictionary_encode(),
-    "dt": pa.array(["2020-01-01", "2021-05-05", None, "2019-01-01"]).cast(pa.date32()),
-    "meta": pa.array([{"x": 1}, {"x": 2}, None, {"x": None}]),
-    "a.b": [1, 2, 3, 4],
-    "a": pa.array([{"b": 9}] * 4),
-    "z": pa.nulls(4),
-    "dec": pa.array([1, 2, 3, 4]).cast(pa.decimal128(22, 2)),
-    "tags": pa.array([["x"], [], None, ["y"]]),
-})
+TABLE = pa.table(
+    {
+        "genre": ["drama", "comedy", None, "drama"],
+        "year": [2019, 2021, 2022, None],
+        "score": [1.5, None, 3.0, float("nan")],
+        "ok": [True, False, None, True],
+        "u": pa.array([1, 2, 3, 4], pa.uint64()),
+        "d": pa.array(["a", "b", "a", None]).dictionary_encode(),
+        "dt": pa.array(["2020-01-01", "2021-05-05", None, "2019-01-01"]).cast(pa.date32()),
+        "meta": pa.array([{"x": 1}, {"x": 2}, None, {"x": None}]),
+        "a.b": [1, 2, 3, 4],
+        "a": pa.array([{"b": 9}] * 4),
+        "z": pa.nulls(4),
+        "dec": pa.array([1, 2, 3, 4]).cast(pa.decimal128(22, 2)),
+        "tags": pa.array([["x"], [], None, ["y"]]),
+    }
+)
 
 
 @pytest.mark.parametrize(
@@ -326,14 +378,23 @@ def test_other_filter_forms():
     assert filter_mask(TABLE, {}).tolist() == [True] * 4
     assert filter_mask(TABLE, {"genre": "drama"}).tolist() == [True, False, False, True]
     assert filter_mask(TABLE, {"genre": ["drama", "comedy"], "year": None}).tolist() == [
-        False, False, False, True]
+        False,
+        False,
+        False,
+        True,
+    ]
     assert filter_mask(TABLE, pc.field("year") > 2020).tolist() == [False, True, True, False]
+
     def fn(t):
         return pc.equal(t["genre"], "drama")
 
     assert filter_mask(TABLE, fn).tolist() == [True, False, False, True]
     assert filter_mask(TABLE, lambda t: np.arange(t.num_rows) % 2 == 0).tolist() == [
-        True, False, True, False]
+        True,
+        False,
+        True,
+        False,
+    ]
     empty = TABLE.slice(0, 0)
     assert filter_mask(empty, "year > 1").shape == (0,)
     batch = TABLE.to_batches()[0]
@@ -365,8 +426,12 @@ def test_parse_is_cached_and_ast_is_immutable():
         ("x == null", 5, "null", r"to test for null write 'field IS NULL'"),
         ("x IS 5", 5, "5", r"position 5 \(token '5'\): expected NULL after IS"),
         ("x IS NOT", 8, "", r"expected NULL after IS NOT"),
-        ("x NOT == 1", 2, "NOT",
-         r"expected a comparison \(== != < <= > >= in nin LIKE IS NULL\) after field 'x'"),
+        (
+            "x NOT == 1",
+            2,
+            "NOT",
+            r"expected a comparison \(== != < <= > >= in nin LIKE IS NULL\) after field 'x'",
+        ),
         ("genre & x", 6, "&", r"unexpected character '&'; use '&&'"),
         ("in == 1", 0, "in", r"'in' is a keyword; to use it as a field name quote it"),
         ("== 1", 0, "==", r"position 0 \(token '=='\): expected a field name, 'NOT' or '\('"),
@@ -388,29 +453,51 @@ def test_syntax_errors(text, pos, token, match):
 @pytest.mark.parametrize(
     ("filter", "match"),
     [
-        ("yeer > 1", (r"unknown field 'yeer' in filter; known fields: \[.*'year'.*\]; did you mean "
-                     r"'year'\?")),
+        (
+            "yeer > 1",
+            (
+                r"unknown field 'yeer' in filter; known fields: \[.*'year'.*\]; did you mean "
+                r"'year'\?"
+            ),
+        ),
         ("meta.y == 1", r"unknown field 'meta\.y' .*'meta\.x'"),
-        ("year > 'x'", (r"type mismatch in filter: field 'year' is int64 but 'x' \(in '>'\) is a "
-                       r"string; compare it with a number")),
-        ("genre > 5", (r"field 'genre' is string but 5 \(in '>'\) is a number; compare it with a "
-                      r"quoted string")),
+        (
+            "year > 'x'",
+            (
+                r"type mismatch in filter: field 'year' is int64 but 'x' \(in '>'\) is a "
+                r"string; compare it with a number"
+            ),
+        ),
+        (
+            "genre > 5",
+            (
+                r"field 'genre' is string but 5 \(in '>'\) is a number; compare it with a "
+                r"quoted string"
+            ),
+        ),
         ("ok == 1", r"field 'ok' is bool but 1 \(in '=='\) is a number; compare it with true"),
         ("year == true", r"field 'year' is int64 but true \(in '=='\) is a boolean"),
         ("year in [1, 'a']", r"field 'year' is int64 but 'a' \(in 'in'\) is a string"),
         ("genre nin ['a', 1.5]", r"field 'genre' is string but 1.5 \(in 'nin'\) is a number"),
         ("d == 3", r"field 'd' is string but 3"),
         ("dt > 5", r"field 'dt' is date32\[day\] but 5 .* compare it with an ISO date/time"),
-        ("dt > 'notadate'",
-         r"filter value 'notadate' cannot be read as date32\[day\] for field 'dt'"),
+        (
+            "dt > 'notadate'",
+            r"filter value 'notadate' cannot be read as date32\[day\] for field 'dt'",
+        ),
         ("meta > 1", r"field 'meta' has type struct<x: int64>, which filters cannot compare"),
         ("tags == 'x'", r"field 'tags' has type list<item: string>, which filters cannot compare"),
         ({"genre": 5}, r"field 'genre' is string but 5"),
         ({"nope": 1}, r"unknown field 'nope'"),
         ({3: 1}, r"filter dict key 3 must be a field name"),
         ({"genre": {"a": 1}}, r"value \{'a': 1\} of type dict is not a filter literal"),
-        (Expression(T.EQ, Key("year"), Value((1, 2))), (r"'year == \[\.\.\.\]' compares with a "
-                                                        r"list; use 'in'")),
+        (
+            Expression(T.EQ, Key("year"), Value((1, 2))),
+            (
+                r"'year == \[\.\.\.\]' compares with a "
+                r"list; use 'in'"
+            ),
+        ),
         (Expression(T.IN, Key("year"), Value(1)), r"'in' on field 'year' needs a list of values"),
         (Expression(T.EQ, "year", Value(1)), r"left operand of EQ must be a field Key"),
         (Expression(T.EQ, Key("year"), 1), r"right operand of EQ must be a Value"),
@@ -462,18 +549,33 @@ def test_builder_errors():
 def test_like_matches_path_prefixes_and_sql_wildcards():
     """``LIKE`` (fastrag's, not Spring AI's): ``%`` any run, ``_`` one character, ``\\`` for
     either itself; case-sensitive; a null never matches (so ``NOT LIKE`` holds on it)."""
-    t = pa.table({"path": ["docs/en/a.md", "docs/zh/a.md", "docs/en/sub/b.md", None,
-                           "docs/EN/c.md", "x_y%z"],
-                  "n": [1, 2, 3, 4, 5, 6]})
+    t = pa.table(
+        {
+            "path": [
+                "docs/en/a.md",
+                "docs/zh/a.md",
+                "docs/en/sub/b.md",
+                None,
+                "docs/EN/c.md",
+                "x_y%z",
+            ],
+            "n": [1, 2, 3, 4, 5, 6],
+        }
+    )
     assert filter_mask(t, "path LIKE 'docs/en/%'").tolist() == [1, 0, 1, 0, 0, 0]
     assert filter_mask(t, "path NOT LIKE 'docs/en/%'").tolist() == [0, 1, 0, 1, 1, 1]
     assert filter_mask(t, "path like 'docs/__/a.md'").tolist() == [1, 1, 0, 0, 0, 0]
     assert filter_mask(t, r"path LIKE 'x\\_y\\%z'").tolist() == [0, 0, 0, 0, 0, 1]
     assert filter_mask(t, "path LIKE 'docs/%' and not path LIKE '%/zh/%'").tolist() == [
-        1, 0, 1, 0, 1, 0]
+        1,
+        0,
+        1,
+        0,
+        1,
+        0,
+    ]
     built = B.like("path", "docs/en/%").build()
-    assert built == parse_filter("path LIKE 'docs/en/%'") and str(built) == \
-        "path LIKE 'docs/en/%'"
+    assert built == parse_filter("path LIKE 'docs/en/%'") and str(built) == "path LIKE 'docs/en/%'"
     assert filter_mask(t, built).tolist() == [1, 0, 1, 0, 0, 0]
     dict_t = pa.table({"path": pa.array(["a/1", "b/2"]).dictionary_encode()})
     assert filter_mask(dict_t, "path LIKE 'a/%'").tolist() == [1, 0]

@@ -137,7 +137,7 @@ def _text_embeddings(texts: list[str], dim: int) -> np.ndarray:
     counts = np.zeros((len(texts), buckets), np.float32)
     for i, text in enumerate(texts):
         for j in range(len(text) - 1):
-            counts[i, zlib.crc32(text[j:j + 2].encode()) % buckets] += 1.0
+            counts[i, zlib.crc32(text[j : j + 2].encode()) % buckets] += 1.0
     proj = np.random.default_rng(21).standard_normal((buckets, dim)).astype(np.float32)
     x = np.log1p(counts) @ proj
     return x / np.linalg.norm(x, axis=1, keepdims=True)
@@ -173,8 +173,7 @@ def test_exact_ties_keep_the_lower_row(first_pass, small_blocks):
     assert_same(got, (ref[0], ref[1].astype(np.float32), ref[2].astype(np.int32)))
 
 
-def test_near_duplicates_overflow_to_the_float32_pass(first_pass, small_blocks, calls,
-                                                       monkeypatch):
+def test_near_duplicates_overflow_to_the_float32_pass(first_pass, small_blocks, calls, monkeypatch):
     """Rows that differ below the first pass's resolution all stay candidates: the queries whose
     candidates outgrow the buffer are searched again in float32, and only those. One worker:
     with two, a worker that happens to take only a chunk of duplicates sees nothing but ties
@@ -235,8 +234,7 @@ def test_first_block_bar_and_integer_screen_keep_every_top_row(first_pass, k):
         for i in range(q.shape[0]):  # the true top-k, up to ties at float32 resolution
             tol = 1e-6 * np.abs(true_scores[i]).max()
             s64 = xs[got[0][i]] @ q64[i]
-            np.testing.assert_allclose(np.sort(s64)[::-1], true_scores[i][:k], rtol=0,
-                                       atol=tol)
+            np.testing.assert_allclose(np.sort(s64)[::-1], true_scores[i][:k], rtol=0, atol=tol)
             gaps = np.abs(np.diff(true_scores[i])) > 4 * tol
             untied = np.ones(k + 1, bool)
             untied[:-1] &= gaps
@@ -250,7 +248,7 @@ def test_error_bound_holds_when_rounding_errors_add_up(torch):
     for what torch's bf16 matmul returns."""
     rng = np.random.default_rng(4)
     dim = 512
-    step = 2.0 ** -7  # bf16 spacing in [1, 2)
+    step = 2.0**-7  # bf16 spacing in [1, 2)
     x = (1.0 + step * (rng.integers(0, 64, (300, dim)) + 0.499)).astype(np.float32)
     q = (1.0 + step * (rng.integers(0, 64, (40, dim)) + 0.499)).astype(np.float32)
     x[::2] *= -1.0
@@ -258,12 +256,13 @@ def test_error_bound_holds_when_rounding_errors_add_up(torch):
     corpus.update(x)
     q_bits = np.empty(q.shape, np.uint16)
     flat._dense.to_bf16_serial(q, q_bits, np.empty(q.shape[0], np.float32))
-    approx = (flat._as_torch_bf16(torch, q_bits) @ flat._as_torch_bf16(torch, corpus.bits).T)
+    approx = flat._as_torch_bf16(torch, q_bits) @ flat._as_torch_bf16(torch, corpus.bits).T
     approx = approx.float().numpy().astype(np.float64)
     exact = q.astype(np.float64) @ x.T.astype(np.float64)
     coef, rel = flat.bf16_error_bound(q)
-    np.testing.assert_allclose(corpus.norms, np.linalg.norm(x.astype(np.float64), axis=1),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        corpus.norms, np.linalg.norm(x.astype(np.float64), axis=1), rtol=1e-6
+    )
     assert (corpus.norms >= np.linalg.norm(x.astype(np.float64), axis=1)).all()  # rounded up
     bound = coef[:, None] * corpus.norms[None, :] + rel * np.abs(approx)
     gap = np.abs(approx - exact)
@@ -282,7 +281,7 @@ def _int8_pass(x: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, flat.Int8Corpu
     for c0 in range(0, x.shape[0], flat.CORPUS_CHUNK):
         m = min(flat.CORPUS_CHUNK, x.shape[0] - c0)
         bits = scorer.score(out, c0, m, 0, q.shape[0])[:, :m]
-        approx[:, c0:c0 + m] = (bits.astype(np.uint32) << 16).view(np.float32)
+        approx[:, c0 : c0 + m] = (bits.astype(np.uint32) << 16).view(np.float32)
     return approx, corpus, scorer
 
 
@@ -298,7 +297,7 @@ def test_int8_error_bound_holds_when_quantisation_errors_add_up(dim):
     if not vnni.available():
         pytest.skip(NEEDS_VNNI)
     rng = np.random.default_rng(11)
-    step = 2.0 ** -7
+    step = 2.0**-7
 
     def adversarial(n: int) -> np.ndarray:
         v = step * (rng.integers(40, 120, (n, dim)) + 0.499)
@@ -315,16 +314,20 @@ def test_int8_error_bound_holds_when_quantisation_errors_add_up(dim):
     q_codes = np.round(q64 / step)
     np.testing.assert_array_equal(corpus.scales[:3000], np.float32(step))
     integer = q_codes @ codes.T * step * step  # exact in float64: integers times 2**-14
-    np.testing.assert_allclose(approx, integer, rtol=2.0 ** -8, atol=0)  # bf16 rounding only
-    bound = (scorer.coef[:, None] * corpus.weights[None, :3000]
-             + scorer.coef2[:, None] * corpus.weights2[None, :3000] + scorer.rel * np.abs(approx))
+    np.testing.assert_allclose(approx, integer, rtol=2.0**-8, atol=0)  # bf16 rounding only
+    bound = (
+        scorer.coef[:, None] * corpus.weights[None, :3000]
+        + scorer.coef2[:, None] * corpus.weights2[None, :3000]
+        + scorer.rel * np.abs(approx)
+    )
     gap = np.abs(approx - exact)
     assert (gap <= bound).all()
     assert (gap / bound).max() > 0.5  # the test does push the errors towards the bound
     err = np.linalg.norm(x64 - codes * step, axis=1)
     assert (corpus.weights2[:3000] >= np.linalg.norm(x64, axis=1) + err).all()  # rounded up
-    np.testing.assert_allclose(scorer.q_errors, np.linalg.norm(q64 - q_codes * step, axis=1),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        scorer.q_errors, np.linalg.norm(q64 - q_codes * step, axis=1), rtol=1e-12
+    )
 
 
 def test_int8_codes_of_zero_and_padded_rows_score_zero():
@@ -344,9 +347,11 @@ def test_int8_codes_of_zero_and_padded_rows_score_zero():
     exact = q.astype(np.float64) @ x.T.astype(np.float64)
     assert np.abs(approx - exact).max() < 0.1 * np.abs(exact).max()
     scorer = flat._Int8Scorer(corpus, q)  # the kernel checks no bounds: the caller refuses
-    for out, c0, m in [(np.empty((6, 128), np.uint16), 0, 70),  # 7 queries need 12 rows
-                       (np.empty((12, 64), np.uint16), 0, 70),  # 70 rows need 128 columns
-                       (np.empty((12, 128), np.uint16), 8, 60)]:  # not a group of 16
+    for out, c0, m in [
+        (np.empty((6, 128), np.uint16), 0, 70),  # 7 queries need 12 rows
+        (np.empty((12, 64), np.uint16), 0, 70),  # 70 rows need 128 columns
+        (np.empty((12, 128), np.uint16), 8, 60),
+    ]:  # not a group of 16
         with pytest.raises(RuntimeError, match="int8 block out of range"):
             scorer.score(out, c0, m, 0, 7)
 
@@ -639,8 +644,9 @@ def test_the_timed_probe_times_one_thread_each_whatever_the_process_set(torch, m
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n,dim", [(100_000, 384), (100_000, 768), (1_000_000, 384),
-                                   (1_000_000, 768)])
+@pytest.mark.parametrize(
+    "n,dim", [(100_000, 384), (100_000, 768), (1_000_000, 384), (1_000_000, 768)]
+)
 def test_at_scale_with_near_duplicate_clusters_equals_float32(first_pass, n, dim):
     """Corpus sizes and dims of real use, with clusters of near-duplicates whose scores differ
     by 1e-5..1e-4: far below what bf16 can tell apart (2**-8), above float32's noise. On
@@ -652,7 +658,7 @@ def test_at_scale_with_near_duplicate_clusters_equals_float32(first_pass, n, dim
     bases = x[:40].copy()
     for i, b in enumerate(bases):  # 40 clusters of 300 rows each
         lo = 1000 + 300 * i
-        x[lo:lo + 300] = b + rng.standard_normal((300, dim), dtype=np.float32) * 0.03
+        x[lo : lo + 300] = b + rng.standard_normal((300, dim), dtype=np.float32) * 0.03
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     q = np.concatenate([bases[:32], rng.standard_normal((32, dim), dtype=np.float32)])
     q64 = q.astype(np.float64) / np.linalg.norm(q.astype(np.float64), axis=1, keepdims=True)
@@ -664,8 +670,7 @@ def test_at_scale_with_near_duplicate_clusters_equals_float32(first_pass, n, dim
     for i in range(q.shape[0]):
         for found in (got, ref):  # both searches: the true top-10 up to float32 rounding
             s64 = x[found[0][i]].astype(np.float64) @ q64[i]
-            np.testing.assert_allclose(np.sort(s64)[::-1], true_scores[i][:10], rtol=0,
-                                       atol=3e-6)
+            np.testing.assert_allclose(np.sort(s64)[::-1], true_scores[i][:10], rtol=0, atol=3e-6)
             np.testing.assert_allclose(found[1][i], s64, rtol=0, atol=3e-6)
         gaps = np.abs(np.diff(true_scores[i])) > 1e-5  # and the true rows, where not near-tied
         untied = np.ones(11, bool)
@@ -679,10 +684,11 @@ def _float64_topk(x: np.ndarray, q64: np.ndarray, k: int, chunk: int = 100_000):
     best_s = np.full((q64.shape[0], 0), -np.inf)
     best_r = np.zeros((q64.shape[0], 0), np.int64)
     for lo in range(0, x.shape[0], chunk):
-        s = q64 @ x[lo:lo + chunk].astype(np.float64).T
+        s = q64 @ x[lo : lo + chunk].astype(np.float64).T
         s_all = np.concatenate([best_s, s], axis=1)
-        r_all = np.concatenate([best_r, np.broadcast_to(np.arange(lo, lo + s.shape[1]),
-                                                        s.shape)], axis=1)
+        r_all = np.concatenate(
+            [best_r, np.broadcast_to(np.arange(lo, lo + s.shape[1]), s.shape)], axis=1
+        )
         top = np.argsort(-s_all, axis=1, kind="stable")[:, :k]
         best_s = np.take_along_axis(s_all, top, axis=1)
         best_r = np.take_along_axis(r_all, top, axis=1)

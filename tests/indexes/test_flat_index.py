@@ -57,8 +57,7 @@ def test_dot_matches_reference_with_ties(n_q, threads, fused_max, small_blocks, 
     x = int_vectors(rng, 1500, 12)
     q = int_vectors(rng, n_q, 12)
     index = FlatIndex.from_vectors(x, "dot")
-    assert_exact(index.search(q, 10, num_threads=threads),
-                 dense_topk_reference(x, q, 10, "dot"))
+    assert_exact(index.search(q, 10, num_threads=threads), dense_topk_reference(x, q, 10, "dot"))
 
 
 @pytest.mark.parametrize("n_q", [1, 3, 50])
@@ -93,8 +92,10 @@ def test_mask_selective_and_broad(fraction, n_q, small_blocks):
     q = int_vectors(rng, n_q, 8)
     mask = rng.random(1200) < fraction
     index = FlatIndex.from_vectors(x, "dot")
-    assert_exact(index.search(q, 15, mask=mask, num_threads=2),
-                 dense_topk_reference(x, q, 15, "dot", mask=mask))
+    assert_exact(
+        index.search(q, 15, mask=mask, num_threads=2),
+        dense_topk_reference(x, q, 15, "dot", mask=mask),
+    )
 
 
 def test_mask_allowing_fewer_rows_than_k_pads():
@@ -180,8 +181,9 @@ def test_read_only_inputs_and_arrow_vectors():
     mask = np.ones(150, bool)
     mask[::3] = False
     mask.flags.writeable = False
-    assert_exact(index.search(q, 4, mask=mask),
-                 dense_topk_reference(x[100:250], q, 4, "dot", mask=mask))
+    assert_exact(
+        index.search(q, 4, mask=mask), dense_topk_reference(x[100:250], q, 4, "dot", mask=mask)
+    )
 
 
 def test_threads_give_identical_results():
@@ -189,8 +191,9 @@ def test_threads_give_identical_results():
     x = rng.standard_normal((5000, 24)).astype(np.float32)
     q = rng.standard_normal((64, 24)).astype(np.float32)
     index = FlatIndex.from_vectors(x)
-    for a, b in zip(index.search(q, 10, num_threads=1), index.search(q, 10, num_threads=2),
-                    strict=True):
+    for a, b in zip(
+        index.search(q, 10, num_threads=1), index.search(q, 10, num_threads=2), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
 
 
@@ -209,31 +212,41 @@ def test_nan_and_inf_rejected_with_the_row():
         FlatIndex.from_vectors(np.ones((2, 3))).search([np.nan, 1, 1], 1)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"dim": 0}, r"dim must be an int >= 1 \(the embedding size\), got 0"),
-    ({"dim": 4, "metric": "l2"}, r"unknown metric 'l2'; use one of \['cosine', 'dot'\]"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"dim": 0}, r"dim must be an int >= 1 \(the embedding size\), got 0"),
+        ({"dim": 4, "metric": "l2"}, r"unknown metric 'l2'; use one of \['cosine', 'dot'\]"),
+    ],
+)
 def test_bad_constructor_arguments(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         FlatIndex(**kwargs)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda ix: ix.search(np.ones(4), 0), r"k must be an int >= 1 \(the number of hits.*got 0"),
-    (lambda ix: ix.search(np.ones(4), True), r"k must be an int >= 1 .*got bool True"),
-    (lambda ix: ix.search(np.ones(5), 1), r"queries have dim 5 but the index has dim 4"),
-    (lambda ix: ix.search(np.ones((1, 1, 4)), 1), r"queries must be a 2-D array"),
-    (lambda ix: ix.search(np.array([["a"] * 4]), 1), r"queries must be numeric"),
-    (lambda ix: ix.search(np.ones(4), 1, mask=np.ones(3, bool)),
-     r"mask has 3 entries but the index has 10 rows"),
-    (lambda ix: ix.search(np.ones(4), 1, mask=np.ones(10)), r"mask must be a 1-D boolean"),
-    (lambda ix: ix.search(np.ones(4), 1, cutoff=float("nan")), r"cutoff=nan is not a thresh"),
-    (lambda ix: ix.search(np.ones(4), 1, cutoff="0.5"), r"cutoff='0.5' must be a number"),
-    (lambda ix: ix.search(np.ones(4), 1, num_threads=0),
-     r"num_threads must be None \(a default\) or an int >= 1, got 0"),
-    (lambda ix: ix.add(np.ones((2, 3))), r"vectors have dim 3 but the index has dim 4"),
-    (lambda ix: ix.add(pa.array([[1.0] * 4])), r"must be a fixed_size_list<float32>"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda ix: ix.search(np.ones(4), 0), r"k must be an int >= 1 \(the number of hits.*got 0"),
+        (lambda ix: ix.search(np.ones(4), True), r"k must be an int >= 1 .*got bool True"),
+        (lambda ix: ix.search(np.ones(5), 1), r"queries have dim 5 but the index has dim 4"),
+        (lambda ix: ix.search(np.ones((1, 1, 4)), 1), r"queries must be a 2-D array"),
+        (lambda ix: ix.search(np.array([["a"] * 4]), 1), r"queries must be numeric"),
+        (
+            lambda ix: ix.search(np.ones(4), 1, mask=np.ones(3, bool)),
+            r"mask has 3 entries but the index has 10 rows",
+        ),
+        (lambda ix: ix.search(np.ones(4), 1, mask=np.ones(10)), r"mask must be a 1-D boolean"),
+        (lambda ix: ix.search(np.ones(4), 1, cutoff=float("nan")), r"cutoff=nan is not a thresh"),
+        (lambda ix: ix.search(np.ones(4), 1, cutoff="0.5"), r"cutoff='0.5' must be a number"),
+        (
+            lambda ix: ix.search(np.ones(4), 1, num_threads=0),
+            r"num_threads must be None \(a default\) or an int >= 1, got 0",
+        ),
+        (lambda ix: ix.add(np.ones((2, 3))), r"vectors have dim 3 but the index has dim 4"),
+        (lambda ix: ix.add(pa.array([[1.0] * 4])), r"must be a fixed_size_list<float32>"),
+    ],
+)
 def test_bad_search_and_add_arguments(call, match):
     index = FlatIndex.from_vectors(np.ones((10, 4), np.float32))
     with pytest.raises(ConfigError, match=match):

@@ -24,8 +24,10 @@ def structured(rng, n, dim=DIM):
 
 
 def recall(got_rows, exact_rows):
-    hits = [len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
-            for a, b in zip(got_rows, exact_rows, strict=False)]
+    hits = [
+        len(set(a[a >= 0]) & set(b[b >= 0])) / max(1, (b >= 0).sum())
+        for a, b in zip(got_rows, exact_rows, strict=False)
+    ]
     return float(np.mean(hits))
 
 
@@ -214,7 +216,7 @@ def test_batches_switch_to_exact_at_a_wider_mask(built, data, monkeypatch):
     try:
         built.search(q[0], 5, mask=mask)
         assert len(spy.filters) == 1
-        built.search(q[:hnsw_mod.EXACT_BATCH_MIN_QUERIES], 5, mask=mask)
+        built.search(q[: hnsw_mod.EXACT_BATCH_MIN_QUERIES], 5, mask=mask)
         assert len(spy.filters) == 1
     finally:
         built._index = spy.inner
@@ -222,42 +224,58 @@ def test_batches_switch_to_exact_at_a_wider_mask(built, data, monkeypatch):
 
 def test_missing_extra_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "hnswlib", None)  # import hnswlib -> ImportError
-    with pytest.raises(MissingExtraError,
-                       match=r"index='hnsw' needs the optional package 'hnswlib'.*"
-                             r"pip install 'fastrag-engine\[hnsw\]'"):
+    with pytest.raises(
+        MissingExtraError,
+        match=r"index='hnsw' needs the optional package 'hnswlib'.*"
+        r"pip install 'fastrag-engine\[hnsw\]'",
+    ):
         HNSWIndex(8)
     with pytest.raises(MissingExtraError, match=r"fastrag-engine\[hnsw\]"):
         HNSWIndex.load("whatever.bin", 8)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"M": 0}, r"M must be an int >= 1, got 0"),
-    ({"ef": 0}, r"ef must be an int >= 1, got 0"),
-    ({"ef_construction": -1}, r"ef_construction must be an int >= 1, got -1"),
-    ({"max_elements": 0}, r"max_elements must be an int >= 1, got 0"),
-    ({"metric": "l2"}, r"unknown metric 'l2'"),
-    ({"num_threads": 0}, r"num_threads must be None \(a default\) or an int >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"M": 0}, r"M must be an int >= 1, got 0"),
+        ({"ef": 0}, r"ef must be an int >= 1, got 0"),
+        ({"ef_construction": -1}, r"ef_construction must be an int >= 1, got -1"),
+        ({"max_elements": 0}, r"max_elements must be an int >= 1, got 0"),
+        ({"metric": "l2"}, r"unknown metric 'l2'"),
+        ({"num_threads": 0}, r"num_threads must be None \(a default\) or an int >= 1, got 0"),
+    ],
+)
 def test_bad_constructor_arguments(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         HNSWIndex(8, **kwargs)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda ix: ix.add(np.ones((2, 8)), rows=[1, 1]), r"rows contains duplicate row ids"),
-    (lambda ix: ix.add(np.ones((2, 8)), rows=[1]), r"rows has 1 entries for 2 vectors"),
-    (lambda ix: ix.add(np.ones((1, 8)), rows=[-4]), r"rows contains negative row -4"),
-    (lambda ix: ix.add(np.ones((1, 8)), rows=[1.5]), r"rows must be a 1-D integer array"),
-    (lambda ix: ix.add(np.full((1, 8), np.nan)), r"vectors row 0 contains NaN or inf"),
-    (lambda ix: ix.add(np.ones((1, 7))), r"vectors have dim 7 but the index has dim 8"),
-    (lambda ix: ix.search(np.ones(8), 0), r"k must be an int >= 1 \(the number of hits.*got 0"),
-    (lambda ix: ix.search(np.ones(8), 1, mask=np.ones(3, bool)),
-     r"mask has 3 entries but the index has rows up to 9"),
-    (lambda ix: ix.search(np.ones(8), 1, mask=np.ones(10, int)), r"mask must be a 1-D bool"),
-    (lambda ix: ix.search(np.ones(8), 1, mask=np.eye(10, dtype=bool)[0],
-                          exact_fallback_vectors=np.ones((4, 8))),
-     r"exact_fallback_vectors has 4 rows but the index has rows up to 9"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda ix: ix.add(np.ones((2, 8)), rows=[1, 1]), r"rows contains duplicate row ids"),
+        (lambda ix: ix.add(np.ones((2, 8)), rows=[1]), r"rows has 1 entries for 2 vectors"),
+        (lambda ix: ix.add(np.ones((1, 8)), rows=[-4]), r"rows contains negative row -4"),
+        (lambda ix: ix.add(np.ones((1, 8)), rows=[1.5]), r"rows must be a 1-D integer array"),
+        (lambda ix: ix.add(np.full((1, 8), np.nan)), r"vectors row 0 contains NaN or inf"),
+        (lambda ix: ix.add(np.ones((1, 7))), r"vectors have dim 7 but the index has dim 8"),
+        (lambda ix: ix.search(np.ones(8), 0), r"k must be an int >= 1 \(the number of hits.*got 0"),
+        (
+            lambda ix: ix.search(np.ones(8), 1, mask=np.ones(3, bool)),
+            r"mask has 3 entries but the index has rows up to 9",
+        ),
+        (lambda ix: ix.search(np.ones(8), 1, mask=np.ones(10, int)), r"mask must be a 1-D bool"),
+        (
+            lambda ix: ix.search(
+                np.ones(8),
+                1,
+                mask=np.eye(10, dtype=bool)[0],
+                exact_fallback_vectors=np.ones((4, 8)),
+            ),
+            r"exact_fallback_vectors has 4 rows but the index has rows up to 9",
+        ),
+    ],
+)
 def test_bad_add_and_search_arguments(call, match):
     index = HNSWIndex(8)
     index.add(np.random.default_rng(0).standard_normal((10, 8)))
@@ -272,4 +290,3 @@ def test_empty_and_fully_masked_searches_pad():
     index.add(np.eye(4, dtype=np.float32))
     rows, _, counts = index.search(np.ones(4), 3, mask=np.zeros(4, bool))
     assert (rows == -1).all() and counts.tolist() == [0]
-

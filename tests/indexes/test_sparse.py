@@ -374,8 +374,19 @@ def test_retriever_similarity_sparse_through_a_document():
     doc = fr.Document.from_texts(texts, embed={"sparse": sparse_embed})
     ret = fr.Retriever(doc, "root", "sparse", topk=3, embed_keys=["sparse"])
     hits = ret("apple pie")
-    want = sorted(((sum(5.0 * 5.0 if w == "apple" else 3.0 * 3.0 if w == "pie" else 0.0
-                        for w in set(t.split())), -i) for i, t in enumerate(texts)), reverse=True)
+    want = sorted(
+        (
+            (
+                sum(
+                    5.0 * 5.0 if w == "apple" else 3.0 * 3.0 if w == "pie" else 0.0
+                    for w in set(t.split())
+                ),
+                -i,
+            )
+            for i, t in enumerate(texts)
+        ),
+        reverse=True,
+    )
     assert [h.text for h in hits] == [texts[-i] for s, i in want[:3] if s > 0]
     assert [h.score for h in hits] == [s for s, i in want[:3] if s > 0]
     assert "_sparse_sparse" in doc.group("root").table.column_names

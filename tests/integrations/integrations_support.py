@@ -1,7 +1,6 @@
 """Helpers shared by the tests of tests/integrations (a module of its own, so test folders can be
 collected together)."""
 
-
 from __future__ import annotations
 
 FILES = {

@@ -20,8 +20,7 @@ def test_one_client_shared_by_threads_and_loops_stays_under_its_limit(openai_ser
         return await asyncio.gather(*(llm.acomplete(f"q{i}") for i in range(8)))
 
     out: list = []
-    threads = [threading.Thread(target=lambda: out.append(asyncio.run(many())))
-               for _ in range(3)]
+    threads = [threading.Thread(target=lambda: out.append(asyncio.run(many()))) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:

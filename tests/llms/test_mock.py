@@ -175,8 +175,10 @@ def test_function_llm_to_thread_overlaps_blocking_calls():
         (lambda: MockLLM(model=""), "model must be a non-empty str"),
         (lambda: FunctionLLM("not callable"), "FunctionLLM needs a function"),
         (lambda: MockLLM(token_counter=3), "token_counter must be None"),
-        (lambda: MockLLM().complete(None),
-         "prompt must be a str, got None; format the template first"),
+        (
+            lambda: MockLLM().complete(None),
+            "prompt must be a str, got None; format the template first",
+        ),
     ],
 )
 def test_bad_arguments(make, match):

@@ -1,7 +1,6 @@
 """Helpers shared by the tests of tests/query (a module of its own, so test folders can be
 collected together)."""
 
-
 from __future__ import annotations
 
 import re
@@ -16,8 +15,14 @@ DOCS = [
 ]
 
 
-META = [{"type": "city"}, {"type": "city"}, {"type": "city"}, {"type": "Spring"},
-        {"type": "ml"}, {"type": "ml"}]
+META = [
+    {"type": "city"},
+    {"type": "city"},
+    {"type": "city"},
+    {"type": "Spring"},
+    {"type": "ml"},
+    {"type": "ml"},
+]
 
 
 def route(messages: list[dict]) -> str:

@@ -44,9 +44,11 @@ def within(fn, timeout: float = TIMEOUT):
 @pytest.fixture
 def pipes(server, llm, doc):
     rerank = fr.ModuleReranker(model=fr.OpenAIRerank(server.url, "rr", max_retries=0), topk=2)
-    inner = fr.RAGPipeline(fr.Retriever(doc, "root", "bm25", topk=4),
-                           query_transformers=[fr.RewriteQueryTransformer(llm)],
-                           reranker=rerank)
+    inner = fr.RAGPipeline(
+        fr.Retriever(doc, "root", "bm25", topk=4),
+        query_transformers=[fr.RewriteQueryTransformer(llm)],
+        reranker=rerank,
+    )
     qa = fr.Retriever(doc, "root", "bm25", topk=1)
     return inner, qa, llm
 
@@ -55,13 +57,18 @@ def _ids(lists):
     return [[h.id for h in hits] for hits in lists]
 
 
-@pytest.mark.parametrize("shape", ["retrieve", "retrieve_batch", "aretrieve", "pipeline",
-                                   "callable"])
+@pytest.mark.parametrize(
+    "shape", ["retrieve", "retrieve_batch", "aretrieve", "pipeline", "callable"]
+)
 def test_a_pipeline_is_a_retriever_of_another(pipes, shape):
     inner, qa, llm = pipes
-    source = {"retrieve": inner.retrieve, "retrieve_batch": inner.retrieve_batch,
-              "aretrieve": inner.aretrieve, "pipeline": inner,
-              "callable": lambda q: inner.retrieve(q)}[shape]
+    source = {
+        "retrieve": inner.retrieve,
+        "retrieve_batch": inner.retrieve_batch,
+        "aretrieve": inner.aretrieve,
+        "pipeline": inner,
+        "callable": lambda q: inner.retrieve(q),
+    }[shape]
     outer = fr.RAGPipeline([source, qa], llm=llm)
     got = within(lambda: outer.retrieve_batch(QUESTIONS))
     want = [inner.retrieve(q) for q in QUESTIONS]
@@ -139,7 +146,8 @@ def test_user_callables_never_run_on_the_loop_thread(pipes, doc):
         note("post")
         return hits
 
-    pipe = fr.RAGPipeline([retriever, qa], query_transformers=[transform],
-                          postprocessors=[post], llm=llm)
+    pipe = fr.RAGPipeline(
+        [retriever, qa], query_transformers=[transform], postprocessors=[post], llm=llm
+    )
     within(lambda: pipe.retrieve_batch(QUESTIONS[:2]))
     assert len(seen) == 6 and "fastrag-async" not in seen

@@ -24,13 +24,20 @@ class _Msg:
 
 
 def test_query_accepts_pairs_dicts_and_message_objects():
-    q = fr.Query("And its second city?",
-                 history=[("user", "Capital of Denmark?"),
-                          {"role": "assistant", "content": "Copenhagen."},
-                          _Msg("USER", "ok")],
-                 context={"filter": "type == 'city'"})
-    assert q.history == (("user", "Capital of Denmark?"), ("assistant", "Copenhagen."),
-                         ("user", "ok"))
+    q = fr.Query(
+        "And its second city?",
+        history=[
+            ("user", "Capital of Denmark?"),
+            {"role": "assistant", "content": "Copenhagen."},
+            _Msg("USER", "ok"),
+        ],
+        context={"filter": "type == 'city'"},
+    )
+    assert q.history == (
+        ("user", "Capital of Denmark?"),
+        ("assistant", "Copenhagen."),
+        ("user", "ok"),
+    )
     assert q.history_text() == "user: Capital of Denmark?\nassistant: Copenhagen.\nuser: ok"
     assert q.context["filter"] == "type == 'city'"
     q2 = q.mutate(text="x")
@@ -41,12 +48,15 @@ def test_query_accepts_pairs_dicts_and_message_objects():
         q.context["filter"] = 1  # read-only view
 
 
-@pytest.mark.parametrize("history, match", [
-    ([("robot", "hi")], r"history\[0\] role must be one of"),
-    ([("user", 3)], r"history\[0\] content must be a str"),
-    ("user: hi", "history must be a list"),
-    ([42], r"history\[0\] must be a \(role, content\) pair"),
-])
+@pytest.mark.parametrize(
+    "history, match",
+    [
+        ([("robot", "hi")], r"history\[0\] role must be one of"),
+        ([("user", 3)], r"history\[0\] content must be a str"),
+        ("user: hi", "history must be a list"),
+        ([42], r"history\[0\] must be a \(role, content\) pair"),
+    ],
+)
 def test_query_bad_history(history, match):
     with pytest.raises(ConfigError, match=match):
         fr.Query("q", history=history)
@@ -64,8 +74,11 @@ def test_rewrite_sends_spring_ai_prompt_and_cleans_answer(server, llm):
     t = fr.RewriteQueryTransformer(llm, target_search_system="web search engine")
     out = t.transform("I'm studying machine learning. What is an LLM?")
     assert out.text == "I'm studying machine learning. What is an LLM explained"
-    assert prompts(server) == [QUERY_PROMPTS["en"]["rewrite"].format(
-        query="I'm studying machine learning. What is an LLM?", target="web search engine")]
+    assert prompts(server) == [
+        QUERY_PROMPTS["en"]["rewrite"].format(
+            query="I'm studying machine learning. What is an LLM?", target="web search engine"
+        )
+    ]
     assert "when querying a web search engine." in prompts(server)[0]
 
 
@@ -81,8 +94,11 @@ def test_custom_template_needs_its_variables(llm):
     assert t.prompt_template.template == "Rewrite: {query}"
     t = fr.RewriteQueryTransformer(llm, prompt_template="改写用户的查询。用户输入为：")
     assert t.prompt_template.format(query="RAG") == "改写用户的查询。用户输入为：\nRAG"
-    with pytest.raises(ConfigError, match=r"prompt_template cannot be filled: it has no place "
-                                          r"for \{history\} \(it has \['\{query\}'\]\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"prompt_template cannot be filled: it has no place "
+        r"for \{history\} \(it has \['\{query\}'\]\)",
+    ):
         fr.CompressionQueryTransformer(llm, prompt_template="{query}")
     with pytest.raises(ConfigError, match=r"no place for \{answer\} \(it has \['\{query\}'\]\)"):
         fr.MultiStepQuery(llm, lambda q: [], judge_template="Judge {query}")
@@ -95,29 +111,37 @@ def test_compression_without_history_makes_no_call(server, llm):
     q = fr.Query("What is the capital of Denmark?")
     assert t.transform(q) is q
     assert server.requests == []
-    follow = fr.Query("And its second largest city?",
-                      history=[("user", "What is the capital of Denmark?"),
-                               ("assistant", "Copenhagen is the capital of Denmark.")])
+    follow = fr.Query(
+        "And its second largest city?",
+        history=[
+            ("user", "What is the capital of Denmark?"),
+            ("assistant", "Copenhagen is the capital of Denmark."),
+        ],
+    )
     out = t.transform(follow)
     assert out.text == "What is the second largest city of Denmark?" and out.history == ()
     (p,) = prompts(server)
-    assert ("Conversation history:\nuser: What is the capital of Denmark?\nassistant: "
-            "Copenhagen is the capital of Denmark.\n\nFollow-up query:\nAnd its second "
-            "largest city?") in p
+    assert (
+        "Conversation history:\nuser: What is the capital of Denmark?\nassistant: "
+        "Copenhagen is the capital of Denmark.\n\nFollow-up query:\nAnd its second "
+        "largest city?"
+    ) in p
 
 
-@pytest.mark.parametrize("text, target, calls", [
-    ("What is the capital of Denmark?", "english", 0),
-    ("Hvad er Danmarks hovedstad?", "english", 1),     # Danish: Latin script, not English
-    ("丹麦的首都是哪里？", "chinese", 0),
-    ("丹麦的首都是哪里？", "english", 1),
-    ("デンマークの首都はどこですか", "chinese", 1),       # Japanese (kana) is not Chinese
-    ("Какая столица Дании?", "russian", 0),
-    ("Яка столиця Данії?", "russian", 1),              # Ukrainian letters
-    ("LLM", "english", 1),                             # unsure: ask the model
-])
-def test_translation_skips_queries_already_in_the_target_language(server, llm, text, target,
-                                                                   calls):
+@pytest.mark.parametrize(
+    "text, target, calls",
+    [
+        ("What is the capital of Denmark?", "english", 0),
+        ("Hvad er Danmarks hovedstad?", "english", 1),  # Danish: Latin script, not English
+        ("丹麦的首都是哪里？", "chinese", 0),
+        ("丹麦的首都是哪里？", "english", 1),
+        ("デンマークの首都はどこですか", "chinese", 1),  # Japanese (kana) is not Chinese
+        ("Какая столица Дании?", "russian", 0),
+        ("Яка столиця Данії?", "russian", 1),  # Ukrainian letters
+        ("LLM", "english", 1),  # unsure: ask the model
+    ],
+)
+def test_translation_skips_queries_already_in_the_target_language(server, llm, text, target, calls):
     out = fr.TranslationQueryTransformer(llm, target_language=target).transform(text)
     assert len(server.requests) == calls
     assert out.text == (text if calls == 0 else "What is the capital of Denmark?")
@@ -146,7 +170,8 @@ def test_transformer_batch_failure_names_query_and_stage(server):
     with pytest.raises(fr.LLMError) as ei:
         t.batch(["a?", "b?", "c?"])
     assert "RewriteQueryTransformer (stage 'transform'), query index 1: 'b?'" in "\n".join(
-        ei.value.__notes__)
+        ei.value.__notes__
+    )
     server.reset()
     server.reply = lambda m: "Rewritten query: ok"
     server.script(["ok", "400", "ok"])
@@ -159,25 +184,34 @@ def test_empty_answer_keeps_the_query(server, llm):
     assert fr.RewriteQueryTransformer(llm).transform("keep me").text == "keep me"
 
 
-@pytest.mark.parametrize("raw, clean", [
-    ("```\nWhat is BM25?\n```", "What is BM25?"),
-    ('Rewritten query: "What is BM25?"', "What is BM25?"),
-    ("改写后的查询：什么是RAG？", "什么是RAG？"),
-    ("What is BM25?", "What is BM25?"),
-])
+@pytest.mark.parametrize(
+    "raw, clean",
+    [
+        ("```\nWhat is BM25?\n```", "What is BM25?"),
+        ('Rewritten query: "What is BM25?"', "What is BM25?"),
+        ("改写后的查询：什么是RAG？", "什么是RAG？"),
+        ("What is BM25?", "What is BM25?"),
+    ],
+)
 def test_clean_answer(raw, clean):
     assert clean_answer(raw) == clean
 
 
 # -- expanders ---------------------------------------------------------------------------------
 def test_multi_query_expander_parses_leniently_dedups_and_caps(server, llm):
-    server.reply = lambda m: ("Here are the variants:\n```\n1. How to run Spring Boot?\n\n"
-                              "2) how to run spring boot\n- Starting a Spring Boot app\n"
-                              "* **Launch Spring Boot**\n3. Fourth one\n```")
+    server.reply = lambda m: (
+        "Here are the variants:\n```\n1. How to run Spring Boot?\n\n"
+        "2) how to run spring boot\n- Starting a Spring Boot app\n"
+        "* **Launch Spring Boot**\n3. Fourth one\n```"
+    )
     exp = fr.MultiQueryExpander(llm, number_of_queries=3)
     out = exp.expand("How to run a Spring Boot app?")
-    assert [q.text for q in out] == ["How to run a Spring Boot app?", "How to run Spring Boot?",
-                                     "Starting a Spring Boot app", "Launch Spring Boot"]
+    assert [q.text for q in out] == [
+        "How to run a Spring Boot app?",
+        "How to run Spring Boot?",
+        "Starting a Spring Boot app",
+        "Launch Spring Boot",
+    ]
     assert "generate 3 different versions" in prompts(server)[0]
     out = fr.MultiQueryExpander(llm, number_of_queries=2, include_original=False).expand("q")
     assert [q.text for q in out] == ["How to run Spring Boot?", "Starting a Spring Boot app"]
@@ -201,21 +235,26 @@ def test_expanded_queries_keep_history_and_context(server, llm):
 
 
 def test_sub_question_expander_lazyllm_example(server, llm):
-    server.reply = lambda m: ("1. 健康饮食的基本原则是什么？\n2. 如何合理安排一日三餐？\n"
-                              "3. 健康饮食中应该包含哪些食物类别及其比例？")
+    server.reply = lambda m: (
+        "1. 健康饮食的基本原则是什么？\n2. 如何合理安排一日三餐？\n"
+        "3. 健康饮食中应该包含哪些食物类别及其比例？"
+    )
     out = fr.SubQuestionExpander(llm, max_questions=2).expand("有哪些健康饮食的建议")
     assert [q.text for q in out] == ["健康饮食的基本原则是什么？", "如何合理安排一日三餐？"]
     (p,) = prompts(server)
     assert "输出不要超过2条" in p and "用户输入为：有哪些健康饮食的建议" in p
 
 
-@pytest.mark.parametrize("text, want", [
-    ("1. a\n2. b\n3. c", ["a", "b"]),
-    ("一、甲\n二、乙", ["甲", "乙"]),
-    ("Q1: a\nQ2: b", ["a", "b"]),
-    ("a.\nA\nb", ["a.", "b"]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("1. a\n2. b\n3. c", ["a", "b"]),
+        ("一、甲\n二、乙", ["甲", "乙"]),
+        ("Q1: a\nQ2: b", ["a", "b"]),
+        ("a.\nA\nb", ["a.", "b"]),
+        ("", []),
+    ],
+)
 def test_parse_lines(text, want):
     assert parse_lines(text, 2) == want
 
@@ -246,15 +285,19 @@ def test_augmenter_fills_context_and_query(doc):
     aug = fr.ContextualQueryAugmenter()
     out = aug.augment("capital of Denmark", hits)
     context = "\n".join(h.text for h in hits)
-    assert out.text == QUERY_PROMPTS["en"]["augment"].format(query="capital of Denmark",
-                                                             context=context)
+    assert out.text == QUERY_PROMPTS["en"]["augment"].format(
+        query="capital of Denmark", context=context
+    )
     assert "---------------------\n" + context + "\n---------------------" in out.text
 
 
 def test_augmenter_empty_context():
     q = fr.Query("Who is Anacletus?")
-    assert fr.ContextualQueryAugmenter().augment(q, []).text.startswith(
-        "The user query is outside your knowledge base.")
+    assert (
+        fr.ContextualQueryAugmenter()
+        .augment(q, [])
+        .text.startswith("The user query is outside your knowledge base.")
+    )
     assert fr.ContextualQueryAugmenter(allow_empty_context=True).augment(q, []) is q
     zh = fr.ContextualQueryAugmenter().augment("阿纳克莱特是谁？", [])
     assert zh.text.startswith("用户的问题超出了你的知识库范围")
@@ -264,7 +307,8 @@ def test_augmenter_custom_templates_and_formatter():
     aug = fr.ContextualQueryAugmenter(
         prompt_template="Q={query}\nC={context}",
         empty_context_prompt_template="Nothing for {query}",
-        document_formatter=lambda docs: " | ".join(d.text.upper() for d in docs))
+        document_formatter=lambda docs: " | ".join(d.text.upper() for d in docs),
+    )
     assert aug.augment("q", ["a", "b"]).text == "Q=q\nC=A | B"
     assert aug.augment("q", []).text == "Nothing for q"
     spring = fr.ContextualQueryAugmenter(prompt_template="<query> <question_answer_context>")
@@ -312,15 +356,15 @@ def test_multi_step_loops_until_the_judge_agrees(server, llm, doc):
     assert step2["query"] == "capital of Denmark q0" and step2["judged"] is True
     assert out[0].response == "draft"
     assert [h.id for h in out[0].source_nodes] == step2["hits"]
-    second_rewrite = [p for p in prompts(server) if p.startswith("You are a query rewriting")
-                      and "q0" in p][1]
+    second_rewrite = [
+        p for p in prompts(server) if p.startswith("You are a query rewriting") and "q0" in p
+    ][1]
     assert 'A previous search used the query "capital of Denmark q0"' in second_rewrite
 
 
 def test_multi_step_separate_judge_and_checks(server, llm, doc):
     judge = fr.MockLLM("True")
-    ms = fr.MultiStepQuery(llm, fr.Retriever(doc, "root", "bm25"), judge_llm=judge,
-                           rewrite=False)
+    ms = fr.MultiStepQuery(llm, fr.Retriever(doc, "root", "bm25"), judge_llm=judge, rewrite=False)
     r = ms.query("capital of Denmark")
     assert len(judge.calls) == 1 and r.metadata["judged"] is True
     assert len(server.requests) == 1  # the draft only: no rewrite before the first retrieval

@@ -21,8 +21,12 @@ SPRING_DOCS = [
     "The capital of Denmark is Copenhagen.",
     "Run a Spring Boot application with the spring-boot:run Maven goal.",
 ]
-SPRING_META = [{"type": "Spring"}, {"type": "tale", "location": "Whispering Woods"},
-               {"type": "geo"}, {"type": "Spring"}]
+SPRING_META = [
+    {"type": "Spring"},
+    {"type": "tale", "location": "Whispering Woods"},
+    {"type": "geo"},
+    {"type": "Spring"},
+]
 
 
 @pytest.fixture
@@ -35,8 +39,9 @@ def vector_doc(server):
 # -- seeds/001: Spring AI ---------------------------------------------------------------------
 def test_spring_naive_rag_with_similarity_threshold(server, llm, vector_doc):
     # RetrievalAugmentationAdvisor + VectorStoreDocumentRetriever(similarityThreshold=0.50)
-    advisor = fr.RAGPipeline(fr.Retriever(vector_doc, "root", "cosine", topk=4,
-                                          similarity_cut_off=0.50), llm=llm)
+    advisor = fr.RAGPipeline(
+        fr.Retriever(vector_doc, "root", "cosine", topk=4, similarity_cut_off=0.50), llm=llm
+    )
     r = advisor.query(SPRING_DOCS[2])  # the same text embeds to the same vector: cosine 1
     assert [h.text for h in r.source_nodes] == [SPRING_DOCS[2]]
     assert r.response == "ANSWER"
@@ -46,11 +51,15 @@ def test_spring_naive_rag_with_similarity_threshold(server, llm, vector_doc):
     assert r.source_nodes == []
     assert prompts(server, "/v1/chat/completions") == [
         "The user query is outside your knowledge base.\n"
-        "Politely inform the user that you can't answer it.\n"]
+        "Politely inform the user that you can't answer it.\n"
+    ]
     # .queryAugmenter(ContextualQueryAugmenter.builder().allowEmptyContext(true))
     server.reset()
-    allow = fr.RAGPipeline(advisor.retrievers[0].inner, llm=llm,
-                           augmenter=fr.ContextualQueryAugmenter(allow_empty_context=True))
+    allow = fr.RAGPipeline(
+        advisor.retrievers[0].inner,
+        llm=llm,
+        augmenter=fr.ContextualQueryAugmenter(allow_empty_context=True),
+    )
     allow.query("Who is the main character of the story?")
     assert prompts(server, "/v1/chat/completions") == ["Who is the main character of the story?"]
 
@@ -63,19 +72,30 @@ def test_spring_filter_expression_per_query_and_per_retriever(server, llm, vecto
     assert sorted(h.text for h in hits) == sorted([SPRING_DOCS[0], SPRING_DOCS[3]])
     # .filterExpression(new FilterExpressionBuilder().eq("location", "Whispering Woods").build())
     b = fr.FilterExpressionBuilder()
-    tale = fr.Retriever(vector_doc, "root", "cosine", topk=5, similarity_cut_off=-1.0,
-                        filter=b.eq("location", "Whispering Woods").build())
+    tale = fr.Retriever(
+        vector_doc,
+        "root",
+        "cosine",
+        topk=5,
+        similarity_cut_off=-1.0,
+        filter=b.eq("location", "Whispering Woods").build(),
+    )
     assert [h.text for h in fr.RAGPipeline(tale, llm=llm).retrieve("Who is Anacletus?")] == [
-        SPRING_DOCS[1]]
+        SPRING_DOCS[1]
+    ]
 
 
 def test_spring_advanced_rag_rewrites_before_retrieving(server, llm, vector_doc):
-    server.reply = lambda m: ("Rewritten query: " + SPRING_DOCS[3]
-                              if "rewrite it to provide better results" in
-                              m[-1]["content"] else "ANSWER")
+    server.reply = lambda m: (
+        "Rewritten query: " + SPRING_DOCS[3]
+        if "rewrite it to provide better results" in m[-1]["content"]
+        else "ANSWER"
+    )
     advisor = fr.RAGPipeline(
         fr.Retriever(vector_doc, "root", "cosine", topk=4, similarity_cut_off=0.50),
-        query_transformers=[fr.RewriteQueryTransformer(llm)], llm=llm)
+        query_transformers=[fr.RewriteQueryTransformer(llm)],
+        llm=llm,
+    )
     r = advisor.query("I'm new to Spring. How do I launch a Spring Boot app?")
     assert [h.text for h in r.source_nodes] == [SPRING_DOCS[3]]
     assert r.metadata["trace"]["transformed_query"] == SPRING_DOCS[3]
@@ -98,16 +118,22 @@ def test_spring_multi_query_expander_and_concatenation_joiner(server, llm, vecto
 
 
 # -- seeds/004: LazyLLM tutorial on CMRC ------------------------------------------------------
-REWRITE_PROMPT = ("你是一个查询改写写助手，将用户的查询改写的更加清晰。"
-                  "注意，你不需要对问题进行回答，只需要对原始问题进行改写。"
-                  "下面是一个简单的例子：输入：RAG 输出：为我介绍下RAG。 用户输入为：{query}")
-ROBOT_PROMPT = ("你是一个友好的 AI 问答助手，你需要根据给定的上下文和问题提供答案。"
-                "根据以下资料回答问题：{context_str} \n问题：{query_str}")
-SUBQ_PROMPT = ("你是一个查询重写助手，将用户查询分解为多个角度的具体问题。"
-               "注意，你不需要对问题进行回答，只需要根据问题的字面意思进行子问题拆分，"
-               "输出不要超过 3 条."
-               "下面是一个简单的例子：输入：RAG是什么？输出：RAG的定义是什么？"
-               "RAG是什么领域内的名词？RAG有什么特点？用户输入为：{query}")
+REWRITE_PROMPT = (
+    "你是一个查询改写写助手，将用户的查询改写的更加清晰。"
+    "注意，你不需要对问题进行回答，只需要对原始问题进行改写。"
+    "下面是一个简单的例子：输入：RAG 输出：为我介绍下RAG。 用户输入为：{query}"
+)
+ROBOT_PROMPT = (
+    "你是一个友好的 AI 问答助手，你需要根据给定的上下文和问题提供答案。"
+    "根据以下资料回答问题：{context_str} \n问题：{query_str}"
+)
+SUBQ_PROMPT = (
+    "你是一个查询重写助手，将用户查询分解为多个角度的具体问题。"
+    "注意，你不需要对问题进行回答，只需要根据问题的字面意思进行子问题拆分，"
+    "输出不要超过 3 条."
+    "下面是一个简单的例子：输入：RAG是什么？输出：RAG的定义是什么？"
+    "RAG是什么领域内的名词？RAG有什么特点？用户输入为：{query}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +143,10 @@ def cmrc(tmp_path_factory):
     build_squad_kb(squad, kb)
     doc = fr.Document(str(kb))
     questions, gold, contexts = squad_questions(squad)
-    qs = [SimpleNamespace(question=q, context=contexts[g])
-          for q, g in zip(questions[:60], gold[:60], strict=True)]
+    qs = [
+        SimpleNamespace(question=q, context=contexts[g])
+        for q, g in zip(questions[:60], gold[:60], strict=True)
+    ]
     return doc, qs
 
 
@@ -149,10 +177,13 @@ def test_lazyllm_query_rewrite_flow(server, llm, cmrc):
     ppl = fr.RAGPipeline(
         retriever,
         query_transformers=[fr.RewriteQueryTransformer(llm, prompt_template=REWRITE_PROMPT)],
-        augmenter=fr.ContextualQueryAugmenter(prompt_template=ROBOT_PROMPT,
-                                              document_formatter=lambda d: "".join(
-                                                  n.get_content() for n in d)),
-        answer_query="transformed", llm=llm)
+        augmenter=fr.ContextualQueryAugmenter(
+            prompt_template=ROBOT_PROMPT,
+            document_formatter=lambda d: "".join(n.get_content() for n in d),
+        ),
+        answer_query="transformed",
+        llm=llm,
+    )
     questions = [q.question for q in qs]
     resps = ppl.batch(questions)
     assert len(server.requests) == 2 * len(questions)  # one rewrite, one answer each
@@ -162,10 +193,14 @@ def test_lazyllm_query_rewrite_flow(server, llm, cmrc):
         assert r.response == "回答"
         assert [h.id for h in r.source_nodes] == [h.id for h in hits]
     # the answer calls run concurrently: find question 0's prompt, not the first to arrive
-    answer_prompts = [p for p in prompts(server) if p.startswith("你是一个友好的")
-                      and p.endswith("问题：" + rewritten[0])]
-    want = ROBOT_PROMPT.format(context_str="".join(h.get_content() for h in direct[0]),
-                               query_str=rewritten[0])
+    answer_prompts = [
+        p
+        for p in prompts(server)
+        if p.startswith("你是一个友好的") and p.endswith("问题：" + rewritten[0])
+    ]
+    want = ROBOT_PROMPT.format(
+        context_str="".join(h.get_content() for h in direct[0]), query_str=rewritten[0]
+    )
     assert answer_prompts and all(p == want for p in answer_prompts)
     recall = sum(_gold(doc, r.source_nodes, q.context) for q, r in zip(qs, resps, strict=True))
     assert recall / len(qs) >= 0.9
@@ -175,11 +210,12 @@ def test_lazyllm_sub_questions_retrieve_each_and_answer_the_original(server, llm
     doc, qs = cmrc
     server.reply = _lazyllm_model
     retriever = fr.Retriever(doc, "CoarseChunk", "bm25_chinese", topk=3)
-    ppl = fr.RAGPipeline(retriever,
-                         query_expander=fr.SubQuestionExpander(llm, max_questions=3,
-                                                               prompt_template=SUBQ_PROMPT),
-                         augmenter=fr.ContextualQueryAugmenter(prompt_template=ROBOT_PROMPT),
-                         llm=llm)
+    ppl = fr.RAGPipeline(
+        retriever,
+        query_expander=fr.SubQuestionExpander(llm, max_questions=3, prompt_template=SUBQ_PROMPT),
+        augmenter=fr.ContextualQueryAugmenter(prompt_template=ROBOT_PROMPT),
+        llm=llm,
+    )
     q = qs[0].question
     r = ppl.query(q)
     subs = [q, f"{q}的背景是什么？", f"{q}有什么特点？"]

@@ -13,8 +13,26 @@ from fastrag.errors import ConfigError
 from fastrag.schema import EMBEDDING_PREFIX
 
 WORDS = [
-    "cat", "dog", "fish", "bird", "mat", "floor", "tree", "river", "stone", "cloud", "sun", "moon",
-    "rain", "snow", "wind", "fire", "apple", "bread", "milk", "tea",
+    "cat",
+    "dog",
+    "fish",
+    "bird",
+    "mat",
+    "floor",
+    "tree",
+    "river",
+    "stone",
+    "cloud",
+    "sun",
+    "moon",
+    "rain",
+    "snow",
+    "wind",
+    "fire",
+    "apple",
+    "bread",
+    "milk",
+    "tea",
 ]
 
 
@@ -90,7 +108,8 @@ def test_vectors_are_an_arrow_column_persisted_and_reused(tmp_path):
     fr.Retriever(again, "root", similarity="cosine", topk=5)("cat")
     assert emb2.calls[1:] == [1, 1]
     assert again.group("root")[60].embedding["default"][:2] == pytest.approx(
-        emb.embed(["cat cat cat"])[0][:2].tolist())
+        emb.embed(["cat cat cat"])[0][:2].tolist()
+    )
 
 
 def test_bad_vectors_name_the_node_and_key():
@@ -129,8 +148,14 @@ def test_several_embed_keys_merge_and_dedupe():
     got = [(h.id, h.score) for h in both(q)]
     assert [s for _, s in got] == pytest.approx([s for _, s in expected])
     assert len({i for i, _ in got}) == len(got)
-    cut = fr.Retriever(doc, "root", similarity="cosine", topk=10, embed_keys=["a", "b"],
-                       similarity_cut_off={"a": 0.99, "b": 2.0})
+    cut = fr.Retriever(
+        doc,
+        "root",
+        similarity="cosine",
+        topk=10,
+        embed_keys=["a", "b"],
+        similarity_cut_off={"a": 0.99, "b": 2.0},
+    )
     assert all(h.score >= 0.99 for h in cut(q))
     with pytest.raises(ConfigError, match="unknown embed keys"):
         fr.Retriever(doc, "root", similarity="cosine", embed_keys=["zz"])
@@ -150,19 +175,23 @@ def test_hnsw_retriever_recall_persistence_and_incremental_add(tmp_path):
     emb = HashEmbedding(dim=48)
     doc = fr.Document.from_texts(texts, metadatas=meta, embed=emb, store=tmp_path / "st")
     exact = fr.Retriever(doc, "root", similarity="cosine", topk=10)
-    ann = fr.Retriever(doc, "root", similarity="cosine", topk=10, index="hnsw", M=16,
-                       ef_construction=200, ef=100)
+    ann = fr.Retriever(
+        doc, "root", similarity="cosine", topk=10, index="hnsw", M=16, ef_construction=200, ef=100
+    )
     queries = [" ".join(texts[i].split()[:3]) for i in range(0, 400, 20)]
     ex, an = exact.batch(queries), ann.batch(queries)
-    recall = np.mean([len({h.id for h in a} & {h.id for h in e}) / len(e)
-                      for a, e in zip(an, ex, strict=True)])
+    recall = np.mean(
+        [len({h.id for h in a} & {h.id for h in e}) / len(e) for a, e in zip(an, ex, strict=True)]
+    )
     assert recall >= 0.95
     assert any("/hnsw/" in k for k in doc.store.manifest["indexes"])
     # reopened: the same answers from the persisted index
-    doc2 = fr.Document.from_texts(texts, metadatas=meta, embed=HashEmbedding(dim=48),
-                                  store=tmp_path / "st")
-    ann2 = fr.Retriever(doc2, "root", similarity="cosine", topk=10, index="hnsw", M=16,
-                        ef_construction=200, ef=100)
+    doc2 = fr.Document.from_texts(
+        texts, metadatas=meta, embed=HashEmbedding(dim=48), store=tmp_path / "st"
+    )
+    ann2 = fr.Retriever(
+        doc2, "root", similarity="cosine", topk=10, index="hnsw", M=16, ef_construction=200, ef=100
+    )
     assert [[h.id for h in r] for r in ann2.batch(queries)] == [[h.id for h in r] for r in an]
     # incremental: a new node is found, a deleted one never returned
     new_id = doc2.add(["zebra zebra unicorn"])[0]
@@ -174,7 +203,7 @@ def test_hnsw_retriever_recall_persistence_and_incremental_add(tmp_path):
 
 def test_multi_path_bm25_block_plus_cosine_coarse_rrf_rerank():
     texts, meta = corpus(60, seed=5)
-    kb = ["\n".join(texts[i:i + 3]) for i in range(0, 60, 3)]
+    kb = ["\n".join(texts[i : i + 3]) for i in range(0, 60, 3)]
     emb = HashEmbedding(dim=64)
     doc = fr.Document.from_texts(kb, embed=emb)
     doc.create_node_group("block", transform=lambda t: t.split("\n"))

@@ -41,8 +41,9 @@ class BagEmbedder:
 
 @pytest.fixture(scope="module")
 def doc():
-    return fr.Document.from_texts(TEXTS, metadatas=[{"n": i} for i in range(len(TEXTS))],
-                                  embed=BagEmbedder())
+    return fr.Document.from_texts(
+        TEXTS, metadatas=[{"n": i} for i in range(len(TEXTS))], embed=BagEmbedder()
+    )
 
 
 def _reference(lists, k, method, weights, rrf_k=60.0):
@@ -84,7 +85,7 @@ def test_fusion_equals_the_reference(method):
         assert counts[q] == len(want)
         assert rows[q, : counts[q]].tolist() == [r for r, _ in want]
         np.testing.assert_allclose(scores[q, : counts[q]], [s for _, s in want], rtol=1e-6)
-        assert (rows[q, counts[q]:] == -1).all()
+        assert (rows[q, counts[q] :] == -1).all()
 
 
 def test_hybrid_retriever_is_its_two_paths_fused(doc):
@@ -99,8 +100,9 @@ def test_hybrid_retriever_is_its_two_paths_fused(doc):
             lists = [[(ids.index(h.id), h.score) for h in path[q]] for path in (bm25, dense)]
             want = _reference(lists, 3, fusion, default_weights(1))
             assert [ids.index(h.id) for h in hybrid[q]] == [r for r, _ in want]
-            np.testing.assert_allclose([h.score for h in hybrid[q]], [s for _, s in want],
-                                       rtol=1e-6)
+            np.testing.assert_allclose(
+                [h.score for h in hybrid[q]], [s for _, s in want], rtol=1e-6
+            )
 
 
 def test_hybrid_options_filter_cutoff_and_errors(doc):

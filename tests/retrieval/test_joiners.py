@@ -67,8 +67,11 @@ def test_rrf_weights_k_and_topk():
 
 
 def test_rrf_ignores_scores_and_counts_a_repeat_in_one_list_once():
-    lst = [NodeWithScore(NODES["a"], None), NodeWithScore(NODES["b"], None),
-           NodeWithScore(NODES["a"], None)]
+    lst = [
+        NodeWithScore(NODES["a"], None),
+        NodeWithScore(NODES["b"], None),
+        NodeWithScore(NODES["a"], None),
+    ]
     out = ReciprocalRankFusionJoiner(k=0)([lst])
     assert ids_scores(out) == [("a", 1.0), ("b", 0.5)]
 
@@ -97,7 +100,9 @@ def test_weighted_constant_list_maps_to_one_or_zero():
     flat = hits(("a", 3.0), ("b", 3.0))
     assert ids_scores(WeightedScoreJoiner()([flat])) == [("a", 1.0), ("b", 1.0)]
     assert ids_scores(WeightedScoreJoiner(normalization="zscore")([flat])) == [
-        ("a", 0.0), ("b", 0.0)]
+        ("a", 0.0),
+        ("b", 0.0),
+    ]
 
 
 def test_same_id_in_different_groups_are_different_nodes():
@@ -133,11 +138,15 @@ def test_matches_reference_on_random_lists(seed):
     weights = [rng.choice([0.5, 1.0, 2.0]) for _ in raw]
     cases = [
         (ReciprocalRankFusionJoiner(k=60), {"method": "rrf", "k": 60}),
-        (ReciprocalRankFusionJoiner(k=2, weights=weights),
-         {"method": "rrf", "k": 2, "weights": weights}),
+        (
+            ReciprocalRankFusionJoiner(k=2, weights=weights),
+            {"method": "rrf", "k": 2, "weights": weights},
+        ),
         (WeightedScoreJoiner(), {"method": "weighted"}),
-        (WeightedScoreJoiner(weights=weights, normalization="zscore"),
-         {"method": "weighted", "weights": weights, "normalization": "zscore"}),
+        (
+            WeightedScoreJoiner(weights=weights, normalization="zscore"),
+            {"method": "weighted", "weights": weights, "normalization": "zscore"},
+        ),
     ]
     for joiner, kw in cases:
         got = ids_scores(joiner(lists))
@@ -151,8 +160,12 @@ def test_batch_equals_single_calls_and_keeps_queries_apart():
     per_query = [[hits(*lst) for lst in _random_lists(rng)] for _ in range(12)]
     per_query.append([])  # a query without any list
     per_query.append([[], []])  # a query whose lists are empty
-    for joiner in (ReciprocalRankFusionJoiner(topk=3), WeightedScoreJoiner(topk=2),
-                   ConcatenationDocumentJoiner(), ConcatenationDocumentJoiner(sort=True)):
+    for joiner in (
+        ReciprocalRankFusionJoiner(topk=3),
+        WeightedScoreJoiner(topk=2),
+        ConcatenationDocumentJoiner(),
+        ConcatenationDocumentJoiner(sort=True),
+    ):
         batched = joiner.batch(per_query)
         assert len(batched) == len(per_query)
         assert [ids_scores(b) for b in batched] == [ids_scores(joiner(q)) for q in per_query]
@@ -182,11 +195,17 @@ def test_argument_errors():
 
 def test_input_errors():
     j = ReciprocalRankFusionJoiner()
-    with pytest.raises(ConfigError, match=r"lists\[0\] must be a list of NodeWithScore .* "
-                                          r"wrap a single list as \[hits\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"lists\[0\] must be a list of NodeWithScore .* "
+        r"wrap a single list as \[hits\]",
+    ):
         j(BM25)
-    with pytest.raises(ConfigError, match=r"lists\[1\]\[0\] must be a NodeWithScore or DocNode, "
-                                          r"got str"):
+    with pytest.raises(
+        ConfigError,
+        match=r"lists\[1\]\[0\] must be a NodeWithScore or DocNode, "
+        r"got str",
+    ):
         j([BM25, ["oops"]])
     with pytest.raises(ConfigError, match="lists must be a list of hit lists"):
         j("abc")
@@ -198,8 +217,11 @@ def test_input_errors():
 
 def test_weighted_needs_finite_scores():
     bad = [NodeWithScore(NODES["a"], 1.0), NodeWithScore(NODES["b"], None)]
-    with pytest.raises(ConfigError, match=r"lists\[1\]\[1\] \(node 'b'\) has score None; .*"
-                                          r"use ReciprocalRankFusionJoiner"):
+    with pytest.raises(
+        ConfigError,
+        match=r"lists\[1\]\[1\] \(node 'b'\) has score None; .*"
+        r"use ReciprocalRankFusionJoiner",
+    ):
         WeightedScoreJoiner()([BM25, bad])
     nan = [NodeWithScore(NODES["a"], float("nan"))]
     with pytest.raises(ConfigError, match=r"lists\[0\]\[0\] \(node 'a'\) has score nan"):

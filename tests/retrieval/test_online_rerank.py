@@ -11,8 +11,12 @@ import fastrag as fr
 from fastrag.errors import ConfigError
 from fastrag.retrieval.online import RerankServiceError
 
-DOCS = ["Copenhagen is the capital of Denmark", "Paris is in France",
-        "Denmark has many islands", "the capital city"]
+DOCS = [
+    "Copenhagen is the capital of Denmark",
+    "Paris is in France",
+    "Denmark has many islands",
+    "the capital city",
+]
 
 
 def make(server, **kw) -> fr.OpenAIRerank:
@@ -33,8 +37,7 @@ def test_scores_are_the_servers_in_input_order(openai_server):
     s = rr.score("capital of Denmark", DOCS)
     assert s.tolist() == want("capital of Denmark", DOCS).tolist()
     (req,) = rerank_requests(openai_server)
-    assert req.body == {"model": "bge-reranker", "query": "capital of Denmark",
-                        "documents": DOCS}
+    assert req.body == {"model": "bge-reranker", "query": "capital of Denmark", "documents": DOCS}
     openai_server.rerank_format = "tei"  # a bare list of {index, score}
     assert rr.score("capital of Denmark", DOCS).tolist() == s.tolist()
 
@@ -61,8 +64,9 @@ def test_retries_then_succeeds_and_fails_clearly(openai_server):
     assert rerank_requests(openai_server)[0].headers["authorization"] == "Bearer sk-secret-key"
     openai_server.reset()
     openai_server.script(["500", "500", "500"])
-    with pytest.raises(RerankServiceError,
-                       match=r"failed after 3 attempts; last error: HTTP 500") as ei:
+    with pytest.raises(
+        RerankServiceError, match=r"failed after 3 attempts; last error: HTTP 500"
+    ) as ei:
         rr.score("capital", DOCS)
     assert "sk-secret" not in str(ei.value) and ei.value.status == 500
     openai_server.reset()
@@ -77,11 +81,11 @@ def test_bad_answers_are_errors(openai_server):
     openai_server.script(["malformed"])
     with pytest.raises(RerankServiceError, match="malformed JSON"):
         rr.score("capital", DOCS)
-    for content, match in [(b'{"results": [{"index": 0, "relevance_score": 1}]}', "1 results"),
-                           (b'[{"index": 0, "score": 1}, {"index": 0, "score": 2}]',
-                            "repeated index 0"),
-                           (b'[{"index": 0, "score": "high"}, {"index": 1, "score": 2}]',
-                            "score 'high'")]:
+    for content, match in [
+        (b'{"results": [{"index": 0, "relevance_score": 1}]}', "1 results"),
+        (b'[{"index": 0, "score": 1}, {"index": 0, "score": 2}]', "repeated index 0"),
+        (b'[{"index": 0, "score": "high"}, {"index": 1, "score": 2}]', "score 'high'"),
+    ]:
         with pytest.raises(RerankServiceError, match=match):
             fr.OpenAIRerank._parse(content, 2, "[here]")
 

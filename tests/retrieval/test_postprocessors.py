@@ -43,11 +43,13 @@ def test_similarity_cutoff_keeps_ge_threshold_and_drops_unscored():
 
 def test_keyword_filter_any_all_exclude_case_and_chinese():
     assert texts(KeywordFilter(required=["SULFITES"])(HITS)) == [HITS[0].text, HITS[2].text]
-    assert texts(KeywordFilter(required=["sulfites"], case_sensitive=True)(HITS)) == [
-        HITS[2].text]
+    assert texts(KeywordFilter(required=["sulfites"], case_sensitive=True)(HITS)) == [HITS[2].text]
     assert texts(KeywordFilter(required=["wine", "red"], mode="all")(HITS)) == [HITS[2].text]
     assert texts(KeywordFilter(required=["wine", "barley"])(HITS)) == [
-        HITS[0].text, HITS[2].text, HITS[3].text]
+        HITS[0].text,
+        HITS[2].text,
+        HITS[3].text,
+    ]
     assert texts(KeywordFilter(required=["葡萄酒"])(HITS)) == [HITS[1].text]
     assert texts(KeywordFilter(excluded=["wine", "葡萄"])(HITS)) == [HITS[3].text, HITS[4].text]
     assert texts(KeywordFilter(required=["wine"], excluded=["red"])(HITS)) == [HITS[0].text]
@@ -64,19 +66,31 @@ def test_deduplicate_by_id_and_by_text():
 
 def test_deduplicate_translations_by_metadata_key_or_callable():
     """One page in several languages collapses to its best hit; hits without the key stay."""
-    def page(path, score, id):
-        return NodeWithScore(DocNode("x", {"path": path, "page": path.split("/", 1)[-1]},
-                                     id=id), score)
 
-    hits = [page("zh/cors.md", 0.9, "1"), page("en/cors.md", 0.8, "2"),
-            page("en/auth.md", 0.7, "3"), NodeWithScore(DocNode("y", id="4"), 0.6),
-            NodeWithScore(DocNode("z", id="5"), 0.5), page("fr/auth.md", 0.4, "6")]
+    def page(path, score, id):
+        return NodeWithScore(
+            DocNode("x", {"path": path, "page": path.split("/", 1)[-1]}, id=id), score
+        )
+
+    hits = [
+        page("zh/cors.md", 0.9, "1"),
+        page("en/cors.md", 0.8, "2"),
+        page("en/auth.md", 0.7, "3"),
+        NodeWithScore(DocNode("y", id="4"), 0.6),
+        NodeWithScore(DocNode("z", id="5"), 0.5),
+        page("fr/auth.md", 0.4, "6"),
+    ]
     assert [h.id for h in Deduplicate(by="metadata", key="page")(hits)] == ["1", "3", "4", "5"]
-    strip_lang = lambda h: h.metadata["path"].split("/", 1)[-1] if "path" in h.metadata \
-        else None  # noqa: E731
+    strip_lang = lambda h: h.metadata["path"].split("/", 1)[-1] if "path" in h.metadata else None  # noqa: E731
     assert [h.id for h in Deduplicate(by=strip_lang)(hits)] == ["1", "3", "4", "5"]
     assert [h.id for h in Deduplicate(by="metadata", key="path")(hits)] == [
-        "1", "2", "3", "4", "5", "6"]
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "6",
+    ]
 
 
 def llama_index_long_context_reorder(nodes):
@@ -125,8 +139,7 @@ class FakeDoc:
 
     def __init__(self):
         self.parent = {"s1": "p1", "s2": "p1", "s3": "p2", "s4": "p2"}
-        self.nodes = {i: DocNode(f"text {i}", id=i) for i in ["s1", "s2", "s3", "s4", "p1",
-                                                              "p2"]}
+        self.nodes = {i: DocNode(f"text {i}", id=i) for i in ["s1", "s2", "s3", "s4", "p1", "p2"]}
         self.calls = []
 
     def find(self, group):
@@ -152,8 +165,10 @@ class FakeDoc:
 def test_target_group_maps_to_parents_with_best_score():
     doc = FakeDoc()
     tg = TargetGroup(doc, "paragraph")
-    src = [NodeWithScore(doc.nodes[i], s) for i, s in
-           [("s3", 0.4), ("s1", 0.9), ("s4", 0.95), ("s2", 0.2)]]
+    src = [
+        NodeWithScore(doc.nodes[i], s)
+        for i, s in [("s3", 0.4), ("s1", 0.9), ("s4", 0.95), ("s2", 0.2)]
+    ]
     out = tg(src)
     assert [(h.id, h.score) for h in out] == [("p2", 0.95), ("p1", 0.9)]
     assert doc.calls == [["s3"], ["s1"], ["s4"], ["s2"]]
@@ -175,8 +190,9 @@ def test_target_group_maps_to_children_and_batches_with_one_find_per_node():
 
 def test_target_group_unscored_hits_sort_last():
     doc = FakeDoc()
-    out = TargetGroup(doc, "paragraph")([NodeWithScore(doc.nodes["s1"], None),
-                                         NodeWithScore(doc.nodes["s3"], 0.1)])
+    out = TargetGroup(doc, "paragraph")(
+        [NodeWithScore(doc.nodes["s1"], None), NodeWithScore(doc.nodes["s3"], 0.1)]
+    )
     assert [(h.id, h.score) for h in out] == [("p2", 0.1), ("p1", None)]
 
 
@@ -198,8 +214,9 @@ def test_errors():
         Deduplicate(by="text", key="page")
     with pytest.raises(ConfigError, match=r"nodes must be a list of NodeWithScore \(or DocNode\)"):
         Deduplicate()(HITS[0])
-    with pytest.raises(ConfigError,
-                       match=r"nodes\[1\] must be a NodeWithScore or DocNode, got int"):
+    with pytest.raises(
+        ConfigError, match=r"nodes\[1\] must be a NodeWithScore or DocNode, got int"
+    ):
         Deduplicate()([HITS[0], 3])
     with pytest.raises(ConfigError, match="query must be None or a str, got int"):
         Deduplicate()(HITS, query=3)
@@ -207,8 +224,9 @@ def test_errors():
         Deduplicate().batch([HITS, HITS], ["q"])
     with pytest.raises(ConfigError, match=r"doc must be a Document \(with find\(group\)\)"):
         TargetGroup(object(), "paragraph")
-    with pytest.raises(ConfigError,
-                       match=r"target must be a non-empty str \(a node group name\), got ''"):
+    with pytest.raises(
+        ConfigError, match=r"target must be a non-empty str \(a node group name\), got ''"
+    ):
         TargetGroup(FakeDoc(), "")
     with pytest.raises(ConfigError, match=r"unknown group 'chapter'; groups:"):
         TargetGroup(FakeDoc(), "chapter")

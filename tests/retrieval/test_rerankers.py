@@ -13,11 +13,18 @@ from fastrag.errors import ConfigError, MissingExtraError
 from fastrag.retrieval.rerankers import FunctionReranker, ModuleReranker, Reranker
 from fastrag.schema import DocNode, NodeWithScore
 
-DOCS = ["the cat sat on the mat", "stock markets fell today", "a cat and a dog",
-        "dogs bark at night", "cats purr"]
+DOCS = [
+    "the cat sat on the mat",
+    "stock markets fell today",
+    "a cat and a dog",
+    "dogs bark at night",
+    "cats purr",
+]
 # sentence-transformers pulls torch: these tests skip where the README's install left them out
-NEEDS_ST = ("needs sentence-transformers (pulls torch): pip install torch (CPU build), then "
-            "the [embed-st] extra")
+NEEDS_ST = (
+    "needs sentence-transformers (pulls torch): pip install torch (CPU build), then "
+    "the [embed-st] extra"
+)
 
 
 def nodes(texts=DOCS, score=0.0):
@@ -43,7 +50,8 @@ def test_callable_model_scores_sorted_topk_and_inputs_untouched():
 
 def test_topk_none_keeps_all_and_ties_keep_input_order():
     out = Reranker("ModuleReranker", model=lambda q, ts: [1.0] * len(ts), topk=None)(
-        nodes(), query="q")
+        nodes(), query="q"
+    )
     assert [h.id for h in out] == ["n0", "n1", "n2", "n3", "n4"]
 
 
@@ -51,14 +59,27 @@ def test_output_formats_and_join():
     kw = {"model": overlap, "topk": 2}
     q = "cat dog"
     assert Reranker("ModuleReranker", output_format="content", **kw)(nodes(), query=q) == [
-        "a cat and a dog", "the cat sat on the mat"]
-    assert Reranker("ModuleReranker", output_format="content", join=True, **kw)(
-        nodes(), query=q) == "a cat and a dogthe cat sat on the mat"
-    assert Reranker("ModuleReranker", output_format="content", join=" | ", **kw)(
-        nodes(), query=q) == "a cat and a dog | the cat sat on the mat"
+        "a cat and a dog",
+        "the cat sat on the mat",
+    ]
+    assert (
+        Reranker("ModuleReranker", output_format="content", join=True, **kw)(nodes(), query=q)
+        == "a cat and a dogthe cat sat on the mat"
+    )
+    assert (
+        Reranker("ModuleReranker", output_format="content", join=" | ", **kw)(nodes(), query=q)
+        == "a cat and a dog | the cat sat on the mat"
+    )
     dicts = Reranker("ModuleReranker", output_format="dict", **kw)(nodes(), query=q)
-    assert dicts[0] == {"id": "n2", "content": "a cat and a dog", "text": "a cat and a dog",
-                        "embedding": {}, "metadata": {}, "group": None, "score": 2.0}
+    assert dicts[0] == {
+        "id": "n2",
+        "content": "a cat and a dog",
+        "text": "a cat and a dog",
+        "embedding": {},
+        "metadata": {},
+        "group": None,
+        "score": 2.0,
+    }
 
 
 def test_batch_matches_single_calls():
@@ -67,13 +88,15 @@ def test_batch_matches_single_calls():
     per_query = [nodes(), nodes(DOCS[2:]), []]
     batched = rr.batch(per_query, queries)
     assert [[(h.id, h.score) for h in r] for r in batched] == [
-        [(h.id, h.score) for h in rr(n, query=q)] for n, q in zip(per_query, queries, strict=True)]
+        [(h.id, h.score) for h in rr(n, query=q)] for n, q in zip(per_query, queries, strict=True)
+    ]
     assert [h.id for h in batched[1]] == ["n1", "n0"]  # "dogs bark at night", then "a cat..."
 
 
 def test_docnodes_accepted():
-    out = Reranker("ModuleReranker", model=overlap, topk=1)([DocNode("cat"), DocNode("dog")],
-                                                            query="dog")
+    out = Reranker("ModuleReranker", model=overlap, topk=1)(
+        [DocNode("cat"), DocNode("dog")], query="dog"
+    )
     assert [(h.text, h.score) for h in out] == [("dog", 1.0)]
 
 
@@ -152,10 +175,11 @@ def test_register_batch_function_and_class():
     def NegIndex(nodes, query):
         return [-float(i) for i in range(len(nodes))]
 
-    assert [h.id for h in Reranker("Reverse")(nodes(), query="q")] == ["n4", "n3", "n2", "n1",
-                                                                        "n0"]
+    assert [h.id for h in Reranker("Reverse")(nodes(), query="q")] == ["n4", "n3", "n2", "n1", "n0"]
     assert [(h.id, h.score) for h in Reranker("NegIndex")(nodes()[:2], query="q")] == [
-        ("n0", 0.0), ("n1", -1.0)]
+        ("n0", 0.0),
+        ("n1", -1.0),
+    ]
 
     @Reranker.register
     class FirstOnly(Reranker):
@@ -163,7 +187,8 @@ def test_register_batch_function_and_class():
             return hits[:1]
 
     assert Reranker("FirstOnly", output_format="content")(nodes(), "q") == [
-        "the cat sat on the mat"]
+        "the cat sat on the mat"
+    ]
 
 
 def test_keyword_filter_reranker_lazyllm_names():
@@ -202,16 +227,25 @@ def test_cross_encoder_scores_equal_the_models_predictions():
 
 # -- errors -------------------------------------------------------------------------------------
 def test_errors():
-    with pytest.raises(ConfigError, match=r"unknown reranker 'Nope'; registered: \[.*"
-                                          r"'KeywordFilter', .*'ModuleReranker'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown reranker 'Nope'; registered: \[.*"
+        r"'KeywordFilter', .*'ModuleReranker'",
+    ):
         Reranker("Nope")
-    with pytest.raises(ConfigError, match=r"model must be a callable \(query, texts\) -> scores, "
-                                          r"fr.OpenAIRerank\(...\), 'embedding-cosine', or "
-                                          r"'cross-encoder:<local model dir>', got None"):
+    with pytest.raises(
+        ConfigError,
+        match=r"model must be a callable \(query, texts\) -> scores, "
+        r"fr.OpenAIRerank\(...\), 'embedding-cosine', or "
+        r"'cross-encoder:<local model dir>', got None",
+    ):
         Reranker("ModuleReranker")
-    with pytest.raises(ConfigError, match=r"model='bge' is neither a local cross-encoder "
-                                          r"directory nor a configured endpoint; .*"
-                                          r"model=fr.OpenAIRerank\(base_url="):
+    with pytest.raises(
+        ConfigError,
+        match=r"model='bge' is neither a local cross-encoder "
+        r"directory nor a configured endpoint; .*"
+        r"model=fr.OpenAIRerank\(base_url=",
+    ):
         Reranker("ModuleReranker", model="bge")
     with pytest.raises(ConfigError, match="topk must be None"):
         Reranker("ModuleReranker", model=overlap, topk=0)
@@ -238,8 +272,11 @@ def test_call_errors():
     with pytest.raises(ConfigError, match=r"got 1 queries for 2 hit lists"):
         rr.batch([nodes(), nodes()], ["q"])
     bad = Reranker("ModuleReranker", model=lambda q, ts: [1.0])
-    with pytest.raises(ConfigError, match=r"must return one number per text \(5 texts\), got "
-                                          r"list of shape \(1,\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"must return one number per text \(5 texts\), got "
+        r"list of shape \(1,\)",
+    ):
         bad(nodes(), query="q")
     nan = Reranker("ModuleReranker", model=lambda q, ts: [float("nan")] * len(ts))
     with pytest.raises(ConfigError, match="returned a non-finite score nan for text 0"):

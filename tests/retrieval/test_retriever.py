@@ -23,8 +23,14 @@ DOCS = [
     "nothing relevant here at all",
     "cat cat cat",
 ]
-META = [{"kind": "a", "year": 2020}, {"kind": "b", "year": 2021}, {"kind": "a", "year": 2022},
-        {"kind": "b", "year": 2023}, {"kind": "a", "year": 2024}, {"kind": "c", "year": 2025}]
+META = [
+    {"kind": "a", "year": 2020},
+    {"kind": "b", "year": 2021},
+    {"kind": "a", "year": 2022},
+    {"kind": "b", "year": 2023},
+    {"kind": "a", "year": 2024},
+    {"kind": "c", "year": 2025},
+]
 
 
 def ws(text: str) -> list[str]:
@@ -59,12 +65,12 @@ def test_bm25_scores_and_order_equal_the_reference(doc):
     ret = Retriever(doc, "root", similarity="bm25", topk=10, analyzer=ws)
     for q in ["cat mat", "the dog", "pets floor", "cat"]:
         expected = ref_lucene([ws(d) for d in DOCS], ws(q))
-        order = sorted((i for i in range(len(DOCS)) if expected[i] > 0),
-                       key=lambda i: (-expected[i], i))
+        order = sorted(
+            (i for i in range(len(DOCS)) if expected[i] > 0), key=lambda i: (-expected[i], i)
+        )
         hits = ret(q)
         assert [DOCS.index(h.text) for h in hits] == order
-        np.testing.assert_allclose([h.score for h in hits], [expected[i] for i in order],
-                                   rtol=1e-5)
+        np.testing.assert_allclose([h.score for h in hits], [expected[i] for i in order], rtol=1e-5)
 
 
 def test_batch_equals_single_and_arrow_equals_batch(doc):
@@ -77,8 +83,11 @@ def test_batch_equals_single_and_arrow_equals_batch(doc):
         assert [(h.id, h.score) for h in single] == [(h.id, h.score) for h in hits]
     table = ret.batch_arrow(queries)
     assert table.schema.names == ["query_idx", "rank", "node_id", "score"]
-    flat = [(qi, r, h.id, pytest.approx(h.score)) for qi, hits in enumerate(batch)
-            for r, h in enumerate(hits, 1)]
+    flat = [
+        (qi, r, h.id, pytest.approx(h.score))
+        for qi, hits in enumerate(batch)
+        for r, h in enumerate(hits, 1)
+    ]
     columns = [table.column(c).to_pylist() for c in table.schema.names]
     assert list(zip(*columns, strict=True)) == flat
 
@@ -86,10 +95,11 @@ def test_batch_equals_single_and_arrow_equals_batch(doc):
 def test_arrow_text_and_metadata_columns_equal_the_hits():
     """``columns=["text", "metadata"]`` adds each hit's text and complete metadata (a child
     group's node: its document's metadata updated by its own) as the hits carry them."""
-    doc = fr.Document.from_texts(["the cat sat. " * 30, "a dog ran. " * 30, "cat, dog. " * 30],
-                                 metadatas=[{"a": 1, "k": "x"}, {"a": 2}, {"a": 3, "é": "ü"}])
-    doc.create_node_group("lines", transform=lambda t: [t[:40], t[40:]],
-                          parent="root")
+    doc = fr.Document.from_texts(
+        ["the cat sat. " * 30, "a dog ran. " * 30, "cat, dog. " * 30],
+        metadatas=[{"a": 1, "k": "x"}, {"a": 2}, {"a": 3, "é": "ü"}],
+    )
+    doc.create_node_group("lines", transform=lambda t: [t[:40], t[40:]], parent="root")
     for group in ("root", "lines"):
         ret = fr.Retriever(doc, group, "bm25", topk=3)
         qs = ["cat", "", "dog", "zebra"]
@@ -98,11 +108,15 @@ def test_arrow_text_and_metadata_columns_equal_the_hits():
         assert table.column("query_idx").to_pylist() == [qi for qi, _ in hits]
         assert table.column("text").to_pylist() == [h.text for _, h in hits]
         assert [json.loads(m) for m in table.column("metadata").to_pylist()] == [
-            h.metadata for _, h in hits]
+            h.metadata for _, h in hits
+        ]
         assert table.column("score").to_pylist() == [h.score for _, h in hits]
     assert ret.batch_arrow(["cat"], columns=["text"]).column_names[-1] == "text"
-    with pytest.raises(fr.ConfigError, match=r"unknown hit column\(s\) \['vector'\]; "
-                                             r"batch_arrow can add \['text', 'metadata'\]"):
+    with pytest.raises(
+        fr.ConfigError,
+        match=r"unknown hit column\(s\) \['vector'\]; "
+        r"batch_arrow can add \['text', 'metadata'\]",
+    ):
         ret.batch_arrow(["cat"], columns=["vector"])
     with pytest.raises(fr.ConfigError, match="columns must be a list of column names"):
         ret.batch_arrow(["cat"], columns="text")
@@ -119,26 +133,35 @@ def test_topk_cutoff_and_topk_larger_than_group(doc):
 def test_filters_dict_expression_callable_and_per_call_override(doc):
     ret = Retriever(doc, "root", similarity="bm25", topk=10, analyzer=ws, filter={"kind": "a"})
     assert {h.metadata["kind"] for h in ret("cat mat")} == {"a"}
-    expr = Retriever(doc, "root", similarity="bm25", topk=10, analyzer=ws,
-                     filter="year >= 2022 && kind != 'c'")
+    expr = Retriever(
+        doc, "root", similarity="bm25", topk=10, analyzer=ws, filter="year >= 2022 && kind != 'c'"
+    )
     assert [h.metadata["year"] for h in expr("cat mat dogs floor")] == [2023, 2022]
     # a per-call filter wins over the static one
     assert {h.metadata["kind"] for h in ret("cat", filter={"kind": "c"})} == {"c"}
-    by_table = Retriever(doc, "root", similarity="bm25", topk=10, analyzer=ws,
-                         filter=lambda t: np.asarray(pa.compute.starts_with(t["text"], "the")))
+    by_table = Retriever(
+        doc,
+        "root",
+        similarity="bm25",
+        topk=10,
+        analyzer=ws,
+        filter=lambda t: np.asarray(pa.compute.starts_with(t["text"], "the")),
+    )
     assert {h.text for h in by_table("cat")} == {DOCS[0], DOCS[1]}
     with pytest.raises(ConfigError, match="bool mask of 6 rows"):
         Retriever(doc, "root", similarity="bm25", analyzer=ws, filter=lambda t: [1])("cat")
 
 
 def test_builtin_analyzers_and_chinese(doc):
-    zh = fr.Document.from_texts(["亚硫酸盐是一种食品添加剂，可以防腐。", "猫坐在垫子上。",
-                                 "今天天气很好"])
+    zh = fr.Document.from_texts(
+        ["亚硫酸盐是一种食品添加剂，可以防腐。", "猫坐在垫子上。", "今天天气很好"]
+    )
     for sim in ("bm25_chinese", "bm25_cjk"):
         hits = Retriever(zh, "root", similarity=sim, topk=2)("亚硫酸盐有什么作用？")
         assert hits[0].text.startswith("亚硫酸盐")
-    assert Retriever(doc, "root", similarity="bm25", stemmer=None,
-                     topk=1)("cats")[0].text == DOCS[2]
+    assert (
+        Retriever(doc, "root", similarity="bm25", stemmer=None, topk=1)("cats")[0].text == DOCS[2]
+    )
     # stemmed (the default), "cats" is "cat": the document saying it three times wins
     assert Retriever(doc, "root", similarity="bm25", topk=1)("cats")[0].text == DOCS[5]
 
@@ -195,8 +218,9 @@ def test_errors(doc):
     with pytest.raises(ConfigError, match=r"unknown similarity 'bm99'; known: \["):
         Retriever(doc, "root", similarity="bm99")
     for bad in (0, -1, 1.5, True):
-        with pytest.raises(ConfigError,
-                           match=r"topk must be an int >= 1 \(the number of hits per query\)"):
+        with pytest.raises(
+            ConfigError, match=r"topk must be an int >= 1 \(the number of hits per query\)"
+        ):
             Retriever(doc, "root", topk=bad)
     with pytest.raises(ConfigError, match="query 0 is int"):
         Retriever(doc, "root", analyzer=ws)(5)

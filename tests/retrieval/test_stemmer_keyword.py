@@ -29,8 +29,16 @@ CORPUS = [
     "x y z and a single letter or two",
 ]
 QUERIES = [
-    "running", "runs", "walking dogs", "connected library", "book films",
-    "river lakes morning", "quiet", "x a", "nothing matches zebra", "the and",
+    "running",
+    "runs",
+    "walking dogs",
+    "connected library",
+    "book films",
+    "river lakes morning",
+    "quiet",
+    "x a",
+    "nothing matches zebra",
+    "the and",
 ]
 K1, B = 1.2, 0.7
 PATTERN = r"(?u)\b\w+\b"  # fastrag's \w+ words (bm25s's default drops 1-letter words)
@@ -54,14 +62,21 @@ def scores_of(ret, query, n):
 
 def bm25s_scores(stemmer):
     bm25s = pytest.importorskip("bm25s")
-    tok = bm25s.tokenize(CORPUS, stopwords="en", stemmer=stemmer, token_pattern=PATTERN,
-                         show_progress=False)
+    tok = bm25s.tokenize(
+        CORPUS, stopwords="en", stemmer=stemmer, token_pattern=PATTERN, show_progress=False
+    )
     ret = bm25s.BM25(method="lucene", k1=K1, b=B, backend="numpy")
     ret.index(tok, show_progress=False)
 
     def score(query):
-        words = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, token_pattern=PATTERN,
-                               return_ids=False, show_progress=False)[0]
+        words = bm25s.tokenize(
+            [query],
+            stopwords="en",
+            stemmer=stemmer,
+            token_pattern=PATTERN,
+            return_ids=False,
+            show_progress=False,
+        )[0]
         ids = [tok.vocab[w] for w in words if w in tok.vocab]
         if not ids:
             return np.zeros(len(CORPUS))
@@ -85,8 +100,9 @@ def test_running_finds_runs_only_with_stemming(doc):
 
 @pytest.mark.parametrize("stemmer", ["english", None])
 def test_exact_scores_equal_bm25s(doc, stemmer):
-    ours = fr.Retriever(doc, "root", "bm25", stemmer=stemmer, topk=len(CORPUS),
-                        method="lucene", k1=K1, b=B)
+    ours = fr.Retriever(
+        doc, "root", "bm25", stemmer=stemmer, topk=len(CORPUS), method="lucene", k1=K1, b=B
+    )
     theirs = bm25s_scores(Stemmer.Stemmer("english") if stemmer else None)
     n_hits = 0
     for q in QUERIES:
@@ -94,8 +110,7 @@ def test_exact_scores_equal_bm25s(doc, stemmer):
         want = theirs(q)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=q)
         assert sorted(rows) == np.flatnonzero(want > 0).tolist(), q  # same hits, no others
-        assert [round(got[r], 4) for r in rows] == sorted(want[want > 0].round(4),
-                                                          reverse=True)
+        assert [round(got[r], 4) for r in rows] == sorted(want[want > 0].round(4), reverse=True)
         n_hits += len(rows)
     assert n_hits > 15  # the queries do hit
 
@@ -103,8 +118,10 @@ def test_exact_scores_equal_bm25s(doc, stemmer):
 def test_stemming_changes_the_scores(doc):
     stemmed = fr.Retriever(doc, "root", "bm25", stemmer="english", topk=12)
     plain = fr.Retriever(doc, "root", "bm25", stemmer=None, topk=12)
-    assert scores_of(stemmed, "connected library", 12)[0].tolist() != \
-        scores_of(plain, "connected library", 12)[0].tolist()
+    assert (
+        scores_of(stemmed, "connected library", 12)[0].tolist()
+        != scores_of(plain, "connected library", 12)[0].tolist()
+    )
 
 
 def test_default_is_english_stemming(doc):
@@ -123,10 +140,12 @@ def test_without_pystemmer_auto_is_off_and_english_is_an_error(doc, monkeypatch)
     ret = fr.Retriever(doc, "root", "bm25", topk=12)
     assert ret.stemmer is None
     plain = fr.Retriever(doc, "root", "bm25", stemmer=None, topk=12)
-    assert [(h.id, h.score) for h in ret("running")] == \
-        [(h.id, h.score) for h in plain("running")]
-    with pytest.raises(MissingExtraError, match=r"stemmer='english' needs the optional package "
-                                                r"'PyStemmer'.*fastrag-engine\[stem\]"):
+    assert [(h.id, h.score) for h in ret("running")] == [(h.id, h.score) for h in plain("running")]
+    with pytest.raises(
+        MissingExtraError,
+        match=r"stemmer='english' needs the optional package "
+        r"'PyStemmer'.*fastrag-engine\[stem\]",
+    ):
         fr.Retriever(doc, "root", "bm25", stemmer="english")
 
 
@@ -152,21 +171,30 @@ def test_stemmed_and_unstemmed_indexes_never_confused(tmp_path):
 @pytest.mark.parametrize("similarity", ["bm25_chinese", "bm25_cjk", "cosine", "dot"])
 @pytest.mark.parametrize("stemmer", ["english", None])
 def test_stemmer_with_another_similarity_is_an_error(doc, similarity, stemmer):
-    with pytest.raises(ConfigError, match=rf"stemmer={stemmer!r} applies to similarities "
-                                          rf"'bm25', 'bm25_english' and 'hybrid', not "
-                                          rf"'{similarity}'; drop "
-                                          r"stemmer= or use similarity='bm25'"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"stemmer={stemmer!r} applies to similarities "
+        rf"'bm25', 'bm25_english' and 'hybrid', not "
+        rf"'{similarity}'; drop "
+        r"stemmer= or use similarity='bm25'",
+    ):
         fr.Retriever(doc, "root", similarity, stemmer=stemmer)
 
 
 def test_stemmer_with_analyzer_or_bad_value_is_an_error(doc):
     with pytest.raises(ConfigError, match=r"stemmer='english' and analyzer= were both given"):
         fr.Retriever(doc, "root", "bm25", stemmer="english", analyzer=str.split)
-    with pytest.raises(ConfigError, match=r"unknown Snowball stemmer language 'klingon'; "
-                                          r"known: .*english"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown Snowball stemmer language 'klingon'; "
+        r"known: .*english",
+    ):
         fr.Retriever(doc, "root", "bm25", stemmer="klingon")
-    with pytest.raises(ConfigError, match=r"stemmer must be None \(no stemming\) or a non-empty "
-                                          r"str .*got int 3"):
+    with pytest.raises(
+        ConfigError,
+        match=r"stemmer must be None \(no stemming\) or a non-empty "
+        r"str .*got int 3",
+    ):
         fr.Retriever(doc, "root", "bm25", stemmer=3)
 
 
@@ -175,9 +203,12 @@ def test_unknown_bm25_method_fails_at_construction(doc, monkeypatch):
         raise AssertionError("no index is built for a bad configuration")
 
     monkeypatch.setattr(doc.derived, "bm25", no_index)
-    with pytest.raises(ConfigError, match=r"unknown BM25 method 'okapi2'; known methods: lucene, "
-                                          r"robertson, atire, bm25l, bm25\+ \(pass method= one "
-                                          r"of them; 'lucene' is the default\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown BM25 method 'okapi2'; known methods: lucene, "
+        r"robertson, atire, bm25l, bm25\+ \(pass method= one "
+        r"of them; 'lucene' is the default\)",
+    ):
         fr.Retriever(doc, "root", "bm25", method="okapi2")
     with pytest.raises(ConfigError, match=r"unknown BM25 method 'okapi2'"):
         fr.Retriever(doc, "root", "bm25_chinese", method="okapi2")
@@ -197,28 +228,44 @@ class TinyEmbedding:
         return out
 
 
-@pytest.mark.parametrize("similarity,index", [("bm25", "default"), ("bm25_chinese", "default"),
-                                              ("cosine", "default"), ("cosine", "hnsw"),
-                                              ("dot", "default")])
+@pytest.mark.parametrize(
+    "similarity,index",
+    [
+        ("bm25", "default"),
+        ("bm25_chinese", "default"),
+        ("cosine", "default"),
+        ("cosine", "hnsw"),
+        ("dot", "default"),
+    ],
+)
 def test_empty_group_fails_at_construction(similarity, index):
     doc = fr.Document.from_texts(["alpha beta", "gamma"], embed=TinyEmbedding())
     doc.create_node_group("none", transform=lambda t: [])
-    with pytest.raises(ConfigError, match=r"group 'none' has no nodes: its transform made none "
-                                          r"from the Document's 2 root nodes; check the "
-                                          r"transform given to create_node_group"):
+    with pytest.raises(
+        ConfigError,
+        match=r"group 'none' has no nodes: its transform made none "
+        r"from the Document's 2 root nodes; check the "
+        r"transform given to create_node_group",
+    ):
         fr.Retriever(doc, "none", similarity, index=index)
 
 
 def test_empty_folder_fails_at_construction(tmp_path):
     (tmp_path / "kb").mkdir()
     doc = fr.Document(tmp_path / "kb")
-    with pytest.raises(ConfigError, match=r"group 'root' has no nodes: the Document holds no "
-                                          r"documents \(its sources gave no text, e\.g\. the "
-                                          r"source folder had no readable files\); add documents "
-                                          r"with doc\.add\(\.\.\.\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"group 'root' has no nodes: the Document holds no "
+        r"documents \(its sources gave no text, e\.g\. the "
+        r"source folder had no readable files\); add documents "
+        r"with doc\.add\(\.\.\.\)",
+    ):
         fr.Retriever(doc, "root", "bm25")
-    with pytest.raises(ConfigError, match=r"group 'CoarseChunk' has no nodes: the Document "
-                                          r"holds no documents"):
+    with pytest.raises(
+        ConfigError,
+        match=r"group 'CoarseChunk' has no nodes: the Document "
+        r"holds no documents",
+    ):
         fr.Retriever(doc, "CoarseChunk")
 
 
@@ -228,6 +275,9 @@ def test_group_emptied_after_construction_fails_at_query(tmp_path):
     ret = fr.Retriever(doc, "root", "bm25")
     assert [h.text for h in ret("runner")] == ["the runner runs"]
     doc.delete(doc.group("root")[0].doc_id)
-    with pytest.raises(ConfigError, match=r"group 'root' has no nodes: the Document holds no "
-                                          r"documents"):
+    with pytest.raises(
+        ConfigError,
+        match=r"group 'root' has no nodes: the Document holds no "
+        r"documents",
+    ):
         ret("runner")

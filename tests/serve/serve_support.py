@@ -1,7 +1,6 @@
 """Helpers shared by the tests of tests/serve (a module of its own, so test folders can be
 collected together)."""
 
-
 from __future__ import annotations
 
 import os
@@ -39,17 +38,37 @@ class ServeProcess:
     """``fastrag serve ARGS --port 0`` in a subprocess (stdout and stderr to ``log``); ``url`` once
     ``/ready`` answers 200. ``stop()`` terminates it (kills it if it lingers)."""
 
-    def __init__(self, args: list[str], log: Path, *, env: dict[str, str] | None = None,
-                 api_key: str | None = None, timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        log: Path,
+        *,
+        env: dict[str, str] | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+    ) -> None:
         self.log = log
         self.api_key = api_key
         pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        full_env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1",
-                    **(env or {})}
+        full_env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1", **(env or {})}
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "fastrag.cli", "serve", *args, "--host", "127.0.0.1",
-                 "--port", "0"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full_env)
+                [
+                    sys.executable,
+                    "-m",
+                    "fastrag.cli",
+                    "serve",
+                    *args,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                ],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+            )
         try:
             self.url = self._wait(timeout)
         except BaseException:
@@ -67,16 +86,19 @@ class ServeProcess:
         url = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"fastrag serve exited ({self.proc.returncode}):\n"
-                                     f"{self.text()[-3000:]}")
+                raise AssertionError(
+                    f"fastrag serve exited ({self.proc.returncode}):\n{self.text()[-3000:]}"
+                )
             if url is None:
                 m = _LISTENING.search(self.text())
                 if m:
                     url = f"http://127.0.0.1:{m.group(1)}"
             if url is not None:
                 try:
-                    if httpx.get(url + "/ready", headers=self.headers(),
-                                 timeout=2).status_code == 200:
+                    if (
+                        httpx.get(url + "/ready", headers=self.headers(), timeout=2).status_code
+                        == 200
+                    ):
                         return url
                 except httpx.TransportError:
                     pass

@@ -76,8 +76,9 @@ def test_an_error_fails_only_the_waiters_of_its_call(pool):
     mb = MicroBatcher(rec, executor=pool, window_s=0.01)
 
     async def go():
-        first = asyncio.gather(mb.submit("k", ["ok1"]), mb.submit("k", ["bad"]),
-                               return_exceptions=True)
+        first = asyncio.gather(
+            mb.submit("k", ["ok1"]), mb.submit("k", ["bad"]), return_exceptions=True
+        )
         await asyncio.sleep(0.03)  # the first call is running: these form the next one
         later = await mb.submit("k", ["ok2"])
         return await first, later

@@ -49,20 +49,32 @@ def _find(*names: str) -> str | None:
 
 def _browser() -> tuple[str, str]:
     """The Chromium binary and its driver, or skip saying what is missing."""
-    chrome = _find(os.environ.get("FASTRAG_CHROMIUM", ""), "chromium", "chromium-browser",
-                   "google-chrome", "/usr/bin/chromium")
-    driver = _find(os.environ.get("FASTRAG_CHROMEDRIVER", ""), "chromedriver",
-                   "/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
-    missing = [what for what, path in (("chromium", chrome), ("chromedriver", driver))
-               if not path]
+    chrome = _find(
+        os.environ.get("FASTRAG_CHROMIUM", ""),
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "/usr/bin/chromium",
+    )
+    driver = _find(
+        os.environ.get("FASTRAG_CHROMEDRIVER", ""),
+        "chromedriver",
+        "/usr/bin/chromedriver",
+        "/usr/lib/chromium/chromedriver",
+    )
+    missing = [what for what, path in (("chromium", chrome), ("chromedriver", driver)) if not path]
     if missing:
-        pytest.skip(f"no {' or '.join(missing)} found (Debian: apt-get install chromium "
-                    "chromium-driver; or set FASTRAG_CHROMIUM / FASTRAG_CHROMEDRIVER)")
+        pytest.skip(
+            f"no {' or '.join(missing)} found (Debian: apt-get install chromium "
+            "chromium-driver; or set FASTRAG_CHROMIUM / FASTRAG_CHROMEDRIVER)"
+        )
     try:
         import selenium  # noqa: F401
     except ImportError:  # a browser is here, so this test must run: fail, do not skip
-        pytest.fail("Chromium is installed but selenium is not: pip install selenium (it "
-                    "comes with the [dev] extra)")
+        pytest.fail(
+            "Chromium is installed but selenium is not: pip install selenium (it "
+            "comes with the [dev] extra)"
+        )
     return chrome, driver
 
 
@@ -96,9 +108,25 @@ def store(tmp_path_factory) -> Path:
     squad = {**squad, "data": squad["data"][:12]}
     build_squad_kb(squad, base / "kb")
     out = subprocess.run(
-        [sys.executable, "-m", "fastrag.cli", "ingest", str(base / "kb"), "--store",
-         str(base / "store"), "--group", "block=lines", "--group", "chunk=sentence:128:16",
-         "-q"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "fastrag.cli",
+            "ingest",
+            str(base / "kb"),
+            "--store",
+            str(base / "store"),
+            "--group",
+            "block=lines",
+            "--group",
+            "chunk=sentence:128:16",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return base / "store"
 
@@ -109,10 +137,33 @@ def _serve(store: Path, llm: OpenAIServer, log: Path, *extra: str, env: dict | N
     port = _free_port()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fastrag.cli", "serve", str(store), "--host", "127.0.0.1",
-             "--port", str(port), "--group", "block", "--similarity", "bm25_chinese",
-             "--topk", "3", "--llm-base-url", llm.url, "--llm-model", "fake-llm", *extra],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+            [
+                sys.executable,
+                "-m",
+                "fastrag.cli",
+                "serve",
+                str(store),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--group",
+                "block",
+                "--similarity",
+                "bm25_chinese",
+                "--topk",
+                "3",
+                "--llm-base-url",
+                llm.url,
+                "--llm-model",
+                "fake-llm",
+                *extra,
+            ],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
     url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {env['FASTRAG_TEST_KEY']}"} if env else {}
     try:
@@ -151,10 +202,19 @@ def driver(browser_paths, tmp_path_factory):
     opts = webdriver.ChromeOptions()
     opts.binary_location = chrome
     profile = tmp_path_factory.mktemp("chromium_profile")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                 "--window-size=1200,1000", f"--user-data-dir={profile}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,1000",
+        f"--user-data-dir={profile}",
+    ):
         opts.add_argument(flag)
     drv = webdriver.Chrome(service=Service(chromedriver), options=opts)
     drv.set_page_load_timeout(60)
@@ -186,8 +246,11 @@ def _ask(driver, question: str) -> list[str]:
     box.send_keys(question)
     n_before = len(driver.find_elements(By.CSS_SELECTOR, ".turn.assistant"))
     driver.find_element(By.ID, "send").click()
-    _wait(lambda: len(driver.find_elements(By.CSS_SELECTOR, ".turn.assistant")) > n_before,
-          what="the answer bubble", driver=driver)
+    _wait(
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, ".turn.assistant")) > n_before,
+        what="the answer bubble",
+        driver=driver,
+    )
     seen: list[str] = []
     turn = driver.find_element(By.ID, "answer-turn")
     end = time.monotonic() + 60
@@ -205,10 +268,14 @@ def _sources(driver) -> list[dict]:
     from selenium.webdriver.common.by import By
 
     turn = driver.find_element(By.ID, "answer-turn")
-    return [{"file": s.find_element(By.CLASS_NAME, "file").text,
-             "score": s.find_element(By.CLASS_NAME, "score").text,
-             "snippet": s.find_element(By.CLASS_NAME, "snippet").text}
-            for s in turn.find_elements(By.CLASS_NAME, "source")]
+    return [
+        {
+            "file": s.find_element(By.CLASS_NAME, "file").text,
+            "score": s.find_element(By.CLASS_NAME, "score").text,
+            "snippet": s.find_element(By.CLASS_NAME, "snippet").text,
+        }
+        for s in turn.find_elements(By.CLASS_NAME, "source")
+    ]
 
 
 # -- the test ----------------------------------------------------------------------------------
@@ -228,9 +295,13 @@ def test_chat_page_streams_answers_sources_and_uploads(driver, server, llm, tmp_
         };""")
 
     # the knowledge-base picker lists both groups
-    kb = _wait(lambda: driver.find_element(By.ID, "kb").is_displayed()
-               and driver.find_element(By.ID, "kb"), what="the knowledge-base picker",
-               driver=driver)
+    kb = _wait(
+        lambda: (
+            driver.find_element(By.ID, "kb").is_displayed() and driver.find_element(By.ID, "kb")
+        ),
+        what="the knowledge-base picker",
+        driver=driver,
+    )
     names = [o.get_attribute("value") for o in Select(kb).options]
     assert {"block", "chunk"} <= set(names), names
     Select(kb).select_by_value("block")
@@ -250,21 +321,31 @@ def test_chat_page_streams_answers_sources_and_uploads(driver, server, llm, tmp_
 
     # 2. a follow-up carries the conversation so far
     _ask(driver, "请再说一遍")
-    chat = [json.loads(body) for url, body in driver.execute_script("return window.__sent")
-            if "chat/completions" in url]
+    chat = [
+        json.loads(body)
+        for url, body in driver.execute_script("return window.__sent")
+        if "chat/completions" in url
+    ]
     assert [m["role"] for m in chat[-1]["messages"]] == ["user", "assistant", "user"]
     assert chat[-1]["messages"][1]["content"] == REPLY
     assert chat[-1]["stream"] is True
 
     # 3. upload a file with a unique word, wait for its task, ask about the word
     note = tmp_path / "lighthouse_note.txt"
-    note.write_text(f"The lighthouse keeper on the northern cape is called {UNIQUE}.\n"
-                    f"{UNIQUE} has kept the light burning for forty years.\n", encoding="utf-8")
+    note.write_text(
+        f"The lighthouse keeper on the northern cape is called {UNIQUE}.\n"
+        f"{UNIQUE} has kept the light burning for forty years.\n",
+        encoding="utf-8",
+    )
     driver.find_element(By.ID, "files").send_keys(str(note))
     driver.find_element(By.ID, "upload").click()
     status = driver.find_element(By.ID, "upload-status")
-    _wait(lambda: status.get_attribute("data-state") in ("done", "failed"), timeout=120,
-          what="the upload task", driver=driver)
+    _wait(
+        lambda: status.get_attribute("data-state") in ("done", "failed"),
+        timeout=120,
+        what="the upload task",
+        driver=driver,
+    )
     assert status.get_attribute("data-state") == "done", status.text
     seen = _ask(driver, f"Who is {UNIQUE}?")
     assert seen[-1] == REPLY
@@ -309,8 +390,14 @@ def test_chat_page_api_key(browser_paths, driver, store, llm, tmp_path):
     from selenium.webdriver.common.by import By
 
     key = "test-key-0123456789"
-    with _serve(store, llm, tmp_path / "serve.log", "--api-key-env", "FASTRAG_TEST_KEY",
-                env={"FASTRAG_TEST_KEY": key}) as url:
+    with _serve(
+        store,
+        llm,
+        tmp_path / "serve.log",
+        "--api-key-env",
+        "FASTRAG_TEST_KEY",
+        env={"FASTRAG_TEST_KEY": key},
+    ) as url:
         driver.get(url + "/")
         driver.execute_script("localStorage.clear()")
         driver.refresh()
@@ -320,8 +407,11 @@ def test_chat_page_api_key(browser_paths, driver, store, llm, tmp_path):
         box = driver.find_element(By.ID, "api-key")
         box.send_keys(key)
         driver.find_element(By.ID, "question").click()  # leaving the field saves the key
-        _wait(lambda: not driver.find_element(By.ID, "error").is_displayed(),
-              what="the error to clear once the key is in", driver=driver)
+        _wait(
+            lambda: not driver.find_element(By.ID, "error").is_displayed(),
+            what="the error to clear once the key is in",
+            driver=driver,
+        )
         assert driver.execute_script("return localStorage.getItem('fastrag.apiKey')") == key
         seen = _ask(driver, "《战国无双3》是由哪两个公司合作开发的？")
         assert seen[-1] == REPLY

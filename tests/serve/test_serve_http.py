@@ -66,12 +66,32 @@ def llm():
 @pytest.fixture(scope="module")
 def server(stores, llm, tmp_path_factory):
     proc = ServeProcess(
-        [str(stores[0]), "--group", "block", "--similarity", "bm25_chinese", "--topk", "3",
-         "--llm-base-url", llm.url, "--llm-model", "fake-llm", "--llm-api-key-env",
-         "FAKE_LLM_KEY", "--llm-max-retries", "0", "--api-key-env", "FASTRAG_TEST_KEY",
-         "--compress-history", "--batch-window-ms", "20"],
+        [
+            str(stores[0]),
+            "--group",
+            "block",
+            "--similarity",
+            "bm25_chinese",
+            "--topk",
+            "3",
+            "--llm-base-url",
+            llm.url,
+            "--llm-model",
+            "fake-llm",
+            "--llm-api-key-env",
+            "FAKE_LLM_KEY",
+            "--llm-max-retries",
+            "0",
+            "--api-key-env",
+            "FASTRAG_TEST_KEY",
+            "--compress-history",
+            "--batch-window-ms",
+            "20",
+        ],
         tmp_path_factory.mktemp("log") / "server.log",
-        env={"FASTRAG_TEST_KEY": API_KEY, "FAKE_LLM_KEY": LLM_KEY}, api_key=API_KEY)
+        env={"FASTRAG_TEST_KEY": API_KEY, "FAKE_LLM_KEY": LLM_KEY},
+        api_key=API_KEY,
+    )
     yield proc
     proc.stop()
     log = proc.text()
@@ -81,8 +101,10 @@ def server(stores, llm, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def plain(stores, tmp_path_factory):
-    proc = ServeProcess([str(stores[1]), "--no-batching", "--topk", "3"],
-                        tmp_path_factory.mktemp("log") / "plain.log")
+    proc = ServeProcess(
+        [str(stores[1]), "--no-batching", "--topk", "3"],
+        tmp_path_factory.mktemp("log") / "plain.log",
+    )
     yield proc
     proc.stop()
 
@@ -94,8 +116,7 @@ def http(server):
 
 
 def _retriever(store, topk=3) -> fr.Retriever:
-    return fr.Retriever(fr.Document(store=str(store), mode="r"), "block", "bm25_chinese",
-                        topk=topk)
+    return fr.Retriever(fr.Document(store=str(store), mode="r"), "block", "bm25_chinese", topk=topk)
 
 
 def _assert_error(resp: httpx.Response, status: int, param: str | None = "any") -> dict:
@@ -140,13 +161,21 @@ def test_health_is_open_and_ready_reports_the_setup(server):
 
 
 def test_every_api_endpoint_needs_the_key(server, plain):
-    calls = [("GET", "/v1/groups", None), ("GET", "/metrics", None),
-             ("POST", "/v1/retrieve", {"queries": ["x"]}),
-             ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}),
-             ("POST", "/v1/documents", {"texts": ["x"]}), ("DELETE", "/v1/documents/x", None),
-             ("GET", "/v1/tasks/" + "0" * 32, None)]
-    bad = [{}, {"Authorization": "Bearer wrong-key-123456789"}, {"Authorization": API_KEY},
-           {"Authorization": f"Basic {API_KEY}"}]
+    calls = [
+        ("GET", "/v1/groups", None),
+        ("GET", "/metrics", None),
+        ("POST", "/v1/retrieve", {"queries": ["x"]}),
+        ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}),
+        ("POST", "/v1/documents", {"texts": ["x"]}),
+        ("DELETE", "/v1/documents/x", None),
+        ("GET", "/v1/tasks/" + "0" * 32, None),
+    ]
+    bad = [
+        {},
+        {"Authorization": "Bearer wrong-key-123456789"},
+        {"Authorization": API_KEY},
+        {"Authorization": f"Basic {API_KEY}"},
+    ]
     for method, path, body in calls:
         for headers in bad:
             resp = httpx.request(method, server.url + path, json=body, headers=headers)
@@ -154,14 +183,18 @@ def test_every_api_endpoint_needs_the_key(server, plain):
             assert err["type"] == "authentication_error"
             assert resp.headers["www-authenticate"] == "Bearer"
             assert API_KEY not in resp.text
-    ok = httpx.post(server.url + "/v1/retrieve", json={"queries": ["x"]},
-                    headers=server.headers())
+    ok = httpx.post(server.url + "/v1/retrieve", json={"queries": ["x"]}, headers=server.headers())
     assert ok.status_code == 200
     # without --api-key-env there is no auth at all
     assert httpx.post(plain.url + "/v1/retrieve", json={"queries": ["x"]}).status_code == 200
     # and without an LLM, chat says how to configure one
-    err = _assert_error(httpx.post(plain.url + "/v1/chat/completions",
-                                   json={"messages": [{"role": "user", "content": "x"}]}), 503)
+    err = _assert_error(
+        httpx.post(
+            plain.url + "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "x"}]},
+        ),
+        503,
+    )
     assert "--llm-base-url" in err["message"]
 
 
@@ -176,8 +209,8 @@ def test_chat_with_the_openai_client_answers_with_sources(server, llm, stores, q
     q = questions[0]
     llm.reset()
     resp = _openai(server).chat.completions.create(
-        model="fastrag", messages=[{"role": "user", "content": q}], temperature=0.25,
-        max_tokens=64)
+        model="fastrag", messages=[{"role": "user", "content": q}], temperature=0.25, max_tokens=64
+    )
     assert resp.choices[0].message.content == REPLY
     assert resp.choices[0].finish_reason == "stop" and resp.object == "chat.completion"
     hits = _retriever(stores[0])(q)
@@ -198,22 +231,30 @@ def test_chat_with_the_openai_client_answers_with_sources(server, llm, stores, q
 def test_chat_streams_chunks_then_sources_then_done(server, llm, stores, questions):
     q = questions[1]
     stream = _openai(server).chat.completions.create(
-        model="fastrag", messages=[{"role": "user", "content": q}], stream=True,
-        stream_options={"include_usage": True})
+        model="fastrag",
+        messages=[{"role": "user", "content": q}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
-    pieces = [c.choices[0].delta.content for c in chunks if c.choices and
-              c.choices[0].delta.content]
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
     assert "".join(pieces) == REPLY and len(pieces) > 3  # streamed, not one piece
     assert all(c.object == "chat.completion.chunk" for c in chunks)
     (final,) = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert final.choices[0].finish_reason == "stop"
-    assert [s["id"] for s in final.model_extra["sources"]] == \
-        [h.id for h in _retriever(stores[0])(q)]
+    assert [s["id"] for s in final.model_extra["sources"]] == [
+        h.id for h in _retriever(stores[0])(q)
+    ]
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
     # the raw wire: SSE events ending in [DONE]
-    with httpx.stream("POST", server.url + "/v1/chat/completions", headers=server.headers(),
-                      json={"model": "m", "stream": True,
-                            "messages": [{"role": "user", "content": q}]}) as resp:
+    with httpx.stream(
+        "POST",
+        server.url + "/v1/chat/completions",
+        headers=server.headers(),
+        json={"model": "m", "stream": True, "messages": [{"role": "user", "content": q}]},
+    ) as resp:
         assert resp.headers["content-type"].startswith("text/event-stream")
         events = [ln for ln in resp.iter_lines() if ln.startswith("data: ")]
     assert events[-1] == "data: [DONE]"
@@ -222,10 +263,12 @@ def test_chat_streams_chunks_then_sources_then_done(server, llm, stores, questio
 
 def test_chat_history_is_compressed_into_the_retrieval_query(server, llm, stores):
     llm.reset()
-    messages = [{"role": "system", "content": "Answer briefly."},
-                {"role": "user", "content": "我想了解一个游戏。"},
-                {"role": "assistant", "content": EARLIER},
-                {"role": "user", "content": "它是谁开发的？"}]
+    messages = [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "我想了解一个游戏。"},
+        {"role": "assistant", "content": EARLIER},
+        {"role": "user", "content": "它是谁开发的？"},
+    ]
     resp = _openai(server).chat.completions.create(model="fastrag", messages=messages)
     assert resp.choices[0].message.content == REPLY
     compress, answer = llm.requests  # one call rewrites, one answers
@@ -242,9 +285,15 @@ def test_upstream_failure_is_502_naming_its_status_and_no_secret(server, llm, qu
 
     for stream in (False, True):
         llm.script(["500:upstream exploded"])
-        resp = httpx.post(server.url + "/v1/chat/completions", headers=server.headers(),
-                          json={"model": "m", "stream": stream,
-                                "messages": [{"role": "user", "content": questions[2]}]})
+        resp = httpx.post(
+            server.url + "/v1/chat/completions",
+            headers=server.headers(),
+            json={
+                "model": "m",
+                "stream": stream,
+                "messages": [{"role": "user", "content": questions[2]}],
+            },
+        )
         err = _assert_error(resp, 502, None)
         assert err["type"] == "upstream_error"
         assert "500" in err["message"] and "upstream exploded" in err["message"]
@@ -252,7 +301,8 @@ def test_upstream_failure_is_502_naming_its_status_and_no_secret(server, llm, qu
     llm.script(["503"])
     with pytest.raises(APIStatusError) as info:
         _openai(server).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": questions[2]}])
+            model="m", messages=[{"role": "user", "content": questions[2]}]
+        )
     assert info.value.status_code == 502
     assert API_KEY not in server.text() and LLM_KEY not in server.text()
 
@@ -268,16 +318,24 @@ def test_retrieve_json_and_arrow_agree_with_an_in_process_batch(http, stores, qu
         assert [g["text"] for g in got] == [w.text for w in want]
         assert [g["metadata"] for g in got] == [w.metadata for w in want]
         assert [g["score"] for g in got] == [w.score for w in want]  # float32 values, exact
-    resp = http.post("/v1/retrieve", json={"queries": qs, "topk": 4},
-                     headers={"Accept": "application/vnd.apache.arrow.stream"})
+    resp = http.post(
+        "/v1/retrieve",
+        json={"queries": qs, "topk": 4},
+        headers={"Accept": "application/vnd.apache.arrow.stream"},
+    )
     assert resp.headers["content-type"] == "application/vnd.apache.arrow.stream"
     table = pa.ipc.open_stream(resp.content).read_all()
     assert table.column_names[:4] == ["query_idx", "rank", "node_id", "score"]
     rows = table.to_pylist()
-    flat = [(qi, r, h["id"], h["score"], h["text"], h["metadata"])
-            for qi, hs in enumerate(body["results"]) for r, h in enumerate(hs, 1)]
-    assert [(x["query_idx"], x["rank"], x["node_id"], x["text"], json.loads(x["metadata"]))
-            for x in rows] == [(a, b, c, e, f) for a, b, c, _, e, f in flat]
+    flat = [
+        (qi, r, h["id"], h["score"], h["text"], h["metadata"])
+        for qi, hs in enumerate(body["results"])
+        for r, h in enumerate(hs, 1)
+    ]
+    assert [
+        (x["query_idx"], x["rank"], x["node_id"], x["text"], json.loads(x["metadata"]))
+        for x in rows
+    ] == [(a, b, c, e, f) for a, b, c, _, e, f in flat]
     assert [x["score"] for x in rows] == pytest.approx([f[3] for f in flat], rel=1e-6)
     # the same ids as the library's own Arrow batch
     lib = _retriever(stores[0], topk=4).batch_arrow(qs)
@@ -288,10 +346,10 @@ def test_retrieve_with_a_filter_and_another_group(http, stores, questions):
     flt = "file_name == 'part_0003.txt'"
     body = http.post("/v1/retrieve", json={"queries": questions[:3], "filter": flt}).json()
     expected = _retriever(stores[0]).batch(questions[:3], filter=flt)
-    assert [[h["id"] for h in hs] for hs in body["results"]] == \
-        [[h.id for h in hs] for hs in expected]
-    assert all(h["metadata"]["file_name"] == "part_0003.txt"
-               for hs in body["results"] for h in hs)
+    assert [[h["id"] for h in hs] for hs in body["results"]] == [
+        [h.id for h in hs] for hs in expected
+    ]
+    assert all(h["metadata"]["file_name"] == "part_0003.txt" for hs in body["results"] for h in hs)
     root = http.post("/v1/retrieve", json={"queries": questions[:2], "group": "root"}).json()
     assert root["group"] == "root" and all(len(hs) == 3 for hs in root["results"])
 
@@ -329,16 +387,25 @@ def test_upload_texts_then_retrieve_then_delete(http, plain):
 
 
 def test_upload_files_multipart(http):
-    files = [("file", ("notes.md", f"# Notes\n\nThe {UNIQUE}-2 valve opens at dawn.\n".encode(),
-                       "text/markdown")),
-             ("file", ("../../evil name.txt", b"second file, harmless text", "text/plain"))]
+    files = [
+        (
+            "file",
+            (
+                "notes.md",
+                f"# Notes\n\nThe {UNIQUE}-2 valve opens at dawn.\n".encode(),
+                "text/markdown",
+            ),
+        ),
+        ("file", ("../../evil name.txt", b"second file, harmless text", "text/plain")),
+    ]
     resp = http.post("/v1/documents", files=files, data={"metadata": '{"team": "qa"}'})
     assert resp.status_code == 202, resp.text
     assert resp.json()["files"] == ["notes.md", "evil name.txt"]
     task = _wait_task(http, resp.json()["task_id"])
     assert task["status"] == "done" and len(task["doc_ids"]) == 2
-    hit = http.post("/v1/retrieve", json={"queries": [f"{UNIQUE}-2 valve"], "topk": 1,
-                                          "group": "root"}).json()["results"][0][0]
+    hit = http.post(
+        "/v1/retrieve", json={"queries": [f"{UNIQUE}-2 valve"], "topk": 1, "group": "root"}
+    ).json()["results"][0][0]
     assert hit["metadata"]["file_name"] == "notes.md" and hit["metadata"]["team"] == "qa"
     # a file no reader can read: the task fails with a reason and no server path in it
     resp = http.post("/v1/documents", files={"file": ("blob.txt", bytes(range(256)) * 8)})
@@ -353,42 +420,73 @@ R, C, D = "/v1/retrieve", "/v1/chat/completions", "/v1/documents"
 USER = [{"role": "user", "content": "hi"}]
 
 
-@pytest.mark.parametrize("path, body, status, param", [
-    (R, b"{not json", 400, None),
-    (R, b"[1, 2]", 400, None),
-    (R, b"", 400, None),
-    (R, {"queries": ["a"], "bogus": 1}, 400, "bogus"),
-    (R, {}, 400, "queries"),
-    (R, {"queries": "a"}, 400, "queries"),
-    (R, {"queries": []}, 400, "queries"),
-    (R, {"queries": [1]}, 400, "queries.0"),
-    (R, {"queries": ["x" * 9000]}, 400, "queries.0"),
-    (R, {"queries": ["a"] * 1025}, 400, "queries"),
-    (R, {"queries": ["a"], "topk": 0}, 400, "topk"),
-    (R, {"queries": ["a"], "topk": "3"}, 400, "topk"),
-    (R, {"queries": ["a"], "filter": "file_name =="}, 400, "filter"),
-    (R, {"queries": ["a"], "group": "no-such-group"}, 400, "group"),
-    (R, {"queries": ["a"], "filter": "no_such_key == 'x'"}, 400, "filter"),
-    (C, {"model": "m", "messages": USER, "foo": 1}, 400, "foo"),
-    (C, {"model": "m", "messages": []}, 400, "messages"),
-    (C, {"model": "m", "messages": [{"role": "user", "content": 5}]}, 400, "messages.0.content"),
-    (C, {"model": "m", "messages": [{"role": "user", "content": "a", "x": 1}]}, 400,
-     "messages.0.x"),
-    (C, {"model": "m", "messages": [{"role": "assistant", "content": "a"}]}, 400,
-     "messages.0.role"),
-    (C, {"model": "m", "messages": [{"role": "user", "content": "q" * 9000}]}, 400,
-     "messages.0"),
-    (C, {"model": "m", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]}, 400,
-     "messages.0.content.0.type"),
-    (C, {"model": "m", "messages": USER, "tools": [{"type": "function"}]}, 400, "tools"),
-    (C, {"model": "m", "messages": USER, "n": 2}, 400, "n"),
-    (C, {"model": "m", "messages": USER, "temperature": 3}, 400, "temperature"),
-    (C, {"model": "m", "messages": USER, "stream": "yes"}, 400, "stream"),
-    (C, {"model": "m", "messages": USER, "group": "no-such-group"}, 400, "group"),
-    (D, {"texts": "abc"}, 400, "texts"),
-    (D, {"texts": ["a"], "metadatas": [{}, {}]}, 400, "metadatas"),
-])
+@pytest.mark.parametrize(
+    "path, body, status, param",
+    [
+        (R, b"{not json", 400, None),
+        (R, b"[1, 2]", 400, None),
+        (R, b"", 400, None),
+        (R, {"queries": ["a"], "bogus": 1}, 400, "bogus"),
+        (R, {}, 400, "queries"),
+        (R, {"queries": "a"}, 400, "queries"),
+        (R, {"queries": []}, 400, "queries"),
+        (R, {"queries": [1]}, 400, "queries.0"),
+        (R, {"queries": ["x" * 9000]}, 400, "queries.0"),
+        (R, {"queries": ["a"] * 1025}, 400, "queries"),
+        (R, {"queries": ["a"], "topk": 0}, 400, "topk"),
+        (R, {"queries": ["a"], "topk": "3"}, 400, "topk"),
+        (R, {"queries": ["a"], "filter": "file_name =="}, 400, "filter"),
+        (R, {"queries": ["a"], "group": "no-such-group"}, 400, "group"),
+        (R, {"queries": ["a"], "filter": "no_such_key == 'x'"}, 400, "filter"),
+        (C, {"model": "m", "messages": USER, "foo": 1}, 400, "foo"),
+        (C, {"model": "m", "messages": []}, 400, "messages"),
+        (
+            C,
+            {"model": "m", "messages": [{"role": "user", "content": 5}]},
+            400,
+            "messages.0.content",
+        ),
+        (
+            C,
+            {"model": "m", "messages": [{"role": "user", "content": "a", "x": 1}]},
+            400,
+            "messages.0.x",
+        ),
+        (
+            C,
+            {"model": "m", "messages": [{"role": "assistant", "content": "a"}]},
+            400,
+            "messages.0.role",
+        ),
+        (
+            C,
+            {"model": "m", "messages": [{"role": "user", "content": "q" * 9000}]},
+            400,
+            "messages.0",
+        ),
+        (
+            C,
+            {
+                "model": "m",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}],
+                    }
+                ],
+            },
+            400,
+            "messages.0.content.0.type",
+        ),
+        (C, {"model": "m", "messages": USER, "tools": [{"type": "function"}]}, 400, "tools"),
+        (C, {"model": "m", "messages": USER, "n": 2}, 400, "n"),
+        (C, {"model": "m", "messages": USER, "temperature": 3}, 400, "temperature"),
+        (C, {"model": "m", "messages": USER, "stream": "yes"}, 400, "stream"),
+        (C, {"model": "m", "messages": USER, "group": "no-such-group"}, 400, "group"),
+        (D, {"texts": "abc"}, 400, "texts"),
+        (D, {"texts": ["a"], "metadatas": [{}, {}]}, 400, "metadatas"),
+    ],
+)
 def test_bad_requests_are_4xx_naming_the_field(http, path, body, status, param):
     if isinstance(body, bytes):
         resp = http.post(path, content=body, headers={"Content-Type": "application/json"})
@@ -419,14 +517,21 @@ def test_metrics_count_requests_batches_and_llm_tokens(http, questions):
     assert "# TYPE fastrag_http_requests_total counter" in before
     assert "# TYPE fastrag_http_request_duration_seconds histogram" in before
     http.post("/v1/retrieve", json={"queries": questions[:3]})
-    http.post("/v1/chat/completions", json={"messages": [{"role": "user",
-                                                          "content": questions[3]}]})
+    http.post(
+        "/v1/chat/completions", json={"messages": [{"role": "user", "content": questions[3]}]}
+    )
     after = http.get("/metrics").text
     for name, labels, delta in [
-        ("fastrag_http_requests_total", {"method": "POST", "path": "/v1/retrieve",
-                                         "status": "200"}, 1),
-        ("fastrag_http_requests_total", {"method": "POST", "path": "/v1/chat/completions",
-                                         "status": "200"}, 1),
+        (
+            "fastrag_http_requests_total",
+            {"method": "POST", "path": "/v1/retrieve", "status": "200"},
+            1,
+        ),
+        (
+            "fastrag_http_requests_total",
+            {"method": "POST", "path": "/v1/chat/completions", "status": "200"},
+            1,
+        ),
         ("fastrag_retrieve_queries_total", {}, 4),
         ("fastrag_llm_calls_total", {}, 1),
         ("fastrag_chat_completions_total", {"stream": "false"}, 1),
@@ -434,31 +539,32 @@ def test_metrics_count_requests_batches_and_llm_tokens(http, questions):
         assert _metric(after, name, **labels) - _metric(before, name, **labels) == delta, name
     for name in ("fastrag_llm_prompt_tokens_total", "fastrag_llm_completion_tokens_total"):
         assert _metric(after, name) > _metric(before, name)
-    assert _metric(after, "fastrag_http_request_duration_seconds_count",
-                   path="/v1/retrieve") >= 1
+    assert _metric(after, "fastrag_http_request_duration_seconds_count", path="/v1/retrieve") >= 1
     assert _metric(after, "fastrag_ready") == 1
 
 
 async def _burst(url: str, headers: dict, queries: list[str]) -> list[list[str]]:
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
-        resps = await asyncio.gather(*(client.post("/v1/retrieve", json={"queries": [q]})
-                                       for q in queries))
+        resps = await asyncio.gather(
+            *(client.post("/v1/retrieve", json={"queries": [q]}) for q in queries)
+        )
     assert all(r.status_code == 200 for r in resps)
     return [[h["id"] for h in r.json()["results"][0]] for r in resps]
 
 
-def test_concurrent_requests_are_coalesced_into_fewer_batch_calls(server, plain, stores,
-                                                                   questions):
+def test_concurrent_requests_are_coalesced_into_fewer_batch_calls(server, plain, stores, questions):
     n = 24
-    qs = questions[10:10 + n]
+    qs = questions[10 : 10 + n]
     for srv, batched in ((server, True), (plain, False)):
         before = httpx.get(srv.url + "/metrics", headers=srv.headers()).text
         ids = asyncio.run(_burst(srv.url, srv.headers(), qs))
         after = httpx.get(srv.url + "/metrics", headers=srv.headers()).text
-        requests = (_metric(after, "fastrag_retrieve_requests_total", source="retrieve")
-                    - _metric(before, "fastrag_retrieve_requests_total", source="retrieve"))
-        batches = (_metric(after, "fastrag_retrieve_batches_total")
-                   - _metric(before, "fastrag_retrieve_batches_total"))
+        requests = _metric(after, "fastrag_retrieve_requests_total", source="retrieve") - _metric(
+            before, "fastrag_retrieve_requests_total", source="retrieve"
+        )
+        batches = _metric(after, "fastrag_retrieve_batches_total") - _metric(
+            before, "fastrag_retrieve_batches_total"
+        )
         assert requests == n
         if batched:
             assert 1 <= batches < n / 2, batches
@@ -482,8 +588,11 @@ def test_create_app_is_an_asgi_app_to_mount(monkeypatch, tmp_path):
 
     async def go():
         transport = httpx.ASGITransport(app=outer)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t",
-                                     headers={"Authorization": "Bearer " + "k" * 16}) as c:
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url="http://t",
+            headers={"Authorization": "Bearer " + "k" * 16},
+        ) as c:
             for _ in range(200):
                 if (await c.get("/rag/ready")).status_code == 200:
                     break
@@ -503,21 +612,29 @@ def test_missing_extra_names_the_install_command(monkeypatch):
         fr.create_app("anything")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["/no/such/store"], "is not a fastrag store"),
-    (["STORE", "--api-key-env", "FASTRAG_UNSET_TEST_VAR"], "FASTRAG_UNSET_TEST_VAR"),
-    (["STORE", "--group", "nope"], "--group 'nope' is not in the store"),
-    (["STORE", "--llm-model", "m"], "needs both --llm-base-url and --llm-model"),
-    (["STORE", "--similarity", "nope"], "unknown similarity 'nope'"),
-    (["STORE", "--topk", "0"], "topk must be an int >= 1"),
-    (["STORE", "--search-threads", "0"], "--search-threads 0: must be at least 1"),
-    (["STORE", "--llm-max-concurrency", "0"], "--llm-max-concurrency 0: must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["/no/such/store"], "is not a fastrag store"),
+        (["STORE", "--api-key-env", "FASTRAG_UNSET_TEST_VAR"], "FASTRAG_UNSET_TEST_VAR"),
+        (["STORE", "--group", "nope"], "--group 'nope' is not in the store"),
+        (["STORE", "--llm-model", "m"], "needs both --llm-base-url and --llm-model"),
+        (["STORE", "--similarity", "nope"], "unknown similarity 'nope'"),
+        (["STORE", "--topk", "0"], "topk must be an int >= 1"),
+        (["STORE", "--search-threads", "0"], "--search-threads 0: must be at least 1"),
+        (["STORE", "--llm-max-concurrency", "0"], "--llm-max-concurrency 0: must be at least 1"),
+    ],
+)
 def test_cli_usage_errors_are_one_line(stores, args, message):
     args = [str(stores[1]) if a == "STORE" else a for a in args]
-    out = subprocess.run([sys.executable, "-m", "fastrag.cli", "serve", *args],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-m", "fastrag.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 2
     assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
@@ -527,8 +644,9 @@ def test_two_workers_share_one_writer_and_see_its_upload(tmp_path):
     """`--workers 2`: an upload through either process is written once, its task is visible
     from both, and every later retrieval, whichever process answers it, finds the text."""
     store = make_cmrc_store(tmp_path, n_articles=3)
-    proc = ServeProcess([str(store), "--workers", "2", "--topk", "1", "--group", "block"],
-                        tmp_path / "workers.log")
+    proc = ServeProcess(
+        [str(store), "--workers", "2", "--topk", "1", "--group", "block"], tmp_path / "workers.log"
+    )
     try:
         deadline, streak = time.monotonic() + 120, 0
         while streak < 20 and time.monotonic() < deadline:  # both workers ready, not just one
@@ -550,8 +668,9 @@ def test_two_workers_share_one_writer_and_see_its_upload(tmp_path):
         for _ in range(30):
             with httpx.Client(base_url=proc.url) as client:  # new connection each time
                 assert client.get(f"/v1/tasks/{task_id}").json()["status"] == "done"
-                hit = client.post("/v1/retrieve", json={"queries": [f"{UNIQUE}-W"], "topk": 1,
-                                                        "group": "root"}).json()
+                hit = client.post(
+                    "/v1/retrieve", json={"queries": [f"{UNIQUE}-W"], "topk": 1, "group": "root"}
+                ).json()
                 assert hit["results"][0][0]["text"] == text
         assert proc.text().count("Started server process") >= 2, proc.text()[-2000:]
     finally:

@@ -33,13 +33,26 @@ def server(tmp_path_factory, llm):
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(DOCS / lang / f"{page}.md", dest)
     doc = fr.Document(str(base / "docs"), store=str(base / "store"))
-    doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=256,
-                                                                  chunk_overlap=32))
+    doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=256, chunk_overlap=32))
     fr.Retriever(doc, "chunk", "bm25", topk=1)("warm")
-    proc = ServeProcess([str(base / "store"), "--group", "chunk", "--similarity",
-                         "bm25,root=bm25_cjk", "--topk", "3", "--llm-base-url", llm.url,
-                         "--llm-model", "fake-llm", "--llm-max-retries", "0"],
-                        base / "server.log")
+    proc = ServeProcess(
+        [
+            str(base / "store"),
+            "--group",
+            "chunk",
+            "--similarity",
+            "bm25,root=bm25_cjk",
+            "--topk",
+            "3",
+            "--llm-base-url",
+            llm.url,
+            "--llm-model",
+            "fake-llm",
+            "--llm-max-retries",
+            "0",
+        ],
+        base / "server.log",
+    )
     yield proc
     proc.stop()
     assert "Traceback" not in proc.text()
@@ -69,8 +82,9 @@ def test_requests_and_groups_choose_their_similarity(http):
     assert {"bm25", "bm25_english", "bm25_chinese", "bm25_cjk"} <= set(groups["similarities"])
     root = http.post("/v1/retrieve", json={"queries": ["上传"], "group": "root"}).json()
     assert root["similarity"] == "bm25_cjk" and root["results"][0]
-    chosen = http.post("/v1/retrieve", json={"queries": ["如何上传文件"],
-                                             "similarity": "bm25_english"}).json()
+    chosen = http.post(
+        "/v1/retrieve", json={"queries": ["如何上传文件"], "similarity": "bm25_english"}
+    ).json()
     assert chosen["similarity"] == "bm25_english" and chosen["results"] == [[]]
     reason = chosen["no_hits"][0]
     assert reason["query_idx"] == 0
@@ -84,18 +98,22 @@ def test_requests_and_groups_choose_their_similarity(http):
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_chat_without_hits_says_why_and_calls_no_llm(http, llm, stream):
     before = len(llm.requests)
-    resp = http.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "the of and"}], "stream": stream})
+    resp = http.post(
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "the of and"}], "stream": stream},
+    )
     assert resp.status_code == 200
     if stream:
         text = "".join(
             (__import__("json").loads(line[6:])["choices"][0]["delta"].get("content") or "")
             for line in resp.text.splitlines()
-            if line.startswith("data: {"))
+            if line.startswith("data: {")
+        )
     else:
         text = resp.json()["choices"][0]["message"]["content"]
-    assert text.startswith("No passage in the knowledge base matches the question: the query "
-                           "has no indexable terms")
+    assert text.startswith(
+        "No passage in the knowledge base matches the question: the query has no indexable terms"
+    )
     assert "Empty Response" not in text
     assert len(llm.requests) == before
 
@@ -103,18 +121,26 @@ def test_a_chat_without_hits_says_why_and_calls_no_llm(http, llm, stream):
 def test_a_session_continues_the_conversation(http, llm):
     """Chats with a ``session_id`` (or OpenAI's ``user``) keep their history on the server:
     the second turn's retrieval query is condensed from the first."""
-    first = http.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "如何上传文件"}], "session_id": "s1"})
+    first = http.post(
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "如何上传文件"}], "session_id": "s1"},
+    )
     assert first.status_code == 200, first.text
     before = len(llm.requests)
-    second = http.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "and tables?"}], "user": "s1"})
+    second = http.post(
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "and tables?"}], "user": "s1"},
+    )
     assert second.status_code == 200
     prompts = [r.body["messages"][-1]["content"] for r in llm.requests[before:]]
     condense = [p for p in prompts if "standalone query" in p]
     assert len(condense) == 1 and "如何上传文件" in condense[0] and "and tables?" in condense[0]
-    other = http.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "and tables?"}], "session_id": "s2"})
+    other = http.post(
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "and tables?"}], "session_id": "s2"},
+    )
     assert other.status_code == 200
-    assert not any("standalone query" in r.body["messages"][-1]["content"]
-                   for r in llm.requests[len(llm.requests) - 1:])
+    assert not any(
+        "standalone query" in r.body["messages"][-1]["content"]
+        for r in llm.requests[len(llm.requests) - 1 :]
+    )

@@ -13,14 +13,28 @@ from fastrag.llms import LLMError, MockLLM
 from fastrag.synth import get_response_synthesizer
 
 WORDS = [
-    "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
-    "to", "in", "was",
+    "the",
+    "river",
+    "city",
+    "school",
+    "music",
+    "north",
+    "energy",
+    "bridge",
+    "law",
+    "of",
+    "and",
+    "to",
+    "in",
+    "was",
 ]
 
 
 def chunks_for(q: int, n: int = 6) -> list[str]:
-    return [f"[Q{q}] chunk {j}: " + " ".join(WORDS[(q + j + k) % len(WORDS)] for k in range(60))
-            for j in range(n)]
+    return [
+        f"[Q{q}] chunk {j}: " + " ".join(WORDS[(q + j + k) % len(WORDS)] for k in range(60))
+        for j in range(n)
+    ]
 
 
 def tag_of(prompt: str) -> str:
@@ -31,8 +45,9 @@ def tag_of(prompt: str) -> str:
 def test_batch_runs_call_graphs_concurrently_under_one_limit():
     n = 30
     llm = MockLLM(lambda p: "answer for Q" + tag_of(p), latency=0.03)
-    syn = get_response_synthesizer("compact", llm=llm, context_window=350, num_output=50,
-                                   max_concurrency=64)
+    syn = get_response_synthesizer(
+        "compact", llm=llm, context_window=350, num_output=50, max_concurrency=64
+    )
     queries = [f"question {i}?" for i in range(n)]
     t0 = time.perf_counter()
     resps = syn.batch(queries, [chunks_for(i) for i in range(n)])
@@ -53,8 +68,9 @@ def test_batch_runs_call_graphs_concurrently_under_one_limit():
 
 def test_max_concurrency_is_shared_by_all_queries():
     llm = MockLLM(latency=0.01)
-    syn = get_response_synthesizer("tree_summarize", llm=llm, context_window=400,
-                                   num_output=50, max_concurrency=4)
+    syn = get_response_synthesizer(
+        "tree_summarize", llm=llm, context_window=400, num_output=50, max_concurrency=4
+    )
     syn.batch([f"q{i}" for i in range(6)], [chunks_for(i) for i in range(6)])
     assert llm.max_in_flight == 4
 
@@ -91,8 +107,9 @@ def test_failure_cancels_the_other_queries():
 
 def test_cancelling_a_batch_cancels_in_flight_calls():
     llm = MockLLM(latency=5.0)
-    syn = get_response_synthesizer("tree_summarize", llm=llm, context_window=400,
-                                   num_output=50, max_concurrency=8)
+    syn = get_response_synthesizer(
+        "tree_summarize", llm=llm, context_window=400, num_output=50, max_concurrency=8
+    )
 
     async def main() -> None:
         task = asyncio.create_task(

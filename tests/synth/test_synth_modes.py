@@ -31,8 +31,20 @@ def ntok(text: str) -> int:
 def paragraphs(n: int, words: int = 60, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     vocab = [
-        "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
-        "to", "in", "was",
+        "the",
+        "river",
+        "city",
+        "school",
+        "music",
+        "north",
+        "energy",
+        "bridge",
+        "law",
+        "of",
+        "and",
+        "to",
+        "in",
+        "was",
     ]
     out = []
     for i in range(n):
@@ -86,9 +98,7 @@ def test_compact_packs_full_prompts_without_overlap():
     chunks = paragraphs(40, words=60)
     window, num_output = 1200, 100
     llm = MockLLM(answer_tokens=40)
-    syn = get_response_synthesizer(
-        "compact", llm=llm, context_window=window, num_output=num_output
-    )
+    syn = get_response_synthesizer("compact", llm=llm, context_window=window, num_output=num_output)
     resp = syn.synthesize(Q, chunks)
     sizes = [ntok(c) for c in chunks]
     # every prompt fits; every chunk is sent exactly once, in order
@@ -103,8 +113,7 @@ def test_compact_packs_full_prompts_without_overlap():
             tmpl, vals = EN["text_qa"], {"query_str": Q, "context_str": ""}
         else:
             tmpl = EN["refine"]
-            vals = {"query_str": Q, "existing_answer": llm.calls[i - 1].response,
-                    "context_msg": ""}
+            vals = {"query_str": Q, "existing_answer": llm.calls[i - 1].response, "context_msg": ""}
         overhead = sum(ntok(part) for part in tmpl.parts(vals) if part)
         inside = [c for c in chunks if c in prev]
         used = overhead + sum(ntok(c) for c in inside) + len(inside) - 1
@@ -252,7 +261,9 @@ def test_node_types_give_identical_prompts():
     texts = ["node one", "node two"]
     prompts = []
     node_lists = (
-        texts, [DocNode(t) for t in texts], [NodeWithScore(DocNode(t), 1.0) for t in texts]
+        texts,
+        [DocNode(t) for t in texts],
+        [NodeWithScore(DocNode(t), 1.0) for t in texts],
     )
     for nodes in node_lists:
         llm = MockLLM("ok")
@@ -269,14 +280,13 @@ def test_extra_template_variables_reach_every_template():
         "Q: {query_str}\nOld: {existing_answer}\nMore:\n{context_msg}\nTone: {tone_name}\nA: "
     )
     llm = counter_llm()
-    syn = get_response_synthesizer(
-        "refine", llm=llm, text_qa_template=qa, refine_template=refine
-    )
+    syn = get_response_synthesizer("refine", llm=llm, text_qa_template=qa, refine_template=refine)
     syn.synthesize(Q, ["c1", "c2"], tone_name="a Shakespeare play")
     assert llm.prompts == [
         qa.format(context_str="c1", tone_name="a Shakespeare play", query_str=Q),
-        refine.format(query_str=Q, existing_answer="A1", context_msg="c2",
-                      tone_name="a Shakespeare play"),
+        refine.format(
+            query_str=Q, existing_answer="A1", context_msg="c2", tone_name="a Shakespeare play"
+        ),
     ]
     llm.reset()
     with pytest.raises(ConfigError, match=r"tone_name.*synthesize\(query, nodes, tone_name="):
@@ -322,16 +332,18 @@ def test_bad_arguments():
     assert get_response_synthesizer(ResponseMode.TREE_SUMMARIZE, llm=llm).response_mode == (
         "tree_summarize"
     )
-    with pytest.raises(ConfigError, match=r"text_qa_template is missing required variable\(s\) "
-                                          r"\{context_str\}"):
+    with pytest.raises(
+        ConfigError,
+        match=r"text_qa_template is missing required variable\(s\) "
+        r"\{context_str\}",
+    ):
         get_response_synthesizer("compact", llm=llm, text_qa_template="Q: {query_str}")
     with pytest.raises(ConfigError, match=r"refine_template is missing.*\{existing_answer\}"):
-        get_response_synthesizer(
-            "refine", llm=llm, refine_template="{query_str} {context_msg}"
-        )
+        get_response_synthesizer("refine", llm=llm, refine_template="{query_str} {context_msg}")
     with pytest.raises(ConfigError, match="exactly once"):
-        get_response_synthesizer("tree_summarize", llm=llm,
-                                 summary_template="{context_str} {context_str}")
+        get_response_synthesizer(
+            "tree_summarize", llm=llm, summary_template="{context_str} {context_str}"
+        )
     with pytest.raises(ConfigError, match="structured_answer_filtering applies to"):
         get_response_synthesizer("tree_summarize", llm=llm, structured_answer_filtering=True)
     with pytest.raises(ConfigError, match="nodes must be a list"):
@@ -345,15 +357,15 @@ def test_bad_arguments():
     with pytest.raises(ConfigError, match=r"unexpected argument\(s\) \['temprature'\]"):
         get_response_synthesizer("compact", llm=llm, temprature=0.1)
     with pytest.raises(ConfigError, match="no room for context"):
-        get_response_synthesizer("compact", llm=llm, context_window=40, num_output=10
-                                 ).synthesize(Q, ["x"])
+        get_response_synthesizer("compact", llm=llm, context_window=40, num_output=10).synthesize(
+            Q, ["x"]
+        )
 
 
 def test_llm_errors_surface_with_the_query():
     def boom(prompt: str) -> str:
         if "second" in prompt:
-            raise LLMError("server said 500", request={"model": "m", "prompt": prompt},
-                           status=500)
+            raise LLMError("server said 500", request={"model": "m", "prompt": prompt}, status=500)
         return "fine"
 
     syn = get_response_synthesizer("refine", llm=FunctionLLM(boom))

@@ -21,8 +21,20 @@ def ntok(text: str) -> int:
 
 def english(rng: random.Random, n_words: int) -> str:
     words = [
-        "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
-        "to", "in", "was",
+        "the",
+        "river",
+        "city",
+        "school",
+        "music",
+        "north",
+        "energy",
+        "bridge",
+        "law",
+        "of",
+        "and",
+        "to",
+        "in",
+        "was",
     ]
     sents, cur = [], []
     for _ in range(n_words):

@@ -16,11 +16,22 @@ Q = "Which river?"
 def paragraphs(n: int, words: int = 60) -> list[str]:
     rng = random.Random(4)
     vocab = [
-        "the", "river", "city", "school", "music", "north", "energy", "bridge", "law", "of", "and",
-        "to", "in", "was",
+        "the",
+        "river",
+        "city",
+        "school",
+        "music",
+        "north",
+        "energy",
+        "bridge",
+        "law",
+        "of",
+        "and",
+        "to",
+        "in",
+        "was",
     ]
-    return [f"P{i}: " + " ".join(rng.choice(vocab) for _ in range(words)) + "."
-            for i in range(n)]
+    return [f"P{i}: " + " ".join(rng.choice(vocab) for _ in range(words)) + "." for i in range(n)]
 
 
 @pytest.mark.parametrize("mode", ["compact", "refine", "tree_summarize", "simple_summarize"])
@@ -48,8 +59,9 @@ def test_async_stream_and_str_drains():
     llm = MockLLM()
 
     async def run() -> tuple[list[str], Response]:
-        syn = get_response_synthesizer("tree_summarize", llm=llm, streaming=True,
-                                       context_window=500, num_output=60)
+        syn = get_response_synthesizer(
+            "tree_summarize", llm=llm, streaming=True, context_window=500, num_output=60
+        )
         resp = await syn.asynthesize(Q, chunks)
         return [p async for p in resp.async_response_gen], resp
 

@@ -59,9 +59,13 @@ def test_first_step_unsatisfied_then_relevant_uses_qa_then_refine_prompts():
     # the unsatisfied first answer is dropped, so the next chunk is asked as a fresh question
     assert llm.prompts[0] == en["text_qa"].format(context_str=IRRELEVANT[0], query_str=Q) + tail
     assert llm.prompts[1] == en["text_qa"].format(context_str=RELEVANT, query_str=Q) + tail
-    assert llm.prompts[2] == en["refine"].format(
-        query_str=Q, existing_answer="The river is called Amber.", context_msg=IRRELEVANT[1]
-    ) + tail
+    assert (
+        llm.prompts[2]
+        == en["refine"].format(
+            query_str=Q, existing_answer="The river is called Amber.", context_msg=IRRELEVANT[1]
+        )
+        + tail
+    )
     assert str(resp) == "The river is called Amber."
     assert resp.metadata["filtered"] == 2
 
@@ -69,9 +73,9 @@ def test_first_step_unsatisfied_then_relevant_uses_qa_then_refine_prompts():
 def test_unparseable_answers_are_ignored_and_counted():
     answers = iter(['{"answer": "Amber", "query_satisfied": "yes"}', "no json here at all"])
     llm = MockLLM(lambda p: next(answers))
-    resp = get_response_synthesizer(
-        "refine", llm=llm, structured_answer_filtering=True
-    ).synthesize(Q, ["a", "b"])
+    resp = get_response_synthesizer("refine", llm=llm, structured_answer_filtering=True).synthesize(
+        Q, ["a", "b"]
+    )
     assert str(resp) == "Amber"  # "yes" coerced to true; the garbage step changed nothing
     assert resp.metadata["structured_errors"] == 1
     assert resp.metadata["llm_calls"] == 2

@@ -37,8 +37,9 @@ def server(openai_server):
 
 @pytest.fixture
 def llm(server):
-    return fr.OpenAILike("parser-model", server.url, retry_backoff=0.01, timeout=10.0,
-                         max_retries=1)
+    return fr.OpenAILike(
+        "parser-model", server.url, retry_backoff=0.01, timeout=10.0, max_retries=1
+    )
 
 
 @pytest.fixture
@@ -96,8 +97,9 @@ def test_store_keeps_parsed_groups_and_parses_only_new_files(server, llm, kb, tm
     def open_doc():
         doc = fr.Document(str(kb), store=str(store))
         doc.create_node_group("block", transform=lambda t: t.split("\n"))
-        doc.create_node_group("block-summary", parent="block",
-                              transform=fr.LLMParser(llm, "zh", "summary"))
+        doc.create_node_group(
+            "block-summary", parent="block", transform=fr.LLMParser(llm, "zh", "summary")
+        )
         return doc
 
     first = open_doc().group("block-summary").table
@@ -120,8 +122,11 @@ def test_failure_names_node_and_file(server, kb):
     doc = fr.Document(str(kb))
     doc.create_node_group("summary", transform=fr.LLMParser(llm, max_concurrency=1))
     server.script(["ok", "500"])
-    with pytest.raises(fr.LLMError, match=r"LLMParser\(task_type='summary'\) failed on node "
-                                          r"'[0-9a-f]+' of file '.*b\.txt'"):
+    with pytest.raises(
+        fr.LLMError,
+        match=r"LLMParser\(task_type='summary'\) failed on node "
+        r"'[0-9a-f]+' of file '.*b\.txt'",
+    ):
         doc.group("summary")
 
 
@@ -129,11 +134,15 @@ def test_on_error_skip_records_the_failure(server, kb):
     llm = fr.OpenAILike("m", server.url, max_retries=0, timeout=5.0)
     server.reply = model
     doc = fr.Document(str(kb))
-    doc.create_node_group("summary", transform=fr.LLMParser(llm, max_concurrency=1,
-                                                            on_error="skip"))
+    doc.create_node_group(
+        "summary", transform=fr.LLMParser(llm, max_concurrency=1, on_error="skip")
+    )
     server.script(["500", "ok"])
-    with pytest.warns(UserWarning, match=r"failed on 1 of 2 nodes \(node '[0-9a-f]+' of file "
-                                         r"'.*a\.txt'\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"failed on 1 of 2 nodes \(node '[0-9a-f]+' of file "
+        r"'.*a\.txt'\)",
+    ):
         g = doc.group("summary")
     nodes = g.nodes(range(len(g)))
     assert nodes[0].text == FILES["a.txt"]
@@ -157,8 +166,9 @@ def test_arguments_are_checked(llm):
 
 def test_identity_is_stable_and_follows_the_configuration(llm, server):
     a = fr.LLMParser(llm, task_type="summary")
-    b = fr.LLMParser(fr.OpenAILike("parser-model", server.url, api_key="sk-secret"),
-                     task_type="summary")
+    b = fr.LLMParser(
+        fr.OpenAILike("parser-model", server.url, api_key="sk-secret"), task_type="summary"
+    )
     assert a.identity() == b.identity() and "sk-secret" not in b.identity()
     assert a.identity() != fr.LLMParser(llm, task_type="keywords").identity()
     assert a.identity() != fr.LLMParser(llm, prompt_template="S: {text}").identity()
@@ -177,30 +187,45 @@ def test_lazyllm_complex_group_tree(server, llm, kb):
     docs.create_node_group(name="sentence", transform=lambda d: d.split("。"), parent="block")
     docs.create_node_group(name="block-summary", transform=summary_llm, parent="block")
     # LazyLLM's own spelling (a lambda around the parser, trans_node=True) works too
-    docs.create_node_group(name="kw2", transform=lambda b: keyword_llm(b), parent="block",
-                           trans_node=True)
+    docs.create_node_group(
+        name="kw2", transform=lambda b: keyword_llm(b), parent="block", trans_node=True
+    )
     n_blocks = sum(len(t.split("\n")) for t in FILES.values())
-    sizes = {g: len(docs.group(g)) for g in ("block", "qapair", "doc-summary", "keyword",
-                                             "sentence", "block-summary", "kw2")}
-    assert sizes == {"block": n_blocks, "qapair": 4, "doc-summary": 2, "keyword": 2 * n_blocks,
-                     "sentence": n_blocks, "block-summary": n_blocks, "kw2": 2 * n_blocks}
+    sizes = {
+        g: len(docs.group(g))
+        for g in ("block", "qapair", "doc-summary", "keyword", "sentence", "block-summary", "kw2")
+    }
+    assert sizes == {
+        "block": n_blocks,
+        "qapair": 4,
+        "doc-summary": 2,
+        "keyword": 2 * n_blocks,
+        "sentence": n_blocks,
+        "block-summary": n_blocks,
+        "kw2": 2 * n_blocks,
+    }
     assert docs.group("kw2").texts() == docs.group("keyword").texts()
     hit = fr.Retriever(docs, "block-summary", "bm25_chinese", topk=1)("亚硫酸盐有什么作用？")[0]
     assert hit.text == "摘要：亚硫酸盐是一种食" and hit.parent.text == "亚硫酸盐是一种食品添加剂。"
     assert [n.text for n in docs.find("keyword")([hit.parent])] == ["亚硫酸盐是一种食", "测试"]
 
 
-@pytest.mark.parametrize("text, want", [
-    ("Keywords: a, b, a", ["a", "b"]),
-    ("1. alpha\n2. beta\n- gamma", ["alpha", "beta", "gamma"]),
-    ("关键词：甲、乙；丙，甲", ["甲", "乙", "丙"]),
-    ("```\nx, y\n```", ["x", "y"]),
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("Keywords: a, b, a", ["a", "b"]),
+        ("1. alpha\n2. beta\n- gamma", ["alpha", "beta", "gamma"]),
+        ("关键词：甲、乙；丙，甲", ["甲", "乙", "丙"]),
+        ("```\nx, y\n```", ["x", "y"]),
+    ],
+)
 def test_parse_keywords(text, want):
     assert parse_keywords(text) == want
 
 
 def test_parse_qa():
-    text = ("1. **Q:** What?\n**A:** This.\n\nQuestion 2: Why?\nAnswer 2: Because\nof that.\n"
-            "Q: Orphan question?\n")
+    text = (
+        "1. **Q:** What?\n**A:** This.\n\nQuestion 2: Why?\nAnswer 2: Because\nof that.\n"
+        "Q: Orphan question?\n"
+    )
     assert parse_qa(text) == [("What?", "This."), ("Why?", "Because\nof that.")]

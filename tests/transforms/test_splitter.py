@@ -22,15 +22,41 @@ def ntok(text: str) -> int:
 
 
 POOL = [
-    "今天天气很好。", "我们去公园吧！", "你觉得呢？", "他说：“好。”", "然后走了；",
-    "亚硫酸盐是一种食品添加剂，", "The cat sat on the mat.", "Is it 3.14?", "Yes! ", "e.g. this",
-    "𪚥𠀀龘", "😀👍🏽", "  ", "\n", "\n\n", "，", "word ", "don't ", "1234567", "ÄÖÜß straße.",
-    "\t", "a" * 30, "中" * 40, "...", " ", "(note.)", "'quoted.' ", "\r\n", "“引号！”",
+    "今天天气很好。",
+    "我们去公园吧！",
+    "你觉得呢？",
+    "他说：“好。”",
+    "然后走了；",
+    "亚硫酸盐是一种食品添加剂，",
+    "The cat sat on the mat.",
+    "Is it 3.14?",
+    "Yes! ",
+    "e.g. this",
+    "𪚥𠀀龘",
+    "😀👍🏽",
+    "  ",
+    "\n",
+    "\n\n",
+    "，",
+    "word ",
+    "don't ",
+    "1234567",
+    "ÄÖÜß straße.",
+    "\t",
+    "a" * 30,
+    "中" * 40,
+    "...",
+    " ",
+    "(note.)",
+    "'quoted.' ",
+    "\r\n",
+    "“引号！”",
 ]
 
 
-def check_invariants(text: str, spans: list[tuple[int, int]], chunk_size: int,
-                     chunk_overlap: int) -> None:
+def check_invariants(
+    text: str, spans: list[tuple[int, int]], chunk_size: int, chunk_overlap: int
+) -> None:
     covered = [False] * len(text)
     prev = None
     for s, e in spans:
@@ -44,7 +70,7 @@ def check_invariants(text: str, spans: list[tuple[int, int]], chunk_size: int,
             assert s > prev[0] and e > prev[1]  # in order, always progressing
             if s < prev[1]:  # the overlap is about chunk_overlap tokens (edge effects: +1)
                 assert chunk_overlap > 0
-                assert ntok(text[s:prev[1]]) <= chunk_overlap + 2
+                assert ntok(text[s : prev[1]]) <= chunk_overlap + 2
         prev = (s, e)
     assert all(c or text[i].isspace() for i, c in enumerate(covered))
 
@@ -71,8 +97,7 @@ def test_sentence_splitter_invariants(args):
 @given(texts_and_sizes())
 def test_token_splitter_invariants(args):
     text, chunk_size, overlap = args
-    check_invariants(text, TokenTextSplitter(chunk_size, overlap).spans(text), chunk_size,
-                     overlap)
+    check_invariants(text, TokenTextSplitter(chunk_size, overlap).spans(text), chunk_size, overlap)
 
 
 @settings(max_examples=60, deadline=None)
@@ -91,8 +116,11 @@ def test_sentences_kept_whole():
     assert SentenceSplitter(17, 0)(text) == ["今天天气很好。我们去公园吧！", "你觉得呢？"]
     assert SentenceSplitter(24, 0)(text) == [text]
     # no sentence fits in 7 tokens of overlap: the overlap falls back to token boundaries
-    assert SentenceSplitter(15, 7)(text) == ["今天天气很好。", "天气很好。我们去公园吧！",
-                                             "去公园吧！你觉得呢？"]
+    assert SentenceSplitter(15, 7)(text) == [
+        "今天天气很好。",
+        "天气很好。我们去公园吧！",
+        "去公园吧！你觉得呢？",
+    ]
     assert ntok("天气很好。") <= 7 and ntok("去公园吧！") <= 7
 
 
@@ -101,16 +129,23 @@ def test_overlap_on_sentence_boundaries():
     assert ntok("A b c.") == 4
     chunks = SentenceSplitter(12, 4)(text)
     assert chunks == ["A b c. D e f. G h i.", "G h i. J k l. M n o."]
-    assert SentenceSplitter(12, 8)(text) == ["A b c. D e f. G h i.", "D e f. G h i. J k l.",
-                                             "G h i. J k l. M n o."]
+    assert SentenceSplitter(12, 8)(text) == [
+        "A b c. D e f. G h i.",
+        "D e f. G h i. J k l.",
+        "G h i. J k l. M n o.",
+    ]
     # a sentence (4 tokens) does not fit in 3 tokens of overlap: word boundaries instead
     assert SentenceSplitter(12, 3)(text) == ["A b c. D e f. G h i.", "h i. J k l. M n o."]
 
 
 def test_closing_quotes_stay_with_sentence():
     text = "他说：“好。”然后走了。他说：“好。”然后走了。"
-    assert SentenceSplitter(10, 0)(text) == ["他说：“好。”", "然后走了。", "他说：“好。”",
-                                             "然后走了。"]
+    assert SentenceSplitter(10, 0)(text) == [
+        "他说：“好。”",
+        "然后走了。",
+        "他说：“好。”",
+        "然后走了。",
+    ]
     text = 'He said "Stop." Then he left. Done.'
     chunks = SentenceSplitter(8, 0)(text)
     assert chunks[0] == 'He said "Stop."'
@@ -201,7 +236,7 @@ def test_token_splitter_matches_token_windows():
         if j == len(toks):
             break
         i = bisect.bisect_left(offs, e) - overlap  # tokens starting before the end, less overlap
-        while text[offs[i]:offs[i + 1]].isspace():  # a window never starts with a blank token
+        while text[offs[i] : offs[i + 1]].isspace():  # a window never starts with a blank token
             i += 1
     assert TokenTextSplitter(size, overlap).spans(text) == expected
 
@@ -218,28 +253,36 @@ def test_cmrc_paragraphs_limits_and_coverage():
         counts = [ntok(text[s:e]) for s, e in spans]
         assert sum(counts) / len(counts) > 0.7 * size  # well packed
         # most chunks end at a sentence end or a paragraph end
-        ends = sum(text[e - 1] in "。！？；”」）" or e == len(text) or text[e] == "\n"
-                   for _, e in spans)
+        ends = sum(
+            text[e - 1] in "。！？；”」）" or e == len(text) or text[e] == "\n" for _, e in spans
+        )
         assert ends / len(spans) > 0.8
 
 
 def test_validation():
-    with pytest.raises(ConfigError,
-                       match=r"chunk_size must be an int >= 1 \(tokens\), got 0; use e.g. 1024"):
+    with pytest.raises(
+        ConfigError, match=r"chunk_size must be an int >= 1 \(tokens\), got 0; use e.g. 1024"
+    ):
         SentenceSplitter(0, 0)
     with pytest.raises(ConfigError, match=r"chunk_overlap must be an int >= 0 \(tokens\), got -1"):
         SentenceSplitter(10, -1)
-    with pytest.raises(ConfigError, match=r"chunk_overlap=10 must be smaller than "
-                                          r"chunk_size=10; lower chunk_overlap"):
+    with pytest.raises(
+        ConfigError,
+        match=r"chunk_overlap=10 must be smaller than "
+        r"chunk_size=10; lower chunk_overlap",
+    ):
         SentenceSplitter(10, 10)
-    with pytest.raises(ConfigError,
-                       match=r"chunk_size must be an int >= 1 \(tokens\), got str '128'"):
+    with pytest.raises(
+        ConfigError, match=r"chunk_size must be an int >= 1 \(tokens\), got str '128'"
+    ):
         SentenceSplitter("128")
-    with pytest.raises(ConfigError,
-                       match=r"chunk_size must be an int >= 1 \(tokens\), got bool True"):
+    with pytest.raises(
+        ConfigError, match=r"chunk_size must be an int >= 1 \(tokens\), got bool True"
+    ):
         TokenTextSplitter(True, 0)
-    with pytest.raises(ConfigError,
-                       match=r"num_threads must be None \(all cores\) or an int >= 1, got 0"):
+    with pytest.raises(
+        ConfigError, match=r"num_threads must be None \(all cores\) or an int >= 1, got 0"
+    ):
         SentenceSplitter(10, 2, num_threads=0)
     with pytest.raises(ConfigError, match="not available offline"):
         SentenceSplitter(10, 2, encoding="no_such_encoding")

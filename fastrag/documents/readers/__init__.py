@@ -44,8 +44,15 @@ from fastrag.documents.readers.walk import (
 from fastrag.documents.xmltext import NoText
 from fastrag.errors import ConfigError, MissingExtraError, ReaderError
 
-__all__ = ["ReadEntry", "ReadReport", "decode_bytes", "iter_source_files", "read_file",
-           "register_reader", "supported_extensions"]
+__all__ = [
+    "ReadEntry",
+    "ReadReport",
+    "decode_bytes",
+    "iter_source_files",
+    "read_file",
+    "register_reader",
+    "supported_extensions",
+]
 
 LANGUAGE_PER_DOCUMENT = 64
 
@@ -59,16 +66,24 @@ def _normalize(result: object, path: Path) -> list[tuple[str, dict]]:
         for i, item in enumerate(result):
             if isinstance(item, str):
                 out.append((item, {}))
-            elif (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
-                  and isinstance(item[1], dict)):
+            elif (
+                isinstance(item, tuple)
+                and len(item) == 2
+                and isinstance(item[0], str)
+                and isinstance(item[1], dict)
+            ):
                 out.append((item[0], dict(item[1])))
             else:
-                raise ReaderError(f"reader for {path.suffix!r} returned item {i} of type "
-                                  f"{type(item).__name__} for {str(path)!r}; a reader returns "
-                                  "str, list[str] or list[(str, dict)]")
+                raise ReaderError(
+                    f"reader for {path.suffix!r} returned item {i} of type "
+                    f"{type(item).__name__} for {str(path)!r}; a reader returns "
+                    "str, list[str] or list[(str, dict)]"
+                )
         return out
-    raise ReaderError(f"reader for {path.suffix!r} returned {type(result).__name__} for "
-                      f"{str(path)!r}; a reader returns str, list[str] or list[(str, dict)]")
+    raise ReaderError(
+        f"reader for {path.suffix!r} returned {type(result).__name__} for "
+        f"{str(path)!r}; a reader returns str, list[str] or list[(str, dict)]"
+    )
 
 
 def _say(path: Path, message: str) -> str:
@@ -76,9 +91,15 @@ def _say(path: Path, message: str) -> str:
     return message if str(path) in message else f"{str(path)!r}: {message}"
 
 
-def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error: str = "raise",
-              json_text_field: str = "text", metadata_fields: Sequence[str] | None = None,
-              report: ReadReport | None = None) -> list[tuple[str, dict]]:
+def read_file(
+    path: str | os.PathLike,
+    *,
+    readers: dict | None = None,
+    on_error: str = "raise",
+    json_text_field: str = "text",
+    metadata_fields: Sequence[str] | None = None,
+    report: ReadReport | None = None,
+) -> list[tuple[str, dict]]:
     """``(text, metadata)`` of each root document in the file at ``path``.
 
     ``json_text_field`` names the text field of JSON, JSONL and CSV records (the other fields
@@ -94,8 +115,9 @@ def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error:
     if on_error not in _ON_ERROR:
         raise ConfigError(f"on_error={on_error!r} is not one of {_ON_ERROR}")
     if not isinstance(json_text_field, str) or not json_text_field:
-        raise ConfigError(f"json_text_field must be a non-empty field name, got "
-                          f"{json_text_field!r}")
+        raise ConfigError(
+            f"json_text_field must be a non-empty field name, got {json_text_field!r}"
+        )
     fields = _check_str_list(metadata_fields, "metadata_fields", "['author', 'date']")
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"path must be a str or Path, got {type(path).__name__}")
@@ -113,8 +135,7 @@ def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error:
         except (OSError, RuntimeError) as exc:  # a symlink loop
             raise ReaderError(f"cannot read {str(p)!r}: {exc}") from exc
         if p.is_dir():
-            raise ReaderError(f"{str(p)!r} is a directory; list its files with "
-                              "iter_source_files()")
+            raise ReaderError(f"{str(p)!r} is a directory; list its files with iter_source_files()")
         why = _not_a_file(p)
         if why:
             raise ReaderError(f"{str(p)!r} is a {why}, not a regular file; it was not opened")
@@ -166,7 +187,10 @@ def read_file(path: str | os.PathLike, *, readers: dict | None = None, on_error:
     if len(docs) <= LANGUAGE_PER_DOCUMENT:
         langs = [detect_text_language(text) for text, _ in docs]
     else:
-        langs = [detect_text_language(" ".join(t[:200] for t, _ in
-                                               docs[:LANGUAGE_PER_DOCUMENT]))] * len(docs)
-    return [(text, {**({"language": lang} if lang else {}), **meta, **base})
-            for (text, meta), lang in zip(docs, langs, strict=True)]
+        langs = [
+            detect_text_language(" ".join(t[:200] for t, _ in docs[:LANGUAGE_PER_DOCUMENT]))
+        ] * len(docs)
+    return [
+        (text, {**({"language": lang} if lang else {}), **meta, **base})
+        for (text, meta), lang in zip(docs, langs, strict=True)
+    ]

@@ -61,8 +61,11 @@ def _read_unknown(ctx: _Ctx) -> list[tuple[str, dict]]:
         head = f.read(SNIFF_BYTES)
     kind = binary_kind(head)
     if kind is not None:
-        raise BinaryContentError(f"file {str(ctx.path)!r} looks binary ({kind}), not text; "
-                                 "register a reader for its extension to read it", kind)
+        raise BinaryContentError(
+            f"file {str(ctx.path)!r} looks binary ({kind}), not text; "
+            "register a reader for its extension to read it",
+            kind,
+        )
     try:
         return _read_plain(ctx)
     except BinaryContentError:
@@ -71,7 +74,8 @@ def _read_unknown(ctx: _Ctx) -> list[tuple[str, dict]]:
         raise BinaryContentError(
             f"file {str(ctx.path)!r} has no reader for its extension and does not decode as "
             f"text ({exc}); register a reader for it, or re-save it as UTF-8",
-            "undecodable") from exc
+            "undecodable",
+        ) from exc
 
 
 def _flatten(value: Any) -> list[str]:
@@ -98,8 +102,9 @@ def _record(item: Any, ctx: _Ctx, where: str, json_path: str) -> tuple[str, dict
     if isinstance(item, dict) and field_ in item:
         text = item[field_]
         if not isinstance(text, str):
-            raise ReaderError(f"{ctx.path}: {where} field {field_!r} must be a string, "
-                              f"got {type(text).__name__}")
+            raise ReaderError(
+                f"{ctx.path}: {where} field {field_!r} must be a string, got {type(text).__name__}"
+            )
         meta = ctx.pick({k: v for k, v in item.items() if k != field_})
     else:  # any other JSON: flattened into the text; named fields copied to metadata
         text = "\n".join(_flatten(item))
@@ -120,8 +125,9 @@ def _replace_surrogates(obj: Any, count: list[int]) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)(_replace_surrogates(x, count) for x in obj)
     if isinstance(obj, dict):
-        return {_replace_surrogates(k, count): _replace_surrogates(v, count)
-                for k, v in obj.items()}
+        return {
+            _replace_surrogates(k, count): _replace_surrogates(v, count) for k, v in obj.items()
+        }
     return obj
 
 
@@ -129,9 +135,12 @@ def _clean_json(data: Any, path: Path) -> Any:
     count = [0]
     data = _replace_surrogates(data, count)
     if count[0]:
-        warnings.warn(f"{path}: {count[0]} string(s) held lone surrogates (JSON escapes such as "
-                      "'\\ud800' without their pair), which are not valid Unicode; each was "
-                      "replaced by U+FFFD", stacklevel=4)
+        warnings.warn(
+            f"{path}: {count[0]} string(s) held lone surrogates (JSON escapes such as "
+            "'\\ud800' without their pair), which are not valid Unicode; each was "
+            "replaced by U+FFFD",
+            stacklevel=4,
+        )
     return data
 
 
@@ -139,8 +148,9 @@ def _read_json(ctx: _Ctx) -> list[tuple[str, dict]]:
     try:
         data = _clean_json(json.loads(ctx.text()), ctx.path)
     except json.JSONDecodeError as exc:
-        raise ReaderError(f"{ctx.path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
-                          f"{exc.msg}") from exc
+        raise ReaderError(
+            f"{ctx.path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from exc
     if isinstance(data, list):
         out = []
         for i, item in enumerate(data):
@@ -158,8 +168,10 @@ def _read_jsonl(ctx: _Ctx) -> list[tuple[str, dict]]:
         try:
             items.append((lineno, json.loads(line)))
         except json.JSONDecodeError as exc:
-            raise ReaderError(f"{ctx.path}: line {lineno} is not valid JSON ({exc.msg} at "
-                              f"column {exc.colno}); fix or remove the line") from exc
+            raise ReaderError(
+                f"{ctx.path}: line {lineno} is not valid JSON ({exc.msg} at "
+                f"column {exc.colno}); fix or remove the line"
+            ) from exc
     out = []
     for lineno, item in _clean_json(items, ctx.path):
         row = len(out)
@@ -202,15 +214,63 @@ class _HTMLText(HTMLParser):
     """Visible text of an HTML page: no tags, script or style; blocks become lines."""
 
     _SKIP: ClassVar[set[str]] = {"script", "style", "template", "noscript", "head", "svg", "math"}
-    _BLOCK: ClassVar[set[str]] = {"address", "article", "aside", "blockquote", "br", "dd",
-              "details", "div", "dl",
-              "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
-              "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
-              "summary", "table", "tbody", "thead", "tfoot", "tr", "ul", "caption", "body"}
+    _BLOCK: ClassVar[set[str]] = {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "br",
+        "dd",
+        "details",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hr",
+        "li",
+        "main",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "tbody",
+        "thead",
+        "tfoot",
+        "tr",
+        "ul",
+        "caption",
+        "body",
+    }
     _CELL: ClassVar[set[str]] = {"td", "th"}
-    _VOID: ClassVar[set[str]] = {"br", "hr", "img", "input", "meta", "link", "area", "base",
-             "col", "embed",
-             "source", "track", "wbr"}
+    _VOID: ClassVar[set[str]] = {
+        "br",
+        "hr",
+        "img",
+        "input",
+        "meta",
+        "link",
+        "area",
+        "base",
+        "col",
+        "embed",
+        "source",
+        "track",
+        "wbr",
+    }
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -310,9 +370,14 @@ def _pypdf_noise_to_log(path: Path) -> Iterator[None]:
         msgs = handler.messages + [str(w.message) for w in caught]
         if msgs:
             uniq = list(dict.fromkeys(" ".join(m.split()) for m in msgs))
-            logger.warning("pypdf: %d warning%s reading %s: %s%s", len(msgs),
-                           "s" * (len(msgs) != 1), path, "; ".join(uniq[:3]),
-                           " ..." if len(uniq) > 3 else "")
+            logger.warning(
+                "pypdf: %d warning%s reading %s: %s%s",
+                len(msgs),
+                "s" * (len(msgs) != 1),
+                path,
+                "; ".join(uniq[:3]),
+                " ..." if len(uniq) > 3 else "",
+            )
 
 
 def _read_pdf(ctx: _Ctx) -> list[tuple[str, dict]]:
@@ -322,8 +387,9 @@ def _read_pdf(ctx: _Ctx) -> list[tuple[str, dict]]:
         with _pypdf_noise_to_log(ctx.path):
             reader = pypdf.PdfReader(str(ctx.path))
             if reader.is_encrypted and not reader.decrypt(""):
-                raise ReaderError(f"{ctx.path}: the PDF is encrypted with a password; "
-                                  "decrypt it first")
+                raise ReaderError(
+                    f"{ctx.path}: the PDF is encrypted with a password; decrypt it first"
+                )
             n = len(reader.pages)
             try:
                 labels = list(reader.page_labels)
@@ -340,8 +406,7 @@ def _read_pdf(ctx: _Ctx) -> list[tuple[str, dict]]:
     except ReaderError:
         raise
     except Exception as exc:  # pypdf raises many types on broken files
-        raise ReaderError(f"{ctx.path}: not a readable PDF ({type(exc).__name__}: {exc})") \
-            from exc
+        raise ReaderError(f"{ctx.path}: not a readable PDF ({type(exc).__name__}: {exc})") from exc
     return out
 
 
@@ -357,8 +422,9 @@ def _read_docx(ctx: _Ctx) -> list[tuple[str, dict]]:
             else:
                 lines.append(block.text)
     except Exception as exc:  # python-docx raises many types on broken files
-        raise ReaderError(f"{ctx.path}: not a readable .docx ({type(exc).__name__}: {exc})") \
-            from exc
+        raise ReaderError(
+            f"{ctx.path}: not a readable .docx ({type(exc).__name__}: {exc})"
+        ) from exc
     return [("\n".join(lines), {})]
 
 
@@ -397,12 +463,16 @@ def _missing_extras(missing: dict[str, list[str]]) -> MissingExtraError:
     for ext, files in missing.items():
         _, package, extra = _EXTRAS[ext]
         n = len(files)
-        parts.append(f"{n} {ext} file{'s' * (n != 1)} need{'s' * (n == 1)} the optional "
-                     f"package {package!r} (extra [{extra}]), e.g. {files[0]!r}")
+        parts.append(
+            f"{n} {ext} file{'s' * (n != 1)} need{'s' * (n == 1)} the optional "
+            f"package {package!r} (extra [{extra}]), e.g. {files[0]!r}"
+        )
     extras = ",".join(_EXTRAS[ext][2] for ext in missing)
-    return MissingExtraError(f"reading {'; '.join(parts)}; install "
-                             f"{'them' if len(missing) > 1 else 'it'} with: pip install "
-                             f"'fastrag-engine[{extras}]'")
+    return MissingExtraError(
+        f"reading {'; '.join(parts)}; install "
+        f"{'them' if len(missing) > 1 else 'it'} with: pip install "
+        f"'fastrag-engine[{extras}]'"
+    )
 
 
 def _check_extras(files: Iterable[Path], custom: dict[str, ReaderFn]) -> None:

@@ -22,8 +22,15 @@ NO_EXT = "(none)"
 FOLDER = "(folder)"
 _STATUSES = ("read", "skipped", "failed")
 # walk skips worth a warning: the user did not ask for them and may not know they are there
-_NOTABLE = ("symlink loop", "FIFO", "socket", "device file", "dangling link", "unreadable entry",
-            "symlinked folder")
+_NOTABLE = (
+    "symlink loop",
+    "FIFO",
+    "socket",
+    "device file",
+    "dangling link",
+    "unreadable entry",
+    "symlinked folder",
+)
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -59,13 +66,21 @@ class ReadReport:
 
     entries: list[ReadEntry] = field(default_factory=list)
 
-    def add(self, path: str | os.PathLike, status: str, reason: str = "", detail: str = "",
-            *, documents: int = 0, left_out: int = 0, folder: bool = False) -> None:
+    def add(
+        self,
+        path: str | os.PathLike,
+        status: str,
+        reason: str = "",
+        detail: str = "",
+        *,
+        documents: int = 0,
+        left_out: int = 0,
+        folder: bool = False,
+    ) -> None:
         if status not in _STATUSES:
             raise ConfigError(f"status={status!r} is not one of {_STATUSES}")
         ext = FOLDER if folder else (Path(path).suffix.lower() or NO_EXT)
-        self.entries.append(ReadEntry(str(path), ext, status, reason, detail, documents,
-                                      left_out))
+        self.entries.append(ReadEntry(str(path), ext, status, reason, detail, documents, left_out))
 
     @property
     def read(self) -> list[ReadEntry]:
@@ -108,12 +123,20 @@ class ReadReport:
         for ext, c in counts.items():
             why = ", ".join(f"{r} {n}" for r, n in reasons.get(ext, {}).items())
             rows.append([ext, *(str(c[k]) for k in (*_STATUSES, "documents")), why])
-        rows.append(["total", *(str(sum(c[k] for c in counts.values()))
-                                for k in (*_STATUSES, "documents")), ""])
+        rows.append(
+            [
+                "total",
+                *(str(sum(c[k] for c in counts.values())) for k in (*_STATUSES, "documents")),
+                "",
+            ]
+        )
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         return "\n".join(
-            "  ".join([r[0].ljust(widths[0]), *(r[i].rjust(widths[i]) for i in range(1, 5)),
-                       r[5]]).rstrip() for r in rows)
+            "  ".join(
+                [r[0].ljust(widths[0]), *(r[i].rjust(widths[i]) for i in range(1, 5)), r[5]]
+            ).rstrip()
+            for r in rows
+        )
 
     def details(self) -> str:
         """One line per entry: status, extension, path, and the reason or document count."""

@@ -30,13 +30,15 @@ def _check_readers(readers: object) -> dict[str, ReaderFn]:
     if readers is None:
         return {}
     if not isinstance(readers, dict):
-        raise ConfigError(f"readers must be a dict like {{'.xyz': fn}}, got "
-                          f"{type(readers).__name__}")
+        raise ConfigError(
+            f"readers must be a dict like {{'.xyz': fn}}, got {type(readers).__name__}"
+        )
     out = {}
     for ext, fn in readers.items():
         if not callable(fn):
-            raise ConfigError(f"reader for {ext!r} must be callable (path -> str | list), "
-                              f"got {type(fn).__name__}")
+            raise ConfigError(
+                f"reader for {ext!r} must be callable (path -> str | list), got {type(fn).__name__}"
+            )
         out[_check_ext(ext)] = fn
     return out
 
@@ -45,8 +47,9 @@ def register_reader(ext: str, fn: ReaderFn) -> None:
     """Register ``fn(path) -> str | list[str] | list[(str, dict)]`` for ``ext`` (e.g. ".xyz"),
     for every later read; it overrides a built-in reader of the same extension."""
     if not callable(fn):
-        raise ConfigError(f"reader for {ext!r} must be callable (path -> str | list), "
-                          f"got {type(fn).__name__}")
+        raise ConfigError(
+            f"reader for {ext!r} must be callable (path -> str | list), got {type(fn).__name__}"
+        )
     _REGISTERED[_check_ext(ext)] = fn
 
 
@@ -65,8 +68,7 @@ def _check_str_list(value: object, name: str, example: str) -> tuple[str, ...] |
     items = tuple(value)
     for item in items:
         if not isinstance(item, str) or not item:
-            raise ConfigError(f"{name} must hold non-empty strings like {example}, got "
-                              f"{item!r}")
+            raise ConfigError(f"{name} must hold non-empty strings like {example}, got {item!r}")
     return items
 
 
@@ -89,8 +91,7 @@ def _excluded(rel: str, patterns: tuple[str, ...], folder: bool) -> str | None:
         p = pat.rstrip("/")
         if pat.endswith("/") and not folder:
             continue
-        if fnmatch.fnmatchcase(rel, p) or (p.startswith("**/")
-                                           and fnmatch.fnmatchcase(rel, p[3:])):
+        if fnmatch.fnmatchcase(rel, p) or (p.startswith("**/") and fnmatch.fnmatchcase(rel, p[3:])):
             return pat
     return None
 
@@ -143,8 +144,15 @@ def _sniff(f: Path, size: int, ext: str) -> str | None:
 class _Walk:
     """One folder walk's options and the report it fills."""
 
-    def __init__(self, custom: dict[str, ReaderFn], report: ReadReport, required_exts,
-                 exclude, recursive: bool, exclude_hidden: bool) -> None:
+    def __init__(
+        self,
+        custom: dict[str, ReaderFn],
+        report: ReadReport,
+        required_exts,
+        exclude,
+        recursive: bool,
+        exclude_hidden: bool,
+    ) -> None:
         self.custom = custom
         self.report = report
         self.required_exts = required_exts
@@ -216,13 +224,16 @@ class _Walk:
         return ("binary", kind) if kind is not None else (None, "")
 
 
-def iter_source_files(paths: str | os.PathLike | Iterable, *,
-                      readers: dict | None = None,
-                      required_exts: Sequence[str] | None = None,
-                      exclude: Sequence[str] | None = None,
-                      recursive: bool = True,
-                      exclude_hidden: bool = True,
-                      report: ReadReport | None = None) -> list[Path]:
+def iter_source_files(
+    paths: str | os.PathLike | Iterable,
+    *,
+    readers: dict | None = None,
+    required_exts: Sequence[str] | None = None,
+    exclude: Sequence[str] | None = None,
+    recursive: bool = True,
+    exclude_hidden: bool = True,
+    report: ReadReport | None = None,
+) -> list[Path]:
     """The files to read under ``paths`` (files and directories), in a deterministic order.
 
     Directories are walked in sorted order (``recursive=False``: their top-level files
@@ -250,8 +261,14 @@ def iter_source_files(paths: str | os.PathLike | Iterable, *,
         raise ConfigError(f"paths must be a path or a list of paths, got {type(paths).__name__}")
     if not items:
         raise ConfigError("paths is empty; pass a file, a directory, or a list of them")
-    walk = _Walk(custom, report if report is not None else ReadReport(), exts, patterns,
-                 recursive, exclude_hidden)
+    walk = _Walk(
+        custom,
+        report if report is not None else ReadReport(),
+        exts,
+        patterns,
+        recursive,
+        exclude_hidden,
+    )
     out: list[Path] = []
     seen: set[Path] = set()
 
@@ -269,16 +286,21 @@ def iter_source_files(paths: str | os.PathLike | Iterable, *,
             for f in walk.folder(p):
                 add(f)
         elif _not_a_file(p) not in (None, "dangling link"):
-            raise ReaderError(f"{str(p)!r} is a {_not_a_file(p)}, not a file fastrag can read; "
-                              "pass regular files or directories")
+            raise ReaderError(
+                f"{str(p)!r} is a {_not_a_file(p)}, not a file fastrag can read; "
+                "pass regular files or directories"
+            )
         elif p.is_file():
             add(p)
         else:
-            raise ReaderError(f"path {str(p)!r} does not exist; pass an existing file or "
-                              "directory")
+            raise ReaderError(f"path {str(p)!r} does not exist; pass an existing file or directory")
     if walk.notable:
-        logger.warning("skipped %s while walking the folders", "; ".join(
-            f"{len(v)} {why}{'s' * (len(v) > 1)} (e.g. {v[0]!r})"
-            for why, v in sorted(walk.notable.items())))
+        logger.warning(
+            "skipped %s while walking the folders",
+            "; ".join(
+                f"{len(v)} {why}{'s' * (len(v) > 1)} (e.g. {v[0]!r})"
+                for why, v in sorted(walk.notable.items())
+            ),
+        )
     _check_extras(out, custom)
     return out

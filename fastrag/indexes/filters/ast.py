@@ -140,7 +140,8 @@ class Expression:
         if t is ExpressionType.NOT:
             inner = str(self.left)
             if isinstance(self.left, Expression) and self.left.type in (
-                ExpressionType.AND, ExpressionType.OR
+                ExpressionType.AND,
+                ExpressionType.OR,
             ):
                 return f"NOT ({inner})"
             return f"NOT {inner}"
@@ -179,8 +180,15 @@ def _side(node: Any, parent: ExpressionType, right: bool) -> str:
 
 
 def _quote(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace(
-        "\r", "\\r").replace("\t", "\\t") + "'"
+    return (
+        "'"
+        + s.replace("\\", "\\\\")
+        .replace("'", "\\'")
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+        + "'"
+    )
 
 
 def _literal(v: Any) -> str:

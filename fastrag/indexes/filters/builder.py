@@ -18,8 +18,10 @@ def _check_literal(value: Any, where: str) -> Any:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ConfigError(f"{where}: value {value!r} holds a lone surrogate, which is not "
-                              "valid Unicode; remove it") from None
+            raise ConfigError(
+                f"{where}: value {value!r} holds a lone surrogate, which is not "
+                "valid Unicode; remove it"
+            ) from None
         return value
     if isinstance(value, (bool, int)):
         return value
@@ -148,8 +150,9 @@ class FilterExpressionBuilder:
     def like(self, key: str, pattern: str) -> Op:
         """``key LIKE pattern`` (SQL: ``%`` any run of characters, ``_`` one character)."""
         if not isinstance(pattern, str):
-            raise ConfigError(f"like({key!r}, ...) needs a pattern string such as 'docs/en/%', "
-                              f"got {pattern!r}")
+            raise ConfigError(
+                f"like({key!r}, ...) needs a pattern string such as 'docs/en/%', got {pattern!r}"
+            )
         return Op(Expression(ExpressionType.LIKE, _check_key(key, "like"), Value(pattern)))
 
     def is_null(self, key: str) -> Op:

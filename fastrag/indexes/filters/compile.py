@@ -88,8 +88,10 @@ def _kind(typ: pa.DataType) -> str:
         return "int"
     if pa.types.is_floating(typ) or pa.types.is_decimal(typ):
         return "float"
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or (
-        hasattr(pa.types, "is_string_view") and pa.types.is_string_view(typ)
+    if (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(typ))
     ):
         return "string"
     if pa.types.is_temporal(typ):
@@ -191,14 +193,19 @@ class _Compiler:
             # built, and is exact here because every operand is a non-null boolean.
             yes, no = pc.scalar(True), pc.scalar(False)
             if t is ExpressionType.AND:
+
                 def combine(a, b):
                     return pc.if_else(a, b, no)
             else:
+
                 def combine(a, b):
                     return pc.if_else(a, yes, b)
+
             while len(parts) > 1:  # a balanced tree: shallow for Arrow, whatever the length
-                parts = [combine(*parts[i:i + 2]) if i + 1 < len(parts) else parts[i]
-                         for i in range(0, len(parts), 2)]
+                parts = [
+                    combine(*parts[i : i + 2]) if i + 1 < len(parts) else parts[i]
+                    for i in range(0, len(parts), 2)
+                ]
             return parts[0]
         if t is ExpressionType.NOT:
             return ~self.compile(node.left)
@@ -217,8 +224,10 @@ class _Compiler:
             if _kind(typ) == "null":
                 return pc.scalar(False)
             if _kind(typ) != "string" or not isinstance(v, str):
-                raise ConfigError(f"LIKE matches string fields with a pattern string; field "
-                                  f"{key.key!r} is {typ}: compare it with == or in")
+                raise ConfigError(
+                    f"LIKE matches string fields with a pattern string; field "
+                    f"{key.key!r} is {typ}: compare it with == or in"
+                )
             if pa.types.is_dictionary(typ):
                 expr = expr.cast(typ.value_type)
             return pc.is_valid(expr) & pc.match_like(expr, v)
@@ -239,9 +248,12 @@ class _Compiler:
                 expr = expr.cast(pa.float64())
                 lit = pa.scalar(float(v))
             fn = {
-                ExpressionType.EQ: pc.equal, ExpressionType.NE: pc.not_equal,
-                ExpressionType.GT: pc.greater, ExpressionType.GTE: pc.greater_equal,
-                ExpressionType.LT: pc.less, ExpressionType.LTE: pc.less_equal,
+                ExpressionType.EQ: pc.equal,
+                ExpressionType.NE: pc.not_equal,
+                ExpressionType.GT: pc.greater,
+                ExpressionType.GTE: pc.greater_equal,
+                ExpressionType.LT: pc.less,
+                ExpressionType.LTE: pc.less_equal,
             }[t]
             return pc.is_valid(expr) & fn(expr, lit)  # null -> False
         # IN / NIN
@@ -324,17 +336,21 @@ def compile_filter(filter: FilterLike, schema: pa.Schema) -> pc.Expression:
     try:
         return _Compiler(schema).compile(ast)
     except RecursionError:
-        raise ConfigError(f"filter nests groups or NOTs too deeply to compile; keep nesting "
-                          f"under {MAX_DEPTH} levels") from None
+        raise ConfigError(
+            f"filter nests groups or NOTs too deeply to compile; keep nesting "
+            f"under {MAX_DEPTH} levels"
+        ) from None
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     from pyarrow import acero
 
-    decl = acero.Declaration.from_sequence([
-        acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
-        acero.Declaration("project", acero.ProjectNodeOptions([expr], ["_mask"])),
-    ])
+    decl = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+            acero.Declaration("project", acero.ProjectNodeOptions([expr], ["_mask"])),
+        ]
+    )
     col = decl.to_table(use_threads=False).column(0)
     col = pc.fill_null(col, False)
     if col.type != pa.bool_():

@@ -50,9 +50,12 @@ def _unicode(value: str, text: str, start: int) -> str:
         return value.encode("utf-16", "surrogatepass").decode("utf-16")
     except UnicodeDecodeError:
         raise FilterSyntaxError(
-            f"syntax error at position {start}: the string starting {text[start:start + 12]!r} "
+            f"syntax error at position {start}: the string starting {text[start : start + 12]!r} "
             "holds a lone surrogate (e.g. '\\ud800' without its pair), which is not valid "
-            "Unicode; remove it or write the whole character", text, start, text[start:start + 12],
+            "Unicode; remove it or write the whole character",
+            text,
+            start,
+            text[start : start + 12],
         ) from None
 
 
@@ -67,12 +70,14 @@ def _read_string(text: str, start: int) -> tuple[str, int]:
                 break
             nxt = text[i + 1]
             if nxt == "u":
-                hexd = text[i + 2:i + 6]
+                hexd = text[i + 2 : i + 6]
                 if len(hexd) != 4 or not all(c in "0123456789abcdefABCDEF" for c in hexd):
                     raise FilterSyntaxError(
                         f"syntax error at position {i}: bad escape '\\u{hexd}' in a string "
                         "(write \\u followed by 4 hex digits)",
-                        text, i, text[i:i + 6],
+                        text,
+                        i,
+                        text[i : i + 6],
                     )
                 out.append(chr(int(hexd, 16)))
                 i += 6
@@ -85,9 +90,12 @@ def _read_string(text: str, start: int) -> tuple[str, int]:
         out.append(ch)
         i += 1
     raise FilterSyntaxError(
-        f"syntax error at position {start}: unterminated string starting {text[start:start + 12]!r}"
+        f"syntax error at position {start}: unterminated string starting "
+        f"{text[start : start + 12]!r}"
         f" (close it with {quote})",
-        text, start, text[start:start + 12],
+        text,
+        start,
+        text[start : start + 12],
     )
 
 
@@ -143,8 +151,10 @@ class _Parser:
     def enter(self) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise self.error(f"at most {MAX_DEPTH} nested parentheses or NOTs (this filter nests "
-                             "deeper; flatten it, e.g. drop redundant parentheses)")
+            raise self.error(
+                f"at most {MAX_DEPTH} nested parentheses or NOTs (this filter nests "
+                "deeper; flatten it, e.g. drop redundant parentheses)"
+            )
 
     def peek(self, ahead: int = 0) -> _Tok:
         return self.toks[min(self.i + ahead, len(self.toks) - 1)]
@@ -167,7 +177,9 @@ class _Parser:
         shown = "end of input" if tok.kind == "end" else repr(tok.text)
         return FilterSyntaxError(
             f"syntax error at position {tok.pos} (token {shown}): expected {expected}",
-            self.text, tok.pos, tok.text,
+            self.text,
+            tok.pos,
+            tok.text,
         )
 
     def parse(self) -> Node:
@@ -269,12 +281,17 @@ class _Parser:
         tok = self.peek()
         if tok.kind in ("number", "string"):
             self.take()
-            if tok.kind == "number" and isinstance(tok.value, int) and not (
-                -(2**63) <= tok.value < 2**63
+            if (
+                tok.kind == "number"
+                and isinstance(tok.value, int)
+                and not (-(2**63) <= tok.value < 2**63)
             ):
                 raise FilterSyntaxError(
                     f"syntax error at position {tok.pos}: integer {tok.text} is outside the "
-                    "64-bit range", self.text, tok.pos, tok.text,
+                    "64-bit range",
+                    self.text,
+                    tok.pos,
+                    tok.text,
                 )
             return tok.value
         if tok.kind == "kw" and tok.value in ("TRUE", "FALSE"):
