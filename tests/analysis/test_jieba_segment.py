@@ -31,7 +31,9 @@ EDGE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("hmm", [True, False], ids=["hmm", "no-hmm"])
+@pytest.mark.parametrize(
+    "hmm", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["hmm", "no-hmm"]
+)
 def test_identical_to_jieba_on_cmrc(cmrc, hmm):
     contexts, questions, _ = cmrc
     dt = jieba_tokenizer()

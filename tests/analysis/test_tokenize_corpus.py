@@ -51,6 +51,7 @@ def test_chinese_jieba_segmenter_same_ids(cmrc):
     np.testing.assert_array_equal(a.offsets, b.offsets)
 
 
+@pytest.mark.slow  # worker processes: ~50 s on 2 busy cores
 def test_workers_equal_serial(cmrc):
     contexts, questions, _ = cmrc
     texts = contexts[:400] + questions[:400]
