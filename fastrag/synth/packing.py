@@ -53,7 +53,8 @@ class PromptHelper:
         num_output: tokens reserved for the answer.
         tokenizer: a tiktoken encoding or model name (``"cl100k_base"`` works offline), or a
             ``tiktoken.Encoding``.
-        chunk_overlap: tokens repeated between consecutive pieces of a split chunk.
+        chunk_overlap: tokens repeated between consecutive pieces of a split chunk (None:
+            a tenth of the piece, as LlamaIndex's ``chunk_overlap_ratio=0.1``).
         separator: text put between packed chunks.
         padding: extra tokens kept free in every prompt (safety margin; 0 is exact).
         sentence_aware: cut oversized chunks at a sentence end when one is in reach.
@@ -66,7 +67,7 @@ class PromptHelper:
         num_output: int = DEFAULT_NUM_OUTPUT,
         *,
         tokenizer: str | Any = DEFAULT_ENCODING,
-        chunk_overlap: int = 0,
+        chunk_overlap: int | None = None,
         separator: str = "\n\n",
         padding: int = 0,
         sentence_aware: bool = True,
@@ -75,7 +76,7 @@ class PromptHelper:
         for name, value, low in (
             ("context_window", context_window, 1),
             ("num_output", num_output, 0),
-            ("chunk_overlap", chunk_overlap, 0),
+            ("chunk_overlap", 0 if chunk_overlap is None else chunk_overlap, 0),
             ("padding", padding, 0),
             ("cache_size", cache_size, 0),
         ):
@@ -219,7 +220,8 @@ class PromptHelper:
                 return True
             return data[o] >= 0xE3 or data[o - 1] >= 0x80  # CJK: any char boundary will do
 
-        overlap = min(self.chunk_overlap, budget // 2)
+        want = budget // 10 if self.chunk_overlap is None else self.chunk_overlap
+        overlap = min(want, budget // 2)
         pieces: list[tuple[int, int]] = []
         s = 0
         while True:

@@ -96,7 +96,7 @@ def test_take_uses_exact_budget_per_prompt():
 
 
 def test_split_is_token_exact_on_char_boundaries_chinese():
-    helper = PromptHelper()
+    helper = PromptHelper(chunk_overlap=0)
     text = CHINESE * 6
     for budget in (17, 50, 123):
         parts = helper.split(text, budget)
@@ -124,7 +124,7 @@ def test_split_prefers_sentence_ends_and_overlaps():
 
 
 def test_take_splits_only_an_oversized_chunk():
-    helper = PromptHelper()
+    helper = PromptHelper(chunk_overlap=0)
     big = english(random.Random(5), 600)
     small = Piece("small chunk.", ntok("small chunk."))
     q = deque([Piece(big, ntok(big)), small])
@@ -134,6 +134,20 @@ def test_take_splits_only_an_oversized_chunk():
     rest = list(q)
     assert rest[-1] == small
     assert head.text + "".join(p.text for p in rest[:-1]) == big
+
+
+def test_default_split_overlaps_a_tenth_as_llamaindex_does():
+    """An oversized chunk is split with about a tenth of a piece repeated between consecutive
+    pieces (LlamaIndex's chunk_overlap_ratio=0.1), so a sentence at a cut keeps its context."""
+    big = " ".join(f"Sentence number {i} is here." for i in range(200))
+    parts = PromptHelper().split(big, 150)
+    exact = PromptHelper(chunk_overlap=0).split(big, 150)
+    assert "".join(p.text for p in exact) == big
+    assert len(parts) > len(exact) and all(p.n_tokens <= 150 for p in parts)
+    for a, b in zip(parts, parts[1:], strict=False):
+        assert a.text.endswith(b.text[:40]) or b.text[:40] in a.text  # starts inside a
+        assert big.index(b.text) < big.index(a.text) + len(a.text)
+    assert big.startswith(parts[0].text) and big.endswith(parts[-1].text)
 
 
 def test_truncate_reports_dropped_tokens():
