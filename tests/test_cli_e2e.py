@@ -224,6 +224,7 @@ fr.Retriever(en, "root", "bm25", topk=3).batch(["folders", "files"] * 20)
 """
 
 
+@pytest.mark.slow  # compiles every kernel in a fresh cache: CI's full run
 def test_warmup_compiles_what_first_queries_need(tmp_path):
     """After `fastrag warmup` into a fresh numba cache, the first queries of a new process
     (Chinese and English BM25, single and batch) compile nothing more."""

@@ -78,6 +78,7 @@ def test_bm25_cjk_recall(encoded):
     assert tc.n_tokens > 3 * enc["bm25_chinese"][0].n_tokens
 
 
+@pytest.mark.slow  # every CMRC question against the reference: CI's full run
 def test_fastrag_bm25_index_agrees(encoded):
     bm25 = pytest.importorskip("fastrag.indexes.bm25")
     enc, gold = encoded

@@ -99,6 +99,7 @@ def damages(size: int, seed: int) -> list[tuple[str, int]]:
     return [("flip", o) for o in offsets] + [("truncate", size // 2)]
 
 
+@pytest.mark.slow  # a damage campaign: CI's full run
 def test_every_damage_is_detected_or_repaired_never_a_crash(template, tmp_path):
     clean = run_children([template])[str(template)]
     assert clean["status"] == "OK" and clean["warnings"] == []

@@ -117,6 +117,7 @@ def clean_hits(roots: list[str]) -> list:
     ]
 
 
+@pytest.mark.slow  # kills a writer at every write step: CI's full run
 def test_kill_at_every_replace_and_fsync(tmp_path):
     template = tmp_path / "template"
     doc = fr.Document.from_texts(TEXTS, store=template)

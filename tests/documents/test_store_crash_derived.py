@@ -225,6 +225,7 @@ def expected_states(op: str, template: Path, kb: Path) -> list[list[str]]:
     return [before, after]
 
 
+@pytest.mark.slow  # kills a writer at every write step: CI's full run
 def test_kill_at_every_replace_fsync_unlink(templates):
     base, t, kb = templates
 

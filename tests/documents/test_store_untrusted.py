@@ -554,6 +554,7 @@ def campaign(template: Path, clean: dict, dest: Path, **kw) -> Counter:
     return counts
 
 
+@pytest.mark.slow  # a damage campaign: CI's full run
 def test_resealed_damage_campaign(template, clean, tmp_path):
     """Every file of every kind, altered and resealed: never a crash, hang or raw exception;
     derived files are rebuilt, the others answer or raise a StoreError naming the file."""

@@ -396,6 +396,7 @@ def test_minilm_int8_vocabulary_rebuilds_the_models_tokenizer(no_network):
         assert tok.encode(text).ids == ref.encode(text).ids
 
 
+@pytest.mark.slow  # embeds with several worker pools: CI's full run
 def test_minilm_int8_workers_and_length_sorting_change_no_vector(no_network):
     """Texts sorted by length, padded per batch and spread over two one-thread sessions give
     bit for bit the vectors of one text per call on one session, in the caller's order."""

@@ -245,7 +245,7 @@ def test_batch_equals_single_queries_and_threads_agree():
 
 
 @pytest.mark.parametrize("n_slots", [2, 3, 5])
-@pytest.mark.parametrize("n_queries", [8, 9, 131, 1030])
+@pytest.mark.parametrize("n_queries", [8, 9, 131, pytest.param(1030, marks=pytest.mark.slow)])
 def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
     """Slots take runs of queries from an atomic counter: every query is answered exactly
     once, as the serial kernel answers it, whatever the slot count (even more slots than
