@@ -273,6 +273,25 @@ def cut_block(
 
 
 @njit(cache=True)
+def cut_scratch(cps, lo, hi, cls, value, start_p, trans_p, emit_p):
+    """``(route_p, route_x, hmm_tables)`` for :func:`cut_block`, sized by the longest run of
+    code points of class ``value`` in ``cps[lo:hi]``."""
+    longest = 1
+    run = 0
+    for i in range(lo, hi):
+        if cls[cps[i]] == value:
+            run += 1
+            longest = max(longest, run)
+        else:
+            run = 0
+    route_p = np.empty(longest + 1, dtype=np.float64)
+    route_x = np.empty(longest + 1, dtype=np.int64)
+    v = np.empty((longest, 4), dtype=np.float64)
+    back = np.zeros((longest, 4), dtype=np.int64)
+    return route_p, route_x, (start_p, trans_p, emit_p, v, back)
+
+
+@njit(cache=True)
 def jieba_spans(cps, doc_off, block_cls, keys, vals, freq, logp, start_p, trans_p, emit_p, hmm):
     """jieba.cut (accurate mode) of each text ``cps[doc_off[d]:doc_off[d + 1] - 1]``.
 
@@ -283,21 +302,10 @@ def jieba_spans(cps, doc_off, block_cls, keys, vals, freq, logp, start_p, trans_
     starts = np.empty(total + 1, dtype=np.int64)
     lens = np.empty(total + 1, dtype=np.int32)
     tok_off = np.zeros(n_docs + 1, dtype=np.int64)
-    # scratch sized by the longest block
-    longest = 1
-    for d in range(n_docs):
-        run = 0
-        for i in range(doc_off[d], doc_off[d + 1] - 1):
-            if block_cls[cps[i]] == 1:
-                run += 1
-                longest = max(longest, run)
-            else:
-                run = 0
-    route_p = np.empty(longest + 1, dtype=np.float64)
-    route_x = np.empty(longest + 1, dtype=np.int64)
-    v = np.empty((longest, 4), dtype=np.float64)
-    back = np.zeros((longest, 4), dtype=np.int64)
-    hmm_tables = (start_p, trans_p, emit_p, v, back)
+    # the separator after each text is never a block character: runs stop there
+    route_p, route_x, hmm_tables = cut_scratch(
+        cps, doc_off[0], doc_off[n_docs], block_cls, 1, start_p, trans_p, emit_p
+    )
     t = 0
     for d in range(n_docs):
         i = doc_off[d]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .jieba import cut_block
+from .jieba import cut_block, cut_scratch
 
 MIX_OTHER = 0
 MIX_WORD = 1
@@ -36,19 +36,9 @@ def mixed_spans(cps, doc_off, cls, keys, vals, freq, logp, start_p, trans_p, emi
     starts = np.empty(2 * n + 1, dtype=np.int64)
     lens = np.empty(2 * n + 1, dtype=np.int32)
     tok_off = np.zeros(n_docs + 1, dtype=np.int64)
-    longest = 1
-    run = 0
-    for i in range(doc_off[0], doc_off[n_docs]):
-        if cls[cps[i]] == MIX_HAN:
-            run += 1
-            longest = max(longest, run)
-        else:
-            run = 0
-    route_p = np.empty(longest + 1, dtype=np.float64)
-    route_x = np.empty(longest + 1, dtype=np.int64)
-    v = np.empty((longest, 4), dtype=np.float64)
-    back = np.zeros((longest, 4), dtype=np.int64)
-    hmm_tables = (start_p, trans_p, emit_p, v, back)
+    route_p, route_x, hmm_tables = cut_scratch(
+        cps, doc_off[0], doc_off[n_docs], cls, MIX_HAN, start_p, trans_p, emit_p
+    )
     t = 0
     for d in range(n_docs):
         i = doc_off[d]
