@@ -51,6 +51,7 @@ from _harness import RESULTS_DIR, machine_info, markdown_table, median, write_re
 from bench_synthesis import CONTEXT_WINDOW, LATENCY, LATENCY_PER_TOKEN, NUM_OUTPUT, llama_llm
 
 import fastrag as fr
+from fastrag.analysis import get_analyzer
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.eval.loaders import squad_questions
 
@@ -164,7 +165,7 @@ def llama_engine(contexts: list[str], llm) -> Any:
     from llama_index.core.retrievers import BaseRetriever, QueryFusionRetriever
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    analyzer = fr.get_analyzer("bm25_chinese")
+    analyzer = get_analyzer("bm25_chinese")
 
     class HashEmbedding(BaseEmbedding):
         def _get_query_embedding(self, query: str) -> list[float]:

@@ -345,7 +345,7 @@ def _as_corpus(table: pa.Table) -> pa.Table:
 def _segment_times(sr, queries, repeats):
     """Median search seconds of each segment for ``queries``, and of the merge."""
     from fastrag.analysis import encode_queries
-    from fastrag.distributed.sharded import merge_hits
+    from fastrag.retrieval.merge import merge_hits
 
     segs = sr._segs.items  # the open segments (executor="local")
     qv, qo = encode_queries(queries, sr._analyzer(), sr._vocab)
@@ -362,7 +362,7 @@ def _segment_times(sr, queries, repeats):
     merges = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        merge_hits(parts, sr._offsets[:-1], 10)
+        merge_hits(parts, 10, offsets=sr._offsets[:-1])
         merges.append(time.perf_counter() - t0)
     return per, merges
 

@@ -73,6 +73,7 @@ from numba.extending import intrinsic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import RESULTS_DIR, machine_info, markdown_table, median, write_results  # noqa: E402
 from fastrag._kernels import dense as _dense  # noqa: E402
+from fastrag._kernels import dense_quant as _quant  # noqa: E402
 from fastrag._kernels._config import FASTMATH  # noqa: E402
 from fastrag._kernels.topk import worse  # noqa: E402
 
@@ -481,7 +482,7 @@ def bf16_first_pass(
             m = min(CHUNK, n - c0)
             torch.mm(qt, xt[c0 : c0 + m].T, out=out[: n_q * m].view(n_q, m))
             norms = approx.norms[c0 : c0 + m]
-            _dense.merge_block_bf16(
+            _quant.merge_block_bf16(
                 out_bits[: n_q * m].reshape(n_q, m),
                 m,
                 c0,
@@ -566,7 +567,7 @@ def finish(
     over = np.logical_or.reduce([p[5] for p in parts])
     heap_s, heap_r = _new_heaps((n_q, k))
     numba.set_num_threads(threads)
-    _dense.rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s, heap_r)
+    _quant.rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s, heap_r)
     rows = np.empty((n_q, k), np.int64)
     scores = np.empty((n_q, k), np.float32)
     counts = np.empty(n_q, np.int32)

@@ -7,6 +7,7 @@ nothing; ``fastrag.X`` loads X's module on first access.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 __version__ = "0.1.0"
@@ -17,34 +18,18 @@ _EXPORTS: dict[str, str] = {
     "NodeWithScore": "fastrag.schema",
     "FastragError": "fastrag.errors",
     "ConfigError": "fastrag.errors",
-    "ReaderError": "fastrag.errors",
-    "StoreError": "fastrag.errors",
-    "MissingExtraError": "fastrag.errors",
     # documents and transforms
     "Document": "fastrag.documents.document",
-    "NodeGroup": "fastrag.documents.group",
-    "Store": "fastrag.documents.store",
     "register_reader": "fastrag.documents.readers",
     "NodeTransform": "fastrag.transforms.base",
     "SentenceSplitter": "fastrag.transforms.sentence",
     "LineSplitter": "fastrag.transforms.simple",
-    "ReadReport": "fastrag.documents.readers",
     "ParagraphSplitter": "fastrag.transforms.simple",
-    "TokenTextSplitter": "fastrag.transforms.sentence",
     "LLMParser": "fastrag.transforms.llm_parser",
-    "read_file": "fastrag.documents.readers",
     # analysis
     "count_tokens": "fastrag.analysis.tokens",
-    "get_analyzer": "fastrag.analysis",
-    "register_analyzer": "fastrag.analysis",
     # indexes
-    "BM25Index": "fastrag.indexes.bm25",
-    "FlatIndex": "fastrag.indexes.flat",
-    "HNSWIndex": "fastrag.indexes.hnsw",
     "FilterExpressionBuilder": "fastrag.indexes.filters",
-    "FilterSyntaxError": "fastrag.indexes.filters",
-    "parse_filter": "fastrag.indexes.filters",
-    "filter_mask": "fastrag.indexes.filters",
     # retrieval
     "Retriever": "fastrag.retrieval.retriever",
     "register_similarity": "fastrag.retrieval.similarity",
@@ -53,66 +38,84 @@ _EXPORTS: dict[str, str] = {
     "WeightedScoreJoiner": "fastrag.retrieval.joiners",
     "Reranker": "fastrag.retrieval.rerankers",
     "ModuleReranker": "fastrag.retrieval.rerankers",
-    "register_reranker": "fastrag.retrieval.rerankers",
     "OpenAIRerank": "fastrag.retrieval.online",
     "SimilarityCutoff": "fastrag.retrieval.postprocessors",
-    "KeywordFilter": "fastrag.retrieval.postprocessors",
     "Deduplicate": "fastrag.retrieval.postprocessors",
-    "LongContextReorder": "fastrag.retrieval.postprocessors",
-    "TargetGroup": "fastrag.retrieval.postprocessors",
     # embeddings
-    "Embedder": "fastrag.embeddings",
-    "BaseEmbedder": "fastrag.embeddings",
-    "CallableEmbedding": "fastrag.embeddings",
     "OpenAIEmbedding": "fastrag.embeddings",
     "SentenceTransformerEmbedding": "fastrag.embeddings",
-    "E5SmallEmbedding": "fastrag.embeddings",
     "MiniLMEmbedding": "fastrag.embeddings",
     "default_embedding": "fastrag.embeddings",
     # LLMs
-    "LLM": "fastrag.llms",
-    "BaseLLM": "fastrag.llms",
-    "Completion": "fastrag.llms",
-    "LLMError": "fastrag.llms",
     "OpenAILike": "fastrag.llms",
     "MockLLM": "fastrag.llms",
     "FunctionLLM": "fastrag.llms",
     # synthesis
     "PromptTemplate": "fastrag.synth",
-    "PromptHelper": "fastrag.synth",
     "Response": "fastrag.synth",
     "ResponseMode": "fastrag.synth",
     "BaseSynthesizer": "fastrag.synth",
     "get_response_synthesizer": "fastrag.synth",
-    "Refine": "fastrag.synth",
-    "CompactAndRefine": "fastrag.synth",
     "TreeSummarize": "fastrag.synth",
-    "SimpleSummarize": "fastrag.synth",
-    "Accumulate": "fastrag.synth",
-    "CompactAndAccumulate": "fastrag.synth",
-    "Generation": "fastrag.synth",
-    "NoText": "fastrag.synth",
-    "ContextOnly": "fastrag.synth",
     # query layer and pipeline
     "Query": "fastrag.query",
-    "QueryTransformer": "fastrag.query",
     "RewriteQueryTransformer": "fastrag.query",
     "CompressionQueryTransformer": "fastrag.query",
     "TranslationQueryTransformer": "fastrag.query",
-    "QueryExpander": "fastrag.query",
     "MultiQueryExpander": "fastrag.query",
     "SubQuestionExpander": "fastrag.query",
     "MultiStepQuery": "fastrag.query",
     "ContextualQueryAugmenter": "fastrag.query",
     "RAGPipeline": "fastrag.pipeline",
     "ChatEngine": "fastrag.chat",
-    "ChatMemory": "fastrag.chat",
     "MessageWindowChatMemory": "fastrag.chat",
-    "TokenWindowChatMemory": "fastrag.chat",
     "Settings": "fastrag.settings",
-    # datasets
+}
+# names that left the front door: still importable for one release, with a
+# DeprecationWarning naming their home
+_MOVED: dict[str, str] = {
+    "ReaderError": "fastrag.errors",
+    "StoreError": "fastrag.errors",
+    "MissingExtraError": "fastrag.errors",
+    "NodeGroup": "fastrag.documents",
+    "Store": "fastrag.documents",
+    "ReadReport": "fastrag.documents",
+    "TokenTextSplitter": "fastrag.transforms",
+    "read_file": "fastrag.documents",
+    "get_analyzer": "fastrag.analysis",
+    "register_analyzer": "fastrag.analysis",
+    "BM25Index": "fastrag.indexes",
+    "FlatIndex": "fastrag.indexes",
+    "HNSWIndex": "fastrag.indexes",
+    "FilterSyntaxError": "fastrag.indexes",
+    "parse_filter": "fastrag.indexes",
+    "filter_mask": "fastrag.indexes",
+    "register_reranker": "fastrag.retrieval",
+    "KeywordFilter": "fastrag.retrieval",
+    "LongContextReorder": "fastrag.retrieval",
+    "TargetGroup": "fastrag.retrieval",
+    "Embedder": "fastrag.embeddings",
+    "BaseEmbedder": "fastrag.embeddings",
+    "CallableEmbedding": "fastrag.embeddings",
+    "E5SmallEmbedding": "fastrag.embeddings",
+    "LLM": "fastrag.llms",
+    "BaseLLM": "fastrag.llms",
+    "Completion": "fastrag.llms",
+    "LLMError": "fastrag.llms",
+    "PromptHelper": "fastrag.synth",
+    "Refine": "fastrag.synth",
+    "CompactAndRefine": "fastrag.synth",
+    "SimpleSummarize": "fastrag.synth",
+    "Accumulate": "fastrag.synth",
+    "CompactAndAccumulate": "fastrag.synth",
+    "Generation": "fastrag.synth",
+    "NoText": "fastrag.synth",
+    "ContextOnly": "fastrag.synth",
+    "QueryTransformer": "fastrag.query",
+    "QueryExpander": "fastrag.query",
+    "ChatMemory": "fastrag.chat",
+    "TokenWindowChatMemory": "fastrag.chat",
     "load_cmrc2018_dev": "fastrag.datasets",
-    # serving (the [serve] extra; FastAPI loads on the first call)
     "create_app": "fastrag.serve",
 }
 _SUBMODULES = (
@@ -144,6 +147,15 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"fastrag.{name}")
     if name in _ALIASES:
         return __getattr__(_ALIASES[name])
+    home = _MOVED.get(name)
+    if home is not None:
+        warnings.warn(
+            f"fastrag.{name} is deprecated and leaves the top level in the next release; "
+            f"import it from {home} (from {home} import {name})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'fastrag' has no attribute {name!r}")

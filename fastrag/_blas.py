@@ -1,15 +1,25 @@
-"""A once-per-process check that the BLAS kernels loaded match the CPU.
+"""BLAS and thread control: which kernel BLAS runs, and how many threads BLAS, numba and torch
+use.
 
 OpenBLAS picks a kernel per CPU, unless ``OPENBLAS_CORETYPE`` forces one; a library may also
 bundle an old OpenBLAS that does not know the CPU (faiss-cpu's 0.3.15 runs the pre-AVX2
-"Barcelona" kernel on Zen 5). Either halves float32 matmul speed or worse, silently.
+"Barcelona" kernel on Zen 5). Either halves float32 matmul speed or worse, silently:
+:func:`check_blas` warns once per process. Dense search runs one worker per share of the
+corpus, each with single-threaded BLAS (and torch), so the thread limits here are
+process-wide and re-entrant: the last search out restores them.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import os
 import threading
 import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numba
 
 # SIMD level of OpenBLAS kernels (architecture names as threadpoolctl reports them)
 _KERNEL_LEVEL = {
@@ -112,3 +122,92 @@ def check_blas(info: list[dict] | None = None, flags: set[str] | None = None) ->
         warnings.warn(msg, BlasWarning, stacklevel=3)
         issued.append(msg)
     return issued
+
+
+_BLAS_CHECKED = False
+
+
+def check_blas_once() -> None:
+    """:func:`check_blas`, the first time only (dense search calls it on every search)."""
+    global _BLAS_CHECKED
+    if not _BLAS_CHECKED:
+        _BLAS_CHECKED = True
+        check_blas()
+
+
+# ---------------------------------------------------------------------------------- threads
+_LIMIT_LOCK = threading.Lock()
+_BLAS_STATE: dict[str, Any] = {"controller": None, "users": 0, "ctx": None}
+_TORCH_STATE: dict[str, Any] = {"users": 0, "saved_threads": 0}
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _blas_controller() -> Any:
+    if _BLAS_STATE["controller"] is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - threadpoolctl is optional
+            _BLAS_STATE["controller"] = False
+        else:
+            _BLAS_STATE["controller"] = ThreadpoolController()
+    return _BLAS_STATE["controller"]
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[bool]:
+    """Hold BLAS at one thread (process-wide, re-entrant); yields False without threadpoolctl."""
+    with _LIMIT_LOCK:
+        controller = _blas_controller()
+        if controller and _BLAS_STATE["users"] == 0:
+            _BLAS_STATE["ctx"] = controller.limit(limits=1, user_api="blas")
+        _BLAS_STATE["users"] += 1
+    try:
+        yield bool(controller)
+    finally:
+        with _LIMIT_LOCK:
+            _BLAS_STATE["users"] -= 1
+            if _BLAS_STATE["users"] == 0 and _BLAS_STATE["ctx"] is not None:
+                _BLAS_STATE["ctx"].restore_original_limits()
+                _BLAS_STATE["ctx"] = None
+
+
+@contextlib.contextmanager
+def torch_single_thread(torch: Any) -> Iterator[None]:
+    """Hold torch at one thread (process-wide, re-entrant: the last search out restores)."""
+    with _LIMIT_LOCK:
+        if _TORCH_STATE["users"] == 0:
+            _TORCH_STATE["saved_threads"] = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _TORCH_STATE["users"] += 1
+    try:
+        yield
+    finally:
+        with _LIMIT_LOCK:
+            _TORCH_STATE["users"] -= 1
+            if _TORCH_STATE["users"] == 0:
+                torch.set_num_threads(_TORCH_STATE["saved_threads"])
+
+
+@contextlib.contextmanager
+def numba_threads(num_threads: int | None) -> Iterator[int]:
+    """Run numba parallel kernels on ``num_threads`` threads (default: all); yields the count."""
+    if num_threads is None:
+        yield numba.get_num_threads()
+        return
+    old = numba.get_num_threads()
+    n = min(num_threads, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        numba.set_num_threads(old)
+
+
+def worker_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's pool of search workers (one per numba thread), made on first use."""
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(
+            max_workers=numba.config.NUMBA_NUM_THREADS, thread_name_prefix="fastrag-dense"
+        )
+    return _POOL

@@ -30,6 +30,7 @@ __all__ = [
     "check_number",
     "check_str",
     "check_str_list",
+    "check_topk",
 ]
 
 _SHOW = 80
@@ -218,3 +219,8 @@ def check_str_list(name: str, value: Any, *, empty: bool = True, fix: str = "") 
         if not isinstance(item, str):
             raise _fail(f"{name}[{i}]", "a str", _show(item, False), fix=fix)
     return out
+
+
+def check_topk(topk: Any) -> int:
+    """``topk``, the number of hits per query: an ``int >= 1``."""
+    return check_int("topk", topk, min=1, note="the number of hits per query")

@@ -25,9 +25,14 @@ import threading
 import time
 from pathlib import Path
 
+import fastrag._kernels as kernels
+from fastrag import __version__
+
 ENV = "FASTRAG_BACKGROUND_COMPILE"
-# Exit status of a background compile that found another process compiling already.
-_BUSY = 3
+BUSY_EXIT = 3
+"""Exit status of a background compile that found another process compiling already."""
+# What the background process runs (fastrag.warmup.background_warmup).
+_COMMAND = "from fastrag.warmup import background_warmup; background_warmup()"
 # A background compile that finds the lock taken is retried at most this often.
 _RESPAWN_S = 5.0
 
@@ -46,25 +51,18 @@ def enabled() -> bool:
 
 def cache_dir() -> Path:
     """numba's cache folder for fastrag's kernels (``NUMBA_CACHE_DIR``, ``__pycache__`` beside
-    the kernels, or numba's user-wide folder when that is not writable)."""
-    from fastrag._kernels import bm25
-
-    try:
-        return Path(bm25.search_batch_serial._cache._cache_path)
-    except AttributeError:  # numba changed its internals: use its documented locations
-        env = os.environ.get("NUMBA_CACHE_DIR")
-        return Path(env) if env else Path(bm25.__file__).parent / "__pycache__"
+    the kernels, or numba's user-wide folder when that is not writable): the ready marker, the
+    lock and the log of the background compile live there too."""
+    return kernels.cache_dir()
 
 
 @functools.lru_cache(maxsize=1)
 def _digest() -> str:
     """What compiled kernels depend on: versions, the kernels' sources and the CPU."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # numba and llvmlite load on use: importing this is cheap
     import numba
 
-    from fastrag import __version__, _kernels
-
-    kdir = Path(_kernels.__file__).parent
+    kdir = Path(kernels.__file__).parent
     parts = [__version__, numba.__version__, sys.version, llvm.get_host_cpu_name()]
     for src in sorted(kdir.glob("*.py")):
         st = src.stat()
@@ -173,7 +171,7 @@ def _check() -> bool:
         _proc = None
         if marker().exists():
             return True
-        if code != _BUSY:
+        if code != BUSY_EXIT:
             _log.warning(
                 "fastrag: the background kernel compile failed (exit %s; log: %s); "
                 "compiling in this process instead",
@@ -201,7 +199,7 @@ def _spawn() -> None:
         log = subprocess.DEVNULL
     try:
         _proc = subprocess.Popen(
-            [sys.executable, "-c", "from fastrag._coldstart import main; main()"],
+            [sys.executable, "-c", _COMMAND],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -220,29 +218,3 @@ def _spawn() -> None:
             "in this process instead.",
             ENV,
         )
-
-
-def main() -> None:
-    """The background compile: ``fastrag warmup`` under a lock, then the ready marker."""
-    from filelock import FileLock, Timeout
-
-    from fastrag.warmup import warmup
-
-    lock = FileLock(str(cache_dir() / "fastrag-warmup.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        sys.exit(_BUSY)
-    try:
-        if marker().exists():
-            return
-        t0 = time.perf_counter()
-        warmup(verbose=False)
-        mark_ready()
-        print(
-            f"{time.strftime('%Y-%m-%d %H:%M:%S')} fastrag warmup {os.getpid()}: "
-            f"{time.perf_counter() - t0:.1f} s",
-            flush=True,
-        )
-    finally:
-        lock.release()

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from fastrag._async import run_sync
 from fastrag.errors import ConfigError
 
 __all__ = [
@@ -475,6 +476,4 @@ class PooledClient:
 
     def close(self) -> None:
         """Close the HTTP client of the shared loop the sync wrappers use."""
-        from fastrag._async import run_sync
-
         run_sync(self.aclose())

@@ -10,6 +10,7 @@ answers are synthesized concurrently. ``Response.metadata["trace"]`` shows what 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,12 +18,14 @@ from typing import Any
 
 from fastrag._async import call_sync, iter_sync, run_sync
 from fastrag._checks import check_bool, check_choice, check_int
+from fastrag.documents.base import BaseDocument
 from fastrag.errors import ConfigError
+from fastrag.llms.base import Completion
+from fastrag.llms.usage import Usage
 from fastrag.query.augmenter import ContextualQueryAugmenter
 from fastrag.query.base import (
     Query,
     QueryComponent,
-    Usage,
     as_queries,
     as_query,
     resolve_default_llm,
@@ -30,8 +33,13 @@ from fastrag.query.base import (
 from fastrag.query.expanders import QueryExpander
 from fastrag.query.retrieve import as_retriever
 from fastrag.query.transformers import QueryTransformer
+from fastrag.retrieval.joiners import ConcatenationDocumentJoiner
+from fastrag.retrieval.rerankers import Reranker
+from fastrag.retrieval.retriever import Retriever
 from fastrag.schema import NodeWithScore
+from fastrag.settings import DEFAULT_TOPK
 from fastrag.synth.base import BaseSynthesizer
+from fastrag.synth.factory import get_response_synthesizer
 from fastrag.synth.response import Response
 
 __all__ = ["RAGPipeline"]
@@ -163,8 +171,6 @@ class RAGPipeline:
                 )
         self.postprocessors = list(postprocessors)
         if reranker is not None:
-            from fastrag.retrieval.rerankers import Reranker
-
             if not isinstance(reranker, Reranker):
                 raise ConfigError(f"reranker must be a fr.Reranker, got {type(reranker).__name__}")
             if reranker.output_format is not None:
@@ -194,6 +200,51 @@ class RAGPipeline:
         self.answer_query = check_choice("answer_query", answer_query, ANSWER_QUERY)
         self.on_error = check_choice("on_error", on_error, ON_ERROR)
         self.max_concurrency = check_int("max_concurrency", max_concurrency, min=1)
+
+    @classmethod
+    def from_document(
+        cls,
+        doc: BaseDocument,
+        group_name: str = "root",
+        similarity: str = "bm25",
+        topk: int = DEFAULT_TOPK,
+        response_mode: str = "compact",
+        llm: Any = None,
+        response_synthesizer: Any = None,
+        **kw: Any,
+    ) -> RAGPipeline:
+        """A pipeline over one :class:`~fastrag.Retriever` of ``doc`` and one synthesizer
+        (``doc.as_query_engine(...)``, LlamaIndex's ``index.as_query_engine()``).
+
+        Keyword arguments go to the ``Retriever`` (``filter``, ``similarity_cut_off``,
+        ``index``, ``embed_keys``, BM25/HNSW parameters), to
+        ``get_response_synthesizer`` (``streaming``, ``max_concurrency``, ``language``,
+        ``text_qa_template``, ...) or to the pipeline (``query_transformers``,
+        ``query_expander``, ``postprocessors``, ``reranker``, ``augmenter``, ``on_error``).
+        ``llm=None`` uses ``fr.Settings.llm``; ``response_synthesizer`` (LlamaIndex's name) is
+        a synthesizer from ``get_response_synthesizer`` to use as it is.
+        """
+        pipe_kw = {k: kw.pop(k) for k in list(kw) if k in _PIPELINE_KEYS - _SHARED_KEYS}
+        for shared in _SHARED_KEYS:  # both the synthesizer's and ours
+            if shared in kw:
+                pipe_kw[shared] = kw[shared]
+        ret_kw = {k: kw.pop(k) for k in list(kw) if k in _RETRIEVER_KEYS}
+        retriever = Retriever(doc, group_name, similarity, topk=topk, **ret_kw)
+        if response_synthesizer is not None:
+            if kw:
+                raise ConfigError(
+                    f"synthesizer options {sorted(kw)} were given with "
+                    "response_synthesizer=; set them on that synthesizer"
+                )
+            return cls(
+                retriever,
+                synthesizer=response_synthesizer,
+                llm=llm if llm is not None else response_synthesizer.llm,
+                **pipe_kw,
+            )
+        llm = resolve_default_llm(llm, "as_query_engine", required=False)
+        synthesizer = get_response_synthesizer(response_mode=response_mode, llm=llm, **kw)
+        return cls(retriever, synthesizer=synthesizer, llm=llm, **pipe_kw)
 
     # -- public: answers ---------------------------------------------------------------------
     def query(self, query: Query | str) -> Response:
@@ -301,7 +352,7 @@ class RAGPipeline:
     async def _component_stage(self, states, comp, stage, apply) -> None:
         alive = [(i, s) for i, s in enumerate(states) if s.error is None]
         if isinstance(comp, QueryComponent):
-            results = await comp._arun([s.query for _, s in alive])
+            results = await comp.arun_with_usage([s.query for _, s in alive])
             for (i, s), (r, usage) in zip(alive, results, strict=True):
                 s.use(stage).add(usage)
                 if isinstance(r, Exception):
@@ -392,8 +443,6 @@ class RAGPipeline:
         if not idx:
             return
         if self.joiner is None:
-            from fastrag.retrieval.joiners import ConcatenationDocumentJoiner
-
             needs = any(len(lists[i]) > 1 for i in idx)
             joiner = ConcatenationDocumentJoiner() if needs else None
         else:
@@ -450,7 +499,7 @@ class RAGPipeline:
     def as_chat_engine(self, **kw: Any) -> Any:
         """A :class:`~fastrag.chat.ChatEngine` over this pipeline (LlamaIndex's
         ``as_chat_engine``): ``memory``, ``condense``, ``llm``, ``system_prompt``, ``chat_mode``."""
-        from fastrag.chat import as_chat_engine
+        from fastrag.chat.engine import as_chat_engine  # upward: LlamaIndex-shaped entry point
 
         return as_chat_engine(self, **kw)
 
@@ -484,10 +533,7 @@ class RAGPipeline:
             llm = self._require_llm()
             async with sem:
                 comp = await llm.acomplete_with_usage(prompts[i])
-            u = s.use("answer")
-            u.llm_calls += 1
-            u.prompt_tokens += comp.prompt_tokens
-            u.completion_tokens += comp.completion_tokens
+            s.use("answer").record(comp)
             s.trace["answer"] = Response(comp.text, s.hits, {"response_mode": "augmented"})
 
         async def ask_safe(i: int, s: _State) -> None:
@@ -508,13 +554,7 @@ class RAGPipeline:
                 if isinstance(r, Exception):
                     self._fail(s, "synthesize", r, i)
                     continue
-                s.use("synthesize").add(
-                    Usage(
-                        r.metadata.get("llm_calls", 0),
-                        r.metadata.get("prompt_tokens", 0),
-                        r.metadata.get("completion_tokens", 0),
-                    )
-                )
+                s.use("synthesize").add(Usage.from_metadata(r.metadata))
                 s.trace["answer"] = r
 
         tasks = [asyncio.ensure_future(ask_safe(i, s)) for i, s in direct]
@@ -527,9 +567,7 @@ class RAGPipeline:
                     t.cancel()
 
     def _metadata(self, s: _State, base: dict[str, Any] | None = None) -> dict[str, Any]:
-        total = Usage()
-        for u in s.usage.values():
-            total.add(u)
+        total = Usage.total(s.usage.values())
         trace = s.trace
         trace["llm"] = {k: u.as_dict() for k, u in s.usage.items()}
         meta = dict(base or {})
@@ -549,13 +587,7 @@ class RAGPipeline:
 
     # -- streaming (one query) -----------------------------------------------------------------
     def _synth_done(self, s: _State, synth_meta: dict[str, Any]) -> dict[str, Any]:
-        s.use("synthesize").add(
-            Usage(
-                synth_meta.get("llm_calls", 0),
-                synth_meta.get("prompt_tokens", 0),
-                synth_meta.get("completion_tokens", 0),
-            )
-        )
+        s.use("synthesize").add(Usage.from_metadata(synth_meta))
         return self._metadata(s, synth_meta)
 
     def _stream_sync(self, s: _State) -> Response:
@@ -596,15 +628,13 @@ class RAGPipeline:
         return out
 
     def _stream_augmented(self, s: _State, sync: bool) -> Response:
-        from fastrag.llms.base import Completion
-
         prompt = self._prompt_for(s)
         llm = self._require_llm()
 
         async def gen():
             async for item in llm.astream_with_usage(prompt):
                 if isinstance(item, Completion):
-                    s.use("answer").add(Usage(1, item.prompt_tokens, item.completion_tokens))
+                    s.use("answer").record(item)
                 elif item:
                     yield item
 
@@ -633,3 +663,16 @@ class RAGPipeline:
             if v:
                 parts.append(f"{name}={v!r}")
         return f"RAGPipeline({', '.join(parts)})"
+
+
+# from_document's keyword arguments, by receiver
+_PIPELINE_KEYS = set(inspect.signature(RAGPipeline).parameters) - {
+    "retrievers",
+    "synthesizer",
+    "llm",
+}
+_SHARED_KEYS = {"max_concurrency", "streaming"}
+_RETRIEVER_KEYS = (
+    set(inspect.signature(Retriever).parameters)
+    - {"doc", "group_name", "similarity", "topk", "params", "args"}
+) | {"method", "k1", "b", "delta", "M", "ef_construction", "ef"}

@@ -16,17 +16,16 @@ Without Ray installed, every call raises :class:`~fastrag.MissingExtraError` nam
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
+from fastrag.distributed.build import check_spec, create, stored_group
 from fastrag.distributed.jobs import embed, parse, retrieve, synthesize
-from fastrag.distributed.sharded import (
-    ShardedRetriever,
-    check_spec,
-    create,
-    is_sharded,
-    stored_group,
-)
+from fastrag.distributed.manifest import MANIFEST, is_sharded
+from fastrag.distributed.sharded import ShardedRetriever
+from fastrag.settings import DEFAULT_TOPK
 
 __all__ = [
     "ShardedRetriever",
@@ -54,7 +53,7 @@ def build_index(
     stemmer: str | None = "auto",
     executor: str = "auto",
     overwrite: bool = False,
-    topk: int = 6,
+    topk: int = DEFAULT_TOPK,
     **params: Any,
 ) -> ShardedRetriever:
     """Build a sharded index of ``corpus`` under ``path`` (segments built in parallel) and
@@ -99,16 +98,18 @@ def build_index(
 
 
 def open_index(
-    path: str | os.PathLike, *, topk: int = 6, transform: Any = None, embed: Any = None, **kw: Any
+    path: str | os.PathLike,
+    *,
+    topk: int = DEFAULT_TOPK,
+    transform: Any = None,
+    embed: Any = None,
+    **kw: Any,
 ) -> ShardedRetriever:
     """The :class:`ShardedRetriever` of a sharded index directory (``filter``,
     ``similarity_cut_off``, ``num_threads``, ``lock_timeout`` as keyword arguments)."""
-    import json
-    from pathlib import Path
-
     key = "default"
     if embed is not None and is_sharded(path):
-        key = json.loads((Path(path) / "shards.json").read_text())["spec"]["embed_key"]
+        key = json.loads((Path(path) / MANIFEST).read_text())["spec"]["embed_key"]
     return ShardedRetriever(
         path, topk=topk, transform=transform, embed=_embed_map(embed, key), **kw
     )

@@ -82,7 +82,8 @@ class DocNode:
         self._embedding = dict(embedding) if embedding else None
 
     @classmethod
-    def _view(cls, group: NodeGroup, row: int) -> DocNode:
+    def from_row(cls, group: NodeGroup, row: int) -> DocNode:
+        """A light view of row ``row`` of ``group``'s table (columns are read on access)."""
         node = cls.__new__(cls)
         node._group = group
         node._row = row

@@ -10,7 +10,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["Settings"]
+from fastrag.llms.resolve import resolve_llm
+
+__all__ = ["DEFAULT_TOPK", "Settings"]
+
+#: Hits per query when none is asked for: the library, the CLI, ``fastrag serve`` and MCP
+#: (LazyLLM's default).
+DEFAULT_TOPK = 6
 
 
 class _Settings:
@@ -31,8 +37,6 @@ class _Settings:
     @llm.setter
     def llm(self, value: Any) -> None:
         if value is not None:
-            from fastrag.llms.resolve import resolve_llm
-
             value = resolve_llm(value)  # fail now, not at first use
         with self._lock:
             self._llm = value

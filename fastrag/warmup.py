@@ -13,12 +13,28 @@ query (see :mod:`fastrag._coldstart`).
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import py_compile
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock, Timeout
+
+import fastrag
+import fastrag._kernels as kernels
+from fastrag._coldstart import BUSY_EXIT, cache_dir, mark_ready, marker, use_kernels
+from fastrag._kernels import dense_quant, store_check, vnni
+from fastrag.datasets import load_cmrc2018_dev
+from fastrag.eval.loaders import squad_questions
+from fastrag.eval.metrics import context_recall, context_relevance
+from fastrag.indexes.bm25 import RANK_MIN_DOCS, BM25Index
+from fastrag.indexes.flat import FlatIndex, Int8Corpus
+from fastrag.indexes.hnsw import HNSWIndex, check_index_file
 
 _EN = (
     "Stores are folders of Arrow files. A manifest names every file with its checksum. "
@@ -27,24 +43,22 @@ _EN = (
 
 
 def _bm25(log: Callable[[str], None]) -> None:
-    import fastrag as fr
-    from fastrag.datasets import load_cmrc2018_dev
-    from fastrag.eval.loaders import squad_questions
-
     questions, _, contexts = squad_questions(load_cmrc2018_dev())
-    zh = fr.Document.from_texts(contexts[:60])
-    zh.create_node_group("line", transform=fr.LineSplitter())
+    zh = fastrag.Document.from_texts(contexts[:60])
+    zh.create_node_group("line", transform=fastrag.LineSplitter())
     for sim in ("bm25", "bm25_chinese", "bm25_cjk"):
-        ret = fr.Retriever(zh, "line", sim, topk=5)
+        ret = fastrag.Retriever(zh, "line", sim, topk=5)
         ret(questions[0])
         ret.batch(questions[:64])
         ret.batch_arrow(questions[:64])
         log(f"  {sim}")
-    en = fr.Document.from_texts(
+    en = fastrag.Document.from_texts(
         [f"{_EN} Item {i}." for i in range(200)], metadatas=[{"n": i} for i in range(200)]
     )
-    en.create_node_group("chunk", transform=fr.SentenceSplitter, chunk_size=32, chunk_overlap=4)
-    ret = fr.Retriever(en, "chunk", "bm25", topk=5)
+    en.create_node_group(
+        "chunk", transform=fastrag.SentenceSplitter, chunk_size=32, chunk_overlap=4
+    )
+    ret = fastrag.Retriever(en, "chunk", "bm25", topk=5)
     ret("checksum of a file")
     ret.batch(["running queries", "arrow files"] * 32)
     ret.batch(["running queries"] * 16, filter="n >= 10")
@@ -55,8 +69,6 @@ def _bm25(log: Callable[[str], None]) -> None:
 
 def _bm25_rank() -> None:
     """An index large enough for rank directories (a term in every document), searched."""
-    from fastrag.indexes.bm25 import RANK_MIN_DOCS, BM25Index
-
     n = RANK_MIN_DOCS
     values = np.empty(2 * n, np.int32)
     values[0::2] = 0
@@ -72,9 +84,6 @@ def _bm25_rank() -> None:
 
 
 def _dense(log: Callable[[str], None]) -> None:
-    from fastrag._kernels import dense, vnni
-    from fastrag.indexes.flat import FlatIndex, Int8Corpus
-
     rng = np.random.default_rng(0)
     int8 = vnni.available()
     for n, dim in ((2_000, 64), (8_192, 256)):  # serial and parallel paths
@@ -93,7 +102,7 @@ def _dense(log: Callable[[str], None]) -> None:
     if int8:  # the parallel conversion runs only on large corpora
         corpus = Int8Corpus(8)
         corpus.update(np.ones((64, 8), np.float32))
-        dense.to_int8(
+        dense_quant.to_int8(
             np.ones((64, 8), np.float32),
             0,
             corpus.packed,
@@ -105,8 +114,6 @@ def _dense(log: Callable[[str], None]) -> None:
 
 
 def _metrics(log: Callable[[str], None]) -> None:
-    from fastrag.eval.metrics import context_recall, context_relevance
-
     retrieved = [["猫坐在垫子上。今天天气很好。", "A cat sat on the mat."]] * 16
     reference = [["猫坐在垫子上。"]] * 16
     context_relevance(retrieved, reference)
@@ -117,19 +124,12 @@ def _metrics(log: Callable[[str], None]) -> None:
 def _store_checks(log: Callable[[str], None]) -> None:
     """The structure checks of untrusted store files: metadata JSON, and an HNSW file when
     hnswlib is installed."""
-    import importlib.util
-    import tempfile
-
-    from fastrag._kernels import store_check
-
     meta = "".join(
         f'{{"file_name": "f{i}.md", "page": {i}, "tags": ["a", null]}}' for i in range(16)
     ).encode()
     offsets = np.arange(0, len(meta) + 1, len(meta) // 16, dtype=np.int64)
     store_check.check_json_objects(np.frombuffer(meta, np.uint8), offsets, 512, 4300)
     if importlib.util.find_spec("hnswlib") is not None:
-        from fastrag.indexes.hnsw import HNSWIndex, check_index_file
-
         idx = HNSWIndex(8, M=4)
         idx.add(np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32))
         with tempfile.TemporaryDirectory() as tmp:
@@ -162,12 +162,7 @@ def _compile_bytecode(folders: list[Path]) -> tuple[int, list[str]]:
 
 
 def _bytecode(log: Callable[[str], None]) -> None:
-    import fastrag
-    from fastrag import _kernels
-
-    done, failed = _compile_bytecode(
-        [Path(fastrag.__file__).parent, Path(_kernels.__file__).parent]
-    )
+    done, failed = _compile_bytecode([Path(fastrag.__file__).parent, Path(kernels.__file__).parent])
     log(
         f"  bytecode of {done} modules"
         + (
@@ -183,14 +178,37 @@ def _bytecode(log: Callable[[str], None]) -> None:
 def warmup(verbose: bool = True) -> float:
     """Run every kernel path once so numba compiles and caches it; returns the seconds it
     took (a second call, or one in a process with a warm cache, takes a few seconds)."""
-    from fastrag import _coldstart
-
     log = print if verbose else (lambda _: None)
     t0 = time.perf_counter()
-    _coldstart.use_kernels()  # compile here, never the NumPy path of a cold process
+    use_kernels()  # compile here, never the NumPy path of a cold process
     for stage in (_bm25, _dense, _metrics, _store_checks, _bytecode):
         s0 = time.perf_counter()
         stage(log)
         log(f"    {time.perf_counter() - s0:.1f} s")
-    _coldstart.mark_ready()
+    mark_ready()
     return time.perf_counter() - t0
+
+
+def background_warmup() -> None:
+    """The background compile (:mod:`fastrag._coldstart` starts it): :func:`warmup` under a
+    lock, then the ready marker; exits with ``BUSY_EXIT`` when another process holds the
+    lock."""
+    lock = FileLock(str(cache_dir() / "fastrag-warmup.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        sys.exit(BUSY_EXIT)
+    try:
+        if marker().exists():
+            return
+        t0 = time.perf_counter()
+        warmup(verbose=False)
+        mark_ready()
+        # the line fastrag._coldstart.remaining_compile_s reads back
+        print(
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')} fastrag warmup {os.getpid()}: "
+            f"{time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
+    finally:
+        lock.release()

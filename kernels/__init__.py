@@ -19,6 +19,18 @@ def _cached() -> bool:
     return here.is_dir() and any(here.glob("*.nbi"))
 
 
+def cache_dir() -> _Path:
+    """numba's cache folder for these kernels: its folder for them under ``NUMBA_CACHE_DIR``,
+    ``__pycache__`` beside them, or its user-wide folder when that is not writable."""
+    try:
+        from numba.core.caching import FunctionCache  # numba loads on first use, not here
+
+        return _Path(FunctionCache(_cached).cache_path)
+    except (ImportError, AttributeError, RuntimeError):  # numba changed: its documented places
+        env = _os.environ.get("NUMBA_CACHE_DIR")
+        return _Path(env) if env else _Path(__file__).parent / "__pycache__"
+
+
 # With background compilation on (the default) fastrag._coldstart says what happens instead.
 _off = _os.environ.get("FASTRAG_BACKGROUND_COMPILE", "1").strip().lower() in (
     "0",

@@ -56,12 +56,12 @@ def test_levels():
 
 
 def test_dense_search_runs_the_check_once(monkeypatch):
-    import fastrag.indexes.flat as flat
+    from fastrag.indexes.flat import FlatIndex
 
     calls = []
-    monkeypatch.setattr(flat, "_BLAS_CHECKED", False)
+    monkeypatch.setattr(_blas, "_BLAS_CHECKED", False)
     monkeypatch.setattr(_blas, "check_blas", lambda: calls.append(1) or [])
-    idx = flat.FlatIndex(4)
+    idx = FlatIndex(4)
     idx.add(np.eye(4, dtype=np.float32))
     idx.search(np.eye(4, dtype=np.float32), 1)
     idx.search(np.eye(4, dtype=np.float32), 1)

@@ -199,7 +199,7 @@ def test_fresh_install_answers_at_once_then_uses_the_cached_kernels(tmp_path):
     assert cold["ready_at_start"] is False and cold["compiles"] == 0
     assert "compiling kernels in a background process" in err
     busy = subprocess.run(
-        [sys.executable, "-c", "from fastrag._coldstart import main; main()"],
+        [sys.executable, "-c", "from fastrag.warmup import background_warmup; background_warmup()"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -207,7 +207,7 @@ def test_fresh_install_answers_at_once_then_uses_the_cached_kernels(tmp_path):
         timeout=120,
     )
     markers = list(cache.rglob("fastrag-kernels-*.ready"))
-    assert busy.returncode == cs._BUSY or markers, busy.stderr[-2000:]
+    assert busy.returncode == cs.BUSY_EXIT or markers, busy.stderr[-2000:]
     deadline = time.monotonic() + 900
     while not markers and time.monotonic() < deadline:
         time.sleep(0.5)

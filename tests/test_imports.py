@@ -55,7 +55,7 @@ def _imports(body: list[ast.stmt], *, module_level: bool) -> Iterator[ast.Import
             continue
         if module_level and isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        if module_level and isinstance(st, ast.If) and _is_type_checking(st.test):
+        if isinstance(st, ast.If) and _is_type_checking(st.test):  # never runs
             yield from _imports(st.orelse, module_level=module_level)
             continue
         for child in ast.iter_child_nodes(st):
@@ -176,3 +176,110 @@ def test_no_hidden_loops_in_analysis_and_llms():
     assert [
         c for c in cycles if any(m.startswith(("fastrag.analysis", "fastrag.llms")) for m in c)
     ] == []
+
+
+# -- the house rules of docs/STYLE.md, checked on the source ---------------------------------
+MAX_MODULE_LINES = 800
+UPWARD = "# upward:"
+LAZY = "# lazy:"
+
+
+def _function_level_imports() -> list[tuple[str, int, str, set[str]]]:
+    """(module, line, source line, fastrag targets) of each import inside a function."""
+    mods = _module_files()
+    out = []
+    for mod, path in mods.items():
+        text = path.read_text("utf-8")
+        lines = text.splitlines()
+        tree = ast.parse(text, str(path))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for st in ast.walk(fn):
+                if isinstance(st, (ast.Import, ast.ImportFrom)):
+                    targets = _targets(mod, path, st, mods) - {mod}
+                    if targets:
+                        out.append((mod, st.lineno, lines[st.lineno - 1], targets))
+    return sorted({(m, n, s, tuple(sorted(t))) for m, n, s, t in out})
+
+
+def test_fastrag_imports_sit_at_module_top():
+    """Inside a function, only a marked upward shim (a familiar entry point such as
+    Document.as_query_engine) or a marked lazy import (numba, an optional extra) imports
+    fastrag code."""
+    bad = [
+        (m, n, s.strip())
+        for m, n, s, _ in _function_level_imports()
+        if UPWARD not in s and LAZY not in s
+    ]
+    assert bad == []
+    upward = [m for m, _, s, _ in _function_level_imports() if UPWARD in s]
+    assert len(upward) <= 3  # Document.as_query_engine / as_chat_engine, RAGPipeline's
+
+
+def test_kernel_modules_are_leaves():
+    graph = _graph(module_level=False)
+    assert {
+        m: sorted(d)
+        for m, d in graph.items()
+        if m.startswith("fastrag._kernels") and any(not t.startswith("fastrag._kernels") for t in d)
+    } == {}
+
+
+def test_no_import_cycle_counting_function_level_imports():
+    """Lazy imports count; only the marked upward shims are left out."""
+    graph = _graph(module_level=False)
+    for mod, _, src, targets in _function_level_imports():
+        if UPWARD in src:
+            graph[mod] -= set(targets)
+    assert _cycles(graph) == []
+
+
+def _unit(mod: str) -> str:
+    """The package a module belongs to: fastrag.<sub> for subpackages, else the module."""
+    parts = mod.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else mod
+
+
+def test_no_private_name_crosses_a_package():
+    mods = _module_files()
+    defined: dict[str, set[str]] = {}
+    accesses = []
+    for mod, path in mods.items():
+        unit = _unit(mod) if path.name != "__init__.py" else _unit(mod + ".__init__")
+        tree = ast.parse(path.read_text("utf-8"), str(path))
+        names = defined.setdefault(unit, set())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.Attribute):
+                if isinstance(node.ctx, ast.Store):
+                    names.add(node.attr)
+                elif node.attr.startswith("_") and not node.attr.startswith("__"):
+                    accesses.append((unit, mod, node.attr, ast.unparse(node.value)))
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for alias in node.names:
+                    private = alias.name.startswith("_") and not alias.name.startswith("__")
+                    if private and node.module in mods and _unit(node.module) != unit:
+                        accesses.append((unit, mod, alias.name, f"from {node.module}"))
+    # reaching into the standard library's documented underscore API is fine
+    allowed = {("os", "_exit"), ("sys", "_getframe")}
+    bad = sorted(
+        (mod, name, where)
+        for unit, mod, name, where in accesses
+        if (where.startswith("from ") or name not in defined[unit])
+        and (where, name) not in allowed
+        and where not in ("self", "cls")
+    )
+    assert bad == []
+
+
+def test_no_module_over_800_lines():
+    sizes = {
+        mod: len(path.read_text("utf-8").splitlines()) for mod, path in _module_files().items()
+    }
+    assert {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES} == {}

@@ -20,7 +20,12 @@ import numpy as np
 
 from fastrag._coldstart import kernels_ready
 from fastrag.analysis.base import Analyzer
-from fastrag.analysis.spans import expand_tokens, span_strings, texts_to_codepoints
+from fastrag.analysis.spans import (
+    expand_tokens,
+    span_strings,
+    text_kernels,
+    texts_to_codepoints,
+)
 from fastrag.analysis.stopwords import resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError
 
@@ -94,16 +99,13 @@ class CJKAnalyzer(Analyzer):
     def warmup(self) -> None:
         if not kernels_ready():
             return
-        from fastrag._kernels.text import cjk_spans, intern_spans
-
+        k = text_kernels()
         char_classes()
         cps = np.frombuffer("ab 中文".encode("utf-32-le"), dtype=np.uint32)
-        starts, lens, _ = cjk_spans(cps, np.array([0, len(cps)], np.int64), char_classes())
-        intern_spans(cps, starts, lens)
+        starts, lens, _ = k.cjk_spans(cps, np.array([0, len(cps)], np.int64), char_classes())
+        k.intern_spans(cps, starts, lens)
 
     def encode_chunk(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-        from fastrag._kernels.text import cjk_spans, intern_spans
-
         lowered = []
         for i, text in enumerate(texts):
             if not isinstance(text, str):
@@ -113,9 +115,10 @@ class CJKAnalyzer(Analyzer):
             lowered.append(text.lower())
         if not kernels_ready():  # compiling in the background: the same tokens in Python
             return Analyzer.encode_chunk(self, texts)
+        k = text_kernels()
         joined, cps, doc_off = texts_to_codepoints(lowered)
-        tok_starts, tok_lens, tok_off = cjk_spans(cps, doc_off, char_classes())
-        ids, first = intern_spans(cps, tok_starts, tok_lens)
+        tok_starts, tok_lens, tok_off = k.cjk_spans(cps, doc_off, char_classes())
+        ids, first = k.intern_spans(cps, tok_starts, tok_lens)
         vocab = span_strings(joined, cps, tok_starts[first], tok_lens[first])
         if self.stopwords:
             stop = self.stopwords

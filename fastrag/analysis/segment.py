@@ -19,13 +19,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fastrag.analysis.spans import span_strings, texts_to_codepoints
+from fastrag.analysis.spans import span_strings, text_kernels, texts_to_codepoints
 
 _BLOCK_CHARS = "+#&._%-"  # with a-z, A-Z, 0-9 and U+4E00..U+9FD5: jieba's re_han_default
 _STATES = "BMES"
 
 
 _CACHE_FORMAT = 1
+
+
+def jieba_kernels() -> ModuleType:
+    """:mod:`fastrag._kernels.jieba`, imported on first use (numba loads with it)."""
+    from fastrag._kernels import jieba  # lazy: numba
+
+    return jieba
 
 
 class JiebaInstall(NamedTuple):
@@ -96,8 +103,8 @@ def _build_tables(dt) -> dict[str, np.ndarray]:
     """The trie, frequencies and HMM tables from an initialised ``jieba.Tokenizer``."""
     from jieba import finalseg
 
-    from fastrag._kernels.jieba import HAN_HI, HAN_LO, MIN_FLOAT, build_edge_table
-
+    kj = jieba_kernels()
+    han_lo, han_hi, min_float = kj.HAN_LO, kj.HAN_HI, kj.MIN_FLOAT
     freq_dict = dt.FREQ
     n = len(freq_dict) + 1
     words = list(freq_dict)
@@ -106,7 +113,7 @@ def _build_tables(dt) -> dict[str, np.ndarray]:
     parents = np.fromiter((node_of[w[:-1]] for w in words), dtype=np.int64, count=n - 1)
     del node_of
     cps = np.fromiter((ord(w[-1]) for w in words), dtype=np.int64, count=n - 1)
-    keys, vals = build_edge_table(parents, cps, np.arange(1, n, dtype=np.int32))
+    keys, vals = kj.build_edge_table(parents, cps, np.arange(1, n, dtype=np.int32))
     freq = np.zeros(n, dtype=np.int64)
     freq[1:] = np.fromiter(freq_dict.values(), dtype=np.int64, count=n - 1)
     logtotal = math.log(dt.total)
@@ -115,16 +122,16 @@ def _build_tables(dt) -> dict[str, np.ndarray]:
     logp = np.array([log(f or 1) - logtotal for f in freq.tolist()], dtype=np.float64)
 
     start_p = np.array([finalseg.start_P[s] for s in _STATES], dtype=np.float64)
-    trans_p = np.full((4, 4), MIN_FLOAT, dtype=np.float64)
+    trans_p = np.full((4, 4), min_float, dtype=np.float64)
     for i, s0 in enumerate(_STATES):
         for s1, p in finalseg.trans_P[s0].items():
             trans_p[i, _STATES.index(s1)] = p
-    emit_p = np.full((HAN_HI - HAN_LO + 1, 4), MIN_FLOAT, dtype=np.float64)
+    emit_p = np.full((han_hi - han_lo + 1, 4), min_float, dtype=np.float64)
     for j, s in enumerate(_STATES):
         for ch, p in finalseg.emit_P[s].items():
             c = ord(ch)
-            if HAN_LO <= c <= HAN_HI:
-                emit_p[c - HAN_LO, j] = p
+            if han_lo <= c <= han_hi:
+                emit_p[c - han_lo, j] = p
     meta = np.array([n - 1, dt.total], dtype=np.int64)
     return {
         "keys": keys,
@@ -197,13 +204,12 @@ class JiebaSegmenter:
     """jieba's accurate-mode ``cut`` over numba kernels, built from jieba's tables."""
 
     def __init__(self) -> None:
-        from fastrag._kernels.jieba import CP_LIMIT, HAN_HI, HAN_LO
-
+        kj = jieba_kernels()
         t = _load_tables()
         self.keys, self.vals, self.freq, self.logp = t["keys"], t["vals"], t["freq"], t["logp"]
         self.start_p, self.trans_p, self.emit_p = t["start_p"], t["trans_p"], t["emit_p"]
-        block = np.zeros(CP_LIMIT, dtype=np.uint8)
-        block[HAN_LO : HAN_HI + 1] = 1
+        block = np.zeros(kj.CP_LIMIT, dtype=np.uint8)
+        block[kj.HAN_LO : kj.HAN_HI + 1] = 1
         for a, b in ((48, 57), (65, 90), (97, 122)):
             block[a : b + 1] = 1
         for ch in _BLOCK_CHARS:
@@ -212,18 +218,16 @@ class JiebaSegmenter:
 
     def freqs(self, words: list[str]) -> np.ndarray:
         """jieba's ``FREQ.get(w, 0)`` of each word (int64)."""
-        from fastrag._kernels.jieba import lookup_freqs
-
         if not words:
             return np.zeros(0, dtype=np.int64)
         _, cps, doc_off = texts_to_codepoints(words)
         lens = (np.diff(doc_off) - 1).astype(np.int32)
-        return lookup_freqs(cps, doc_off[:-1], lens, self.keys, self.vals, self.freq)
+        return jieba_kernels().lookup_freqs(
+            cps, doc_off[:-1], lens, self.keys, self.vals, self.freq
+        )
 
     def _spans(self, cps: np.ndarray, doc_off: np.ndarray, hmm: bool):
-        from fastrag._kernels.jieba import jieba_spans
-
-        return jieba_spans(
+        return jieba_kernels().jieba_spans(
             cps,
             doc_off,
             self.block_cls,
@@ -252,11 +256,9 @@ class JiebaSegmenter:
         self, texts: list[str], hmm: bool = True
     ) -> tuple[list[str], np.ndarray, np.ndarray]:
         """``(distinct raw tokens in first-occurrence order, local ids int32, offsets int64)``."""
-        from fastrag._kernels.text import intern_spans
-
         joined, cps, doc_off = texts_to_codepoints(texts)
         starts, lens, tok_off = self._spans(cps, doc_off, hmm)
-        ids, first = intern_spans(cps, starts, lens)
+        ids, first = text_kernels().intern_spans(cps, starts, lens)
         vocab = span_strings(joined, cps, starts[first], lens[first])
         return vocab, ids, tok_off
 

@@ -7,9 +7,19 @@ rewrite ``(vocab, ids, offsets)`` when each distinct token maps to zero or more 
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
-__all__ = ["expand_tokens", "span_strings", "texts_to_codepoints"]
+__all__ = ["expand_tokens", "span_strings", "text_kernels", "texts_to_codepoints"]
+
+
+def text_kernels() -> ModuleType:
+    """:mod:`fastrag._kernels.text`, imported on first use: numba loads with it, so importing
+    ``fastrag.analysis`` (and the LLM and synthesis layers above it) stays light."""
+    from fastrag._kernels import text  # lazy: numba
+
+    return text
 
 
 def texts_to_codepoints(texts: list[str]) -> tuple[str, np.ndarray, np.ndarray]:
@@ -30,12 +40,10 @@ def span_strings(joined: str, cps: np.ndarray, starts: np.ndarray, lens: np.ndar
     """The strings ``joined[s : s + len]`` of the spans, decoded in one go: the spans are
     gathered with a NUL after each, decoded once and split (falling back to slicing when a
     span itself contains NUL)."""
-    from fastrag._kernels.text import gather_spans
-
     n = len(starts)
     if n == 0:
         return []
-    buf = gather_spans(cps, starts, lens, np.uint32(0))
+    buf = text_kernels().gather_spans(cps, starts, lens, np.uint32(0))
     out = buf.tobytes().decode("utf-32-le", "surrogatepass").split("\x00")
     if len(out) == n + 1:
         out.pop()

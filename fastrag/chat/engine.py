@@ -22,6 +22,7 @@ from typing import Any
 from fastrag._async import iter_sync, run_sync
 from fastrag._checks import check_bool, check_choice, check_str, check_str_list
 from fastrag.chat.memory import ChatMemory, MessageWindowChatMemory
+from fastrag.documents.base import BaseDocument
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM, Completion
 from fastrag.pipeline import RAGPipeline
@@ -126,6 +127,16 @@ class ChatEngine:
         self._pipe = pipe
         self._stream_pipe = copy.copy(pipe)
         self._stream_pipe.streaming = True
+
+    @classmethod
+    def from_document(cls, doc: BaseDocument, **kw: Any) -> ChatEngine:
+        """A ChatEngine over ``RAGPipeline.from_document(doc, ...)`` (``doc.as_chat_engine``):
+        ``memory``, ``condense``, ``system_prompt``, ``chat_mode`` go to the engine, the rest
+        (``llm`` too) to :meth:`RAGPipeline.from_document
+        <fastrag.pipeline.RAGPipeline.from_document>`."""
+        if not isinstance(doc, BaseDocument):
+            raise ConfigError(f"doc must be a fr.Document, got {type(doc).__name__}")
+        return as_chat_engine(doc, **kw)
 
     @staticmethod
     def _add_system_prompt(pipe: RAGPipeline, system_prompt: str) -> None:
@@ -270,20 +281,19 @@ def as_chat_engine(pipeline: Any, **kw: Any) -> ChatEngine:
 
     Keyword arguments: ``memory``, ``condense``, ``llm``, ``system_prompt`` and ``chat_mode``
     (only ``"condense_question"``) go to the engine; for a Document, ``llm`` and the rest go
-    to ``doc.as_query_engine(...)`` (``group_name``, ``similarity``, ``topk``, ...).
+    to :meth:`RAGPipeline.from_document <fastrag.pipeline.RAGPipeline.from_document>`
+    (``group_name``, ``similarity``, ``topk``, ...).
     """
     mode = kw.pop("chat_mode", "condense_question")
     check_choice("chat_mode", mode, CHAT_MODES)
     chat_kw = {k: kw.pop(k) for k in _CHAT_KEYS if k in kw}
     if not isinstance(pipeline, RAGPipeline):
-        from fastrag.documents.document import Document
-
-        if not isinstance(pipeline, Document):
+        if not isinstance(pipeline, BaseDocument):
             raise ConfigError(
                 f"as_chat_engine needs a fr.RAGPipeline or a fr.Document, got "
                 f"{type(pipeline).__name__}"
             )
-        pipeline = pipeline.as_query_engine(**kw)
+        pipeline = RAGPipeline.from_document(pipeline, **kw)
         kw = {"llm": kw["llm"]} if "llm" in kw else {}
     if set(kw) - {"llm"}:
         raise ConfigError(

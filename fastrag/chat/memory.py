@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fastrag._checks import check_int, check_str
+from fastrag.analysis.tokens import count_tokens, count_tokens_batch
 from fastrag.errors import ConfigError, StoreError, StoreIOError
 from fastrag.query.base import Query
 
@@ -292,15 +293,11 @@ class TokenWindowChatMemory(ChatMemory):
         path: str | os.PathLike[str] | None = None,
         encoding: str = "cl100k_base",
     ) -> None:
-        from fastrag.analysis.tokens import count_tokens
-
         self.max_tokens = check_int("max_tokens", max_tokens, min=1)
         self.encoding = check_str("encoding", encoding)
         count_tokens("", encoding)  # an unknown encoding fails here, not on the first add
         super().__init__(path)
 
     def _trim(self, messages: list[Message]) -> list[Message]:
-        from fastrag.analysis.tokens import count_tokens_batch
-
         sizes = count_tokens_batch([c for _, c in messages], self.encoding)
         return self._evict(messages, sizes, self.max_tokens)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from fastrag.errors import ConfigError
+from fastrag.errors import ConfigError, missing_extra
 
 
 def require_ray(feature: str) -> Any:
@@ -16,8 +16,6 @@ def require_ray(feature: str) -> Any:
         import ray
         import ray.data  # noqa: F401
     except ImportError:
-        from fastrag.errors import missing_extra
-
         raise missing_extra("ray[data]", "ray", feature) from None
     return ray
 

@@ -12,14 +12,23 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
 
 from fastrag._checks import check_int
 from fastrag.distributed._ray import actor_options, init_if_needed, require_ray, to_dataset
+from fastrag.distributed.manifest import is_sharded
+from fastrag.distributed.sharded import ShardedRetriever, ranks_of
+from fastrag.documents.document import Document
+from fastrag.documents.indexes import check_vectors
 from fastrag.errors import ConfigError
+from fastrag.retrieval.retriever import Retriever
+from fastrag.schema import DocNode
+from fastrag.settings import DEFAULT_TOPK
 from fastrag.transforms.base import NodeTransform
 
 HIT_FIELDS = [
@@ -31,14 +40,12 @@ HIT_FIELDS = [
 
 
 # -- retrieval ---------------------------------------------------------------------------------
-def _open_retriever(store: str, group_name: str, similarity: str, kwargs: dict, mode: str):
-    from fastrag.distributed.sharded import ShardedRetriever, is_sharded
-
+def _open_retriever(
+    store: str, group_name: str, similarity: str, kwargs: dict, mode: str
+) -> Retriever | ShardedRetriever:
+    """The retriever of a store (or of a sharded index) for a job."""
     if is_sharded(store):
         return ShardedRetriever(store, **kwargs)
-    from fastrag.documents.document import Document
-    from fastrag.retrieval.retriever import Retriever
-
     embed = kwargs.pop("embed", None)
     doc = Document(store=store, mode=mode, embed=embed)
     return Retriever(doc, group_name, similarity, **kwargs)
@@ -65,8 +72,6 @@ class _RetrieveActor:
         good = [i for i, q in enumerate(queries) if isinstance(q, str)]
         parts = []
         if good:
-            from fastrag.distributed.sharded import ranks_of
-
             hits = self.ret.batch_arrow([queries[i] for i in good], filter=self.filter)
             qidx = hits.column("query_idx").to_numpy()
             rows = np.asarray(good, np.int64)[qidx]
@@ -132,7 +137,7 @@ def retrieve(
     *,
     group_name: str = "root",
     similarity: str = "bm25",
-    topk: int = 6,
+    topk: int = DEFAULT_TOPK,
     filter: Any = None,
     query_column: str = "query",
     batch_size: int = 1024,
@@ -175,8 +180,6 @@ def retrieve(
 def _prepare_store(store, group_name, similarity, kwargs, filter, prepare) -> None:
     """Check the arguments here (not in every actor) and, with ``prepare``, build and store
     the index once."""
-    from fastrag.distributed.sharded import is_sharded
-
     if not os.path.isdir(store):
         raise ConfigError(
             f"store {store!r} is not a directory; build it first "
@@ -187,14 +190,9 @@ def _prepare_store(store, group_name, similarity, kwargs, filter, prepare) -> No
     if is_sharded(store):
         ret._run([""], filter, None)  # validates the filter
         return
-    group = ret.doc.group(group_name)
-    ret._mask(group, filter if filter is not None else ret.filter)  # validates the filter
+    ret.mask(filter)  # validates the filter
     if mode == "a":
-        if ret.sim.kind == "bm25":
-            ret._bm25(group)
-        elif ret.sim.kind == "dense":
-            for key in ret.embed_keys:
-                ret._dense_index(group, key)
+        ret.prepare()
 
 
 # -- embedding ---------------------------------------------------------------------------------
@@ -203,8 +201,6 @@ class _EmbedActor:
         self.emb = embedder() if isinstance(embedder, type) else embedder
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from fastrag.documents.indexes import check_vectors
-
         texts = batch.column("text").to_pylist()
         ids = batch.column("id").to_pylist()
         vecs = self.emb.embed(texts) if hasattr(self.emb, "embed") else self.emb(texts)
@@ -287,8 +283,6 @@ def embed(
         )
     if not isinstance(embedder, type):
         check_reachable(embedder, "fastrag.ray.embed: the embedder")
-    from fastrag.documents.document import Document
-
     init_if_needed(ray)
     remote = _RayEmbedder(ray, embedder, concurrency, batch_size)
     doc = Document(store=store, embed={key: remote})
@@ -309,9 +303,6 @@ def check_reachable(client: Any, what: str) -> None:
     """Fail fast, here, when the HTTP endpoint of ``client`` (an LLM or embedder with a
     ``base_url``; or what holds one as ``llm``) refuses connections, instead of a job whose
     every row is an error. Anything else (no base_url, a slow server) is left to the job."""
-    import socket
-    from urllib.parse import urlsplit
-
     for obj in (client, getattr(client, "llm", None)):
         url = getattr(obj, "base_url", None)
         if isinstance(url, str):
@@ -446,8 +437,6 @@ class _ParseActor:
         self.parser.show_progress = False
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from fastrag.schema import DocNode
-
         nodes = [
             DocNode(text=t, metadata=json.loads(m), id=i)
             for t, m, i in zip(
@@ -500,8 +489,6 @@ class _RayParser(NodeTransform):
         return self(node)
 
     def batch_transform(self, nodes: list) -> list[list]:
-        from fastrag.schema import DocNode
-
         table = pa.table(
             {
                 "pos": pa.array(range(len(nodes)), pa.int64()),
@@ -566,8 +553,6 @@ def parse(
             "(fr.LLMParser) or its class"
         )
     check_reachable(inner, "fastrag.ray.parse: the parser's LLM")
-    from fastrag.documents.document import Document
-
     init_if_needed(ray)
     remote = _RayParser(ray, parser, concurrency, per_actor, batch_size)
     doc = Document(store=store)

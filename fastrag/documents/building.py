@@ -19,6 +19,7 @@ import pyarrow as pa
 from fastrag.documents.sources import rows_to_table
 from fastrag.errors import ConfigError, FastragError, TransformError
 from fastrag.schema import GROUP_SCHEMA, DocNode, dump_metadata, node_id
+from fastrag.transforms import SPEC_CLASSES
 from fastrag.transforms.base import NodeTransform, has_batch, has_spans
 
 
@@ -40,14 +41,41 @@ STORED_ONLY = "stored-only"  # fn of a group whose transform the store could not
 
 def transform_from_spec(spec: Any) -> Any:
     """The transform a recorded spec describes, or None when it is not one fastrag can rebuild."""
-    from fastrag.transforms import SPEC_CLASSES
-
     if not isinstance(spec, dict) or spec.get("class") not in SPEC_CLASSES:
         return None
     try:
         return SPEC_CLASSES[spec["class"]](**dict(spec.get("params") or {}))
     except (TypeError, ValueError):
         return None
+
+
+def stored_def(name: str, entry: dict) -> GroupDef:
+    """The definition of a group a store holds (its manifest ``entry``): rebuilt from its
+    recorded spec where fastrag can, else :data:`STORED_ONLY` (usable as stored)."""
+    transform = transform_from_spec(entry.get("spec"))
+    if transform is not None:
+        fn, identity, spans = resolve_transform(name, transform, {})
+        return GroupDef(
+            name,
+            entry["parent"],
+            fn,
+            False,
+            0,
+            f"{identity}|trans_node=False",
+            spans,
+            spec=entry["spec"],
+            from_store=True,
+        )
+    return GroupDef(
+        name,
+        entry["parent"],
+        STORED_ONLY,
+        False,
+        0,
+        entry.get("identity", ""),
+        None,
+        from_store=True,
+    )
 
 
 def callable_identity(fn: Any) -> str:

@@ -12,7 +12,6 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,13 @@ import pyarrow.compute as pc
 
 from fastrag._checks import check_choice, check_int, check_str
 from fastrag.documents import lineage
-from fastrag.documents.building import (
-    STORED_ONLY,
-    GroupDef,
-    resolve_transform,
-    run_transform,
-    transform_from_spec,
-)
-from fastrag.documents.group import NodeGroup, full_metadata_json
-from fastrag.documents.indexes import DerivedData, KeyLocks, check_vectors
-from fastrag.documents.paths import (
-    check_path_arg,
-    input_keys,
-    looks_like_path,
-    names_a_path,
-)
+from fastrag.documents.base import BaseDocument
+from fastrag.documents.building import STORED_ONLY, GroupDef, resolve_transform, stored_def
+from fastrag.documents.embedding import embed_query_vectors, normalize_embed
+from fastrag.documents.group import NodeGroup
+from fastrag.documents.incremental import build_group
+from fastrag.documents.indexes import DerivedData, KeyLocks
+from fastrag.documents.paths import check_path_arg, input_keys, looks_like_path, names_a_path
 from fastrag.documents.relink import (
     SourceChanges,
     kept_message,
@@ -46,33 +37,19 @@ from fastrag.documents.relink import (
     source_status,
     status_message,
 )
-from fastrag.documents.sources import (
-    SOURCE_SCHEMA,
-    Change,
-    Planner,
-    SourceView,
-    apply_sources,
-    check_texts,
-    drop_mask,
-)
-from fastrag.documents.store import MissingFile, Store, Transaction, check_tag
+from fastrag.documents.sources import Planner, SourceView, check_texts
+from fastrag.documents.state import Committer, SourceState
+from fastrag.documents.store import Store, check_tag
 from fastrag.errors import ConfigError, StoreWarning
-from fastrag.schema import GROUP_SCHEMA, ROOT_GROUP, DocNode, NodeWithScore
+from fastrag.schema import ROOT_GROUP, DocNode, NodeWithScore
+from fastrag.settings import DEFAULT_TOPK
 from fastrag.transforms.base import NodeTransform
+from fastrag.transforms.sentence import SentenceSplitter
+
+__all__ = ["Document", "embed_query_vectors"]
 
 
-@dataclass(frozen=True)
-class _State:
-    """The committed sources and root group, published as one object."""
-
-    gen: int  # root generation: +1 on every change of the sources
-    removed_gen: int  # last generation that removed root nodes
-    next_id: int  # counter for ids of added texts (never reused)
-    sources: pa.Table
-    root: NodeGroup
-
-
-class Document:
+class Document(BaseDocument):
     """A collection of source documents and the node groups built from them.
 
     ``Document(path | [paths], store=None, embed=None, readers=None, global_metadata=None)``
@@ -88,12 +65,18 @@ class Document:
     files are read, files found at a new place re-linked, and the store's other sources kept
     unless ``remove_missing=True`` (drop those not found) or ``replace=True`` (``PATHS`` become
     the only sources); a store of other paths is an error (add files with :meth:`add`).
+    Reading files (as LlamaIndex's ``SimpleDirectoryReader``): ``readers`` (``{".ext": fn}``),
+    ``on_error`` ("raise", or "skip" to warn and leave a file out), ``json_text_field``,
+    ``metadata_fields``, ``required_exts``, ``exclude``, ``recursive``, ``exclude_hidden``,
+    ``show_progress``.
     """
 
     CoarseChunk = "CoarseChunk"
     MediumChunk = "MediumChunk"
     FineChunk = "FineChunk"
     _BUILTIN = {CoarseChunk: (1024, 100), MediumChunk: (256, 25), FineChunk: (128, 12)}
+    #: the names of the built-in groups every Document has (built on first use)
+    BUILTIN_GROUPS: tuple[str, ...] = tuple(_BUILTIN)
 
     def __init__(
         self,
@@ -134,11 +117,11 @@ class Document:
                 "Document needs a path (file, directory or list of them), texts "
                 "(Document.from_texts) or an existing store="
             )
-        self.embed = self._normalize_embed(embed)
+        self.embed = normalize_embed(embed)
         self._global_metadata = dict(global_metadata or {})
         self._defs: dict[str, GroupDef] = {}
         for name in self._BUILTIN:
-            # the splitter is created on first build, so an unused built-in imports nothing
+            # the splitter is created on first build
             self._defs[name] = GroupDef(name, ROOT_GROUP, None, False, 0, "", None)
         self._groups: dict[str, NodeGroup] = {}
         self._lock = threading.RLock()
@@ -163,16 +146,15 @@ class Document:
         )
         self.show_progress = bool(show_progress)
         self.derived = DerivedData(self)
-        empty = NodeGroup(self, ROOT_GROUP, None, GROUP_SCHEMA.empty_table(), built_gen=0)
-        self._state = _State(0, 0, 0, SOURCE_SCHEMA.empty_table(), empty)
+        self._commits = Committer(self, self._store, self._lock)
         self._changes = SourceChanges()
         self._inputs: list[str] | None = None  # the paths this Document read (no store)
         if self._store is not None:
-            self._load_committed()
+            self._commits.load()
             self._register_stored_groups()
         if _texts is not None:
             texts, metadatas, ids = _texts
-            self._change(
+            self._commits.change(
                 lambda src, root, nid: self._planner.plan_texts(texts, metadatas, ids, src),
                 persist_ro=False,
             )
@@ -213,155 +195,10 @@ class Document:
             **store_options,
         )
 
-    @staticmethod
-    def _normalize_embed(embed: Any) -> dict[str, Any]:
-        if embed is None:
-            from fastrag.settings import Settings
-
-            embed = Settings.embed_model
-        if embed is None:
-            return {}
-        if isinstance(embed, Mapping):
-            for key, emb in embed.items():
-                if not isinstance(key, str) or not key:
-                    raise ConfigError(f"embed keys must be non-empty strings, got {key!r}")
-                if not hasattr(emb, "embed") and not callable(emb):
-                    raise ConfigError(f"embed[{key!r}] must be an Embedder or a callable")
-            return dict(embed)
-        if not hasattr(embed, "embed") and not callable(embed):
-            raise ConfigError("embed must be an Embedder, a callable, or a dict of them")
-        return {"default": embed}
-
     # -- committed state ---------------------------------------------------------------------
-    def _load_committed(self) -> None:
-        """Publish the store's committed sources and root group (re-reading the manifest when
-        a writer collected the files it named meanwhile)."""
-        for attempt in range(3):
-            try:
-                return self._load_manifest_state()
-            except MissingFile:
-                if attempt == 2:
-                    raise
-                self._store.reload()
-
-    def _load_manifest_state(self) -> None:
-        store = self._store
-        m = store.manifest
-        sources = store.read_segments(m["sources"], SOURCE_SCHEMA)
-        entry = m["groups"].get(ROOT_GROUP)
-        root = (
-            store.read_segments(entry["segments"], GROUP_SCHEMA)
-            if entry
-            else GROUP_SCHEMA.empty_table()
-        )
-        self._publish(
-            m["root_gen"],
-            m.get("removed_gen", 0),
-            m["next_id"],
-            sources,
-            root,
-            entry["segments"] if entry else [],
-        )
-
-    def _publish(self, gen, removed_gen, next_id, sources, root, segments=None) -> None:
-        group = NodeGroup(self, ROOT_GROUP, None, root, built_gen=gen, segments=segments)
-        self._state = _State(gen, removed_gen, next_id, sources, group)
-
-    def _change(
-        self,
-        plan: Callable[[pa.Table, pa.Table, int], Change],
-        *,
-        persist_ro: bool = True,
-        tag: str | None = None,
-        full: bool = False,
-    ) -> Any:
-        """Plan a change of the sources against the newest committed state, commit it, then
-        publish it; returns its result (``full``: the Change). ``persist_ro=False``: on a
-        read-only store, apply it in memory only. ``tag``: recorded with the commit and its
-        result (see :meth:`committed`)."""
-        with self._lock:
-            store = self._store
-            if store is None or (not store.writable and not persist_ro):
-                st = self._state
-                change = plan(st.sources, st.root.table, st.next_id)
-                if change:
-                    self._apply_in_memory(st, change)
-                return change if full else change.result
-            if not store.writable:
-                store.check_writable()
-            planned = None
-            if not persist_ro:  # reading sources: take the lock only when there is a change
-                st = self._state
-                planned = (
-                    store.manifest["generation"],
-                    plan(st.sources, st.root.table, st.next_id),
-                )
-                if not planned[1]:
-                    return planned[1] if full else planned[1].result
-            with store.transaction() as txn:
-                change = self._apply_in_store(txn, plan, planned)
-                if tag is not None:
-                    txn.record_tag(tag, change.result)
-            self._load_committed()
-            return change if full else change.result
-
-    def _apply_in_memory(self, st: _State, change: Change) -> None:
-        gen = st.gen + 1
-        root = st.root.table
-        if change.drop_roots and root.num_rows:
-            root = root.filter(
-                pc.invert(
-                    pc.is_in(
-                        root.column("id"),
-                        value_set=pa.array(sorted(change.drop_roots), pa.string()),
-                    )
-                )
-            )
-        if change.roots:
-            root = pa.concat_tables([root, change.root_table()])
-        self._publish(
-            gen,
-            gen if change.drop_roots else st.removed_gen,
-            st.next_id if change.next_id is None else change.next_id,
-            apply_sources(st.sources, change, gen),
-            root,
-        )
-
-    def _apply_in_store(self, txn: Transaction, plan, planned=None) -> Change:
-        """Apply ``plan`` to the newest committed state; ``planned`` is (generation, change)
-        planned before taking the lock, reused when nothing was committed since."""
-        store, m = self._store, txn.manifest
-        entry = m["groups"].get(ROOT_GROUP)
-        root_segs = entry["segments"] if entry else []
-        if planned is not None and planned[0] == m["generation"]:
-            change = planned[1]
-        else:
-            sources = store.read_segments(m["sources"], SOURCE_SCHEMA)
-            root = store.read_segments(root_segs, GROUP_SCHEMA)
-            change = plan(sources, root, m["next_id"])
-        if not change:
-            return change
-        gen = m["root_gen"] + 1
-        segs = txn.filter(m["sources"], "sources", drop_mask("key", change.drop_keys))
-        txn.set("sources", txn.append(segs, "sources", change.source_table(gen)))
-        segs = txn.filter(root_segs, "root", drop_mask("id", change.drop_roots))
-        segs = txn.append(segs, "root", change.root_table())
-        m["groups"][ROOT_GROUP] = {
-            "segments": segs,
-            "parent": None,
-            "identity": "root",
-            "nodes": sum(s["rows"] for s in segs),
-            "root_gen": gen,
-        }
-        m["root_gen"] = gen
-        if change.drop_roots:
-            m["removed_gen"] = gen
-        if change.next_id is not None:
-            m["next_id"] = change.next_id
-        if change.inputs is not None:
-            m["inputs"] = change.inputs
-        _drop_stale_indexes(m, ROOT_GROUP)
-        return change
+    @property
+    def _state(self) -> SourceState:
+        return self._commits.state
 
     def refresh(self, *, reread: bool = False, remove_missing: bool = False) -> Document:
         """Pick up what other processes committed to the store since this Document read it.
@@ -370,11 +207,9 @@ class Document:
         read; ``remove_missing=True`` also removes the sources whose file is gone (only this
         removes them: opening a store never does). What they did: :attr:`source_changes`."""
         if self._store is not None:
-            with self._lock:
-                self._store.reload()
-                self._load_committed()
+            self._commits.reload()
         if reread or remove_missing:
-            change = self._change(
+            change = self._commits.change(
                 lambda src, root, nid: self._planner.plan_reread(
                     src, remove_missing=bool(remove_missing)
                 ),
@@ -400,35 +235,8 @@ class Document:
                 )
                 return
             for name in ready:
-                self._defs[name] = self._stored_def(name, entries[name])
+                self._defs[name] = stored_def(name, entries[name])
                 pending.remove(name)
-
-    @staticmethod
-    def _stored_def(name: str, entry: dict) -> GroupDef:
-        transform = transform_from_spec(entry.get("spec"))
-        if transform is not None:
-            fn, identity, spans = resolve_transform(name, transform, {})
-            return GroupDef(
-                name,
-                entry["parent"],
-                fn,
-                False,
-                0,
-                f"{identity}|trans_node=False",
-                spans,
-                spec=entry["spec"],
-                from_store=True,
-            )
-        return GroupDef(
-            name,
-            entry["parent"],
-            STORED_ONLY,
-            False,
-            0,
-            entry.get("identity", ""),
-            None,
-            from_store=True,
-        )
 
     def _read_paths(self, path: Any, replace: bool, remove_missing: bool) -> None:
         """Bring the sources up to date with ``path``: read what is new or changed, re-link
@@ -467,7 +275,7 @@ class Document:
 
         self._inputs = want
 
-        change = self._change(plan, persist_ro=False, full=True)
+        change = self._commits.change(plan, persist_ro=False, full=True)
         self._changes = change.stats if change is not None else SourceChanges()
         if store is not None and (self._changes.missing or self._changes.outside):
             warnings.warn(
@@ -571,6 +379,13 @@ class Document:
                 "register it with doc.create_node_group(name, transform=...)"
             )
 
+    def is_stored_only(self, name: str) -> bool:
+        """Whether group ``name`` came from the store without a transform this process can run
+        (a Python transform the store cannot record): it is served as stored, and cannot be
+        rebuilt until registered again with :meth:`create_node_group`."""
+        self.check_group(name)
+        return name != ROOT_GROUP and self._defs[name].fn is STORED_ONLY
+
     # -- building ----------------------------------------------------------------------------
     def group(self, name: str) -> NodeGroup:
         """The built group ``name`` (building it and its ancestors on first use)."""
@@ -588,149 +403,16 @@ class Document:
                 return g
             if d.fn is None:
                 self._resolve_builtin(d)
-            g = self._build(d, parent, g)
+            g = build_group(
+                self, d, parent, g, self._state, self._store, show_progress=self.show_progress
+            )
             self._groups[name] = g
             return g
 
     def _resolve_builtin(self, d: GroupDef) -> None:
-        from fastrag.transforms.sentence import SentenceSplitter
-
         size, overlap = self._BUILTIN[d.name]
         splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap)
         d.fn, d.identity, d.spans = splitter, splitter.identity(), splitter.batch_spans
-
-    def _stored(self, d: GroupDef) -> NodeGroup | None:
-        """The group as the store last committed it, if its definition is unchanged."""
-        if self._store is None:
-            return None
-        entry = self._store.manifest["groups"].get(d.name)
-        if entry is None or entry.get("identity") != d.identity or entry.get("parent") != d.parent:
-            return None
-        try:
-            table = self._store.read_segments(entry["segments"], GROUP_SCHEMA)
-        except MissingFile as exc:  # rewritten by another process since we read the manifest?
-            self._store.reload()
-            again = self._store.manifest["groups"].get(d.name)
-            if again is not None and again["segments"] == entry["segments"]:  # no: it is lost
-                warnings.warn(
-                    f"group {d.name!r} in the store is damaged and is rebuilt from its "
-                    f"parent: {exc}",
-                    StoreWarning,
-                    stacklevel=4,
-                )
-            return None
-        return NodeGroup(
-            self, d.name, d.parent, table, built_gen=entry["root_gen"], segments=entry["segments"]
-        )
-
-    def _build(self, d: GroupDef, parent: NodeGroup, old: NodeGroup | None) -> NodeGroup:
-        """The group at the parent's generation: from scratch, or the old table with the nodes
-        of changed and removed documents recomputed."""
-        if old is None:
-            old = self._stored(d)
-            if old is not None and old.built_gen == parent.built_gen:
-                return old
-            if old is not None and old.built_gen > parent.built_gen:
-                old = None  # stored by a process that saw newer sources: rebuild
-        if d.fn is STORED_ONLY:
-            raise ConfigError(
-                f"group {d.name!r} was built by a Python transform the store cannot record, and "
-                "its documents changed since (or the store does not hold it any more); register "
-                f"it again with doc.create_node_group({d.name!r}, transform=..., "
-                f"parent={d.parent!r}) to rebuild it"
-            )
-        st = self._state
-        ptable = parent.table
-        if self.show_progress:
-            from tqdm import tqdm
-
-            with tqdm(total=1, desc=f"building group {d.name!r}", unit="group", leave=False):
-                return self._build_rows(d, parent, old, st, ptable)
-        return self._build_rows(d, parent, old, st, ptable)
-
-    def _build_rows(
-        self, d: GroupDef, parent: NodeGroup, old: NodeGroup | None, st: _State, ptable: pa.Table
-    ) -> NodeGroup:
-        if old is None:
-            table, dropped = run_transform(d, ptable, self._full_meta(parent, ptable)), None
-        else:
-            touched = _touched_docs(st.sources, old.built_gen)
-            dropped = set(touched)
-            if st.removed_gen > old.built_gen and old.table.num_rows:
-                live = pc.is_in(old.table.column("doc_id"), value_set=ptable.column("doc_id"))
-                gone = pc.filter(old.table.column("doc_id"), pc.invert(live))
-                dropped.update(gone.unique().to_pylist())
-            keep = old.table
-            if dropped and keep.num_rows:
-                keep = keep.filter(
-                    pc.invert(
-                        pc.is_in(
-                            keep.column("doc_id"), value_set=pa.array(sorted(dropped), pa.string())
-                        )
-                    )
-                )
-            if touched and ptable.num_rows:
-                ptable = ptable.filter(
-                    pc.is_in(
-                        ptable.column("doc_id"), value_set=pa.array(sorted(touched), pa.string())
-                    )
-                )
-            else:
-                ptable = ptable.slice(0, 0)
-            keep = keep.select(GROUP_SCHEMA.names)
-            new = run_transform(d, ptable, self._full_meta(parent, ptable))
-            table = keep if new.num_rows == 0 else pa.concat_tables([keep, new])
-        group = NodeGroup(self, d.name, d.parent, table, built_gen=parent.built_gen)
-        if self._store is not None and self._store.writable:
-            new_rows = table if dropped is None else table.slice(keep.num_rows)
-            group.segments = self._persist_group(d, group, old, dropped, new_rows)
-        return group
-
-    def _full_meta(self, parent: NodeGroup, ptable: pa.Table) -> list[str] | None:
-        if parent.parent_name is None:
-            return None
-        return full_metadata_json(ptable, self._state.root)
-
-    def _persist_group(
-        self,
-        d: GroupDef,
-        group: NodeGroup,
-        old: NodeGroup | None,
-        dropped: set[str] | None,
-        new_rows: pa.Table,
-    ) -> list[dict] | None:
-        with self._store.transaction() as txn:
-            m = txn.manifest
-            cur = m["groups"].get(d.name)
-            if (
-                cur is not None
-                and cur.get("identity") == d.identity
-                and cur["root_gen"] >= group.built_gen
-            ):
-                return None  # another writer stored it (or a newer one): not our table
-            base = [s["file"] for s in old.segments] if old is not None and old.segments else None
-            if (
-                cur is not None
-                and dropped is not None
-                and base is not None
-                and [s["file"] for s in cur["segments"]] == base
-                and cur.get("identity") == d.identity
-            ):
-                segs = txn.filter(cur["segments"], d.name, drop_mask("doc_id", dropped))
-                segs = txn.append(segs, d.name, new_rows)
-            else:
-                segs = txn.append([], d.name, group.table.select(GROUP_SCHEMA.names))
-            m["groups"][d.name] = {
-                "segments": segs,
-                "parent": d.parent,
-                "identity": d.identity,
-                "nodes": group.table.num_rows,
-                "root_gen": group.built_gen,
-                "spec": d.spec,
-            }
-            txn.changed = True
-            _drop_stale_indexes(m, d.name, group.fingerprint)
-            return segs
 
     # -- embeddings --------------------------------------------------------------------------
     def embedder(self, key: str) -> Any:
@@ -789,7 +471,7 @@ class Document:
             if items is not None:
                 raise ConfigError("pass either paths (items) or texts=, not both")
             texts, metadatas, _ = check_texts(texts, metadatas, None)
-            return self._change(
+            return self._commits.change(
                 lambda src, root, nid: self._planner.add_texts(texts, metadatas, nid), tag=tag
             )
         if items is None:
@@ -814,7 +496,9 @@ class Document:
             raise ConfigError("add() takes either paths or texts in one call, not both")
         if texts:
             return self.add(texts=texts, metadatas=metadatas, tag=tag)
-        return self._change(lambda src, root, nid: self._planner.add_files(files, src), tag=tag)
+        return self._commits.change(
+            lambda src, root, nid: self._planner.add_files(files, src), tag=tag
+        )
 
     def delete(self, doc_ids: str | Sequence[str], *, tag: str | None = None) -> int:
         """Remove root documents (by root id, or a source file path) and all their nodes;
@@ -834,7 +518,7 @@ class Document:
 
             return ids
 
-        return self._change(
+        return self._commits.change(
             lambda src, root, nid: self._planner.delete(doc_ids, src, present(root)), tag=tag
         )
 
@@ -857,7 +541,7 @@ class Document:
         self,
         group_name: str = "root",
         similarity: str = "bm25",
-        topk: int = 6,
+        topk: int = DEFAULT_TOPK,
         response_mode: str = "compact",
         llm: Any = None,
         response_synthesizer: Any = None,
@@ -865,71 +549,22 @@ class Document:
     ) -> Any:
         """A :class:`~fastrag.RAGPipeline` over one retriever and one synthesizer
         (LlamaIndex's ``index.as_query_engine()``): ``qe.query(question) -> Response``.
+        The same as :meth:`RAGPipeline.from_document(doc, ...)
+        <fastrag.pipeline.RAGPipeline.from_document>`, which lists the keyword arguments."""
+        from fastrag.pipeline import RAGPipeline  # upward: LlamaIndex-shaped entry point
 
-        Keyword arguments go to the ``Retriever`` (``filter``, ``similarity_cut_off``,
-        ``index``, ``embed_keys``, BM25/HNSW parameters), to
-        ``get_response_synthesizer`` (``streaming``, ``max_concurrency``, ``language``,
-        ``text_qa_template``, ...) or to the pipeline (``query_transformers``,
-        ``query_expander``, ``postprocessors``, ``reranker``, ``augmenter``, ``on_error``).
-        ``llm=None`` uses ``fr.Settings.llm``; ``response_synthesizer`` (LlamaIndex's name) is
-        a synthesizer from ``get_response_synthesizer`` to use as it is.
-        """
-        import inspect
-
-        from fastrag.pipeline import RAGPipeline
-        from fastrag.retrieval.retriever import Retriever
-        from fastrag.synth.factory import get_response_synthesizer
-
-        pipe_names = set(inspect.signature(RAGPipeline).parameters) - {
-            "retrievers",
-            "synthesizer",
-            "llm",
-        }
-        ret_names = set(inspect.signature(Retriever).parameters) - {
-            "doc",
-            "group_name",
-            "similarity",
-            "topk",
-            "params",
-            "args",
-        }
-        pipe_kw = {
-            k: kw.pop(k) for k in list(kw) if k in pipe_names - {"max_concurrency", "streaming"}
-        }
-        for shared in ("max_concurrency", "streaming"):  # both the synthesizer's and ours
-            if shared in kw:
-                pipe_kw[shared] = kw[shared]
-        ret_kw = {
-            k: kw.pop(k)
-            for k in list(kw)
-            if k in ret_names or k in ("method", "k1", "b", "delta", "M", "ef_construction", "ef")
-        }
-        retriever = Retriever(self, group_name, similarity, topk=topk, **ret_kw)
-        from fastrag.query.base import resolve_default_llm
-
-        if response_synthesizer is not None:
-            if kw:
-                raise ConfigError(
-                    f"synthesizer options {sorted(kw)} were given with "
-                    "response_synthesizer=; set them on that synthesizer"
-                )
-            return RAGPipeline(
-                retriever,
-                synthesizer=response_synthesizer,
-                llm=llm if llm is not None else response_synthesizer.llm,
-                **pipe_kw,
-            )
-        llm = resolve_default_llm(llm, "as_query_engine", required=False)
-        synthesizer = get_response_synthesizer(response_mode=response_mode, llm=llm, **kw)
-        return RAGPipeline(retriever, synthesizer=synthesizer, llm=llm, **pipe_kw)
+        return RAGPipeline.from_document(
+            self, group_name, similarity, topk, response_mode, llm, response_synthesizer, **kw
+        )
 
     def as_chat_engine(self, **kw: Any) -> Any:
         """A :class:`~fastrag.chat.ChatEngine` over ``self.as_query_engine(...)``: ``memory``,
         ``condense``, ``system_prompt``, ``chat_mode`` go to the engine, the rest (``llm`` too)
-        to :meth:`as_query_engine`."""
-        from fastrag.chat import as_chat_engine
+        to :meth:`as_query_engine` (see :meth:`ChatEngine.from_document
+        <fastrag.chat.ChatEngine.from_document>`)."""
+        from fastrag.chat.engine import ChatEngine  # upward: LlamaIndex-shaped entry point
 
-        return as_chat_engine(self, **kw)
+        return ChatEngine.from_document(self, **kw)
 
     # -- info --------------------------------------------------------------------------------
     def source_text(self, path: str | os.PathLike, sep: str = "\n") -> str:
@@ -957,41 +592,3 @@ class Document:
 
     def __repr__(self) -> str:
         return f"Document(roots={len(self._state.root)}, groups={self.group_names})"
-
-
-def _touched_docs(sources: pa.Table, since_gen: int) -> list[str]:
-    """Root ids of the sources whose rows changed after generation ``since_gen`` (with the
-    ids deleted from them, whose nodes must go)."""
-    if sources.num_rows == 0:
-        return []
-    changed = sources.filter(pc.greater(sources.column("changed_gen"), since_gen))
-    if not changed.num_rows:
-        return []
-    return (
-        pc.list_flatten(changed.column("roots")).to_pylist()
-        + pc.list_flatten(changed.column("deleted")).to_pylist()
-    )
-
-
-def _drop_stale_indexes(m: dict, group: str, fingerprint: str | None = None) -> None:
-    """Drop BM25 entries of ``group`` not built from ``fingerprint`` (they cannot be updated;
-    rebuilt on next use). HNSW indexes and vectors stay: they are updated by node id."""
-    for key in [
-        k
-        for k, v in m["indexes"].items()
-        if v["meta"].get("group") == group
-        and v["meta"].get("kind") == "bm25"
-        and v["meta"].get("fingerprint") != fingerprint
-    ]:
-        del m["indexes"][key]
-
-
-def embed_query_vectors(emb: Any, queries: Sequence[str], key: str = "default") -> np.ndarray:
-    """Query vectors from one embedder (``embed_query`` is used where the model has it)."""
-    if hasattr(emb, "embed_queries"):
-        vecs = emb.embed_queries(list(queries))
-    elif hasattr(emb, "embed_query"):
-        vecs = [np.asarray(emb.embed_query(q), dtype=np.float32) for q in queries]
-    else:
-        vecs = emb.embed(list(queries)) if hasattr(emb, "embed") else emb(list(queries))
-    return check_vectors(vecs, len(queries), [f"query {i}" for i in range(len(queries))], key, emb)

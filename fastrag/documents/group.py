@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import functools
 import hashlib
 import json
@@ -42,19 +43,19 @@ class NodeGroup:
         return self.table.num_rows
 
     def __iter__(self) -> Iterator[DocNode]:
-        return (DocNode._view(self, i) for i in range(self.table.num_rows))
+        return (DocNode.from_row(self, i) for i in range(self.table.num_rows))
 
     def __getitem__(self, row: int) -> DocNode:
         n = self.table.num_rows
         if not -n <= row < n:
             raise IndexError(f"row {row} out of range for group {self.name!r} of {n} nodes")
-        return DocNode._view(self, row % n)
+        return DocNode.from_row(self, row % n)
 
     def __repr__(self) -> str:
         return f"NodeGroup({self.name!r}, parent={self.parent_name!r}, nodes={len(self)})"
 
     def nodes(self, rows: Sequence[int] | np.ndarray) -> list[DocNode]:
-        return [DocNode._view(self, int(r)) for r in rows]
+        return [DocNode.from_row(self, int(r)) for r in rows]
 
     # -- lookups -----------------------------------------------------------------------------
     @functools.cached_property
@@ -74,7 +75,7 @@ class NodeGroup:
 
     def node_by_id(self, nid: str) -> DocNode:
         try:
-            return DocNode._view(self, self._row_by_id[nid])
+            return DocNode.from_row(self, self._row_by_id[nid])
         except KeyError:
             raise KeyError(f"no node with id {nid!r} in group {self.name!r}") from None
 
@@ -155,8 +156,6 @@ def _metadata_column(values: list) -> pa.Array:
             if all(0 <= v < 2**64 for v in ints):
                 return pa.array(values, pa.uint64())
             if all(abs(v) < 10**38 for v in ints):
-                import decimal
-
                 return pa.array(
                     [None if v is None else decimal.Decimal(v) for v in values],
                     pa.decimal128(38, 0),

@@ -19,8 +19,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm import tqdm
 
+from fastrag.analysis import TokenizedCorpus, tokenize_corpus
+from fastrag.documents.embedding import check_vectors, embedder_name, to_numpy, vector_schema
+from fastrag.documents.labels import LabelledIndex, hnsw_label_problem, label_rows
 from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
+from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.sparse import SparseIndex, sparse_column
+from fastrag.indexes.vocab import decode_vocab, encode_vocab
 from fastrag.schema import EMBEDDING_PREFIX
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,7 +119,6 @@ class DerivedData:
         """The :class:`~fastrag.indexes.sparse.SparseIndex` of group ``g`` for a sparse embed
         key (an embedder returning ``{token: weight}`` dicts); the vectors also become the
         group's ``_sparse_<key>`` column (in memory)."""
-        from fastrag.indexes.sparse import SparseIndex, sparse_column
 
         emb = self.doc.embedder(key)
         fn = getattr(emb, "embed", None) or emb
@@ -136,8 +142,8 @@ class DerivedData:
         if entry is None:
             return None
         try:
-            table = store.read_segments(entry["segments"], _vector_schema(entry["dim"]))
-            vecs = _to_numpy(table.column("vector"), entry["dim"])
+            table = store.read_segments(entry["segments"], vector_schema(entry["dim"]))
+            vecs = to_numpy(table.column("vector"), entry["dim"])
             if not np.isfinite(vecs).all():
                 raise StoreError("stored vectors hold NaN or inf")
             return table.column("id"), vecs, entry
@@ -207,7 +213,7 @@ class DerivedData:
         if vecs.shape[1] == 0:
             return
         vkey = vectors_key(g.name, key)
-        schema = _vector_schema(vecs.shape[1])
+        schema = vector_schema(vecs.shape[1])
 
         def table(lo: int) -> pa.Table:
             flat = pa.array(vecs[lo:].reshape(-1), pa.float32())
@@ -254,8 +260,6 @@ class DerivedData:
 
     def _stage(self, desc: str, steps: int):
         """A progress bar of ``steps`` for an index build (shown with show_progress=True)."""
-        from tqdm import tqdm
-
         return tqdm(
             total=steps,
             desc=desc,
@@ -265,8 +269,6 @@ class DerivedData:
         )
 
     def _embed(self, emb, key: str, texts: list[str], ids: list[str]) -> np.ndarray:
-        from tqdm import tqdm
-
         bs = int(getattr(emb, "texts_per_call", None) or getattr(emb, "batch_size", 64) or 64)
         parts = []
         with tqdm(
@@ -284,7 +286,7 @@ class DerivedData:
         dims = {p.shape[1] for p in parts}
         if len(dims) > 1:
             raise EmbeddingError(
-                f"embedder {_name(emb)} (key {key!r}) returned vectors of "
+                f"embedder {embedder_name(emb)} (key {key!r}) returned vectors of "
                 f"different dimensions {sorted(dims)} across batches"
             )
         return np.concatenate(parts)
@@ -315,8 +317,6 @@ class DerivedData:
         return self.bm25(g, analyzer, params, num_workers)
 
     def _build_bm25(self, g: NodeGroup, key: str, analyzer, params: dict, num_workers: int):
-        from fastrag.indexes.bm25 import BM25Index
-
         store = self.doc.store
         entry = None if store is None else store.manifest["indexes"].get(key)
         if (
@@ -326,7 +326,7 @@ class DerivedData:
         ):
             try:
                 arrays, meta = store.read_arrays(key)
-                vocab = _decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
+                vocab = decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
                 index = BM25Index.from_arrays(arrays, meta["index"])
                 if index.n_docs != len(g) or index.n_vocab != len(vocab):
                     raise StoreError(
@@ -338,7 +338,7 @@ class DerivedData:
             except (StoreError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
         with self._stage(f"bm25 index of {g.name!r}", 2) as bar:
-            tc = self._tokens(g, analyzer, num_workers)
+            tc = self.tokens(g, analyzer, num_workers)
             bar.update(1)
             index = BM25Index.build(tc.values, tc.offsets, len(tc.vocab), **params)
             bar.update(1)
@@ -353,7 +353,7 @@ class DerivedData:
             ):
                 return  # another writer stored it (and it is not the damaged one we read)
             arrays = dict(index.to_arrays())
-            arrays["vocab_bytes"], arrays["vocab_offsets"] = _encode_vocab(tc.vocab)
+            arrays["vocab_bytes"], arrays["vocab_offsets"] = encode_vocab(tc.vocab)
             txn.write_arrays(
                 key,
                 arrays,
@@ -369,12 +369,11 @@ class DerivedData:
         self._persist(write)
         return index, tc.vocab
 
-    def _tokens(self, g: NodeGroup, analyzer, num_workers: int):
-        """The group's token ids for ``analyzer``. After an update only new nodes are
-        tokenized; the others are gathered by node id from the previous corpus (kept in memory
-        per group and analyzer). Terms of removed nodes stay in the vocabulary with no
-        postings, so scores and ranks equal a clean build's."""
-        from fastrag.analysis import TokenizedCorpus, tokenize_corpus
+    def tokens(self, g: NodeGroup, analyzer, num_workers: int = 0):
+        """The group's token ids for ``analyzer`` (a TokenizedCorpus, kept in memory only).
+        After an update only new nodes are tokenized; the others are gathered by node id from
+        the previous corpus (kept in memory per group and analyzer). Terms of removed nodes
+        stay in the vocabulary with no postings, so scores and ranks equal a clean build's."""
 
         tkey = ("tok", g.name, analyzer.identity())
         with self._locks(tkey):
@@ -401,7 +400,7 @@ class DerivedData:
     # -- dense indexes -----------------------------------------------------------------------
     def flat(self, g: NodeGroup, key: str, metric: str):
         """An exact dense index over a group's vectors (memory only: it is the vectors)."""
-        from fastrag.indexes.flat import FlatIndex
+        from fastrag.indexes.flat import FlatIndex  # lazy: numba
 
         vecs = self.vectors(g, key)
         return self._cached(
@@ -428,7 +427,7 @@ class DerivedData:
         return out
 
     def _load_hnsw(self, skey: str, dim: int, metric: str, params: dict):
-        from fastrag.indexes.hnsw import HNSWIndex
+        from fastrag.indexes.hnsw import HNSWIndex  # lazy: numba
 
         store = self.doc.store
         if store is None or skey not in store.manifest["indexes"]:
@@ -464,14 +463,14 @@ class DerivedData:
     def _build_hnsw(
         self, g: NodeGroup, skey: str, metric: str, params: dict, vecs: np.ndarray, prev
     ):
-        from fastrag.indexes.hnsw import HNSWIndex
+        from fastrag.indexes.hnsw import HNSWIndex  # lazy: numba
 
         ids = g.ids
         dim = vecs.shape[1]
         loaded = self._load_hnsw(skey, dim, metric, params)
         if loaded is not None and loaded[2].get("fingerprint") == g.fingerprint:
             index, labels, _ = loaded
-            rows = _label_rows(labels, ids)
+            rows = label_rows(labels, ids)
             if index.n == len(ids) and np.array_equal(
                 np.sort(rows[rows >= 0]), np.arange(len(ids))
             ):
@@ -509,7 +508,7 @@ class DerivedData:
                 {"kind": "hnsw", "group": g.name, "fingerprint": g.fingerprint, "ids": labels},
             )
         )
-        return LabelledIndex(index, _label_rows(labels, ids))
+        return LabelledIndex(index, label_rows(labels, ids))
 
     # -- key maps ----------------------------------------------------------------------------
     def key_map(self, g: NodeGroup, map_key: str | None) -> dict[str, list[int]]:
@@ -561,127 +560,5 @@ def _merge_tokens(old, pos: np.ndarray, new_rows: np.ndarray, fresh, corpus_cls)
     return corpus_cls(vocab=vocab, values=values, offsets=offsets)
 
 
-class LabelledIndex:
-    """An ANN index whose labels map to group rows (deleted labels map to -1)."""
-
-    def __init__(self, index, label_rows: np.ndarray) -> None:
-        self.index = index
-        self.label_rows = label_rows
-
-    def search(self, queries, k, *, mask=None, cutoff=None, num_threads=None):
-        label_mask = None
-        if mask is not None:
-            label_mask = np.zeros(len(self.label_rows), dtype=bool)
-            live = self.label_rows >= 0
-            label_mask[live] = mask[self.label_rows[live]]
-        labels, scores, counts = self.index.search(queries, k, mask=label_mask, cutoff=cutoff)
-        rows = np.where(labels >= 0, self.label_rows[np.maximum(labels, 0)], -1)
-        return rows, scores, counts
-
-
 def _files(entry: dict | None) -> list[str] | None:
     return None if entry is None else [seg["file"] for seg in entry["segments"]]
-
-
-def hnsw_label_problem(labels: list[str | None], alive: np.ndarray) -> str | None:
-    """What is inconsistent between an HNSW index's live rows (``alive``, by row) and the node
-    id recorded for each row (None for a deleted row, see ``_build_hnsw``), or None."""
-    named = np.fromiter((x is not None for x in labels), np.bool_, len(labels))
-    if (
-        len(alive) > len(labels)
-        or not np.array_equal(named[: len(alive)], alive)
-        or named[len(alive) :].any()
-    ):
-        return "its live rows and the node ids recorded for them disagree"
-    if len(set(labels)) - (None in labels) != int(named.sum()):
-        return "its node ids repeat"
-    return None
-
-
-def _label_rows(labels: list[str | None], ids: list[str]) -> np.ndarray:
-    row_of = {nid: r for r, nid in enumerate(ids)}
-    return np.asarray([row_of.get(nid, -1) if nid else -1 for nid in labels], dtype=np.int64)
-
-
-def _name(emb: Any) -> str:
-    return getattr(emb, "model", None) or type(emb).__name__
-
-
-def check_vectors(vecs: Any, n: int, ids: list[str], key: str, emb: Any) -> np.ndarray:
-    """``vecs`` as an ``(n, dim)`` float32 array, or an EmbeddingError naming the embed key,
-    the embedder and the shape."""
-
-    def fail(what: str) -> EmbeddingError:
-        return EmbeddingError(f"embed key {key!r} returned {what} (embedder {_name(emb)})")
-
-    try:
-        arr = np.asarray(vecs, dtype=np.float32)
-    except (ValueError, TypeError) as exc:
-        shapes = sorted({np.shape(v) for v in vecs}) if isinstance(vecs, (list, tuple)) else "?"
-        raise fail(
-            f"a batch that is not an (n, dim) array of numbers for {n} texts (row "
-            f"shapes {shapes}: {exc}); an embedder must return an (n, dim) array"
-        ) from exc
-    if arr.ndim != 2 or arr.shape[0] != n:
-        raise fail(f"shape {arr.shape} for {n} texts; an embedder must return an (n, dim) array")
-    if arr.shape[1] == 0:
-        raise fail(f"an empty vector for node {ids[0]!r}")
-    dim = getattr(emb, "dim", None)
-    if isinstance(dim, int) and dim > 0 and arr.shape[1] != dim:
-        raise fail(f"dimension {arr.shape[1]} for node {ids[0]!r}, but the embedder's dim is {dim}")
-    bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
-    if len(bad):
-        raise fail(f"NaN/inf for node {ids[bad[0]]!r}")
-    return arr
-
-
-def _vector_schema(dim: int) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("id", pa.string(), nullable=False),
-            pa.field("vector", pa.list_(pa.float32(), int(dim))),
-        ]
-    )
-
-
-def _to_numpy(col: pa.ChunkedArray, dim: int) -> np.ndarray:
-    parts = [c.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim) for c in col.chunks]
-    if not parts:
-        return np.zeros((0, dim), dtype=np.float32)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
-def _encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    tokens = [""] * len(vocab)
-    for tok, i in vocab.items():
-        tokens[i] = tok
-    encoded = [t.encode("utf-8") for t in tokens]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
-
-
-def _decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
-    off = np.asarray(offsets)
-    if blob.dtype != np.uint8 or blob.ndim != 1 or off.dtype.kind not in "iu":
-        raise StoreError(
-            f"BM25 vocabulary arrays have dtypes {blob.dtype} and {off.dtype}, "
-            "expected uint8 and integers"
-        )
-    if (
-        off.ndim != 1
-        or len(off) == 0
-        or off[0] != 0
-        or off[-1] != blob.size
-        or np.any(np.diff(off) < 0)
-    ):
-        raise StoreError("BM25 vocabulary offsets are out of range")
-    data = bytes(blob)
-    o = off.tolist()
-    try:
-        vocab = {data[o[i] : o[i + 1]].decode("utf-8"): i for i in range(len(o) - 1)}
-    except UnicodeDecodeError as exc:
-        raise StoreError(f"BM25 vocabulary is not valid UTF-8: {exc}") from exc
-    if len(vocab) != len(o) - 1:
-        raise StoreError("BM25 vocabulary has duplicate terms")
-    return vocab

@@ -32,7 +32,7 @@ def finder(
                 nid = tgt.ids[r]
                 if nid not in seen:
                     seen.add(nid)
-                    out.append(DocNode._view(tgt, int(r)))
+                    out.append(DocNode.from_row(tgt, int(r)))
         return out
 
     return find

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fastrag.documents.readers import supported_extensions
 from fastrag.errors import ConfigError
 
 
@@ -69,8 +70,6 @@ def looks_like_path(x: str) -> bool:
     separator: meant as a path, not as a text."""
     if "\n" in x or len(x) > 1024 or x != x.strip():
         return False
-    from fastrag.documents.readers import supported_extensions
-
     spaced = any(c.isspace() for c in x)
     ext = _PATHLIKE_EXT.search(x)
     if ext and (not spaced or ext.group().lower() in supported_extensions()):

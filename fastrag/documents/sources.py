@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from tqdm import tqdm
 
 from fastrag.documents.readers import ReadReport, iter_source_files, read_file
 from fastrag.documents.relink import SourceChanges, match_moved, resolved_roots
@@ -419,8 +420,6 @@ class Planner:
             check(sum(1 for _, k in known if not old_files[k]["added"]) + len(moves), n_known)
         todo = known + new
         if self.show_progress:
-            from tqdm import tqdm
-
             todo = tqdm(todo, desc="reading files", unit="file", leave=False)
         for f, key in todo:
             if key in old_files:

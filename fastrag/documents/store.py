@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +44,7 @@ import xxhash
 from pyarrow import ipc
 
 from fastrag._checks import check_choice, check_number
+from fastrag.documents.storecheck import check_json_objects, check_offsets, manifest_problems
 from fastrag.documents.storeio import (
     TMP_PREFIX,
     atomic_write_bytes,
@@ -54,7 +54,8 @@ from fastrag.documents.storeio import (
     remove_new_store,
     why_read_only,
 )
-from fastrag.errors import ConfigError, StoreError, StoreLockTimeout, StoreWarning
+from fastrag.documents.storelock import HOLDER, LOCK, writer_lock
+from fastrag.errors import ConfigError, StoreError, StoreWarning
 
 FORMAT_VERSION = 3
 # v2 stored every node's complete metadata; v3 stores a node's own metadata only (what it adds
@@ -62,8 +63,6 @@ FORMAT_VERSION = 3
 # metadata object updates its document's to itself), so v2 stores open and upgrade on commit.
 READABLE_VERSIONS = (2, 3)
 MANIFEST = "manifest.json"
-LOCK = ".lock"
-HOLDER = ".lock.holder"  # who holds the writers' lock (pid, host, command, since)
 DATA, INDEXES = "data", "indexes"
 # files below this size are checksummed on every read; larger ones with verify=True only
 VERIFY_BELOW = 64 << 20
@@ -77,18 +76,9 @@ PLAIN_TABLES = ("root", "sources")
 # a segmented table is compacted when it has more segments than this
 MAX_SEGMENTS = 16
 
-_PATH_LOCKS: dict[str, threading.RLock] = {}
-_PATH_LOCKS_GUARD = threading.Lock()
-_HELD = threading.local()  # store paths whose locks this thread holds
-
 
 class MissingFile(StoreError):
     """A file the manifest names is gone (collected after a newer commit, or deleted)."""
-
-
-def _path_lock(path: Path) -> threading.RLock:
-    with _PATH_LOCKS_GUARD:
-        return _PATH_LOCKS.setdefault(str(path), threading.RLock())
 
 
 def _safe(name: str) -> str:
@@ -153,7 +143,6 @@ class Store:
                 StoreWarning,
                 stacklevel=3,
             )
-        self._thread_lock = _path_lock(self.path)
         self._verified: set[tuple[str, str]] = set()
         if not (self.path / MANIFEST).exists() and any(
             (self.path / sub).is_dir() and any((self.path / sub).iterdir())
@@ -202,8 +191,6 @@ class Store:
                 f"{mpath} fails its checksum; the store is damaged: restore it "
                 "from a backup or rebuild it from its sources into a new directory"
             )
-        from fastrag.documents.deepcheck import manifest_problems
-
         problems = manifest_problems(body)
         if problems:  # checksums catch accidents; a foreign writer's manifest is checked too
             raise StoreError(
@@ -243,62 +230,8 @@ class Store:
                 "with mode='a' to change it"
             )
 
-    @contextlib.contextmanager
-    def _locked(self, timeout: float | None = None) -> Iterator[None]:
-        from filelock import FileLock, Timeout
-
-        timeout = self.lock_timeout if timeout is None else timeout
-        held = _HELD.__dict__.setdefault("paths", set())
-        if self.path in held:  # re-entered by this thread: it holds both locks already
-            yield
-            return
-        with self._thread_lock:
-            held.add(self.path)
-            lock = FileLock(str(self.path / LOCK), timeout=timeout)
-            try:
-                lock.acquire()
-            except Timeout:
-                held.discard(self.path)
-                raise StoreLockTimeout(
-                    f"another writer ({self._holder()}) holds the lock "
-                    f"{str(self.path / LOCK)!r} for more than lock_timeout={timeout} s; wait for "
-                    "it, raise lock_timeout, or open the store with mode='r' to read it"
-                ) from None
-            try:
-                self._write_holder()
-                yield
-            finally:
-                with contextlib.suppress(OSError):
-                    (self.path / HOLDER).unlink()
-                lock.release()
-                held.discard(self.path)
-
-    def _write_holder(self) -> None:
-        import socket
-        import sys
-        import time
-
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "command": " ".join(sys.argv)[:200],
-            "since": time.time(),
-        }
-        with contextlib.suppress(OSError):
-            (self.path / HOLDER).write_text(json.dumps(info))
-
-    def _holder(self) -> str:
-        """Who holds the writers' lock, in words (as far as it recorded itself)."""
-        import time
-
-        try:
-            info = json.loads((self.path / HOLDER).read_text())
-            return (
-                f"pid {info['pid']} on {info['host']}, running {info['command']!r}, "
-                f"for {time.time() - float(info['since']):.0f} s"
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return "a process that did not record itself"
+    def _locked(self, timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
+        return writer_lock(self.path, self.lock_timeout if timeout is None else timeout)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -450,14 +383,12 @@ class Store:
                         except pa.ArrowException as exc:
                             raise ValueError(f"column {field.name!r}: {exc}") from exc
                     else:
-                        _check_offsets(table.select([field.name]))
+                        check_offsets(table.select([field.name]))
                     if not field.nullable and col.null_count:
                         raise ValueError(
                             f"column {field.name!r} holds {col.null_count} nulls but allows none"
                         )
                     if field.name == "metadata" and pa.types.is_string(field.type):
-                        from fastrag.documents.deepcheck import check_json_objects
-
                         bad = check_json_objects(col)
                         if bad >= 0:
                             raise ValueError(f"row {bad} of column 'metadata' is not a JSON object")
@@ -667,47 +598,3 @@ def _segments_of(m: dict) -> Iterator[dict]:
         yield from g["segments"]
     for v in m["vectors"].values():
         yield from v["segments"]
-
-
-def _check_offsets(table: pa.Table) -> None:
-    """Raise ValueError when the offsets of a string or list column, at any depth (the
-    sources' ``roots``: a list of strings), leave what they index or decrease (a damaged file
-    that would make Arrow read out of bounds). Reads the offsets only."""
-
-    def check(arr: pa.Array, name: str) -> None:
-        t = arr.type
-        if pa.types.is_struct(t):
-            for i in range(t.num_fields):
-                check(arr.field(i), f"{name}.{t.field(i).name}")
-            return
-        if pa.types.is_fixed_size_list(t):
-            check(arr.values, f"{name}[]")  # its length: checked by validate()
-            return
-        strings = (
-            pa.types.is_string(t)
-            or pa.types.is_large_string(t)
-            or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t)
-        )
-        lists = pa.types.is_list(t) or pa.types.is_large_list(t)
-        if not (strings or lists) or len(arr) == 0:
-            return
-        large = (
-            pa.types.is_large_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_list(t)
-        )
-        raw = arr.buffers()[1]
-        off = np.zeros(0) if raw is None else np.frombuffer(raw, np.int64 if large else np.int32)
-        off = off[arr.offset : arr.offset + len(arr) + 1]
-        if strings:
-            data = arr.buffers()[2]
-            limit, what = (0 if data is None else data.size), "bytes of data"
-        else:
-            limit, what = len(arr.values), "list values"
-        if len(off) != len(arr) + 1 or off[0] < 0 or off[-1] > limit or np.any(np.diff(off) < 0):
-            raise ValueError(f"column {name!r} has offsets out of range (of {limit} {what})")
-        if lists:
-            check(arr.values, f"{name}[]")
-
-    for name, col in zip(table.column_names, table.columns, strict=True):
-        for chunk in col.chunks:
-            check(chunk, name)

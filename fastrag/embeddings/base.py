@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from fastrag._async import run_sync
 from fastrag._checks import check_int, check_str, check_str_list
 from fastrag.errors import ConfigError, FastragError
 
@@ -186,8 +187,6 @@ class BaseEmbedder:
             raise NotImplementedError(
                 f"{type(self).__name__} implements neither _embed nor _aembed"
             )
-        from fastrag._async import run_sync
-
         return run_sync(self._aembed(texts, input_type))
 
     async def _aembed(self, texts: list[str], input_type: str) -> Any:

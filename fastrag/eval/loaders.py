@@ -14,6 +14,7 @@ the paragraph it was asked about.
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ __all__ = [
     "load_beir",
     "load_squad",
     "normalize_paragraph",
+    "read_squad_json",
     "squad_questions",
 ]
 
@@ -151,7 +153,7 @@ def load_squad(source: str | PathLike | Mapping, name: str | None = None) -> Ret
     elif isinstance(source, (str, PathLike)):
         path = Path(source)
         where = str(path)
-        data = _read_json(path)
+        data = read_squad_json(path)
     else:
         raise ConfigError(f"load_squad needs a path or a SQuAD dict, got {type(source).__name__}")
     pos: dict[str, int] = {}
@@ -183,13 +185,14 @@ def load_squad(source: str | PathLike | Mapping, name: str | None = None) -> Ret
     )
 
 
-def _read_json(path: Path) -> Any:
+def read_squad_json(path: str | PathLike) -> Any:
+    """The parsed JSON of a SQuAD-style file (``.json`` or ``.json.gz``); a missing,
+    unreadable or malformed file is a :class:`~fastrag.errors.ReaderError` naming it."""
+    path = Path(path)
     if not path.is_file():
         raise ReaderError(f"SQuAD file {str(path)!r} does not exist or is not a file")
     try:
         if path.suffix == ".gz":
-            import gzip
-
             with gzip.open(path, "rt", encoding="utf-8") as f:
                 return json.load(f)
         with open(path, encoding="utf-8") as f:

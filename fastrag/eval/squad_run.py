@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from fastrag._checks import check_int, check_number
+from fastrag._coldstart import kernels_ready, wait_for_kernels
+from fastrag.datasets import build_squad_kb
+from fastrag.documents.document import Document
 from fastrag.errors import ConfigError
+from fastrag.eval.loaders import normalize_paragraph, squad_questions
+from fastrag.eval.metrics import context_relevance, evaluate_retrieval
+from fastrag.retrieval.retriever import Retriever
 
 
 def _split_lines(text: str) -> list[str]:
@@ -37,13 +43,6 @@ def evaluate_squad(
     (``wait_s=0``, or a compile that did not finish) has ``"kernels": False`` and
     :func:`format_table` labels it.
     """
-    from fastrag._coldstart import kernels_ready, wait_for_kernels
-    from fastrag.datasets import build_squad_kb
-    from fastrag.documents.document import Document
-    from fastrag.eval.loaders import normalize_paragraph, squad_questions
-    from fastrag.eval.metrics import context_relevance, evaluate_retrieval
-    from fastrag.retrieval.retriever import Retriever
-
     if not topks:
         raise ConfigError(f"topks must be a non-empty list of ints >= 1, got {list(topks)}")
     for i, k in enumerate(topks):

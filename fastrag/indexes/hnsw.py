@@ -14,8 +14,10 @@ every link, vector and label; ``fastrag._kernels.store_check``) before hnswlib s
 
 from __future__ import annotations
 
+import errno
 import math
 import os
+import shutil
 import struct
 from typing import Any, NamedTuple
 
@@ -25,18 +27,18 @@ from fastrag._checks import check_int
 from fastrag._kernels import dense as _dense
 from fastrag._kernels import store_check as _check
 from fastrag.errors import ConfigError, StoreError, StoreIOError, missing_extra
-from fastrag.indexes.flat import (
+from fastrag.indexes.dense_base import (
+    DenseIndex,
     SearchResult,
     as_matrix,
-    check_cutoff,
     check_dim,
-    check_k,
-    check_metric,
+    check_mask,
     check_num_threads,
-    exact_search,
-    prepare_queries,
+    padded_result,
     prepare_vectors,
+    rows_of,
 )
+from fastrag.indexes.exact import exact_search
 
 # A mask allowing at most max(EXACT_MAX_ROWS, fraction * live rows) rows is searched exactly
 # over those rows (exact, and faster than a filtered graph walk, whose Python callback runs per
@@ -85,7 +87,7 @@ def _check_rows(rows: Any, m: int, what: str = "rows", unique: bool = True) -> n
     return arr
 
 
-class HNSWIndex:
+class HNSWIndex(DenseIndex):
     """Approximate nearest-neighbour index over hnswlib with row ids as labels.
 
     ``M`` (graph degree), ``ef_construction`` (build beam) and ``ef`` (search beam, raised to
@@ -105,8 +107,7 @@ class HNSWIndex:
         num_threads: int | None = None,
     ) -> None:
         hnswlib = _import_hnswlib()
-        self.dim = check_dim(dim)
-        self.metric = check_metric(metric)
+        super().__init__(dim, metric)
         self.M = _check_positive_int("M", M)
         self.ef_construction = _check_positive_int("ef_construction", ef_construction)
         self.num_threads = check_num_threads(num_threads)
@@ -136,9 +137,6 @@ class HNSWIndex:
         """Number of live (added and not deleted) rows."""
         return self._n_live
 
-    def __len__(self) -> int:
-        return self.n
-
     @property
     def n_rows(self) -> int:
         """One more than the highest row ever added (the length a mask must cover)."""
@@ -162,7 +160,7 @@ class HNSWIndex:
 
         Adding an existing row replaces its vector and revives it if it was deleted.
         """
-        vectors = prepare_vectors(as_matrix(vectors, self.dim), self.metric)
+        vectors = self.check_vectors(vectors)
         m = vectors.shape[0]
         if rows is None:
             rows = np.arange(self.n_rows, self.n_rows + m, dtype=np.int64)
@@ -216,17 +214,15 @@ class HNSWIndex:
         from hnswlib; a broad mask uses hnswlib's filter callback. ``cutoff`` drops hits
         scoring below it.
         """
-        k = check_k(k)
-        q = prepare_queries(queries, self.dim, self.metric)
-        cut = check_cutoff(cutoff)
+        q, k, cut = self.check_search(queries, k, cutoff)
         threads = self._threads(num_threads)
         allowed = self._alive
         n_live = n_allowed = self._n_live
         if mask is not None:
-            allowed = self._check_mask(mask) & self._alive
+            allowed = check_mask(mask, self.n_rows, longer_ok=True) & self._alive
             n_allowed = int(np.count_nonzero(allowed))
         if n_allowed == 0:
-            return _padded(q.shape[0], k)
+            return padded_result(q.shape[0], k)
         fraction = (
             EXACT_MAX_FRACTION_BATCH
             if q.shape[0] >= EXACT_BATCH_MIN_QUERIES
@@ -249,20 +245,6 @@ class HNSWIndex:
         counts = np.empty(q.shape[0], np.int32)
         _dense.hnsw_results(labels, dist, float(np.float32(cut)), out_rows, out_scores, counts)
         return out_rows, out_scores, counts
-
-    def _check_mask(self, mask: Any) -> np.ndarray:
-        mask = np.asarray(mask)
-        if mask.dtype != np.bool_ or mask.ndim != 1:
-            raise ConfigError(
-                f"mask must be a 1-D boolean array (one flag per row), got dtype {mask.dtype} "
-                f"and shape {mask.shape}"
-            )
-        if mask.shape[0] < self.n_rows:
-            raise ConfigError(
-                f"mask has {mask.shape[0]} entries but the index has rows up to "
-                f"{self.n_rows - 1}; build the mask over all rows of the group"
-            )
-        return mask[: self.n_rows]
 
     def _exact(
         self,
@@ -287,8 +269,7 @@ class HNSWIndex:
         hit, scores, counts = exact_search(
             sub, q, k, cutoff=cut, num_threads=check_num_threads(num_threads)
         )
-        out = np.where(hit >= 0, rows[np.maximum(hit, 0)], -1)
-        return out, scores, counts
+        return rows_of(hit, rows), scores, counts
 
     # ------------------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -299,9 +280,6 @@ class HNSWIndex:
         try:
             check_index_file(path, self.dim)
         except StoreError as exc:
-            import errno
-            import shutil
-
             if shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free > (1 << 20):
                 raise
             err = StoreIOError(
@@ -330,8 +308,7 @@ class HNSWIndex:
         hnswlib = _import_hnswlib()
         path = os.fspath(path)
         self = cls.__new__(cls)
-        self.dim = check_dim(dim)
-        self.metric = check_metric(metric)
+        DenseIndex.__init__(self, dim, metric)
         self.num_threads = check_num_threads(num_threads)
         cap = 0 if max_elements is None else _check_positive_int("max_elements", max_elements)
         info = check_index_file(path, self.dim, max_rows=max_rows)
@@ -367,14 +344,6 @@ class HNSWIndex:
             f"HNSWIndex(dim={self.dim}, metric={self.metric!r}, n={self.n}, M={self.M}, "
             f"ef_construction={self.ef_construction}, ef={self.ef})"
         )
-
-
-def _padded(n_q: int, k: int) -> SearchResult:
-    return (
-        np.full((n_q, k), -1, np.int64),
-        np.full((n_q, k), -np.inf, np.float32),
-        np.zeros(n_q, np.int32),
-    )
 
 
 class HNSWFileInfo(NamedTuple):

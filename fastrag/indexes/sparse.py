@@ -33,8 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_int, check_number, check_str, check_str_list
-from ..errors import ConfigError, StoreError
+from fastrag._blas import numba_threads
+from fastrag._checks import check_int, check_number, check_str, check_str_list
+from fastrag._kernels import sparse as sparse_kernels
+from fastrag.errors import ConfigError, StoreError
+from fastrag.indexes.dense_base import check_cutoff, check_mask, check_num_threads
 
 FORMAT = "fastrag.sparse/1"
 
@@ -62,12 +65,6 @@ _WEIGHT_NOTE = "the token's weight"
 _WEIGHT_FIX = "check the embedder's sparse output for that text"
 
 Hits = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def _kernels():
-    from .._kernels import sparse
-
-    return sparse
 
 
 def _ro(arr: np.ndarray) -> np.ndarray:
@@ -351,7 +348,7 @@ class SparseIndex:
         out_indptr = np.empty(n_dims + 1, np.int64)
         out_indices = np.empty(nnz, np.int32)
         out_data = np.empty(nnz, np.float32)
-        bad = _kernels().build_postings(
+        bad = sparse_kernels.build_postings(
             n_dims,
             _ro(indptr),
             _ro(indices.astype(np.int32)),
@@ -444,8 +441,6 @@ class SparseIndex:
         cutoff: Any,
         num_threads: Any,
     ) -> Hits:
-        from .flat import check_cutoff, check_num_threads, numba_threads
-
         mask_arr = self._check_mask(mask)
         cut = check_cutoff(cutoff)
         threads = check_num_threads(num_threads)
@@ -453,7 +448,7 @@ class SparseIndex:
         rows = np.empty((n_q, k), np.int64)
         scores = np.empty((n_q, k), np.float32)
         counts = np.empty(n_q, np.int32)
-        kern = _kernels()
+        kern = sparse_kernels
         args = (
             self.indptr,
             self.indices,
@@ -477,8 +472,6 @@ class SparseIndex:
     def _check_mask(self, mask: Any) -> np.ndarray:
         if mask is None:
             return self._no_mask
-        from .flat import check_mask
-
         return _ro(np.ascontiguousarray(check_mask(mask, self.n_docs)))
 
     # ---------------------------------------------------------------------------- persistence

@@ -15,7 +15,11 @@ from typing import Any
 
 from fastrag._checks import check_int
 from fastrag.errors import ConfigError
+from fastrag.pipeline import RAGPipeline
+from fastrag.query.base import Query
+from fastrag.retrieval.retriever import Retriever
 from fastrag.schema import NodeWithScore
+from fastrag.serve.batching import MicroBatcher
 
 __all__ = ["BatchRetrieval"]
 
@@ -43,9 +47,6 @@ class BatchRetrieval:
         filter: Any = None,
         who: str = "FastragRetriever",
     ) -> None:
-        from fastrag.pipeline import RAGPipeline
-        from fastrag.retrieval.retriever import Retriever
-
         if isinstance(target, BatchRetrieval):
             target = target.target
         if not isinstance(target, (Retriever, RAGPipeline)):
@@ -90,8 +91,6 @@ class BatchRetrieval:
         """One query's hits; the queries of every call awaiting this on the same loop in the
         same tick go to the target as one :meth:`batch` call (in a worker thread)."""
         if self._batcher is None:
-            from fastrag.serve.batching import MicroBatcher
-
             # window 0: wait one loop tick for company, so a gather's calls all join
             self._batcher = MicroBatcher(
                 lambda _key, qs: self.batch(qs),
@@ -106,8 +105,6 @@ class BatchRetrieval:
     def _pipeline_queries(self, queries: list[str]) -> list[Any]:
         if self.filter is None:
             return queries
-        from fastrag.query.base import Query
-
         return [Query(q, context={"filter": self.filter}) for q in queries]
 
     def _cut(self, lists: list[list[NodeWithScore]]) -> list[list[NodeWithScore]]:

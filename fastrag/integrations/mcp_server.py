@@ -2,7 +2,7 @@
 
 Tools:
 
-* ``search(query, topk=5, filter=None, group=None)``: the best passages, each with its node id,
+* ``search(query, topk=6, filter=None, group=None)``: the best passages, each with its node id,
   document id, score, source path (under the ingested folder: ``doc.source_path``), page,
   metadata, a snippet, and the ``uri`` of its whole document; when nothing matches,
   ``no_hits`` says why and what to change.
@@ -38,13 +38,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from fastrag.documents.store import MANIFEST
 from fastrag.errors import ConfigError, FastragError, missing_extra
+from fastrag.llms.openai_like import OpenAILike
+from fastrag.serve.config import LOOPBACK_HOSTS, ServeConfig
+from fastrag.serve.engine import ServeEngine
 
 __all__ = ["BearerAuth", "add_arguments", "build_server", "cmd_mcp", "main", "run_mcp"]
 
 SNIPPET_CHARS = 500
 MCP_PATH = "/mcp"
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _server_class() -> type:
@@ -105,9 +108,9 @@ def build_server(
     *,
     group: str | None = None,
     similarity: Any = None,
-    topk: int = 5,
+    topk: int = ServeConfig.topk,
     llm: Any = None,
-    mode: str = "compact",
+    mode: str = ServeConfig.mode,
     name: str = "fastrag",
     log_level: str = "warning",
 ) -> tuple[Any, Any]:
@@ -118,8 +121,6 @@ def build_server(
     ``log_level``: the SDK's log level (its log goes to stderr)."""
     server_cls = _server_class()
     tool_error, not_found = _error_classes()
-    from fastrag.serve.engine import ServeEngine
-
     engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm, mode=mode)
     with contextlib.redirect_stdout(sys.stderr):  # over stdio, stdout carries the protocol
         engine.start()
@@ -257,7 +258,7 @@ class BearerAuth:
         return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self._key)
 
 
-def http_app(server: Any, *, host: str = "127.0.0.1", api_key: str | None = None) -> Any:
+def http_app(server: Any, *, host: str = ServeConfig.host, api_key: str | None = None) -> Any:
     """The server's streamable-HTTP ASGI app (endpoint ``/mcp``), behind :class:`BearerAuth`
     when ``api_key`` is given."""
     factory = server.streamable_http_app
@@ -271,13 +272,13 @@ def run_mcp(
     group: str | None = None,
     similarity: Any = None,
     http: bool = False,
-    host: str = "127.0.0.1",
-    port: int = 8000,
+    host: str = ServeConfig.host,
+    port: int = ServeConfig.port,
     api_key: str | None = None,
     llm: Any = None,
     *,
-    topk: int = 5,
-    mode: str = "compact",
+    topk: int = ServeConfig.topk,
+    mode: str = ServeConfig.mode,
     log_level: str = "warning",
 ) -> None:
     """Serve ``store`` (a store path, a Document or a RAGPipeline) over MCP until stopped:
@@ -320,7 +321,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="one name (bm25, the default; bm25_chinese, hybrid, "
         "...) or GROUP=NAME pairs, comma-separated",
     )
-    p.add_argument("--topk", type=int, default=5, help="hits per search (default 5)")
+    p.add_argument(
+        "--topk",
+        type=int,
+        default=ServeConfig.topk,
+        help=f"hits per search (default {ServeConfig.topk})",
+    )
     p.add_argument(
         "--http",
         action="store_true",
@@ -328,10 +334,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--host",
-        default="127.0.0.1",
-        help="interface for --http (default 127.0.0.1: this machine only)",
+        default=ServeConfig.host,
+        help=f"interface for --http (default {ServeConfig.host}: this machine only)",
     )
-    p.add_argument("--port", type=int, default=8000, help="port for --http (default 8000)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=ServeConfig.port,
+        help=f"port for --http (default {ServeConfig.port})",
+    )
     p.add_argument(
         "--api-key-env",
         metavar="NAME",
@@ -340,7 +351,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--mode",
-        default="compact",
+        default=ServeConfig.mode,
         help="response mode of `ask` (compact, refine, tree_summarize, ...)",
     )
     p.add_argument(
@@ -366,15 +377,11 @@ def _llm(base_url: str | None, model: str | None) -> Any:
             "an LLM needs both a base URL and a model: --base-url/--model or "
             "FASTRAG_LLM_BASE_URL/FASTRAG_LLM_MODEL"
         )
-    from fastrag.llms.openai_like import OpenAILike
-
     return OpenAILike(model=model, base_url=base, api_key=os.environ.get("OPENAI_API_KEY"))
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """``fastrag mcp``: check the arguments, then serve until stopped."""
-    from fastrag.documents.store import MANIFEST
-
     if not os.path.isfile(os.path.join(args.store, MANIFEST)):
         raise ConfigError(
             f"{args.store} is not a fastrag store (no {MANIFEST}); create one "
@@ -392,7 +399,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"--api-key-env {args.api_key_env}: that environment variable is not set or empty"
             )
-    if args.http and args.host not in _LOOPBACK and api_key is None:
+    if args.http and args.host not in LOOPBACK_HOSTS and api_key is None:
         print(
             f"warning: listening on {args.host} without --api-key-env: anyone who can reach "
             "this port can search the store",

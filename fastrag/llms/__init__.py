@@ -3,8 +3,8 @@ HTTP client (:class:`OpenAILike`), the function adapter (:class:`FunctionLLM`, w
 ``resolve_llm(fn)`` returns) and deterministic test doubles (:class:`MockLLM`).
 
 Modules: ``base`` (interface, errors, JSON parsing), ``function`` (FunctionLLM),
-``openai_like`` (HTTP client), ``resolve`` (resolve_llm); ``mock`` (test doubles) imports
-them, never the reverse.
+``openai_like`` (HTTP client), ``resolve`` (resolve_llm), ``usage`` (:class:`Usage`, the
+meter of LLM calls and tokens); ``mock`` (test doubles) imports them, never the reverse.
 """
 
 from fastrag.llms.base import (
@@ -22,6 +22,7 @@ from fastrag.llms.function import FunctionLLM, LLMCall
 from fastrag.llms.mock import MockLLM, default_answer
 from fastrag.llms.openai_like import OpenAILike
 from fastrag.llms.resolve import resolve_llm
+from fastrag.llms.usage import Usage
 
 __all__ = [
     "LLM",
@@ -35,6 +36,7 @@ __all__ = [
     "MockLLM",
     "OpenAILike",
     "StructuredOutputError",
+    "Usage",
     "check_schema",
     "default_answer",
     "parse_json_object",

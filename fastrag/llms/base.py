@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fastrag._async import iter_sync, run_sync
 from fastrag._checks import check_str
+from fastrag.analysis.tokens import count_tokens, count_tokens_batch
 from fastrag.errors import ConfigError, FastragError
 
 __all__ = [
@@ -371,14 +372,10 @@ class BaseLLM(abc.ABC):
     # -- tokens ---------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` with this LLM's tiktoken encoding."""
-        from fastrag.analysis.tokens import count_tokens
-
         return count_tokens(text, self.encoding)
 
     def count_tokens_batch(self, texts: list[str]) -> list[int]:
         """Token counts of many texts in one tiktoken call."""
-        from fastrag.analysis.tokens import count_tokens_batch
-
         return count_tokens_batch(texts, self.encoding)
 
     def __repr__(self) -> str:

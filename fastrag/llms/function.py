@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastrag._checks import check_int, check_number, check_str
+from fastrag.analysis.tokens import get_encoding
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM, Completion, LLMError, check_prompt
 
@@ -151,8 +152,6 @@ class FunctionLLM(BaseLLM):
         """``text`` cut to at most ``n`` tokens (None: unchanged)."""
         if n is None:
             return text
-        from fastrag.analysis.tokens import get_encoding
-
         enc = get_encoding(self.encoding)
         ids = enc.encode_ordinary(text)
         return text if len(ids) <= n else enc.decode(ids[:n])

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastrag._checks import check_int
+from fastrag.analysis.tokens import get_encoding
 from fastrag.errors import ConfigError
 from fastrag.llms.base import Completion
 from fastrag.llms.function import FunctionLLM, LLMCall
@@ -117,8 +118,6 @@ class MockLLM(FunctionLLM):
         if self.response is not None or self.answer_tokens is None:
             return super()._shape(text)
         # The default answer, padded with " a" (one cl100k token each) then cut exactly.
-        from fastrag.analysis.tokens import get_encoding
-
         n = self.answer_tokens
         if self.max_tokens is not None:
             n = min(n, self.max_tokens)

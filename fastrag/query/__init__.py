@@ -2,8 +2,9 @@
 contextual augmenter (Spring AI's modular RAG and LazyLLM's tutorial strategies), batch-first.
 """
 
+from fastrag.llms.usage import Usage
 from fastrag.query.augmenter import ContextualQueryAugmenter
-from fastrag.query.base import Query, QueryComponent, Usage
+from fastrag.query.base import Query, QueryComponent
 from fastrag.query.expanders import MultiQueryExpander, QueryExpander, SubQuestionExpander
 from fastrag.query.multistep import MultiStepQuery
 from fastrag.query.prompts import QUERY_PROMPTS

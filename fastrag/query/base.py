@@ -21,6 +21,10 @@ from fastrag._async import run_sync
 from fastrag._checks import check_bool, check_int, check_list, check_str
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM
+from fastrag.llms.resolve import resolve_llm
+from fastrag.llms.usage import Usage
+from fastrag.query.prompts import query_prompt
+from fastrag.settings import Settings
 from fastrag.synth.prompts import PromptTemplate, validate_language
 
 __all__ = ["Query", "QueryComponent", "Usage", "as_query", "as_queries"]
@@ -115,27 +119,6 @@ def as_queries(queries: Any) -> list[Query]:
     return [as_query(q, f"queries[{i}]") for i, q in enumerate(queries)]
 
 
-@dataclass
-class Usage:
-    """LLM calls and tokens of one query in one stage."""
-
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def add(self, other: Usage) -> None:
-        self.llm_calls += other.llm_calls
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "llm_calls": self.llm_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-        }
-
-
 _SEM: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.ContextVar(
     "fastrag_query_semaphore", default=None
 )
@@ -146,9 +129,6 @@ Call = Callable[[str], Awaitable[str]]
 def resolve_default_llm(llm: Any, owner: str, *, required: bool = True) -> BaseLLM | None:
     """The LLM to use: ``llm``, else ``fr.Settings.llm``; a ConfigError naming ``owner``
     when neither is set and one is ``required``."""
-    from fastrag.llms.resolve import resolve_llm
-    from fastrag.settings import Settings
-
     if llm is None:
         llm = Settings.llm
     if llm is None:
@@ -217,8 +197,6 @@ class QueryComponent:
     def _prompt(
         self, kind: str, query_text: str, custom: PromptTemplate | None = None
     ) -> PromptTemplate:
-        from fastrag.query.prompts import query_prompt
-
         if custom is not None:
             return custom
         return query_prompt(kind, query_language(self.language, query_text))
@@ -234,9 +212,7 @@ class QueryComponent:
             else:
                 async with sem:
                     comp = await llm.acomplete_with_usage(prompt, **kw)
-            usage.llm_calls += 1
-            usage.prompt_tokens += int(comp.prompt_tokens)
-            usage.completion_tokens += int(comp.completion_tokens)
+            usage.record(comp)
             return comp.text
 
         return call
@@ -272,8 +248,9 @@ class QueryComponent:
                 )
         return list(results)
 
-    async def _arun(self, queries: list[Query]) -> list[tuple[Any, Usage]]:
-        """Run ``_aone`` for every query concurrently: ``(result or exception, usage)``."""
+    async def arun_with_usage(self, queries: list[Query]) -> list[tuple[Any, Usage]]:
+        """Run the component on every query concurrently: one ``(result or exception, usage)``
+        pair per query (what :class:`~fastrag.RAGPipeline` runs a stage with)."""
         usages = [Usage() for _ in queries]
         results = await self._amap(
             lambda i, call: self._aone(queries[i], call),
@@ -287,7 +264,7 @@ class QueryComponent:
         qs = as_queries(queries)
         return_exceptions = check_bool("return_exceptions", return_exceptions)
         out = []
-        for r, _u in await self._arun(qs):
+        for r, _u in await self.arun_with_usage(qs):
             if isinstance(r, Exception) and not return_exceptions:
                 raise r
             out.append(r)

@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from fastrag._checks import check_bool, check_int
-from fastrag.query.base import Call, Query, QueryComponent, Usage, as_queries, as_query, run
+from fastrag.errors import ConfigError
+from fastrag.llms.usage import Usage
+from fastrag.query.base import Call, Query, QueryComponent, as_queries, as_query, run
 from fastrag.query.prompts import check_template
 from fastrag.query.retrieve import as_retriever
 from fastrag.query.transformers import clean_answer
@@ -69,8 +71,6 @@ class MultiStepQuery(QueryComponent):
     ) -> None:
         super().__init__(llm, prompt_template=check_template(prompt_template, "step_rewrite"), **kw)
         if retriever is None:
-            from fastrag.errors import ConfigError
-
             raise ConfigError(
                 "MultiStepQuery needs retriever=fr.Retriever(doc, ...) (or a "
                 "callable query -> hits)"

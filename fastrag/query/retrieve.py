@@ -16,6 +16,8 @@ from typing import Any
 
 from fastrag._async import call_sync
 from fastrag.errors import ConfigError
+from fastrag.query.base import Query
+from fastrag.retrieval.retriever import Retriever
 from fastrag.schema import DocNode, NodeWithScore
 
 __all__ = ["RetrieverAdapter", "as_retriever"]
@@ -48,8 +50,6 @@ class RetrieverAdapter:
     ``calls`` counts the calls made to the underlying retriever."""
 
     def __init__(self, inner: Any, name: str) -> None:
-        from fastrag.retrieval.retriever import Retriever
-
         self.inner = inner
         self.name = name
         self.calls = 0
@@ -77,8 +77,6 @@ class RetrieverAdapter:
         if self._abatch is not None:  # a pipeline: one batch, awaited on this loop
             self.calls += 1
             if flt is not None:
-                from fastrag.query.base import Query
-
                 out = await self._abatch([Query(t, context={"filter": flt}) for t in texts])
             else:
                 out = await self._abatch(list(texts))

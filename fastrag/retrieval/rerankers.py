@@ -36,6 +36,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fastrag._checks import check_choice, check_int, check_list, check_str, check_str_list
+from fastrag.embeddings.base import as_embedder
+from fastrag.embeddings.local import default_embedding
 from fastrag.errors import ConfigError, missing_extra
 from fastrag.retrieval.postprocessors import KeywordFilter as _KeywordFilter
 from fastrag.retrieval.postprocessors import as_hits
@@ -322,11 +324,7 @@ class _EmbeddingCosineScorer(_Scorer):
     """Cosine between query and text embeddings; all distinct texts in one embed call."""
 
     def __init__(self, embed: Any) -> None:
-        from fastrag.embeddings.base import as_embedder
-
         if embed is None:
-            from fastrag.embeddings.local import default_embedding
-
             embed = default_embedding()
         self.embedder = as_embedder(embed)
         self.name = f"embedding-cosine({self.embedder.name})"

@@ -14,18 +14,33 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from fastrag._checks import check_int
-from fastrag.documents.group import full_metadata_json
+from fastrag._checks import check_topk
+from fastrag.analysis import encode_queries, get_analyzer
+from fastrag.documents.base import BaseDocument
+from fastrag.documents.group import NodeGroup, full_metadata_json
+from fastrag.embeddings.local import default_embedding
 from fastrag.errors import ConfigError, StoreError
-from fastrag.retrieval.fusion import check_fusion
+from fastrag.indexes.bm25 import check_bm25_params
+from fastrag.indexes.filters import filter_mask
+from fastrag.retrieval.args import (
+    HIT_COLUMNS,
+    check_columns,
+    check_queries,
+    group_by_filter,
+    positional_args,
+    takes_no_arguments,
+)
+from fastrag.retrieval.explain import why_no_hits
+from fastrag.retrieval.fusion import check_fusion, default_weights, fuse_hits
+from fastrag.retrieval.merge import Hits, merge_hits
 from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
+from fastrag.settings import DEFAULT_TOPK
+
+__all__ = ["HIT_COLUMNS", "Hits", "Retriever", "check_queries"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
-    from fastrag.documents.group import NodeGroup
-
-Hits = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows int64, scores float32, counts int32
 
 _BM25_PARAMS = ("method", "k1", "b", "delta")
 _HNSW_PARAMS = ("M", "ef_construction", "ef")
@@ -77,8 +92,6 @@ class Retriever:
         num_threads: int | None = None,
         **params: Any,
     ) -> None:
-        from fastrag.documents.document import Document
-
         given = {
             "topk": topk,
             "similarity_cut_off": similarity_cut_off,
@@ -88,7 +101,7 @@ class Retriever:
         set_by_name = {
             k for k, v in given.items() if v is not None and not (k == "index" and v == "default")
         }
-        for name, value in _positional(args, set_by_name).items():
+        for name, value in positional_args(args, set_by_name).items():
             if name in set_by_name:
                 raise ConfigError(
                     f"{name} given both by position and by keyword; pass "
@@ -98,15 +111,15 @@ class Retriever:
         topk, similarity_cut_off = given["topk"], given["similarity_cut_off"]
         index, filter = given["index"], given["filter"]
         if topk is None:
-            topk = 6
-        if not isinstance(doc, Document):
+            topk = DEFAULT_TOPK
+        if not isinstance(doc, BaseDocument):
             raise ConfigError(f"doc must be a fastrag.Document, got {type(doc).__name__}")
         doc.check_group(group_name)
         self.doc = doc
         self.group_name = group_name
         self.sim: Similarity = get_similarity(similarity)
         self.similarity = similarity
-        self.topk = _check_topk(topk)
+        self.topk = check_topk(topk)
         if index not in ("default", "map", "hnsw"):
             raise ConfigError(f"unknown index {index!r}; use 'default', 'map' or 'hnsw'")
         if index == "hnsw" and self.sim.kind not in ("dense", "hybrid"):
@@ -141,8 +154,6 @@ class Retriever:
                 raise ConfigError(
                     f"unknown BM25 parameters {sorted(unknown)}; known: {list(_BM25_PARAMS)}"
                 )
-            from fastrag.indexes.bm25 import check_bm25_params
-
             check_bm25_params(**{p: params[p] for p in _BM25_PARAMS if p in params})
             # built once now so a bad analyzer or stemmer (or a missing PyStemmer) fails here
             stem = getattr(self._analyzer(), "stemmer", None)
@@ -188,8 +199,6 @@ class Retriever:
 
     def _check_embed_keys(self, embed_keys):
         if self.sim.kind == "hybrid" and embed_keys is None and not self.doc.embed:
-            from fastrag.embeddings.local import default_embedding
-
             self.doc.embed.setdefault("default", default_embedding())
         if self.sim.mode != "embedding" and self.sim.kind != "hybrid":
             if embed_keys is not None:
@@ -248,7 +257,7 @@ class Retriever:
     ) -> list[list[NodeWithScore]]:
         """Top-k lists for many queries (str or :class:`~fastrag.Query`) in one pass per
         filter."""
-        split = _by_filter(queries, filter)
+        split = group_by_filter(queries, filter)
         if split is not None:
             out: list[list[NodeWithScore]] = [[] for _ in queries]
             for flt, idx in split:
@@ -280,7 +289,7 @@ class Retriever:
         ``columns``: more columns of each hit, taken from the group in one pass: ``"text"``
         and ``"metadata"`` (the node's complete metadata, its document's updated by its own,
         as a JSON string)."""
-        extra = _check_columns(columns)
+        extra = check_columns(columns)
         group, (rows, scores, counts) = self._run(queries, filter, topk)
         k = rows.shape[1] if rows.ndim == 2 else 0
         valid = np.arange(k)[None, :] < counts[:, None]
@@ -307,8 +316,6 @@ class Retriever:
     def why_no_hits(self, query: str, *, filter: Any = None) -> str:
         """Why ``query`` gets no hits (empty, no indexable terms, terms the group lacks, a
         language or script the analyzer cannot match, a filter or cut-off), with the fix."""
-        from fastrag.retrieval.explain import why_no_hits
-
         flt = filter if filter is not None else self.filter
         group = self.doc.group(self.group_name)
         return why_no_hits(self, query, flt, self._mask(group, flt))
@@ -325,10 +332,26 @@ class Retriever:
             raise ConfigError(f"similarity {self.similarity!r} has no BM25 index")
         return self._bm25(self.doc.group(self.group_name))[1]
 
+    def mask(self, filter: Any = None) -> np.ndarray | None:
+        """The group's rows ``filter`` (default: this retriever's) keeps, as a bool mask; None
+        when it keeps every row. A bad filter raises ConfigError."""
+        flt = filter if filter is not None else self.filter
+        return self._mask(self.doc.group(self.group_name), flt)
+
+    def prepare(self) -> None:
+        """Build the BM25 or dense index this retriever searches now (stored when the store
+        is writable) instead of at the first query; other similarities build nothing."""
+        group = self.doc.group(self.group_name)
+        if self.sim.kind == "bm25":
+            self._bm25(group)
+        elif self.sim.kind == "dense":
+            for key in self.embed_keys:
+                self._dense_index(group, key)
+
     # -- core --------------------------------------------------------------------------------
     def _run(self, queries, filter, topk) -> tuple[NodeGroup, Hits]:
         check_queries(queries)
-        k = self.topk if topk is None else _check_topk(topk)
+        k = self.topk if topk is None else check_topk(topk)
         group = self.doc.group(self.group_name)
         if len(group) == 0:  # emptied since construction (doc.delete)
             raise ConfigError(_no_nodes(self.doc, self.group_name))
@@ -365,7 +388,7 @@ class Retriever:
         return self._search_custom(group, queries, k, mask)
 
     def _mask(self, group, flt) -> np.ndarray | None:
-        if callable(flt) and not hasattr(flt, "build") and _takes_no_arguments(flt):
+        if callable(flt) and not hasattr(flt, "build") and takes_no_arguments(flt):
             flt = flt()  # Spring AI's Supplier<String>: the expression of this moment
         if flt is None:
             return None
@@ -378,8 +401,6 @@ class Retriever:
                     f"got dtype {mask.dtype} shape {mask.shape}"
                 )
             return mask
-        from fastrag.indexes.filters import filter_mask
-
         meta = group.metadata_table()
         if isinstance(flt, Mapping) and not flt:
             return None
@@ -390,8 +411,6 @@ class Retriever:
 
     # -- BM25 --------------------------------------------------------------------------------
     def _analyzer(self):
-        from fastrag.analysis import get_analyzer
-
         spec = self._analyzer_spec if self._analyzer_spec is not None else self.sim.analyzer
         return get_analyzer(spec, **self._analyzer_opts)
 
@@ -403,8 +422,6 @@ class Retriever:
         return index, vocab, analyzer
 
     def _search_bm25(self, group, queries, k, mask, fused: bool = False) -> Hits:
-        from fastrag.analysis import encode_queries
-
         index, vocab, analyzer = self._bm25(group)
         cutoff = None if fused else self._cutoff_for(None)
         for attempt in (0, 1):
@@ -456,7 +473,7 @@ class Retriever:
                 s = fn(qv[i], vecs, **kw) if self.sim.batch else [fn(qv[i], v, **kw) for v in vecs]
                 all_scores[i] = _scores_array(s, n, self.similarity)
             results.append(_topk_scores(all_scores, k, mask, self._cutoff_for(key)))
-        return results[0] if len(results) == 1 else _merge_hits(results, k)
+        return results[0] if len(results) == 1 else merge_hits(results, k)
 
     # -- dense -------------------------------------------------------------------------------
     def _dense_index(self, group, key):
@@ -486,7 +503,7 @@ class Retriever:
         results = self._dense_paths(group, queries, k, mask)
         if len(results) == 1:
             return results[0]
-        return _merge_hits(results, k)
+        return merge_hits(results, k)
 
     # -- sparse ------------------------------------------------------------------------------
     def _search_sparse(self, group, queries, k, mask) -> Hits:
@@ -498,12 +515,10 @@ class Retriever:
                 qd, k, mask=mask, cutoff=self._cutoff_for(key), num_threads=self.num_threads
             )
             results.append((rows, np.where(rows >= 0, scores, 0).astype(np.float32), counts))
-        return results[0] if len(results) == 1 else _merge_hits(results, k)
+        return results[0] if len(results) == 1 else merge_hits(results, k)
 
     # -- hybrid ------------------------------------------------------------------------------
     def _search_hybrid(self, group, queries, k, mask) -> Hits:
-        from fastrag.retrieval.fusion import default_weights, fuse_hits
-
         opts = self.fusion
         depth = min(max(k, opts["depth"]), len(group))
         paths = [self._search_bm25(group, queries, depth, mask, fused=True)]
@@ -518,29 +533,6 @@ class Retriever:
 
 
 # -- helpers -----------------------------------------------------------------------------------
-_FASTRAG_ORDER = ("topk", "similarity_cut_off", "index", "filter")
-_LAZYLLM_ORDER = ("similarity_cut_off", "index", "topk")
-
-
-def _positional(args: tuple, by_name: set[str]) -> dict[str, Any]:
-    """Positional arguments after ``similarity``, by name. fastrag's order is (topk,
-    similarity_cut_off, index, filter); LazyLLM's is (similarity_cut_off, index, topk), taken
-    when the first one is a fraction or ``topk`` is also given by keyword, as in LazyLLM's
-    ``Retriever(doc, "CoarseChunk", "bm25_chinese", 0.003, topk=3)``."""
-    if not args:
-        return {}
-    first = args[0]
-    lazyllm = "topk" in by_name or (isinstance(first, float) and not first.is_integer())
-    order = _LAZYLLM_ORDER if lazyllm else _FASTRAG_ORDER
-    if len(args) > len(order):
-        raise ConfigError(
-            f"Retriever got {len(args) + 3} positional arguments; pass the rest by keyword: "
-            "Retriever(doc, group_name, similarity, topk=..., similarity_cut_off=..., "
-            "index=..., filter=...)"
-        )
-    return dict(zip(order, args, strict=False))
-
-
 def _no_nodes(doc: Document, group_name: str) -> str:
     """Why ``group_name`` has no nodes, and the fix."""
     n_roots = len(doc.group("root"))
@@ -558,57 +550,6 @@ def _no_nodes(doc: Document, group_name: str) -> str:
     )
 
 
-def _by_filter(queries: Sequence[Any], filter: Any) -> list[tuple[Any, list[int]]] | None:
-    """``(filter, query indexes)`` groups when some queries are :class:`~fastrag.Query`
-    objects (their ``context["filter"]`` or ``filter_expression``, else ``filter``); None when
-    all are str."""
-    from fastrag.query.base import Query
-
-    if isinstance(queries, (str, bytes)) or not any(isinstance(q, Query) for q in queries):
-        return None
-    groups: list[tuple[Any, list[int]]] = []
-    for i, q in enumerate(queries):
-        if isinstance(q, Query):
-            flt = q.context.get("filter", q.context.get("filter_expression", filter))
-        elif isinstance(q, str):
-            flt = filter
-        else:
-            raise ConfigError(f"query {i} is a {type(q).__name__}; pass str or fastrag.Query")
-        for g_flt, idx in groups:
-            if g_flt is flt or g_flt == flt:
-                idx.append(i)
-                break
-        else:
-            groups.append((flt, [i]))
-    return groups
-
-
-def _takes_no_arguments(fn: Any) -> bool:
-    import inspect
-
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return not any(
-        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        for p in params
-    )
-
-
-def check_queries(queries: Any) -> None:
-    """ConfigError unless ``queries`` is a list (sequence) of strings."""
-    if isinstance(queries, str) or not isinstance(queries, Sequence):
-        raise ConfigError("queries must be a list of strings; for one query call ret(query)")
-    for i, q in enumerate(queries):
-        if not isinstance(q, str):
-            raise ConfigError(f"query {i} is {type(q).__name__}, expected str")
-
-
-def _check_topk(topk: Any) -> int:
-    return check_int("topk", topk, min=1, note="the number of hits per query")
-
-
 def _scores_array(s, n: int, name: str) -> np.ndarray:
     arr = np.asarray(s, dtype=np.float64).reshape(-1)
     if arr.shape != (n,):
@@ -618,7 +559,7 @@ def _scores_array(s, n: int, name: str) -> np.ndarray:
 
 def _topk_scores(scores: np.ndarray, k: int, mask: np.ndarray | None, cutoff: float | None) -> Hits:
     """Top-k of a dense (n_q, n) score matrix: best first, ties by row; NaN never returned."""
-    from fastrag._kernels.topk import topk_rows
+    from fastrag._kernels.topk import topk_rows  # lazy: numba
 
     scores = np.array(scores, dtype=np.float32)
     if mask is not None:
@@ -632,38 +573,3 @@ def _topk_scores(scores: np.ndarray, k: int, mask: np.ndarray | None, cutoff: fl
     counts = np.empty(nq, dtype=np.int32)
     topk_rows(scores, k, rows, out, counts)
     return rows, np.where(rows >= 0, out, 0).astype(np.float32), counts
-
-
-def _merge_hits(results: list[Hits], k: int) -> Hits:
-    """Union of several top-k lists per query: best score per row, best first, top k."""
-    nq = results[0][0].shape[0]
-    rows = np.full((nq, k), -1, dtype=np.int64)
-    scores = np.zeros((nq, k), dtype=np.float32)
-    counts = np.zeros(nq, dtype=np.int32)
-    for q in range(nq):
-        best: dict[int, float] = {}
-        for r, s, c in results:
-            for row, score in zip(r[q, : c[q]].tolist(), s[q, : c[q]].tolist(), strict=False):
-                if row not in best or score > best[row]:
-                    best[row] = score
-        ranked = sorted(best.items(), key=lambda x: (-x[1], x[0]))[:k]
-        counts[q] = len(ranked)
-        if ranked:
-            rows[q, : len(ranked)] = [r for r, _ in ranked]
-            scores[q, : len(ranked)] = [s for _, s in ranked]
-    return rows, scores, counts
-
-
-HIT_COLUMNS: tuple[str, ...] = ("text", "metadata")
-"""Columns :meth:`Retriever.batch_arrow` adds on request."""
-
-
-def _check_columns(columns: Any) -> tuple[str, ...]:
-    if isinstance(columns, str) or not isinstance(columns, Sequence):
-        raise ConfigError(
-            f"columns must be a list of column names out of {list(HIT_COLUMNS)}, got {columns!r}"
-        )
-    bad = [c for c in columns if c not in HIT_COLUMNS]
-    if bad:
-        raise ConfigError(f"unknown hit column(s) {bad}; batch_arrow can add {list(HIT_COLUMNS)}")
-    return tuple(columns)

@@ -11,18 +11,19 @@ The module itself is callable, so ``fastrag.serve(doc)`` is ``fastrag.serve.serv
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import types
 from typing import Any
 
-__all__ = ["create_app", "serve", "serve_config"]
+from fastrag.errors import missing_extra
+from fastrag.serve.config import ServeConfig
+
+__all__ = ["ServeConfig", "create_app", "serve", "serve_config"]
 
 
-def _require_extra() -> None:
-    from fastrag.errors import missing_extra
-
+def _app_module() -> types.ModuleType:
+    """:mod:`fastrag.serve.app`, once the ``[serve]`` extra is known to be installed."""
     for modules, package in (
         (("fastapi",), "fastapi"),
         (("uvicorn",), "uvicorn"),
@@ -36,69 +37,66 @@ def _require_extra() -> None:
                 continue
         else:
             raise missing_extra(package, "serve", "fastrag serve")
+    from fastrag.serve import app  # lazy: the [serve] extra (FastAPI) loads here
+
+    return app
 
 
 def create_app(target: Any, **kw: Any) -> Any:
     """The ASGI app serving ``target`` (see :func:`fastrag.serve.app.create_app` for the
     options)."""
-    _require_extra()
-    from fastrag.serve.app import create_app as _create
-
-    return _create(target, **kw)
+    return _app_module().create_app(target, **kw)
 
 
 def serve(
-    target: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info", **kw: Any
+    target: Any,
+    *,
+    host: str = ServeConfig.host,
+    port: int = ServeConfig.port,
+    log_level: str = ServeConfig.log_level,
+    **kw: Any,
 ) -> None:
     """Serve ``target`` over HTTP on ``host:port`` (127.0.0.1 by default: pass
     ``host="0.0.0.0"`` deliberately to listen on every interface) until interrupted. Keyword
     arguments go to :func:`create_app`."""
-    _require_extra()
+    app = _app_module()
     import uvicorn
 
-    from fastrag.serve.app import setup_logging
-
-    setup_logging(log_level)
-    app = create_app(target, **kw)
+    app.setup_logging(log_level)
     uvicorn.run(
-        app, host=host, port=port, log_level=log_level, proxy_headers=False, server_header=False
+        app.create_app(target, **kw),
+        host=host,
+        port=port,
+        log_level=log_level,
+        proxy_headers=False,
+        server_header=False,
     )
 
 
-def serve_config(
-    cfg: dict[str, Any],
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    workers: int = 1,
-    log_level: str = "info",
-) -> None:
+def serve_config(config: ServeConfig) -> None:
     """Serve a ``fastrag serve`` command line's config (see
-    :func:`fastrag.serve.app.app_from_config`); ``workers > 1`` starts that many processes,
-    each opening the store read-only, one of them the writer, all sharing one tasks folder
-    (``cfg["tasks_dir"]``, default the store's :func:`~fastrag.serve.tasks.default_tasks_dir`)."""
-    _require_extra()
+    :func:`fastrag.serve.app.app_from_config`) on ``config.host:config.port``;
+    ``config.workers > 1`` starts that many processes, each opening the store read-only, one
+    of them the writer, all sharing one tasks folder (``config.tasks_dir``, default the store's
+    :func:`~fastrag.serve.tasks.default_tasks_dir`)."""
+    app = _app_module()
     import uvicorn
 
-    from fastrag.serve.app import CONFIG_ENV, app_from_config
-    from fastrag.serve.tasks import default_tasks_dir
-
-    cfg = dict(cfg, log_level=log_level)
     opts = {
-        "host": host,
-        "port": port,
-        "log_level": log_level,
+        "host": config.host,
+        "port": config.port,
+        "log_level": config.log_level,
         "proxy_headers": False,
         "server_header": False,
     }
-    if workers <= 1:
-        uvicorn.run(app_from_config(cfg), **opts)
+    if config.workers <= 1:
+        uvicorn.run(app.app_from_config(config), **opts)
         return
-    if not cfg.get("tasks_dir"):
-        cfg["tasks_dir"] = str(default_tasks_dir(cfg["store"]))
-    app_from_config(cfg)  # fail here, once, on a bad config (not in every worker)
-    os.environ[CONFIG_ENV] = json.dumps(cfg)
-    uvicorn.run("fastrag.serve.app:app_from_env", factory=True, workers=workers, **opts)
+    if not config.tasks_dir:
+        config = config.replace(tasks_dir=str(app.default_tasks_dir(config.store)))
+    app.app_from_config(config)  # fail here, once, on a bad config (not in every worker)
+    os.environ[app.CONFIG_ENV] = config.to_json()
+    uvicorn.run("fastrag.serve.app:app_from_env", factory=True, workers=config.workers, **opts)
 
 
 class _CallableModule(types.ModuleType):

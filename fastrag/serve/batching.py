@@ -19,6 +19,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
+from fastrag.serve.config import ServeConfig
+
 __all__ = ["MicroBatcher"]
 
 
@@ -41,8 +43,8 @@ class MicroBatcher:
         run: Callable[[Any, list[str]], list],
         *,
         executor: Executor,
-        window_s: float = 0.003,
-        max_batch: int = 256,
+        window_s: float = ServeConfig.batch_window_ms / 1000.0,
+        max_batch: int = ServeConfig.max_batch,
     ) -> None:
         self._run = run
         self._executor = executor

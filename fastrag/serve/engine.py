@@ -28,13 +28,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from fastrag._checks import check_int
+from fastrag.chat import ChatMemory, MessageWindowChatMemory
+from fastrag.documents.document import Document
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM, Completion
+from fastrag.pipeline import RAGPipeline
 from fastrag.query.retrieve import RetrieverAdapter
-from fastrag.retrieval.retriever import HIT_COLUMNS
+from fastrag.query.transformers import CompressionQueryTransformer
+from fastrag.retrieval.retriever import HIT_COLUMNS, Retriever
+from fastrag.retrieval.similarity import get_similarity
 from fastrag.schema import NodeWithScore
 from fastrag.serve.batching import MicroBatcher
+from fastrag.serve.config import ServeConfig
 from fastrag.serve.metrics import Metrics
+from fastrag.synth.factory import get_response_synthesizer
 
 __all__ = ["BatchedRetriever", "OptionsLLM", "ServeEngine"]
 
@@ -98,23 +106,18 @@ class ServeEngine:
         *,
         group: str | None = None,
         similarity: str | Mapping[str, str] | None = None,
-        topk: int = 5,
+        topk: int = ServeConfig.topk,
         llm: Any = None,
-        mode: str = "compact",
-        compress_history: bool = False,
-        batching: bool = True,
-        batch_window_ms: float = 3.0,
-        max_batch: int = 256,
+        mode: str = ServeConfig.mode,
+        compress_history: bool = ServeConfig.compress_history,
+        batching: bool = ServeConfig.batching,
+        batch_window_ms: float = ServeConfig.batch_window_ms,
+        max_batch: int = ServeConfig.max_batch,
         retrieve_threads: int = 4,
-        search_threads: int = 1,
+        search_threads: int = ServeConfig.search_threads,
         metrics: Metrics | None = None,
         chat_memory: Any = None,
     ) -> None:
-        from fastrag._checks import check_int
-        from fastrag.documents.document import Document
-        from fastrag.pipeline import RAGPipeline
-        from fastrag.retrieval.similarity import get_similarity
-
         self.target = target
         self.metrics = metrics if metrics is not None else Metrics()
         self.group_arg = group
@@ -132,16 +135,12 @@ class ServeEngine:
                 f"fastrag.RAGPipeline, got {type(target).__name__}"
             )
         if llm is not None and self.user_pipeline is None:  # a bad mode fails now
-            from fastrag.synth.factory import get_response_synthesizer
-
             get_response_synthesizer(response_mode=mode, llm=llm, streaming=True)
         if compress_history and llm is None and self.user_pipeline is None:
             raise ConfigError(
                 "compress_history=True needs an LLM (it rewrites the chat history "
                 "and the question into one standalone query): pass llm=..."
             )
-        from fastrag.chat import ChatMemory, MessageWindowChatMemory
-
         #: conversations of requests with a ``session_id`` (or ``user``): a ChatMemory, or a
         #: path to keep them in (default: the last 40 messages of each, in this process)
         self.chat_memory = (
@@ -179,9 +178,6 @@ class ServeEngine:
     def start(self) -> None:
         """Open the store (read-only), build the default retriever and run first queries so
         the kernels are compiled (from numba's on-disk cache after the first run)."""
-        from fastrag.documents.document import Document
-        from fastrag.retrieval.retriever import Retriever
-
         target = self.target
         if self.user_pipeline is not None:
             rets = [
@@ -247,8 +243,6 @@ class ServeEngine:
     def retriever(self, group: str | None = None, similarity: str | None = None) -> Any:
         """The retriever of ``group`` (default: the server's group) with ``similarity``
         (default: the group's, see :meth:`similarity_for`), made on first use. Blocking."""
-        from fastrag.retrieval.retriever import Retriever
-
         doc = self.require_doc()
         name = group if group is not None else self.default_group
         chosen = similarity is not None and similarity != self.similarity_for(name)
@@ -367,9 +361,7 @@ class ServeEngine:
         """The store's groups (and any built in memory for a retriever) with node counts."""
         doc = self.require_doc()
         self.refresh_if_changed()
-        from fastrag.documents.document import Document
-
-        builtin = {Document.CoarseChunk, Document.MediumChunk, Document.FineChunk}
+        builtin = set(Document.BUILTIN_GROUPS)
         stored = doc.store.manifest["groups"] if doc.store is not None else {}
         names = [
             n
@@ -411,10 +403,6 @@ class ServeEngine:
     def pipeline(self, group: str | None = None, similarity: str | None = None) -> Any:
         """The chat pipeline for ``group`` (None: the server's group), retrieving with
         ``similarity`` (None: the group's); blocking when new."""
-        from fastrag.pipeline import RAGPipeline
-        from fastrag.query.transformers import CompressionQueryTransformer
-        from fastrag.synth.factory import get_response_synthesizer
-
         name = group if group is not None else self.default_group
         if self.user_pipeline is not None:
             if name != self.default_group or similarity is not None:

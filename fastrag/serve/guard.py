@@ -22,7 +22,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from fastrag._checks import check_int
 from fastrag.errors import ConfigError
+from fastrag.serve.config import ServeConfig
 from fastrag.serve.metrics import Metrics
 
 __all__ = [
@@ -72,23 +74,21 @@ def redact_query(text: str) -> str:
 
 # -- settings ------------------------------------------------------------------------------------
 class ServeSettings:
-    """The request limits and behaviour knobs of one app (all have working defaults)."""
+    """The request limits and behaviour knobs of one app (defaults: :class:`ServeConfig`'s)."""
 
     def __init__(
         self,
         *,
         api_key: str | None = None,
-        max_body_bytes: int = 1 << 20,
-        max_upload_bytes: int = 50 << 20,
-        max_queries: int = 1024,
-        max_query_chars: int = 8192,
-        max_messages: int = 256,
-        max_upload_files: int = 32,
-        model_name: str = "fastrag",
+        max_body_bytes: int = ServeConfig.max_body_bytes,
+        max_upload_bytes: int = ServeConfig.max_upload_bytes,
+        max_queries: int = ServeConfig.max_queries,
+        max_query_chars: int = ServeConfig.max_query_chars,
+        max_messages: int = ServeConfig.max_messages,
+        max_upload_files: int = ServeConfig.max_upload_files,
+        model_name: str = ServeConfig.model_name,
         secrets: Sequence[str] = (),
     ) -> None:
-        from fastrag._checks import check_int
-
         if api_key is not None and (not isinstance(api_key, str) or len(api_key) < 8):
             raise ConfigError(
                 "api_key must be a string of at least 8 characters (or None for no authentication)"

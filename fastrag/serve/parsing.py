@@ -16,6 +16,7 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from fastrag.errors import ConfigError
+from fastrag.indexes.filters import parse_filter
 from fastrag.serve.guard import ApiError, validation_error
 
 __all__ = [
@@ -99,8 +100,6 @@ def check_lengths(texts: Sequence[str], field: str, limit: int) -> None:
 def check_filter(text: str | None) -> str | None:
     if text is None:
         return None
-    from fastrag.indexes.filters import parse_filter
-
     if len(text) > 4096:
         raise ApiError(400, "filter is longer than 4096 characters", param="filter")
     try:

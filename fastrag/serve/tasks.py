@@ -41,7 +41,10 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from fastrag.documents.document import Document
+from fastrag.documents.readers import read_file
 from fastrag.errors import ConfigError
+from fastrag.retrieval.retriever import Retriever
 
 __all__ = ["INTERRUPTED", "KEEP_S", "TaskStore", "Writer", "default_tasks_dir", "safe_filename"]
 
@@ -408,8 +411,6 @@ class Writer:
 
     # -- the writable Document -----------------------------------------------------------------
     def _wdoc(self) -> Any:
-        from fastrag.documents.document import Document
-
         if self._doc is None:
             doc = self.engine.require_doc()
             if doc.store is None:
@@ -453,8 +454,6 @@ class Writer:
         }
 
     def _read_payload(self, rec: dict[str, Any]) -> tuple[list[str], list[dict], list[str]]:
-        from fastrag.documents.readers import read_file
-
         d = self.tasks.payload(rec["id"])
         if (d / "texts.json").is_file():
             data = json.loads((d / "texts.json").read_text(encoding="utf-8"))
@@ -483,8 +482,6 @@ class Writer:
 
     def _rebuild(self, doc: Any) -> list[str]:
         """Build the changed groups and the served indexes now, so readers load them."""
-        from fastrag.retrieval.retriever import Retriever
-
         warnings = []
         stored = doc.store.manifest["groups"] if doc.store is not None else {}
         served = self.engine.served()

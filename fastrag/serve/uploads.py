@@ -1,113 +1,32 @@
-"""The write side of ``fastrag serve``: ``POST /v1/documents`` (multipart files, or JSON
-``{"texts", "metadatas"}``), ``DELETE /v1/documents/{doc_id}`` and ``GET /v1/tasks/{task_id}``.
-
-Each write becomes a task (:mod:`fastrag.serve.tasks`) that the single writer runs; the answer
-is ``202 {"task_id", "status", ...}`` at once. With an ``Idempotency-Key`` header a retried
-request gets its first task back instead of a second one (:mod:`fastrag.serve.idempotency`).
+"""The write side of ``fastrag serve`` behind its routes (:mod:`fastrag.serve.routes.documents`):
+multipart uploads and JSON texts become tasks (:mod:`fastrag.serve.tasks`) that the single
+writer runs, answered ``202 {"task_id", "status", ...}`` at once. With an ``Idempotency-Key``
+header a retried request gets its first task back instead of a second one
+(:mod:`fastrag.serve.idempotency`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.datastructures import UploadFile
 
-from fastrag.errors import ConfigError
 from fastrag.serve.guard import ApiError, BodyTooLarge, ServeSettings
-from fastrag.serve.idempotency import HEADER, IdempotencyKeys, check_key, fingerprint
-from fastrag.serve.parsing import checked_retriever, load_json, parse_body
-from fastrag.serve.schemas import AddTextsRequest
-from fastrag.serve.tasks import TaskStore, Writer
+from fastrag.serve.idempotency import IdempotencyKeys, fingerprint
+from fastrag.serve.parsing import checked_retriever, load_json
+from fastrag.serve.tasks import TaskStore
 
-__all__ = ["install_document_routes", "task_view"]
+__all__ = ["MAX_TEXTS", "accepted", "submit", "submit_upload", "task_view"]
 
 MAX_TEXTS = 100_000
 
 
-def install_document_routes(
-    app: FastAPI,
-    engine: Any,
-    tasks: TaskStore,
-    writer: Writer,
-    keys: IdempotencyKeys,
-    settings: ServeSettings,
-    ready_engine: Callable[[], Any],
-) -> None:
-    """Add the upload, delete and task routes to ``app`` (``ready_engine()`` returns the
-    engine once the server is ready, else raises a 503)."""
-
-    @app.post("/v1/documents", status_code=202)
-    async def add_documents(request: Request) -> Any:
-        eng = ready_engine()
-        eng.require_doc()
-        key = check_key(request.headers.get(HEADER))
-        if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            rec, replayed = await _upload(request, eng, tasks, keys, key, settings)
-        else:
-            req = await parse_body(request, AddTextsRequest)
-            if req.group is not None:
-                await checked_retriever(eng, req.group)
-            if len(req.texts) > MAX_TEXTS:
-                raise ApiError(
-                    400,
-                    f"{len(req.texts)} texts exceed the limit of {MAX_TEXTS} per request; "
-                    "split them",
-                    param="texts",
-                )
-            from fastrag.documents.sources import check_texts
-
-            try:
-                check_texts(req.texts, req.metadatas, None)
-                json.dumps(req.metadatas)
-            except (ConfigError, TypeError, ValueError) as exc:
-                raise ApiError(
-                    400, str(exc), param="metadatas" if "metadata" in str(exc) else "texts"
-                ) from None
-            rec, replayed = await _submit(
-                keys,
-                key,
-                "POST /v1/documents",
-                req.model_dump(),
-                lambda task_id: tasks.add_texts(req.texts, req.metadatas, task_id=task_id),
-            )
-        writer.wake()
-        return _accepted(rec, replayed)
-
-    @app.delete("/v1/documents/{doc_id}", status_code=202)
-    async def delete_document(request: Request, doc_id: str) -> Any:
-        eng = ready_engine()
-        key = check_key(request.headers.get(HEADER))
-
-        def create(task_id: str | None) -> dict[str, Any]:
-            if not eng.has_document(doc_id):
-                raise ApiError(
-                    404,
-                    f"no document with id {doc_id!r}; ids are the doc_ids of upload tasks (or "
-                    "a hit's metadata doc_id)",
-                    "not_found_error",
-                    param="doc_id",
-                )
-            return tasks.delete(doc_id, task_id=task_id)
-
-        rec, replayed = await _submit(keys, key, f"DELETE /v1/documents/{doc_id}", None, create)
-        writer.wake()
-        return _accepted(rec, replayed)
-
-    @app.get("/v1/tasks/{task_id}")
-    async def task(task_id: str) -> Any:
-        ready_engine()
-        rec = await asyncio.to_thread(tasks.get, task_id)
-        if rec is None:
-            raise ApiError(404, f"no task {task_id!r}", "not_found_error", param="task_id")
-        return task_view(rec)
-
-
-async def _submit(
+async def submit(
     keys: IdempotencyKeys,
     key: str | None,
     request: str,
@@ -128,7 +47,7 @@ async def _submit(
         raise
 
 
-def _accepted(rec: dict[str, Any], replayed: bool) -> JSONResponse:
+def accepted(rec: dict[str, Any], replayed: bool) -> JSONResponse:
     headers = {"Idempotent-Replayed": "true"} if replayed else None
     return JSONResponse(task_view(rec), status_code=202, headers=headers)
 
@@ -158,7 +77,7 @@ def _file_digests(files: list[tuple[str, Any]]) -> list[list[str]]:
     return out
 
 
-async def _upload(
+async def submit_upload(
     request: Request,
     engine: Any,
     tasks: TaskStore,
@@ -166,8 +85,6 @@ async def _upload(
     key: str | None,
     settings: ServeSettings,
 ) -> tuple[dict[str, Any], bool]:
-    from starlette.datastructures import UploadFile
-
     try:
         form = await request.form(
             max_files=settings.max_upload_files,
@@ -210,7 +127,7 @@ async def _upload(
         if key is not None:
             digests = await asyncio.to_thread(_file_digests, files)
             body = {"files": digests, "metadata": meta, "group": group}
-        return await _submit(
+        return await submit(
             keys,
             key,
             "POST /v1/documents",

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from fastrag.synth.base import BaseSynthesizer, gather_all, note
+from fastrag.synth.base import BaseSynthesizer
+from fastrag.synth.calls import gather_all, note
 from fastrag.synth.packing import Piece
 from fastrag.synth.prompts import PromptTemplate
 

@@ -6,10 +6,10 @@ here with the import path changed. Everything else is shared:
 
 * ``synthesize`` / ``asynthesize(query, nodes, **kw) -> Response``: nodes may be
   ``NodeWithScore``, ``DocNode`` or ``str``; extra keyword arguments fill template variables.
-* Every LLM call goes through a metered wrapper around the user's LLM (``self._llm``): it
-  holds a slot of the synthesizer's ``Semaphore(max_concurrency)`` (one per event loop, so
-  all queries of a batch share it) and adds the call's usage to the *current query's*
-  counters (a ``ContextVar``, so concurrent queries never mix their metadata).
+* Every LLM call goes through a metered wrapper around the user's LLM (``self._llm``, see
+  :mod:`fastrag.synth.calls`): it holds a slot of the synthesizer's
+  ``Semaphore(max_concurrency)`` (one per event loop, so all queries of a batch share it)
+  and adds the call's usage to the *current query's* record.
 * ``batch`` / ``abatch(queries, nodes_per_query)``: every query's call graph runs at once
   under that one limit; a failure or a cancellation cancels the in-flight calls.
 """
@@ -17,236 +17,55 @@ here with the import path changed. Everything else is shared:
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from fastrag._async import iter_sync, run_sync
 from fastrag._checks import check_int, check_list, check_str
 from fastrag.errors import ConfigError
-from fastrag.llms.base import BaseLLM, Completion
+from fastrag.llms.base import BaseLLM
 from fastrag.llms.resolve import resolve_llm
 from fastrag.schema import DocNode, NodeWithScore
+from fastrag.settings import Settings
+from fastrag.synth.calls import (
+    MeteredLLM,
+    QueryRecord,
+    current_record,
+    gather_all,
+    note,
+    recording,
+)
 from fastrag.synth.packing import DEFAULT_CONTEXT_WINDOW, DEFAULT_NUM_OUTPUT, PromptHelper
 from fastrag.synth.prompts import (
+    TEMPLATE_KINDS,
+    TEMPLATE_VARS,
     PromptTemplate,
-    adapt_template,
-    as_template,
     default_prompts,
     resolve_language,
     validate_language,
+    validate_template,
 )
 from fastrag.synth.response import Response
+from fastrag.synth.streams import aiter_sync, one_piece, text_pieces, to_sync
 
-__all__ = ["DEFAULT_EMPTY_RESPONSE", "ON_EMPTY", "BaseSynthesizer"]
+__all__ = [
+    "DEFAULT_EMPTY_RESPONSE",
+    "ON_EMPTY",
+    "BaseSynthesizer",
+    "gather_all",
+    "note",
+    "prepare_nodes",
+]
 
 DEFAULT_EMPTY_RESPONSE = "Empty Response"
 ON_EMPTY = ("respond", "generate", "raise")
-
-# Required variables of each template kind (the context variable must appear exactly once).
-_REQUIRED = {
-    "text_qa_template": ("context_str", "query_str"),
-    "refine_template": ("context_msg", "existing_answer", "query_str"),
-    "summary_template": ("context_str",),
-    "simple_template": ("query_str",),
-}
-_CONTEXT_VAR = {
-    "text_qa_template": "context_str",
-    "refine_template": "context_msg",
-    "summary_template": "context_str",
-}
-_KIND = {
-    "text_qa_template": "text_qa",
-    "refine_template": "refine",
-    "summary_template": "summary",
-    "simple_template": "simple",
-}
-
-
-def _refine_context_alias(tmpl: PromptTemplate) -> PromptTemplate:
-    """A refine template written with ``{context_str}`` (as in LlamaIndex tutorials) reads as
-    one with ``{context_msg}``; having both is ambiguous."""
-    names = set(tmpl.free_vars)
-    if "context_str" not in names:
-        return tmpl
-    if "context_msg" in names:
-        raise ConfigError(
-            "refine_template has both {context_msg} and {context_str}; use one of them for "
-            "the new context"
-        )
-    return PromptTemplate(tmpl.template.replace("{context_str}", "{context_msg}"), **tmpl.kwargs)
-
-
-# ----------------------------------------------------------------------------------------------
-# Per-query accounting
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Usage:
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def add(self, prompt_tokens: int, completion_tokens: int) -> None:
-        self.llm_calls += 1
-        self.prompt_tokens += int(prompt_tokens)
-        self.completion_tokens += int(completion_tokens)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "llm_calls": self.llm_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            **self.extra,
-        }
-
-
-_USAGE: contextvars.ContextVar[_Usage | None] = contextvars.ContextVar(
-    "fastrag_synth_usage", default=None
-)
-
-
-def note(key: str, value: Any, *, add: bool = False) -> None:
-    """Record a mode-specific fact in the current query's ``Response.metadata``."""
-    usage = _USAGE.get()
-    if usage is None:
-        return
-    if add:
-        usage.extra[key] = usage.extra.get(key, 0) + value
-    else:
-        usage.extra[key] = value
 
 
 def _add_note(exc: BaseException, text: str) -> None:
     if hasattr(exc, "add_note"):
         exc.add_note(text)
-
-
-# ----------------------------------------------------------------------------------------------
-# The metered LLM wrapper
-# ----------------------------------------------------------------------------------------------
-
-
-class _MeteredLLM(BaseLLM):
-    """Wraps the user's LLM: shared concurrency limit + per-query usage, nothing else."""
-
-    def __init__(self, inner: BaseLLM, owner: BaseSynthesizer) -> None:
-        self.inner = inner
-        self._owner = weakref.ref(owner)
-
-    @property
-    def model(self) -> str:  # type: ignore[override]
-        return self.inner.model
-
-    @property
-    def supports_json_mode(self) -> bool:  # type: ignore[override]
-        return bool(getattr(self.inner, "supports_json_mode", False))
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self.inner, "encoding", "cl100k_base")
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("inner", "_owner"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def _sem(self) -> asyncio.Semaphore | None:
-        owner = self._owner()
-        return owner._semaphore() if owner is not None else None
-
-    async def acomplete_with_usage(self, prompt: str, **kw: Any) -> Completion:
-        usage = _USAGE.get()
-        sem = self._sem()
-        if sem is None:
-            comp = await self.inner.acomplete_with_usage(prompt, **kw)
-        else:
-            async with sem:
-                comp = await self.inner.acomplete_with_usage(prompt, **kw)
-        if usage is not None:
-            usage.add(comp.prompt_tokens, comp.completion_tokens)
-        return comp
-
-    def astream_with_usage(self, prompt: str, **kw: Any) -> AsyncIterator[str | Completion]:
-        # The usage counters are captured now, in the caller's context: the generator body
-        # may run later, in the context of whoever consumes the stream.
-        return self._astream(prompt, _USAGE.get(), kw)
-
-    async def _astream(
-        self, prompt: str, usage: _Usage | None, kw: dict[str, Any]
-    ) -> AsyncIterator[str | Completion]:
-        sem = self._sem()
-        if sem is not None:
-            await sem.acquire()
-        try:
-            agen = self.inner.astream_with_usage(prompt, **kw)
-            try:
-                async for item in agen:
-                    if isinstance(item, Completion) and usage is not None:
-                        usage.add(item.prompt_tokens, item.completion_tokens)
-                    yield item
-            finally:
-                aclose = getattr(agen, "aclose", None)
-                if aclose is not None:
-                    await aclose()
-        finally:
-            if sem is not None:
-                sem.release()
-
-    async def astructured(self, prompt: str, schema: dict, **kw: Any) -> dict:
-        usage = _USAGE.get()
-        sem = self._sem()
-        if sem is None:
-            result, comp = await self.inner.astructured_with_usage(prompt, schema, **kw)
-        else:
-            async with sem:
-                result, comp = await self.inner.astructured_with_usage(prompt, schema, **kw)
-        if usage is not None:  # what was sent, schema instruction included
-            usage.add(comp.prompt_tokens, comp.completion_tokens)
-        return result
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def __repr__(self) -> str:
-        return repr(self.inner)
-
-
-# ----------------------------------------------------------------------------------------------
-# Helpers
-# ----------------------------------------------------------------------------------------------
-
-
-async def gather_all(aws: Iterable[Awaitable[Any]]) -> list[Any]:
-    """``asyncio.gather`` that cancels the siblings when one fails or when it is cancelled."""
-    tasks = [asyncio.ensure_future(a) for a in aws]
-    if not tasks:
-        return []
-    try:
-        _done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    if pending:
-        for t in pending:
-            t.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-    first: BaseException | None = None
-    for t in tasks:  # retrieve every failure (no "never retrieved" warnings), raise the first
-        if t.done() and not t.cancelled():
-            exc = t.exception()
-            if exc is not None and first is None:
-                first = exc
-    if first is not None:
-        raise first
-    return [t.result() for t in tasks]
 
 
 def _query_text(query: Any) -> str:
@@ -356,8 +175,6 @@ class BaseSynthesizer:
                 "help(fastrag.get_response_synthesizer) for the accepted ones"
             )
         if llm is None:
-            from fastrag.settings import Settings
-
             llm = Settings.llm
         self._llm = llm
         self._streaming = bool(streaming)
@@ -382,7 +199,7 @@ class BaseSynthesizer:
                 )
             self._prompt_helper = prompt_helper
         else:
-            raw = self._llm.inner if isinstance(self._llm, _MeteredLLM) else llm
+            raw = self._llm.inner if isinstance(self._llm, MeteredLLM) else llm
             cw = context_window or getattr(raw, "context_window", None) or DEFAULT_CONTEXT_WINDOW
             no = num_output or getattr(raw, "num_output", None) or DEFAULT_NUM_OUTPUT
             if tokenizer is not None:
@@ -418,7 +235,7 @@ class BaseSynthesizer:
 
     # -- the LLM -------------------------------------------------------------------------------
     @property
-    def _llm(self) -> _MeteredLLM | None:
+    def _llm(self) -> MeteredLLM | None:
         return self.__dict__.get("_metered")
 
     @_llm.setter
@@ -426,9 +243,9 @@ class BaseSynthesizer:
         if llm is None:
             self.__dict__["_metered"] = None
             return
-        if isinstance(llm, _MeteredLLM):
+        if isinstance(llm, MeteredLLM):
             llm = llm.inner
-        self.__dict__["_metered"] = _MeteredLLM(resolve_llm(llm), self)
+        self.__dict__["_metered"] = MeteredLLM(resolve_llm(llm), self)
 
     @property
     def llm(self) -> BaseLLM | None:
@@ -444,7 +261,7 @@ class BaseSynthesizer:
     def prompt_helper(self) -> PromptHelper:
         return self._prompt_helper
 
-    def _require_llm(self) -> _MeteredLLM:
+    def _require_llm(self) -> MeteredLLM:
         llm = self._llm
         if llm is None:
             raise ConfigError(
@@ -462,41 +279,13 @@ class BaseSynthesizer:
 
     # -- templates -----------------------------------------------------------------------------
     def _set_template(self, name: str, value: Any) -> None:
-        tmpl = as_template(value, name)
-        if tmpl is not None:
-            ctx = "context_msg" if name == "refine_template" else "context_str"
-            tmpl = adapt_template(
-                tmpl,
-                {"query": "query_str", "context": ctx, "question_answer_context": ctx},
-                "query_str" if "query_str" in _REQUIRED[name] else None,
-            )
-        if tmpl is not None and name == "refine_template":
-            tmpl = _refine_context_alias(tmpl)
-        if tmpl is not None:
-            present = set(tmpl.free_vars)
-            missing = [v for v in _REQUIRED[name] if v not in present]
-            if missing:
-                shown = ["{" + v + "}" for v in missing]
-                if name == "refine_template" and "context_msg" in missing:
-                    shown[missing.index("context_msg")] = "{context_msg} (or {context_str})"
-                raise ConfigError(
-                    f"{name} is missing required variable(s) "
-                    f"{', '.join(shown)}; it has "
-                    f"{['{' + v + '}' for v in tmpl.template_vars]}"
-                )
-            cvar = _CONTEXT_VAR.get(name)
-            if cvar is not None and tmpl.template.count("{" + cvar + "}") != 1:
-                raise ConfigError(
-                    f"{name} must contain {{{cvar}}} exactly once, found "
-                    f"{tmpl.template.count('{' + cvar + '}')}"
-                )
-        self._templates[name] = tmpl
+        self._templates[name] = validate_template(name, value)
 
     def _template(self, name: str, lang: str) -> PromptTemplate:
         tmpl = self._templates.get(name)
         if tmpl is not None:
             return tmpl
-        return default_prompts(lang)[_KIND[name]]  # type: ignore[return-value]
+        return default_prompts(lang)[TEMPLATE_KINDS[name]]  # type: ignore[return-value]
 
     def get_prompts(self) -> dict[str, PromptTemplate]:
         """The templates this synthesizer uses (defaults resolved for its language)."""
@@ -506,8 +295,8 @@ class BaseSynthesizer:
     def update_prompts(self, prompts: dict[str, PromptTemplate | str]) -> None:
         """Replace templates by name (``text_qa_template``, ``refine_template``, ...)."""
         for name, value in prompts.items():
-            if name not in _REQUIRED:
-                raise ConfigError(f"unknown prompt {name!r}; known: {sorted(_REQUIRED)}")
+            if name not in TEMPLATE_VARS:
+                raise ConfigError(f"unknown prompt {name!r}; known: {sorted(TEMPLATE_VARS)}")
             self._set_template(name, value)
 
     def _lang(self, query_str: str, chunks: Sequence[str]) -> str:
@@ -517,7 +306,7 @@ class BaseSynthesizer:
         """Fail before any LLM call when a template variable has no value."""
         for name in names:
             tmpl = self._template(name, lang)
-            auto = set(_REQUIRED.get(name, ())) | {"query_str"}
+            auto = set(TEMPLATE_VARS.get(name, ())) | {"query_str"}
             missing = [v for v in tmpl.free_vars if v not in auto and v not in provided]
             if missing:
                 raise ConfigError(
@@ -561,7 +350,7 @@ class BaseSynthesizer:
     def _astream_text(self, prompt: str, fallback: str | None = None) -> AsyncIterator[str]:
         """Stream one LLM call's text; if it streams nothing but blanks, yield ``fallback``."""
         agen = self._require_llm().astream_with_usage(prompt, **self.llm_kwargs)
-        return _text_pieces(agen, fallback)
+        return text_pieces(agen, fallback)
 
     # -- the contract --------------------------------------------------------------------------
     def get_response(self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any):
@@ -572,11 +361,8 @@ class BaseSynthesizer:
         return result
 
     async def _metered_call(self, query_str, text_chunks, kw):
-        token = _USAGE.set(_USAGE.get() or _Usage())
-        try:
+        with recording(current_record() or QueryRecord()):
             return await self.aget_response(query_str, text_chunks, **kw)
-        finally:
-            _USAGE.reset(token)
 
     async def aget_response(
         self, query_str: str, text_chunks: Sequence[str], **response_kwargs: Any
@@ -598,7 +384,7 @@ class BaseSynthesizer:
     ) -> Response:
         """Answer ``query`` from ``nodes``; see :meth:`asynthesize`."""
         resp = run_sync(self.asynthesize(query, nodes, additional_source_nodes, **response_kwargs))
-        return _to_sync(resp)
+        return to_sync(resp)
 
     async def asynthesize(
         self,
@@ -616,14 +402,14 @@ class BaseSynthesizer:
         texts, sources = prepare_nodes(nodes)
         if additional_source_nodes:
             sources += prepare_nodes(additional_source_nodes)[1]
-        usage = _Usage()
-        token = _USAGE.set(usage)
+        record = QueryRecord()
         t0 = time.perf_counter()
         try:
-            if any(t.strip() for t in texts):
-                result = await self.aget_response(query_str, texts, **response_kwargs)
-            else:
-                result = await self._aempty(query_str, response_kwargs)
+            with recording(record):
+                if any(t.strip() for t in texts):
+                    result = await self.aget_response(query_str, texts, **response_kwargs)
+                else:
+                    result = await self._aempty(query_str, response_kwargs)
         except Exception as exc:
             _add_note(
                 exc,
@@ -631,12 +417,10 @@ class BaseSynthesizer:
                 f"(response_mode={self.response_mode!r}, {len(texts)} nodes)",
             )
             raise
-        finally:
-            _USAGE.reset(token)
         meta = {"response_mode": self.response_mode, "n_nodes": len(texts)}
 
         def finish(_text: str | None = None) -> None:
-            meta.update(usage.as_dict())
+            meta.update(record.as_dict())
             meta["seconds"] = time.perf_counter() - t0
             resp.metadata.update(meta)
 
@@ -649,7 +433,7 @@ class BaseSynthesizer:
             finish()  # provisional: completed when the stream is consumed
             return resp
         if hasattr(result, "__next__"):  # a custom sync get_response returned a generator
-            resp = Response(None, sources, async_response_gen=_aiter_sync(result), on_done=finish)
+            resp = Response(None, sources, async_response_gen=aiter_sync(result), on_done=finish)
             finish()
             return resp
         raise ConfigError(
@@ -667,7 +451,7 @@ class BaseSynthesizer:
                 "on_empty='respond' or 'generate'"
             )
         if self.on_empty == "respond":
-            return _one_piece(self.empty_response) if self._streaming else self.empty_response
+            return one_piece(self.empty_response) if self._streaming else self.empty_response
         lang = self._lang(query_str, ())
         self._check_vars(("simple_template",), lang, kw)
         prompt = self._template("simple_template", lang).format(query_str=query_str, **kw)
@@ -763,65 +547,3 @@ class BaseSynthesizer:
             f"{type(self).__name__}(llm={self.llm!r}, streaming={self._streaming}, "
             f"max_concurrency={self.max_concurrency})"
         )
-
-
-# ----------------------------------------------------------------------------------------------
-# Stream plumbing
-# ----------------------------------------------------------------------------------------------
-
-
-async def _text_pieces(
-    agen: AsyncIterator[str | Completion], fallback: str | None
-) -> AsyncIterator[str]:
-    """Text chunks of a usage stream; ``fallback`` replaces an all-blank answer."""
-    held: list[str] = []  # blank pieces held back until real text arrives
-    seen_text = False
-    try:
-        async for item in agen:
-            if isinstance(item, Completion):
-                continue
-            if seen_text:
-                yield item
-            elif item.strip():
-                seen_text = True
-                for h in held:
-                    yield h
-                held.clear()
-                yield item
-            else:
-                held.append(item)
-    finally:
-        aclose = getattr(agen, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    if not seen_text:
-        if fallback is not None:
-            yield fallback
-        else:
-            for h in held:
-                yield h
-
-
-async def _one_piece(text: str) -> AsyncIterator[str]:
-    yield text
-
-
-async def _aiter_sync(it: Any) -> AsyncIterator[str]:
-    for piece in it:
-        yield piece
-
-
-def _to_sync(resp: Response) -> Response:
-    """A sync-streaming copy of an async-streaming response (same metadata dict)."""
-    if resp._agen is None:
-        return resp
-    out = Response(
-        None,
-        resp.source_nodes,
-        None,
-        response_gen=iter_sync(resp._agen),
-        on_done=resp._on_done,
-    )
-    out.metadata = resp.metadata
-    # the on_done hook updates the async response's metadata dict, shared with ``out``
-    return out

@@ -7,7 +7,8 @@ literal braces, as in ``str.format``.
 
 Default templates come in English (LlamaIndex's wording, so prompts and token counts match
 what LlamaIndex users know) and Chinese; ``language="auto"`` picks Chinese when the query is
-mostly CJK text.
+mostly CJK text. :func:`validate_template` checks a user's template for a synthesizer slot
+(``text_qa_template``, ``refine_template``, ...) against the variables it must have.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from fastrag.errors import ConfigError
 __all__ = [
     "DEFAULT_PROMPTS",
     "LANGUAGES",
+    "TEMPLATE_KINDS",
+    "TEMPLATE_VARS",
     "PromptTemplate",
     "default_prompts",
     "detect_language",
     "resolve_language",
+    "validate_template",
 ]
 
 _FORMATTER = string.Formatter()
@@ -198,6 +202,76 @@ def adapt_template(
     if query_var is not None and query_var not in out.free_vars:
         out = PromptTemplate(out.template.rstrip("\n") + "\n{" + query_var + "}", **tmpl.kwargs)
     return out
+
+
+# -- the synthesizers' template slots ------------------------------------------------------------
+# Required variables of each slot (the context variable must appear exactly once).
+TEMPLATE_VARS: dict[str, tuple[str, ...]] = {
+    "text_qa_template": ("context_str", "query_str"),
+    "refine_template": ("context_msg", "existing_answer", "query_str"),
+    "summary_template": ("context_str",),
+    "simple_template": ("query_str",),
+}
+_CONTEXT_VAR = {
+    "text_qa_template": "context_str",
+    "refine_template": "context_msg",
+    "summary_template": "context_str",
+}
+# slot -> its key in default_prompts()
+TEMPLATE_KINDS = {
+    "text_qa_template": "text_qa",
+    "refine_template": "refine",
+    "summary_template": "summary",
+    "simple_template": "simple",
+}
+
+
+def _refine_context_alias(tmpl: PromptTemplate) -> PromptTemplate:
+    """A refine template written with ``{context_str}`` (as in LlamaIndex tutorials) reads as
+    one with ``{context_msg}``; having both is ambiguous."""
+    names = set(tmpl.free_vars)
+    if "context_str" not in names:
+        return tmpl
+    if "context_msg" in names:
+        raise ConfigError(
+            "refine_template has both {context_msg} and {context_str}; use one of them for "
+            "the new context"
+        )
+    return PromptTemplate(tmpl.template.replace("{context_str}", "{context_msg}"), **tmpl.kwargs)
+
+
+def validate_template(name: str, value: Any) -> PromptTemplate | None:
+    """``value`` (a template, a str or None for the default) for the synthesizer slot ``name``:
+    Spring AI / LlamaIndex variable names adapted, required variables checked."""
+    tmpl = as_template(value, name)
+    if tmpl is None:
+        return None
+    ctx = "context_msg" if name == "refine_template" else "context_str"
+    tmpl = adapt_template(
+        tmpl,
+        {"query": "query_str", "context": ctx, "question_answer_context": ctx},
+        "query_str" if "query_str" in TEMPLATE_VARS[name] else None,
+    )
+    if name == "refine_template":
+        tmpl = _refine_context_alias(tmpl)
+    present = set(tmpl.free_vars)
+    missing = [v for v in TEMPLATE_VARS[name] if v not in present]
+    if missing:
+        shown = ["{" + v + "}" for v in missing]
+        if name == "refine_template" and "context_msg" in missing:
+            shown[missing.index("context_msg")] = "{context_msg} (or {context_str})"
+        raise ConfigError(
+            f"{name} is missing required variable(s) "
+            f"{', '.join(shown)}; it has "
+            f"{['{' + v + '}' for v in tmpl.template_vars]}"
+        )
+    cvar = _CONTEXT_VAR.get(name)
+    if cvar is not None and tmpl.template.count("{" + cvar + "}") != 1:
+        raise ConfigError(
+            f"{name} must contain {{{cvar}}} exactly once, found "
+            f"{tmpl.template.count('{' + cvar + '}')}"
+        )
+    return tmpl
 
 
 # -- default templates ---------------------------------------------------------------------------

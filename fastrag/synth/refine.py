@@ -19,8 +19,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastrag._checks import check_str
-from fastrag.llms.base import StructuredOutputError, schema_instruction
-from fastrag.synth.base import BaseSynthesizer, note
+from fastrag.llms.base import (
+    StructuredOutputError,
+    check_schema,
+    parse_json_object,
+    schema_instruction,
+)
+from fastrag.synth.base import BaseSynthesizer
+from fastrag.synth.calls import note
 from fastrag.synth.packing import Piece
 from fastrag.synth.prompts import PromptTemplate
 
@@ -155,8 +161,6 @@ def _utf8_len(text: str) -> int:
 
 
 def _parse_refine(text: str) -> dict:
-    from fastrag.llms.base import check_schema, parse_json_object
-
     return check_schema(parse_json_object(text), REFINE_SCHEMA)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from fastrag.synth.base import BaseSynthesizer, note
+from fastrag.synth.base import BaseSynthesizer
+from fastrag.synth.calls import note
 from fastrag.synth.prompts import PromptTemplate
 
 __all__ = ["ContextOnly", "Generation", "NoText", "SimpleSummarize"]

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastrag._checks import check_int
-from fastrag.synth.base import BaseSynthesizer, gather_all, note
+from fastrag.synth.base import BaseSynthesizer
+from fastrag.synth.calls import gather_all, note
 from fastrag.synth.packing import Piece
 from fastrag.synth.prompts import PromptTemplate
 

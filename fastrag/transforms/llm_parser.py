@@ -20,6 +20,7 @@ from fastrag._async import run_sync
 from fastrag._checks import check_choice, check_int
 from fastrag.errors import ConfigError
 from fastrag.llms.base import LLMError
+from fastrag.llms.resolve import resolve_llm
 from fastrag.schema import DocNode
 from fastrag.synth.prompts import PromptTemplate, as_template
 from fastrag.transforms.base import NodeTransform
@@ -140,8 +141,6 @@ class LLMParser(NodeTransform):
         show_progress: bool | None = None,
         llm_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        from fastrag.llms.resolve import resolve_llm
-
         self._llm = resolve_llm(llm)
         self.language = check_choice("language", language, ("en", "zh"))
         self.task_type = check_choice("task_type", task_type, TASKS)

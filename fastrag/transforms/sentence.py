@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import functools
 import os
+import unicodedata
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
 
 import numpy as np
 
@@ -36,13 +38,17 @@ _NEEDS_SPACE = ".!?,;:"
 _CLOSERS = "\"')]}”’」』】》〕〉）］｝»›〗〙〛"
 
 
+def split_kernels() -> ModuleType:
+    """:mod:`fastrag._kernels.split`, imported on first use (numba loads with it)."""
+    from fastrag._kernels import split  # lazy: numba
+
+    return split
+
+
 @functools.lru_cache(maxsize=1)
 def char_table() -> np.ndarray:
     """Class flags (``fastrag._kernels.split.CLS_*``) of every code point, uint8[0x110000]."""
-    import unicodedata
-
-    from fastrag._kernels import split as _k
-
+    _k = split_kernels()
     n = 0x110000
     chars = "".join(map(chr, range(n)))
     alpha = np.fromiter(map(str.isalpha, chars), dtype=np.bool_, count=n)
@@ -192,8 +198,7 @@ class _TokenBudgetSplitter(NodeTransform):
         if not text or text.isspace():
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
-        from fastrag._kernels import split as _k
-
+        plan_chunks = split_kernels().plan_chunks
         enc = get_encoding(self.encoding)
         tok_lens = token_byte_lengths(self.encoding)[_encode_np(enc, text)]
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
@@ -204,7 +209,7 @@ class _TokenBudgetSplitter(NodeTransform):
         while True:
             fix_s = np.array(sorted(fixes), dtype=np.int64)
             fix_b = np.array([fixes[k] for k in fix_s.tolist()], dtype=np.int64)
-            starts, ends, q, r, inner = _k.plan_chunks(
+            starts, ends, q, r, inner = plan_chunks(
                 cps, table, tok_lens, self.chunk_size, overlap, self._mode, fix_s, fix_b
             )
             exact = _exact_counts(enc, text, starts, ends, q, r, inner, cache)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastrag as fr
-from fastrag.datasets import squad_questions
+from fastrag.datasets import load_cmrc2018_dev, squad_questions
 from fastrag.distributed.sharded import ranks_of
 
 ray = pytest.importorskip("ray", reason="needs the [ray] extra: pip install -e '.[ray]'")
@@ -47,7 +47,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def cmrc(tmp_path_factory):
     """A CMRC store (with metadata to filter on) and its questions."""
-    questions, _, contexts = squad_questions(fr.load_cmrc2018_dev())
+    questions, _, contexts = squad_questions(load_cmrc2018_dev())
     metas = [{"part": i % 3} for i in range(len(contexts))]
     path = tmp_path_factory.mktemp("cmrc") / "store"
     fr.Document.from_texts(contexts, metas, store=path)
@@ -172,7 +172,7 @@ def test_sharded_index_on_ray(cluster, tmp_path, cmrc):
         base1(whole.batch_arrow(questions, filter="part == 1"))
     )
     # a segment actor that dies is restarted by Ray and weighed again on the next query
-    victims = [pid for pid, cmd in processes() if "ray::_Segment" in cmd]
+    victims = [pid for pid, cmd in processes() if "ray::Segment" in cmd]
     assert len(victims) == 4
     os.kill(victims[1], signal.SIGKILL)
     assert on_actors.batch_arrow(questions).equals(base1(whole.batch_arrow(questions)))
@@ -317,7 +317,7 @@ def test_dataset_built_index_equals_one_index(cluster, tmp_path, cmrc, monkeypat
     """A Ray Dataset is built by the workers, one segment per block (never read into the
     driver: root_table, the driver-side reader, is not called), and equals one index over the
     same rows in the same order: ids (given, or the ids one index gives), ranks, scores."""
-    from fastrag.distributed import sharded
+    from fastrag.distributed import build
 
     _, contexts, metas, questions = cmrc
     texts, qs = contexts[:600], questions[:300]
@@ -335,17 +335,17 @@ def test_dataset_built_index_equals_one_index(cluster, tmp_path, cmrc, monkeypat
     def no_driver_read(*a, **kw):
         raise AssertionError("the corpus was read on the driver")
 
-    monkeypatch.setattr(sharded, "root_table", no_driver_read)
+    monkeypatch.setattr(build, "root_table", no_driver_read)
     for n in (1, 2, 4):
         ds = ray.data.from_arrow(
-            [table.slice(lo, hi - lo) for lo, hi in sharded._partition(table.num_rows, n)]
+            [table.slice(lo, hi - lo) for lo, hi in build.partition(table.num_rows, n)]
         )
         sr = fr.ray.build_index(ds, tmp_path / f"ix{n}", similarity="bm25_chinese", topk=8)
         assert len(sr.segments) == n and len(sr) == len(texts)
         assert sr.batch_arrow(qs).equals(want), n  # ids, ranks, bit-identical float32 scores
         assert sr.batch_arrow(qs, filter="part == 2").equals(want_f)
     # Parquet files by glob, read by the workers (num_shards repartitions, in order)
-    for i, (lo, hi) in enumerate(sharded._partition(table.num_rows, 3)):
+    for i, (lo, hi) in enumerate(build.partition(table.num_rows, 3)):
         pq.write_table(table.slice(lo, hi - lo), tmp_path / f"part-{i}.parquet")
     sr = fr.ray.build_index(
         str(tmp_path / "part-*.parquet"),

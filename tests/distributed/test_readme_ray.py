@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastrag as fr
+from fastrag.datasets import load_cmrc2018_dev
 
 pytest.importorskip("ray", reason="needs the [ray] extra: pip install -e '.[ray]'")
 pytestmark = pytest.mark.ray
@@ -51,7 +52,7 @@ def test_readme_ray_example_runs_twice(tmp_path, openai_server):
     doc = fr.Document(store=tmp_path / "cmrc.store", mode="r")
     questions = [
         q["question"]
-        for a in fr.load_cmrc2018_dev()["data"]
+        for a in load_cmrc2018_dev()["data"]
         for p in a["paragraphs"]
         for q in p["qas"]
     ]

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import fastrag as fr
-from fastrag.datasets import squad_questions
+from fastrag.datasets import load_cmrc2018_dev, squad_questions
 from fastrag.distributed.sharded import ranks_of
 from fastrag.ray import ShardedRetriever, build_index, open_index
 
@@ -32,7 +32,7 @@ def base1(table: pa.Table) -> pa.Table:
 @pytest.fixture(scope="module")
 def cmrc():
     """(texts, metadatas, ids, questions) of the CMRC dev set."""
-    questions, _, contexts = squad_questions(fr.load_cmrc2018_dev())
+    questions, _, contexts = squad_questions(load_cmrc2018_dev())
     metas = [{"part": i % 3, "long": len(t) > 500} for i, t in enumerate(contexts)]
     ids = [f"p{i:04d}" for i in range(len(contexts))]
     return contexts, metas, ids, questions
@@ -224,17 +224,17 @@ def test_bad_arguments_say_what_to_do(tmp_path):
 
 
 def test_failed_segment_build_leaves_nothing(tmp_path, monkeypatch):
-    from fastrag.distributed import sharded
+    from fastrag.distributed import build
 
     sr = build_index(["alpha beta", "gamma delta"], tmp_path / "ix", executor="local")
     before = json.loads((tmp_path / "ix" / "shards.json").read_text())
-    real = sharded.build_segment
+    real = build.build_segment
 
     def fail(dest, *a, **kw):
         real(dest, *a, **kw)  # the folder is complete on disk ...
         raise OSError("disk full")  # ... but the build fails before the commit
 
-    monkeypatch.setattr(sharded, "build_segment", fail)
+    monkeypatch.setattr(build, "build_segment", fail)
     with pytest.raises(OSError, match="disk full"):
         sr.add(["epsilon"], executor="local")
     assert json.loads((tmp_path / "ix" / "shards.json").read_text()) == before

@@ -1085,20 +1085,20 @@ def _mutants(n: int, seed: int) -> list[str]:
 
 
 def test_json_kernel_agrees_with_json_loads(monkeypatch):
-    from fastrag.documents import deepcheck
+    from fastrag.documents import storecheck
 
-    monkeypatch.setattr(deepcheck, "JSON_KERNEL_MIN_ROWS", -1)  # always the kernel
+    monkeypatch.setattr(storecheck, "JSON_KERNEL_MIN_ROWS", -1)  # always the kernel
     values = JSON_EDGES + _mutants(8_000, 0)
-    want = [deepcheck.json_object_ok(v) for v in values]
+    want = [storecheck.json_object_ok(v) for v in values]
     assert sum(want[: len(JSON_EDGES)]) == 13 and 1000 < sum(want) < len(values) - 1000
     arr = pa.array(values)
-    got = [deepcheck.check_json_objects(arr.slice(i, 1)) == -1 for i in range(len(values))]
+    got = [storecheck.check_json_objects(arr.slice(i, 1)) == -1 for i in range(len(values))]
     assert got == want
     for fast in (-1, 10**9):  # the first bad row of a column, kernel and reference
-        monkeypatch.setattr(deepcheck, "JSON_KERNEL_MIN_ROWS", fast)
-        assert deepcheck.check_json_objects(pa.chunked_array([arr[:5], arr[5:]])) == 13
-        assert deepcheck.check_json_objects(pa.array(["{}", None])) == 1
-        assert deepcheck.check_json_objects(arr[:13]) == -1
+        monkeypatch.setattr(storecheck, "JSON_KERNEL_MIN_ROWS", fast)
+        assert storecheck.check_json_objects(pa.chunked_array([arr[:5], arr[5:]])) == 13
+        assert storecheck.check_json_objects(pa.array(["{}", None])) == 1
+        assert storecheck.check_json_objects(arr[:13]) == -1
 
 
 # -- segments: what the reader refuses -----------------------------------------------------------

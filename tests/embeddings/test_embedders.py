@@ -433,8 +433,9 @@ def test_document_hands_an_embedder_texts_per_call():
     """Document indexing calls an embedder with ``texts_per_call`` texts (its batch_size
     when unset), so a model that sorts by length sees whole runs of texts."""
     import fastrag as fr
+    from fastrag.embeddings import CallableEmbedding
 
-    class Counting(fr.CallableEmbedding):
+    class Counting(CallableEmbedding):
         def __init__(self, per_call):
             super().__init__(lambda texts: np.ones((len(texts), 4), np.float32), name="ones")
             self.texts_per_call = per_call

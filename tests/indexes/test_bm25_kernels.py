@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from fastrag._kernels import bm25 as kbm25
 from fastrag._kernels import topk as ktopk
+from fastrag._kernels.bm25_primitives import heapsort, order_desc_stable
 
 
 def topk_reference(scores, k):
@@ -90,19 +91,17 @@ def test_idf_and_base_weights_follow_the_formulas():
 def test_small_sorts_match_numpy():
     """The search path's heapsorts (cheap to compile) order exactly like np.sort and a stable
     descending argsort, ties included."""
-    from fastrag._kernels.bm25 import _heapsort, _order_desc_stable
-
     rng = np.random.default_rng(11)
     for n in (0, 1, 2, 3, 7, 64, 1000):
         ints = rng.integers(0, max(1, n // 3), n).astype(np.int64)
         got = ints.copy()
-        _heapsort(got)
+        heapsort(got)
         np.testing.assert_array_equal(got, np.sort(ints))
         floats = rng.random(n).astype(np.float32)
         got = floats.copy()
-        _heapsort(got)
+        heapsort(got)
         np.testing.assert_array_equal(got, np.sort(floats))
         keys = rng.integers(0, 4, n).astype(np.float64)  # many ties
         np.testing.assert_array_equal(
-            _order_desc_stable(keys, n), np.argsort(-keys, kind="mergesort")
+            order_desc_stable(keys, n), np.argsort(-keys, kind="mergesort")
         )

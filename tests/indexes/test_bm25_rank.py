@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 import pytest
-from fastrag._kernels import bm25 as kb
+from fastrag._kernels import bm25_heads as kb
 
 import fastrag.indexes.bm25 as bm25_mod
 from fastrag.errors import StoreError

@@ -12,10 +12,12 @@ import importlib.util
 
 import numpy as np
 import pytest
+from fastrag._kernels import dense_quant
 from reference import dense_topk_reference
 
 from fastrag.errors import ConfigError, MissingExtraError
-from fastrag.indexes import flat
+from fastrag.indexes import exact as dense_exact
+from fastrag.indexes import quantized
 from fastrag.indexes.flat import FlatIndex
 
 NEEDS_TORCH = "needs torch: pip install torch (CPU build) or the [amx] extra"
@@ -49,10 +51,10 @@ def first_pass(request):
 def small_blocks(monkeypatch):
     """Small blocks: a few thousand rows span many chunks, query blocks and super-batches, and
     two threads run two workers."""
-    monkeypatch.setattr(flat, "BLOCKED_PARALLEL_MIN_MACS", 0)
-    monkeypatch.setattr(flat, "CORPUS_CHUNK", 256)
-    monkeypatch.setattr(flat, "QUERY_BLOCK", 32)
-    monkeypatch.setattr(flat, "BF16_SUPER_BATCH", 40)
+    monkeypatch.setattr(dense_exact, "BLOCKED_PARALLEL_MIN_MACS", 0)
+    monkeypatch.setattr(dense_exact, "CORPUS_CHUNK", 256)
+    monkeypatch.setattr(dense_exact, "QUERY_BLOCK", 32)
+    monkeypatch.setattr(dense_exact, "BF16_SUPER_BATCH", 40)
 
 
 @pytest.fixture
@@ -60,18 +62,18 @@ def calls(monkeypatch):
     """Counts the first-pass searches of each kind and the float32 sgemm passes (and the
     queries they get)."""
     seen = {"bf16": 0, "int8": 0, "blocked": []}
-    approx_search, blocked = flat._approx_search, flat._blocked
+    approx_search, blocked = dense_exact._approx_search, dense_exact._blocked
 
     def spy_approx(vectors, approx, *args, **kwargs):
-        seen["int8" if isinstance(approx, flat.Int8Corpus) else "bf16"] += 1
+        seen["int8" if isinstance(approx, quantized.Int8Corpus) else "bf16"] += 1
         return approx_search(vectors, approx, *args, **kwargs)
 
     def spy_blocked(vectors, queries, *args, **kwargs):
         seen["blocked"].append(queries.shape[0])
         return blocked(vectors, queries, *args, **kwargs)
 
-    monkeypatch.setattr(flat, "_approx_search", spy_approx)
-    monkeypatch.setattr(flat, "_blocked", spy_blocked)
+    monkeypatch.setattr(dense_exact, "_approx_search", spy_approx)
+    monkeypatch.setattr(dense_exact, "_blocked", spy_blocked)
     return seen
 
 
@@ -178,7 +180,7 @@ def test_near_duplicates_overflow_to_the_float32_pass(first_pass, small_blocks, 
     candidates outgrow the buffer are searched again in float32, and only those. One worker:
     with two, a worker that happens to take only a chunk of duplicates sees nothing but ties
     for every query, and every query is rightly searched again (1 run in ~300 did)."""
-    monkeypatch.setattr(flat, "BF16_CANDIDATES", 64)
+    monkeypatch.setattr(dense_exact, "BF16_CANDIDATES", 64)
     rng = np.random.default_rng(3)
     base = rng.standard_normal(32).astype(np.float32)
     dupes = base + rng.standard_normal((800, 32)).astype(np.float32) * 1e-4
@@ -221,7 +223,7 @@ def test_first_block_bar_and_integer_screen_keep_every_top_row(first_pass, k):
     near = np.repeat(bases, 12, axis=0) + rng.standard_normal((24, dim)).astype(np.float32) * 0.05
     others = rng.standard_normal((13, dim)).astype(np.float32)
     q = np.concatenate([bases, near, plant[None], others])
-    assert q.shape[0] > flat.FUSED_MAX_QUERIES  # the batch path, where the bf16 pass runs
+    assert q.shape[0] > dense_exact.FUSED_MAX_QUERIES  # the batch path, where the bf16 pass runs
     for metric in ("cosine", "dot"):
         index = FlatIndex.from_vectors(x, metric, **first_pass[1])
         got = index.search(q, k)
@@ -252,14 +254,16 @@ def test_error_bound_holds_when_rounding_errors_add_up(torch):
     x = (1.0 + step * (rng.integers(0, 64, (300, dim)) + 0.499)).astype(np.float32)
     q = (1.0 + step * (rng.integers(0, 64, (40, dim)) + 0.499)).astype(np.float32)
     x[::2] *= -1.0
-    corpus = flat.Bf16Corpus(dim)
+    corpus = quantized.Bf16Corpus(dim)
     corpus.update(x)
     q_bits = np.empty(q.shape, np.uint16)
-    flat._dense.to_bf16_serial(q, q_bits, np.empty(q.shape[0], np.float32))
-    approx = flat._as_torch_bf16(torch, q_bits) @ flat._as_torch_bf16(torch, corpus.bits).T
+    dense_quant.to_bf16_serial(q, q_bits, np.empty(q.shape[0], np.float32))
+    approx = (
+        quantized._as_torch_bf16(torch, q_bits) @ quantized._as_torch_bf16(torch, corpus.bits).T
+    )
     approx = approx.float().numpy().astype(np.float64)
     exact = q.astype(np.float64) @ x.T.astype(np.float64)
-    coef, rel = flat.bf16_error_bound(q)
+    coef, rel = quantized.bf16_error_bound(q)
     np.testing.assert_allclose(
         corpus.norms, np.linalg.norm(x.astype(np.float64), axis=1), rtol=1e-6
     )
@@ -270,16 +274,16 @@ def test_error_bound_holds_when_rounding_errors_add_up(torch):
     assert (gap / bound).max() > 0.25  # the test does push the errors towards the bound
 
 
-def _int8_pass(x: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, flat.Int8Corpus, object]:
+def _int8_pass(x: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, quantized.Int8Corpus, object]:
     """What the int8 kernel returns for ``q`` against ``x`` (as float64), the corpus and the
     scorer (one call per chunk of rows)."""
-    corpus = flat.Int8Corpus(x.shape[1])
+    corpus = quantized.Int8Corpus(x.shape[1])
     corpus.update(x)
-    scorer = flat._Int8Scorer(corpus, q)
+    scorer = quantized.Int8Scorer(corpus, q, dense_exact.QUERY_BLOCK, dense_exact.CORPUS_CHUNK)
     out = scorer.worker()
     approx = np.empty((q.shape[0], x.shape[0]))
-    for c0 in range(0, x.shape[0], flat.CORPUS_CHUNK):
-        m = min(flat.CORPUS_CHUNK, x.shape[0] - c0)
+    for c0 in range(0, x.shape[0], dense_exact.CORPUS_CHUNK):
+        m = min(dense_exact.CORPUS_CHUNK, x.shape[0] - c0)
         bits = scorer.score(out, c0, m, 0, q.shape[0])[:, :m]
         approx[:, c0 : c0 + m] = (bits.astype(np.uint32) << 16).view(np.float32)
     return approx, corpus, scorer
@@ -346,7 +350,8 @@ def test_int8_codes_of_zero_and_padded_rows_score_zero():
     assert (corpus.scales[70:] == 0).all()
     exact = q.astype(np.float64) @ x.T.astype(np.float64)
     assert np.abs(approx - exact).max() < 0.1 * np.abs(exact).max()
-    scorer = flat._Int8Scorer(corpus, q)  # the kernel checks no bounds: the caller refuses
+    # the kernel checks no bounds: the caller refuses
+    scorer = quantized.Int8Scorer(corpus, q, dense_exact.QUERY_BLOCK, dense_exact.CORPUS_CHUNK)
     for out, c0, m in [
         (np.empty((6, 128), np.uint16), 0, 70),  # 7 queries need 12 rows
         (np.empty((12, 64), np.uint16), 0, 70),  # 70 rows need 128 columns
@@ -408,10 +413,10 @@ def test_auto_follows_the_cpu_and_small_batches_skip_it(torch, calls, monkeypatc
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2000, 16)).astype(np.float32)
     index = FlatIndex.from_vectors(x, int8=False)  # bf16="auto"
-    monkeypatch.setattr(flat, "bf16_fast", lambda: False)
+    monkeypatch.setattr(quantized, "bf16_fast", lambda: False)
     index.search(rng.standard_normal((40, 16)), 5)
     assert calls["bf16"] == 0 and index._approx == {}
-    monkeypatch.setattr(flat, "bf16_fast", lambda: True)
+    monkeypatch.setattr(quantized, "bf16_fast", lambda: True)
     index.search(rng.standard_normal((16, 16)), 5)  # fused path: no bf16 copy needed
     index.search(rng.standard_normal((40, 16)), 300)  # k above BF16_MAX_K
     assert calls["bf16"] == 0 and index._approx == {}
@@ -434,7 +439,7 @@ def test_bad_bf16_argument(bad):
 
 
 def test_bf16_true_without_torch_names_the_extra(monkeypatch):
-    monkeypatch.setitem(flat._BF16_STATE, "torch", None)
+    monkeypatch.setitem(quantized._BF16_STATE, "torch", None)
     with pytest.raises(MissingExtraError, match=r"fastrag-engine\[amx\]"):
         FlatIndex(8, bf16=True)
     assert FlatIndex(8, bf16="auto").bf16 == "auto"  # auto just falls back
@@ -443,8 +448,8 @@ def test_bf16_true_without_torch_names_the_extra(monkeypatch):
 def test_without_torch_auto_is_not_fast_and_searches_in_float32(calls, monkeypatch):
     """No torch (simulated, so this runs whether torch is installed or not): the probe says
     no, and a batch that would take the bf16 pass is searched exactly in float32."""
-    monkeypatch.setattr(flat, "_BF16_STATE", {"torch": None})
-    assert flat.bf16_fast() is False
+    monkeypatch.setattr(quantized, "_BF16_STATE", {"torch": None})
+    assert quantized.bf16_fast() is False
     rng = np.random.default_rng(8)
     x = rng.standard_normal((2000, 16)).astype(np.float32)
     q = rng.standard_normal((40, 16)).astype(np.float32)
@@ -457,10 +462,8 @@ def test_without_torch_auto_is_not_fast_and_searches_in_float32(calls, monkeypat
 
 
 def _fresh_probe(monkeypatch, torch_obj, flags):
-    from fastrag import _blas
-
-    monkeypatch.setattr(flat, "_BF16_STATE", {"torch": torch_obj})
-    monkeypatch.setattr(_blas, "cpu_flags", lambda: set(flags))
+    monkeypatch.setattr(quantized, "_BF16_STATE", {"torch": torch_obj})
+    monkeypatch.setattr(quantized, "cpu_flags", lambda: set(flags))
     monkeypatch.delenv("FASTRAG_BF16", raising=False)
 
 
@@ -473,16 +476,16 @@ class _FakeTorch:
 
 def test_auto_decides_by_amx_then_avx512_bf16_probe_then_no(monkeypatch):
     _fresh_probe(monkeypatch, _FakeTorch(amx=True), {"avx512f"})
-    assert flat.bf16_probe() == {"fast": True, "reason": "AMX-BF16 tiles", "amx": True}
+    assert quantized.bf16_probe() == {"fast": True, "reason": "AMX-BF16 tiles", "amx": True}
     _fresh_probe(monkeypatch, _FakeTorch(amx=False), {"avx512f", "avx2"})
-    assert flat.bf16_probe()["fast"] is False
-    assert "emulated" in flat.bf16_probe()["reason"]
+    assert quantized.bf16_probe()["fast"] is False
+    assert "emulated" in quantized.bf16_probe()["reason"]
     _fresh_probe(monkeypatch, _FakeTorch(amx=False), {"avx512f", "avx512_bf16"})
-    monkeypatch.setattr(flat, "_timed_probe", lambda torch: {"fast": True, "reason": "probe"})
-    assert flat.bf16_fast() is True and flat.bf16_probe()["reason"] == "probe"
-    monkeypatch.setattr(flat, "_BF16_STATE", {"torch": _FakeTorch(amx=True)})
+    monkeypatch.setattr(quantized, "_timed_probe", lambda torch: {"fast": True, "reason": "probe"})
+    assert quantized.bf16_fast() is True and quantized.bf16_probe()["reason"] == "probe"
+    monkeypatch.setattr(quantized, "_BF16_STATE", {"torch": _FakeTorch(amx=True)})
     monkeypatch.setenv("FASTRAG_BF16", "0")
-    assert flat.bf16_probe() == {"fast": False, "reason": "FASTRAG_BF16=0"}
+    assert quantized.bf16_probe() == {"fast": False, "reason": "FASTRAG_BF16=0"}
 
 
 def test_auto_int8_gives_way_on_corpora_with_dominant_dims(calls, monkeypatch):
@@ -497,14 +500,14 @@ def test_auto_int8_gives_way_on_corpora_with_dominant_dims(calls, monkeypatch):
     rng = np.random.default_rng(14)
     base = rng.standard_normal((3000, 256)).astype(np.float32)
     q = rng.standard_normal((40, 256)).astype(np.float32)
-    monkeypatch.setattr(flat, "first_pass", lambda bf16, int8: "int8")  # as on a VNNI CPU
+    monkeypatch.setattr(quantized, "first_pass", lambda bf16, int8: "int8")  # as on a VNNI CPU
     torch_here = importlib.util.find_spec("torch") is not None
     cases = [  # (dims scaled by, spread range, bf16 pays, pass wanted)
-        (1.0, (0.0, flat.INT8_BF16_ABOVE), True, "int8"),
-        (10.0, (flat.INT8_BF16_ABOVE, flat.INT8_FLOAT32_ABOVE), False, "int8"),
-        (10.0, (flat.INT8_BF16_ABOVE, flat.INT8_FLOAT32_ABOVE), True, "bf16"),
-        (20.0, (flat.INT8_FLOAT32_ABOVE, 1.0), False, None),
-        (20.0, (flat.INT8_FLOAT32_ABOVE, 1.0), True, "bf16"),
+        (1.0, (0.0, quantized.INT8_BF16_ABOVE), True, "int8"),
+        (10.0, (quantized.INT8_BF16_ABOVE, quantized.INT8_FLOAT32_ABOVE), False, "int8"),
+        (10.0, (quantized.INT8_BF16_ABOVE, quantized.INT8_FLOAT32_ABOVE), True, "bf16"),
+        (20.0, (quantized.INT8_FLOAT32_ABOVE, 1.0), False, None),
+        (20.0, (quantized.INT8_FLOAT32_ABOVE, 1.0), True, "bf16"),
     ]
     for scale, (lo, hi), bf16_pays, want in cases:
         if want == "bf16" and not torch_here:
@@ -513,7 +516,7 @@ def test_auto_int8_gives_way_on_corpora_with_dominant_dims(calls, monkeypatch):
         x[:, :2] *= scale
         qs = q.copy()
         qs[:, :2] *= scale
-        monkeypatch.setattr(flat, "bf16_fast", lambda pays=bf16_pays: pays)
+        monkeypatch.setattr(quantized, "bf16_fast", lambda pays=bf16_pays: pays)
         index = FlatIndex.from_vectors(x)
         calls.update({"int8": 0, "bf16": 0})
         calls["blocked"].clear()
@@ -548,9 +551,9 @@ def test_first_pass_prefers_amx_then_int8_then_bf16(monkeypatch):
     """The choice, with both probes simulated: explicit True wins, AMX bf16 beats the int8
     kernel, int8 beats AVX512_BF16 where its probe says it pays; nothing where neither does."""
     probes = {}
-    monkeypatch.setattr(flat, "_may_have_amx", lambda: True)
-    monkeypatch.setattr(flat, "bf16_probe", lambda: probes["bf16"])
-    monkeypatch.setattr(flat, "int8_probe", lambda: probes["int8"])
+    monkeypatch.setattr(quantized, "_may_have_amx", lambda: True)
+    monkeypatch.setattr(quantized, "bf16_probe", lambda: probes["bf16"])
+    monkeypatch.setattr(quantized, "int8_probe", lambda: probes["int8"])
     cases = [  # (bf16 probe, int8 fast) -> choice for ("auto", "auto")
         ({"fast": True, "amx": True}, True, "bf16"),
         ({"fast": True}, True, "int8"),
@@ -560,59 +563,57 @@ def test_first_pass_prefers_amx_then_int8_then_bf16(monkeypatch):
     ]
     for bf16_probe, int8_fast, want in cases:
         probes["bf16"], probes["int8"] = bf16_probe, {"fast": int8_fast}
-        assert flat.first_pass("auto", "auto") == want, (bf16_probe, int8_fast)
-        assert flat.first_pass(True, "auto") == "bf16"
-        assert flat.first_pass("auto", True) == "int8"
-        assert flat.first_pass(False, "auto") == ("int8" if int8_fast else None)
-        assert flat.first_pass("auto", False) == ("bf16" if bf16_probe["fast"] else None)
-        assert flat.first_pass(False, False) is None
+        assert quantized.first_pass("auto", "auto") == want, (bf16_probe, int8_fast)
+        assert quantized.first_pass(True, "auto") == "bf16"
+        assert quantized.first_pass("auto", True) == "int8"
+        assert quantized.first_pass(False, "auto") == ("int8" if int8_fast else None)
+        assert quantized.first_pass("auto", False) == ("bf16" if bf16_probe["fast"] else None)
+        assert quantized.first_pass(False, False) is None
 
 
 def test_choosing_int8_without_amx_flags_never_imports_torch(monkeypatch):
     """Where the CPU's flags are known and lack AMX-BF16, choosing the int8 pass runs only the
     int8 probe: the bf16 probe (and torch's import) is left for when it decides something."""
-    from fastrag import _blas
-
-    monkeypatch.setattr(_blas, "cpu_flags", lambda: {"avx512f", "avx512_vnni", "avx512_bf16"})
-    monkeypatch.setattr(flat, "int8_probe", lambda: {"fast": True})
+    monkeypatch.setattr(quantized, "cpu_flags", lambda: {"avx512f", "avx512_vnni", "avx512_bf16"})
+    monkeypatch.setattr(quantized, "int8_probe", lambda: {"fast": True})
 
     def no_bf16_probe():
         raise AssertionError("bf16 probe ran")
 
-    monkeypatch.setattr(flat, "bf16_probe", no_bf16_probe)
-    assert flat.first_pass("auto", "auto") == "int8"
-    monkeypatch.setattr(_blas, "cpu_flags", lambda: {"avx512f", "amx_bf16"})
+    monkeypatch.setattr(quantized, "bf16_probe", no_bf16_probe)
+    assert quantized.first_pass("auto", "auto") == "int8"
+    monkeypatch.setattr(quantized, "cpu_flags", lambda: {"avx512f", "amx_bf16"})
     with pytest.raises(AssertionError, match="bf16 probe ran"):
-        flat.first_pass("auto", "auto")
-    monkeypatch.setattr(_blas, "cpu_flags", lambda: set())  # unknown: ask the probe
+        quantized.first_pass("auto", "auto")
+    monkeypatch.setattr(quantized, "cpu_flags", lambda: set())  # unknown: ask the probe
     with pytest.raises(AssertionError, match="bf16 probe ran"):
-        flat.first_pass("auto", "auto")
+        quantized.first_pass("auto", "auto")
 
 
 def test_int8_probe_without_vnni_with_override_and_timed(monkeypatch):
     from fastrag._kernels import vnni
 
-    monkeypatch.setattr(flat, "_INT8_STATE", {})
+    monkeypatch.setattr(quantized, "_INT8_STATE", {})
     monkeypatch.setattr(vnni, "available", lambda: False)
     monkeypatch.setenv("FASTRAG_INT8", "1")  # no override without the instructions
-    assert flat.int8_probe() == {"fast": False, "reason": "no AVX512-VNNI"}
+    assert quantized.int8_probe() == {"fast": False, "reason": "no AVX512-VNNI"}
     monkeypatch.undo()
     if not vnni.available():
         pytest.skip(NEEDS_VNNI)
-    monkeypatch.setattr(flat, "_INT8_STATE", {})
+    monkeypatch.setattr(quantized, "_INT8_STATE", {})
     monkeypatch.setenv("FASTRAG_INT8", "0")
-    assert flat.int8_probe() == {"fast": False, "reason": "FASTRAG_INT8=0"}
-    monkeypatch.setattr(flat, "_INT8_STATE", {})
+    assert quantized.int8_probe() == {"fast": False, "reason": "FASTRAG_INT8=0"}
+    monkeypatch.setattr(quantized, "_INT8_STATE", {})
     monkeypatch.delenv("FASTRAG_INT8")
-    monkeypatch.setattr(flat, "QUERY_BLOCK", 16)  # the probe keeps its own block sizes
-    monkeypatch.setattr(flat, "CORPUS_CHUNK", 64)
-    got = flat.int8_probe()
+    monkeypatch.setattr(dense_exact, "QUERY_BLOCK", 16)  # the probe keeps its own block sizes
+    monkeypatch.setattr(dense_exact, "CORPUS_CHUNK", 64)
+    got = quantized.int8_probe()
     assert got["int8_s"] > 0 and got["float32_s"] > 0
     assert got["fast"] == (got["int8_s"] < 0.5 * got["float32_s"])
 
 
 def test_the_timed_probe_measures_both_matmuls(torch, monkeypatch):
-    got = flat._timed_probe(torch)
+    got = quantized._timed_probe(torch)
     assert got["bf16_s"] > 0 and got["float32_s"] > 0
     assert got["fast"] == (got["bf16_s"] < 0.8 * got["float32_s"])
 
@@ -635,7 +636,7 @@ def test_the_timed_probe_times_one_thread_each_whatever_the_process_set(torch, m
     torch.set_num_threads(2)
     try:
         with threadpool_limits(limits=2, user_api="blas"):
-            flat._timed_probe(torch)
+            quantized._timed_probe(torch)
             after = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
         assert torch.get_num_threads() == 2 and set(after) <= {2}
     finally:

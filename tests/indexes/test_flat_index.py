@@ -8,7 +8,7 @@ import pytest
 from reference import dense_topk_reference
 
 from fastrag.errors import ConfigError
-from fastrag.indexes import flat
+from fastrag.indexes import exact as dense_exact
 from fastrag.indexes.flat import FlatIndex
 
 
@@ -41,18 +41,18 @@ def assert_exact(got, ref):
 def small_blocks(monkeypatch):
     """Tiny blocks so a few hundred rows span many chunks, query blocks and super-batches,
     and no size threshold keeps a 2-thread search on one thread."""
-    monkeypatch.setattr(flat, "FUSED_PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(flat, "BLOCKED_PARALLEL_MIN_MACS", 0)
-    monkeypatch.setattr(flat, "CORPUS_CHUNK", 64)
-    monkeypatch.setattr(flat, "QUERY_BLOCK", 16)
-    monkeypatch.setattr(flat, "QUERY_SUPER_BATCH", 40)
+    monkeypatch.setattr(dense_exact, "FUSED_PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(dense_exact, "BLOCKED_PARALLEL_MIN_MACS", 0)
+    monkeypatch.setattr(dense_exact, "CORPUS_CHUNK", 64)
+    monkeypatch.setattr(dense_exact, "QUERY_BLOCK", 16)
+    monkeypatch.setattr(dense_exact, "QUERY_SUPER_BATCH", 40)
 
 
 @pytest.mark.parametrize("n_q", [1, 2, 5, 37])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("fused_max", [0, 64])  # force the sgemm path, then the fused one
 def test_dot_matches_reference_with_ties(n_q, threads, fused_max, small_blocks, monkeypatch):
-    monkeypatch.setattr(flat, "FUSED_MAX_QUERIES", fused_max)
+    monkeypatch.setattr(dense_exact, "FUSED_MAX_QUERIES", fused_max)
     rng = np.random.default_rng(n_q)
     x = int_vectors(rng, 1500, 12)
     q = int_vectors(rng, n_q, 12)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-import fastrag as fr
+from fastrag.errors import MissingExtraError
 
 
 def _fresh_import(monkeypatch, module: str, blocked: list[str]):
@@ -35,7 +35,7 @@ def _fresh_import(monkeypatch, module: str, blocked: list[str]):
     ],
 )
 def test_a_missing_framework_names_its_extra(monkeypatch, module, blocked, extra):
-    with pytest.raises(fr.MissingExtraError, match=rf"pip install 'fastrag-engine\[{extra}\]'"):
+    with pytest.raises(MissingExtraError, match=rf"pip install 'fastrag-engine\[{extra}\]'"):
         _fresh_import(monkeypatch, module, blocked)
     monkeypatch.delitem(sys.modules, module, raising=False)  # next import sees the real one
 
@@ -50,7 +50,7 @@ def test_mcp_cli_without_the_sdk(monkeypatch, store):
     mod.add_arguments(parser)
     args = parser.parse_args([store, "--http", "--port", "9", "--api-key-env", "NOPE_UNSET"])
     assert (args.http, args.port, args.api_key_env) == (True, 9, "NOPE_UNSET")
-    with pytest.raises(fr.MissingExtraError, match=r"pip install 'fastrag-engine\[mcp\]'"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'fastrag-engine\[mcp\]'"):
         mod.build_server(store)
     monkeypatch.delitem(sys.modules, "fastrag.integrations.mcp_server", raising=False)
 

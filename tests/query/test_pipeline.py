@@ -9,6 +9,7 @@ from query_support import DOCS, prompts
 
 import fastrag as fr
 from fastrag.errors import ConfigError
+from fastrag.llms import LLMError
 from fastrag.query.prompts import QUERY_PROMPTS
 
 QUESTIONS = [
@@ -179,7 +180,7 @@ def test_on_error_skip_gives_that_query_an_error_response(server, doc):
         query_transformers=[fr.RewriteQueryTransformer(llm, max_concurrency=1)],
         llm=llm,
     )
-    with pytest.raises(fr.LLMError) as ei:
+    with pytest.raises(LLMError) as ei:
         raising.batch(["a", "b", "c"])
     assert "in RAGPipeline stage 'transform', query index 1: 'b'" in "\n".join(ei.value.__notes__)
 

@@ -11,6 +11,7 @@ from query_support import prompts
 
 import fastrag as fr
 from fastrag.errors import ConfigError
+from fastrag.llms import LLMError
 from fastrag.query.expanders import parse_lines
 from fastrag.query.multistep import parse_judgement
 from fastrag.query.prompts import QUERY_PROMPTS
@@ -167,7 +168,7 @@ def test_transformer_batch_failure_names_query_and_stage(server):
     llm = fr.OpenAILike("m", server.url, max_retries=0, timeout=5.0)
     t = fr.RewriteQueryTransformer(llm, max_concurrency=1)
     server.script(["ok", "400", "ok"])
-    with pytest.raises(fr.LLMError) as ei:
+    with pytest.raises(LLMError) as ei:
         t.batch(["a?", "b?", "c?"])
     assert "RewriteQueryTransformer (stage 'transform'), query index 1: 'b?'" in "\n".join(
         ei.value.__notes__
@@ -176,7 +177,7 @@ def test_transformer_batch_failure_names_query_and_stage(server):
     server.reply = lambda m: "Rewritten query: ok"
     server.script(["ok", "400", "ok"])
     out = t.batch(["a?", "b?", "c?"], return_exceptions=True)
-    assert out[0].text == "ok" and isinstance(out[1], fr.LLMError) and out[2].text == "ok"
+    assert out[0].text == "ok" and isinstance(out[1], LLMError) and out[2].text == "ok"
 
 
 def test_empty_answer_keeps_the_query(server, llm):

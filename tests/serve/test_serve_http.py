@@ -25,7 +25,9 @@ from serve_support import ROOT, ServeProcess, make_cmrc_store
 
 import fastrag as fr
 from fastrag.datasets import load_cmrc2018_dev
+from fastrag.errors import MissingExtraError
 from fastrag.eval.loaders import squad_questions
+from fastrag.serve import create_app
 
 API_KEY = "fr-test-key-0123456789abcdef"
 LLM_KEY = "sk-upstream-secret-9876543210"
@@ -583,7 +585,7 @@ def test_create_app_is_an_asgi_app_to_mount(monkeypatch, tmp_path):
     monkeypatch.setattr(fastrag.serve.app, "STATIC_DIR", tmp_path)  # no chat page installed
 
     doc = fr.Document.from_texts(["猫坐在垫子上。", "狗在院子里跑。", "鸟在天上飞。"])
-    app = fr.create_app(doc, topk=2, api_key="k" * 16)
+    app = create_app(doc, topk=2, api_key="k" * 16)
     outer = Starlette(routes=[Mount("/rag", app=app)])  # Starlette runs no lifespan of a mount
 
     async def go():
@@ -608,8 +610,8 @@ def test_create_app_is_an_asgi_app_to_mount(monkeypatch, tmp_path):
 
 def test_missing_extra_names_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "fastapi", None)
-    with pytest.raises(fr.MissingExtraError, match=r"pip install 'fastrag-engine\[serve\]'"):
-        fr.create_app("anything")
+    with pytest.raises(MissingExtraError, match=r"pip install 'fastrag-engine\[serve\]'"):
+        create_app("anything")
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 
 import fastrag as fr
 from fastrag.errors import ConfigError
+from fastrag.llms import LLMError
 from fastrag.transforms.llm_parser import parse_keywords, parse_qa
 
 FILES = {
@@ -123,7 +124,7 @@ def test_failure_names_node_and_file(server, kb):
     doc.create_node_group("summary", transform=fr.LLMParser(llm, max_concurrency=1))
     server.script(["ok", "500"])
     with pytest.raises(
-        fr.LLMError,
+        LLMError,
         match=r"LLMParser\(task_type='summary'\) failed on node "
         r"'[0-9a-f]+' of file '.*b\.txt'",
     ):

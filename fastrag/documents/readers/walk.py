@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -110,9 +112,6 @@ def _is_store(folder: Path) -> bool:
 
 def _not_a_file(p: Path) -> str | None:
     """Why ``p`` cannot be read as a file (never opening it: a FIFO would block), or None."""
-    import errno
-    import stat
-
     try:
         mode = os.stat(p).st_mode
     except FileNotFoundError:

@@ -1,0 +1,97 @@
+"""What the commands share: the usage error, opening a store, choosing a group, and how a hit
+is shown (its source and a snippet)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from fastrag.documents.document import Document
+from fastrag.documents.store import MANIFEST
+from fastrag.retrieval.retriever import Retriever
+
+__all__ = [
+    "UsageError",
+    "is_stored",
+    "make_retriever",
+    "open_store",
+    "pick_group",
+    "require_store",
+    "snippet",
+    "source_label",
+]
+
+
+class UsageError(Exception):
+    """A command-line mistake: printed as one line, exit status 2."""
+
+
+def require_store(path: str | Path) -> Path:
+    """``path`` as a Path, when it is a store (else a usage error saying how to make one)."""
+    folder = Path(path)
+    if not (folder / MANIFEST).is_file():
+        raise UsageError(
+            f"{path} is not a fastrag store (no {MANIFEST}); create one with "
+            f"`fastrag ingest FILES --store {path}`"
+        )
+    return folder
+
+
+def open_store(path: str) -> Document:
+    """The Document of a store (its sources and groups), read-only: reading never changes a
+    store (an index `fastrag ingest` did not build is built in memory)."""
+    require_store(path)
+    return Document(store=path, mode="r", show_progress=True)
+
+
+def is_stored(doc: Document, name: str) -> bool:
+    """Whether group ``name`` is in ``doc``'s store."""
+    return doc.store is not None and name in doc.store.manifest["groups"]
+
+
+def pick_group(doc: Document, name: str | None, quiet: bool = False) -> str:
+    """``name``, or the last group the store holds (``root`` when it holds none)."""
+    if name is not None:
+        doc.check_group(name)
+        return name
+    built = [n for n in doc.group_names[1:] if is_stored(doc, n)]
+    if not built:
+        return "root"
+    if len(built) > 1 and not quiet:
+        print(
+            f"searching group {built[-1]!r} (also in the store: "
+            f"{', '.join(built[:-1])}; choose with --group)",
+            file=sys.stderr,
+        )
+    return built[-1]
+
+
+def make_retriever(
+    doc: Document,
+    group: str | None,
+    similarity: str | None,
+    topk: int,
+    filter: str | None,
+) -> Retriever:
+    """The retriever of the query flags (``--group``, ``--similarity``, ``--filter``)."""
+    return Retriever(doc, pick_group(doc, group), similarity or "bm25", topk=topk, filter=filter)
+
+
+def source_label(hit: Any, doc: Document) -> str:
+    """The hit's file as the store shows it (its path under the ingested folder), and page."""
+    meta = hit.metadata
+    path = meta.get("file_path")
+    name = (
+        doc.source_path(path)
+        if isinstance(path, str) and path
+        else meta.get("file_name") or hit.doc_id or hit.id
+    )
+    page = meta.get("page_label")
+    return f"{name} p.{page}" if page is not None else str(name)
+
+
+def snippet(text: str, width: int = 80) -> str:
+    """``text`` on one line, cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

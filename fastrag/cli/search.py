@@ -1,0 +1,244 @@
+"""``fastrag search`` (a hits table, JSON lines, or a batch of queries to JSONL/Parquet) and
+``fastrag ask`` (an answer written by an OpenAI-compatible LLM, or an extractive one)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from fastrag.analysis import get_analyzer
+from fastrag.cli.common import (
+    UsageError,
+    make_retriever,
+    open_store,
+    snippet,
+    source_label,
+)
+from fastrag.documents.document import Document
+from fastrag.llms.openai_like import OpenAILike
+from fastrag.settings import DEFAULT_TOPK
+from fastrag.synth.extractive import extractive_answer
+from fastrag.synth.factory import get_response_synthesizer
+
+__all__ = ["add_ask_parser", "add_search_parser", "cmd_ask", "cmd_search"]
+
+
+def _hit_record(qi: int, query: str, rank: int, hit: Any, doc: Document) -> dict:
+    return {
+        "query_idx": qi,
+        "query": query,
+        "rank": rank,
+        "score": float(hit.score),
+        "node_id": hit.id,
+        "doc_id": hit.doc_id,
+        "source": source_label(hit, doc),
+        "file_path": hit.metadata.get("file_path"),
+        "text": hit.text,
+    }
+
+
+def _read_queries(path: Path) -> list[str]:
+    if not path.is_file():
+        raise UsageError(f"--queries {path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        col = next((c for c in ("query", "question", "text") if c in table.column_names), None)
+        if col is None:
+            raise UsageError(f"--queries {path}: no 'query' column (columns: {table.column_names})")
+        return [str(q) for q in table.column(col).to_pylist()]
+    lines = [ln for ln in path.read_text(encoding="utf-8-sig").splitlines() if ln.strip()]
+    if suffix != ".jsonl":
+        return lines
+    out = []
+    for i, line in enumerate(lines, 1):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--queries {path}: line {i} is not JSON ({exc.msg})") from None
+        q = (
+            rec
+            if isinstance(rec, str)
+            else next(
+                (
+                    rec[k]
+                    for k in ("query", "question", "text")
+                    if isinstance(rec, dict) and k in rec
+                ),
+                None,
+            )
+        )
+        if not isinstance(q, str):
+            raise UsageError(f"--queries {path}: line {i} has no 'query' field")
+        out.append(q)
+    return out
+
+
+def _write_hits(records: list[dict], out: Path) -> None:
+    if out.suffix.lower() == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(records), out)
+    else:
+        with open(out, "w", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    if (args.query is None) == (args.queries is None):
+        raise UsageError("give one query, or --queries FILE (one query per line, JSONL or Parquet)")
+    doc = open_store(args.store)
+    ret = make_retriever(doc, args.group, args.similarity, args.topk, args.filter)
+    queries = [args.query] if args.queries is None else _read_queries(Path(args.queries))
+    t0 = time.perf_counter()
+    hits = ret.batch(queries)
+    seconds = time.perf_counter() - t0
+    records = [
+        _hit_record(qi, q, r, h, doc)
+        for qi, (q, hs) in enumerate(zip(queries, hits, strict=True))
+        for r, h in enumerate(hs, 1)
+    ]
+    if args.out:
+        _write_hits(records, Path(args.out))
+        print(
+            f"{len(queries):,} queries ({len(queries) / max(seconds, 1e-9):,.0f}/s, "
+            f"{ret.similarity} on group {ret.group_name!r}): {len(records):,} hits written to "
+            f"{args.out}",
+            file=sys.stderr,
+        )
+        return 0
+    if args.json:
+        for r in records:
+            print(json.dumps(r, ensure_ascii=False))
+        return 0
+    for qi, q in enumerate(queries):
+        if len(queries) > 1:
+            print(f"\nquery {qi}: {q}")
+        rows = [r for r in records if r["query_idx"] == qi]
+        if not rows:
+            print(f"no hits: {ret.why_no_hits(q)}")
+            continue
+        width = max(len(r["source"]) for r in rows)
+        width = min(max(width, 6), 40)
+        print(f"{'rank':>4}  {'score':>8}  {'source':<{width}}  snippet")
+        for r in rows:
+            print(
+                f"{r['rank']:>4}  {r['score']:>8.3f}  {snippet(r['source'], width):<{width}}"
+                f"  {snippet(r['text'])}"
+            )
+    return 0
+
+
+def _llm_from(args: argparse.Namespace) -> OpenAILike | None:
+    """An OpenAI-compatible LLM from --base-url/--model or the environment, or None."""
+    base = args.base_url or os.environ.get("FASTRAG_LLM_BASE_URL")
+    model = args.model or os.environ.get("FASTRAG_LLM_MODEL")
+    if not base and not model:
+        return None
+    if not base or not model:
+        raise UsageError(
+            "an LLM needs both a base URL and a model: --base-url/--model or "
+            "FASTRAG_LLM_BASE_URL/FASTRAG_LLM_MODEL"
+        )
+    return OpenAILike(
+        model=model,
+        base_url=base,
+        api_key=os.environ.get("OPENAI_API_KEY"),
+        max_retries=args.max_retries,
+    )
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    doc = open_store(args.store)
+    ret = make_retriever(doc, args.group, args.similarity, args.topk, args.filter)
+    hits = ret(args.question)
+    llm = _llm_from(args)
+    if not hits:
+        print(f"no passage in the store matches the question: {ret.why_no_hits(args.question)}")
+        return 1
+    if llm is None:
+        analyzer = get_analyzer(ret.similarity if ret.similarity.startswith("bm25") else "bm25")
+        best = extractive_answer(args.question, hits, analyzer)
+        print("Best-matching passages (extractive answer):")
+        for sent, hit in best or [(snippet(hits[0].text, 300), hits[0])]:
+            print(f"- {sent}  [{source_label(hit, doc)}]")
+        print(
+            "(no LLM configured: set FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL, or pass "
+            "--base-url and --model, for a generated answer)",
+            file=sys.stderr,
+        )
+    else:
+        synth = get_response_synthesizer(response_mode=args.mode, llm=llm, streaming=True)
+        resp = synth.synthesize(args.question, hits)
+        for piece in resp.response_gen:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        print()
+    print("\nSources:")
+    for rank, hit in enumerate(hits, 1):
+        print(f"{rank}. {source_label(hit, doc)}  (score {hit.score:.3f})  {snippet(hit.text, 70)}")
+    return 0
+
+
+def _query_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--group", help="node group to search (default: the last one built)")
+    p.add_argument(
+        "--similarity",
+        help="bm25 (the default: any language, mixed folders "
+        "too), bm25_english, bm25_chinese, bm25_cjk, cosine, hybrid, ...",
+    )
+    p.add_argument(
+        "--topk",
+        type=int,
+        default=DEFAULT_TOPK,
+        help=f"hits per query (default {DEFAULT_TOPK})",
+    )
+    p.add_argument("--filter", help="metadata filter, Spring AI syntax: \"file_type == 'md'\"")
+
+
+def add_search_parser(sub: Any) -> None:
+    """Add ``fastrag search`` to the subcommands ``sub``."""
+    se = sub.add_parser(
+        "search",
+        help="retrieve from a store: a hits table, JSON, or a batch of queries to JSONL/Parquet",
+    )
+    se.add_argument("store")
+    se.add_argument("query", nargs="?")
+    _query_args(se)
+    se.add_argument("--json", action="store_true", help="one JSON object per hit")
+    se.add_argument("--queries", help="file of queries: one per line, JSONL or Parquet")
+    se.add_argument("--out", help="write the hits here (.jsonl or .parquet)")
+    se.set_defaults(func=cmd_search)
+
+
+def add_ask_parser(sub: Any) -> None:
+    """Add ``fastrag ask`` to the subcommands ``sub``."""
+    ask = sub.add_parser(
+        "ask",
+        help="answer a question from a store (an OpenAI-compatible "
+        "LLM, or an extractive answer without one)",
+    )
+    ask.add_argument("store")
+    ask.add_argument("question")
+    _query_args(ask)
+    ask.add_argument(
+        "--mode",
+        default="compact",
+        help="response mode (compact, refine, tree_summarize, simple_summarize, accumulate, ...)",
+    )
+    ask.add_argument("--base-url", help="OpenAI-compatible endpoint (or FASTRAG_LLM_BASE_URL)")
+    ask.add_argument(
+        "--model",
+        help="model name (or FASTRAG_LLM_MODEL); the key is read from OPENAI_API_KEY",
+    )
+    ask.add_argument("--max-retries", type=int, default=3)
+    ask.set_defaults(func=cmd_ask)

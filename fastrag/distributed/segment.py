@@ -1,0 +1,257 @@
+"""One segment of a sharded index: a fastrag store of some of the corpus's documents, built
+(its documents, its group, and its token ids or vectors) and opened for search.
+
+A BM25 segment keeps its token ids in its store; :class:`Segment` reports its vocabulary and
+document frequencies, and is then weighed with the whole corpus's statistics, so its scores
+are those of one index over the whole corpus. Segments run in this process or as Ray actors.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from fastrag.analysis import TokenizedCorpus
+from fastrag.documents.building import transform_from_spec
+from fastrag.documents.document import Document
+from fastrag.documents.indexes import params_key
+from fastrag.errors import StoreError, StoreWarning
+from fastrag.indexes.bm25 import BM25Index, BM25Stats
+from fastrag.indexes.vocab import decode_vocab, encode_vocab
+from fastrag.retrieval.merge import Hits
+from fastrag.retrieval.retriever import Retriever
+from fastrag.retrieval.similarity import get_similarity
+
+BM25_PARAMS = ("method", "k1", "b", "delta")
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """What every segment of one sharded index builds: the group and how it is searched."""
+
+    group_name: str = "root"
+    similarity: str = "bm25"
+    parent: str = "root"
+    params: Mapping[str, Any] | None = None  # BM25 parameters (method, k1, b, delta)
+    stemmer: str | None = "auto"
+    embed_key: str = "default"
+    transform: Mapping[str, Any] | None = None  # the group transform's recorded spec, if any
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group_name": self.group_name,
+            "similarity": self.similarity,
+            "parent": self.parent,
+            "params": dict(self.params or {}),
+            "stemmer": self.stemmer,
+            "embed_key": self.embed_key,
+            "transform": dict(self.transform) if self.transform else None,
+        }
+
+
+def similarity_kind(similarity: str) -> str:
+    """The kind ("bm25", "dense", ...) of a similarity name."""
+    return get_similarity(similarity).kind
+
+
+def empty_hits(n_q: int, k: int) -> Hits:
+    """``(rows, scores, counts)`` of ``n_q`` queries with no hit: rows -1, scores -inf."""
+    return (
+        np.full((n_q, k), -1, np.int64),
+        np.full((n_q, k), -np.inf, np.float32),
+        np.zeros(n_q, np.int32),
+    )
+
+
+def open_segment(
+    path: Path, spec: IndexSpec, transform: Any, embed: Any, mode: str
+) -> tuple[Document, Retriever]:
+    """(Document, Retriever) of one segment store."""
+    doc = Document(store=path, mode=mode, embed=embed)
+    _register_group(doc, spec, transform)
+    kw = (
+        {"stemmer": spec.stemmer}
+        if similarity_kind(spec.similarity) == "bm25"
+        else {"embed_keys": [spec.embed_key]}
+    )
+    ret = Retriever(doc, spec.group_name, spec.similarity, topk=1, **kw, **dict(spec.params or {}))
+    return doc, ret
+
+
+def _register_group(doc: Document, spec: IndexSpec, transform: Any) -> None:
+    if transform is None and spec.transform:
+        transform = transform_from_spec(dict(spec.transform))
+    if transform is not None:
+        doc.create_node_group(spec.group_name, transform=transform, parent=spec.parent)
+
+
+def build_segment(
+    dest: str, table: pa.Table, spec: IndexSpec, transform: Any = None, embed: Any = None
+) -> dict[str, Any]:
+    """Build one segment store at ``dest`` from root rows ``(id, text, metadata)``: its
+    documents, its group, and its tokens (BM25) or vectors (dense). Returns its manifest entry.
+    Runs in a Ray task or in this process; ``dest`` must not exist."""
+    texts = table.column("text").to_pylist()
+    ids = table.column("id").to_pylist()
+    metas = [json.loads(m) for m in table.column("metadata").to_pylist()]
+    return build_rows(dest, texts, metas, ids, spec, transform, embed)
+
+
+def build_rows(
+    dest: str,
+    texts: list,
+    metas: list | None,
+    ids: list,
+    spec: IndexSpec,
+    transform: Any,
+    embed: Any,
+) -> dict[str, Any]:
+    """:func:`build_segment` from the rows' texts, metadata and ids."""
+    Document.from_texts(texts, metas, ids, store=dest)
+    doc, ret = open_segment(Path(dest), spec, transform, embed, "a")
+    group = doc.group(spec.group_name)
+    if ret.sim.kind == "bm25":
+        segment_tokens(doc, group, ret.bm25_analyzer())
+    elif ret.sim.kind == "dense":
+        doc.derived.vectors(group, spec.embed_key)
+    return {"dir": Path(dest).name, "docs": len(texts), "nodes": len(group)}
+
+
+def segment_tokens(doc: Document, group: Any, analyzer: Any) -> TokenizedCorpus:
+    """The token ids of a segment's group (a TokenizedCorpus), kept in its store."""
+    store = doc.store
+    key = f"{group.name}/tokens/{params_key(analyzer.identity())}"
+    entry = store.manifest["indexes"].get(key)
+    if entry is not None and entry["meta"].get("fingerprint") == group.fingerprint:
+        try:
+            arrays, _ = store.read_arrays(key)
+            vocab = decode_vocab(arrays["vocab_bytes"], arrays["vocab_offsets"])
+            values = np.asarray(arrays["values"])
+            offsets = np.asarray(arrays["offsets"])
+            if offsets.shape[0] != len(group) + 1 or (
+                values.size and (values.min() < 0 or values.max() >= len(vocab))
+            ):
+                raise StoreError("token arrays do not match the group")
+            return TokenizedCorpus(vocab, values, offsets)
+        except (StoreError, KeyError, ValueError) as exc:
+            warnings.warn(
+                f"tokens {key!r} of {store.path} are damaged and are rebuilt: {exc}",
+                StoreWarning,
+                stacklevel=2,
+            )
+    tc = doc.derived.tokens(group, analyzer, 0)
+    if store.writable:
+        blob, voff = encode_vocab(tc.vocab)
+        with store.transaction() as txn:
+            txn.write_arrays(
+                key,
+                {
+                    "values": np.asarray(tc.values, np.int32),
+                    "offsets": np.asarray(tc.offsets, np.int64),
+                    "vocab_bytes": blob,
+                    "vocab_offsets": voff,
+                },
+                {
+                    "kind": "tokens",
+                    "group": group.name,
+                    "fingerprint": group.fingerprint,
+                    "analyzer": analyzer.identity(),
+                },
+            )
+    return tc
+
+
+class SegmentNotReady(RuntimeError):
+    """A segment (a restarted Ray actor) lost the index weighed with the global statistics."""
+
+
+class Segment:
+    """One open segment: its document, group and retriever; a BM25 index weighed with the
+    global statistics once :meth:`weigh` is called. Runs in this process or as a Ray actor
+    (then every method is called remotely, and answers only arrays and plain values)."""
+
+    def __init__(self, path: str, spec: IndexSpec, transform: Any, embed: Any) -> None:
+        self.path = Path(path)
+        self.doc, self.ret = open_segment(self.path, spec, transform, embed, "r")
+        self.group = self.doc.group(spec.group_name)
+        self.spec = spec
+        self.tokens = None
+        self.index = None
+        if self.ret.sim.kind == "bm25":
+            self.tokens = segment_tokens(self.doc, self.group, self.ret.bm25_analyzer())
+
+    def size(self) -> int:
+        return len(self.group)
+
+    def stats_part(self) -> tuple[list[str], np.ndarray, int, int]:
+        """(terms by local id, document frequencies, nodes, tokens) of this segment."""
+        tc = self.tokens
+        terms = [""] * len(tc.vocab)
+        for term, i in tc.vocab.items():
+            terms[i] = term
+        st = BM25Stats.from_tokens(
+            np.asarray(tc.values, np.int32), np.asarray(tc.offsets, np.int64), len(terms)
+        )
+        return terms, st.df, st.n_docs, st.n_tokens
+
+    def weigh(self, to_global: np.ndarray, n_vocab: int, stats: BM25Stats) -> np.ndarray:
+        """Build the index in the global id space with the global statistics; returns its
+        per-term bound (``term_max``)."""
+        values = to_global[np.asarray(self.tokens.values, np.int64)].astype(np.int32)
+        params = {p: v for p, v in (self.spec.params or {}).items() if p in BM25_PARAMS}
+        self.index = BM25Index.build(
+            values, np.asarray(self.tokens.offsets, np.int64), n_vocab, stats=stats, **params
+        )
+        return np.asarray(self.index.term_max)
+
+    def set_bound(self, bound: np.ndarray) -> None:
+        """Use the whole corpus's per-term bound: the kernel orders a query's terms by it, so
+        each score is summed in the same order as in one index (float32 sums are
+        order-sensitive); it is still an upper bound."""
+        bound = np.array(bound, np.float32)
+        bound.setflags(write=False)
+        self.index.term_max = bound
+
+    def mask(self, flt: Any) -> np.ndarray | None:
+        return self.ret.mask(flt)
+
+    def search_bm25(self, q_values, q_offsets, k, flt, cutoff, num_threads) -> Hits:
+        if self.index is None:  # a restarted actor: the driver weighs it again
+            raise SegmentNotReady(f"segment {self.path.name} has no weighed index")
+        mask = self.mask(flt)
+        n_q = q_offsets.shape[0] - 1
+        k = min(k, self.size())
+        if mask is not None and not mask.any():
+            return empty_hits(n_q, k)
+        return self.index.search(
+            q_values, q_offsets, k, mask=mask, cutoff=cutoff, num_threads=num_threads
+        )
+
+    def search_dense(self, qv, k, flt, cutoff, num_threads) -> Hits:
+        mask = self.mask(flt)
+        k = min(k, self.size())
+        if mask is not None and not mask.any():
+            return empty_hits(qv.shape[0], k)
+        index = self.doc.derived.flat(self.group, self.spec.embed_key, self.ret.sim.metric)
+        return index.search(qv, k, mask=mask, cutoff=cutoff, num_threads=num_threads)
+
+    def ids(self, rows: np.ndarray) -> pa.Array:
+        return (
+            self.group.table.column("id")
+            .take(pa.array(np.asarray(rows, np.int64)))
+            .combine_chunks()
+        )
+
+    def nodes(self, rows: np.ndarray) -> list:
+        return self.group.nodes(np.asarray(rows, np.int64))
+
+    def node_data(self, rows: np.ndarray) -> list[tuple[str, str, dict]]:
+        """(id, text, metadata) of rows: what crosses a process boundary."""
+        return [(n.id, n.text, dict(n.metadata)) for n in self.nodes(rows)]

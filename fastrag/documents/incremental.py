@@ -1,0 +1,170 @@
+"""Bringing a node group up to its parent's generation.
+
+A group is taken as the store last committed it when its definition is unchanged and its
+parent has not changed since; otherwise it is built from scratch, or from its old table with
+only the nodes of changed and removed documents recomputed. A writable store persists the
+result (appending the new rows to the old segments where it can).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from tqdm import tqdm
+
+from fastrag.documents.building import STORED_ONLY, GroupDef, run_transform
+from fastrag.documents.group import NodeGroup, full_metadata_json
+from fastrag.documents.sources import drop_mask
+from fastrag.documents.state import SourceState, drop_stale_indexes, touched_docs
+from fastrag.documents.store import MissingFile, Store
+from fastrag.errors import ConfigError, StoreWarning
+from fastrag.schema import GROUP_SCHEMA
+
+
+def build_group(
+    doc: Any,
+    d: GroupDef,
+    parent: NodeGroup,
+    old: NodeGroup | None,
+    state: SourceState,
+    store: Store | None,
+    *,
+    show_progress: bool = False,
+) -> NodeGroup:
+    """Group ``d`` of ``doc`` at the parent's generation: as stored, from scratch, or the old
+    table with the nodes of changed and removed documents recomputed."""
+    if old is None:
+        old = stored_group(doc, d, store)
+        if old is not None and old.built_gen == parent.built_gen:
+            return old
+        if old is not None and old.built_gen > parent.built_gen:
+            old = None  # stored by a process that saw newer sources: rebuild
+    if d.fn is STORED_ONLY:
+        raise ConfigError(
+            f"group {d.name!r} was built by a Python transform the store cannot record, and "
+            "its documents changed since (or the store does not hold it any more); register "
+            f"it again with doc.create_node_group({d.name!r}, transform=..., "
+            f"parent={d.parent!r}) to rebuild it"
+        )
+    if show_progress:
+        with tqdm(total=1, desc=f"building group {d.name!r}", unit="group", leave=False):
+            return _build_rows(doc, d, parent, old, state, store)
+    return _build_rows(doc, d, parent, old, state, store)
+
+
+def stored_group(doc: Any, d: GroupDef, store: Store | None) -> NodeGroup | None:
+    """The group as the store last committed it, if its definition is unchanged."""
+    if store is None:
+        return None
+    entry = store.manifest["groups"].get(d.name)
+    if entry is None or entry.get("identity") != d.identity or entry.get("parent") != d.parent:
+        return None
+    try:
+        table = store.read_segments(entry["segments"], GROUP_SCHEMA)
+    except MissingFile as exc:  # rewritten by another process since we read the manifest?
+        store.reload()
+        again = store.manifest["groups"].get(d.name)
+        if again is not None and again["segments"] == entry["segments"]:  # no: it is lost
+            warnings.warn(
+                f"group {d.name!r} in the store is damaged and is rebuilt from its parent: {exc}",
+                StoreWarning,
+                stacklevel=4,
+            )
+        return None
+    return NodeGroup(
+        doc, d.name, d.parent, table, built_gen=entry["root_gen"], segments=entry["segments"]
+    )
+
+
+def _build_rows(
+    doc: Any,
+    d: GroupDef,
+    parent: NodeGroup,
+    old: NodeGroup | None,
+    st: SourceState,
+    store: Store | None,
+) -> NodeGroup:
+    ptable = parent.table
+    if old is None:
+        table, dropped = run_transform(d, ptable, _full_meta(parent, ptable, st)), None
+    else:
+        touched = touched_docs(st.sources, old.built_gen)
+        dropped = set(touched)
+        if st.removed_gen > old.built_gen and old.table.num_rows:
+            live = pc.is_in(old.table.column("doc_id"), value_set=ptable.column("doc_id"))
+            gone = pc.filter(old.table.column("doc_id"), pc.invert(live))
+            dropped.update(gone.unique().to_pylist())
+        keep = old.table
+        if dropped and keep.num_rows:
+            keep = keep.filter(
+                pc.invert(
+                    pc.is_in(
+                        keep.column("doc_id"), value_set=pa.array(sorted(dropped), pa.string())
+                    )
+                )
+            )
+        if touched and ptable.num_rows:
+            ptable = ptable.filter(
+                pc.is_in(ptable.column("doc_id"), value_set=pa.array(sorted(touched), pa.string()))
+            )
+        else:
+            ptable = ptable.slice(0, 0)
+        keep = keep.select(GROUP_SCHEMA.names)
+        new = run_transform(d, ptable, _full_meta(parent, ptable, st))
+        table = keep if new.num_rows == 0 else pa.concat_tables([keep, new])
+    group = NodeGroup(doc, d.name, d.parent, table, built_gen=parent.built_gen)
+    if store is not None and store.writable:
+        new_rows = table if dropped is None else table.slice(keep.num_rows)
+        group.segments = _persist_group(store, d, group, old, dropped, new_rows)
+    return group
+
+
+def _full_meta(parent: NodeGroup, ptable: pa.Table, st: SourceState) -> list[str] | None:
+    if parent.parent_name is None:
+        return None
+    return full_metadata_json(ptable, st.root)
+
+
+def _persist_group(
+    store: Store,
+    d: GroupDef,
+    group: NodeGroup,
+    old: NodeGroup | None,
+    dropped: set[str] | None,
+    new_rows: pa.Table,
+) -> list[dict] | None:
+    with store.transaction() as txn:
+        m = txn.manifest
+        cur = m["groups"].get(d.name)
+        if (
+            cur is not None
+            and cur.get("identity") == d.identity
+            and cur["root_gen"] >= group.built_gen
+        ):
+            return None  # another writer stored it (or a newer one): not our table
+        base = [s["file"] for s in old.segments] if old is not None and old.segments else None
+        if (
+            cur is not None
+            and dropped is not None
+            and base is not None
+            and [s["file"] for s in cur["segments"]] == base
+            and cur.get("identity") == d.identity
+        ):
+            segs = txn.filter(cur["segments"], d.name, drop_mask("doc_id", dropped))
+            segs = txn.append(segs, d.name, new_rows)
+        else:
+            segs = txn.append([], d.name, group.table.select(GROUP_SCHEMA.names))
+        m["groups"][d.name] = {
+            "segments": segs,
+            "parent": d.parent,
+            "identity": d.identity,
+            "nodes": group.table.num_rows,
+            "root_gen": group.built_gen,
+            "spec": d.spec,
+        }
+        txn.changed = True
+        drop_stale_indexes(m, d.name, group.fingerprint)
+        return segs

@@ -1,0 +1,86 @@
+"""The writers' lock of a store: a thread lock per store path and the OS file lock, with a
+note of who holds it (so a writer that waits too long can say for whom)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from fastrag.errors import StoreLockTimeout
+
+LOCK = ".lock"
+HOLDER = ".lock.holder"  # who holds the writers' lock (pid, host, command, since)
+
+_PATH_LOCKS: dict[str, threading.RLock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+_HELD = threading.local()  # store paths whose locks this thread holds
+
+
+def path_lock(path: Path) -> threading.RLock:
+    """The one thread lock of the store at ``path`` in this process."""
+    with _PATH_LOCKS_GUARD:
+        return _PATH_LOCKS.setdefault(str(path), threading.RLock())
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path, timeout: float) -> Iterator[None]:
+    """Hold the store's thread lock and OS file lock (re-entrant in one thread), waiting at
+    most ``timeout`` seconds for another writer (:class:`~fastrag.errors.StoreLockTimeout`
+    naming it)."""
+    held = _HELD.__dict__.setdefault("paths", set())
+    if path in held:  # re-entered by this thread: it holds both locks already
+        yield
+        return
+    with path_lock(path):
+        held.add(path)
+        lock = FileLock(str(path / LOCK), timeout=timeout)
+        try:
+            lock.acquire()
+        except Timeout:
+            held.discard(path)
+            raise StoreLockTimeout(
+                f"another writer ({holder(path)}) holds the lock "
+                f"{str(path / LOCK)!r} for more than lock_timeout={timeout} s; wait for "
+                "it, raise lock_timeout, or open the store with mode='r' to read it"
+            ) from None
+        try:
+            _write_holder(path)
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                (path / HOLDER).unlink()
+            lock.release()
+            held.discard(path)
+
+
+def _write_holder(path: Path) -> None:
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": " ".join(sys.argv)[:200],
+        "since": time.time(),
+    }
+    with contextlib.suppress(OSError):
+        (path / HOLDER).write_text(json.dumps(info))
+
+
+def holder(path: Path) -> str:
+    """Who holds the writers' lock of the store at ``path``, in words (as far as it recorded
+    itself)."""
+    try:
+        info = json.loads((path / HOLDER).read_text())
+        return (
+            f"pid {info['pid']} on {info['host']}, running {info['command']!r}, "
+            f"for {time.time() - float(info['since']):.0f} s"
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that did not record itself"

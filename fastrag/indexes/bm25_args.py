@@ -1,0 +1,258 @@
+"""The arguments :class:`~fastrag.indexes.bm25.BM25Index` takes: the known methods and search
+strategies, and one check per argument (a ConfigError naming the bad value and the fix).
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numba
+import numpy as np
+
+from fastrag._checks import check_int
+from fastrag._kernels import bm25_search
+from fastrag.errors import ConfigError
+
+BM25_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+"""Known BM25 variants (``lucene`` is the default, as in bm25s)."""
+
+SEARCH_STRATEGIES: tuple[str, ...] = ("auto", "maxscore", "touched", "dense")
+"""Exact scoring strategies (same results); ``auto`` picks per query, the others are forced
+choices for benchmarks (see ``fastrag._kernels.bm25_search``)."""
+
+_STRATEGY_CODES = {
+    "auto": bm25_search.STRATEGY_AUTO,
+    "maxscore": bm25_search.STRATEGY_MAXSCORE,
+    "touched": bm25_search.STRATEGY_TOUCHED,
+    "dense": bm25_search.STRATEGY_DENSE,
+}
+
+INT32_MAX = int(np.iinfo(np.int32).max)
+_INT32_MIN = int(np.iinfo(np.int32).min)
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (no copy)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def check_method(method: object) -> str:
+    """``method`` if it is one of :data:`BM25_METHODS`."""
+    if not isinstance(method, str) or method not in BM25_METHODS:
+        raise ConfigError(
+            f"unknown BM25 method {method!r}; known methods: "
+            f"{', '.join(BM25_METHODS)} (pass method= one of them; "
+            "'lucene' is the default)"
+        )
+    return method
+
+
+def check_params(k1: object, b: object, delta: object) -> tuple[float, float, float]:
+    """``(k1, b, delta)`` as floats, if each is finite and in its range."""
+    for name, v in (("k1", k1), ("b", b), ("delta", delta)):
+        if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v):
+            raise ConfigError(f"BM25 parameter {name}={v!r} must be a finite number")
+    if k1 < 0:
+        raise ConfigError(f"BM25 parameter k1={k1!r} must be >= 0 (typical: 1.2 to 2.0)")
+    if not 0.0 <= b <= 1.0:
+        raise ConfigError(f"BM25 parameter b={b!r} must be within [0, 1] (typical: 0.75)")
+    if delta < 0:
+        raise ConfigError(f"BM25 parameter delta={delta!r} must be >= 0 (typical: 0.5 to 1)")
+    return float(k1), float(b), float(delta)
+
+
+def check_bm25_params(
+    method: str = "lucene", k1: float = 1.5, b: float = 0.75, delta: float = 0.5
+) -> dict:
+    """The BM25 parameters as :meth:`BM25Index.build` takes them, validated (ConfigError
+    naming the bad value and the fix): lets a caller fail before any index is built."""
+    k1, b, delta = check_params(k1, b, delta)
+    return {"method": check_method(method), "k1": k1, "b": b, "delta": delta}
+
+
+def strategy_code(strategy: object) -> int:
+    """The kernels' ``STRATEGY_*`` code of one of :data:`SEARCH_STRATEGIES`."""
+    code = _STRATEGY_CODES.get(strategy) if isinstance(strategy, str) else None
+    if code is None:
+        raise ConfigError(
+            f"unknown search strategy {strategy!r}; known strategies: "
+            f"{', '.join(SEARCH_STRATEGIES)}"
+        )
+    return code
+
+
+def check_k(k: object) -> int:
+    """``k``, the number of hits per query: an int >= 1."""
+    return check_int("k", k, min=1, note="the number of hits per query")
+
+
+def check_cutoff(cutoff: object) -> tuple[bool, float]:
+    """``(has_cutoff, cutoff)`` for the kernels: a number, or None for no cutoff."""
+    if cutoff is None:
+        return False, 0.0
+    if isinstance(cutoff, bool) or not isinstance(cutoff, Real) or math.isnan(cutoff):
+        raise ConfigError(f"cutoff={cutoff!r} must be a number (minimum score kept) or None")
+    return True, float(cutoff)
+
+
+def check_threads(num_threads: object) -> int:
+    """numba threads for a search: numba's current setting when None, else at most its pool."""
+    if num_threads is None:
+        return int(numba.get_num_threads())
+    limit = int(numba.config.NUMBA_NUM_THREADS)
+    return check_int(
+        "num_threads",
+        num_threads,
+        min=1,
+        max=limit,
+        note=f"{limit} is numba's thread pool, NUMBA_NUM_THREADS",
+    )
+
+
+def check_mask(mask: object, n_docs: int, no_mask: np.ndarray) -> tuple[bool, np.ndarray]:
+    """``(has_mask, mask)`` for the kernels: a bool array ``[n_docs]``, or None (``no_mask``)."""
+    if mask is None:
+        return False, no_mask
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n_docs,):
+        desc = (
+            f"{mask.dtype} array of shape {mask.shape}"
+            if isinstance(mask, np.ndarray)
+            else type(mask).__name__
+        )
+        raise ConfigError(
+            f"mask must be a bool array of shape ({n_docs},) (one entry per document); got {desc}"
+        )
+    return True, readonly(np.ascontiguousarray(mask))
+
+
+def ragged_array(x: object, name: str, dtype: type) -> np.ndarray:
+    """``x`` as a read-only, contiguous 1-D array of ``dtype`` (fast path: already is)."""
+    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if arr.ndim != 1:
+        raise ConfigError(f"{name} must be a 1-D integer array; got shape {arr.shape}")
+    if arr.dtype != dtype:
+        if arr.size and arr.dtype.kind not in "iu":
+            raise ConfigError(f"{name} must hold integers; got dtype {arr.dtype}")
+        if arr.size and dtype == np.int32 and (arr.min() < _INT32_MIN or arr.max() > INT32_MAX):
+            bad = int(arr.min()) if arr.min() < _INT32_MIN else int(arr.max())
+            raise ConfigError(
+                f"query token id {bad} is outside the vocabulary; drop tokens the "
+                "vocabulary does not know before searching"
+            )
+        arr = arr.astype(dtype)
+    elif not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    if arr.flags.writeable:
+        arr = readonly(arr)
+    return arr
+
+
+def _as_int_array(x: object, name: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise ConfigError(f"{name} must be a 1-D integer array; got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ConfigError(f"{name} must hold integers; got dtype {arr.dtype}")
+    return arr
+
+
+def check_offsets(offsets: object, n_values: int, name: str, min_len: int) -> np.ndarray:
+    """Ragged ``offsets`` as int64: at least ``min_len`` entries, non-decreasing, within
+    ``[0, n_values]``."""
+    off = _as_int_array(offsets, name).astype(np.int64, copy=False)
+    if off.shape[0] < min_len:
+        raise ConfigError(
+            f"{name} needs at least {min_len} entries (n + 1 for n items); got {off.shape[0]}"
+        )
+    if off.shape[0] and (off[0] < 0 or off[-1] > n_values):
+        raise ConfigError(
+            f"{name} spans [{off[0]}, {off[-1]}] but the values array has "
+            f"{n_values} entries; offsets must lie within [0, {n_values}]"
+        )
+    if off.shape[0] > 1 and bool(np.any(off[1:] < off[:-1])):
+        i = int(np.argmax(off[1:] < off[:-1]))
+        raise ConfigError(
+            f"{name} must be non-decreasing; {name}[{i + 1}]={off[i + 1]} < {name}[{i}]={off[i]}"
+        )
+    return off
+
+
+def check_corpus(
+    values: object, offsets: object, n_vocab: object
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """A ragged token-id corpus as read-only int32 ``values`` and int64 ``offsets``, with its
+    vocabulary size (token ids are range-checked here only when they need a cast)."""
+    if (
+        isinstance(n_vocab, bool)
+        or not isinstance(n_vocab, Integral)
+        or not (1 <= n_vocab <= INT32_MAX)
+    ):
+        raise ConfigError(
+            f"n_vocab={n_vocab!r} must be an int in [1, {INT32_MAX}] (the "
+            "vocabulary size, max token id + 1)"
+        )
+    vals = _as_int_array(values, "values")
+    if vals.dtype != np.int32:
+        if vals.size and (vals.min() < 0 or vals.max() >= n_vocab):
+            bad = int(vals[(vals < 0) | (vals >= n_vocab)][0])
+            raise ConfigError(
+                f"token id {bad} is outside the vocabulary [0, {n_vocab}); "
+                "map tokens to ids below n_vocab"
+            )
+        vals = vals.astype(np.int32)
+    off = check_offsets(offsets, vals.shape[0], "offsets", 2)
+    return (
+        readonly(np.ascontiguousarray(vals)),
+        readonly(np.ascontiguousarray(off)),
+        int(n_vocab),
+    )
+
+
+def check_queries(
+    q_values: object, q_offsets: object, n_vocab: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Ragged queries as read-only int32 token ids (all in ``[0, n_vocab)``) and int64 offsets
+    (None when ``q_offsets`` is None: one query)."""
+    qv = _as_int_array(q_values, "q_values")
+    if q_offsets is None:
+        lo, hi = 0, qv.shape[0]
+        qo = None
+    else:
+        qo = check_offsets(q_offsets, qv.shape[0], "q_offsets", 1)
+        lo, hi = (int(qo[0]), int(qo[-1])) if qo.shape[0] else (0, 0)
+    if hi > lo:
+        used = qv[lo:hi]
+        mn, mx = int(used.min()), int(used.max())
+        if mn < 0 or mx >= n_vocab:
+            bad = mn if mn < 0 else mx
+            raise ConfigError(
+                f"query token id {bad} is outside the vocabulary [0, {n_vocab}); "
+                "drop tokens the vocabulary does not know before searching"
+            )
+    return readonly(np.ascontiguousarray(qv, dtype=np.int32)), (
+        None if qo is None else readonly(np.ascontiguousarray(qo))
+    )
+
+
+def raise_query_error(err: int, qv: np.ndarray, qo: np.ndarray, n_vocab: int) -> None:
+    """Turn a kernel's ``check_queries`` code into the error it stands for."""
+    if err >= 0:
+        raise ConfigError(
+            f"query token id {int(qv[err])} is outside the vocabulary "
+            f"[0, {n_vocab}); drop tokens the vocabulary does not know before "
+            "searching"
+        )
+    check_offsets(qo, qv.shape[0], "q_offsets", 1)  # raises with the precise message
+    raise ConfigError(f"q_offsets entry {-2 - err} is invalid")  # pragma: no cover
+
+
+def raise_bad_token(bad: int, values: np.ndarray, n_vocab: int) -> None:
+    """Raise for the token id at ``values[bad]`` when ``bad >= 0`` (a build kernel's code)."""
+    if bad >= 0:
+        raise ConfigError(
+            f"token id {int(values[bad])} at values[{bad}] is outside the "
+            f"vocabulary [0, {n_vocab}); map tokens to ids below n_vocab"
+        )

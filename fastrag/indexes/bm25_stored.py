@@ -1,0 +1,167 @@
+"""Checks of a BM25 index restored from its arrays and meta (files that may be damaged): every
+offset a kernel relies on is checked at load, every posting before its first search.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+from fastrag.errors import ConfigError, StoreError
+from fastrag.indexes.bm25_args import BM25_METHODS, check_params
+
+FORMAT = "fastrag.bm25/1"
+
+
+def checked_arrays(arrays: dict[str, np.ndarray], meta: dict) -> dict[str, np.ndarray]:
+    """The arrays :meth:`BM25Index.to_arrays` wrote, contiguous (no copy of contiguous ones),
+    once ``meta`` and the arrays' shapes, dtypes and offsets agree; StoreError saying what
+    does not. The postings are checked term by term later (:func:`check_postings`)."""
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise StoreError(
+            f"BM25 index meta has format {got!r}, expected {FORMAT!r}; "
+            "rebuild the index with this fastrag version"
+        )
+    problem = _meta_problem(meta)
+    if problem:
+        raise StoreError(
+            f"BM25 index meta is invalid ({problem}); the index is damaged: rebuild the index"
+        )
+    need = ["indptr", "indices", "data", "term_max"] + (
+        ["stats_df"] if meta.get("external_stats") else []
+    )
+    missing = [n for n in need if n not in arrays]
+    if missing:
+        raise StoreError(f"BM25 index arrays are missing {missing}; rebuild the index")
+    a = {n: np.ascontiguousarray(arrays[n]) for n in need}
+    n_vocab = int(meta["n_vocab"])
+    nnz = int(meta["nnz"])
+    if (
+        a["indptr"].shape != (n_vocab + 1,)
+        or a["term_max"].shape != (n_vocab,)
+        or a["indices"].shape != (nnz,)
+        or a["data"].shape != (nnz,)
+        or a["indptr"].dtype not in (np.int32, np.int64)
+        or a["data"].dtype != np.float32
+        or a["term_max"].dtype != np.float32
+        or a["indices"].dtype != np.int32
+        or int(a["indptr"][-1]) != nnz
+    ):
+        raise StoreError(
+            f"BM25 index arrays do not match their meta (n_vocab={n_vocab}, nnz={nnz}; "
+            f"indptr {a['indptr'].shape} {a['indptr'].dtype}, indices {a['indices'].shape} "
+            f"{a['indices'].dtype}, data {a['data'].shape} {a['data'].dtype}, term_max "
+            f"{a['term_max'].shape} {a['term_max'].dtype}); the index files are corrupt: "
+            "rebuild the index"
+        )
+    problem = _bounds_problem(a, int(meta["n_docs"]), n_vocab, bool(meta.get("external_stats")))
+    if problem:
+        raise StoreError(
+            f"BM25 index arrays are inconsistent ({problem}); the index files "
+            "are corrupt: rebuild the index"
+        )
+    return a
+
+
+def _meta_problem(meta: dict) -> str | None:
+    """What makes a stored index's meta unusable (types, ranges), or None."""
+
+    def whole(name: str) -> bool:
+        v = meta.get(name)
+        return isinstance(v, Integral) and not isinstance(v, bool) and 0 <= v <= 1 << 62
+
+    def real(name: str) -> bool:
+        v = meta.get(name)
+        return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
+
+    names = ["n_vocab", "nnz", "n_docs", "n_tokens"]
+    if not isinstance(meta.get("external_stats", False), bool):
+        return f"external_stats={meta.get('external_stats')!r}"
+    if meta.get("external_stats"):
+        names += ["stats_n_docs", "stats_n_tokens"]
+    bad = [n for n in names if not whole(n)] + [n for n in ("k1", "b", "delta") if not real(n)]
+    if bad:
+        return ", ".join(f"{n}={meta.get(n)!r}" for n in bad)
+    if meta.get("method") not in BM25_METHODS:
+        return f"method={meta.get('method')!r}"
+    try:
+        check_params(meta["k1"], meta["b"], meta["delta"])
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _bounds_problem(
+    a: dict[str, np.ndarray], n_docs: int, n_vocab: int, external_stats: bool
+) -> str | None:
+    """What makes loaded index offsets unsafe for the kernels, or None. Postings (doc ids in
+    range and increasing, weights finite and within ``term_max``) are checked per term on first
+    use (:func:`check_postings`); ``term_max`` here, it is small."""
+    indptr = a["indptr"]
+    if n_docs < 0 or indptr[0] != 0:
+        return f"n_docs={n_docs}, indptr[0]={indptr[0]}"
+    if n_vocab and np.any(indptr[1:] < indptr[:-1]):
+        return "indptr decreases"
+    if not (np.isfinite(a["term_max"]).all() and (a["term_max"] >= 0).all()):
+        return "term_max holds a negative, NaN or infinite bound"
+    if external_stats and (
+        a["stats_df"].shape != (n_vocab,) or a["stats_df"].dtype.kind not in "iu"
+    ):
+        return (
+            f"stats_df has shape {a['stats_df'].shape} and dtype {a['stats_df'].dtype}, "
+            f"expected ({n_vocab},) integers"
+        )
+    return None
+
+
+def check_postings(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    term_max: np.ndarray,
+    n_docs: int,
+    terms: np.ndarray,
+    unchecked: np.ndarray,
+) -> None:
+    """Check the postings of the ``terms`` whose ``unchecked`` flag is set (doc ids in range
+    and strictly increasing, weights finite and within their term's bound), clearing the flags
+    of those checked; StoreError at the first bad one. Terms outside the vocabulary are left
+    to the kernel to report."""
+    n_vocab = indptr.shape[0] - 1
+    t = np.unique(terms)
+    t = t[(t >= 0) & (t < n_vocab)]
+    t = t[unchecked[t]]
+    starts = indptr[t].astype(np.int64)
+    lens = indptr[t + 1].astype(np.int64) - starts
+    ends = np.cumsum(lens)
+    lo = 0
+    while lo < len(t):  # chunks of about 4M postings bound the temporary arrays
+        hi = max(int(np.searchsorted(ends, ends[lo] - lens[lo] + (1 << 22))), lo + 1)
+        n, s = lens[lo:hi], starts[lo:hi]
+        total = int(n.sum())
+        if total:
+            idx = np.repeat(s - (np.cumsum(n) - n), n) + np.arange(total)
+            docs = indices[idx].view(np.uint32).astype(np.int64)
+            weights = data[idx]
+            first = np.zeros(total, np.bool_)  # the first posting of each term
+            first[(np.cumsum(n) - n)[n > 0]] = True
+            problem = None
+            if int(docs.max()) >= n_docs:
+                problem = f"doc ids outside [0, {n_docs})"
+            elif np.any((docs[1:] <= docs[:-1]) & ~first[1:]):
+                problem = "doc ids not strictly increasing"
+            elif not np.isfinite(weights).all() or np.any(
+                weights > np.repeat(term_max[t[lo:hi]], n)
+            ):
+                problem = "weights NaN, infinite or above their term's bound"
+            if problem:
+                raise StoreError(
+                    f"BM25 index arrays are inconsistent ({problem} in the postings of "
+                    f"terms {t[lo:hi][:5].tolist()}...); the index files are corrupt: "
+                    "rebuild the index"
+                )
+        unchecked[t[lo:hi]] = False
+        lo = hi

@@ -1,0 +1,591 @@
+"""The ``touched`` and ``maxscore`` strategies of BM25 search (see :mod:`.bm25_search`): the
+query's terms in decreasing order of their upper bound, each added to the accumulator by the
+step that suits it (admitting new rows, or adding to the candidates by scan, galloping search
+or rank directory), with the current top rows completed early to raise the bar.
+
+Hot loops stay free of data-dependent branches and calls where they can (a new row is appended
+by bumping a counter; rows above the heap's bar are queued and offered in bursts), live in small
+functions of their own (inside one large function they lose registers), prefetch the
+accumulator rows they will touch, and index with unsigned integers (numba then skips its
+negative-index fix-up): mispredicted branches and instruction count, then cache misses of the
+searches, were their main costs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._config import FASTMATH
+from .bm25_heads import head_admit, plan_head, rank_term
+from .bm25_primitives import (
+    BOUND_SLACK,
+    final_bar,
+    gallop_find,
+    heapsort,
+    offer_bar,
+    prefetch,
+    raise_row,
+    sort_rows,
+)
+
+# Prefetch distance (postings / rows ahead) of the streaming loops, and (candidates ahead) of
+# the galloping search; rows above the heap bar are offered to it in bursts of ``_QUEUE``.
+_PF = 16
+_PF_GALLOP = 4
+_QUEUE = 64
+# Complete the current top rows early (a true k-th score to prune with) when k is at most this.
+_SEED_MAX_K = 100
+# Finish a remaining posting list by galloping search when candidates * this < its length.
+_GALLOP_FACTOR = 12
+# ... or, for a term with a rank directory, by rank lookups when candidates * this < its
+# length.
+_RANK_FACTOR = 4
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _seed_heap_rows(
+    indptr,
+    indices,
+    data,
+    o_terms,
+    o_mult,
+    m,
+    done,
+    acc,
+    base32,
+    heap_d,
+    n_heap,
+    seed_rows,
+    seed_full,
+    n_seed,
+    k_eff,
+):
+    """Complete the full score of the rows now in the heap that are not seeds yet: their
+    partial sum over the first ``done`` terms (``acc``) plus the remaining terms, found by
+    galloping from an interpolated guess in each posting list (all guesses prefetched first).
+    Return ``(n_seed, theta_seed)``: ``theta_seed`` is the k-th best full score among the seeds
+    (-inf with fewer than k)."""
+    cap = seed_rows.shape[0]
+    n_docs = acc.shape[0]
+    for h in range(n_heap):  # prefetch the guessed posting of every row in every term
+        d = heap_d[h]
+        for j in range(done, m):
+            tj = o_terms[j]
+            lo = indptr[tj]
+            hi = indptr[tj + 1]
+            if hi > lo:
+                g = min(lo + int(d * ((hi - lo) / n_docs)), hi - 1)
+                prefetch(indices, g)
+                prefetch(data, g)
+                prefetch(indices, max(g - 16, lo))
+                prefetch(indices, min(g + 16, hi - 1))
+    for h in range(n_heap):
+        if n_seed == cap:
+            break
+        d = heap_d[h]
+        known = False
+        for s in range(n_seed):
+            if seed_rows[s] == d:
+                known = True
+                break
+        if known:
+            continue
+        full = acc[d]
+        for j in range(done, m):
+            tj = o_terms[j]
+            lo = indptr[tj]
+            hi = indptr[tj + 1]
+            lo = gallop_find(indices, lo, hi, d, lo + int(d * ((hi - lo) / n_docs)))
+            if lo < hi and indices[lo] == d:
+                full += o_mult[j] * data[lo]
+        seed_rows[n_seed] = d
+        seed_full[n_seed] = full + base32
+        n_seed += 1
+    if n_seed < k_eff:
+        return n_seed, -np.inf
+    srt = seed_full[:n_seed].copy()
+    heapsort(srt)
+    return n_seed, srt[n_seed - k_eff]
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _admit_term(
+    indices,
+    data,
+    start,
+    end,
+    w_mult,
+    mask,
+    has_mask,
+    acc,
+    pos,
+    touched,
+    nt,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
+    """Add the postings ``[start, end)`` (times ``w_mult``) to ``acc``, appending new rows to
+    ``touched`` and offering rows above ``bar`` to the heap. Returns ``(nt, n_heap, bar)``.
+
+    The loop has no calls and no data-dependent branches: rows above ``bar`` are queued and
+    offered to the heap in bursts (a call inside the loop costs registers on every posting).
+    Indices are unsigned: numba then skips its negative-index fix-up on every access."""
+    queue = np.empty(_QUEUE + 1, np.uint32)
+    ntu = np.uint64(nt)
+    last = np.uint64(end - 1)
+    pf = np.uint64(_PF)
+    p = start
+    while p < end:
+        stop = min(p + _QUEUE, end)
+        nq = np.uint64(0)
+        for qs in range(p, stop):
+            q = np.uint64(qs)
+            prefetch(acc, np.uint32(indices[min(q + pf, last)]))
+            d = np.uint32(indices[q])
+            a = acc[d]
+            ok = True
+            if has_mask:
+                ok = mask[d]
+            touched[ntu] = d
+            ntu += np.uint64((a == 0.0) & ok)
+            a = a + w_mult * data[q] if ok else a
+            acc[d] = a
+            queue[nq] = d
+            nq += np.uint64(a > bar)
+        for i in range(nq):
+            d = queue[i]
+            a = acc[d]
+            if a > bar:
+                n_heap = raise_row(a, base32, np.int64(d), heap_s, heap_d, pos, n_heap, k_eff)
+                bar = offer_bar(heap_s, n_heap, k_eff, base)
+        p = stop
+    return np.int64(ntu), n_heap, bar
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _scan_term(
+    indices,
+    data,
+    start,
+    end,
+    w_mult,
+    acc,
+    live,
+    pos,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
+    """Add the postings ``[start, end)`` to the live candidates (the rows set in the bitmap
+    ``live``), offering rows above ``bar`` to the heap. Returns ``(n_heap, bar)``.
+
+    A first pass queues the postings of live rows (a test of one bit, in L1, per posting: no
+    read of ``acc`` for the many rows that are not candidates); a second adds them."""
+    queue = np.empty(_QUEUE + 1, np.uint32)
+    p = start
+    one = np.uint64(1)
+    while p < end:
+        stop = min(p + _QUEUE, end)
+        nq = np.uint64(0)
+        for qs in range(p, stop):
+            q = np.uint64(qs)
+            d = np.uint32(indices[q])
+            bit = (live[np.uint64(d >> np.uint32(6))] >> np.uint64(d & np.uint32(63))) & one
+            queue[nq] = np.uint32(qs - p)
+            nq += bit
+        for i in range(nq):
+            q = np.uint64(p + queue[i])
+            d = np.uint32(indices[q])
+            a = acc[d] + w_mult * data[q]
+            acc[d] = a
+            if a > bar:
+                n_heap = raise_row(a, base32, np.int64(d), heap_s, heap_d, pos, n_heap, k_eff)
+                bar = offer_bar(heap_s, n_heap, k_eff, base)
+        p = stop
+    return n_heap, bar
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _prune(acc, touched, nt, r, theta, live, has_live):
+    """Keep the rows of ``touched[:nt]`` that can still reach ``theta`` with at most ``r`` more;
+    zero the others' ``acc`` (and clear their bits in ``live`` when ``has_live``). Returns the
+    number kept.
+
+    A dropped row may stay in the heap with its partial sum: that sum is below ``theta``, itself
+    at most the k-th best final score, so the rows of the true top-k (never dropped, and offered
+    to the heap with their final sums) push it out, or the cutoff filters it."""
+    keep = np.uint64(0)
+    last = np.uint64(nt - 1)
+    pf = np.uint64(_PF)
+    for js in range(nt):
+        j = np.uint64(js)
+        prefetch(acc, np.uint32(touched[min(j + pf, last)]))
+        d = np.uint32(touched[j])
+        a = acc[d]
+        alive = (a + r) * BOUND_SLACK >= theta
+        touched[keep] = d
+        keep += np.uint64(alive)
+        acc[d] = a if alive else np.float32(0.0)
+        if has_live:
+            w = np.uint64(d >> np.uint32(6))
+            live[w] &= ~(np.uint64(not alive) << np.uint64(d & np.uint32(63)))
+    return np.int64(keep)
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _gallop_term(
+    indices,
+    data,
+    start,
+    end,
+    w_mult,
+    acc,
+    pos,
+    touched,
+    nt,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
+    """Add the postings ``[start, end)`` of the rows ``touched[:nt]`` (ascending), found by
+    interpolated galloping search. Returns ``(n_heap, bar)``."""
+    n_docs = acc.shape[0]
+    p = start
+    dens = (end - start) / n_docs  # postings per row
+    last = np.uint64(nt - 1)
+    pf = np.uint64(_PF_GALLOP)
+    for js in range(nt):
+        j = np.uint64(js)
+        d = np.int64(touched[j])
+        if p < end:
+            # Prefetch where a later candidate should lie: its search then finds its
+            # posting in cache.
+            dn = np.int64(touched[min(j + pf, last)])
+            at = np.int64(indices[np.uint64(p)])
+            g = np.uint64(min(p + int((dn - at) * dens), end - 1))
+            prefetch(indices, g)
+            prefetch(data, g)
+            p = gallop_find(indices, p, end, d, p + int((d - at) * dens))
+        if p == end:
+            break
+        pu = np.uint64(p)
+        if indices[pu] == d:
+            du = np.uint32(d)
+            a = acc[du] + w_mult * data[pu]
+            acc[du] = a
+            if a > bar:
+                n_heap = raise_row(a, base32, d, heap_s, heap_d, pos, n_heap, k_eff)
+                bar = offer_bar(heap_s, n_heap, k_eff, base)
+    return n_heap, bar
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _candidates_term(
+    indices,
+    data,
+    t,
+    start,
+    end,
+    w_mult,
+    acc,
+    pos,
+    touched,
+    nt,
+    is_sorted,
+    live,
+    has_live,
+    has_rank,
+    rank_slot,
+    rank_dir,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
+    """Add term ``t``'s postings ``[start, end)`` to the ``nt > 0`` candidates ``touched[:nt]``.
+    A long list is scanned (against the bitmap ``live``, built on first need); when candidates
+    are few, they are looked up in it by rank directory or galloping search (rows sorted once,
+    by radix sort). Returns ``(n_heap, bar, is_sorted, has_live, live)``."""
+    n_docs = acc.shape[0]
+    slot = rank_slot[t] if has_rank else -1
+    if slot >= 0 and nt * _RANK_FACTOR < end - start:
+        n_heap, bar = rank_term(
+            data,
+            start,
+            w_mult,
+            acc,
+            pos,
+            touched,
+            nt,
+            rank_dir[slot],
+            heap_s,
+            heap_d,
+            n_heap,
+            k_eff,
+            bar,
+            base,
+            base32,
+        )
+    elif nt * _GALLOP_FACTOR < end - start:
+        if not is_sorted:
+            sort_rows(touched, nt, n_docs)
+            is_sorted = True
+        n_heap, bar = _gallop_term(
+            indices,
+            data,
+            start,
+            end,
+            w_mult,
+            acc,
+            pos,
+            touched,
+            nt,
+            heap_s,
+            heap_d,
+            n_heap,
+            k_eff,
+            bar,
+            base,
+            base32,
+        )
+    else:
+        if not has_live:
+            live = np.zeros((n_docs + 63) >> 6, np.uint64)
+            for j in range(nt):
+                d = touched[j]
+                live[d >> 6] |= np.uint64(1) << np.uint64(d & 63)
+            has_live = True
+        n_heap, bar = _scan_term(
+            indices,
+            data,
+            start,
+            end,
+            w_mult,
+            acc,
+            live,
+            pos,
+            heap_s,
+            heap_d,
+            n_heap,
+            k_eff,
+            bar,
+            base,
+            base32,
+        )
+    return n_heap, bar, is_sorted, has_live, live
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def search_pruned(
+    indptr,
+    indices,
+    data,
+    o_terms,
+    o_mult,
+    rest,
+    m,
+    maxscore,
+    mask,
+    has_mask,
+    theta_floor,
+    acc,
+    pos,
+    touched,
+    heap_s,
+    heap_d,
+    k_eff,
+    base,
+    base32,
+    has_rank,
+    rank_slot,
+    rank_dir,
+    head_ptr,
+    head_doc,
+    head_w,
+):
+    """The ``touched`` strategy, or ``maxscore`` when ``maxscore`` is True, over the ``m``
+    query terms ``o_terms`` (decreasing upper bound, with multiplicities ``o_mult``;
+    ``rest[i]``: the sum of the bounds of terms ``i..``) into the empty heap
+    ``heap_s``/``heap_d``. Returns the heap size; ``acc`` is all zero again."""
+    n_heap = 0
+    seeding = maxscore and k_eff <= _SEED_MAX_K
+    n_seed_cap = 4 * k_eff if seeding else 1
+    seed_rows = np.empty(n_seed_cap, np.int64)
+    seed_full = np.empty(n_seed_cap, np.float64)
+    n_seed = 0
+    theta_seed = -np.inf
+    theta_head = -np.inf
+    top_s = np.empty(k_eff if seeding else 1, np.float64)
+    has_heads = seeding and has_rank and head_ptr.shape[0] > 0 and head_w.shape[0] > 0
+    j0 = 0
+    j1 = 0
+    rest_b = 0.0
+    nt = 0
+    bar = np.float32(0.0)
+    stopped = False
+    is_sorted = False
+    has_live = False
+    live = np.zeros(0, np.uint64)
+    for oi in range(m):
+        t = o_terms[oi]
+        w_mult = o_mult[oi]
+        start = indptr[t]
+        end = indptr[t + 1]
+        theta = final_bar(theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff)
+        if maxscore and not stopped and (rest[oi] + base) * BOUND_SLACK < theta:
+            # No untouched row can reach the top-k any more: from here on, only the
+            # candidates whose bound still can get the remaining terms.
+            stopped = True
+        use_head = False
+        if has_heads and not stopped and rank_slot[t] >= 0:
+            use_head, stopped, j0, j1, rest_b, theta, theta_head = plan_head(
+                indptr,
+                indices,
+                data,
+                o_terms,
+                o_mult,
+                m,
+                oi,
+                rest,
+                base,
+                head_ptr,
+                head_doc,
+                head_w,
+                mask,
+                has_mask,
+                rank_slot,
+                rank_dir,
+                top_s,
+                theta,
+                theta_floor,
+                theta_seed,
+                theta_head,
+                heap_s,
+                n_heap,
+                k_eff,
+                acc.shape[0],
+            )
+        if stopped or use_head:
+            # Candidates first: drop the rows that can no longer make it, then add this term
+            # to the others; a head then admits new rows.
+            nt = _prune(acc, touched, nt, rest[oi] + base, theta, live, has_live)
+            if nt == 0 and stopped:
+                break
+            if nt > 0:
+                n_heap, bar, is_sorted, has_live, live = _candidates_term(
+                    indices,
+                    data,
+                    t,
+                    start,
+                    end,
+                    w_mult,
+                    acc,
+                    pos,
+                    touched,
+                    nt,
+                    is_sorted,
+                    live,
+                    has_live,
+                    has_rank,
+                    rank_slot,
+                    rank_dir,
+                    heap_s,
+                    heap_d,
+                    n_heap,
+                    k_eff,
+                    bar,
+                    base,
+                    base32,
+                )
+            if use_head:
+                theta = final_bar(theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff)
+                nt_new, n_heap, bar = head_admit(
+                    head_doc,
+                    head_w,
+                    j0,
+                    j1,
+                    w_mult,
+                    rest_b,
+                    theta,
+                    mask,
+                    has_mask,
+                    acc,
+                    pos,
+                    touched,
+                    nt,
+                    live,
+                    has_live,
+                    heap_s,
+                    heap_d,
+                    n_heap,
+                    k_eff,
+                    bar,
+                    base,
+                    base32,
+                )
+                if nt_new > nt:
+                    is_sorted = False
+                nt = nt_new
+        else:
+            nt, n_heap, bar = _admit_term(
+                indices,
+                data,
+                start,
+                end,
+                w_mult,
+                mask,
+                has_mask,
+                acc,
+                pos,
+                touched,
+                nt,
+                heap_s,
+                heap_d,
+                n_heap,
+                k_eff,
+                bar,
+                base,
+                base32,
+            )
+            is_sorted = False
+            has_live = False
+        if seeding and not stopped and oi + 1 < m and n_heap == k_eff and n_seed < n_seed_cap:
+            # Complete the current top rows over all terms: k true scores give a far higher
+            # bar than partial sums, so fewer long lists get scanned.
+            n_seed, theta_seed = _seed_heap_rows(
+                indptr,
+                indices,
+                data,
+                o_terms,
+                o_mult,
+                m,
+                oi + 1,
+                acc,
+                base32,
+                heap_d,
+                n_heap,
+                seed_rows,
+                seed_full,
+                n_seed,
+                k_eff,
+            )
+    for j in range(nt):
+        acc[touched[j]] = 0.0
+    return n_heap
