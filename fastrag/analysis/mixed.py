@@ -9,7 +9,7 @@ The text is lowercased and cut by script, in one numba pass (``fastrag._kernels.
   ``.`` between digits kept (``3.14``, ``v1.2``), and words are Snowball-stemmed by script:
   Latin with English (or the ``stemmer`` given), Cyrillic with Russian, Greek with Greek.
 
-Stopwords (Lucene's 33 English words and the Chinese list ``bm25_chinese`` uses) are dropped
+Stopwords (NLTK's 179 English words and the Chinese list ``bm25_chinese`` uses) are dropped
 before stemming. On Chinese text the tokens equal ``bm25_chinese``'s except around the few
 dictionary words that mix Latin and Han (``T恤``) and decimals (kept whole here too).
 """
@@ -26,9 +26,10 @@ from fastrag._checks import check_bool, check_str
 from fastrag._coldstart import kernels_ready
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.chinese import dictionary_tag, jieba_tokenizer
+from fastrag.analysis.cjk import char_classes
 from fastrag.analysis.english import AUTO, default_stemmer, make_stemmer
 from fastrag.analysis.segment import get_segmenter
-from fastrag.analysis.spans import expand_tokens, span_strings, texts_to_codepoints
+from fastrag.analysis.spans import expand_tokens, span_strings, text_kernels, texts_to_codepoints
 from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError
 
@@ -54,6 +55,9 @@ _SCRIPT_STEMMERS = (
     ((0x0370, 0x03FF), "greek"),
     ((0x0600, 0x06FF), "arabic"),
 )
+# NLTK's 179 English stopwords (Lucene's 33 scored 0.6889 vs 0.6908 nDCG@10 on SciFact test,
+# 0.6945 vs 0.6982 on train) and the Chinese list bm25_chinese uses
+_DEFAULT_LISTS = ("en_nltk", "zh")
 _HAS_ALNUM = re.compile(r"[^\W_]")
 _CJK_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES)
 _HAN_CLASS = f"{chr(HAN_LO)}-{chr(HAN_HI)}"
@@ -67,8 +71,6 @@ _SPANS = re.compile(
 @functools.lru_cache(maxsize=1)
 def mixed_classes() -> np.ndarray:
     """uint8 class of every code point for ``mixed_spans``: 0 other, 1 word, 2 CJK, 3 Han."""
-    from fastrag.analysis.cjk import char_classes
-
     cls = (char_classes() != 0).astype(np.uint8)  # \w (CJK included) -> 1
     for a, b in _CJK_RANGES:
         cls[a : b + 1] = 2
@@ -95,7 +97,7 @@ class MixedAnalyzer(Analyzer):
     """
 
     name = "bm25"
-    version = 2
+    version = 3
 
     def __init__(
         self,
@@ -114,7 +116,7 @@ class MixedAnalyzer(Analyzer):
         self.lowercase = check_bool("lowercase", lowercase)
         self.hmm = check_bool("hmm", hmm)
         self.oov_chars = check_bool("oov_chars", oov_chars)
-        self.stopwords = resolve_stopwords(stopwords, ("en", "zh"), lowercase=self.lowercase)
+        self.stopwords = resolve_stopwords(stopwords, _DEFAULT_LISTS, lowercase=self.lowercase)
         self.stemmer = default_stemmer() if stemmer == AUTO else stemmer
         if self.stemmer:
             make_stemmer(self.stemmer)  # an unknown language fails here, by name
@@ -124,7 +126,7 @@ class MixedAnalyzer(Analyzer):
     def options(self) -> dict[str, Any]:
         return {
             "stopwords": stopwords_option(
-                self.stopwords, load_stopwords("en") | load_stopwords("zh")
+                self.stopwords, load_stopwords("en_nltk") | load_stopwords("zh")
             ),
             "stemmer": self.stemmer,
             "lowercase": self.lowercase,
@@ -230,8 +232,7 @@ class MixedAnalyzer(Analyzer):
     def _spans(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         if not kernels_ready():  # compiling in the background
             return self._spans_python(texts)
-        from fastrag._kernels.mixed import mixed_spans
-        from fastrag._kernels.text import intern_spans
+        from fastrag._kernels.mixed import mixed_spans  # lazy: numba
 
         seg = get_segmenter()
         joined, cps, doc_off = texts_to_codepoints(texts)
@@ -248,7 +249,7 @@ class MixedAnalyzer(Analyzer):
             seg.emit_p,
             self.hmm,
         )
-        ids, first = intern_spans(cps, starts, lens)
+        ids, first = text_kernels().intern_spans(cps, starts, lens)
         return span_strings(joined, cps, starts[first], lens[first]), ids, tok_off
 
     def encode_chunk(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -16,12 +16,17 @@ __all__ = ["DEFAULT", "load_stopwords", "resolve_stopwords", "stopwords_option"]
 DEFAULT = "default"
 
 
-_SHIPPED = {"zh": "stopwords_zh.txt", "en": "stopwords_en.txt"}
+_SHIPPED = {
+    "zh": "stopwords_zh.txt",
+    "en": "stopwords_en.txt",
+    "en_nltk": "stopwords_en_nltk.txt",
+}
 
 
 @functools.cache
 def load_stopwords(lang: str) -> frozenset[str]:
-    """A shipped stopword list: ``"zh"`` (841 Chinese words) or ``"en"`` (33 English words)."""
+    """A shipped stopword list: ``"zh"`` (841 Chinese words), ``"en"`` (Lucene's 33 English
+    words) or ``"en_nltk"`` (NLTK's 179 English words)."""
     if lang not in _SHIPPED:
         raise ConfigError(
             f"no shipped stopword list {lang!r}; shipped lists: {', '.join(sorted(_SHIPPED))}"

@@ -100,7 +100,9 @@ def test_chinese_bad_options():
         ChineseAnalyzer(segmenter="pkuseg")
     with pytest.raises(ConfigError, match=r"stopwords must be strings, got 3"):
         ChineseAnalyzer(stopwords=["a", 3])
-    with pytest.raises(ConfigError, match=r"no shipped stopword list 'fr'; shipped lists: en, zh"):
+    with pytest.raises(
+        ConfigError, match=r"no shipped stopword list 'fr'; shipped lists: en, en_nltk, zh"
+    ):
         ChineseAnalyzer(stopwords="fr")
     with pytest.raises(ConfigError, match=r"needs a str, got int"):
         ChineseAnalyzer()(5)

@@ -73,6 +73,25 @@ def test_tokens_by_script():
     assert an(MIXED[9]) == ["snake_cas", "__init__", "0.5", "x", "1", "2"]
 
 
+def test_default_stopwords_are_nltk_english_and_chinese():
+    from fastrag.analysis.stopwords import load_stopwords
+
+    en, nltk = load_stopwords("en"), load_stopwords("en_nltk")
+    assert len(en) == 33 and len(nltk) == 179 and en < nltk
+    question = "What are the most common side effects of not sleeping?"
+    assert get_analyzer("bm25")(question) == ["common", "side", "effect", "sleep"]
+    # bm25_english keeps Lucene's 33: "what" and "most" stay
+    assert get_analyzer("bm25_english")(question) == [
+        "what",
+        "most",
+        "common",
+        "side",
+        "effect",
+        "sleep",
+    ]
+    assert get_analyzer("bm25").stopwords == nltk | load_stopwords("zh")
+
+
 def test_options_change_tokens_and_identity():
     auto = get_analyzer("bm25")
     french = get_analyzer("bm25", stemmer="french")

@@ -368,13 +368,13 @@ def test_stable_semantics_after_reopen(tmp_path):
     st, kb = tmp_path / "st", tmp_path / "kb"
     kb.mkdir()
     # ties keep their order after a reopen (document order is persisted, not re-sorted)
-    same = ["same words here"] * 3 + ["other"]
+    same = ["equal words here"] * 3 + ["other"]
     ids = ["z", "a", "m", "b"]
     doc = fr.Document.from_texts(same, ids=ids, store=st)
-    first = [h.id for h in fr.Retriever(doc, "root", "bm25", topk=3)("same")]
+    first = [h.id for h in fr.Retriever(doc, "root", "bm25", topk=3)("equal")]
     assert first == ["z", "a", "m"]
     again = fr.Document(store=st)
-    assert [h.id for h in fr.Retriever(again, "root", "bm25", topk=3)("same")] == first
+    assert [h.id for h in fr.Retriever(again, "root", "bm25", topk=3)("equal")] == first
 
     # ids never collide after delete + add, texts added with add() persist with the path
     (kb / "f.txt").write_text("file text", encoding="utf-8")
