@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fastrag._checks import check_int
+
 __all__ = ["Hits", "merge_hits"]
 
 Hits = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows int64, scores float32, counts int32
@@ -35,11 +37,17 @@ def merge_hits(results: Sequence[Hits], k: int, *, offsets: Sequence[int] | None
     >>> rows.tolist(), scores.tolist(), counts.tolist()
     ([[0, 1, 2, -1]], [[0.75, 0.5, 0.5, 0.0]], [3])
     """
+    k = check_int("k", k, min=1, note="the hits to keep per query")
     if offsets is None:
         offsets = [0] * len(results)
     if len(offsets) != len(results):
         raise ValueError(f"{len(offsets)} offsets for {len(results)} lists of hits")
     n_q = int(np.shape(results[0][0])[0]) if results else 0
+    sizes = [int(np.shape(r[0])[0]) for r in results]
+    if any(n != n_q for n in sizes):
+        raise ValueError(
+            f"lists of hits for different numbers of queries: {sizes}; merge one batch"
+        )
     cand_rows = [np.full((n_q, 0), _NO_ROW, np.int64)]
     cand_scores = [np.full((n_q, 0), -np.inf)]
     for (rows, scores, counts), off in zip(results, offsets, strict=True):

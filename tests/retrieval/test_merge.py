@@ -76,6 +76,15 @@ def test_offsets_must_match_the_lists():
         merge_hits([hits([[0]], [[1.0]]), hits([[0]], [[1.0]])], 1, offsets=[0])
 
 
+def test_bad_k_and_mismatched_batches_are_refused():
+    from fastrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="k must be"):
+        merge_hits([hits([[0]], [[1.0]])], 0)
+    with pytest.raises(ValueError, match=r"different numbers of queries: \[1, 2\]"):
+        merge_hits([hits([[0]], [[1.0]]), hits([[0], [1]], [[1.0], [0.5]])], 1)
+
+
 def test_matches_a_plain_python_merge():
     rng = np.random.default_rng(7)
     for _ in range(50):
