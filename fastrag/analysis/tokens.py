@@ -36,13 +36,18 @@ _CL100K_MODELS = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-00
 DEFAULT_ENCODING = "cl100k_base"
 
 
+def is_shipped(name: str) -> bool:
+    """Whether encoding (or model) ``name`` is served by the cl100k_base file fastrag ships."""
+    return name == DEFAULT_ENCODING or name.startswith(_CL100K_MODELS)
+
+
 @functools.lru_cache(maxsize=8)
 def get_encoding(name: str = DEFAULT_ENCODING):
     """A ``tiktoken.Encoding`` by encoding name or model name; cl100k_base works offline."""
     import tiktoken
 
     check_str("encoding", name)
-    if name == DEFAULT_ENCODING or name.startswith(_CL100K_MODELS):
+    if is_shipped(name):
         path = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken")
         data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:

@@ -24,7 +24,7 @@ from types import ModuleType
 import numpy as np
 
 from fastrag._checks import check_int, check_str, check_str_list
-from fastrag.analysis.tokens import DEFAULT_ENCODING, get_encoding
+from fastrag.analysis.tokens import DEFAULT_ENCODING, get_encoding, is_shipped
 from fastrag.errors import ConfigError
 from fastrag.transforms.base import NodeTransform
 
@@ -127,7 +127,8 @@ class _TokenBudgetSplitter(NodeTransform):
             )
         check_str("encoding", encoding, note="a tiktoken encoding name")
         num_threads = check_int("num_threads", num_threads, min=1, none="all cores")
-        get_encoding(encoding)  # fail now, not on first use, if it is unavailable
+        if not is_shipped(encoding):
+            get_encoding(encoding)  # fail now, not on first use, if it is unavailable
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.encoding = encoding
