@@ -67,7 +67,7 @@ def _check_chunk(chunk: pa.Array) -> int:
         ],
         np.int64,
     )
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    data = np.frombuffer(bufs[2] if bufs[2] is not None else b"", np.uint8)  # read-only, always
     return int(store_check.check_json_objects(data, offsets, MAX_JSON_DEPTH, _INT_DIGITS))
 
 

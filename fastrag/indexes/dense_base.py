@@ -199,18 +199,28 @@ def check_finite(sq_norms: np.ndarray, what: str) -> None:
         )
 
 
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (no copy). Kernels get their inputs read-only whatever the
+    caller passed (store vectors are read-only, fresh ones are not): numba compiles a kernel
+    once per kind of argument, so one kind means one compile."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def prepare_vectors(
     vectors: np.ndarray, metric: str, what: str = "vectors", copy: bool = False
 ) -> np.ndarray:
     """Check finiteness and, for cosine, normalise (no copy when already normalised)."""
     small = vectors.size < PARALLEL_MIN_ELEMENTS
+    source = readonly(vectors)
     sq = np.empty(vectors.shape[0], np.float64)
     if vectors.shape[0]:
-        (_dense.row_sq_norms_serial if small else _dense.row_sq_norms)(vectors, sq)
+        (_dense.row_sq_norms_serial if small else _dense.row_sq_norms)(source, sq)
     check_finite(sq, what)
     if metric == "cosine" and not np.all((np.abs(sq - 1.0) <= NORM_TOLERANCE) | (sq == 0.0)):
         out = np.empty(vectors.shape, np.float32)
-        (_dense.normalize_rows_serial if small else _dense.normalize_rows)(vectors, sq, out)
+        (_dense.normalize_rows_serial if small else _dense.normalize_rows)(source, sq, out)
         return out
     return vectors.copy() if copy else vectors
 
@@ -223,7 +233,7 @@ def prepare_queries(queries: Any, dim: int, metric: str) -> np.ndarray:
         queries = queries[None, :]
     q = as_matrix(queries, dim, "queries")
     out = np.empty(q.shape, np.float32)
-    bad = _dense.prepare_queries(q, metric == "cosine", out)
+    bad = _dense.prepare_queries(readonly(q), metric == "cosine", out)
     if bad >= 0:
         sq = np.zeros(q.shape[0])
         sq[bad] = np.nan

@@ -27,7 +27,7 @@ import numpy as np
 from fastrag._blas import numba_threads, single_threaded_blas, worker_pool
 from fastrag._kernels import dense as _dense
 from fastrag._kernels import dense_quant as _quant
-from fastrag.indexes.dense_base import SearchResult
+from fastrag.indexes.dense_base import SearchResult, readonly
 from fastrag.indexes.quantized import Bf16Corpus, Bf16Scorer, Int8Corpus, Int8Scorer
 
 # Block sizes of the sgemm path: 1,024 queries x 1,024 corpus rows (a 4 MiB float32 score
@@ -54,8 +54,8 @@ BF16_MAX_K = 256
 BF16_CANDIDATES = 1024
 BF16_SUPER_BATCH = 4096
 
-_EMPTY_ROWS = np.zeros(0, np.int64)
-_EMPTY_MASK = np.zeros(0, np.bool_)
+_EMPTY_ROWS = readonly(np.zeros(0, np.int64))
+_EMPTY_MASK = readonly(np.zeros(0, np.bool_))
 
 
 def _new_heaps(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -92,6 +92,9 @@ def exact_search(
         ):
             rows, mask = np.flatnonzero(mask).astype(np.int64), None
     kk = max(1, min(k, n_cand))  # heap size: never more than the candidates
+    vectors, queries = readonly(vectors), readonly(queries)
+    mask = None if mask is None else readonly(mask)
+    rows = None if rows is None else readonly(rows)
     cut = float(np.float32(cutoff))  # compare as float32, like the scores
     use_bf16 = (
         approx is not None

@@ -244,6 +244,13 @@ def test_batch_equals_single_queries_and_threads_agree():
             np.testing.assert_array_equal(a[0], b[i])
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only: the kernels get their inputs so from :class:`BM25Index`, and a
+    writable one would compile the whole search kernel once more (about 25 s)."""
+    a.flags.writeable = False
+    return a
+
+
 @pytest.mark.parametrize("n_slots", [2, 3, 5])
 @pytest.mark.parametrize("n_queries", [8, 9, 131, pytest.param(1030, marks=pytest.mark.slow)])
 def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
@@ -255,6 +262,7 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
     docs, queries = random_corpus(17, n_docs=500)
     index = BM25Index.build(*ragged(docs), 70)
     qv, qo = ragged([queries[i % len(queries)] for i in range(n_queries)])
+    qv.flags.writeable = qo.flags.writeable = False  # as BM25Index.search passes them
     serial = index.search(qv, qo, 6, num_threads=1)
     n = index.n_docs
     rows = np.full((n_queries, 6), -7, np.int64)
@@ -269,7 +277,7 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
         qv,
         qo,
         6,
-        np.zeros(0, np.bool_),
+        _frozen(np.zeros(0, np.bool_)),
         False,
         0.0,
         False,
@@ -280,11 +288,11 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
         rows,
         scores,
         counts,
-        np.full(0, -1, np.int32),
-        np.zeros((0, 0), np.uint64),
-        np.zeros(0, np.int64),
-        np.zeros(0, np.int32),
-        np.zeros(0, np.float32),
+        _frozen(np.full(0, -1, np.int32)),
+        _frozen(np.zeros((0, 0), np.uint64)),
+        _frozen(np.zeros(0, np.int64)),
+        _frozen(np.zeros(0, np.int32)),
+        _frozen(np.zeros(0, np.float32)),
     )
     assert err == -1
     np.testing.assert_array_equal(rows, serial[0])
