@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import py_compile
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,14 +28,19 @@ from filelock import FileLock, Timeout
 
 import fastrag
 import fastrag._kernels as kernels
-from fastrag._coldstart import BUSY_EXIT, cache_dir, mark_ready, marker, use_kernels
+from fastrag._checks import check_int
+from fastrag._coldstart import BUSY_EXIT, ENV, cache_dir, mark_ready, marker, use_kernels
 from fastrag._kernels import dense_quant, store_check, vnni
+from fastrag._kernels.topk import topk_rows
+from fastrag.analysis import encode_queries
 from fastrag.datasets import load_cmrc2018_dev
+from fastrag.errors import ConfigError
 from fastrag.eval.loaders import squad_questions
 from fastrag.eval.metrics import context_recall, context_relevance
 from fastrag.indexes.bm25 import RANK_MIN_DOCS, BM25Index
 from fastrag.indexes.flat import FlatIndex, Int8Corpus
 from fastrag.indexes.hnsw import HNSWIndex, check_index_file
+from fastrag.indexes.sparse import SparseIndex
 
 _EN = (
     "Stores are folders of Arrow files. A manifest names every file with its checksum. "
@@ -42,15 +48,38 @@ _EN = (
 )
 
 
-def _bm25(log: Callable[[str], None]) -> None:
+def _bm25_search(log: Callable[[str], None]) -> None:
+    """The BM25 search kernels, serial (a few queries) and parallel (a batch), over a small
+    index and one large enough for rank directories and impact heads; the arrays are those a
+    Retriever passes (:class:`BM25Index` freezes its inputs), so its first queries find them
+    compiled."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 12, 400)
+    values = rng.integers(0, 300, int(lengths.sum())).astype(np.int32)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    index = BM25Index.build(values, offsets, 300)
+    mask = np.ones(index.n_docs, bool)
+    mask[::3] = False
+    for n_q in (1, 64):  # serial and parallel kernels
+        q_values = np.tile(np.array([5, 17, 250], np.int32), n_q)
+        q_offsets = np.arange(0, 3 * n_q + 1, 3, dtype=np.int64)
+        index.search(q_values, q_offsets, 10)
+        index.search(q_values, q_offsets, 10, mask=mask, cutoff=0.5)
+    log("  bm25 search, serial and batch, filters and cut-offs")
+    _bm25_rank()
+    log("  bm25 rank directories and impact heads (large corpora)")
+
+
+def _analysis(log: Callable[[str], None]) -> None:
+    """Indexing and query analysis of the three BM25 analyzers, the splitters and metadata
+    filters (a Retriever's path up to the search kernels)."""
     questions, _, contexts = squad_questions(load_cmrc2018_dev())
     zh = fastrag.Document.from_texts(contexts[:60])
     zh.create_node_group("line", transform=fastrag.LineSplitter())
     for sim in ("bm25", "bm25_chinese", "bm25_cjk"):
         ret = fastrag.Retriever(zh, "line", sim, topk=5)
-        ret(questions[0])
-        ret.batch(questions[:64])
-        ret.batch_arrow(questions[:64])
+        ret.prepare()
+        encode_queries(questions[:64], ret.bm25_analyzer(), ret.bm25_vocabulary())
         log(f"  {sim}")
     en = fastrag.Document.from_texts(
         [f"{_EN} Item {i}." for i in range(200)], metadatas=[{"n": i} for i in range(200)]
@@ -59,12 +88,12 @@ def _bm25(log: Callable[[str], None]) -> None:
         "chunk", transform=fastrag.SentenceSplitter, chunk_size=32, chunk_overlap=4
     )
     ret = fastrag.Retriever(en, "chunk", "bm25", topk=5)
-    ret("checksum of a file")
-    ret.batch(["running queries", "arrow files"] * 32)
-    ret.batch(["running queries"] * 16, filter="n >= 10")
+    ret.prepare()
+    encode_queries(
+        ["checksum of a file", "running queries"], ret.bm25_analyzer(), ret.bm25_vocabulary()
+    )
+    ret.mask("n >= 10")
     log("  bm25 (English), splitters, filters")
-    _bm25_rank()
-    log("  bm25 rank directories and impact heads (large corpora)")
 
 
 def _bm25_rank() -> None:
@@ -111,6 +140,22 @@ def _dense(log: Callable[[str], None]) -> None:
             corpus.weights2,
         )
     log("  exact dense search" + (" (float32 and int8 first pass)" if int8 else ""))
+    for n_q in (2, 64):  # a custom similarity's score matrix, serial and parallel top-k
+        scores = rng.standard_normal((n_q, 300)).astype(np.float32)
+        rows = np.empty((n_q, 10), np.int64)
+        topk_rows(scores, 10, rows, np.empty((n_q, 10), np.float32), np.empty(n_q, np.int32))
+    sparse = SparseIndex.from_dicts([{"a": 1.0, f"t{i % 7}": 0.5} for i in range(300)])
+    for queries in ([{"a": 1.0}], [{"a": 0.5, "t3": 1.0}] * 64):
+        sparse.search(queries, 10)
+        sparse.search(queries, 10, mask=np.arange(300) % 2 == 0, cutoff=0.1)
+    log("  custom-similarity top-k, sparse search")
+    if importlib.util.find_spec("hnswlib") is not None:
+        hnsw = HNSWIndex(16, M=8)
+        hnsw.add(rng.standard_normal((500, 16)).astype(np.float32))
+        for q in (rng.standard_normal(16), rng.standard_normal((64, 16))):
+            hnsw.search(q.astype(np.float32), 10)
+            hnsw.search(q.astype(np.float32), 10, cutoff=0.0)
+        log("  HNSW search")
 
 
 def _metrics(log: Callable[[str], None]) -> None:
@@ -175,16 +220,79 @@ def _bytecode(log: Callable[[str], None]) -> None:
     )
 
 
-def warmup(verbose: bool = True) -> float:
-    """Run every kernel path once so numba compiles and caches it; returns the seconds it
-    took (a second call, or one in a process with a warm cache, takes a few seconds)."""
-    log = print if verbose else (lambda _: None)
-    t0 = time.perf_counter()
+# Each stage with its rough compile time in seconds (2-core AMD EPYC, empty cache): what
+# plan_jobs balances the processes of a parallel warm-up by.
+STAGES: dict[str, tuple[Callable[[Callable[[str], None]], None], float]] = {
+    "bm25_search": (_bm25_search, 45.0),
+    "analysis": (_analysis, 35.0),
+    "dense": (_dense, 25.0),
+    "metrics": (_metrics, 9.0),
+    "store_checks": (_store_checks, 6.0),
+    "bytecode": (_bytecode, 1.0),
+}
+
+
+def plan_jobs(jobs: int) -> list[list[str]]:
+    """The stages of :data:`STAGES` spread over at most ``jobs`` processes: the longest first,
+    each onto the process with the least work so far."""
+    jobs = check_int("jobs", jobs, min=1, fix="use 1 to compile in this process")
+    groups: list[list[str]] = [[] for _ in range(min(jobs, len(STAGES)))]
+    load = [0.0] * len(groups)
+    for name, (_, cost) in sorted(STAGES.items(), key=lambda kv: -kv[1][1]):
+        i = load.index(min(load))
+        groups[i].append(name)
+        load[i] += cost
+    return groups
+
+
+def run_stages(names: list[str], verbose: bool = True) -> None:
+    """Run the named warm-up stages in this process, in :data:`STAGES` order."""
+    unknown = sorted(set(names) - set(STAGES))
+    if unknown:
+        raise ConfigError(f"unknown warm-up stages {unknown}; choose from {list(STAGES)}")
+    log = (lambda line: print(line, flush=True)) if verbose else (lambda _: None)
     use_kernels()  # compile here, never the NumPy path of a cold process
-    for stage in (_bm25, _dense, _metrics, _store_checks, _bytecode):
-        s0 = time.perf_counter()
-        stage(log)
-        log(f"    {time.perf_counter() - s0:.1f} s")
+    for name in STAGES:
+        if name in names:
+            s0 = time.perf_counter()
+            STAGES[name][0](log)
+            log(f"    {name}: {time.perf_counter() - s0:.1f} s")
+
+
+def _run_parallel(groups: list[list[str]], verbose: bool) -> None:
+    """Each group of stages in its own process; raises if any of them fails."""
+    env = {**os.environ, ENV: "0"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", f"from fastrag.warmup import run_stages; run_stages({g!r})"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for g in groups
+    ]
+    failed = []
+    for group, proc in zip(groups, procs, strict=True):
+        out, _ = proc.communicate()
+        if verbose and proc.returncode == 0:
+            print(out, end="", flush=True)
+        if proc.returncode != 0:
+            failed.append(f"stages {group} exited with {proc.returncode}:\n{out[-3000:]}")
+    if failed:
+        raise RuntimeError("the warm-up failed: " + "\n".join(failed))
+
+
+def warmup(verbose: bool = True, jobs: int = 1) -> float:
+    """Run every kernel path once so numba compiles and caches it, in ``jobs`` processes at
+    once (1: in this process); returns the seconds it took (a second call, or one with a warm
+    cache, takes a few seconds)."""
+    groups = plan_jobs(jobs)
+    t0 = time.perf_counter()
+    if len(groups) == 1:
+        run_stages(groups[0], verbose)
+    else:
+        _run_parallel(groups, verbose)
     mark_ready()
     return time.perf_counter() - t0
 

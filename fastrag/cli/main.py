@@ -15,14 +15,17 @@ from fastrag.cli.ingest import add_ingest_parser
 from fastrag.cli.search import add_ask_parser, add_search_parser
 from fastrag.cli.serve import add_mcp_parser, add_serve_parser
 from fastrag.errors import FastragError, ReaderError, StoreWarning
-from fastrag.warmup import warmup
+from fastrag.warmup import plan_jobs, warmup
 
 __all__ = ["build_parser", "main"]
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    print("compiling fastrag's kernels (cached on disk; later runs start at once)")
-    print(f"warm-up done in {warmup():.1f} s")
+    print(
+        f"compiling fastrag's kernels in {len(plan_jobs(args.jobs))} process(es) "
+        "(cached on disk; later runs start at once)"
+    )
+    print(f"warm-up done in {warmup(jobs=args.jobs):.1f} s")
     return 0
 
 
@@ -44,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_ask_parser(sub)
     add_eval_parser(sub)
     warm = sub.add_parser("warmup", help="compile every kernel ahead of time (for images, CI)")
+    warm.add_argument(
+        "--jobs",
+        type=int,
+        default=min(4, os.cpu_count() or 1),
+        help="processes compiling at once (default: the CPU count, at most 4; 1 compiles "
+        "in this process)",
+    )
     warm.set_defaults(func=cmd_warmup)
     add_serve_parser(sub)
     add_mcp_parser(sub)
