@@ -16,6 +16,29 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from openai_server import OpenAIServer
 
+# Set FASTRAG_TEST_WARMUP=0 to skip the session warm-up below (e.g. to run one quick test on a
+# fresh checkout without compiling every kernel first).
+WARMUP_ENV = "FASTRAG_TEST_WARMUP"
+
+
+def pytest_configure(config):
+    """Before the first test, and before pytest-xdist starts its workers: when this checkout's
+    kernels are not compiled yet, compile them with ``fastrag warmup`` over several processes,
+    so that workers and the processes tests start load them instead of each compiling its own
+    (and so that fastrag's modules are byte-compiled once)."""
+    if hasattr(config, "workerinput") or os.environ.get(WARMUP_ENV, "1") == "0":
+        return
+    from fastrag._coldstart import marker
+
+    if marker().exists():
+        return
+    from fastrag.warmup import warmup
+
+    jobs = min(4, os.cpu_count() or 1)
+    sys.__stderr__.write(f"compiling fastrag's kernels first, in {jobs} processes ...\n")
+    seconds = warmup(verbose=False, jobs=jobs)
+    sys.__stderr__.write(f"kernels compiled in {seconds:.0f} s\n")
+
 
 # --- LLM / embedding HTTP test server (fastrag.llms) ------------------------------------------
 @pytest.fixture
