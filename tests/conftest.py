@@ -40,6 +40,29 @@ def pytest_configure(config):
     sys.__stderr__.write(f"kernels compiled in {seconds:.0f} s\n")
 
 
+# Modules whose tests start processes and take longest (measured on 2 cores): they run first,
+# so that with two xdist workers the short tests fill the end instead of one worker finishing
+# a long test alone. Only the order changes; a stale entry costs nothing.
+FIRST = (
+    "tests/test_readme_walkthrough.py",
+    "tests/test_cli_e2e.py",
+    "tests/serve/test_task_recovery.py",
+    "tests/serve/test_serve_http.py",
+    "tests/documents/test_store_concurrency.py",
+    "tests/documents/test_store_damage.py",
+    "tests/distributed/test_sharded.py",
+    "tests/test_imports.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return FIRST.index(path) if path in FIRST else len(FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 # --- LLM / embedding HTTP test server (fastrag.llms) ------------------------------------------
 @pytest.fixture
 def openai_server():

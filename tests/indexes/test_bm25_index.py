@@ -288,11 +288,11 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
         rows,
         scores,
         counts,
-        _frozen(np.full(0, -1, np.int32)),
-        _frozen(np.zeros((0, 0), np.uint64)),
-        _frozen(np.zeros(0, np.int64)),
-        _frozen(np.zeros(0, np.int32)),
-        _frozen(np.zeros(0, np.float32)),
+        np.full(0, -1, np.int32),
+        np.zeros((0, 0), np.uint64),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.float32),
     )
     assert err == -1
     np.testing.assert_array_equal(rows, serial[0])
