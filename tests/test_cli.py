@@ -41,6 +41,25 @@ def test_ingest_then_info(tmp_path, capsys):
     assert "block" in out and "FineChunk" in out and " 5 " in out.replace(",", "")
 
 
+def test_ingest_add_then_search_finds_both_folders(tmp_path, capsys):
+    """The walkthrough's `ingest docs/` then `ingest more/ --add` (its shell run is slow-marked):
+    the second folder joins the store and both are searched."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "store.md").write_text("A store is verified by checksums.\n")
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "notes.txt").write_text("Verification runs on every read.\n")
+    store = str(tmp_path / "my.store")
+    assert main(["ingest", str(tmp_path / "docs"), "--store", store, "-q"]) == 0
+    assert main(["ingest", str(tmp_path / "more"), "--store", store, "--add", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["search", store, "checksums", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits[0]["source"] == "store.md"
+    assert main(["search", store, "every read", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits[0]["source"] == "notes.txt"
+
+
 def test_cli_errors(tmp_path, capsys):
     assert main(["info", str(tmp_path)]) == 2
     assert "not a fastrag store" in capsys.readouterr().err

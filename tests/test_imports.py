@@ -11,6 +11,7 @@ that implicit edge is left out (a package re-exporting its submodules is not a l
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import os
 import subprocess
@@ -21,6 +22,12 @@ from pathlib import Path
 import fastrag
 
 TEST_DOUBLES = {"fastrag.llms.mock"}
+
+
+@functools.cache
+def _parse(path: Path) -> ast.Module:
+    """The syntax tree of ``path``, parsed once per test session (several tests walk it)."""
+    return ast.parse(path.read_text("utf-8"), str(path))
 
 
 def _module_files() -> dict[str, Path]:
@@ -84,7 +91,7 @@ def _graph(*, module_level: bool) -> dict[str, set[str]]:
     mods = _module_files()
     graph = {}
     for mod, path in mods.items():
-        tree = ast.parse(path.read_text("utf-8"), str(path))
+        tree = _parse(path)
         deps: set[str] = set()
         for st in _imports(tree.body, module_level=module_level):
             deps |= _targets(mod, path, st, mods)
@@ -189,9 +196,8 @@ def _function_level_imports() -> list[tuple[str, int, str, set[str]]]:
     mods = _module_files()
     out = []
     for mod, path in mods.items():
-        text = path.read_text("utf-8")
-        lines = text.splitlines()
-        tree = ast.parse(text, str(path))
+        lines = path.read_text("utf-8").splitlines()
+        tree = _parse(path)
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -247,7 +253,7 @@ def test_no_private_name_crosses_a_package():
     accesses = []
     for mod, path in mods.items():
         unit = _unit(mod) if path.name != "__init__.py" else _unit(mod + ".__init__")
-        tree = ast.parse(path.read_text("utf-8"), str(path))
+        tree = _parse(path)
         names = defined.setdefault(unit, set())
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

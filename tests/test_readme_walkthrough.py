@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,6 +70,7 @@ def test_readme_shows_the_tested_commands():
     assert _commands(_readme_section()) == _commands(_section())
 
 
+@pytest.mark.slow  # ten CLI processes in turn (about 30 s); test_cli_e2e.py runs each command
 def test_shell_walkthrough(tmp_path, openai_server):
     _folder(tmp_path)
     openai_server.reply = "By checksums."

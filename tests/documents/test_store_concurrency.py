@@ -188,7 +188,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("n_proc", [2, 4])
+@pytest.mark.parametrize("n_proc", [2, pytest.param(4, marks=pytest.mark.slow)])  # 4: CI's run
 def test_processes_writing_one_store_equal_a_serial_order(tmp_path, n_proc):
     st = tmp_path / "st"
     fr.Document.from_texts(["seed one\nseed two"], store=st)
