@@ -353,3 +353,33 @@ def test_evaluate_squad_rejects_a_negative_wait(tmp_path):
 
     with pytest.raises(ConfigError, match="wait_s must be"):
         evaluate_squad(load_cmrc2018_dev(), tmp_path, wait_s=-1)
+
+
+def test_parallel_warmup_plan_covers_every_stage_once():
+    """`fastrag warmup --jobs N`: every stage in exactly one process, the longest first onto
+    the least loaded one; never more processes than stages; a bad count says what to pass."""
+    from fastrag.warmup import STAGES, plan_jobs
+
+    assert plan_jobs(1) == [sorted(STAGES, key=lambda s: -STAGES[s][1])]
+    two = plan_jobs(2)
+    assert sorted(s for g in two for s in g) == sorted(STAGES)
+    loads = [sum(STAGES[s][1] for s in g) for g in two]
+    assert max(loads) - min(loads) <= max(cost for _, cost in STAGES.values())
+    assert len(plan_jobs(64)) == len(STAGES)
+    with pytest.raises(ConfigError, match="jobs must be an int >= 1, got 0; use 1"):
+        plan_jobs(0)
+
+
+def test_a_failing_warmup_process_fails_the_warmup_naming_its_stages(monkeypatch):
+    """A process of a parallel warm-up that fails makes warmup() raise with that process's
+    stages and output (here a stage name no process knows), and no ready marker is written."""
+    import fastrag.warmup as wu
+
+    monkeypatch.setattr(wu, "plan_jobs", lambda jobs: [["metrics"], ["no_such_stage"]])
+    marked = []
+    monkeypatch.setattr(wu, "mark_ready", lambda: marked.append(1))
+    with pytest.raises(RuntimeError, match=r"stages \['no_such_stage'\] exited with 1"):
+        wu.warmup(verbose=False, jobs=2)
+    assert marked == []
+    with pytest.raises(ConfigError, match="unknown warm-up stages"):
+        wu.run_stages(["no_such_stage"])
