@@ -36,8 +36,12 @@ def pytest_configure(config):
 
     jobs = min(4, os.cpu_count() or 1)
     sys.__stderr__.write(f"compiling fastrag's kernels first, in {jobs} processes ...\n")
-    seconds = warmup(verbose=False, jobs=jobs)
-    sys.__stderr__.write(f"kernels compiled in {seconds:.0f} s\n")
+    try:
+        seconds = warmup(verbose=False, jobs=jobs)
+    except Exception as exc:  # the tests of the failing path will say more
+        sys.__stderr__.write(f"the warm-up failed, kernels compile on first use instead: {exc}\n")
+    else:
+        sys.__stderr__.write(f"kernels compiled in {seconds:.0f} s\n")
 
 
 # Modules whose tests start processes and take longest (measured on 2 cores): they run first,
