@@ -33,7 +33,9 @@ _INT32_MIN = int(np.iinfo(np.int32).min)
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a`` (no copy)."""
+    """A read-only view of ``a`` (no copy). Kernels get their inputs read-only whatever the
+    caller passed (stored arrays are read-only, fresh ones are not): numba compiles a kernel
+    once per kind of argument, so one kind means one compile."""
     v = a.view()
     v.flags.writeable = False
     return v

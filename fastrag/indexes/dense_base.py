@@ -19,6 +19,7 @@ import numpy as np
 from fastrag._checks import check_int
 from fastrag._kernels import dense as _dense
 from fastrag.errors import ConfigError
+from fastrag.indexes.bm25_args import readonly
 
 METRICS = ("cosine", "dot")
 # Norm checks and normalisation of fewer elements than this (32 MiB) run on the calling thread:
@@ -197,15 +198,6 @@ def check_finite(sq_norms: np.ndarray, what: str) -> None:
             f"{what} row {int(bad[0])} contains NaN or inf ({bad.size} bad rows in all); "
             "embeddings must be finite: check the embedder's output for those rows"
         )
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a`` (no copy). Kernels get their inputs read-only whatever the
-    caller passed (store vectors are read-only, fresh ones are not): numba compiles a kernel
-    once per kind of argument, so one kind means one compile."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 def prepare_vectors(

@@ -27,7 +27,8 @@ import numpy as np
 from fastrag._blas import numba_threads, single_threaded_blas, worker_pool
 from fastrag._kernels import dense as _dense
 from fastrag._kernels import dense_quant as _quant
-from fastrag.indexes.dense_base import SearchResult, readonly
+from fastrag.indexes.bm25_args import readonly
+from fastrag.indexes.dense_base import SearchResult
 from fastrag.indexes.quantized import Bf16Corpus, Bf16Scorer, Int8Corpus, Int8Scorer
 
 # Block sizes of the sgemm path: 1,024 queries x 1,024 corpus rows (a 4 MiB float32 score
