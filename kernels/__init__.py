@@ -2,6 +2,11 @@
 
 Arrays and scalars in, arrays out: no pyarrow and no Python objects inside. Every kernel is
 ``@njit(cache=True)`` at module level and compiles on first call, never at import.
+
+A value that starts as a constant and is then passed to another kernel in a loop (a counter, a
+flag) starts as ``np.int64(0)`` or ``np.bool_(False)``: from a plain ``0`` numba first compiles
+the callee, and all it calls, for the constant, then again for the widened type
+(``tests/kernels/test_compile_once.py``).
 """
 
 import logging as _logging

@@ -348,7 +348,7 @@ def plan_head(
     use_head = (w_mult * head_w[j1 - 1] + rest_b) * BOUND_SLACK < theta
     s_done = 0
     s_next = min(_HEAD_SEED0 * k_eff, j1 - j0) if theta_seed == -np.inf else 0
-    n_top = 0
+    n_top = np.int64(0)
     while not use_head and s_done < s_next:
         n_top = _head_seed(
             indptr,

@@ -424,12 +424,12 @@ def search_pruned(
     query terms ``o_terms`` (decreasing upper bound, with multiplicities ``o_mult``;
     ``rest[i]``: the sum of the bounds of terms ``i..``) into the empty heap
     ``heap_s``/``heap_d``. Returns the heap size; ``acc`` is all zero again."""
-    n_heap = 0
+    n_heap = np.int64(0)
     seeding = maxscore and k_eff <= _SEED_MAX_K
     n_seed_cap = 4 * k_eff if seeding else 1
     seed_rows = np.empty(n_seed_cap, np.int64)
     seed_full = np.empty(n_seed_cap, np.float64)
-    n_seed = 0
+    n_seed = np.int64(0)
     theta_seed = -np.inf
     theta_head = -np.inf
     top_s = np.empty(k_eff if seeding else 1, np.float64)
@@ -437,11 +437,11 @@ def search_pruned(
     j0 = 0
     j1 = 0
     rest_b = 0.0
-    nt = 0
+    nt = np.int64(0)
     bar = np.float32(0.0)
-    stopped = False
-    is_sorted = False
-    has_live = False
+    stopped = np.bool_(False)
+    is_sorted = np.bool_(False)
+    has_live = np.bool_(False)
     live = np.zeros(0, np.uint64)
     for oi in range(m):
         t = o_terms[oi]

@@ -215,7 +215,7 @@ def heapsort(a):
         _sift_down(a, s, n)
     for end in range(n - 1, 0, -1):
         a[0], a[end] = a[end], a[0]
-        _sift_down(a, 0, end)
+        _sift_down(a, np.int64(0), end)
 
 
 @njit(cache=True, nogil=True)
@@ -234,7 +234,7 @@ def order_desc_stable(key, m):
         _sift_order(key, order, start, m)
     for end in range(m - 1, 0, -1):
         order[0], order[end] = order[end], order[0]
-        _sift_order(key, order, 0, end)
+        _sift_order(key, order, np.int64(0), end)
     return order
 
 

@@ -145,7 +145,7 @@ def _search_dense(
         w_mult = o_mult[oi]
         for p in range(indptr[t], indptr[t + 1]):
             acc[indices[p]] += w_mult * data[p]
-    n_heap = 0
+    n_heap = np.int64(0)
     bar = np.float32(0.0)
     for d in range(n_docs):
         a = acc[d]

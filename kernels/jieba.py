@@ -76,7 +76,7 @@ def _child(keys, vals, node, cp):
 @njit(cache=True)
 def _lookup_freq(cps, s, e, keys, vals, freq):
     """jieba's ``FREQ.get(word)`` for ``cps[s:e]`` (0 when absent)."""
-    node = 0
+    node = np.int64(0)
     for i in range(s, e):
         node = _child(keys, vals, node, cps[i])
         if node < 0:
@@ -218,7 +218,7 @@ def cut_block(
         # DAG[idx] walked in increasing x; max over (prob, x): ties to the larger x
         best = 0.0
         best_x = -1
-        node = 0
+        node = np.int64(0)
         i = idx
         while i < n:
             node = _child(keys, vals, node, cps[s + i])
@@ -231,7 +231,7 @@ def cut_block(
                     best_x = i
             i += 1
         if best_x < 0:  # no word: the single character, freq(char) or 1
-            node = _child(keys, vals, 0, cps[s + idx])
+            node = _child(keys, vals, np.int64(0), cps[s + idx])
             a = logp[node] if node >= 0 else logp[0]
             best = a + route_p[idx + 1]
             best_x = idx
@@ -306,7 +306,7 @@ def jieba_spans(cps, doc_off, block_cls, keys, vals, freq, logp, start_p, trans_
     route_p, route_x, hmm_tables = cut_scratch(
         cps, doc_off[0], doc_off[n_docs], block_cls, 1, start_p, trans_p, emit_p
     )
-    t = 0
+    t = np.int64(0)
     for d in range(n_docs):
         i = doc_off[d]
         end = doc_off[d + 1] - 1

@@ -39,7 +39,7 @@ def mixed_spans(cps, doc_off, cls, keys, vals, freq, logp, start_p, trans_p, emi
     route_p, route_x, hmm_tables = cut_scratch(
         cps, doc_off[0], doc_off[n_docs], cls, MIX_HAN, start_p, trans_p, emit_p
     )
-    t = 0
+    t = np.int64(0)
     for d in range(n_docs):
         i = doc_off[d]
         end = doc_off[d + 1]

@@ -111,7 +111,7 @@ def _search_range(
                 n_touched += 1 - np.int64(seen[r])  # int64 also without the JIT (NEP 50)
                 seen[r] = 1
                 acc[r] += qw * np.float64(p_weights[p])
-        size = 0
+        size = np.int64(0)
         for i in range(n_touched):
             r = touched[i]
             s = np.float32(acc[r])
@@ -159,7 +159,7 @@ def search_serial(
         q_indptr,
         q_indices,
         q_data,
-        0,
+        np.int64(0),
         q_indptr.shape[0] - 1,
         k,
         mask,

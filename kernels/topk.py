@@ -115,7 +115,7 @@ def topk_dense(scores, k, out_rows, out_scores) -> int:
     heap_s = np.empty(max(kk, 1), np.float32)
     heap_r = np.empty(max(kk, 1), np.int64)
     dummy = np.empty(0, np.int32)
-    size = 0
+    size = np.int64(0)
     neg_inf = np.float32(-np.inf)
     for i in range(n):
         s = np.float32(scores[i])
