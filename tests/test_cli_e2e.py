@@ -1,6 +1,7 @@
 """From files to answers with the command line, each verb in its own process: ingest a mixed
 folder, search (one query, a batch to JSONL/Parquet), ask (a real HTTP LLM, and none), eval,
-re-open the CLI store from Python."""
+re-open the CLI store from Python. Further checks of a command's output run it in this process
+(``here``): a process start costs more than they do."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastrag as fr
+from fastrag.cli.main import main
 from fastrag.errors import StoreWarning
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +34,13 @@ def run(*args: str, env: dict | None = None, check: bool = True) -> subprocess.C
     if check:
         assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr[-3000:])
     return proc
+
+
+def here(capsys, *args: str) -> tuple[int, str, str]:
+    """``fastrag ARGS`` in this process: (exit status, stdout, stderr)."""
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")
@@ -84,23 +93,26 @@ def test_ingest_summary_and_reopen_from_python(corpus):
     assert "blob.txt" in out.stdout or "binary" in out.stdout  # the summary counts the binary
 
 
-def test_search_table_json_and_batch(corpus, tmp_path):
+def test_search_table_json_and_batch(corpus, tmp_path, capsys):
     kb, store = corpus
     out = run("search", str(store), "length normalization parameter", "--topk", "3").stdout
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["rank", "score", "source"]
     assert "tuning.rst" in lines[1] and "length normalization" in lines[1]
-    hits = [
-        json.loads(x) for x in run("search", str(store), "espresso", "--json").stdout.splitlines()
-    ]
-    assert hits[0]["source"] == "notes" and hits[0]["rank"] == 1
-    filtered = [
-        json.loads(x)
-        for x in run(
-            "search", str(store), "the parameter files", "--json", "--filter", "file_type == 'html'"
-        ).stdout.splitlines()
-    ]
-    assert filtered and {Path(h["file_path"]).suffix for h in filtered} == {".html"}
+    code, out, _ = here(capsys, "search", str(store), "espresso", "--json")
+    hits = [json.loads(x) for x in out.splitlines()]
+    assert code == 0 and hits[0]["source"] == "notes" and hits[0]["rank"] == 1
+    code, out, _ = here(
+        capsys,
+        "search",
+        str(store),
+        "the parameter files",
+        "--json",
+        "--filter",
+        "file_type == 'html'",
+    )
+    filtered = [json.loads(x) for x in out.splitlines()]
+    assert code == 0 and filtered and {Path(h["file_path"]).suffix for h in filtered} == {".html"}
     queries = tmp_path / "q.jsonl"
     queries.write_text(
         "\n".join(json.dumps({"query": q}) for q in ["install the package", "Arrow files", "Grace"])
@@ -110,7 +122,10 @@ def test_search_table_json_and_batch(corpus, tmp_path):
     assert sorted(set(table.column("query_idx").to_pylist())) == [0, 1, 2]
     top = {r["query_idx"]: r["source"] for r in table.to_pylist() if r["rank"] == 1}
     assert top == {0: "guide/install.md", 1: "faq.html", 2: "people.json"}
-    run("search", str(store), "--queries", str(queries), "--out", str(tmp_path / "h.jsonl"))
+    code = here(
+        capsys, "search", str(store), "--queries", str(queries), "--out", str(tmp_path / "h.jsonl")
+    )[0]
+    assert code == 0
     assert len((tmp_path / "h.jsonl").read_text().splitlines()) == table.num_rows
 
 
@@ -166,14 +181,14 @@ def test_eval_on_own_questions(corpus, tmp_path):
     assert res["similarities"]["bm25"]["hit_rate@3"] == 1.0
 
 
-def test_version_errors_and_a_closed_pipe(corpus, tmp_path):
+def test_version_errors_and_a_closed_pipe(corpus, tmp_path, capsys):
     kb, store = corpus
     out = run("--version")
     assert out.stdout.startswith("fastrag ")
     bad = run("search", str(kb / "nothing"), "x", check=False)
     assert bad.returncode == 2 and "not a fastrag store" in bad.stderr
-    clash = run("ingest", str(kb / "guide"), "--store", str(store), "-q", check=False)
-    assert clash.returncode == 2 and "--add" in clash.stderr and "--replace" in clash.stderr
+    code, _, err = here(capsys, "ingest", str(kb / "guide"), "--store", str(store), "-q")
+    assert code == 2 and "--add" in err and "--replace" in err
     many = tmp_path / "many.txt"  # megabytes of output: the pipe closes while it writes
     many.write_text("install the parameter files\n" * 3000)
     shell = subprocess.run(
@@ -321,7 +336,7 @@ def test_sources_show_the_path_under_the_ingested_folder(tmp_path):
         single.source_path(5)
 
 
-def test_mixed_folder_default_analyzer_and_no_hit_reasons(tmp_path):
+def test_mixed_folder_default_analyzer_and_no_hit_reasons(tmp_path, capsys):
     """A folder of English and Chinese pages: the default finds Chinese questions (no
     --similarity), and a query without hits says why and what to do."""
     docs = tmp_path / "docs"
@@ -338,10 +353,10 @@ def test_mixed_folder_default_analyzer_and_no_hit_reasons(tmp_path):
         for x in run("search", str(store), "如何上传文件", "--json").stdout.splitlines()
     ]
     assert hits[0]["source"] == "zh/upload.md"
-    out = run("search", str(store), "the of and").stdout
+    out = here(capsys, "search", str(store), "the of and")[1]
     assert "no hits: the query has no indexable terms" in out
-    out = run("search", str(store), "如何上传文件", "--similarity", "bm25_english").stdout
+    out = here(capsys, "search", str(store), "如何上传文件", "--similarity", "bm25_english")[1]
     assert "keeps a run of Chinese characters as one word" in out
-    asked = run("ask", str(store), "xylophone", check=False)
-    assert asked.returncode == 1
-    assert "none of the query's terms (xylophon) occurs in group" in asked.stdout
+    code, out, _ = here(capsys, "ask", str(store), "xylophone")
+    assert code == 1
+    assert "none of the query's terms (xylophon) occurs in group" in out

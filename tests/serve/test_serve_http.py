@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 
@@ -21,9 +19,10 @@ import httpx
 import pyarrow as pa
 import pytest
 from openai_server import OpenAIServer
-from serve_support import ROOT, ServeProcess, make_cmrc_store
+from serve_support import ServeProcess, make_cmrc_store
 
 import fastrag as fr
+from fastrag.cli.main import main as cli_main
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.errors import MissingExtraError
 from fastrag.eval.loaders import squad_questions
@@ -627,18 +626,17 @@ def test_missing_extra_names_the_install_command(monkeypatch):
         (["STORE", "--llm-max-concurrency", "0"], "--llm-max-concurrency 0: must be at least 1"),
     ],
 )
-def test_cli_usage_errors_are_one_line(stores, args, message):
+def test_cli_usage_errors_are_one_line(stores, args, message, capsys):
+    """In this process (`fastrag serve` exits before it serves); tests/test_cli_e2e.py runs the
+    command line's errors in processes of their own."""
     args = [str(stores[1]) if a == "STORE" else a for a in args]
-    out = subprocess.run(
-        [sys.executable, "-m", "fastrag.cli", "serve", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert out.returncode == 2
-    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    try:
+        code = cli_main(["serve", *args])
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.slow
