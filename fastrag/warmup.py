@@ -223,11 +223,11 @@ def _bytecode(log: Callable[[str], None]) -> None:
 # Each stage with its rough compile time in seconds (2-core AMD EPYC, empty cache): what
 # plan_jobs balances the processes of a parallel warm-up by.
 STAGES: dict[str, tuple[Callable[[Callable[[str], None]], None], float]] = {
-    "bm25_search": (_bm25_search, 45.0),
-    "analysis": (_analysis, 35.0),
-    "dense": (_dense, 25.0),
-    "metrics": (_metrics, 9.0),
-    "store_checks": (_store_checks, 6.0),
+    "bm25_search": (_bm25_search, 35.0),
+    "analysis": (_analysis, 23.0),
+    "dense": (_dense, 27.0),
+    "metrics": (_metrics, 8.0),
+    "store_checks": (_store_checks, 5.0),
     "bytecode": (_bytecode, 1.0),
 }
 
