@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from numbers import Integral, Real
 from typing import Any
 
+import numpy as np
+
 from fastrag.errors import ConfigError
 
 __all__ = [
@@ -224,3 +226,13 @@ def check_str_list(name: str, value: Any, *, empty: bool = True, fix: str = "") 
 def check_topk(topk: Any) -> int:
     """``topk``, the number of hits per query: an ``int >= 1``."""
     return check_int("topk", topk, min=1, note="the number of hits per query")
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only plain-ndarray view of ``a`` (no copy; an ``np.memmap`` too). Kernels get
+    their inputs read-only whatever the caller passed (stored arrays are read-only, fresh ones
+    are not): numba compiles a kernel once per kind of argument, so one kind means one
+    compile."""
+    v = np.asarray(a).view()
+    v.flags.writeable = False
+    return v

@@ -26,6 +26,7 @@ import threading
 import numba
 import numpy as np
 
+from fastrag._checks import readonly
 from fastrag._coldstart import kernels_ready
 from fastrag._kernels import bm25_build, bm25_heads, bm25_search
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
@@ -47,7 +48,6 @@ from fastrag.indexes.bm25_args import (
     ragged_array,
     raise_bad_token,
     raise_query_error,
-    readonly,
     strategy_code,
 )
 from fastrag.indexes.bm25_stats import BM25Stats, check_stats, document_frequencies

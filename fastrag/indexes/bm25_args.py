@@ -10,7 +10,7 @@ from numbers import Integral, Real
 import numba
 import numpy as np
 
-from fastrag._checks import check_int
+from fastrag._checks import check_int, readonly
 from fastrag._kernels import bm25_search
 from fastrag.errors import ConfigError
 
@@ -30,15 +30,6 @@ _STRATEGY_CODES = {
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 _INT32_MIN = int(np.iinfo(np.int32).min)
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a`` (no copy). Kernels get their inputs read-only whatever the
-    caller passed (stored arrays are read-only, fresh ones are not): numba compiles a kernel
-    once per kind of argument, so one kind means one compile."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 def check_method(method: object) -> str:

@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from fastrag._checks import check_int
+from fastrag._checks import check_int, readonly
 from fastrag._kernels import dense as _dense
 from fastrag.errors import ConfigError
-from fastrag.indexes.bm25_args import readonly
 
 METRICS = ("cosine", "dot")
 # Norm checks and normalisation of fewer elements than this (32 MiB) run on the calling thread:

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 import numpy as np
 
 from fastrag._blas import numba_threads, single_threaded_blas, worker_pool
+from fastrag._checks import readonly
 from fastrag._kernels import dense as _dense
 from fastrag._kernels import dense_quant as _quant
-from fastrag.indexes.bm25_args import readonly
 from fastrag.indexes.dense_base import SearchResult
 from fastrag.indexes.quantized import Bf16Corpus, Bf16Scorer, Int8Corpus, Int8Scorer
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from fastrag._blas import numba_threads
-from fastrag._checks import check_int, check_number, check_str, check_str_list
+from fastrag._checks import check_int, check_number, check_str, check_str_list, readonly
 from fastrag._kernels import sparse as sparse_kernels
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.dense_base import check_cutoff, check_mask, check_num_threads
@@ -65,13 +65,6 @@ _WEIGHT_NOTE = "the token's weight"
 _WEIGHT_FIX = "check the embedder's sparse output for that text"
 
 Hits = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-def _ro(arr: np.ndarray) -> np.ndarray:
-    """A read-only view: kernels then see one array type (one compiled specialization)."""
-    view = np.asarray(arr).view()  # a plain ndarray (not np.memmap) view
-    view.flags.writeable = False
-    return view
 
 
 def sparse_type():
@@ -276,13 +269,13 @@ class SparseIndex:
         vocab: list[str],
         n_docs: int,
     ) -> None:
-        self.indptr = _ro(indptr)
-        self.indices = _ro(indices)
-        self.data = _ro(data)
+        self.indptr = readonly(indptr)
+        self.indices = readonly(indices)
+        self.data = readonly(data)
         self.vocab = vocab
         self.n_docs = int(n_docs)
         self._ids: dict[str, int] | None = None
-        self._no_mask = _ro(np.zeros(0, np.bool_))
+        self._no_mask = readonly(np.zeros(0, np.bool_))
 
     # ---------------------------------------------------------------------------- build
     @classmethod
@@ -350,9 +343,9 @@ class SparseIndex:
         out_data = np.empty(nnz, np.float32)
         bad = sparse_kernels.build_postings(
             n_dims,
-            _ro(indptr),
-            _ro(indices.astype(np.int32)),
-            _ro(data),
+            readonly(indptr),
+            readonly(indices.astype(np.int32)),
+            readonly(data),
             out_indptr,
             out_indices,
             out_data,
@@ -454,9 +447,9 @@ class SparseIndex:
             self.indices,
             self.data,
             self.n_docs,
-            _ro(q_indptr),
-            _ro(q_indices),
-            _ro(q_data),
+            readonly(q_indptr),
+            readonly(q_indices),
+            readonly(q_data),
             k,
             mask_arr,
             mask is not None,
@@ -472,7 +465,7 @@ class SparseIndex:
     def _check_mask(self, mask: Any) -> np.ndarray:
         if mask is None:
             return self._no_mask
-        return _ro(np.ascontiguousarray(check_mask(mask, self.n_docs)))
+        return readonly(np.ascontiguousarray(check_mask(mask, self.n_docs)))
 
     # ---------------------------------------------------------------------------- persistence
     def to_arrays(self) -> dict[str, np.ndarray]:
