@@ -73,3 +73,25 @@ def openai_server():
     """A fresh local OpenAI-compatible server (see tests/openai_server.py), stopped after."""
     with OpenAIServer() as server:
         yield server
+
+
+# --- a real Redis server (tests/redis_server.py) ----------------------------------------------
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """One ``redis-server`` per test process (None when FASTRAG_TEST_REDIS_URL names one)."""
+    from redis_server import ENV, RedisServer
+
+    if os.environ.get(ENV):
+        yield None
+        return
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """A Redis URL whose keys no other test shares (``?prefix=...``)."""
+    from redis_server import redis_url
+
+    return redis_url(redis_server)

@@ -41,6 +41,7 @@ _SAME_NAME = (
     "mode",
     "compress_history",
     "chat_memory",
+    "chat_window",
     "llm_api_key_env",
     "llm_max_retries",
     "llm_timeout",
@@ -81,6 +82,7 @@ def serve_config_of(args: argparse.Namespace) -> ServeConfig:
         ("--workers", args.workers),
         ("--search-threads", args.search_threads),
         ("--llm-max-concurrency", args.llm_max_concurrency),
+        ("--chat-window", args.chat_window),
     ):
         if value < 1:
             raise UsageError(f"{flag} {value}: must be at least 1")
@@ -143,8 +145,18 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--topk", type=int, default=d.topk, help=f"hits per query (default {d.topk})")
     p.add_argument(
         "--chat-memory",
-        help="file (.json) or folder keeping the conversations "
-        "of chats that send a session_id (or user); default: in memory, per process",
+        metavar="PATH|URL",
+        help="where the conversations of chats that send a session_id (or user) live: a SQLite "
+        "database (a .sqlite3/.db file, or a folder) that every worker and every server on this "
+        "machine shares, or redis://HOST:PORT/DB for servers on several machines (the [redis] "
+        "extra); default: in memory, per process",
+    )
+    p.add_argument(
+        "--chat-window",
+        type=int,
+        default=d.chat_window,
+        metavar="N",
+        help=f"messages each conversation keeps (default {d.chat_window})",
     )
     p.add_argument(
         "--mode",

@@ -99,6 +99,7 @@ def create_app(
     tasks_dir: str | os.PathLike | None = ServeConfig.tasks_dir,
     secrets: Sequence[str] = (),
     chat_memory: Any = ServeConfig.chat_memory,
+    chat_window: int = ServeConfig.chat_window,
     **limits: Any,
 ) -> Any:
     """The ASGI app serving ``target``: a store path (opened read-only), a
@@ -110,7 +111,9 @@ def create_app(
     group, ``"bm25"``); ``similarity`` may also give groups their own (``"bm25,faq=hybrid"``
     or ``{"faq": "hybrid"}``), and requests may name one (``"similarity"`` in the body).
     ``chat_memory``: where conversations of chats with a ``session_id`` (or ``user``) are
-    kept: a ``fastrag.ChatMemory`` or a path (default: in this process, 40 messages each).
+    kept, ``chat_window`` messages each: a ``fastrag.chat.ChatMemory``, a path (a SQLite
+    database every worker and server on this machine shares) or a ``redis://`` URL (default:
+    in this process).
     ``llm`` (an LLM such as ``fr.OpenAILike``) answers
     chats with ``response_mode=mode``; ``compress_history`` rewrites chat history and question
     into one standalone query first (``CompressionQueryTransformer``). ``api_key``: require
@@ -143,6 +146,7 @@ def create_app(
         search_threads=search_threads,
         metrics=metrics,
         chat_memory=chat_memory,
+        chat_window=chat_window,
     )
     store = _store_of(target)
     if tasks_dir is None and store is not None:
@@ -232,6 +236,7 @@ def app_from_config(config: ServeConfig | Mapping[str, Any]) -> Any:
         tasks_dir=cfg.tasks_dir,
         secrets=secrets,
         chat_memory=cfg.chat_memory,
+        chat_window=cfg.chat_window,
         **cfg.limits,
     )
 

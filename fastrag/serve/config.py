@@ -56,8 +56,12 @@ class ServeConfig:
     mode: str = "compact"
     #: rewrite chat history + question into one standalone query (one more LLM call)
     compress_history: bool = False
-    #: file (.json) or folder keeping conversations (None: in memory, per process)
+    #: where conversations live (None: in memory, per process): a SQLite database (a file
+    #: ending in .sqlite/.sqlite3/.db, or a folder), shared by every worker and every server on
+    #: this machine, or a ``redis://HOST:PORT/DB`` URL shared by servers on several machines
     chat_memory: str | None = None
+    #: messages each conversation keeps (the oldest go first; system messages stay)
+    chat_window: int = 40
     #: OpenAI-compatible LLM endpoint and model for chat (both, or neither: no chat)
     llm_base_url: str | None = None
     llm_model: str | None = None

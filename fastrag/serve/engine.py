@@ -117,6 +117,7 @@ class ServeEngine:
         search_threads: int = ServeConfig.search_threads,
         metrics: Metrics | None = None,
         chat_memory: Any = None,
+        chat_window: int = ServeConfig.chat_window,
     ) -> None:
         self.target = target
         self.metrics = metrics if metrics is not None else Metrics()
@@ -141,12 +142,15 @@ class ServeEngine:
                 "compress_history=True needs an LLM (it rewrites the chat history "
                 "and the question into one standalone query): pass llm=..."
             )
-        #: conversations of requests with a ``session_id`` (or ``user``): a ChatMemory, or a
-        #: path to keep them in (default: the last 40 messages of each, in this process)
+        #: conversations of requests with a ``session_id`` (or ``user``): a ChatMemory, or
+        #: where to keep them (a path or redis:// URL; default: this process), the last
+        #: ``chat_window`` messages of each
         self.chat_memory = (
             chat_memory
             if isinstance(chat_memory, ChatMemory)
-            else MessageWindowChatMemory(max_messages=40, path=chat_memory)
+            else MessageWindowChatMemory(
+                max_messages=check_int("chat_window", chat_window, min=1), path=chat_memory
+            )
         )
         self.doc: Any = None
         self.default_group: str | None = None

@@ -4,7 +4,6 @@ the pipeline, and ``fr.OpenAILike`` talking HTTP to the local OpenAI-compatible 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -15,12 +14,11 @@ import fastrag as fr
 from fastrag.analysis.tokens import count_tokens
 from fastrag.chat import (
     ChatEngine,
-    ChatMemory,
     MessageWindowChatMemory,
     TokenWindowChatMemory,
     as_chat_engine,
 )
-from fastrag.errors import ConfigError, StoreError
+from fastrag.errors import ConfigError
 
 DOCS = [
     "Copenhagen is the capital of Denmark and its largest city.",
@@ -294,49 +292,14 @@ def test_token_window():
     assert mem.get("s") == []
 
 
-@pytest.mark.parametrize("name", ["mem", "mem.json"])
-def test_persistence_round_trip(tmp_path, name):
-    path = tmp_path / name
-    m1 = MessageWindowChatMemory(max_messages=10, path=path)
-    m1.extend("user/ü 1", [("user", "héllo"), ("assistant", 'hi\n"there"')])
-    m1.add("b", "user", "second session")
-    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
-    before = {p: p.read_bytes() for p in files}
-    assert all(not p.name.endswith(".tmp") for p in files)
-
-    m2 = MessageWindowChatMemory(max_messages=10, path=path)
-    assert sorted(m2.sessions()) == ["b", "user/ü 1"]
-    assert m2.get("user/ü 1") == [("user", "héllo"), ("assistant", 'hi\n"there"')]
-    m2.extend("user/ü 1", [])  # re-save the unchanged sessions
-    m2.extend("b", [])
-    assert {p: p.read_bytes() for p in files} == before
-    json.loads(files[0].read_text("utf-8"))
-
-    m2.clear("b")
-    assert MessageWindowChatMemory(path=path).sessions() == ["user/ü 1"]
-
-
-def test_damaged_file_is_a_clear_error(tmp_path):
-    mem = ChatMemory(path=tmp_path / "mem")
-    mem.add("s", "user", "hello")
-    (f,) = (tmp_path / "mem").glob("*.json")
-    f.write_text('{"format": "fastrag.chat_memory/1", "session_id": "s", "messa')
-    with pytest.raises(StoreError, match=re.escape(str(f)) + ".* is damaged"):
-        ChatMemory(path=tmp_path / "mem")
-    single = tmp_path / "all.json"
-    single.write_text('{"format": "fastrag.chat_memory/1", "sessions": {"s": [{"role": 1}]}}')
-    with pytest.raises(StoreError, match=re.escape(str(single)) + ".*message 0"):
-        ChatMemory(path=single)
-
-
 def test_document_and_pipeline_as_chat_engine(server, llm, doc, tmp_path):
     """LlamaIndex's shapes: ``doc.as_chat_engine(chat_mode="condense_question")`` and
     ``pipeline.as_chat_engine(memory=...)``, both remembering the conversation."""
     engine = doc.as_chat_engine(chat_mode="condense_question", llm=llm, topk=2)
     first = engine.chat("What is the capital of Denmark?", session_id="s")
     assert first.response and len(engine.history("s")) == 2
-    memory = fr.MessageWindowChatMemory(max_messages=4, path=tmp_path / "chat.json")
+    memory = fr.MessageWindowChatMemory(max_messages=4, path=tmp_path / "chat.sqlite3")
     pipe = fr.RAGPipeline(fr.Retriever(doc, "root", "bm25", topk=2), llm=llm)
     other = pipe.as_chat_engine(memory=memory)
     other.chat("What is the capital of Denmark?", session_id="s")
-    assert fr.MessageWindowChatMemory(path=tmp_path / "chat.json").get("s") == memory.get("s")
+    assert fr.MessageWindowChatMemory(path=tmp_path / "chat.sqlite3").get("s") == memory.get("s")
