@@ -7,7 +7,8 @@ queries about drawing and crowd out the pages. These readers keep what a person 
 * ``.svg``: the text of ``<title>``, ``<desc>`` and ``<text>`` (with its ``<tspan>`` /
   ``<textPath>`` children), in document order;
 * ``.drawio``: the labels (``value``) of the diagram cells, plain or in draw.io's compressed
-  form (base64 of raw deflate of URL-encoded XML), HTML labels stripped to their words;
+  form (base64 of raw deflate of URL-encoded XML, inflated within the file's
+  :class:`~fastrag.documents.inflate.InflateBudget`), HTML labels stripped to their words;
 * ``.xlf`` / ``.xliff``: the ``<source>`` and ``<target>`` text of each translation unit.
 
 A file with none of that is skipped, with the reason in the read report (:class:`NoText`).
@@ -26,6 +27,7 @@ from urllib.parse import unquote
 from xml.etree import ElementTree
 
 from fastrag.documents.decoding import BinaryContentError, decode_text
+from fastrag.documents.inflate import InflateBudget
 
 __all__ = ["XML_READERS", "NoText", "read_drawio", "read_svg", "read_xliff"]
 
@@ -39,8 +41,8 @@ def _local(tag: object) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
 
-def _parse(path: Path, kind: str) -> ElementTree.Element:
-    text, _ = decode_text(path.read_bytes(), path)
+def _parse(path: Path, kind: str, data: bytes | None = None) -> ElementTree.Element:
+    text, _ = decode_text(path.read_bytes() if data is None else data, path)
     try:
         return ElementTree.fromstring(text)
     except ElementTree.ParseError as exc:
@@ -86,14 +88,19 @@ def read_svg(path: Path) -> list[tuple[str, dict]]:
     return [(_words(parts), {"title": title} if title else {})]
 
 
-def _drawio_diagrams(root: ElementTree.Element) -> Iterator[ElementTree.Element]:
-    """The ``mxGraphModel`` of every diagram page, decompressing draw.io's packed form."""
+def _drawio_diagrams(
+    root: ElementTree.Element, budget: InflateBudget
+) -> Iterator[ElementTree.Element]:
+    """The ``mxGraphModel`` of every diagram page, inflating draw.io's packed form within
+    ``budget`` (past it: :class:`~fastrag.documents.inflate.InflateLimitError`)."""
     if _local(root.tag) == "mxGraphModel":
         yield root
         return
+    page = 0
     for diagram in root.iter():
         if _local(diagram.tag) != "diagram":
             continue
+        page += 1
         models = [m for m in diagram if _local(m.tag) == "mxGraphModel"]
         if models:
             yield from models
@@ -101,18 +108,32 @@ def _drawio_diagrams(root: ElementTree.Element) -> Iterator[ElementTree.Element]
         packed = "".join((diagram.text or "").split())
         if not packed:
             continue
+        # a page that does not unpack is left out, as one without labels
         try:
-            raw = zlib.decompress(base64.b64decode(packed, validate=True), -15)
-            yield ElementTree.fromstring(unquote(raw.decode("utf-8")))
-        except (ValueError, zlib.error, UnicodeDecodeError, ElementTree.ParseError):
-            continue  # a page that does not unpack is left out, as one without labels
+            deflated = base64.b64decode(packed, validate=True)
+        except ValueError:
+            continue
+        try:
+            raw = budget.inflate(deflated, -15, f"diagram page {page}")
+        except zlib.error:
+            continue
+        del deflated
+        try:
+            text = raw.decode("utf-8")
+            del raw  # the page is held at most twice over: text and its unquoted form
+            model = ElementTree.fromstring(unquote(text))
+        except (UnicodeDecodeError, ElementTree.ParseError):
+            continue
+        del text
+        yield model
 
 
 def read_drawio(path: Path) -> list[tuple[str, dict]]:
     """A draw.io diagram's cell labels (every page)."""
-    root = _parse(path, "draw.io XML")
+    data = path.read_bytes()
+    root = _parse(path, "draw.io XML", data)
     parts: list[str] = []
-    for model in _drawio_diagrams(root):
+    for model in _drawio_diagrams(root, InflateBudget(path, len(data))):
         for cell in model.iter():
             value = cell.get("value") or cell.get("label") or ""
             if value:  # labels may be HTML: keep the words

@@ -16,12 +16,14 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from fastrag.documents.inflate import InflateBudget
 from fastrag.errors import ConfigError, ReaderError
 
 __all__ = [
@@ -187,22 +189,33 @@ def load_squad(source: str | PathLike | Mapping, name: str | None = None) -> Ret
 
 def read_squad_json(path: str | PathLike) -> Any:
     """The parsed JSON of a SQuAD-style file (``.json`` or ``.json.gz``); a missing,
-    unreadable or malformed file is a :class:`~fastrag.errors.ReaderError` naming it."""
+    unreadable or malformed file is a :class:`~fastrag.errors.ReaderError` naming it, and so
+    is gzip data inflating past :func:`~fastrag.documents.inflate.inflate_cap`."""
     path = Path(path)
     if not path.is_file():
         raise ReaderError(f"SQuAD file {str(path)!r} does not exist or is not a file")
     try:
         if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return json.load(f)
+            with gzip.open(path, "rb") as f:
+                data = InflateBudget(path, path.stat().st_size).read(f, "gzip data")
+            return json.loads(data.decode("utf-8"))
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except json.JSONDecodeError as e:
         raise ReaderError(
             f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}"
         ) from None
+    except RecursionError:
+        raise _too_deep(path) from None
     except (UnicodeDecodeError, OSError, EOFError) as e:
         raise ReaderError(f"{path}: cannot read as UTF-8 JSON ({e})") from None
+
+
+def _too_deep(path: Path, where: str = "") -> ReaderError:
+    return ReaderError(
+        f"{path}{where}: JSON nested more than about {sys.getrecursionlimit()} levels deep, "
+        "past what Python's JSON parser reads; flatten the data"
+    )
 
 
 # -- BEIR -------------------------------------------------------------------------------------
@@ -217,6 +230,8 @@ def _read_jsonl(path: Path, kind: str, need_text: bool = True):
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ReaderError(f"{path} line {line_no}: invalid JSON ({e.msg})") from None
+            except RecursionError:
+                raise _too_deep(path, f" line {line_no}") from None
             if not isinstance(obj, dict):
                 raise ReaderError(
                     f"{path} line {line_no}: expected a JSON object, got {type(obj).__name__}"

@@ -11,6 +11,9 @@ Any other file is sniffed: what decodes as text (.rst, .py, .yaml, files without
 explicitly with ``on_error="raise"``, a :class:`ReaderError`. Text is decoded by
 :mod:`fastrag.documents.decoding` (BOMs, strict UTF-8, then charset-normalizer under checks);
 what cannot be decoded with confidence is an error naming the file, never mangled text.
+Compressed parts (draw.io pages, DOCX members, PDF streams) inflate no further than the cap
+of :mod:`fastrag.documents.inflate` (100x the file's size, at least 16 MiB, at most 1 GiB);
+JSON nested more than 512 levels deep is an error naming the file.
 
 Every root document's metadata holds ``file_path`` (absolute), ``file_name``, ``file_type``
 (extension without the dot), ``file_size`` (bytes), ``mtime`` and, for decoded text files,

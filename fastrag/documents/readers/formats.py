@@ -23,7 +23,9 @@ from fastrag.documents.decoding import (
     binary_kind,
     decode_text,
 )
+from fastrag.documents.inflate import InflateBudget, check_zip, pypdf_budget
 from fastrag.documents.readers.report import _REGISTERED, ReaderFn, logger
+from fastrag.documents.storecheck import MAX_JSON_DEPTH
 from fastrag.documents.xmltext import XML_READERS
 from fastrag.errors import MissingExtraError, ReaderError
 
@@ -112,26 +114,46 @@ def _record(item: Any, ctx: _Ctx, where: str, json_path: str) -> tuple[str, dict
     return text, {**meta, "json_path": json_path}
 
 
-def _replace_surrogates(obj: Any, count: list[int]) -> Any:
-    """``obj`` with lone surrogates (from JSON escapes like ``"\\ud800"``) replaced by U+FFFD;
-    ``count[0]`` counts the strings changed."""
-    if isinstance(obj, str):
-        try:
-            obj.encode("utf-8")
-            return obj
-        except UnicodeEncodeError:
-            count[0] += 1  # a UTF-16 round trip joins valid pairs, replaces lone ones
-            return obj.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_replace_surrogates(x, count) for x in obj)
-    if isinstance(obj, dict):
-        return {
-            _replace_surrogates(k, count): _replace_surrogates(v, count) for k, v in obj.items()
-        }
-    return obj
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # where lone surrogates come from
 
 
-def _clean_json(data: Any, path: Path) -> Any:
+def _fix_str(s: str, count: list[int]) -> str:
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        count[0] += 1  # a UTF-16 round trip joins valid pairs, replaces lone ones
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _replace_surrogates(data: Any, count: list[int]) -> Any:
+    """``data`` (parsed JSON) with lone surrogates (from JSON escapes like ``"\\ud800"``)
+    replaced by U+FFFD, lists and dicts changed in place; ``count[0]`` counts the strings
+    changed. Iterative: JSON may nest deeper than Python's recursion limit."""
+    if isinstance(data, str):
+        return _fix_str(data, count)
+    todo = [data]
+    while todo:
+        obj = todo.pop()
+        if isinstance(obj, list):
+            for i, x in enumerate(obj):
+                if isinstance(x, str):
+                    obj[i] = _fix_str(x, count)
+                elif isinstance(x, (list, dict)):
+                    todo.append(x)
+        elif isinstance(obj, dict):
+            items = [(_fix_str(k, count), v) for k, v in obj.items()]
+            obj.clear()
+            for k, v in items:
+                obj[k] = _fix_str(v, count) if isinstance(v, str) else v
+                if isinstance(v, (list, dict)):
+                    todo.append(v)
+    return data
+
+
+def _clean_json(data: Any, text: str, path: Path) -> Any:
+    if not _SURROGATE_ESCAPE.search(text):
+        return data  # no escape of a surrogate: none to replace
     count = [0]
     data = _replace_surrogates(data, count)
     if count[0]:
@@ -144,9 +166,48 @@ def _clean_json(data: Any, path: Path) -> Any:
     return data
 
 
-def _read_json(ctx: _Ctx) -> list[tuple[str, dict]]:
+def _too_deep(data: Any, text: str) -> bool:
+    """Whether parsed JSON ``data`` (of ``text``) nests deeper than :data:`MAX_JSON_DEPTH`."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return False  # too few brackets to nest that deep
+    todo = [(data, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        todo += [
+            (x, depth + 1)
+            for x in (v.values() if isinstance(v, dict) else v)
+            if isinstance(x, (dict, list))
+        ]
+    return False
+
+
+def _deep_error(path: Path, where: str) -> ReaderError:
+    return ReaderError(
+        f"{path}: {where or 'the file'} nests JSON more than {MAX_JSON_DEPTH} levels deep, "
+        "the most fastrag reads (the store's limit for metadata); flatten the data or split "
+        "it into records"
+    )
+
+
+def _load_json(text: str, path: Path, where: str = "") -> Any:
+    """``json.loads(text)``; JSON nested past :data:`MAX_JSON_DEPTH` is a
+    :class:`ReaderError` naming ``path`` (and ``where``: "line 3"), not Python's
+    RecursionError."""
     try:
-        data = _clean_json(json.loads(ctx.text()), ctx.path)
+        data = json.loads(text)
+    except RecursionError:  # nested deeper than the parser recurses: far past the limit
+        raise _deep_error(path, where) from None
+    if isinstance(data, (list, dict)) and _too_deep(data, text):
+        raise _deep_error(path, where)
+    return data
+
+
+def _read_json(ctx: _Ctx) -> list[tuple[str, dict]]:
+    text = ctx.text()
+    try:
+        data = _clean_json(_load_json(text, ctx.path), text, ctx.path)
     except json.JSONDecodeError as exc:
         raise ReaderError(
             f"{ctx.path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
@@ -161,22 +222,23 @@ def _read_json(ctx: _Ctx) -> list[tuple[str, dict]]:
 
 
 def _read_jsonl(ctx: _Ctx) -> list[tuple[str, dict]]:
+    text = ctx.text()
     items = []
-    for lineno, line in enumerate(ctx.text().splitlines(), start=1):
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            items.append((lineno, json.loads(line)))
+            items.append([lineno, _load_json(line, ctx.path, f"line {lineno}")])
         except json.JSONDecodeError as exc:
             raise ReaderError(
                 f"{ctx.path}: line {lineno} is not valid JSON ({exc.msg} at "
                 f"column {exc.colno}); fix or remove the line"
             ) from exc
     out = []
-    for lineno, item in _clean_json(items, ctx.path):
+    for lineno, item in _clean_json(items, text, ctx.path):
         row = len(out)
-        text, meta = _record(item, ctx, f"line {lineno}", f"$[{row}]")
-        out.append((text, {**meta, "row": row, "line": lineno}))
+        record, meta = _record(item, ctx, f"line {lineno}", f"$[{row}]")
+        out.append((record, {**meta, "row": row, "line": lineno}))
     return out
 
 
@@ -383,8 +445,9 @@ def _pypdf_noise_to_log(path: Path) -> Iterator[None]:
 def _read_pdf(ctx: _Ctx) -> list[tuple[str, dict]]:
     pypdf = _import_extra(".pdf", ctx.path)
     out = []
+    budget = InflateBudget(ctx.path, ctx.path.stat().st_size)
     try:
-        with _pypdf_noise_to_log(ctx.path):
+        with _pypdf_noise_to_log(ctx.path), pypdf_budget(pypdf, budget):
             reader = pypdf.PdfReader(str(ctx.path))
             if reader.is_encrypted and not reader.decrypt(""):
                 raise ReaderError(
@@ -412,8 +475,10 @@ def _read_pdf(ctx: _Ctx) -> list[tuple[str, dict]]:
 
 def _read_docx(ctx: _Ctx) -> list[tuple[str, dict]]:
     docx = _import_extra(".docx", ctx.path)
+    data = ctx.path.read_bytes()  # read once: what is checked is what python-docx reads
     try:
-        document = docx.Document(str(ctx.path))
+        check_zip(data, InflateBudget(ctx.path, len(data)))
+        document = docx.Document(io.BytesIO(data))
         lines: list[str] = []
         for block in document.iter_inner_content():
             if hasattr(block, "rows"):  # a table: one line per row, cells tab-separated
@@ -421,6 +486,8 @@ def _read_docx(ctx: _Ctx) -> list[tuple[str, dict]]:
                     lines.append("\t".join(cell.text for cell in row.cells))
             else:
                 lines.append(block.text)
+    except ReaderError:
+        raise
     except Exception as exc:  # python-docx raises many types on broken files
         raise ReaderError(
             f"{ctx.path}: not a readable .docx ({type(exc).__name__}: {exc})"

@@ -105,7 +105,7 @@ def _is_store(folder: Path) -> bool:
         if not manifest.is_file() or manifest.stat().st_size > (64 << 20):
             return False
         data = json.loads(manifest.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested too deep: not a store's manifest
         return False
     return isinstance(data, dict) and "format_version" in data
 
