@@ -45,12 +45,11 @@ def is_redis_url(where: str) -> bool:
 
 def _public(url: str) -> str:
     """``url`` without its password (for messages)."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    scheme, netloc, path, query, fragment = urlsplit(url)
+    if "@" not in netloc or ":" not in netloc.rsplit("@", 1)[0]:
         return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))
+    user, host = netloc.rsplit("@", 1)
+    return urlunsplit((scheme, f"{user.split(':', 1)[0]}:***@{host}", path, query, fragment))
 
 
 def _encode(message: Message) -> bytes:
@@ -79,8 +78,8 @@ class RedisStore(MessageStore):
             import redis  # the [redis] extra
         except ImportError:
             raise missing_extra("redis", "redis", "a Redis chat memory") from None
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query)
+        scheme, netloc, path, raw_query, fragment = urlsplit(url)
+        query = parse_qsl(raw_query)
         prefix = dict(query).get("prefix", DEFAULT_PREFIX)
         if not prefix:
             raise ConfigError(f"Redis chat memory URL {_public(url)!r} has an empty prefix")
@@ -90,7 +89,7 @@ class RedisStore(MessageStore):
         self._errors = redis.exceptions
         try:
             self._redis = redis.Redis.from_url(
-                urlunsplit(parts._replace(query=rest)),
+                urlunsplit((scheme, netloc, path, rest, fragment)),
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 health_check_interval=30,

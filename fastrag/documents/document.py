@@ -386,6 +386,18 @@ class Document(BaseDocument):
         self.check_group(name)
         return name != ROOT_GROUP and self._defs[name].fn is STORED_ONLY
 
+    def is_built(self, name: str) -> bool:
+        """Whether group ``name`` is built for the current documents (``group(name)`` would
+        build nothing), in this process or in the store."""
+        self.check_group(name)
+        if name == ROOT_GROUP:
+            return True
+        g = self._groups.get(name)
+        if g is not None and g.built_gen == self._state.gen:
+            return True
+        entry = None if self._store is None else self._store.manifest["groups"].get(name)
+        return entry is not None and entry.get("root_gen") == self._state.gen
+
     # -- building ----------------------------------------------------------------------------
     def group(self, name: str) -> NodeGroup:
         """The built group ``name`` (building it and its ancestors on first use)."""

@@ -67,6 +67,10 @@ class DerivedData:
         self._cache: dict[Hashable, tuple[str, Any]] = {}
         self.builds: dict[str, int] = {}  # artifact kind -> builds in this process
         self._bad_dirs: set[str] = set()  # stored index folders found damaged
+        #: called as ``progress(what, done, total)`` while texts are embedded (e.g. by a
+        #: server's build task, to show how far it is); None: no calls
+        self.progress: Callable[[str, int, int], Any] | None = None
+        self._missing: dict[tuple[str, str], tuple[Any, int | None]] = {}
 
     def _cached(self, key: tuple, fingerprint: str, build: Callable[[Any], Any]) -> Any:
         hit = self._cache.get(key)
@@ -134,6 +138,43 @@ class DerivedData:
             if name not in g.table.column_names:  # copy-on-write: readers see old or new
                 g.table = g.table.append_column(name, col)
         return index
+
+    def vectors_missing(self, g: NodeGroup, key: str = "default") -> int | None:
+        """How many nodes of group ``g`` have no vector for ``key`` in memory or in the store:
+        0 when :meth:`vectors` would embed nothing, None when no vector of the group is known
+        (they were never built). Embeds nothing; reads the stored vectors' ids at most once per
+        group version."""
+        hit = self._cache.get(("vec", g.name, key))
+        if hit is not None and hit[0] == g.fingerprint:
+            return 0
+        store = self.doc.store
+        entry = None if store is None else store.manifest["vectors"].get(vectors_key(g.name, key))
+        if entry is not None and entry.get("aligned") == g.fingerprint:
+            return 0
+        if hit is None and entry is None:
+            return None
+        version = (g.fingerprint, None if hit is None else hit[0], _files(entry))
+        seen = self._missing.get((g.name, key))
+        if seen is not None and seen[0] == version:
+            return seen[1]
+        known = [] if hit is None else [hit[1][0]]
+        stored = None if entry is None else self._stored_vectors(g, key)
+        if stored is not None:
+            known.append(stored[0])
+        missing = None
+        if known:
+            have = np.zeros(len(g), dtype=bool)
+            for ids in known:
+                have |= np.asarray(pc.is_in(g.table.column("id"), value_set=ids))
+            missing = int(len(g) - have.sum())
+        self._missing[(g.name, key)] = (version, missing)
+        return missing
+
+    def sparse_ready(self, g: NodeGroup, key: str = "default") -> bool:
+        """Whether the sparse index of group ``g`` for ``key`` is built for its nodes now (it
+        lives in memory only)."""
+        hit = self._cache.get(("sparse", g.name, key))
+        return hit is not None and hit[0] == g.fingerprint
 
     def _stored_vectors(self, g: NodeGroup, key: str):
         """(ids, vectors, entry) stored for (group, key), or None."""
@@ -283,6 +324,8 @@ class DerivedData:
                 vecs = emb.embed(batch) if hasattr(emb, "embed") else emb(batch)
                 parts.append(check_vectors(vecs, len(batch), ids[i : i + bs], key, emb))
                 bar.update(len(batch))
+                if self.progress is not None:
+                    self.progress(f"embed {key}", i + len(batch), len(texts))
         dims = {p.shape[1] for p in parts}
         if len(dims) > 1:
             raise EmbeddingError(

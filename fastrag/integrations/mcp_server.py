@@ -42,7 +42,7 @@ from fastrag.documents.store import MANIFEST
 from fastrag.errors import ConfigError, FastragError, missing_extra
 from fastrag.llms.openai_like import OpenAILike
 from fastrag.serve.config import LOOPBACK_HOSTS, ServeConfig
-from fastrag.serve.engine import ServeEngine
+from fastrag.serve.engine import ServeEngine, check_filter_text
 
 __all__ = ["BearerAuth", "add_arguments", "build_server", "cmd_mcp", "main", "run_mcp"]
 
@@ -156,6 +156,12 @@ def build_server(
         "file_name LIKE '%guide%'". `group` is a knowledge base from `list_groups` (default:
         the server's). When nothing matches, `no_hits` says why."""
         with told():
+            if len(query) > ServeConfig.max_query_chars:
+                raise ConfigError(
+                    f"query has {len(query):,} characters, over the limit of "
+                    f"{ServeConfig.max_query_chars}; shorten it"
+                )
+            check_filter_text(filter)
             ret = await engine.aretriever(group)
             hits = (await engine.search(ret, [query], flt=filter, topk=topk, source="mcp"))[0]
             out: dict[str, Any] = {"hits": [_hit(h, engine.source_path) for h in hits]}

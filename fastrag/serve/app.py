@@ -154,6 +154,7 @@ def create_app(
     owned = tasks_dir is None  # an in-memory Document's: a temporary folder, removed at stop
     tasks = TaskStore(tempfile.mkdtemp(prefix="fastrag-serve-tasks-") if owned else tasks_dir)
     keys = IdempotencyKeys(tasks)
+    engine.build_task = tasks.build  # configured similarities' vectors: built by the writer
     writer = Writer(tasks, engine, metrics=metrics, scrub=settings.scrub, janitor=keys.prune)
     lifecycle = Lifecycle(engine, writer, metrics, settings, tasks.root, owned)
 

@@ -18,10 +18,12 @@ from typing import Any
 
 from fastrag.settings import DEFAULT_TOPK
 
-__all__ = ["LOOPBACK_HOSTS", "ServeConfig"]
+__all__ = ["LOOPBACK_HOSTS", "MAX_FILTER_CHARS", "ServeConfig"]
 
 #: hosts that only this machine can reach (listening elsewhere without a key warns)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+#: characters of a filter expression a request (HTTP or MCP) may send
+MAX_FILTER_CHARS = 4096
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from fastrag._checks import check_int
 from fastrag.chat import ChatMemory, MessageWindowChatMemory
 from fastrag.documents.document import Document
 from fastrag.errors import ConfigError
+from fastrag.indexes.filters import parse_filter
 from fastrag.llms.base import BaseLLM, Completion
 from fastrag.pipeline import RAGPipeline
 from fastrag.query.retrieve import RetrieverAdapter
@@ -40,11 +41,18 @@ from fastrag.retrieval.retriever import HIT_COLUMNS, Retriever
 from fastrag.retrieval.similarity import get_similarity
 from fastrag.schema import NodeWithScore
 from fastrag.serve.batching import MicroBatcher
-from fastrag.serve.config import ServeConfig
+from fastrag.serve.config import MAX_FILTER_CHARS, ServeConfig
 from fastrag.serve.metrics import Metrics
+from fastrag.serve.readiness import (
+    Builds,
+    NotReady,
+    check_group_built,
+    needs_vectors,
+    why_not_ready,
+)
 from fastrag.synth.factory import get_response_synthesizer
 
-__all__ = ["BatchedRetriever", "OptionsLLM", "ServeEngine"]
+__all__ = ["BatchedRetriever", "OptionsLLM", "ServeEngine", "check_filter_text"]
 
 
 class OptionsLLM(BaseLLM):
@@ -160,6 +168,11 @@ class ServeEngine:
         self._pipelines: dict[Any, RAGPipeline] = {}
         self._lock = threading.RLock()
         self._refresh_lock = threading.Lock()
+        #: queues a build of a configured similarity's vectors with the server's writer:
+        #: ``build_task(group, similarity, retry)`` -> the task record (set by the app; None:
+        #: this process builds them, see :mod:`fastrag.serve.readiness`)
+        self.build_task: Any = None
+        self.builds = Builds()
         self._signature: tuple[int, int, int] | None = None
         # numba threads per batch call: 1 by default, since concurrent calls already run on
         # the executor's threads (parallel kernels on cores the server is busy with are slower)
@@ -208,8 +221,15 @@ class ServeEngine:
         if self.doc is not None:
             if self.default_group is None:
                 self.default_group = self._pick_group(self.group_arg)
-            ret = self.retriever(self.default_group)
-            self._warm(ret)
+            for group, sim in self.configured():
+                self.doc.group(group)  # configured groups are built now, not by a request
+                why = why_not_ready(self.doc, group, sim)
+                if why is not None:  # its vectors are built in the background
+                    self._build(group, sim, retry=True)
+                    continue
+                ret = self.retriever(group, sim)
+                if group == self.default_group:
+                    self._warm(ret)
         if self.user_pipeline is not None:
             self._pipelines[self.default_group or ""] = self._wrap_user_pipeline()
 
@@ -230,6 +250,7 @@ class ServeEngine:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.builds.close()
 
     # -- retrievers ----------------------------------------------------------------------------
     def require_doc(self) -> Any:
@@ -244,24 +265,107 @@ class ServeEngine:
         """The similarity ``group`` is searched with unless a request names one."""
         return self.group_similarity.get(group, self.similarity_arg)
 
+    def configured(self) -> list[tuple[str, str]]:
+        """(group, similarity) the server is configured with: its group, and the groups given
+        their own similarity (``--similarity GROUP=NAME``) that the Document has."""
+        if self.doc is None or self.default_group is None:
+            return []
+        pairs = {self.default_group: self.similarity_for(self.default_group)}
+        for group, sim in self.group_similarity.items():
+            if group in self.doc.group_names:
+                pairs[group] = sim
+        return list(pairs.items())
+
     def retriever(self, group: str | None = None, similarity: str | None = None) -> Any:
         """The retriever of ``group`` (default: the server's group) with ``similarity``
-        (default: the group's, see :meth:`similarity_for`), made on first use. Blocking."""
+        (default: the group's, see :meth:`similarity_for`), made on first use; a
+        :class:`~fastrag.serve.readiness.NotReady` error when its group or vectors are not
+        built (a request never builds them). Blocking."""
         doc = self.require_doc()
         name = group if group is not None else self.default_group
         chosen = similarity is not None and similarity != self.similarity_for(name)
         cache, key = (self._chosen, (name, similarity)) if chosen else (self._retrievers, name)
+        sim = similarity if chosen else self.similarity_for(name)
         ret = cache.get(key)
+        if ret is not None and not needs_vectors(sim):
+            return ret
+        get_similarity(sim)  # an unknown name: a ConfigError naming the known ones
+        self.check_ready(name, sim)
         if ret is not None:
             return ret
         with self._lock:
             ret = cache.get(key)
             if ret is None:
-                doc.check_group(name)
-                sim = similarity if chosen else self.similarity_for(name)
                 ret = Retriever(doc, name, sim, topk=self.topk, num_threads=self.search_threads)
                 cache[key] = ret
         return ret
+
+    def not_ready(self) -> list[dict[str, str]]:
+        """The configured (group, similarity) pairs that cannot answer yet, and why."""
+        out = []
+        for group, sim in self.configured():
+            try:
+                self.check_ready(group, sim)
+            except NotReady as exc:
+                out.append({"group": group, "similarity": sim, "reason": str(exc)})
+        return out
+
+    def check_ready(self, group: str, similarity: str) -> None:
+        """Raise :class:`~fastrag.serve.readiness.NotReady` (saying what to run) unless
+        ``similarity`` can answer from ``group`` without building anything."""
+        self.refresh_if_changed()
+        check_group_built(self.doc, group, [g for g, _ in self.configured()])
+        why = why_not_ready(self.doc, group, similarity)
+        if why is None:
+            return
+        if (group, similarity) not in self.configured():
+            raise NotReady(
+                f"similarity {similarity!r} cannot answer from group {group!r} now: {why}. A "
+                f"request never builds them (that embeds the whole group); start the server "
+                f"with `--similarity {group}={similarity}` (create_app(similarity="
+                f"{{{group!r}: {similarity!r}}})) to have them built once in the background, "
+                f"or build and store them in Python: fr.Retriever(fr.Document(store=STORE), "
+                f"{group!r}, {similarity!r})('warm-up')"
+            )
+        task_id, status, error, progress = self._build(group, similarity)
+        task = f"task {task_id}, " if task_id else ""
+        if status == "failed":
+            raise NotReady(
+                f"similarity {similarity!r} cannot answer from group {group!r}: {why}, and "
+                f"building them failed ({task}{error}); fix that and restart the server to try "
+                "again",
+                task_id=task_id,
+            )
+        done = ""
+        if progress:
+            done = f", {progress['done']:,} of {progress['total']:,} texts embedded"
+        where = f"; GET /v1/tasks/{task_id} shows progress" if task_id else ""
+        raise NotReady(
+            f"similarity {similarity!r} cannot answer from group {group!r} yet: {why}; they "
+            f"are being built in the background ({task}{status}{done}){where}. Try again "
+            "later; BM25 similarities answer meanwhile",
+            task_id=task_id,
+            building=True,
+        )
+
+    def _build(self, group: str, sim: str, retry: bool = False) -> tuple:
+        """Start (or find) the background build of a configured similarity's data: ``(task
+        id or None, status, error, progress)``."""
+        if self.build_task is not None and get_similarity(sim).kind != "sparse":
+            rec = self.build_task(group, sim, retry)
+            return rec["id"], rec["status"], rec.get("error"), rec.get("progress")
+        version = self.doc.group(group).fingerprint
+
+        def build() -> None:
+            Retriever(self.doc, group, sim, topk=1, num_threads=self.search_threads)("warm-up")
+
+        fut = self.builds.submit((group, sim), version, build)  # once per group version
+        if not fut.done():
+            return None, "running in this process", None, None
+        exc = fut.exception()
+        if exc is None:
+            return None, "finishing", None, None
+        return None, "failed", f"{type(exc).__name__}: {exc}", None
 
     async def aretriever(self, group: str | None = None, similarity: str | None = None) -> Any:
         name = group if group is not None else self.default_group
@@ -269,7 +373,7 @@ class ServeEngine:
             ret = self._retrievers.get(name)
         else:
             ret = self._chosen.get((name, similarity))
-        if ret is not None:
+        if ret is not None and not needs_vectors(ret.similarity):
             return ret
         return await asyncio.get_running_loop().run_in_executor(
             self.executor, self.retriever, group, similarity
@@ -301,12 +405,6 @@ class ServeEngine:
         if has_embed:
             out += ["cosine", "dot"]
         return out
-
-    def served(self) -> list[tuple[str, str]]:
-        """(group, similarity) of every retriever made so far (the writer keeps their indexes
-        built)."""
-        rets = list(self._retrievers.values()) + list(self._chosen.values())
-        return [(r.group_name, r.similarity) for r in rets]
 
     # -- retrieval -----------------------------------------------------------------------------
     def refresh_if_changed(self) -> bool:
@@ -453,7 +551,10 @@ class ServeEngine:
             if name != self.default_group or similarity is not None:
                 pipe = None
         else:
-            pipe = self._pipelines.get((name, similarity or self.similarity_for(name)))
+            sim = similarity or self.similarity_for(name)
+            pipe = self._pipelines.get((name, sim))
+            if pipe is not None and needs_vectors(sim):
+                pipe = None  # pipeline() checks that its vectors are (still) ready
         if pipe is None:
             pipe = await asyncio.get_running_loop().run_in_executor(
                 self.executor, self.pipeline, group, similarity
@@ -472,6 +573,25 @@ class ServeEngine:
     @property
     def can_chat(self) -> bool:
         return self.user_pipeline is not None or self.llm is not None
+
+
+def check_filter_text(text: Any) -> str | None:
+    """A request's filter expression, checked: at most :data:`MAX_FILTER_CHARS` characters
+    (a longer one costs seconds to parse) and valid; a ConfigError saying what is wrong."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ConfigError(f"filter must be a string expression, got {type(text).__name__}")
+    if len(text) > MAX_FILTER_CHARS:
+        raise ConfigError(
+            f"filter has {len(text):,} characters, over the limit of {MAX_FILTER_CHARS}; "
+            "shorten it (e.g. 'file_type == 'md' && language in ['en', 'de']')"
+        )
+    try:
+        parse_filter(text)
+    except ConfigError as exc:
+        raise ConfigError(f"filter: {exc}") from None
+    return text
 
 
 def parse_similarity(similarity: Any) -> tuple[str, dict[str, str]]:

@@ -16,8 +16,9 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from fastrag.errors import ConfigError
-from fastrag.indexes.filters import parse_filter
+from fastrag.serve.engine import check_filter_text
 from fastrag.serve.guard import ApiError, validation_error
+from fastrag.serve.readiness import NotReady
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -25,6 +26,7 @@ __all__ = [
     "check_lengths",
     "checked_retriever",
     "load_json",
+    "not_ready",
     "parse_body",
 ]
 
@@ -98,15 +100,16 @@ def check_lengths(texts: Sequence[str], field: str, limit: int) -> None:
 
 
 def check_filter(text: str | None) -> str | None:
-    if text is None:
-        return None
-    if len(text) > 4096:
-        raise ApiError(400, "filter is longer than 4096 characters", param="filter")
     try:
-        parse_filter(text)
+        return check_filter_text(text)
     except ConfigError as exc:
-        raise ApiError(400, f"filter: {exc}", param="filter") from None
-    return text
+        raise ApiError(400, str(exc), param="filter") from None
+
+
+def not_ready(exc: NotReady, param: str | None) -> ApiError:
+    """The 409 of a request whose data is not built (``Retry-After`` while it is built)."""
+    headers = {"Retry-After": "10"} if exc.building else None
+    return ApiError(409, str(exc), "not_ready", param=param, headers=headers)
 
 
 async def checked_retriever(engine: Any, group: str | None, similarity: str | None = None) -> Any:
@@ -114,6 +117,8 @@ async def checked_retriever(engine: Any, group: str | None, similarity: str | No
     similarity is a 400 naming it."""
     try:
         return await engine.aretriever(group, similarity)
+    except NotReady as exc:
+        raise not_ready(exc, "group" if str(exc).startswith("group") else "similarity") from None
     except ConfigError as exc:
         param = "similarity" if similarity is not None and "similarit" in str(exc) else "group"
         raise ApiError(400, str(exc), param=param) from None

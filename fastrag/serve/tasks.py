@@ -12,6 +12,13 @@ then marks the task done; readers see the change on their next retrieval (see
 
 Statuses: ``queued`` -> ``running`` -> ``done`` | ``failed`` (``error`` says why).
 
+Kinds: ``add`` and ``delete`` (uploads), and ``build``: the vectors of a similarity the server
+is configured with, embedded and stored in the background (``progress`` says how far), so that
+no request ever embeds a whole group (:mod:`fastrag.serve.readiness`). A build a crash
+interrupted ends ``failed`` like any task and is queued once more (running a build again is
+safe: it embeds what is missing, stores it, changes nothing else); if that one dies too, the
+next restart tries again.
+
 **Crashes.** The writer commits each change with the task id as its tag
 (``Document.add(..., tag=)``), so the store itself records whether a task's change landed.
 Whoever takes the writer lock next -- after a restart, or another worker -- first settles the
@@ -43,8 +50,10 @@ from filelock import FileLock, Timeout
 
 from fastrag.documents.document import Document
 from fastrag.documents.readers import read_file
-from fastrag.errors import ConfigError
+from fastrag.errors import ConfigError, FastragError
 from fastrag.retrieval.retriever import Retriever
+from fastrag.retrieval.similarity import get_similarity
+from fastrag.serve.readiness import embed_keys, needs_vectors
 
 __all__ = ["INTERRUPTED", "KEEP_S", "TaskStore", "Writer", "default_tasks_dir", "safe_filename"]
 
@@ -253,6 +262,28 @@ class TaskStore:
         self._write(rec)
         return rec
 
+    def build(
+        self, group: str, similarity: str, retry: bool = False, **fields: Any
+    ) -> dict[str, Any]:
+        """The task that builds and stores the vectors of ``similarity`` over ``group``: the
+        queued or running one, else the last one (``retry``: a new one when the last failed
+        or finished), else a new one (with ``fields``). Every worker of a server finds the same
+        task."""
+        digest = hashlib.blake2b(f"{group}\0{similarity}".encode(), digest_size=12).hexdigest()
+        pointer = self.root / f"build-{digest}.id"
+        try:
+            rec = self.get(pointer.read_text(encoding="ascii").strip())
+        except OSError:
+            rec = None
+        if rec is not None and (rec["status"] not in FINAL or not retry):
+            return rec
+        rec = self._new("build", None, group=group, similarity=similarity, progress=None, **fields)
+        self._write(rec)
+        tmp = pointer.with_name(f"{pointer.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(rec["id"], encoding="ascii")
+        os.replace(tmp, pointer)
+        return rec
+
 
 def _mtime(path: Path) -> float:
     try:
@@ -372,6 +403,8 @@ class Writer:
                 if landed is None
                 else functools.partial(self._outcome, rec, landed["result"], doc),
             )
+            if rec["kind"] == "build" and not rec.get("retry_of"):  # once: it may be the killer
+                self.tasks.build(rec["group"], rec["similarity"], retry=True, retry_of=rec["id"])
         return True
 
     def _finish(self, rec: dict[str, Any], work: Callable[[], dict[str, Any]] | None) -> None:
@@ -425,6 +458,8 @@ class Writer:
 
     def _apply(self, rec: dict[str, Any]) -> dict[str, Any]:
         doc = self._wdoc()
+        if rec["kind"] == "build":
+            return self._build(rec, doc)
         if rec["kind"] == "delete":
             n = doc.delete([rec["doc_id"]], tag=rec["id"])
             _crash_point("after_commit")
@@ -480,25 +515,57 @@ class Writer:
             )
         return texts, metas, warnings
 
+    def _build(self, rec: dict[str, Any], doc: Any) -> dict[str, Any]:
+        """A build task: embed the nodes of ``rec``'s group that have no vectors, and store
+        them (the progress goes into the task record about once a second)."""
+        tid, last = rec["id"], [0.0]
+
+        def progress(stage: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= 1.0 or done == total:
+                last[0] = now
+                self.tasks.update(tid, progress={"stage": stage, "done": done, "total": total})
+
+        doc.derived.progress = progress
+        try:
+            key = (rec["group"], rec["similarity"])
+            ret = self._retrievers.get(key)
+            if ret is None:
+                ret = self._retrievers[key] = Retriever(doc, *key, topk=1)
+            ret("index")
+        finally:
+            doc.derived.progress = None
+        self.engine.refresh_if_changed()
+        return {"warnings": []}
+
     def _rebuild(self, doc: Any) -> list[str]:
-        """Build the changed groups and the served indexes now, so readers load them."""
+        """Build the changed groups and the configured retrievers' indexes now, so readers
+        load them (vectors never built are left to their build task)."""
         warnings = []
         stored = doc.store.manifest["groups"] if doc.store is not None else {}
-        served = self.engine.served()
-        wanted = {g for g, _ in served}
+        configured = self.engine.configured()
+        wanted = {g for g, _ in configured}
         for name in doc.group_names[1:]:
             if name in stored or name in wanted:
                 try:
                     doc.group(name)
                 except ConfigError as exc:
                     warnings.append(f"group {name!r} was not updated: {exc}")
-        for group, sim in served:
+        for group, sim in configured:
             try:
+                if needs_vectors(sim) and (
+                    get_similarity(sim).kind == "sparse"  # in each reader's memory only
+                    or any(
+                        doc.derived.vectors_missing(doc.group(group), k) is None
+                        for k in embed_keys(doc, sim)
+                    )
+                ):
+                    continue
                 ret = self._retrievers.get((group, sim))
                 if ret is None:
                     ret = self._retrievers[(group, sim)] = Retriever(doc, group, sim, topk=1)
                 ret("index")  # builds (and stores) the index for the new nodes
-            except ConfigError as exc:
+            except FastragError as exc:
                 self._retrievers.pop((group, sim), None)
                 warnings.append(f"index of group {group!r} ({sim}) was not updated: {exc}")
         self.engine.refresh_if_changed()

@@ -86,6 +86,19 @@ def test_search_filter_group_no_hits_and_errors(store):
         assert unknown.is_error and "unknown node group 'nope'" in unknown.content[0].text
 
 
+def test_search_does_no_unbounded_work(store):
+    """The defects: a 200,000-character filter took 18.6 s to parse; naming a built-in group
+    the store lacks built it for the request (12 s, +98 MB). Both are refused at once now."""
+    with served(store, group="chunk") as server:
+        long = call(server, "search", {"query": Q, "filter": "a == 1 || " * 20_000 + "a == 1"})
+        assert long.is_error and "over the limit of 4096" in long.content[0].text
+        builtin = call(server, "search", {"query": Q, "group": "CoarseChunk"})
+        assert builtin.is_error and "group 'CoarseChunk' is not built" in builtin.content[0].text
+        plain = call(server, "search", {"query": Q, "group": "chunk", "topk": 1})
+        assert not plain.is_error and plain.structured_content["hits"]
+    assert not fr.Document(store=store, mode="r").is_built("CoarseChunk")
+
+
 def test_list_groups_and_document_resource(store, doc):
     Client = _in_process_client()
 

@@ -23,7 +23,14 @@ from fastrag.query.base import Query
 from fastrag.serve.guard import ApiError, ServeSettings, error_body
 from fastrag.serve.lifecycle import ready_engine
 from fastrag.serve.metrics import Metrics
-from fastrag.serve.parsing import check_filter, check_lengths, checked_retriever, parse_body
+from fastrag.serve.parsing import (
+    check_filter,
+    check_lengths,
+    checked_retriever,
+    not_ready,
+    parse_body,
+)
+from fastrag.serve.readiness import NotReady
 from fastrag.serve.schemas import UNSUPPORTED_CHAT_FIELDS, ChatCompletionRequest
 
 __all__ = ["router"]
@@ -52,6 +59,8 @@ async def chat(request: Request) -> Any:
         ret = await checked_retriever(eng, req.group, req.similarity)
     try:
         pipe = await eng.apipeline(req.group, req.llm_options(), req.similarity)
+    except NotReady as exc:
+        raise not_ready(exc, "similarity") from None
     except ConfigError as exc:
         raise ApiError(400, str(exc), param="group") from None
     cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"

@@ -3,6 +3,7 @@ page ``/`` and ``/static/{name}``."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -28,8 +29,9 @@ async def ready(request: Request) -> Any:
     return {
         "status": "ready",
         "group": engine.default_group,
-        "similarity": (engine.retriever().similarity if doc is not None else None),
+        "similarity": engine.similarity_for(engine.default_group) if doc is not None else None,
         "documents": len(doc.group("root")) if doc is not None else None,
+        "not_ready": await asyncio.to_thread(engine.not_ready),
         "batching": engine.batcher is not None,
         "chat": engine.can_chat,
         "startup_seconds": request.app.state.lifecycle.seconds,
