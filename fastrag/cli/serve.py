@@ -103,6 +103,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "this port can read and change the store",
             file=sys.stderr,
         )
+    if config.workers > 1 and config.chat_memory is None:
+        print(
+            f"note: --workers {config.workers} without --chat-memory: each worker keeps its own "
+            "conversations, so a session's turns may not see each other; pass --chat-memory "
+            "PATH (a SQLite file all workers share)",
+            file=sys.stderr,
+        )
     serve_config(config)
     return 0
 
