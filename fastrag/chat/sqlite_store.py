@@ -228,15 +228,19 @@ class SQLiteStore(MessageStore):
 
     def _check_owner(self, c: sqlite3.Connection) -> None:
         """Refuse a database fastrag did not make or cannot read (before writing anything)."""
-        app = c.execute("PRAGMA application_id").fetchone()[0]
-        if app != APPLICATION_ID and (
-            app != 0 or c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        ):
+        c.execute("BEGIN")  # one snapshot: another process may be creating the schema
+        try:
+            app = c.execute("PRAGMA application_id").fetchone()[0]
+            version = c.execute("PRAGMA user_version").fetchone()[0]
+            tables = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        finally:
+            if c.in_transaction:
+                c.execute("COMMIT")
+        if app != APPLICATION_ID and (app != 0 or tables):
             raise StoreError(
                 f"{self.location!r} is a SQLite database of another program, not a fastrag "
                 "chat memory; name another file"
             )
-        version = c.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"chat memory database {self.location!r} has schema version {version}, written "
@@ -253,22 +257,35 @@ class SQLiteStore(MessageStore):
         c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            self._check_owner(conn)
-            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-                raise StoreError(
-                    f"chat memory database {self.location!r} cannot use SQLite's write-ahead "
-                    "log (a file system without shared memory?); keep it on a local disk"
-                )
-            conn.execute("PRAGMA synchronous = FULL")  # a commit survives a power cut
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        # SQLite answers "database is locked" at once, without waiting, while another process
+        # turns a new file to write-ahead logging: try again until the timeout
+        deadline, pause = time.monotonic() + self.timeout, 0.005
+        while True:
+            conn = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+            try:
+                self._setup(conn)
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            except BaseException:
+                conn.close()
+                raise
+            time.sleep(pause)
+            pause = min(0.2, pause * 2)
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        self._check_owner(conn)
+        if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+            raise StoreError(
+                f"chat memory database {self.location!r} cannot use SQLite's write-ahead "
+                "log (a file system without shared memory?); keep it on a local disk"
+            )
+        conn.execute("PRAGMA synchronous = FULL")  # a commit survives a power cut
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:

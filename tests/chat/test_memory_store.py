@@ -121,6 +121,28 @@ def test_two_processes_lose_nothing(tmp_path):
     assert sorted(mem.sessions()) == ["own-A", "own-B", "shared"]
 
 
+def _open_and_add(path: str, tag: str) -> str | None:
+    try:
+        ChatMemory(path=path).add("s", "user", tag)
+    except Exception as exc:  # reported to the parent
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@pytest.mark.slow
+def test_many_processes_create_one_memory_at_once(tmp_path):
+    """Eight processes opening one new database at once, 30 times: none fails (SQLite answers
+    "locked" at once while another process turns the file to WAL; a reader could see the
+    schema half-made), and each keeps its message."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(8) as pool:
+        for r in range(30):
+            path = str(tmp_path / f"r{r}" / "chat.sqlite3")
+            assert pool.starmap(_open_and_add, [(path, str(i)) for i in range(8)]) == [None] * 8
+            assert sorted(c for _, c in ChatMemory(path=path).get("s")) == list("01234567")
+
+
 @pytest.mark.slow
 def test_four_processes_trim_one_window(tmp_path):
     """Trimming runs in the write: four processes adding 100 each through a 40-message window
