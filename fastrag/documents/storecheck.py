@@ -78,21 +78,26 @@ def json_object_ok(text: str) -> bool:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return False
-    if not isinstance(value, dict):
-        return False
+    return isinstance(value, dict) and not json_too_deep(value, text)
+
+
+def json_too_deep(value: Any, text: str) -> bool:
+    """Whether ``value``, parsed from the JSON ``text``, nests lists and objects deeper than
+    :data:`MAX_JSON_DEPTH` (iterative: no recursion, whatever the depth)."""
     if text.count("{") + text.count("[") <= MAX_JSON_DEPTH:
-        return True  # too few brackets to nest that deep
+        return False  # too few brackets to nest that deep
     todo = [(value, 1)]
     while todo:
         v, depth = todo.pop()
         if depth > MAX_JSON_DEPTH:
-            return False
-        todo += [
-            (x, depth + 1)
-            for x in (v.values() if isinstance(v, dict) else v)
-            if isinstance(x, (dict, list))
-        ]
-    return True
+            return True
+        if isinstance(v, (dict, list)):
+            todo += [
+                (x, depth + 1)
+                for x in (v.values() if isinstance(v, dict) else v)
+                if isinstance(x, (dict, list))
+            ]
+    return False
 
 
 # -- the manifest -------------------------------------------------------------------------------

@@ -75,6 +75,16 @@ class ServeProcess:
             self.stop()
             raise
 
+    def wait_all_workers(self, timeout: float = 120.0) -> None:
+        """With ``--workers N``: wait until /ready answers 200 twenty times in a row (fresh
+        connections land on any worker, so every worker is ready, not just one)."""
+        deadline, streak = time.monotonic() + timeout, 0
+        while streak < 20 and time.monotonic() < deadline:
+            ok = httpx.get(self.url + "/ready", headers=self.headers()).status_code == 200
+            streak = streak + 1 if ok else 0
+            time.sleep(0.02 if ok else 0.2)
+        assert streak == 20, self.text()[-2000:]
+
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 

@@ -25,7 +25,7 @@ from fastrag.documents.decoding import (
 )
 from fastrag.documents.inflate import InflateBudget, check_zip, pypdf_budget
 from fastrag.documents.readers.report import _REGISTERED, ReaderFn, logger
-from fastrag.documents.storecheck import MAX_JSON_DEPTH
+from fastrag.documents.storecheck import MAX_JSON_DEPTH, json_too_deep
 from fastrag.documents.xmltext import XML_READERS
 from fastrag.errors import MissingExtraError, ReaderError
 
@@ -166,23 +166,6 @@ def _clean_json(data: Any, text: str, path: Path) -> Any:
     return data
 
 
-def _too_deep(data: Any, text: str) -> bool:
-    """Whether parsed JSON ``data`` (of ``text``) nests deeper than :data:`MAX_JSON_DEPTH`."""
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
-        return False  # too few brackets to nest that deep
-    todo = [(data, 1)]
-    while todo:
-        v, depth = todo.pop()
-        if depth > MAX_JSON_DEPTH:
-            return True
-        todo += [
-            (x, depth + 1)
-            for x in (v.values() if isinstance(v, dict) else v)
-            if isinstance(x, (dict, list))
-        ]
-    return False
-
-
 def _deep_error(path: Path, where: str) -> ReaderError:
     return ReaderError(
         f"{path}: {where or 'the file'} nests JSON more than {MAX_JSON_DEPTH} levels deep, "
@@ -199,7 +182,7 @@ def _load_json(text: str, path: Path, where: str = "") -> Any:
         data = json.loads(text)
     except RecursionError:  # nested deeper than the parser recurses: far past the limit
         raise _deep_error(path, where) from None
-    if isinstance(data, (list, dict)) and _too_deep(data, text):
+    if isinstance(data, (list, dict)) and json_too_deep(data, text):
         raise _deep_error(path, where)
     return data
 
