@@ -126,7 +126,7 @@ def error_detail(body: bytes) -> str:
     text = body.decode("utf-8", "replace")
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
         obj = None
     if isinstance(obj, dict):
         err = obj.get("error", obj.get("detail", obj.get("message")))

@@ -63,6 +63,11 @@ def _read_queries(path: Path) -> list[str]:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
             raise UsageError(f"--queries {path}: line {i} is not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise UsageError(
+                f"--queries {path}: line {i} nests JSON too deeply to read; write one query "
+                'per line ("text" or {"query": "text"})'
+            ) from None
         q = (
             rec
             if isinstance(rec, str)

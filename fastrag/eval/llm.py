@@ -83,6 +83,8 @@ _NECESSARY_KEYS = ("question", "answer", "context_retrieved")
 def _loads(s: str) -> Any:
     try:
         return json.loads(s)
+    except RecursionError:
+        raise ValueError("the JSON nests too deeply to read") from None
     except json.JSONDecodeError:
         fixed = re.sub(r",\s*([}\]])", r"\1", s)
         return json.loads(fixed)

@@ -42,11 +42,18 @@ def read_questions(path: str | os.PathLike) -> list[Question]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         records: list[Any] = list(csv.DictReader(text.splitlines()))
-    elif suffix == ".jsonl":
-        records = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
     else:
-        data = json.loads(text)
-        records = data if isinstance(data, list) else data.get("questions", [])
+        try:
+            if suffix == ".jsonl":
+                records = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+            else:
+                data = json.loads(text)
+                records = data if isinstance(data, list) else data.get("questions", [])
+        except RecursionError:
+            raise ReaderError(
+                f"{path}: nests JSON arrays/objects too deeply to read; a question file holds "
+                "flat records ({'question': ..., 'answers': [...]})"
+            ) from None
     out: list[Question] = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):

@@ -129,6 +129,8 @@ def _loads_lenient(s: str) -> Any:
         return json.loads(s)
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise ValueError("the JSON nests too deeply to read") from None
     # Trailing commas and Python literals, the two most common near-JSON slips.
     fixed = re.sub(r",\s*([}\]])", r"\1", s)
     fixed = re.sub(r"\bTrue\b", "true", re.sub(r"\bFalse\b", "false", fixed))

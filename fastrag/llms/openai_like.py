@@ -334,7 +334,7 @@ class OpenAILike(BaseLLM, PooledClient):
     def _decode_json(self, content: bytes, prompt: str) -> Any:
         try:
             return json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to read
             head = content[:120].decode("utf-8", "replace")
             raise LLMError(
                 f"the server answered HTTP 200 with malformed JSON (body starts {head!r}); "
@@ -371,7 +371,7 @@ class OpenAILike(BaseLLM, PooledClient):
                 return
             try:
                 event = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise LLMError(
                     f"malformed JSON in the event stream: {data[:120]!r}",
                     request=self._request_info(prompt),

@@ -169,7 +169,7 @@ class OpenAIRerank(PooledClient):
     def _parse(content: bytes, n: int, where: str) -> np.ndarray:
         try:
             data = json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to read
             head = content[:120].decode("utf-8", "replace")
             raise RerankServiceError(
                 f"the rerank server answered HTTP 200 with malformed JSON (body starts {head!r}); "

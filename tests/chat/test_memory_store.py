@@ -276,6 +276,7 @@ def test_redis_memory_keeps_the_same_semantics(redis_url):
     assert mem.sessions() == [] and "***" not in repr(mem)
 
 
+@pytest.mark.slow  # the SQLite twin runs in README's test command; this one in CI's full pass
 def test_redis_two_processes_lose_nothing(redis_url):
     _writers(
         redis_url,
