@@ -74,8 +74,9 @@ def _error(resp: httpx.Response, status: int) -> str:
     return resp.json()["error"]["message"]
 
 
-def test_unbuilt_data_is_a_409_at_once_and_bm25_answers(store, tmp_path):
-    c = Client(create_app(str(store), tasks_dir=tmp_path / "tasks"))
+def test_unbuilt_data_is_a_409_at_once_and_bm25_answers(store, tmp_path, openai_server):
+    llm = fr.OpenAILike(model="test-model", base_url=openai_server.url, max_retries=0)
+    c = Client(create_app(str(store), llm=llm, tasks_dir=tmp_path / "tasks"))
     try:
         engine = c.app.state.engine
         q = {"queries": [_first_text(store)[:30]]}
@@ -87,6 +88,12 @@ def test_unbuilt_data_is_a_409_at_once_and_bm25_answers(store, tmp_path):
         assert "--similarity block=hybrid" in message and "fr.Retriever(" in message
         assert hybrid.json()["error"]["type"] == "not_ready"
         assert elapsed < 5  # was 272 s: nothing is embedded (asserted below)
+        chat = c.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "主教"}], "similarity": "hybrid"},
+        )
+        assert "--similarity block=hybrid" in _error(chat, 409)
+        assert openai_server.requests == []  # refused before any LLM call
         sparse = c.post("/v1/retrieve", json={**q, "similarity": "sparse"})
         assert "needs embeddings" in _error(sparse, 400)
         builtin = c.post("/v1/retrieve", json={**q, "group": "CoarseChunk"})
