@@ -61,7 +61,10 @@ def chat_memory(tree: Path, env: dict) -> None:
         for p in procs:  # both imported, then released together
             p.stdout.readline()
         for p in procs:
-            p.communicate("go\n")
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        for p in procs:
+            p.communicate()
         own, shared = subprocess.run(
             [sys.executable, "-c", COUNT, where],
             env=env,
