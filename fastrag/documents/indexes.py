@@ -9,11 +9,13 @@ derived file is dropped and rebuilt with a :class:`~fastrag.errors.StoreWarning`
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import threading
 import warnings
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,6 +56,12 @@ def params_key(*parts: Any) -> str:
     ).hexdigest()
 
 
+# who hears of embedding progress in this context (see DerivedData.reporting)
+_PROGRESS: contextvars.ContextVar[Callable[[str, int, int], Any] | None] = contextvars.ContextVar(
+    "fastrag_embed_progress", default=None
+)
+
+
 def vectors_key(group: str, key: str) -> str:
     return json.dumps([group, key])
 
@@ -67,9 +75,6 @@ class DerivedData:
         self._cache: dict[Hashable, tuple[str, Any]] = {}
         self.builds: dict[str, int] = {}  # artifact kind -> builds in this process
         self._bad_dirs: set[str] = set()  # stored index folders found damaged
-        #: called as ``progress(what, done, total)`` while texts are embedded (e.g. by a
-        #: server's build task, to show how far it is); None: no calls
-        self.progress: Callable[[str, int, int], Any] | None = None
         self._missing: dict[tuple[str, str], tuple[Any, int | None]] = {}
 
     def _cached(self, key: tuple, fingerprint: str, build: Callable[[Any], Any]) -> Any:
@@ -138,6 +143,18 @@ class DerivedData:
             if name not in g.table.column_names:  # copy-on-write: readers see old or new
                 g.table = g.table.append_column(name, col)
         return index
+
+    @staticmethod
+    @contextlib.contextmanager
+    def reporting(progress: Callable[[str, int, int], Any]) -> Iterator[None]:
+        """Within the block, embedding in this thread (context) calls ``progress(what, done,
+        total)`` after each batch (e.g. a server's build task showing how far it is); other
+        threads embedding meanwhile report nothing."""
+        token = _PROGRESS.set(progress)
+        try:
+            yield
+        finally:
+            _PROGRESS.reset(token)
 
     def vectors_missing(self, g: NodeGroup, key: str = "default") -> int | None:
         """How many nodes of group ``g`` have no vector for ``key`` in memory or in the store:
@@ -324,8 +341,9 @@ class DerivedData:
                 vecs = emb.embed(batch) if hasattr(emb, "embed") else emb(batch)
                 parts.append(check_vectors(vecs, len(batch), ids[i : i + bs], key, emb))
                 bar.update(len(batch))
-                if self.progress is not None:
-                    self.progress(f"embed {key}", i + len(batch), len(texts))
+                report = _PROGRESS.get()
+                if report is not None:
+                    report(f"embed {key}", i + len(batch), len(texts))
         dims = {p.shape[1] for p in parts}
         if len(dims) > 1:
             raise EmbeddingError(

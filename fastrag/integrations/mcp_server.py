@@ -42,7 +42,8 @@ from fastrag.documents.store import MANIFEST
 from fastrag.errors import ConfigError, FastragError, missing_extra
 from fastrag.llms.openai_like import OpenAILike
 from fastrag.serve.config import LOOPBACK_HOSTS, ServeConfig
-from fastrag.serve.engine import ServeEngine, check_filter_text
+from fastrag.serve.engine import ServeEngine
+from fastrag.serve.readiness import check_filter_text
 
 __all__ = ["BearerAuth", "add_arguments", "build_server", "cmd_mcp", "main", "run_mcp"]
 

@@ -32,7 +32,6 @@ from fastrag._checks import check_int
 from fastrag.chat import ChatMemory, MessageWindowChatMemory
 from fastrag.documents.document import Document
 from fastrag.errors import ConfigError
-from fastrag.indexes.filters import parse_filter
 from fastrag.llms.base import BaseLLM, Completion
 from fastrag.pipeline import RAGPipeline
 from fastrag.query.retrieve import RetrieverAdapter
@@ -41,18 +40,19 @@ from fastrag.retrieval.retriever import HIT_COLUMNS, Retriever
 from fastrag.retrieval.similarity import get_similarity
 from fastrag.schema import NodeWithScore
 from fastrag.serve.batching import MicroBatcher
-from fastrag.serve.config import MAX_FILTER_CHARS, ServeConfig
+from fastrag.serve.config import ServeConfig
 from fastrag.serve.metrics import Metrics
 from fastrag.serve.readiness import (
     Builds,
     NotReady,
     check_group_built,
     needs_vectors,
+    not_ready_error,
     why_not_ready,
 )
 from fastrag.synth.factory import get_response_synthesizer
 
-__all__ = ["BatchedRetriever", "OptionsLLM", "ServeEngine", "check_filter_text"]
+__all__ = ["BatchedRetriever", "OptionsLLM", "ServeEngine"]
 
 
 class OptionsLLM(BaseLLM):
@@ -289,7 +289,6 @@ class ServeEngine:
         ret = cache.get(key)
         if ret is not None and not needs_vectors(sim):
             return ret
-        get_similarity(sim)  # an unknown name: a ConfigError naming the known ones
         self.check_ready(name, sim)
         if ret is not None:
             return ret
@@ -314,39 +313,12 @@ class ServeEngine:
         """Raise :class:`~fastrag.serve.readiness.NotReady` (saying what to run) unless
         ``similarity`` can answer from ``group`` without building anything."""
         self.refresh_if_changed()
-        check_group_built(self.doc, group, [g for g, _ in self.configured()])
+        configured = self.configured()
+        check_group_built(self.doc, group, [g for g, _ in configured])
         why = why_not_ready(self.doc, group, similarity)
-        if why is None:
-            return
-        if (group, similarity) not in self.configured():
-            raise NotReady(
-                f"similarity {similarity!r} cannot answer from group {group!r} now: {why}. A "
-                f"request never builds them (that embeds the whole group); start the server "
-                f"with `--similarity {group}={similarity}` (create_app(similarity="
-                f"{{{group!r}: {similarity!r}}})) to have them built once in the background, "
-                f"or build and store them in Python: fr.Retriever(fr.Document(store=STORE), "
-                f"{group!r}, {similarity!r})('warm-up')"
-            )
-        task_id, status, error, progress = self._build(group, similarity)
-        task = f"task {task_id}, " if task_id else ""
-        if status == "failed":
-            raise NotReady(
-                f"similarity {similarity!r} cannot answer from group {group!r}: {why}, and "
-                f"building them failed ({task}{error}); fix that and restart the server to try "
-                "again",
-                task_id=task_id,
-            )
-        done = ""
-        if progress:
-            done = f", {progress['done']:,} of {progress['total']:,} texts embedded"
-        where = f"; GET /v1/tasks/{task_id} shows progress" if task_id else ""
-        raise NotReady(
-            f"similarity {similarity!r} cannot answer from group {group!r} yet: {why}; they "
-            f"are being built in the background ({task}{status}{done}){where}. Try again "
-            "later; BM25 similarities answer meanwhile",
-            task_id=task_id,
-            building=True,
-        )
+        if why is not None:
+            build = self._build(group, similarity) if (group, similarity) in configured else None
+            raise not_ready_error(group, similarity, why, build)
 
     def _build(self, group: str, sim: str, retry: bool = False) -> tuple:
         """Start (or find) the background build of a configured similarity's data: ``(task
@@ -354,18 +326,11 @@ class ServeEngine:
         if self.build_task is not None and get_similarity(sim).kind != "sparse":
             rec = self.build_task(group, sim, retry)
             return rec["id"], rec["status"], rec.get("error"), rec.get("progress")
-        version = self.doc.group(group).fingerprint
 
         def build() -> None:
             Retriever(self.doc, group, sim, topk=1, num_threads=self.search_threads)("warm-up")
 
-        fut = self.builds.submit((group, sim), version, build)  # once per group version
-        if not fut.done():
-            return None, "running in this process", None, None
-        exc = fut.exception()
-        if exc is None:
-            return None, "finishing", None, None
-        return None, "failed", f"{type(exc).__name__}: {exc}", None
+        return self.builds.state((group, sim), self.doc.group(group).fingerprint, build)
 
     async def aretriever(self, group: str | None = None, similarity: str | None = None) -> Any:
         name = group if group is not None else self.default_group
@@ -573,25 +538,6 @@ class ServeEngine:
     @property
     def can_chat(self) -> bool:
         return self.user_pipeline is not None or self.llm is not None
-
-
-def check_filter_text(text: Any) -> str | None:
-    """A request's filter expression, checked: at most :data:`MAX_FILTER_CHARS` characters
-    (a longer one costs seconds to parse) and valid; a ConfigError saying what is wrong."""
-    if text is None:
-        return None
-    if not isinstance(text, str):
-        raise ConfigError(f"filter must be a string expression, got {type(text).__name__}")
-    if len(text) > MAX_FILTER_CHARS:
-        raise ConfigError(
-            f"filter has {len(text):,} characters, over the limit of {MAX_FILTER_CHARS}; "
-            "shorten it (e.g. 'file_type == 'md' && language in ['en', 'de']')"
-        )
-    try:
-        parse_filter(text)
-    except ConfigError as exc:
-        raise ConfigError(f"filter: {exc}") from None
-    return text
 
 
 def parse_similarity(similarity: Any) -> tuple[str, dict[str, str]]:

@@ -16,9 +16,8 @@ from fastapi import Request
 from pydantic import ValidationError
 
 from fastrag.errors import ConfigError
-from fastrag.serve.engine import check_filter_text
 from fastrag.serve.guard import ApiError, validation_error
-from fastrag.serve.readiness import NotReady
+from fastrag.serve.readiness import NotReady, check_filter_text
 
 __all__ = [
     "MAX_JSON_DEPTH",

@@ -8,6 +8,8 @@ unbounded work (embedding a whole group, building a group for the first time).
   in memory or in the store, or all but :data:`MAX_REQUEST_EMBED` of them (nodes an upload just
   added, embedded in the request). Otherwise the request fails at once with :class:`NotReady`
   (HTTP 409), which says what to run.
+* A **filter** is at most :data:`~fastrag.serve.config.MAX_FILTER_CHARS` characters
+  (:func:`check_filter_text`).
 * The similarities a server is **configured** with (``--similarity GROUP=NAME``) are built in
   the background: by the server's single writer as a task with progress (``GET
   /v1/tasks/ID``; the vectors are stored, so every worker and every restart uses them), or, for
@@ -24,15 +26,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from fastrag.errors import ConfigError
+from fastrag.indexes.filters import parse_filter
 from fastrag.retrieval.similarity import get_similarity
+from fastrag.serve.config import MAX_FILTER_CHARS
 
 __all__ = [
     "MAX_REQUEST_EMBED",
     "Builds",
     "NotReady",
+    "check_filter_text",
     "check_group_built",
     "embed_keys",
     "needs_vectors",
+    "not_ready_error",
     "why_not_ready",
 ]
 
@@ -109,6 +115,56 @@ def why_not_ready(doc: Any, group: str, similarity: str) -> str | None:
     return None
 
 
+def not_ready_error(group: str, similarity: str, why: str, build: tuple | None) -> NotReady:
+    """The error of a request for ``similarity`` over ``group`` that is not ready (``why``).
+    ``build``: None when the server is not configured with that pair, else its background
+    build as ``(task id or None, status, error, progress)``."""
+    what = f"similarity {similarity!r} cannot answer from group {group!r}"
+    if build is None:
+        return NotReady(
+            f"{what} now: {why}. A request never builds them (that embeds the whole group); "
+            f"start the server with `--similarity {group}={similarity}` (create_app("
+            f"similarity={{{group!r}: {similarity!r}}})) to have them built once in the "
+            f"background, or build and store them in Python: fr.Retriever(fr.Document("
+            f"store=STORE), {group!r}, {similarity!r})('warm-up')"
+        )
+    task_id, status, error, progress = build
+    task = f"task {task_id}, " if task_id else ""
+    if status == "failed":
+        return NotReady(
+            f"{what}: {why}, and building them failed ({task}{error}); fix that and restart "
+            "the server to try again",
+            task_id=task_id,
+        )
+    done = f", {progress['done']:,} of {progress['total']:,} texts embedded" if progress else ""
+    where = f"; GET /v1/tasks/{task_id} shows progress" if task_id else ""
+    return NotReady(
+        f"{what} yet: {why}; they are being built in the background ({task}{status}{done})"
+        f"{where}. Try again later; BM25 similarities answer meanwhile",
+        task_id=task_id,
+        building=True,
+    )
+
+
+def check_filter_text(text: Any) -> str | None:
+    """A request's filter expression, checked: at most :data:`MAX_FILTER_CHARS` characters
+    (a longer one costs seconds to parse) and valid; a ConfigError saying what is wrong."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ConfigError(f"filter must be a string expression, got {type(text).__name__}")
+    if len(text) > MAX_FILTER_CHARS:
+        raise ConfigError(
+            f"filter has {len(text):,} characters, over the limit of {MAX_FILTER_CHARS}; "
+            "shorten it, e.g. file_type == 'md' && language in ['en', 'de']"
+        )
+    try:
+        parse_filter(text)
+    except ConfigError as exc:
+        raise ConfigError(f"filter: {exc}") from None
+    return text
+
+
 class Builds:
     """Builds run by one background thread of this process, one per key and version: a key
     asked again while its build runs (or after it failed, for the same version) gets the same
@@ -130,6 +186,17 @@ class Builds:
             fut = self._pool.submit(build)
             self._jobs[key] = (version, fut)
             return fut
+
+    def state(self, key: Hashable, version: Any, build: Callable[[], Any]) -> tuple:
+        """The build of ``key`` at ``version`` (started when there is none) as
+        ``(None, status, error, None)``, the shape :func:`not_ready_error` takes."""
+        fut = self.submit(key, version, build)
+        if not fut.done():
+            return None, "running in this process", None, None
+        exc = fut.exception()
+        if exc is None:
+            return None, "finishing", None, None
+        return None, "failed", f"{type(exc).__name__}: {exc}", None
 
     def close(self) -> None:
         with self._lock:

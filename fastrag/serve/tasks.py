@@ -526,17 +526,18 @@ class Writer:
                 last[0] = now
                 self.tasks.update(tid, progress={"stage": stage, "done": done, "total": total})
 
-        doc.derived.progress = progress
-        try:
-            key = (rec["group"], rec["similarity"])
-            ret = self._retrievers.get(key)
-            if ret is None:
-                ret = self._retrievers[key] = Retriever(doc, *key, topk=1)
-            ret("index")
-        finally:
-            doc.derived.progress = None
+        with doc.derived.reporting(progress):
+            self._index(doc, rec["group"], rec["similarity"])
         self.engine.refresh_if_changed()
         return {"warnings": []}
+
+    def _index(self, doc: Any, group: str, sim: str) -> None:
+        """Build (and store) the index of ``group`` for ``sim`` for its new nodes, with a
+        retriever kept across tasks."""
+        ret = self._retrievers.get((group, sim))
+        if ret is None:
+            ret = self._retrievers[(group, sim)] = Retriever(doc, group, sim, topk=1)
+        ret("index")
 
     def _rebuild(self, doc: Any) -> list[str]:
         """Build the changed groups and the configured retrievers' indexes now, so readers
@@ -561,10 +562,7 @@ class Writer:
                     )
                 ):
                     continue
-                ret = self._retrievers.get((group, sim))
-                if ret is None:
-                    ret = self._retrievers[(group, sim)] = Retriever(doc, group, sim, topk=1)
-                ret("index")  # builds (and stores) the index for the new nodes
+                self._index(doc, group, sim)
             except FastragError as exc:
                 self._retrievers.pop((group, sim), None)
                 warnings.append(f"index of group {group!r} ({sim}) was not updated: {exc}")
