@@ -30,7 +30,7 @@ import fastrag
 import fastrag._kernels as kernels
 from fastrag._checks import check_int
 from fastrag._coldstart import BUSY_EXIT, ENV, cache_dir, mark_ready, marker, use_kernels
-from fastrag._kernels import dense_quant, store_check, vnni
+from fastrag._kernels import dense_quant, store_check
 from fastrag._kernels.topk import topk_rows
 from fastrag.analysis import encode_queries
 from fastrag.datasets import load_cmrc2018_dev
@@ -38,8 +38,9 @@ from fastrag.errors import ConfigError
 from fastrag.eval.loaders import squad_questions
 from fastrag.eval.metrics import context_recall, context_relevance
 from fastrag.indexes.bm25 import RANK_MIN_DOCS, BM25Index
-from fastrag.indexes.flat import FlatIndex, Int8Corpus
+from fastrag.indexes.flat import FlatIndex
 from fastrag.indexes.hnsw import HNSWIndex, check_index_file
+from fastrag.indexes.int8 import Int8Corpus, int8_format
 from fastrag.indexes.sparse import SparseIndex
 
 _EN = (
@@ -114,7 +115,7 @@ def _bm25_rank() -> None:
 
 def _dense(log: Callable[[str], None]) -> None:
     rng = np.random.default_rng(0)
-    int8 = vnni.available()
+    int8 = int8_format() is not None
     for n, dim in ((2_000, 64), (8_192, 256)):  # serial and parallel paths
         for first in [False, True] if int8 else [False]:  # float32 only, int8 first pass
             idx = FlatIndex(dim, bf16=False, int8=first)
@@ -130,14 +131,11 @@ def _dense(log: Callable[[str], None]) -> None:
                 idx.search(q, 10, cutoff=0.0)
     if int8:  # the parallel conversion runs only on large corpora
         corpus = Int8Corpus(8)
-        corpus.update(np.ones((64, 8), np.float32))
+        rows = np.ones((64, 8), np.float32)
+        corpus.update(rows)
+        arrays = corpus.arrays
         dense_quant.to_int8(
-            np.ones((64, 8), np.float32),
-            0,
-            corpus.packed,
-            corpus.scales,
-            corpus.weights,
-            corpus.weights2,
+            rows, 0, *arrays[:4], arrays.center, arrays.sigma, (1.0, 1, corpus.fmt.lanes, 0.0)
         )
     log("  exact dense search" + (" (float32 and int8 first pass)" if int8 else ""))
     for n_q in (2, 64):  # a custom similarity's score matrix, serial and parallel top-k

@@ -324,7 +324,7 @@ def hnsw_results(labels, distances, cutoff, out_rows, out_scores, counts):
 
 
 @njit(cache=True, inline="always")
-def _fixed_dot2(q, x, y):
+def fixed_dot2(q, x, y):
     """``(q . x, q . y)`` each in one fixed order: float64 products summed in 8 lanes by
     dimension mod 8, the lanes pairwise, the tail, then rounded to float32."""
     dim = q.shape[0]
@@ -373,12 +373,12 @@ def exact_final_scores(vectors, queries, out_rows, out_scores, counts, cutoff):
         q = queries[i]
         t = 0
         while t + 1 < c:  # two rows at a time: two streams of cache misses in flight
-            out_scores[i, t], out_scores[i, t + 1] = _fixed_dot2(
+            out_scores[i, t], out_scores[i, t + 1] = fixed_dot2(
                 q, vectors[out_rows[i, t]], vectors[out_rows[i, t + 1]]
             )
             t += 2
         if t < c:
-            out_scores[i, t] = _fixed_dot2(q, vectors[out_rows[i, t]], q)[0]
+            out_scores[i, t] = fixed_dot2(q, vectors[out_rows[i, t]], q)[0]
         for t in range(1, c):  # insertion sort: the order was nearly right already
             s = out_scores[i, t]
             r = out_rows[i, t]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -29,7 +30,8 @@ from fastrag._checks import readonly
 from fastrag._kernels import dense as _dense
 from fastrag._kernels import dense_quant as _quant
 from fastrag.indexes.dense_base import SearchResult
-from fastrag.indexes.quantized import Bf16Corpus, Bf16Scorer, Int8Corpus, Int8Scorer
+from fastrag.indexes.int8 import Int8Corpus, Int8Scorer
+from fastrag.indexes.quantized import Bf16Corpus, Bf16Scorer
 
 # Block sizes of the sgemm path: 1,024 queries x 1,024 corpus rows (a 4 MiB float32 score
 # block, merged while it is still in cache). Measured on one thread at dim 768 (sgemm + merge,
@@ -52,11 +54,13 @@ GATHER_FRACTION = 0.25
 # First pass (bf16 or int8): largest k; candidate buffer per query and worker (at least 16 k);
 # queries per pass over the corpus (bounds the buffers' memory).
 BF16_MAX_K = 256
-BF16_CANDIDATES = 1024
-BF16_SUPER_BATCH = 4096
+BF16_CANDIDATES = 4096
+BF16_SUPER_BATCH = 1024
 
 _EMPTY_ROWS = readonly(np.zeros(0, np.int64))
 _EMPTY_MASK = readonly(np.zeros(0, np.bool_))
+_NO_E = np.zeros(2, np.float64)
+_NO_THR = np.zeros(1, np.float32)
 
 
 def _new_heaps(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -253,12 +257,9 @@ def _approx_search(
     n_workers = min(n_threads, n_chunks)
     if n_q * n * dim < BLOCKED_PARALLEL_MIN_MACS:
         n_workers = 1
-    weights = (
-        (approx.weights, approx.weights2)
-        if isinstance(approx, Int8Corpus)
-        else (approx.norms, approx.norms)
-    )
+    weights = scorer.weights if isinstance(scorer, Int8Scorer) else (approx.norms, approx.norms)
     args = (scorer, weights, n_q, k, mask, cap, n, n_chunks)
+    t0 = time.perf_counter()
     with scorer.running():
         if n_workers <= 1:
             parts = [_approx_worker(*args, iter(range(n_chunks)))]
@@ -288,6 +289,8 @@ def _approx_search(
     if over.any():
         redo = np.flatnonzero(over)
         heap_s[redo], heap_r[redo] = _blocked(vectors, queries[redo], k, mask, None, n_threads)
+    if isinstance(approx, Int8Corpus):
+        approx.record(time.perf_counter() - t0, sum(p[6] for p in parts), len(parts))
     return heap_s, heap_r
 
 
@@ -302,16 +305,20 @@ def _approx_worker(
     n_chunks: int,
     chunk_ids: Iterator[int],
 ) -> tuple[np.ndarray, ...]:
-    """Heaps of lower ends and candidates of all queries over the chunks this worker takes."""
+    """Heaps of lower ends and candidates of all queries over the chunks this worker takes,
+    and the seconds it spent in the scorer."""
     heap_s, heap_r = _new_heaps((n_q, k))
     cand_s = np.empty((n_q, cap), np.float32)
     cand_r = np.empty((n_q, cap), np.int64)
     n_cand = np.zeros(n_q, np.int64)
     over = np.zeros(n_q, np.bool_)
     state = scorer.worker()
+    e_all = getattr(scorer, "e_all", _NO_E)
+    thr_out = getattr(scorer, "thr", _NO_THR)
     qb = min(scorer.query_block, n_q)
     use_mask = mask is not None
     mask_arg = mask if use_mask else _EMPTY_MASK
+    kernel_s = 0.0
     for c in chunk_ids:
         if c >= n_chunks:
             break
@@ -319,7 +326,10 @@ def _approx_worker(
         m = min(CORPUS_CHUNK, n - c0)
         for q0 in range(0, n_q, qb):
             nb = min(qb, n_q - q0)
+            t0 = time.perf_counter()
             block = scorer.score(state, c0, m, q0, nb)
+            kernel_s += time.perf_counter() - t0
+            flags, win = scorer.tiles(state, nb)
             _quant.merge_block_bf16(
                 block,
                 m,
@@ -338,5 +348,9 @@ def _approx_worker(
                 cand_r,
                 n_cand,
                 over,
+                flags,
+                win,
+                e_all,
+                thr_out,
             )
-    return heap_s, heap_r, cand_s, cand_r, over, n_cand
+    return heap_s, heap_r, cand_s, cand_r, over, n_cand, kernel_s

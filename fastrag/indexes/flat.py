@@ -8,7 +8,6 @@ fastrag.indexes.dense_base.
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
@@ -27,19 +26,18 @@ from fastrag.indexes.dense_base import (
     prepare_vectors,
 )
 from fastrag.indexes.exact import BF16_CANDIDATES, CORPUS_CHUNK, exact_search
+from fastrag.indexes.int8 import Int8Corpus, int8_probe
 from fastrag.indexes.quantized import (
     Bf16Corpus,
-    Int8Corpus,
     bf16_error_bound,
     bf16_probe,
     check_bf16,
     check_int8,
     first_pass,
-    int8_probe,
 )
 
 # FlatIndex; the others are re-exported for callers of this path (bench/, docs/dense.md,
-# fastrag.indexes.sparse): their homes are exact, quantized, dense_base and fastrag._blas.
+# fastrag.indexes.sparse): their homes are exact, int8, quantized, dense_base and fastrag._blas.
 __all__ = [
     "BF16_CANDIDATES",
     "CORPUS_CHUNK",
@@ -182,16 +180,11 @@ class FlatIndex(DenseIndex):
             return None
         with self._approx_lock:
             copy = self._updated_copy(kind)
-            if kind == "int8" and self.int8 == "auto":  # is the int8 bound narrow enough?
-                spread = copy.residual * math.sqrt(self.dim)
-                if (
-                    spread > quantized.INT8_BF16_ABOVE
-                    and self.bf16 == "auto"
-                    and quantized.bf16_fast()
-                ):
+            if kind == "int8" and self.int8 == "auto" and not copy.pays():
+                # measured on this corpus: too many rows to rescore for the pass to pay
+                if self.bf16 == "auto" and quantized.bf16_fast():
                     return self._updated_copy("bf16")
-                if spread > quantized.INT8_FLOAT32_ABOVE:
-                    return None
+                return None
             return copy
 
     def _updated_copy(self, kind: str) -> Bf16Corpus | Int8Corpus:

@@ -9,8 +9,8 @@ inputs and of the output, float32 accumulation in both passes) puts each row's e
 an interval around its approximate one; the k-th largest lower end is at most the exact k-th
 best score, so only rows whose upper end reaches it can belong to the exact top-k. Only those
 are scored exactly in float32 (fastrag.indexes.exact): results equal the float32 search's.
-int8 (CPUs with AVX512-VNNI) works the same way with per-row scaled int8 codes and the bound
-of :func:`int8_error_coef`.
+The int8 pass (fastrag.indexes.int8: AVX512-VNNI or AVX2) works the same way with centred,
+scaled int8 codes.
 """
 
 from __future__ import annotations
@@ -18,26 +18,19 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from typing import Any
 
 import numpy as np
 
 from fastrag._blas import cpu_flags, single_threaded_blas, torch_single_thread
 from fastrag._kernels import dense_quant as _quant
-from fastrag._kernels import vnni
 from fastrag.errors import ConfigError, missing_extra
 from fastrag.indexes.dense_base import PARALLEL_MIN_ELEMENTS
+from fastrag.indexes.int8 import best_of_3, int8_format, int8_probe
 
+_NO_FLAGS = np.zeros((1, 1), np.uint8)
 # Unit roundoff of one bf16 rounding.
 BF16_U = 2.0**-8
-# int8 first pass, "auto": the corpus's median relative quantisation error ||x - s c|| / ||x||
-# times sqrt(dim) predicts how many candidates the int8 bound lets through (scores of unit
-# vectors spread ~1/sqrt(dim)). Above the first limit the bf16 pass is faster where it pays,
-# above the second float32 alone beats int8 (docs/dense.md; measured on Gaussian rows with 8
-# dims scaled 1-4x: 0.14-0.27 at dim 384, 0.21-0.41 at 768).
-INT8_BF16_ABOVE = 0.29
-INT8_FLOAT32_ABOVE = 0.36
 
 
 # ------------------------------------------------------------------- bf16: does it pay here?
@@ -103,8 +96,8 @@ def _timed_probe(torch: Any) -> dict[str, Any]:
     x = rng.standard_normal((8192, 384), dtype=np.float32)
     qb, xb = torch.from_numpy(q).to(torch.bfloat16), torch.from_numpy(x).to(torch.bfloat16)
     with single_threaded_blas(), torch_single_thread(torch):
-        bf16_s = _best_of_3(lambda: torch.matmul(qb, xb.T))
-        f32_s = _best_of_3(lambda: q @ x.T)
+        bf16_s = best_of_3(lambda: torch.matmul(qb, xb.T))
+        f32_s = best_of_3(lambda: q @ x.T)
     fast = bf16_s < 0.8 * f32_s
     return {
         "fast": fast,
@@ -113,17 +106,6 @@ def _timed_probe(torch: Any) -> dict[str, Any]:
         "bf16_s": bf16_s,
         "float32_s": f32_s,
     }
-
-
-def _best_of_3(fn: Any) -> float:
-    """Seconds of the fastest of three calls of ``fn``, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def check_bf16(bf16: Any) -> bool | str:
@@ -135,64 +117,14 @@ def check_bf16(bf16: Any) -> bool | str:
     return bf16
 
 
-# ------------------------------------------------------------------- int8: does it pay here?
-_INT8_STATE: dict[str, Any] = {}
-_INT8_LOCK = threading.Lock()
-
-
-def int8_probe() -> dict[str, Any]:
-    """Whether the int8 first pass pays on this machine (decided once per process): ``fast``,
-    ``reason`` and, when a probe ran, the seconds of each product.
-
-    No without AVX512-VNNI; with it a short timed probe (~20 ms): the int8 kernel against
-    numpy's float32 sgemm on a batch-sized problem, both on one thread; yes when int8 takes
-    under half the float32 time. ``FASTRAG_INT8=0|1`` overrides.
-    """
-    with _INT8_LOCK:
-        if "probe" not in _INT8_STATE:
-            _INT8_STATE["probe"] = _decide_int8()
-        return _INT8_STATE["probe"]
-
-
-def _decide_int8() -> dict[str, Any]:
-    forced = os.environ.get("FASTRAG_INT8")
-    if not vnni.available():
-        return {"fast": False, "reason": "no AVX512-VNNI"}
-    if forced in ("0", "1"):
-        return {"fast": forced == "1", "reason": f"FASTRAG_INT8={forced}"}
-    rng = np.random.default_rng(0)
-    q = rng.standard_normal((258, 384), dtype=np.float32)
-    x = rng.standard_normal((8192, 384), dtype=np.float32)
-    corpus = Int8Corpus(384)
-    corpus.update(x)
-    scorer = Int8Scorer(corpus, q, 1024, 1024)
-    out = np.empty((scorer.codes.shape[0], 1024), np.uint16)  # whatever the search's blocks
-
-    def int8() -> None:
-        for c0 in range(0, 8192, 1024):
-            scorer.score(out, c0, 1024, 0, q.shape[0])
-
-    with single_threaded_blas():
-        int8_s = _best_of_3(int8)
-        f32_s = _best_of_3(lambda: q @ x.T)
-    return {
-        "fast": int8_s < 0.5 * f32_s,
-        "reason": f"AVX512-VNNI probe, one thread each: "
-        f"int8 {int8_s * 1e3:.2f} ms vs float32 {f32_s * 1e3:.2f} ms",
-        "int8_s": int8_s,
-        "float32_s": f32_s,
-    }
-
-
 def check_int8(int8: Any) -> bool | str:
-    """``int8`` (``"auto"``, True or False); True needs AVX512-VNNI."""
+    """``int8`` (``"auto"``, True or False); True needs AVX2 or AVX512-VNNI."""
     if not (isinstance(int8, bool) or (isinstance(int8, str) and int8 == "auto")):
         raise ConfigError(f"int8={int8!r} must be 'auto', True or False")
-    if int8 is True and not vnni.available():
+    if int8 is True and int8_format() is None:
         raise ConfigError(
-            "int8=True needs a CPU with AVX512-VNNI (Intel Ice Lake or later, "
-            "AMD Zen 4 or later); use int8='auto' to fall back to bf16 or "
-            "float32 elsewhere"
+            "int8=True needs a CPU with AVX2 or AVX512-VNNI; use int8='auto' to fall back "
+            "to bf16 or float32 elsewhere"
         )
     return int8
 
@@ -277,65 +209,6 @@ def bf16_error_bound(queries: np.ndarray) -> tuple[np.ndarray, float]:
     return scale * q_norm, 2 * BF16_U / (1 - 2 * BF16_U)
 
 
-class Int8Corpus:
-    """int8 codes of the first ``n`` stored rows, packed for the VNNI kernel, with their scales
-    and error weights (``_kernels.dense_quant.to_int8``)."""
-
-    def __init__(self, dim: int) -> None:
-        self.dim = dim
-        self.dp = -(-dim // 4) * 4
-        self._tile = vnni.NR
-        self.packed = np.full((0, self.dp // 4, 16, 4), 128, np.uint8)
-        self.scales = np.zeros(0, np.float32)
-        self.weights = np.zeros(0, np.float32)
-        self.weights2 = np.zeros(0, np.float32)
-        self.n = 0
-        self.residual = 0.0
-
-    def update(self, vectors: np.ndarray) -> None:
-        """Convert the rows of ``vectors`` not converted yet (vectors only ever grow)."""
-        n = vectors.shape[0]
-        if n > self.packed.shape[0] * 16:
-            cap = max(n, 2 * self.packed.shape[0] * 16)
-            cap = -(-cap // self._tile) * self._tile  # the kernel reads whole tiles of rows
-            packed = np.full((cap // 16,) + self.packed.shape[1:], 128, np.uint8)
-            packed[: self.packed.shape[0]] = self.packed
-            self.packed = packed
-            for name in ("scales", "weights", "weights2"):
-                grown = np.zeros(cap, np.float32)  # rows past n: scale 0, so they score 0
-                grown[: self.n] = getattr(self, name)[: self.n]
-                setattr(self, name, grown)
-        if n > self.n:
-            new = vectors[self.n : n]
-            convert = _quant.to_int8_serial if new.size < PARALLEL_MIN_ELEMENTS else _quant.to_int8
-            convert(new, self.n, self.packed, self.scales, self.weights, self.weights2)
-            self.n = n
-            self.residual = self.median_residual()
-
-    def median_residual(self, sample: int = 65_536) -> float:
-        """Median over (up to ``sample`` evenly spread) rows of ``||x - s c|| / ||x||``."""
-        step = max(1, self.n // sample)
-        w = self.weights[: self.n : step].astype(np.float64)
-        w2 = self.weights2[: self.n : step].astype(np.float64)
-        norm = w2 - w  # ||x|| (1 - 2 d 2**-24), near enough for a median
-        ok = norm > 0
-        return float(np.median(w[ok] / norm[ok])) if ok.any() else 0.0
-
-
-def int8_error_coef(q_norms: np.ndarray, q_errors: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``(coef, coef2)``: the exact score of query ``i`` and a row with error weights ``w``,
-    ``w2`` (``_kernels.dense_quant.to_int8``) lies within
-    ``coef[i] * w + coef2[i] * w2 + rel * |a|`` of its int8-pass score ``a`` (``rel`` as for
-    bf16: the bf16 rounding of ``a``, doubled).
-
-    With ``q = q' + dq`` and ``x = x' + dx`` (``q'``, ``x'`` the scaled codes, whose dot
-    product the kernel computes exactly in integers), ``q.x - q'.x' = q.dx + dq.x'``, so
-    ``|q.x - q'.x'| <= ||q|| ||dx|| + ||dq|| (||x|| + ||dx||)``; ``w`` also holds the float32
-    rescoring's accumulation error. Both times 1.01.
-    """
-    return q_norms * 1.01, q_errors * 1.01
-
-
 # ---------------------------------------------------------------------------------- scorers
 class Bf16Scorer:
     """First-pass scores of a query batch from torch's bf16 matmul (oneDNN), in blocks of at
@@ -363,71 +236,11 @@ class Bf16Scorer:
         out = self.torch.empty((qb * self.chunk,), dtype=self.torch.bfloat16)
         return out, out.view(self.torch.int16).numpy().view(np.uint16)
 
+    def tiles(self, state: Any, nb: int) -> tuple[np.ndarray, int]:
+        """No tile flags: the merge reads every score."""
+        return _NO_FLAGS, 0
+
     def score(self, state: Any, c0: int, m: int, q0: int, nb: int) -> np.ndarray:
         out, out_bits = state
         self.torch.mm(self.qt[q0 : q0 + nb], self.xt[c0 : c0 + m].T, out=out[: nb * m].view(nb, m))
         return out_bits[: nb * m].reshape(nb, m)
-
-
-class Int8Scorer:
-    """First-pass scores of a query batch from the AVX512-VNNI int8 kernel, in blocks of at
-    most ``query_block`` queries (rounded down to whole tiles) x ``chunk`` rows."""
-
-    def __init__(
-        self, approx: Int8Corpus, queries: np.ndarray, query_block: int, chunk: int
-    ) -> None:
-        self.fn = vnni.scores_bf16()
-        # the arrays as of now: a concurrent add may replace them (rows below n never change)
-        self.packed, self.row_scales = approx.packed, approx.scales
-        self.dp = approx.dp
-        self.mr = vnni.MR
-        self.tile = vnni.NR
-        n_q, dim = queries.shape
-        n_pad = -(-n_q // self.mr) * self.mr
-        self.codes = np.zeros((n_pad, approx.dp), np.int8)
-        self.offsets = np.zeros(n_pad, np.int32)
-        self.scales = np.zeros(n_pad, np.float32)
-        self.q_norms = np.empty(n_q, np.float64)
-        self.q_errors = np.empty(n_q, np.float64)
-        _quant.quantize_queries(
-            queries, self.codes, self.offsets, self.scales, self.q_norms, self.q_errors
-        )
-        self.coef, self.coef2 = int8_error_coef(self.q_norms, self.q_errors)
-        self.rel = 2 * BF16_U / (1 - 2 * BF16_U)
-        self.query_block = query_block // self.mr * self.mr
-        self.chunk = chunk
-
-    def running(self) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext()
-
-    def worker(self) -> Any:
-        qb = min(self.query_block, self.codes.shape[0])
-        return np.empty((qb, self.chunk), np.uint16)
-
-    def score(self, out: np.ndarray, c0: int, m: int, q0: int, nb: int) -> np.ndarray:
-        nb_pad = -(-nb // self.mr) * self.mr
-        m_pad = -(-m // self.tile) * self.tile
-        # the kernel does not check bounds: a wrong call would corrupt memory, so refuse it
-        if (
-            nb_pad > out.shape[0]
-            or m_pad > out.shape[1]
-            or c0 % 16
-            or q0 + nb_pad > self.codes.shape[0]
-            or c0 + m_pad > self.row_scales.shape[0]
-        ):
-            raise RuntimeError(
-                f"int8 block out of range: rows {c0}+{m}, queries {q0}+{nb}, buffer {out.shape}"
-            )
-        self.fn(
-            self.codes[q0].ctypes.data,
-            self.offsets[q0:].ctypes.data,
-            self.scales[q0:].ctypes.data,
-            self.packed[c0 // 16].ctypes.data,
-            self.row_scales[c0:].ctypes.data,
-            out.ctypes.data,
-            nb_pad,
-            m_pad,
-            self.dp,
-            out.shape[1],
-        )
-        return out[:nb]

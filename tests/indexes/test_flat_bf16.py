@@ -1,9 +1,10 @@
 """The first passes of FlatIndex (bf16 and int8): same results as the float32 search, error
 bounds hold.
 
-The bf16 pass runs on torch (extra ``[amx]``), the int8 pass on CPUs with AVX512-VNNI: tests
-that run a pass take the ``torch`` or ``first_pass`` fixture and skip where it cannot run; the
-argument checks, the choice between passes and the fallbacks run everywhere.
+The bf16 pass runs on torch (extra ``[amx]``), the int8 pass on CPUs with AVX2 or AVX512-VNNI:
+tests that run a pass take the ``torch`` or ``first_pass`` fixture and skip where it cannot run;
+the argument checks, the choice between passes and the fallbacks run everywhere. The int8
+pass's own kernels, bound and choice are in test_flat_int8.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from reference import dense_topk_reference
 
 from fastrag.errors import ConfigError, MissingExtraError
 from fastrag.indexes import exact as dense_exact
-from fastrag.indexes import quantized
+from fastrag.indexes import int8, quantized
 from fastrag.indexes.flat import FlatIndex
 
 NEEDS_TORCH = "needs torch: pip install torch (CPU build) or the [amx] extra"
@@ -29,21 +30,19 @@ def torch():
     return pytest.importorskip("torch", reason=NEEDS_TORCH)
 
 
-NEEDS_VNNI = "the int8 pass needs a CPU with AVX512-VNNI"
+NEEDS_INT8 = "the int8 pass needs a CPU with AVX2 or AVX512-VNNI"
 PLAIN = {"bf16": False, "int8": False}  # float32 only
 
 
 @pytest.fixture(params=["bf16", "int8"])
 def first_pass(request):
     """``(kind, FlatIndex keyword arguments)`` forcing one first pass; skips where that pass
-    cannot run (bf16 without torch, int8 without AVX512-VNNI)."""
+    cannot run (bf16 without torch, int8 without AVX2)."""
     if request.param == "bf16":
         pytest.importorskip("torch", reason=NEEDS_TORCH)
         return "bf16", {"bf16": True, "int8": False}
-    from fastrag._kernels import vnni
-
-    if not vnni.available():
-        pytest.skip(NEEDS_VNNI)
+    if int8.int8_format() is None:
+        pytest.skip(NEEDS_INT8)
     return "int8", {"bf16": False, "int8": True}
 
 
@@ -65,7 +64,7 @@ def calls(monkeypatch):
     approx_search, blocked = dense_exact._approx_search, dense_exact._blocked
 
     def spy_approx(vectors, approx, *args, **kwargs):
-        seen["int8" if isinstance(approx, quantized.Int8Corpus) else "bf16"] += 1
+        seen["int8" if isinstance(approx, int8.Int8Corpus) else "bf16"] += 1
         return approx_search(vectors, approx, *args, **kwargs)
 
     def spy_blocked(vectors, queries, *args, **kwargs):
@@ -274,126 +273,6 @@ def test_error_bound_holds_when_rounding_errors_add_up(torch):
     assert (gap / bound).max() > 0.25  # the test does push the errors towards the bound
 
 
-def _int8_pass(x: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, quantized.Int8Corpus, object]:
-    """What the int8 kernel returns for ``q`` against ``x`` (as float64), the corpus and the
-    scorer (one call per chunk of rows)."""
-    corpus = quantized.Int8Corpus(x.shape[1])
-    corpus.update(x)
-    scorer = quantized.Int8Scorer(corpus, q, dense_exact.QUERY_BLOCK, dense_exact.CORPUS_CHUNK)
-    out = scorer.worker()
-    approx = np.empty((q.shape[0], x.shape[0]))
-    for c0 in range(0, x.shape[0], dense_exact.CORPUS_CHUNK):
-        m = min(dense_exact.CORPUS_CHUNK, x.shape[0] - c0)
-        bits = scorer.score(out, c0, m, 0, q.shape[0])[:, :m]
-        approx[:, c0 : c0 + m] = (bits.astype(np.uint32) << 16).view(np.float32)
-    return approx, corpus, scorer
-
-
-@pytest.mark.parametrize("dim", [100, 384])
-def test_int8_error_bound_holds_when_quantisation_errors_add_up(dim):
-    """Every entry sits just below a rounding midpoint of its int8 code (the row's largest
-    entry fixes the scale at exactly 127 steps), so all quantisation errors of a row have one
-    sign, and so have those of each query: the errors of the products add up instead of
-    cancelling. The bound must still hold for what the kernel returns; the integer dot
-    products must be exact."""
-    from fastrag._kernels import vnni
-
-    if not vnni.available():
-        pytest.skip(NEEDS_VNNI)
-    rng = np.random.default_rng(11)
-    step = 2.0**-7
-
-    def adversarial(n: int) -> np.ndarray:
-        v = step * (rng.integers(40, 120, (n, dim)) + 0.499)
-        v[:, 0] = 127 * step  # the largest entry: scale = step exactly
-        return v.astype(np.float32)
-
-    x = adversarial(3000)
-    x[::2] *= -1.0
-    q = adversarial(40)
-    approx, corpus, scorer = _int8_pass(x, q)
-    x64, q64 = x.astype(np.float64), q.astype(np.float64)
-    exact = q64 @ x64.T
-    codes = np.round(x64 / step)  # the quantiser's codes, recomputed here
-    q_codes = np.round(q64 / step)
-    np.testing.assert_array_equal(corpus.scales[:3000], np.float32(step))
-    integer = q_codes @ codes.T * step * step  # exact in float64: integers times 2**-14
-    np.testing.assert_allclose(approx, integer, rtol=2.0**-8, atol=0)  # bf16 rounding only
-    bound = (
-        scorer.coef[:, None] * corpus.weights[None, :3000]
-        + scorer.coef2[:, None] * corpus.weights2[None, :3000]
-        + scorer.rel * np.abs(approx)
-    )
-    gap = np.abs(approx - exact)
-    assert (gap <= bound).all()
-    assert (gap / bound).max() > 0.5  # the test does push the errors towards the bound
-    err = np.linalg.norm(x64 - codes * step, axis=1)
-    assert (corpus.weights2[:3000] >= np.linalg.norm(x64, axis=1) + err).all()  # rounded up
-    np.testing.assert_allclose(
-        scorer.q_errors, np.linalg.norm(q64 - q_codes * step, axis=1), rtol=1e-12
-    )
-
-
-def test_int8_codes_of_zero_and_padded_rows_score_zero():
-    """A zero row (scale 0) and the rows past ``n`` that fill the kernel's last tile of 64
-    score exactly 0; dimensions that are not a multiple of 4 are padded with code 0."""
-    from fastrag._kernels import vnni
-
-    if not vnni.available():
-        pytest.skip(NEEDS_VNNI)
-    rng = np.random.default_rng(12)
-    x = rng.standard_normal((70, 10)).astype(np.float32)  # 70 rows: a tile and 6 of the next
-    x[5] = 0.0
-    q = rng.standard_normal((7, 10)).astype(np.float32)  # 7 queries: padded to 12
-    approx, corpus, _ = _int8_pass(x, q)
-    assert (approx[:, 5] == 0).all() and corpus.packed.shape[0] * 16 == 128
-    assert (corpus.scales[70:] == 0).all()
-    exact = q.astype(np.float64) @ x.T.astype(np.float64)
-    assert np.abs(approx - exact).max() < 0.1 * np.abs(exact).max()
-    # the kernel checks no bounds: the caller refuses
-    scorer = quantized.Int8Scorer(corpus, q, dense_exact.QUERY_BLOCK, dense_exact.CORPUS_CHUNK)
-    for out, c0, m in [
-        (np.empty((6, 128), np.uint16), 0, 70),  # 7 queries need 12 rows
-        (np.empty((12, 64), np.uint16), 0, 70),  # 70 rows need 128 columns
-        (np.empty((12, 128), np.uint16), 8, 60),
-    ]:  # not a group of 16
-        with pytest.raises(RuntimeError, match="int8 block out of range"):
-            scorer.score(out, c0, m, 0, 7)
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-def test_int8_searches_from_many_threads_at_once(threads, monkeypatch):
-    """Eight threads search one index at once, on a kernel not compiled yet in this process
-    and an index without its int8 copy: one thread compiles and converts, every result equals
-    the float32 search's."""
-    import concurrent.futures
-
-    from fastrag._kernels import vnni
-
-    if not vnni.available():
-        pytest.skip(NEEDS_VNNI)
-    monkeypatch.setattr(vnni, "_STATE", {})
-    compiled = []
-    compile_kernel = vnni._compile
-
-    def spy_compile():
-        compiled.append(1)
-        return compile_kernel()
-
-    monkeypatch.setattr(vnni, "_compile", spy_compile)
-    rng = np.random.default_rng(13)
-    x = rng.standard_normal((20_000, 64)).astype(np.float32)
-    qs = [rng.standard_normal((50, 64)).astype(np.float32) for _ in range(8)]
-    plain = FlatIndex.from_vectors(x, **PLAIN)
-    want = [plain.search(q, 10) for q in qs]
-    index = FlatIndex.from_vectors(x, bf16=False, int8=True)
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(lambda q: index.search(q, 10, num_threads=threads), qs))
-    for g, w in zip(got, want, strict=True):
-        assert_same(g, w)
-    assert index._approx["int8"].n == 20_000 and compiled == [1]
-
-
 def test_incremental_add_updates_the_approximate_copy(first_pass, small_blocks):
     kind, opts = first_pass
     rng = np.random.default_rng(5)
@@ -488,63 +367,10 @@ def test_auto_decides_by_amx_then_avx512_bf16_probe_then_no(monkeypatch):
     assert quantized.bf16_probe() == {"fast": False, "reason": "FASTRAG_BF16=0"}
 
 
-def test_auto_int8_gives_way_on_corpora_with_dominant_dims(calls, monkeypatch):
-    """The corpus check: median relative quantisation error times sqrt(dim) ("spread") above
-    INT8_BF16_ABOVE takes the bf16 pass where that pays, above INT8_FLOAT32_ABOVE float32 where
-    it does not; a Gaussian corpus keeps int8 either way (two of 256 dims scaled 10x and 20x
-    make the others). Results equal the float32 search's throughout."""
-    from fastrag._kernels import vnni
-
-    if not vnni.available():
-        pytest.skip(NEEDS_VNNI)
-    rng = np.random.default_rng(14)
-    base = rng.standard_normal((3000, 256)).astype(np.float32)
-    q = rng.standard_normal((40, 256)).astype(np.float32)
-    monkeypatch.setattr(quantized, "first_pass", lambda bf16, int8: "int8")  # as on a VNNI CPU
-    torch_here = importlib.util.find_spec("torch") is not None
-    cases = [  # (dims scaled by, spread range, bf16 pays, pass wanted)
-        (1.0, (0.0, quantized.INT8_BF16_ABOVE), True, "int8"),
-        (10.0, (quantized.INT8_BF16_ABOVE, quantized.INT8_FLOAT32_ABOVE), False, "int8"),
-        (10.0, (quantized.INT8_BF16_ABOVE, quantized.INT8_FLOAT32_ABOVE), True, "bf16"),
-        (20.0, (quantized.INT8_FLOAT32_ABOVE, 1.0), False, None),
-        (20.0, (quantized.INT8_FLOAT32_ABOVE, 1.0), True, "bf16"),
-    ]
-    for scale, (lo, hi), bf16_pays, want in cases:
-        if want == "bf16" and not torch_here:
-            continue  # the bf16 pass itself needs torch
-        x = base.copy()
-        x[:, :2] *= scale
-        qs = q.copy()
-        qs[:, :2] *= scale
-        monkeypatch.setattr(quantized, "bf16_fast", lambda pays=bf16_pays: pays)
-        index = FlatIndex.from_vectors(x)
-        calls.update({"int8": 0, "bf16": 0})
-        calls["blocked"].clear()
-        got = index.search(qs, 10)
-        spread = index._approx["int8"].residual * 16
-        assert lo < spread <= hi, (scale, spread)
-        seen = {kind for kind in ("int8", "bf16") if calls[kind]}
-        assert seen == ({want} if want else set()), (scale, bf16_pays, calls)
-        assert calls["blocked"] == ([] if want else [40])
-        assert_same(got, FlatIndex.from_vectors(x, **PLAIN).search(qs, 10))
-
-
 @pytest.mark.parametrize("bad", ["yes", 1, None, 0.5])
 def test_bad_int8_argument(bad):
     with pytest.raises(ConfigError, match="int8=.* must be 'auto', True or False"):
         FlatIndex(8, int8=bad)
-
-
-def test_int8_true_without_vnni_and_both_forced_are_refused(monkeypatch):
-    from fastrag._kernels import vnni
-
-    monkeypatch.setattr(vnni, "available", lambda: False)
-    with pytest.raises(ConfigError, match="int8=True needs a CPU with AVX512-VNNI"):
-        FlatIndex(8, int8=True)
-    assert FlatIndex(8).int8 == "auto"  # auto just falls back
-    monkeypatch.setattr(vnni, "available", lambda: True)
-    with pytest.raises(ConfigError, match="choose one first pass"):
-        FlatIndex(8, bf16=True, int8=True)
 
 
 def test_first_pass_prefers_amx_then_int8_then_bf16(monkeypatch):
@@ -588,28 +414,6 @@ def test_choosing_int8_without_amx_flags_never_imports_torch(monkeypatch):
     monkeypatch.setattr(quantized, "cpu_flags", lambda: set())  # unknown: ask the probe
     with pytest.raises(AssertionError, match="bf16 probe ran"):
         quantized.first_pass("auto", "auto")
-
-
-def test_int8_probe_without_vnni_with_override_and_timed(monkeypatch):
-    from fastrag._kernels import vnni
-
-    monkeypatch.setattr(quantized, "_INT8_STATE", {})
-    monkeypatch.setattr(vnni, "available", lambda: False)
-    monkeypatch.setenv("FASTRAG_INT8", "1")  # no override without the instructions
-    assert quantized.int8_probe() == {"fast": False, "reason": "no AVX512-VNNI"}
-    monkeypatch.undo()
-    if not vnni.available():
-        pytest.skip(NEEDS_VNNI)
-    monkeypatch.setattr(quantized, "_INT8_STATE", {})
-    monkeypatch.setenv("FASTRAG_INT8", "0")
-    assert quantized.int8_probe() == {"fast": False, "reason": "FASTRAG_INT8=0"}
-    monkeypatch.setattr(quantized, "_INT8_STATE", {})
-    monkeypatch.delenv("FASTRAG_INT8")
-    monkeypatch.setattr(dense_exact, "QUERY_BLOCK", 16)  # the probe keeps its own block sizes
-    monkeypatch.setattr(dense_exact, "CORPUS_CHUNK", 64)
-    got = quantized.int8_probe()
-    assert got["int8_s"] > 0 and got["float32_s"] > 0
-    assert got["fast"] == (got["int8_s"] < 0.5 * got["float32_s"])
 
 
 def test_the_timed_probe_measures_both_matmuls(torch, monkeypatch):

@@ -1,0 +1,225 @@
+"""int8 first-pass scores on AVX2 (``VPMADDUBSW`` + ``VPMADDWD``): a GEMM micro-kernel in LLVM
+IR, the AVX2 twin of :mod:`vnni` for CPUs without AVX512-VNNI (AMD Zen 1-3, Intel Haswell to
+Comet Lake).
+
+``VPMADDUBSW`` multiplies 32 unsigned by 32 signed bytes and adds adjacent pairs into 16
+*saturating* int16 lanes, so the codes are narrower than VNNI's: rows take codes in
+``[-XMAX, XMAX]`` stored unsigned (``c + XMAX``), queries ``[-QMAX, QMAX]``, and
+``STEPS * 2 * (2 XMAX) * QMAX <= 32767`` keeps every int16 sum exact over ``STEPS`` steps of 4
+dimensions before ``VPMADDWD`` widens them into int32 accumulators. Compiled once per process
+by llvmlite (numba's code generator; numba cannot emit these from Python), called through
+ctypes, which releases the GIL.
+
+``scores_bf16(q8, kq, sq, xp, sx, out, nb, mp, dp, ldc, thr, flags, ldf)`` writes, for query
+``i < nb`` and row ``j < mp``, the bfloat16 bits (round to nearest even) of
+
+    a[i, j] = float32(C[i, j] - kq[i]) * (sq[i] * sx[j]),   C[i, j] = sum_t q8[i, t] * xu[j, t]
+
+with ``q8`` the signed query codes (``nb x dp``, row-major), ``xu`` the rows' unsigned codes
+packed 8 rows at a time (``xp[j // 8, t // 4, j % 8, t % 4]``), ``kq[i] = XMAX * sum_t q8[i, t]``
+(so ``C - kq`` is the exact integer product of the signed codes), ``sq`` / ``sx`` the scales.
+and ``flags[i * ldf + j // NR]`` = 1 when a tile of ``NR`` rows holds a score (as bf16) at or
+above ``thr[i]``, else 0, so the merge reads only those tiles.
+``nb`` must be a multiple of ``MR``, ``mp`` of ``NR``, ``dp`` of ``DIM_STEP``. Tiles are ``MR``
+queries x ``NR`` rows (docs/dense.md has the measurements that chose them).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+MR = 4  # queries per tile
+NR = 16  # rows per tile (2 vectors of 8 int32 lanes)
+LANES = 8  # rows per packed group
+STEPS = 1  # int16 steps of 4 dimensions before widening
+XMAX = 127  # row codes in [-XMAX, XMAX], stored as c + XMAX in [0, 2 XMAX]
+QMAX = 64  # query codes in [-QMAX, QMAX]
+DIM_STEP = 4 * STEPS  # the packed dimension count is a multiple of this
+assert STEPS * 2 * (2 * XMAX) * QMAX <= 32767
+_G = NR // LANES
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {}
+
+
+def _splat(value: int, n: int = 8, kind: str = "i32") -> str:
+    return "<" + ", ".join([f"{kind} {value}"] * n) + ">"
+
+
+def _ir() -> str:
+    lines: list[str] = []
+    a = lines.append
+    v8i, v8f, v16s, v32b = "<8 x i32>", "<8 x float>", "<16 x i16>", "<32 x i8>"
+    a(f"declare {v16s} @llvm.x86.avx2.pmadd.ub.sw({v32b}, {v32b})")
+    a(f"declare {v8i} @llvm.x86.avx2.pmadd.wd({v16s}, {v16s})")
+    a(
+        "define void @scores_bf16(i8* %q, i32* %kq, float* %sq, i8* %xp, float* %sx, i16* %out,"
+        " i64 %nb, i64 %mp, i64 %dp, i64 %ldc, float* %thr, i8* %flags, i64 %ldf) {"
+    )
+    a("entry:")
+    a(f"  %ksteps = udiv i64 %dp, {DIM_STEP}")
+    a("  %grp = shl i64 %dp, 3")  # bytes per 8 packed rows
+    a("  br label %jl")
+    a("jl:")  # tiles of NR rows
+    a("  %j = phi i64 [0, %entry], [%jn, %jl_next]")
+    a("  %xbase = mul i64 %j, %dp")  # (j / 8) * 8 * dp
+    a("  br label %il")
+    a("il:")  # tiles of MR queries
+    a("  %i = phi i64 [0, %jl], [%in, %il_end]")
+    a("  %qbase = mul i64 %i, %dp")
+    a("  br label %kl")
+    a("kl:")  # STEPS x 4 dimensions per iteration
+    a("  %k = phi i64 [0, %il], [%kn, %kl]")
+    for r in range(MR):
+        for g in range(_G):
+            a(f"  %acc{r}_{g} = phi {v8i} [zeroinitializer, %il], [%nacc{r}_{g}, %kl]")
+    a(f"  %kx = mul i64 %k, {STEPS * 32}")
+    a(f"  %kd = mul i64 %k, {DIM_STEP}")
+    for s in range(STEPS):
+        for g in range(_G):
+            n = f"{s}_{g}"
+            a(f"  %xg{n} = mul i64 %grp, {g}")
+            a(f"  %xo{n} = add i64 %xbase, %xg{n}")
+            a(f"  %xk{n} = add i64 %xo{n}, %kx")
+            a(f"  %xa{n} = add i64 %xk{n}, {32 * s}")
+            a(f"  %xp{n} = getelementptr i8, i8* %xp, i64 %xa{n}")
+            a(f"  %xc{n} = bitcast i8* %xp{n} to {v32b}*")
+            a(f"  %xv{n} = load {v32b}, {v32b}* %xc{n}, align 1")
+    for r in range(MR):
+        a(f"  %qr{r} = mul i64 %dp, {r}")
+        a(f"  %qo{r} = add i64 %qbase, %qr{r}")
+        for s in range(STEPS):
+            n = f"{r}_{s}"
+            a(f"  %qk{n} = add i64 %qo{r}, %kd")
+            a(f"  %qa{n} = add i64 %qk{n}, {4 * s}")
+            a(f"  %qp{n} = getelementptr i8, i8* %q, i64 %qa{n}")
+            a(f"  %qc{n} = bitcast i8* %qp{n} to i32*")
+            a(f"  %qw{n} = load i32, i32* %qc{n}, align 1")
+            a(f"  %qi{n} = insertelement {v8i} undef, i32 %qw{n}, i32 0")
+            a(f"  %qb{n} = shufflevector {v8i} %qi{n}, {v8i} undef, {v8i} zeroinitializer")
+            a(f"  %qv{n} = bitcast {v8i} %qb{n} to {v32b}")
+        for g in range(_G):
+            for s in range(STEPS):
+                n = f"{r}_{g}_{s}"
+                a(
+                    f"  %p{n} = call {v16s} @llvm.x86.avx2.pmadd.ub.sw({v32b} %xv{s}_{g},"
+                    f" {v32b} %qv{r}_{s})"
+                )
+                prev = "zeroinitializer" if s == 0 else f"%t{r}_{g}_{s - 1}"
+                a(f"  %t{n} = add {v16s} {prev}, %p{n}")
+            a(
+                f"  %w{r}_{g} = call {v8i} @llvm.x86.avx2.pmadd.wd({v16s} %t{r}_{g}_{STEPS - 1},"
+                f" {v16s} {_splat(1, 16, 'i16')})"
+            )
+            a(f"  %nacc{r}_{g} = add {v8i} %acc{r}_{g}, %w{r}_{g}")
+    a("  %kn = add i64 %k, 1")
+    a("  %kc = icmp ult i64 %kn, %ksteps")
+    a("  br i1 %kc, label %kl, label %store")
+    a("store:")
+    for g in range(_G):
+        a(f"  %sj{g} = add i64 %j, {LANES * g}")
+        a(f"  %sp{g} = getelementptr float, float* %sx, i64 %sj{g}")
+        a(f"  %sc{g} = bitcast float* %sp{g} to {v8f}*")
+        a(f"  %sxv{g} = load {v8f}, {v8f}* %sc{g}, align 4")
+    for r in range(MR):
+        a(f"  %ri{r} = add i64 %i, {r}")
+        a(f"  %kp{r} = getelementptr i32, i32* %kq, i64 %ri{r}")
+        a(f"  %ks{r} = load i32, i32* %kp{r}, align 4")
+        a(f"  %kv{r}i = insertelement {v8i} undef, i32 %ks{r}, i32 0")
+        a(f"  %kv{r} = shufflevector {v8i} %kv{r}i, {v8i} undef, {v8i} zeroinitializer")
+        a(f"  %qsp{r} = getelementptr float, float* %sq, i64 %ri{r}")
+        a(f"  %qs{r} = load float, float* %qsp{r}, align 4")
+        a(f"  %qf{r}i = insertelement {v8f} undef, float %qs{r}, i32 0")
+        a(f"  %qf{r} = shufflevector {v8f} %qf{r}i, {v8f} undef, {v8i} zeroinitializer")
+        a(f"  %orow{r} = mul i64 %ri{r}, %ldc")
+        a(f"  %tp{r} = getelementptr float, float* %thr, i64 %ri{r}")
+        a(f"  %ts{r} = load float, float* %tp{r}, align 4")
+        a(f"  %tv{r}i = insertelement {v8f} undef, float %ts{r}, i32 0")
+        a(f"  %tv{r} = shufflevector {v8f} %tv{r}i, {v8f} undef, {v8i} zeroinitializer")
+        for g in range(_G):
+            n = f"{r}_{g}"
+            a(f"  %d{n} = sub {v8i} %nacc{n}, %kv{r}")
+            a(f"  %f{n} = sitofp {v8i} %d{n} to {v8f}")
+            a(f"  %s{n} = fmul {v8f} %qf{r}, %sxv{g}")
+            a(f"  %v{n} = fmul {v8f} %f{n}, %s{n}")
+            # round to nearest even bf16: add 0x7fff plus the lowest kept bit, keep the top half
+            a(f"  %b{n} = bitcast {v8f} %v{n} to {v8i}")
+            a(f"  %h{n} = lshr {v8i} %b{n}, " + _splat(16))
+            a(f"  %l{n} = and {v8i} %h{n}, " + _splat(1))
+            a(f"  %e{n} = add {v8i} %b{n}, " + _splat(0x7FFF))
+            a(f"  %e2{n} = add {v8i} %e{n}, %l{n}")
+            a(f"  %u{n} = lshr {v8i} %e2{n}, " + _splat(16))
+            a(f"  %o{n} = trunc {v8i} %u{n} to <8 x i16>")
+            a(f"  %oo{n} = add i64 %orow{r}, %sj{g}")
+            a(f"  %op{n} = getelementptr i16, i16* %out, i64 %oo{n}")
+            a(f"  %oc{n} = bitcast i16* %op{n} to <8 x i16>*")
+            a(f"  store <8 x i16> %o{n}, <8 x i16>* %oc{n}, align 2")
+            # does the tile hold a score at or above the query's threshold (as bf16)?
+            a(f"  %rb{n} = shl {v8i} %u{n}, " + _splat(16))
+            a(f"  %rf{n} = bitcast {v8i} %rb{n} to {v8f}")
+            a(f"  %c{n} = fcmp oge {v8f} %rf{n}, %tv{r}")
+            prev = "zeroinitializer" if g == 0 else f"%cc{r}_{g - 1}"
+            a(f"  %cc{n} = or <8 x i1> {prev}, %c{n}")
+        a(f"  %cm{r} = bitcast <8 x i1> %cc{r}_{_G - 1} to i8")
+        a(f"  %cn{r} = icmp ne i8 %cm{r}, 0")
+        a(f"  %cz{r} = zext i1 %cn{r} to i8")
+        a(f"  %fr{r} = mul i64 %ri{r}, %ldf")
+        a(f"  %ft{r} = udiv i64 %j, {NR}")
+        a(f"  %fo{r} = add i64 %fr{r}, %ft{r}")
+        a(f"  %fp{r} = getelementptr i8, i8* %flags, i64 %fo{r}")
+        a(f"  store i8 %cz{r}, i8* %fp{r}, align 1")
+    a("  br label %il_end")
+    a("il_end:")
+    a(f"  %in = add i64 %i, {MR}")
+    a("  %ic = icmp ult i64 %in, %nb")
+    a("  br i1 %ic, label %il, label %jl_next")
+    a("jl_next:")
+    a(f"  %jn = add i64 %j, {NR}")
+    a("  %jc = icmp ult i64 %jn, %mp")
+    a("  br i1 %jc, label %jl, label %done")
+    a("done:")
+    a("  ret void")
+    a("}")
+    return "\n".join(lines)
+
+
+def available() -> bool:
+    """Whether this CPU runs AVX2 (``VPMADDUBSW`` on 256-bit vectors)."""
+    import llvmlite.binding as llvm
+
+    try:
+        features = llvm.get_host_cpu_features()
+    except RuntimeError:  # hosts LLVM cannot describe
+        return False
+    return bool(features.get("avx2"))
+
+
+def scores_bf16() -> Any:
+    """The compiled kernel as a ctypes function (compiled on first call; AVX2 only)."""
+    with _LOCK:
+        if "fn" not in _STATE:
+            _STATE["fn"] = _compile()
+        return _STATE["fn"]
+
+
+def _compile() -> Any:
+    import llvmlite.binding as llvm
+
+    if not available():
+        raise RuntimeError("the AVX2 int8 kernel needs a CPU with AVX2")
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    tm = target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
+    )
+    mod = llvm.parse_assembly(_ir())
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    ptr = ctypes.c_void_p
+    i64 = ctypes.c_int64
+    proto = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr, ptr, i64)
+    _STATE["engine"] = engine  # owns the machine code: kept for the life of the process
+    return proto(engine.get_function_address("scores_bf16"))
