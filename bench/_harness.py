@@ -42,6 +42,23 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_class() -> str:
+    """The SIMD features that decide fastrag's kernels: ``AVX2``, ``AVX-512``, ``VNNI``,
+    ``BF16``, ``AMX`` (those present, from /proc/cpuinfo; ``?`` where it cannot be read)."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return "?"
+    names = [
+        ("avx2", "AVX2"),
+        ("avx512f", "AVX-512"),
+        ("avx512_vnni", "VNNI"),
+        ("avx512_bf16", "BF16"),
+        ("amx_bf16", "AMX"),
+    ]
+    return " / ".join(label for flag, label in names if flag in flags) or "no AVX2"
+
+
 def git_commit() -> str | None:
     """Current commit of the repository the benchmark runs from (None outside git)."""
     try:
@@ -64,6 +81,7 @@ def machine_info(extra_versions: Sequence[str] = ()) -> dict[str, Any]:
 
     info: dict[str, Any] = {
         "cpu": cpu_model(),
+        "cpu_class": cpu_class(),
         "cpu_count": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")

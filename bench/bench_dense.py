@@ -1,9 +1,11 @@
 """Exact dense top-10: fastrag ``FlatIndex`` vs numpy (matmul + argpartition) vs faiss
 ``IndexFlatIP``, batch queries/s and single-query latency against the memory-bandwidth bound.
 
-Data: seeded normalised float32 Gaussian vectors (generated in 100k-row chunks into
-``bench/.work/``, reused by later runs), 1,000 normalised queries. Exact search costs the same
-on any data of that shape.
+Data (``--data``, bench/_dense_data.py): ``iso`` seeded Gaussian unit rows; ``dominant``
+Gaussian rows with a common component and a few 4x dimensions; ``e5`` and ``minilm`` vectors of
+real text from the shipped embedding models, tiled to the size asked for. 1,000 queries. The
+float32 search costs the same on any data of one shape; a first pass does not (its candidates
+depend on how close the scores are), hence the real vectors.
 
 Each thread count runs in its own child process with ``NUMBA_NUM_THREADS``,
 ``OPENBLAS_NUM_THREADS`` and ``OMP_NUM_THREADS`` set before numpy loads (faiss also gets
@@ -42,38 +44,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import WORK_DIR, machine_info, markdown_table, median, write_results
+from _dense_data import SETS, dataset
+from _harness import machine_info, markdown_table, median, write_results
 
 K = 10
-GEN_CHUNK = 100_000
 NUMPY_SCORE_BUDGET = 2 * 2**30  # bytes of scores + argpartition indices per numpy batch
-
-
-# ------------------------------------------------------------------------------------ data
-def dataset(n: int, dim: int, n_queries: int, seed: int = 0) -> tuple[Path, Path]:
-    """Paths of seeded, normalised float32 corpus and queries (generated once, in chunks)."""
-    import numpy as np
-
-    WORK_DIR.mkdir(parents=True, exist_ok=True)
-    xp = WORK_DIR / f"dense_{n}x{dim}_s{seed}.npy"
-    qp = WORK_DIR / f"dense_q{n_queries}x{dim}_s{seed}.npy"
-    if not xp.exists():
-        tmp = xp.with_suffix(".tmp.npy")
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, dim))
-        for c, s0 in enumerate(range(0, n, GEN_CHUNK)):
-            rng = np.random.default_rng([seed, c])
-            block = rng.standard_normal((min(GEN_CHUNK, n - s0), dim), dtype=np.float32)
-            block /= np.linalg.norm(block, axis=1, keepdims=True)
-            out[s0 : s0 + block.shape[0]] = block
-        out.flush()
-        del out
-        os.replace(tmp, xp)
-    if not qp.exists():
-        rng = np.random.default_rng([seed, 10**6])
-        q = rng.standard_normal((n_queries, dim), dtype=np.float32)
-        q /= np.linalg.norm(q, axis=1, keepdims=True)
-        np.save(qp, q)
-    return xp, qp
 
 
 # ---------------------------------------------------------------------------------- peers
@@ -158,14 +133,14 @@ def blas_architectures() -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------- child
-def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
+def bench_size(data: str, n: int, dim: int, cfg: dict, stream_sum) -> dict:
     """All peers on one corpus size, in this process."""
     import faiss
     import numpy as np
 
     from fastrag.indexes.flat import FlatIndex, Int8Corpus
 
-    xp, qp = dataset(n, dim, cfg["n_queries"])
+    xp, qp = dataset(data, n, dim, cfg["n_queries"])
     x = np.load(xp)
     q = np.load(qp)
     t_build = time.perf_counter()
@@ -236,6 +211,7 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
         if p != "faiss"
     }
     row = {
+        "data": data,
         "n": n,
         "dim": dim,
         "n_queries": q.shape[0],
@@ -251,6 +227,7 @@ def bench_size(n: int, dim: int, cfg: dict, stream_sum) -> dict:
         "bound_ms": 1e3 * x.nbytes / bandwidth,
         "agree_at_10_vs_faiss": agree,
     }
+    row["int8_verdict"] = getattr(index._approx.get("int8"), "verdict", None)
     row["single_vs_bound"] = row["single_ms"]["fastrag"] / row["bound_ms"]
     row["fastrag_vs_faiss_batch"] = row["batch_qps"]["fastrag"] / row["batch_qps"]["faiss"]
     return row
@@ -282,11 +259,11 @@ def run_child(cfg: dict) -> dict:
         "int8_probe": int8_probe(),
         "sizes": [],
     }
-    for n, dim in cfg["sizes"]:
-        row = bench_size(n, dim, cfg, stream_sum)
+    for data, n, dim in cfg["sizes"]:
+        row = bench_size(data, n, dim, cfg, stream_sum)
         out["sizes"].append(row)
         print(
-            f"[{threads}t] {n}x{dim}: "
+            f"[{threads}t] {data} {n}x{dim}: "
             + ", ".join(
                 f"{p} {row['batch_qps'][p]:.0f} q/s"
                 + (f" {row['single_ms'][p]:.2f} ms" if p in row["single_ms"] else "")
@@ -408,9 +385,11 @@ def markdown(result: dict) -> str:
         "# Exact dense top-10: fastrag FlatIndex vs numpy vs faiss IndexFlatIP",
         "",
         (
-            f"Machine: {info['cpu']}, {info['usable_cores']} usable cores, load average at start "
+            f"Machine: {info['cpu']} ({info.get('cpu_class', '?')}), {info['usable_cores']} usable "
+            "cores, load average at start "
             f"{info['loadavg_at_start']}; numpy {info['numpy']}, numba {info.get('numba')}, "
-            f"faiss-cpu {info.get('faiss-cpu')}; commit {info['commit']}; {info['date']}."
+            f"faiss-cpu {info.get('faiss-cpu')}; commit {info['commit']}; {info['date']}; load "
+            f"average at end {result.get('loadavg_at_end', '-')}."
         ),
         (
             f"`OPENBLAS_CORETYPE={result['coretype'] or '(unset)'}` in the children ("
@@ -439,7 +418,7 @@ def markdown(result: dict) -> str:
             no = "n/a: BLAS kernels differ"
             rows.append(
                 [
-                    f"{r['n']:,} x {r['dim']}",
+                    f"{r.get('data', 'iso')} {r['n']:,} x {r['dim']}",
                     run["threads"],
                     r.get("first_pass") or "none",
                     r["batch_qps"]["fastrag"],
@@ -547,6 +526,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes for CI (< 20 s)")
     ap.add_argument("--sizes", default="100000x384,100000x768,1000000x384,1000000x768")
     ap.add_argument("--n-queries", type=int, default=1000)
+    ap.add_argument(
+        "--data",
+        default="iso",
+        help=f"vector sets, comma list of {', '.join(SETS)} (e5 and minilm: 384-d sizes only)",
+    )
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--single", type=int, default=30)
@@ -577,8 +561,10 @@ def main(argv: list[str] | None = None) -> None:
         args.sizes, args.n_queries, args.repeats, args.single = "20000x64", 200, 2, 10
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
     threads = [int(t) for t in args.threads.split(",")]
-    for n, dim in sizes:  # generate once, before the children time anything
-        dataset(n, dim, args.n_queries)
+    sizes = [(d, n, dim) for d in args.data.split(",") for n, dim in sizes]
+    sizes = [(d, n, dim) for d, n, dim in sizes if d not in ("e5", "minilm") or dim == 384]
+    for d, n, dim in sizes:  # generate once, before the children time anything
+        dataset(d, n, dim, args.n_queries)
     sgemm: dict[str, dict] = {}
     for _ in range(3):  # interleaved rounds, median: the machine's load drifts
         for ct in (None, "SkylakeX", "Haswell") if has_avx512() else (None,):
@@ -632,12 +618,46 @@ def main(argv: list[str] | None = None) -> None:
         "sgemm_coretype": sgemm,
         "runs": runs,
     }
+    result["loadavg_at_end"] = list(os.getloadavg())
+    result["slower_than_float32"] = slower_than_float32(result)
     name = args.name or ("dense_smoke" if args.smoke else "dense")
     jp, mp = write_results(name, result, markdown(result))
     png = mp.with_suffix(".png")
     plot(result, png)
     print(mp.read_text())
     print(f"wrote {jp}, {mp}, {png}")
+    if result["slower_than_float32"] and not args.smoke:  # smoke runs are too short to time
+        raise SystemExit(
+            "FAIL: fastrag's default search was slower than its float32 path on: "
+            + "; ".join(result["slower_than_float32"])
+        )
+
+
+# The default search (with whatever first pass it chose) against its float32 path, paired per
+# repeat: below this it counts as slower (the margin is the shared machine's noise).
+NOT_SLOWER = 0.93
+
+
+def slower_than_float32(result: dict) -> list[str]:
+    """Rows where the default search's paired speed over the float32 path is under NOT_SLOWER."""
+    bad = []
+    for run in result["runs"]:
+        for r in run["sizes"]:
+            if "fastrag_fp32" not in r["batch_all_s"]:
+                continue
+            ratio = median(
+                [
+                    b / a
+                    for a, b in zip(
+                        r["batch_all_s"]["fastrag"], r["batch_all_s"]["fastrag_fp32"], strict=False
+                    )
+                ]
+            )
+            if ratio < NOT_SLOWER:
+                bad.append(
+                    f"{r.get('data', 'iso')} {r['n']}x{r['dim']} {run['threads']}t: {ratio:.2f}x"
+                )
+    return bad
 
 
 if __name__ == "__main__":
