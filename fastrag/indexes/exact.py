@@ -56,6 +56,9 @@ GATHER_FRACTION = 0.25
 BF16_MAX_K = 256
 BF16_CANDIDATES = 4096
 BF16_SUPER_BATCH = 1024
+# Only batches of at least this many queries decide whether the int8 pass pays on a corpus (the
+# first search of a process also loads the merge and rescoring kernels: it does not decide).
+VERDICT_MIN_QUERIES = 128
 
 _EMPTY_ROWS = readonly(np.zeros(0, np.int64))
 _EMPTY_MASK = readonly(np.zeros(0, np.bool_))
@@ -259,7 +262,7 @@ def _approx_search(
         n_workers = 1
     weights = scorer.weights if isinstance(scorer, Int8Scorer) else (approx.norms, approx.norms)
     args = (scorer, weights, n_q, k, mask, cap, n, n_chunks)
-    t0 = time.perf_counter()
+    t0 = time.perf_counter()  # after the scorer: its kernel compiles on first use
     with scorer.running():
         if n_workers <= 1:
             parts = [_approx_worker(*args, iter(range(n_chunks)))]
@@ -289,7 +292,7 @@ def _approx_search(
     if over.any():
         redo = np.flatnonzero(over)
         heap_s[redo], heap_r[redo] = _blocked(vectors, queries[redo], k, mask, None, n_threads)
-    if isinstance(approx, Int8Corpus):
+    if isinstance(approx, Int8Corpus) and n_q >= VERDICT_MIN_QUERIES:
         approx.record(time.perf_counter() - t0, sum(p[6] for p in parts), len(parts))
     return heap_s, heap_r
 

@@ -126,6 +126,9 @@ class Int8Corpus:
         ``workers`` spent in the int8 kernel. The float32 search it replaced would have taken
         about the kernel's share times the probe's sgemm/int8 ratio; the copy keeps a verdict
         (:meth:`pays`) until the corpus doubles."""
+        if not _STATE.setdefault("warm", False):
+            _STATE["warm"] = True  # the first search of a process loads kernels: no verdict
+            return
         ratio = int8_probe().get("ratio") or 2.0
         f32_s = kernel_s / max(1, workers) * ratio * 1.05  # + the float32 merge
         self.verdict = {
