@@ -1,5 +1,6 @@
 """``fastrag info``: a store's groups, node counts and bytes, where it was made from, and
-(``--verify``, ``--deep``) whether its files are intact."""
+(``--verify``, ``--deep``) whether its files are intact; ``--cpu``: which dense-search passes
+this machine runs, and why."""
 
 from __future__ import annotations
 
@@ -15,10 +16,16 @@ from fastrag.documents.sources import SOURCE_SCHEMA
 from fastrag.documents.store import MANIFEST, Store
 from fastrag.errors import StoreError
 
-__all__ = ["add_info_parser", "cmd_info", "print_info"]
+__all__ = ["add_info_parser", "cmd_info", "print_cpu", "print_info"]
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    if args.cpu:
+        if args.path or args.verify or args.deep:
+            raise UsageError("--cpu describes this machine: pass it alone (fastrag info --cpu)")
+        return print_cpu()
+    if not args.path:
+        raise UsageError("name a store (fastrag info STORE), or pass --cpu")
     if args.deep and not args.verify:
         raise UsageError("--deep extends --verify: pass both (fastrag info STORE --verify --deep)")
     return print_info(Path(args.path), verify=args.verify, deep=args.deep)
@@ -104,13 +111,72 @@ def _print_sources(store: Store) -> None:
                 print(f"  ... and {len(keys) - 20:,} more")
 
 
+def print_cpu() -> int:
+    """Print the CPU's SIMD classes, each BLAS kernel, and which first pass a batch dense
+    search takes here with the reason (the int8 probe runs once per CPU and is cached)."""
+    from threadpoolctl import threadpool_info
+
+    from fastrag._blas import cpu_flags
+    from fastrag.indexes.int8 import int8_probe, probe_cache_path
+    from fastrag.indexes.quantized import bf16_probe, first_pass
+
+    flags = cpu_flags()
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    classes = [
+        ("AVX2", "avx2"),
+        ("AVX-512", "avx512f"),
+        ("AVX512-VNNI", "avx512_vnni"),
+        ("AVX512-BF16", "avx512_bf16"),
+        ("AMX-BF16", "amx_bf16"),
+    ]
+    print(f"CPU: {model}")
+    print("SIMD: " + ", ".join(f"{name} {'yes' if f in flags else 'no'}" for name, f in classes))
+    for lib in threadpool_info():
+        if lib.get("user_api") == "blas":
+            print(
+                f"BLAS: {Path(str(lib.get('filepath'))).name} "
+                f"({lib.get('internal_api')} {lib.get('version')}, "
+                f"{lib.get('architecture')} kernel, {lib.get('num_threads')} threads)"
+            )
+    int8 = int8_probe()
+    cached = " (cached in " + str(probe_cache_path()) + ")" if int8.get("cached") else ""
+    print(f"int8 first pass: {'yes' if int8['fast'] else 'no'}: {int8['reason']}{cached}")
+    bf16 = bf16_probe()
+    print(f"bf16 first pass: {'yes' if bf16['fast'] else 'no'}: {bf16['reason']}")
+    chosen = first_pass("auto", "auto")
+    print(
+        "dense batch search (FlatIndex defaults): "
+        + (
+            f"{chosen} first pass, then the candidates rescored exactly (float32); a corpus "
+            "where the pass measures no gain takes the float32 path"
+            if chosen
+            else "float32 sgemm (no first pass pays on this CPU)"
+        )
+    )
+    return 0
+
+
 def add_info_parser(sub: Any) -> None:
     """Add ``fastrag info`` to the subcommands ``sub``."""
     info = sub.add_parser(
         "info",
-        help="print a store's groups, node counts and bytes (--verify: checksums)",
+        help="print a store's groups, node counts and bytes (--verify: checksums); "
+        "--cpu: this machine's dense-search passes",
     )
-    info.add_argument("path")
+    info.add_argument("path", nargs="?")
+    info.add_argument(
+        "--cpu",
+        action="store_true",
+        help="print the CPU's SIMD classes, BLAS kernels and which first pass dense search "
+        "takes here, with the reason",
+    )
     info.add_argument(
         "--verify",
         action="store_true",

@@ -9,8 +9,6 @@ pass's own kernels, bound and choice are in test_flat_int8.py.
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 from fastrag._kernels import dense_quant

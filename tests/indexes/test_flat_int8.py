@@ -38,7 +38,9 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(dense_exact, "BF16_SUPER_BATCH", 40)
 
 
-def embedding_like(n: int, dim: int, seed: int, common: float = 0.9) -> np.ndarray:
+def embedding_like(
+    n: int, dim: int, seed: int, common: float = 0.9, strong: float = 5.0
+) -> np.ndarray:
     """Unit rows shaped like sentence-model output: a large common component (``||mean||``
     near ``common``), a few strong directions, and groups of near-duplicates (every row has 3
     perturbed copies and every 50th an exact one: ties in the reported scores)."""
@@ -46,7 +48,7 @@ def embedding_like(n: int, dim: int, seed: int, common: float = 0.9) -> np.ndarr
     mean = rng.standard_normal(dim)
     mean *= common / np.linalg.norm(mean)
     scale = np.ones(dim)
-    scale[rng.choice(dim, 6, replace=False)] = 5.0
+    scale[rng.choice(dim, 6, replace=False)] = strong
     base = rng.standard_normal((n // 4, dim)) * scale / np.sqrt(dim) * 0.5
     rows = np.concatenate([base + 0.02 * rng.standard_normal(base.shape) * i for i in range(4)])
     rows[::50] = rows[1::50]
@@ -184,8 +186,9 @@ def test_results_are_the_top_k_of_the_reported_scores(fmt, threads, metric, smal
 
 def test_centring_narrows_the_bound_on_model_like_vectors(fmt, monkeypatch):
     """With a common component of 0.9 (multilingual-e5's is 0.89), codes of the centred rows
-    leave a bound well under that of codes of the raw rows (1.65x here)."""
-    x, q = embedding_like(2000, 96, 8), embedding_like(20, 96, 9)
+    leave a bound well under that of codes of the raw rows (1.8x here; on e5-small's vectors of
+    real text 2.2x: 0.0079 against 0.0173)."""
+    x, q = embedding_like(2000, 96, 8, strong=1.0), embedding_like(20, 96, 9, strong=1.0)
 
     def median_bound() -> float:
         corpus = int8.Int8Corpus(96, fmt)
@@ -199,7 +202,7 @@ def test_centring_narrows_the_bound_on_model_like_vectors(fmt, monkeypatch):
         int8, "fit_center", lambda v: (np.zeros(96, np.float32), np.ones(96, np.float32))
     )
     raw = median_bound()
-    assert raw > 1.5 * centred, (raw, centred)
+    assert raw > 1.6 * centred, (raw, centred)
 
 
 def test_rows_past_n_score_zero_and_bad_blocks_are_refused(fmt):
