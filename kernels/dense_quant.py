@@ -288,6 +288,11 @@ def merge_block_bf16(
     win,
     e_all,
     thr_out,
+    vectors,
+    queries,
+    shift,
+    shift_err,
+    exact_lows,
 ):
     """Merge approximate scores ``block[i, :m]`` (bf16 bits; rows ``row0 + j`` with error
     weights ``norms[j]``, ``norms2[j]``) for queries ``q0 + i``.
@@ -304,7 +309,12 @@ def merge_block_bf16(
     With ``win > 0`` the scorer has flagged the tiles of ``win`` rows holding a score at or
     above ``thr_out[q]`` (``flags[i, j // win]``), and only those are read; ``thr_out[q]`` is
     then set for the next block from ``e_all`` (``(coef-, coef2-weight)`` maxima over all
-    rows, so it holds for any block)."""
+    rows, so it holds for any block).
+
+    With ``exact_lows``, a row about to enter the heap is scored exactly (the fixed-order
+    product the search reports, ``vectors[r] . queries[q]``) and its interval narrowed to that
+    score minus ``shift[q]`` (the constant the approximate scores leave out, within
+    ``shift_err[q]``): the bar rises to the k-th best exact score sooner, so fewer rows pass."""
     k = heap_s.shape[1]
     cap = cand_s.shape[1]
     bits = np.empty(GROUP, np.uint32)
@@ -383,6 +393,13 @@ def merge_block_bf16(
                     hi = _round_up(a + e)
                     if not hi >= bar:
                         continue
+                    lo = _round_down(a - e)
+                    if exact_lows and lo > low:
+                        sx = np.float64(fixed_dot2(queries[q], vectors[r], vectors[r])[0])
+                        d = sx - shift[q]
+                        slack = shift_err[q] + 2.0**-50 * (abs(sx) + abs(shift[q]))
+                        lo = max(lo, _round_down(d - slack))
+                        hi = min(hi, _round_up(d + slack))
                     if n == cap:  # drop candidates the risen bar has left behind
                         keep = 0
                         for u in range(n):
@@ -397,7 +414,6 @@ def merge_block_bf16(
                     cand_s[q, n] = hi
                     cand_r[q, n] = r
                     n += 1
-                    lo = _round_down(a - e)
                     if lo > low:
                         replace_root(hs, hr, k, lo, r)
                         low = hs[0]

@@ -261,7 +261,7 @@ def _approx_search(
     if n_q * n * dim < BLOCKED_PARALLEL_MIN_MACS:
         n_workers = 1
     weights = scorer.weights if isinstance(scorer, Int8Scorer) else (approx.norms, approx.norms)
-    args = (scorer, weights, n_q, k, mask, cap, n, n_chunks)
+    args = (vectors, queries, scorer, weights, n_q, k, mask, cap, n, n_chunks)
     t0 = time.perf_counter()  # after the scorer: its kernel compiles on first use
     with scorer.running():
         if n_workers <= 1:
@@ -298,6 +298,8 @@ def _approx_search(
 
 
 def _approx_worker(
+    vectors: np.ndarray,
+    queries: np.ndarray,
     scorer: Bf16Scorer | Int8Scorer,
     weights: tuple[np.ndarray, np.ndarray],
     n_q: int,
@@ -355,5 +357,10 @@ def _approx_worker(
                 win,
                 e_all,
                 thr_out,
+                vectors,
+                queries,
+                scorer.shift,
+                scorer.shift_err,
+                scorer.exact_lows,
             )
     return heap_s, heap_r, cand_s, cand_r, over, n_cand, kernel_s

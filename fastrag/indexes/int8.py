@@ -232,7 +232,7 @@ class Int8Scorer:
         self.dp = approx.dp
         self.mr = fmt.mr
         self.tile = fmt.tile
-        n_q = queries.shape[0]
+        n_q, n_dims = queries.shape
         n_pad = -(-n_q // self.mr) * self.mr
         self.codes = np.zeros((n_pad, approx.dp), np.int8)
         self.offsets = np.zeros(n_pad, np.int32)
@@ -259,6 +259,14 @@ class Int8Scorer:
             np.float64,
         )
         self.thr = np.full(n_pad, -np.inf, np.float32)  # shared by the workers: see score()
+        # the constant the first pass leaves out, q . mean, within shift_err (float64 sums)
+        center = arrays.center.astype(np.float64)
+        q64 = queries.astype(np.float64)
+        self.shift = q64 @ center
+        self.shift_err = (n_dims + 2) * 2.0**-50 * np.linalg.norm(q64, axis=1) * np.linalg.norm(
+            center
+        ) + 2.0**-100
+        self.exact_lows = True
         self.query_block = query_block // self.mr * self.mr
         self.chunk = chunk
 

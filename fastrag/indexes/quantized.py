@@ -226,6 +226,9 @@ class Bf16Scorer:
         self.xt = _as_torch_bf16(self.torch, approx.bits[: approx.n])
         self.query_block = query_block
         self.chunk = chunk
+        self.shift = np.zeros(queries.shape[0], np.float64)  # no constant left out
+        self.shift_err = self.shift
+        self.exact_lows = False
 
     def running(self) -> contextlib.AbstractContextManager:
         return torch_single_thread(self.torch)
