@@ -120,13 +120,39 @@ def exact_search(
             elif qs.shape[0] <= FUSED_MAX_QUERIES:
                 heap_s, heap_r = _fused(vectors, qs, kk, mask, rows, n_threads)
             elif use_bf16:
-                heap_s, heap_r = _approx_search(vectors, approx, qs, kk, mask, n_threads)
+                heap_s, heap_r = _first_pass(vectors, approx, qs, kk, mask, n_threads)
             else:
                 heap_s, heap_r = _blocked(vectors, qs, kk, mask, rows, n_threads)
             sl = slice(s0, s0 + qs.shape[0])
             _dense.finalize_topk(heap_s, heap_r, cut, out_rows[sl], out_scores[sl], counts[sl])
             _dense.exact_final_scores(vectors, qs, out_rows[sl], out_scores[sl], counts[sl], cut)
     return out_rows, out_scores, counts
+
+
+def _first_pass(
+    vectors: np.ndarray,
+    approx: Bf16Corpus | Int8Corpus,
+    queries: np.ndarray,
+    k: int,
+    mask: np.ndarray | None,
+    n_threads: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_approx_search``; on an int8 copy not measured yet, a pilot of VERDICT_MIN_QUERIES
+    queries first measures whether the pass pays on this corpus, and the other queries take
+    the int8 pass or the float32 path by that verdict (so a corpus where it does not pay costs
+    one pilot, not one whole batch)."""
+    n_pilot = VERDICT_MIN_QUERIES
+    if not (
+        isinstance(approx, Int8Corpus) and approx.unmeasured() and queries.shape[0] >= 2 * n_pilot
+    ):
+        return _approx_search(vectors, approx, queries, k, mask, n_threads)
+    pilot = _approx_search(vectors, approx, queries[:n_pilot], k, mask, n_threads)
+    rest = queries[n_pilot:]
+    if approx.pays():
+        more = _approx_search(vectors, approx, rest, k, mask, n_threads)
+    else:
+        more = _blocked(vectors, rest, k, mask, None, n_threads)
+    return np.concatenate([pilot[0], more[0]]), np.concatenate([pilot[1], more[1]])
 
 
 def _fused(

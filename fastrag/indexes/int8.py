@@ -139,6 +139,11 @@ class Int8Corpus:
             "float32_s_estimate": f32_s,
         }
 
+    def unmeasured(self) -> bool:
+        """No search has measured the pass on this corpus yet, or it has doubled since."""
+        v = self.verdict
+        return v is None or self.n >= 2 * v["n"]
+
     def pays(self) -> bool:
         """False when the last measured search here took at least ``PAYS_BELOW`` of the float32
         search's estimated time (many near-equal scores: too many rows to rescore), until the
