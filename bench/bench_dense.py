@@ -561,6 +561,7 @@ def main(argv: list[str] | None = None) -> None:
         args.sizes, args.n_queries, args.repeats, args.single = "20000x64", 200, 2, 10
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
     threads = [int(t) for t in args.threads.split(",")]
+    machine = machine_info(["faiss-cpu", "numba", "threadpoolctl"])  # load average at start
     sizes = [(d, n, dim) for d in args.data.split(",") for n, dim in sizes]
     sizes = [(d, n, dim) for d, n, dim in sizes if d not in ("e5", "minilm") or dim == 384]
     for d, n, dim in sizes:  # generate once, before the children time anything
@@ -609,7 +610,7 @@ def main(argv: list[str] | None = None) -> None:
         "benchmark": "dense_exact_topk",
         "command": "python bench/bench_dense.py "
         + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": machine_info(["faiss-cpu", "numba", "threadpoolctl"]),
+        "machine": machine,
         "coretype": coretype,
         "coretype_why": why,
         "repeats": args.repeats,

@@ -118,3 +118,28 @@ def test_eval_on_a_small_squad_file(tmp_path, capsys):
     assert res["similarities"]["bm25_chinese"]["recall@1"] == 1.0
     assert set(res["similarities"]) == {"bm25_chinese", "bm25_cjk"}
     assert "recall@1 | recall@2" in capsys.readouterr().out
+
+
+def test_info_cpu_says_which_dense_pass_runs_and_why(tmp_path, capsys, monkeypatch):
+    """``fastrag info --cpu``: the SIMD classes, the int8 probe's verdict and reason (cached per
+    CPU: the second call measures nothing), the pass a batch dense search takes; misuse is a
+    usage error."""
+    from fastrag.indexes import int8
+
+    monkeypatch.setenv("FASTRAG_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("FASTRAG_INT8", raising=False)
+    monkeypatch.setattr(int8, "_STATE", {})
+    assert main(["info", "--cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "SIMD: AVX2 " in out and "dense batch search (FlatIndex defaults):" in out
+    probe = int8.int8_probe()
+    assert f"int8 first pass: {'yes' if probe['fast'] else 'no'}: {probe['reason']}" in out
+    if int8.int8_format() is not None:
+        monkeypatch.setattr(int8, "_STATE", {})
+        monkeypatch.setattr(int8, "_timed_probe", lambda fmt: pytest.fail("probed again"))
+        assert main(["info", "--cpu"]) == 0
+        assert "(cached in " in capsys.readouterr().out
+    assert main(["info"]) == 2
+    assert "name a store (fastrag info STORE), or pass --cpu" in capsys.readouterr().err
+    assert main(["info", "--cpu", str(tmp_path)]) == 2
+    assert "pass it alone" in capsys.readouterr().err

@@ -116,9 +116,9 @@ def print_cpu() -> int:
     search takes here with the reason (the int8 probe runs once per CPU and is cached)."""
     from threadpoolctl import threadpool_info
 
-    from fastrag._blas import cpu_flags
-    from fastrag.indexes.int8 import int8_probe, probe_cache_path
-    from fastrag.indexes.quantized import bf16_probe, first_pass
+    from fastrag._blas import cpu_flags  # lazy: numba, only for --cpu
+    from fastrag.indexes.int8 import int8_probe, probe_cache_path  # lazy: numba kernels
+    from fastrag.indexes.quantized import bf16_probe, first_pass  # lazy: numba kernels
 
     flags = cpu_flags()
     model = "unknown"

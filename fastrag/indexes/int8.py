@@ -28,6 +28,7 @@ import numpy as np
 from fastrag._blas import cpu_flags, single_threaded_blas
 from fastrag._kernels import avx2, vnni
 from fastrag._kernels import dense_quant as _quant
+from fastrag.indexes.dense_base import PARALLEL_MIN_ELEMENTS
 
 # The first-pass score is rounded to bf16 on output: relative error 2**-8, doubled for safety.
 REL = 2 * 2.0**-8 / (1 - 2 * 2.0**-8)
@@ -180,13 +181,11 @@ class Int8Corpus:
                     new[:rows] = old[:rows]
                 arrays = grown
         self._encode(vectors[start:n], start, arrays)
-        self.arrays = arrays._replace(n=n)
+        self.arrays = Int8Arrays(*arrays[:6], n)
         self.n = n
         self.residual = self.median_residual()
 
     def _encode(self, rows: np.ndarray, row0: int, arrays: Int8Arrays) -> None:
-        from fastrag.indexes.dense_base import PARALLEL_MIN_ELEMENTS
-
         fmt = (
             float(self.fmt.xmax),
             self.fmt.offset,
