@@ -262,15 +262,15 @@ def test_many_threads_search_while_the_kernel_compiles_once(fmt, monkeypatch):
 
     monkeypatch.setattr(module, "_compile", spy)
     monkeypatch.setattr(int8, "int8_format", lambda: fmt)
-    x = embedding_like(8000, 64, 13)
-    qs = [embedding_like(50, 64, 20 + i) for i in range(8)]
+    x = embedding_like(3000, 64, 13)
+    qs = [embedding_like(40, 64, 20 + i) for i in range(8)]
     want = [reported_topk(x, q, 10) for q in qs]
     index = FlatIndex.from_vectors(x, bf16=False, int8=True)
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda q: index.search(q, 10, num_threads=2), qs))
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g[0], w[0])
-    assert compiled == [1] and index._approx["int8"].n == 8000
+    assert compiled == [1] and index._approx["int8"].n == 3000
 
 
 # ------------------------------------------------------------------ probe and verdict
