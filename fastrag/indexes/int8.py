@@ -119,7 +119,6 @@ class Int8Corpus:
         self.dp = -(-dim // fmt.dim_step) * fmt.dim_step
         self.n = 0
         self.fit_n = 0
-        self.residual = 0.0
         self.verdict: dict[str, Any] | None = None
         self.arrays = self._alloc(0, np.zeros(dim, np.float32), np.ones(dim, np.float32))
 
@@ -183,7 +182,6 @@ class Int8Corpus:
         self._encode(vectors[start:n], start, arrays)
         self.arrays = Int8Arrays(*arrays[:6], n)
         self.n = n
-        self.residual = self.median_residual()
 
     def _encode(self, rows: np.ndarray, row0: int, arrays: Int8Arrays) -> None:
         fmt = (
@@ -194,15 +192,6 @@ class Int8Corpus:
         )
         convert = _quant.to_int8_serial if rows.size < PARALLEL_MIN_ELEMENTS else _quant.to_int8
         convert(rows, row0, *arrays[:4], arrays.center, arrays.sigma, fmt)
-
-    def median_residual(self, sample: int = 65_536) -> float:
-        """Median over (up to ``sample`` evenly spread) rows of ``||dx|| / ||s c||``: the
-        relative quantisation error of the centred rows."""
-        step = max(1, self.n // sample)
-        w = self.arrays.weights[: self.n : step].astype(np.float64)
-        w2 = self.arrays.weights2[: self.n : step].astype(np.float64)
-        ok = w2 > 0
-        return float(np.median(w[ok] / w2[ok])) if ok.any() else 0.0
 
 
 def int8_error_coef(q_norms: np.ndarray, q_errors: np.ndarray) -> tuple[np.ndarray, ...]:
