@@ -14,9 +14,10 @@ a child all peers search the same arrays, repeats are interleaved (fastrag, nump
 fastrag, ...), and medians are reported.
 
 * batch: 1,000 queries, top-10. ``fastrag`` is ``FlatIndex`` with its defaults (the int8 first
-  pass on CPUs with AVX512-VNNI, bf16 on AMX-BF16 with torch; the one-time copy of the corpus
-  is timed apart), ``fastrag_bf16`` is ``FlatIndex(bf16=True, int8=False)`` (only where torch
-  is installed and the default pass is not bf16 already), ``fastrag_fp32`` is
+  pass on CPUs with AVX2 or AVX512-VNNI where its probe and the corpus's pilot say it pays,
+  bf16 on AMX-BF16 with torch; the one-time copy of the corpus is timed apart),
+  ``fastrag_bf16`` is ``FlatIndex(bf16=True, int8=False)`` (only where torch is installed and
+  the default pass is not bf16 already), ``fastrag_fp32`` is
   ``FlatIndex(bf16=False, int8=False)`` (float32 sgemm + numba top-k).
   numpy does one matmul + ``argpartition`` per query batch; at 1M rows it takes the queries in
   batches that keep the score matrix under ~2 GB.
@@ -492,8 +493,8 @@ def markdown(result: dict) -> str:
                 + ", ".join(f"{r['copy_s']:.2f} s ({r['n']:,} x {r['dim']})" for r in first)
                 + "."
                 if first[0].get("first_pass")
-                else "no first pass was on here (no AVX512-VNNI, and no torch or bf16 does not "
-                "pay on this CPU), so it is the float32 path."
+                else "no first pass was on here (the int8 probe says it does not pay on this CPU, "
+                "and no torch or bf16 does not pay), so it is the float32 path."
             )
             + " fastrag bf16 = `FlatIndex(bf16=True, int8=False)` (torch's bf16 matmul, with "
             "torch installed); fastrag fp32 = `FlatIndex(bf16=False, int8=False)`: blocked "
