@@ -19,6 +19,7 @@ from fastrag.indexes import int8, quantized
 from fastrag.indexes.flat import FlatIndex
 
 FORMATS = {"avx2": (int8.AVX2, avx2), "avx512-vnni": (int8.VNNI, vnni)}
+NO_FLAGS = np.zeros((1, 1), np.uint8)
 
 
 @pytest.fixture(params=sorted(FORMATS))
@@ -168,9 +169,24 @@ def test_the_bound_holds_for_what_the_kernel_returns(fmt, shape, monkeypatch):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
-def test_results_are_the_top_k_of_the_reported_scores(fmt, threads, metric, small_blocks):
+@pytest.mark.parametrize("merge", ["tiles", "groups", "groups-bounds-only"])
+def test_results_are_the_top_k_of_the_reported_scores(
+    fmt, threads, metric, merge, small_blocks, monkeypatch
+):
     """Model-like rows with near-duplicates and exact duplicates: the int8 search returns
-    exactly the top-k of the scores it reports (brute force over every row), ties by row."""
+    exactly the top-k of the scores it reports (brute force over every row), ties by row.
+    ``merge``: the kernel's tile flags (AVX2), or the screening of groups of 64 scores that
+    the VNNI and bf16 passes use, with and without exact lower ends (bf16's)."""
+    if merge != "tiles":
+        monkeypatch.setattr(int8.Int8Scorer, "tiles", lambda self, state, nb: (NO_FLAGS, 0))
+    if merge == "groups-bounds-only":
+        real_init = int8.Int8Scorer.__init__
+
+        def init(self, *args):
+            real_init(self, *args)
+            self.exact_lows = False
+
+        monkeypatch.setattr(int8.Int8Scorer, "__init__", init)
     x = embedding_like(3000, 64, 5)
     if metric == "dot":
         x *= np.random.default_rng(6).lognormal(0.0, 0.5, (3000, 1)).astype(np.float32)
