@@ -26,9 +26,10 @@ queries x ``NR`` rows (docs/dense.md has the measurements that chose them).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from typing import Any
+
+from ._llvm import I64, PTR, compile_ir, host_has
 
 MR = 4  # queries per tile
 NR = 16  # rows per tile (2 vectors of 8 int32 lanes)
@@ -45,6 +46,20 @@ _STATE: dict[str, Any] = {}
 
 def _splat(value: int, n: int = 8, kind: str = "i32") -> str:
     return "<" + ", ".join([f"{kind} {value}"] * n) + ">"
+
+
+def _splat_value(a: Any, name: str, value: str, kind: str) -> None:
+    """``%name``: the scalar ``value`` (``kind``: i32 or float) in all 8 lanes."""
+    vec = f"<8 x {kind}>"
+    a(f"  %{name}i = insertelement {vec} undef, {kind} {value}, i32 0")
+    a(f"  %{name} = shufflevector {vec} %{name}i, {vec} undef, <8 x i32> zeroinitializer")
+
+
+def _load_splat(a: Any, name: str, array: str, index: str, kind: str) -> None:
+    """``%name``: ``array[index]`` (a ``kind`` pointer argument) in all 8 lanes."""
+    a(f"  %{name}p = getelementptr {kind}, {kind}* %{array}, i64 {index}")
+    a(f"  %{name}s = load {kind}, {kind}* %{name}p, align 4")
+    _splat_value(a, name, f"%{name}s", kind)
 
 
 def _ir() -> str:
@@ -96,8 +111,7 @@ def _ir() -> str:
             a(f"  %qp{n} = getelementptr i8, i8* %q, i64 %qa{n}")
             a(f"  %qc{n} = bitcast i8* %qp{n} to i32*")
             a(f"  %qw{n} = load i32, i32* %qc{n}, align 1")
-            a(f"  %qi{n} = insertelement {v8i} undef, i32 %qw{n}, i32 0")
-            a(f"  %qb{n} = shufflevector {v8i} %qi{n}, {v8i} undef, {v8i} zeroinitializer")
+            _splat_value(a, f"qb{n}", f"%qw{n}", "i32")
             a(f"  %qv{n} = bitcast {v8i} %qb{n} to {v32b}")
         for g in range(_G):
             for s in range(STEPS):
@@ -124,19 +138,10 @@ def _ir() -> str:
         a(f"  %sxv{g} = load {v8f}, {v8f}* %sc{g}, align 4")
     for r in range(MR):
         a(f"  %ri{r} = add i64 %i, {r}")
-        a(f"  %kp{r} = getelementptr i32, i32* %kq, i64 %ri{r}")
-        a(f"  %ks{r} = load i32, i32* %kp{r}, align 4")
-        a(f"  %kv{r}i = insertelement {v8i} undef, i32 %ks{r}, i32 0")
-        a(f"  %kv{r} = shufflevector {v8i} %kv{r}i, {v8i} undef, {v8i} zeroinitializer")
-        a(f"  %qsp{r} = getelementptr float, float* %sq, i64 %ri{r}")
-        a(f"  %qs{r} = load float, float* %qsp{r}, align 4")
-        a(f"  %qf{r}i = insertelement {v8f} undef, float %qs{r}, i32 0")
-        a(f"  %qf{r} = shufflevector {v8f} %qf{r}i, {v8f} undef, {v8i} zeroinitializer")
+        _load_splat(a, f"kv{r}", "kq", f"%ri{r}", "i32")  # per query: offset, scale, threshold
+        _load_splat(a, f"qf{r}", "sq", f"%ri{r}", "float")
+        _load_splat(a, f"tv{r}", "thr", f"%ri{r}", "float")
         a(f"  %orow{r} = mul i64 %ri{r}, %ldc")
-        a(f"  %tp{r} = getelementptr float, float* %thr, i64 %ri{r}")
-        a(f"  %ts{r} = load float, float* %tp{r}, align 4")
-        a(f"  %tv{r}i = insertelement {v8f} undef, float %ts{r}, i32 0")
-        a(f"  %tv{r} = shufflevector {v8f} %tv{r}i, {v8f} undef, {v8i} zeroinitializer")
         for g in range(_G):
             n = f"{r}_{g}"
             a(f"  %d{n} = sub {v8i} %nacc{n}, %kv{r}")
@@ -186,13 +191,7 @@ def _ir() -> str:
 
 def available() -> bool:
     """Whether this CPU runs AVX2 (``VPMADDUBSW`` on 256-bit vectors)."""
-    import llvmlite.binding as llvm
-
-    try:
-        features = llvm.get_host_cpu_features()
-    except RuntimeError:  # hosts LLVM cannot describe
-        return False
-    return bool(features.get("avx2"))
+    return host_has("avx2")
 
 
 def scores_bf16() -> Any:
@@ -204,22 +203,6 @@ def scores_bf16() -> Any:
 
 
 def _compile() -> Any:
-    import llvmlite.binding as llvm
-
     if not available():
         raise RuntimeError("the AVX2 int8 kernel needs a CPU with AVX2")
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple()
-    tm = target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
-    )
-    mod = llvm.parse_assembly(_ir())
-    mod.verify()
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
-    ptr = ctypes.c_void_p
-    i64 = ctypes.c_int64
-    proto = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ptr, ptr, i64)
-    _STATE["engine"] = engine  # owns the machine code: kept for the life of the process
-    return proto(engine.get_function_address("scores_bf16"))
+    return compile_ir(_ir(), "scores_bf16", [PTR] * 6 + [I64] * 4 + [PTR, PTR, I64], _STATE)

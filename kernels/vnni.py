@@ -21,9 +21,10 @@ on one Zen 4/5 core (``docs/dense.md``).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from typing import Any
+
+from ._llvm import I64, PTR, compile_ir, host_has
 
 MR = 6  # queries per tile
 NR = 64  # rows per tile (4 vectors of 16 int32 lanes)
@@ -140,13 +141,7 @@ def _splat(value: int) -> str:
 
 def available() -> bool:
     """Whether this CPU runs ``VPDPBUSD`` on 512-bit vectors (AVX512-VNNI and AVX512BW)."""
-    import llvmlite.binding as llvm
-
-    try:
-        features = llvm.get_host_cpu_features()
-    except RuntimeError:  # hosts LLVM cannot describe
-        return False
-    return bool(features.get("avx512vnni") and features.get("avx512bw"))
+    return host_has("avx512vnni", "avx512bw")
 
 
 def scores_bf16() -> Any:
@@ -158,33 +153,6 @@ def scores_bf16() -> Any:
 
 
 def _compile() -> Any:
-    import llvmlite.binding as llvm
-
     if not available():
         raise RuntimeError("the int8 kernel needs a CPU with AVX512-VNNI")
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple()
-    tm = target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3
-    )
-    mod = llvm.parse_assembly(_ir())
-    mod.verify()
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
-    ptr = ctypes.c_void_p
-    proto = ctypes.CFUNCTYPE(
-        None,
-        ptr,
-        ptr,
-        ptr,
-        ptr,
-        ptr,
-        ptr,
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_int64,
-    )
-    _STATE["engine"] = engine  # owns the machine code: kept for the life of the process
-    return proto(engine.get_function_address("scores_bf16"))
+    return compile_ir(_ir(), "scores_bf16", [PTR] * 6 + [I64] * 4, _STATE)

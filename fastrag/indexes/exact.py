@@ -62,8 +62,6 @@ VERDICT_MIN_QUERIES = 128
 
 _EMPTY_ROWS = readonly(np.zeros(0, np.int64))
 _EMPTY_MASK = readonly(np.zeros(0, np.bool_))
-_NO_E = np.zeros(2, np.float64)
-_NO_THR = np.zeros(1, np.float32)
 
 
 def _new_heaps(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -344,8 +342,6 @@ def _approx_worker(
     n_cand = np.zeros(n_q, np.int64)
     over = np.zeros(n_q, np.bool_)
     state = scorer.worker()
-    e_all = getattr(scorer, "e_all", _NO_E)
-    thr_out = getattr(scorer, "thr", _NO_THR)
     qb = min(scorer.query_block, n_q)
     use_mask = mask is not None
     mask_arg = mask if use_mask else _EMPTY_MASK
@@ -381,8 +377,8 @@ def _approx_worker(
                 over,
                 flags,
                 win,
-                e_all,
-                thr_out,
+                scorer.e_all,
+                scorer.thr,
                 vectors,
                 queries,
                 scorer.shift,

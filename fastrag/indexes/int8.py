@@ -12,6 +12,7 @@ first pass ranks ``q . (x - mean)`` and only the exact float32 rescoring sees wh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -28,6 +29,7 @@ import numpy as np
 from fastrag._blas import cpu_flags, single_threaded_blas
 from fastrag._kernels import avx2, vnni
 from fastrag._kernels import dense_quant as _quant
+from fastrag.errors import ConfigError
 from fastrag.indexes.dense_base import PARALLEL_MIN_ELEMENTS
 
 # The first-pass score is rounded to bf16 on output: relative error 2**-8, doubled for safety.
@@ -73,7 +75,13 @@ AVX2 = Int8Format(
 def int8_format() -> Int8Format | None:
     """The int8 kernel this CPU runs: AVX512-VNNI where it has it, else AVX2, else None.
     ``FASTRAG_INT8_KERNEL=avx2`` chooses the AVX2 kernel on a VNNI machine (tests, bench)."""
-    if os.environ.get("FASTRAG_INT8_KERNEL") != "avx2" and vnni.available():
+    chosen = os.environ.get("FASTRAG_INT8_KERNEL", "")
+    if chosen not in ("", "auto", "avx2"):
+        raise ConfigError(
+            f"FASTRAG_INT8_KERNEL={chosen!r}: use 'avx2' (the AVX2 kernel on a VNNI machine) or "
+            "leave it unset (the best kernel this CPU runs)"
+        )
+    if chosen != "avx2" and vnni.available():
         return VNNI
     return AVX2 if avx2.available() else None
 
@@ -173,9 +181,8 @@ class Int8Corpus:
             if n > arrays.scales.shape[0]:
                 grown = self._alloc(max(n, 2 * arrays.scales.shape[0]), arrays.center, arrays.sigma)
                 rows = self.n
-                grown.packed[: -(-rows // self.fmt.lanes)] = arrays.packed[
-                    : -(-rows // self.fmt.lanes)
-                ]
+                groups = -(-rows // self.fmt.lanes)
+                grown.packed[:groups] = arrays.packed[:groups]
                 for old, new in zip(arrays[1:4], grown[1:4], strict=True):
                     new[:rows] = old[:rows]
                 arrays = grown
@@ -264,8 +271,6 @@ class Int8Scorer:
         self.chunk = chunk
 
     def running(self) -> Any:
-        import contextlib
-
         return contextlib.nullcontext()
 
     def worker(self) -> Any:

@@ -229,6 +229,8 @@ class Bf16Scorer:
         self.shift = np.zeros(queries.shape[0], np.float64)  # no constant left out
         self.shift_err = self.shift
         self.exact_lows = False
+        self.e_all = np.zeros(2, np.float64)  # no tile flags: no threshold to keep
+        self.thr = np.zeros(1, np.float32)
 
     def running(self) -> contextlib.AbstractContextManager:
         return torch_single_thread(self.torch)

@@ -382,3 +382,6 @@ def test_int8_true_needs_a_kernel_and_the_kernel_can_be_chosen(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setenv("FASTRAG_INT8_KERNEL", "avx2")
     assert int8.int8_format() is (int8.AVX2 if avx2.available() else None)
+    monkeypatch.setenv("FASTRAG_INT8_KERNEL", "vnni")
+    with pytest.raises(ConfigError, match="FASTRAG_INT8_KERNEL='vnni': use 'avx2'"):
+        int8.int8_format()
