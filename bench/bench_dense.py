@@ -582,17 +582,19 @@ def main(argv: list[str] | None = None) -> None:
     for entry in sgemm.values():
         entry["gflops"] = median(entry["runs"])
     if args.coretype == "auto":
-        # force SkylakeX, for every OpenBLAS in the process (numpy's and faiss's alike), where
-        # any of them picked an AVX2-era or older kernel on an AVX-512 CPU
+        # one kernel for every OpenBLAS in the process (numpy's and faiss's alike): SkylakeX
+        # where any picked an AVX2-era or older kernel on an AVX-512 CPU; Haswell on an AVX2
+        # CPU where they picked different ones (faiss's 0.3.15 says "Zen" on AMD)
         detected = [a.rsplit(" ", 1)[-1] for a in sgemm[""]["arch"].lower().split(", ")]
-        coretype = (
-            "SkylakeX" if has_avx512() and any(a in AVX2_ERA_KERNELS for a in detected) else None
-        )
+        if has_avx512():
+            coretype = "SkylakeX" if any(a in AVX2_ERA_KERNELS for a in detected) else None
+        else:
+            coretype = "Haswell" if len(set(detected)) > 1 else None
         why = (
-            f"pinned: without it the kernels were {sgemm['']['arch']}; SkylakeX is the "
+            f"pinned: without it the kernels were {sgemm['']['arch']}; {coretype} is the "
             "newest kernel every one of them has"
             if coretype
-            else "unset: every OpenBLAS picked an AVX-512 kernel"
+            else "unset: every OpenBLAS picked the same kind of kernel"
         )
     else:
         coretype = None if args.coretype == "none" else args.coretype
