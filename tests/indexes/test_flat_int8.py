@@ -385,3 +385,26 @@ def test_int8_true_needs_a_kernel_and_the_kernel_can_be_chosen(monkeypatch):
     monkeypatch.setenv("FASTRAG_INT8_KERNEL", "vnni")
     with pytest.raises(ConfigError, match="FASTRAG_INT8_KERNEL='vnni': use 'avx2'"):
         int8.int8_format()
+
+
+def test_two_processes_probing_at_once_leave_one_whole_cache_file(tmp_path):
+    """Two processes on one machine probe at once with an empty cache: both get an answer, the
+    cache file is whole JSON holding this CPU's key, and no temporary file is left."""
+    import os
+    import subprocess
+    import sys
+
+    if int8.int8_format() is None:
+        pytest.skip("no int8 kernel on this CPU")
+    env = {**os.environ, "FASTRAG_CACHE_DIR": str(tmp_path)}
+    env.pop("FASTRAG_INT8", None)
+    code = "from fastrag.indexes.int8 import int8_probe; print(int8_probe()['fast'])"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0] and set(outs) <= {"True", "False"}
+    data = json.loads((tmp_path / "cpu_probe.json").read_text())
+    assert list(data) == [int8.probe_key(int8.int8_format())]
+    assert not list(tmp_path.glob(".cpu_probe.*"))
