@@ -20,6 +20,7 @@ from ._config import FASTMATH
 from .bm25_heads import head_admit, plan_head, rank_term
 from .bm25_primitives import (
     BOUND_SLACK,
+    cmov,
     final_bar,
     gallop_find,
     heapsort,
@@ -31,7 +32,7 @@ from .bm25_primitives import (
 
 # Prefetch distance (postings / rows ahead) of the streaming loops, and (candidates ahead) of
 # the galloping search; rows above the heap bar are offered to it in bursts of ``_QUEUE``.
-_PF = 16
+_PF = 32
 _PF_GALLOP = 4
 _QUEUE = 64
 # Complete the current top rows early (a true k-th score to prune with) when k is at most this.
@@ -224,6 +225,17 @@ def _prune(acc, touched, nt, r, theta, live, has_live):
     A dropped row may stay in the heap with its partial sum: that sum is below ``theta``, itself
     at most the k-th best final score, so the rows of the true top-k (never dropped, and offered
     to the heap with their final sums) push it out, or the cutoff filters it."""
+    # alive <=> (a + r) * BOUND_SLACK >= theta, tested on the bits of ``a`` against a bar
+    # rounded down (a row kept too many is safe): ``a`` sums weights of terms with a positive
+    # bound, never negative (an index built here has none; loaded postings are checked), and
+    # non-negative floats order like their bits. The store is branch-free: whether a row
+    # survives is unpredictable, and a branch on it (what LLVM makes of ``a if alive else 0``)
+    # is mispredicted often.
+    x = theta / BOUND_SLACK - r
+    thr = np.zeros(1, np.float32)
+    thr[0] = max(x - (abs(x) * 1e-6 + 1e-30), 0.0)
+    tk = thr.view(np.uint32)[0]
+    bits = acc.view(np.uint32)
     keep = np.uint64(0)
     last = np.uint64(nt - 1)
     pf = np.uint64(_PF)
@@ -231,11 +243,11 @@ def _prune(acc, touched, nt, r, theta, live, has_live):
         j = np.uint64(js)
         prefetch(acc, np.uint32(touched[min(j + pf, last)]))
         d = np.uint32(touched[j])
-        a = acc[d]
-        alive = (a + r) * BOUND_SLACK >= theta
+        v = bits[d]
+        alive = v >= tk
         touched[keep] = d
         keep += np.uint64(alive)
-        acc[d] = a if alive else np.float32(0.0)
+        bits[d] = cmov(alive, v, np.uint32(0))
         if has_live:
             w = np.uint64(d >> np.uint32(6))
             live[w] &= ~(np.uint64(not alive) << np.uint64(d & np.uint32(63)))

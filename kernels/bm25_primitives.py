@@ -68,6 +68,22 @@ def popcount(typingctx, x):
     return sig, codegen
 
 
+@intrinsic
+def cmov(typingctx, cond, a, b):
+    """``a if cond else b`` as one ``select`` marked unpredictable, so that LLVM keeps it a
+    conditional move instead of a branch (it would branch on a select whose operand is a load,
+    and a branch on data is mispredicted often)."""
+    sig = a(_nbtypes.boolean, a, a)
+
+    def codegen(context, builder, signature, args):
+        c = context.cast(builder, args[0], signature.args[0], _nbtypes.boolean)
+        inst = builder.select(c, args[1], args[2])
+        inst.set_metadata("unpredictable", builder.module.add_metadata([]))
+        return inst
+
+    return sig, codegen
+
+
 # --------------------------------------------------------------------------------------------
 # The heap of the current top-k
 # --------------------------------------------------------------------------------------------

@@ -127,7 +127,8 @@ def check_postings(
     unchecked: np.ndarray,
 ) -> None:
     """Check the postings of the ``terms`` whose ``unchecked`` flag is set (doc ids in range
-    and strictly increasing, weights finite and within their term's bound), clearing the flags
+    and strictly increasing, weights finite, within their term's bound and not negative where
+    that bound is positive: the kernels rely on it), clearing the flags
     of those checked; StoreError at the first bad one. Terms outside the vocabulary are left
     to the kernel to report."""
     n_vocab = indptr.shape[0] - 1
@@ -153,10 +154,15 @@ def check_postings(
                 problem = f"doc ids outside [0, {n_docs})"
             elif np.any((docs[1:] <= docs[:-1]) & ~first[1:]):
                 problem = "doc ids not strictly increasing"
-            elif not np.isfinite(weights).all() or np.any(
-                weights > np.repeat(term_max[t[lo:hi]], n)
-            ):
-                problem = "weights NaN, infinite or above their term's bound"
+            else:
+                bound = np.repeat(term_max[t[lo:hi]], n)
+                if not np.isfinite(weights).all() or np.any(
+                    (weights > bound) | ((weights < 0) & (bound > 0))
+                ):
+                    problem = (
+                        "weights NaN, infinite, above their term's bound or negative in a "
+                        "term with a positive bound"
+                    )
             if problem:
                 raise StoreError(
                     f"BM25 index arrays are inconsistent ({problem} in the postings of "

@@ -1231,6 +1231,10 @@ def _bm25_weight_above_bound(st):
     _edit_npy(st, _index_dir(st, "bm25") + "/data.npy", lambda a: a.__setitem__(0, 1e9))
 
 
+def _bm25_weight_negative(st):
+    _edit_npy(st, _index_dir(st, "bm25") + "/data.npy", lambda a: a.__setitem__(0, -1.0))
+
+
 def _hnsw_link(st):
     rel = _index_dir(st, "hnsw") + "/index.bin"
     f = parse_hnsw((st / rel).read_bytes())
@@ -1300,6 +1304,7 @@ DEEP = {  # name -> (damage, file named, words of the problem)
     "bm25 doc id": (_bm25_indices_out_of_range, "line_bm25", "doc ids outside [0, 80)"),
     "bm25 order": (_bm25_indices_unsorted, "line_bm25", "not strictly increasing"),
     "bm25 weight": (_bm25_weight_above_bound, "line_bm25", "above their term's bound"),
+    "bm25 negative weight": (_bm25_weight_negative, "line_bm25", "negative in a term with a"),
     "bm25 n_docs": (_bm25_n_docs, "line_bm25", "covers 81 nodes, its group 'line' has 80"),
     "hnsw link": (_hnsw_link, "index.bin", "links to element 1000000 on level 0"),
     "hnsw ids": (_hnsw_ids, "index.bin", "node ids recorded for them disagree"),

@@ -441,6 +441,18 @@ def test_loader_rejects_offsets_a_kernel_would_leave_the_arrays_with(damage, mat
         BM25Index.from_arrays(arrays, index.meta())
 
 
+def test_a_negative_weight_under_a_positive_bound_is_caught_before_pruning():
+    # the prune pass compares the bits of partial sums, which order like the sums only when
+    # no weight of a term with a positive bound is negative: loaded postings are checked
+    index = BM25Index.build(np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32), np.array([0, 3, 6, 8]), 4)
+    arrays = {k: np.array(v) for k, v in index.to_arrays().items()}
+    assert arrays["term_max"][1] > 0
+    arrays["data"][arrays["indptr"][1]] = -0.5  # term 1's first posting
+    loaded = BM25Index.from_arrays(arrays, index.meta())
+    with pytest.raises(StoreError, match=r"negative in a term with a positive bound"):
+        loaded.search(np.array([1], np.int32), np.array([0, 1]), 2)
+
+
 @pytest.mark.parametrize("bad_id", [10**6, 3, -2])
 def test_doc_ids_are_checked_per_term_before_a_kernel_reads_them(bad_id):
     index = BM25Index.build(np.array([0, 1, 2, 1, 2, 2, 0, 3], np.int32), np.array([0, 3, 6, 8]), 4)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fastrag._kernels import bm25 as kbm25
 from fastrag._kernels import topk as ktopk
-from fastrag._kernels.bm25_primitives import heapsort, order_desc_stable
+from fastrag._kernels.bm25_primitives import cmov, heapsort, order_desc_stable
 
 
 def topk_reference(scores, k):
@@ -105,3 +105,21 @@ def test_small_sorts_match_numpy():
         np.testing.assert_array_equal(
             order_desc_stable(keys, n), np.argsort(-keys, kind="mergesort")
         )
+
+
+def test_cmov_selects_like_a_conditional_expression():
+    from numba import njit
+
+    @njit
+    def pick_all(cond, a, b):
+        out = np.empty_like(a)
+        for i in range(a.shape[0]):
+            out[i] = cmov(cond[i], a[i], b[i])
+        return out
+
+    rng = np.random.default_rng(0)
+    cond = rng.random(1000) < 0.5
+    for dtype in (np.float32, np.uint32, np.int64):
+        a = rng.integers(1, 1000, 1000).astype(dtype)
+        b = rng.integers(1, 1000, 1000).astype(dtype)
+        np.testing.assert_array_equal(pick_all(cond, a, b), np.where(cond, a, b))
