@@ -238,6 +238,10 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
             )
         log(f"  verify {res['verify_vs_bm25s']}")
 
+        if kind in ("jieba", "cjk"):
+            res["end_to_end"] = end_to_end(kind, corpus, index, ret, n_q, args)
+            log(f"  end to end: {res['end_to_end']['summary']}")
+
         # ---- single-query latency
         n_single = min(n_q, args.single_queries)
         singles = [
@@ -307,6 +311,60 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
                 del bm
                 gc.collect()
     return res
+
+
+def end_to_end(kind: str, corpus: dict, index: BM25Index, ret, n_q: int, args) -> dict:
+    """Query text -> top-10, 1 thread, query analysis included: fastrag's batch
+    ``encode_queries`` + ``BM25Index.search`` vs the same analyzer called per query (what a
+    bm25s user writes) + ``bm25s.BM25.retrieve`` on token strings. Same tokens (checked), so
+    only the libraries' own work differs."""
+    from fastrag.analysis import encode_queries, get_analyzer
+
+    name = {"jieba": "bm25_chinese", "cjk": "bm25_cjk"}[kind]
+    analyzer = get_analyzer(name)
+    _, questions = gen.load_cmrc()
+    texts = [questions[i] for i in corpus["q_source"][:n_q].tolist()]
+    vocab = {t: i for i, t in enumerate(corpus["vocab"].tolist())}
+    qv, qo = gen.corpus_queries(corpus, args.max_queries)
+    ev, eo = encode_queries(texts, analyzer, vocab)
+    same_tokens = bool(np.array_equal(ev, qv) and np.array_equal(eo, qo))
+
+    def ours():
+        v, o = encode_queries(texts, analyzer, vocab)
+        return index.search(v, o, K, num_threads=1)
+
+    def theirs():
+        return ret.retrieve([analyzer(t) for t in texts], k=K, show_progress=False, n_threads=1)
+
+    ours(), theirs()  # warm-up
+    runs: dict[str, list[float]] = {"fastrag": [], "bm25s": [], "fastrag_analysis": []}
+    for _ in range(args.repeats):
+        runs["fastrag"].append(timed(ours)[0])
+        runs["bm25s"].append(timed(theirs)[0])
+        runs["fastrag_analysis"].append(timed(lambda: encode_queries(texts, analyzer, vocab))[0])
+    t_analysis = []
+    for _ in range(max(1, args.repeats // 2)):
+        t_analysis.append(timed(lambda: [analyzer(t) for t in texts])[0])
+    f_rows = ours()[0]
+    b_rows = np.asarray(theirs()[0])
+    agree = float(np.mean([len(set(a) & set(b)) / K for a, b in zip(f_rows, b_rows, strict=True)]))
+    out = {
+        "analyzer": name,
+        "queries": n_q,
+        "same_tokens": same_tokens,
+        "top10_overlap": agree,
+        "fastrag_qps": n_q / median(runs["fastrag"]),
+        "bm25s_qps": n_q / median(runs["bm25s"]),
+        "paired": median([b / a for a, b in zip(runs["fastrag"], runs["bm25s"], strict=True)]),
+        "fastrag_analysis_share": median(runs["fastrag_analysis"]) / median(runs["fastrag"]),
+        "per_query_analysis_s": median(t_analysis),
+        "runs_s": runs,
+    }
+    out["summary"] = (
+        f"fastrag {out['fastrag_qps']:,.0f} q/s, bm25s {out['bm25s_qps']:,.0f} q/s, "
+        f"paired {out['paired']:.2f}x, same tokens {same_tokens}, overlap {agree:.3f}"
+    )
+    return out
 
 
 def bench_fastrag_alone(kind: str, n_docs: int, args) -> dict:
@@ -438,6 +496,49 @@ def report(payload: dict) -> str:
         "to back in the same repeat (a slow spell of the shared machine hits both)."
     )
     lines.append("")
+    e2e = [r for r in payload["main"] if "end_to_end" in r]
+    if e2e:
+        lines.append(
+            "End to end, query text -> top-10, 1 thread, analysis included: fastrag "
+            "`encode_queries` (batch) + `BM25Index.search` vs the same analyzer called per "
+            "query + `bm25s.BM25.retrieve` on the token strings (same tokens for both):"
+        )
+        lines.append("")
+        lines.append(
+            markdown_table(
+                [
+                    "analyzer",
+                    "docs",
+                    "queries",
+                    "bm25s q/s",
+                    "fastrag q/s",
+                    "x",
+                    "x paired",
+                    "fastrag analysis share",
+                    "per-query analysis s (bm25s side)",
+                    "same tokens",
+                    "top-10 overlap",
+                ],
+                [
+                    [
+                        e["analyzer"],
+                        r["n_docs"],
+                        e["queries"],
+                        e["bm25s_qps"],
+                        e["fastrag_qps"],
+                        ratio(e["fastrag_qps"], e["bm25s_qps"]),
+                        e["paired"],
+                        e["fastrag_analysis_share"],
+                        e["per_query_analysis_s"],
+                        "yes" if e["same_tokens"] else "NO",
+                        e["top10_overlap"],
+                    ]
+                    for r in e2e
+                    for e in [r["end_to_end"]]
+                ],
+            )
+        )
+        lines.append("")
     fresh = [r for r in payload["main"] if "fastrag_fresh" in r]
     if fresh:
         lines.append(
@@ -623,6 +724,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--smoke", action="store_true", help="tiny run for CI (< 20 s)")
     ap.add_argument("--out", default=None, help="results directory (default bench/results)")
+    ap.add_argument("--name", default=None, help="results file name (default bm25)")
     args = ap.parse_args(argv)
     if args.from_json:
         jp = Path(args.from_json)
@@ -657,7 +759,7 @@ def main(argv: list[str] | None = None) -> None:
     payload["wall_s"] = time.perf_counter() - t_start
     md = render(payload)
     out = Path(args.out) if args.out else RESULTS_DIR
-    name = "bm25_smoke" if args.smoke else "bm25"
+    name = "bm25_smoke" if args.smoke else (args.name or "bm25")
     jp, mp = write_results(name, payload, md, out)
     if not args.smoke and payload["sizes"]:
         plot(payload, out / f"{name}.png")

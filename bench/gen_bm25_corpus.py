@@ -281,6 +281,7 @@ def make_corpus(n_docs: int, kind: str = "jieba", seed: int = 0) -> dict:
         "n_vocab": int(ts["vocab"].shape[0]),
         "q_values": ts["q_values"],
         "q_offsets": ts["q_offsets"],
+        "q_source": ts["q_source"],
         "vocab": ts["vocab"],
         "analyzer": ts["analyzer"],
         "n_docs": n_docs,
