@@ -515,7 +515,7 @@ def report(payload: dict) -> str:
                     "x",
                     "x paired",
                     "fastrag analysis share",
-                    "per-query analysis s (bm25s side)",
+                    "analysis query by query, s for all (bm25s side)",
                     "same tokens",
                     "top-10 overlap",
                 ],
