@@ -312,6 +312,28 @@ def overlap(ref: list[list[int]], got: list[list[int]]) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
+def codec_bytes(values: np.ndarray, offsets: np.ndarray, n_vocab: int) -> dict[str, int]:
+    """Bytes of the corpus's postings in the block codec (``kernels/bm25_codec.py``, issue 40;
+    searches do not read it yet), by part: packed doc-id gaps and tf codes, per-block skip
+    entries (last doc id, word offset, widths, a float32 block maximum), per-term block
+    offsets and bounds, per-document lengths."""
+    from fastrag._kernels import bm25_build as kb
+    from fastrag._kernels import bm25_codec as kc
+
+    df, _ = kb.count_document_frequencies(values, offsets, n_vocab)
+    indptr, indices, tf = kb.build_postings(values, offsets, n_vocab, df)
+    term_block, blk_last, blk_word, blk_dw, blk_tw, words = kc.encode_postings(indptr, indices, tf)
+    del indices, tf
+    n_blocks = int(blk_last.shape[0])
+    return {
+        "words": int(words.nbytes),
+        "skip": int(blk_last.nbytes + blk_word.nbytes + blk_dw.nbytes + blk_tw.nbytes)
+        + 4 * n_blocks,
+        "terms": int(term_block.nbytes) + 4 * n_vocab,
+        "doc_lengths": 4 * (int(offsets.shape[0]) - 1),
+    }
+
+
 def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
     """Every system on corpus ``name`` with ``n_docs`` documents."""
     load0 = list(os.getloadavg())
@@ -362,6 +384,8 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
     dt_rank, rank_bytes = timed(index.build_rank_directories)
     res["build_s"]["fastrag_rank"], res["bytes"]["fastrag_rank"] = dt_rank, rank_bytes
     res["bytes"]["fastrag_heads"] = index.head_nbytes
+    res["postings"] = int(index.indptr[-1])
+    res["bytes"]["fastrag_codec"] = codec_bytes(values, offsets, n_vocab)
     runners["fastrag"] = lambda t: index.search(qv, qo, K, num_threads=t)
     warmers["fastrag"] = lambda t: index.search(
         qv[: qo[warm_n]], qo[: warm_n + 1], K, num_threads=t
@@ -864,6 +888,54 @@ def render(payload: dict) -> str:
         )
     )
     lines.append("")
+    sized = [r for r in payload["blocks"] if "fastrag_codec" in r.get("bytes", {})]
+    if sized:
+        lines.append(
+            "Index bytes per posting (heads, skip data and per-term and per-document arrays "
+            "included). fastrag today stores an int32 doc id and a float32 weight per posting; "
+            "the block codec (`kernels/bm25_codec.py`, issue 40: 128 postings per block, "
+            "bit widths per block, weights recomputed bit-identically from tf codes and "
+            "document lengths) is measured here but not searched yet. PISA: the "
+            "block_simdbp postings plus wand data of each configuration."
+        )
+        lines.append("")
+        rows = []
+        for r in sized:
+            n, by = r["postings"], r["bytes"]
+            codec = by["fastrag_codec"]
+            pisa = by.get("pisa", {})
+            rows.append(
+                [
+                    r["corpus"],
+                    r["n_docs"],
+                    n,
+                    (by["fastrag"] + by.get("fastrag_rank", 0)) / n,
+                    sum(codec.values()) / n,
+                    codec["words"] / n,
+                    codec["skip"] / n,
+                    (codec["terms"] + codec["doc_lengths"]) / n,
+                    pisa["exact"] / n if "exact" in pisa else None,
+                    pisa["quant"] / n if "quant" in pisa else None,
+                ]
+            )
+        lines.append(
+            markdown_table(
+                [
+                    "corpus",
+                    "docs",
+                    "postings",
+                    "fastrag today (+ rank dirs, heads)",
+                    "block codec",
+                    "of which packed",
+                    "skip entries",
+                    "term and doc arrays",
+                    "PISA exact",
+                    "PISA quant",
+                ],
+                rows,
+            )
+        )
+        lines.append("")
     lines.append(
         "Build times are not compared: PISA's files are written by this script with "
         'numpy (byte-identical to `toks_indexer`, checked in `--smoke`); "prepare" is '

@@ -71,7 +71,7 @@ def build_postings(values, offsets, n_vocab, local_df):
 
 
 @njit(cache=True, inline="always")
-def _tfc(method, tf, dl, avgdl, k1, b, delta):
+def tf_component(method, tf, dl, avgdl, k1, b, delta):
     """Term-frequency component of the five BM25 variants (Kamphuis et al., ECIR 2020)."""
     norm = 1.0 - b + b * dl / avgdl
     if method == 0 or method == 1:  # lucene, robertson
@@ -101,7 +101,9 @@ def weigh_postings(indptr, indices, tf, offsets, idf, base_weights, method, k1, 
         for p in range(indptr[t], indptr[t + 1]):
             d = indices[p]
             dl = float(offsets[d + 1] - offsets[d])
-            w = np.float32(w_idf * _tfc(method, float(tf[p]), dl, avg, k1, b, delta) - w_base)
+            w = np.float32(
+                w_idf * tf_component(method, float(tf[p]), dl, avg, k1, b, delta) - w_base
+            )
             tf[p] = w
             mx = max(mx, w)
         term_max[t] = mx

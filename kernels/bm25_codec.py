@@ -1,0 +1,194 @@
+"""Compressed BM25 postings (issue 40, first part): doc ids and term frequencies in blocks of
+``BLOCK`` postings, bit-packed at a width chosen per block, with the exact float32 weight
+recomputed from the term frequency and the document's length.
+
+Layout, for the postings of term ``t`` (ascending doc ids, tf >= 1) in blocks
+``term_block[t]:term_block[t + 1]``; block ``j`` holds ``n_j = min(BLOCK, rest)`` postings:
+
+* ``blk_last[j]`` (uint32): its last doc id (the skip entry: a search for doc ``d`` starts at
+  the first block whose last doc id is >= ``d``);
+* ``blk_word[j]`` (int64, ``[n_blocks + 1]``): where its words start in ``words``;
+* ``blk_dw[j]`` / ``blk_tw[j]`` (uint8): bit widths of its doc-id gaps and of its tf codes;
+* ``words`` (uint32): ``n_j`` gaps ``d_i - d_{i-1} - 1`` (the first from the previous block's
+  last doc id, or from -1) at ``blk_dw[j]`` bits each, little-endian across words, then from
+  the next word ``n_j`` codes ``tf - 1`` at ``blk_tw[j]`` bits each. A width of 0 stores
+  nothing (all gaps 1, or all tf 1).
+
+A weight is ``float32(idf[t] * tfc(tf, dl) - base[t])`` in float64, the expression and
+rounding of :func:`.bm25_build.weigh_postings` (no fastmath in either), so it equals the
+uncompressed index's stored weight bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .bm25_build import tf_component
+
+BLOCK = 128
+
+
+@njit(cache=True, nogil=True)
+def bit_width(x):
+    """Bits needed to write the non-negative integer ``x`` (0 for 0)."""
+    w = 0
+    v = np.uint64(x)
+    while v > 0:
+        w += 1
+        v >>= np.uint64(1)
+    return w
+
+
+@njit(cache=True, nogil=True)
+def _words_of(n, w):
+    return (n * w + 31) // 32
+
+
+@njit(cache=True, nogil=True)
+def _put(words, w0, i, w, v):
+    """Write ``v`` as the ``i``-th value of width ``w`` of the bit stream starting at word
+    ``w0`` (the words start zeroed)."""
+    pos = np.uint64(i) * np.uint64(w)
+    k = np.uint64(w0) + (pos >> np.uint64(5))
+    sh = pos & np.uint64(31)
+    vv = np.uint64(v) << sh
+    words[k] |= np.uint32(vv & np.uint64(0xFFFFFFFF))
+    if sh + np.uint64(w) > np.uint64(32):
+        words[k + np.uint64(1)] |= np.uint32(vv >> np.uint64(32))
+
+
+@njit(cache=True, nogil=True)
+def _get(words, w0, i, w, mask):
+    """The ``i``-th value of width ``w`` of the bit stream starting at word ``w0``."""
+    pos = np.uint64(i) * np.uint64(w)
+    k = np.uint64(w0) + (pos >> np.uint64(5))
+    sh = pos & np.uint64(31)
+    lo = np.uint64(words[k])
+    if sh + np.uint64(w) > np.uint64(32):
+        lo |= np.uint64(words[k + np.uint64(1)]) << np.uint64(32)
+    return (lo >> sh) & mask
+
+
+@njit(cache=True, nogil=True)
+def encode_postings(indptr, indices, tf):
+    """Encode term-major postings (``indices`` ascending per term, ``tf`` >= 1 as integers or
+    integral floats). Returns ``(term_block, blk_last, blk_word, blk_dw, blk_tw, words)``
+    (see the module docstring), or raises ValueError on a doc id that does not ascend or a tf
+    below 1."""
+    n_vocab = indptr.shape[0] - 1
+    term_block = np.zeros(n_vocab + 1, np.int64)
+    for t in range(n_vocab):
+        n = indptr[t + 1] - indptr[t]
+        term_block[t + 1] = term_block[t] + (n + BLOCK - 1) // BLOCK
+    n_blocks = term_block[n_vocab]
+    blk_last = np.zeros(n_blocks, np.uint32)
+    blk_word = np.zeros(n_blocks + 1, np.int64)
+    blk_dw = np.zeros(n_blocks, np.uint8)
+    blk_tw = np.zeros(n_blocks, np.uint8)
+    # pass 1: widths and sizes
+    for t in range(n_vocab):
+        prev = np.int64(-1)
+        for j in range(term_block[t], term_block[t + 1]):
+            p0 = indptr[t] + (j - term_block[t]) * BLOCK
+            p1 = min(p0 + BLOCK, indptr[t + 1])
+            gmax = np.int64(0)
+            tmax = np.int64(0)
+            for p in range(p0, p1):
+                d = np.int64(indices[p])
+                g = d - prev - 1
+                f = np.int64(tf[p])
+                if g < 0 or f < 1 or f != tf[p]:
+                    raise ValueError("postings must ascend per term and tf be integers >= 1")
+                gmax = max(gmax, g)
+                tmax = max(tmax, f - 1)
+                prev = d
+            blk_last[j] = np.uint32(prev)
+            blk_dw[j] = bit_width(gmax)
+            blk_tw[j] = bit_width(tmax)
+            n = p1 - p0
+            blk_word[j + 1] = blk_word[j] + _words_of(n, blk_dw[j]) + _words_of(n, blk_tw[j])
+    words = np.zeros(blk_word[n_blocks], np.uint32)
+    # pass 2: pack
+    for t in range(n_vocab):
+        prev = np.int64(-1)
+        for j in range(term_block[t], term_block[t + 1]):
+            p0 = indptr[t] + (j - term_block[t]) * BLOCK
+            p1 = min(p0 + BLOCK, indptr[t + 1])
+            n = p1 - p0
+            dw = np.int64(blk_dw[j])
+            tw = np.int64(blk_tw[j])
+            w0 = blk_word[j]
+            t0 = w0 + _words_of(n, dw)
+            for i in range(n):
+                d = np.int64(indices[p0 + i])
+                if dw > 0:
+                    _put(words, w0, i, dw, d - prev - 1)
+                if tw > 0:
+                    _put(words, t0, i, tw, np.int64(tf[p0 + i]) - 1)
+                prev = d
+    return term_block, blk_last, blk_word, blk_dw, blk_tw, words
+
+
+@njit(cache=True, nogil=True)
+def decode_block(blk_last, blk_word, blk_dw, blk_tw, words, j, first_block, n, docs, tfs):
+    """Decode block ``j`` (``n`` postings; ``first_block``: whether it is its term's first)
+    into ``docs[:n]`` (int64 doc ids) and ``tfs[:n]`` (int64 term frequencies)."""
+    dw = np.int64(blk_dw[j])
+    tw = np.int64(blk_tw[j])
+    w0 = blk_word[j]
+    t0 = w0 + _words_of(n, dw)
+    dmask = (np.uint64(1) << np.uint64(dw)) - np.uint64(1)
+    tmask = (np.uint64(1) << np.uint64(tw)) - np.uint64(1)
+    prev = np.int64(-1) if first_block else np.int64(blk_last[j - 1])
+    for i in range(n):
+        g = np.int64(_get(words, w0, i, dw, dmask)) if dw > 0 else np.int64(0)
+        prev = prev + g + 1
+        docs[i] = prev
+        tfs[i] = (np.int64(_get(words, t0, i, tw, tmask)) if tw > 0 else np.int64(0)) + 1
+
+
+@njit(cache=True, nogil=True)
+def posting_weight(method, idf_t, base_t, tf, dl, avgdl, k1, b, delta):
+    """The float32 BM25 weight of one posting, as :func:`.bm25_build.weigh_postings` computes
+    it (``avgdl`` already replaced by 1 when it is 0)."""
+    return np.float32(idf_t * tf_component(method, float(tf), dl, avgdl, k1, b, delta) - base_t)
+
+
+@njit(cache=True, nogil=True)
+def decode_term(
+    term_block,
+    blk_last,
+    blk_word,
+    blk_dw,
+    blk_tw,
+    words,
+    t,
+    df,
+    doc_len,
+    idf_t,
+    base_t,
+    method,
+    avgdl,
+    k1,
+    b,
+    delta,
+    out_docs,
+    out_w,
+):
+    """Every posting of term ``t`` (``df`` of them): doc ids into ``out_docs[:df]`` and exact
+    weights into ``out_w[:df]`` (``doc_len``: each document's length)."""
+    docs = np.empty(BLOCK, np.int64)
+    tfs = np.empty(BLOCK, np.int64)
+    avg = avgdl if avgdl > 0.0 else 1.0
+    k = 0
+    for j in range(term_block[t], term_block[t + 1]):
+        n = min(BLOCK, df - k)
+        decode_block(blk_last, blk_word, blk_dw, blk_tw, words, j, j == term_block[t], n, docs, tfs)
+        for i in range(n):
+            d = docs[i]
+            out_docs[k + i] = d
+            out_w[k + i] = posting_weight(
+                method, idf_t, base_t, tfs[i], float(doc_len[d]), avg, k1, b, delta
+            )
+        k += n
