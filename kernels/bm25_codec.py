@@ -192,3 +192,46 @@ def decode_term(
                 method, idf_t, base_t, tfs[i], float(doc_len[d]), avg, k1, b, delta
             )
         k += n
+
+
+@njit(cache=True, nogil=True)
+def decode_postings(
+    term_block,
+    blk_last,
+    blk_word,
+    blk_dw,
+    blk_tw,
+    words,
+    indptr,
+    doc_len,
+    idf,
+    base,
+    method,
+    avgdl,
+    k1,
+    b,
+    delta,
+):
+    """Every term's postings back in the uncompressed layout: ``(indices int32, data
+    float32)`` under ``indptr``, with the exact weights of :func:`decode_term`."""
+    nnz = indptr[indptr.shape[0] - 1]
+    indices = np.empty(nnz, np.int32)
+    data = np.empty(nnz, np.float32)
+    docs = np.empty(BLOCK, np.int64)
+    tfs = np.empty(BLOCK, np.int64)
+    avg = avgdl if avgdl > 0.0 else 1.0
+    for t in range(indptr.shape[0] - 1):
+        p = indptr[t]
+        for j in range(term_block[t], term_block[t + 1]):
+            n = min(BLOCK, indptr[t + 1] - p)
+            decode_block(
+                blk_last, blk_word, blk_dw, blk_tw, words, j, j == term_block[t], n, docs, tfs
+            )
+            for i in range(n):
+                d = docs[i]
+                indices[p + i] = d
+                data[p + i] = posting_weight(
+                    method, idf[t], base[t], tfs[i], float(doc_len[d]), avg, k1, b, delta
+                )
+            p += n
+    return indices, data

@@ -90,40 +90,56 @@ def _exact_check(values, offsets, n_vocab, method):
     idf = kb.idf_weights(method, df, offsets.shape[0] - 1)
     delta = index.params["delta"]
     base = kb.base_weights_for(method, idf, 1.2, delta)
-    doc_len = np.diff(offsets).astype(np.int64)
-    out_d = np.empty(max(int(df.max()), 1), np.int64)
-    out_w = np.empty(max(int(df.max()), 1), np.float32)
-    n_postings = 0
-    for t in np.flatnonzero(df):
-        n = int(df[t])
-        kc.decode_term(
-            *enc,
-            int(t),
-            n,
-            doc_len,
-            idf[t],
-            base[t],
-            kb.METHOD_CODES[method],
-            float(index.stats.avgdl),
-            1.2,
-            0.75,
-            delta,
-            out_d,
-            out_w,
-        )
-        lo, hi = int(index.indptr[t]), int(index.indptr[t + 1])
-        np.testing.assert_array_equal(out_d[:n], index.indices[lo:hi])
-        # bit for bit: compare the float32 patterns
-        np.testing.assert_array_equal(out_w[:n].view(np.uint32), index.data[lo:hi].view(np.uint32))
-        n_postings += n
-    return n_postings
+    got_idx, got_w = kc.decode_postings(
+        *enc,
+        indptr,
+        np.diff(offsets).astype(np.int64),
+        idf,
+        base,
+        kb.METHOD_CODES[method],
+        float(index.stats.avgdl),
+        1.2,
+        0.75,
+        delta,
+    )
+    np.testing.assert_array_equal(np.asarray(index.indptr, np.int64), indptr)
+    np.testing.assert_array_equal(got_idx, index.indices)
+    # bit for bit: the float32 patterns
+    np.testing.assert_array_equal(got_w.view(np.uint32), index.data.view(np.uint32))
+    # one term through decode_term too
+    t = int(np.argmax(df))
+    out_d = np.empty(int(df[t]), np.int64)
+    out_w = np.empty(int(df[t]), np.float32)
+    kc.decode_term(
+        *enc,
+        t,
+        int(df[t]),
+        np.diff(offsets).astype(np.int64),
+        idf[t],
+        base[t],
+        kb.METHOD_CODES[method],
+        float(index.stats.avgdl),
+        1.2,
+        0.75,
+        delta,
+        out_d,
+        out_w,
+    )
+    lo, hi = int(index.indptr[t]), int(index.indptr[t + 1])
+    np.testing.assert_array_equal(out_w.view(np.uint32), index.data[lo:hi].view(np.uint32))
+    return int(indptr[-1])
+
+
+@pytest.fixture(scope="module")
+def cmrc_tokens():
+    squad = load_cmrc2018_dev()
+    texts = list(dict.fromkeys(p["context"] for a in squad["data"] for p in a["paragraphs"]))
+    return tokenize_corpus(texts, "bm25_chinese")
 
 
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
-def test_weights_are_bit_identical_to_the_stored_ones_on_real_text(method):
-    squad = load_cmrc2018_dev()
-    texts = list(dict.fromkeys(p["context"] for a in squad["data"] for p in a["paragraphs"]))
-    tok = tokenize_corpus(texts, "bm25_chinese")
+def test_weights_are_bit_identical_to_the_stored_ones_on_real_text(method, cmrc_tokens):
+    tok = cmrc_tokens
     n = _exact_check(tok.values, tok.offsets, len(tok.vocab), method)
     assert n > 100_000
 
