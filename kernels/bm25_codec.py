@@ -9,6 +9,7 @@ Layout, for the postings of term ``t`` (ascending doc ids, tf >= 1) in blocks
   the first block whose last doc id is >= ``d``);
 * ``blk_word[j]`` (int64, ``[n_blocks + 1]``): where its words start in ``words``;
 * ``blk_dw[j]`` / ``blk_tw[j]`` (uint8): bit widths of its doc-id gaps and of its tf codes;
+* ``blk_max[j]`` (float32, :func:`block_maxima`): its largest weight;
 * ``words`` (uint32): ``n_j`` gaps ``d_i - d_{i-1} - 1`` (the first from the previous block's
   last doc id, or from -1) at ``blk_dw[j]`` bits each, little-endian across words, then from
   the next word ``n_j`` codes ``tf - 1`` at ``blk_tw[j]`` bits each. A width of 0 stores
@@ -128,6 +129,22 @@ def encode_postings(indptr, indices, tf):
                     _put(words, t0, i, tw, np.int64(tf[p0 + i]) - 1)
                 prev = d
     return term_block, blk_last, blk_word, blk_dw, blk_tw, words
+
+
+@njit(cache=True, nogil=True)
+def block_maxima(term_block, indptr, data):
+    """The largest weight of each block (float32 ``[n_blocks]``), from the weights ``data`` of
+    the uncompressed layout: the bound that lets a search skip a block without decoding it."""
+    out = np.zeros(term_block[term_block.shape[0] - 1], np.float32)
+    for t in range(indptr.shape[0] - 1):
+        for j in range(term_block[t], term_block[t + 1]):
+            p0 = indptr[t] + (j - term_block[t]) * BLOCK
+            p1 = min(p0 + BLOCK, indptr[t + 1])
+            m = data[p0]
+            for p in range(p0 + 1, p1):
+                m = max(m, data[p])
+            out[j] = m
+    return out
 
 
 @njit(cache=True, nogil=True)

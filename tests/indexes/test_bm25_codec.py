@@ -106,6 +106,14 @@ def _exact_check(values, offsets, n_vocab, method):
     np.testing.assert_array_equal(got_idx, index.indices)
     # bit for bit: the float32 patterns
     np.testing.assert_array_equal(got_w.view(np.uint32), index.data.view(np.uint32))
+    # block maxima: each block's largest decoded weight, never above the term's bound
+    blk_max = kc.block_maxima(enc[0], indptr, got_w)
+    term_block = enc[0]
+    for t in np.flatnonzero(df)[:: max(1, len(df) // 500)]:
+        for j in range(term_block[t], term_block[t + 1]):
+            p0 = indptr[t] + (j - term_block[t]) * kc.BLOCK
+            p1 = min(p0 + kc.BLOCK, indptr[t + 1])
+            assert blk_max[j] == got_w[p0:p1].max() <= index.term_max[t]
     # one term through decode_term too
     t = int(np.argmax(df))
     out_d = np.empty(int(df[t]), np.int64)
