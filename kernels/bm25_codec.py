@@ -13,7 +13,8 @@ Layout, for the postings of term ``t`` (ascending doc ids, tf >= 1) in blocks
 * ``words`` (uint32): ``n_j`` gaps ``d_i - d_{i-1} - 1`` (the first from the previous block's
   last doc id, or from -1) at ``blk_dw[j]`` bits each, little-endian across words, then from
   the next word ``n_j`` codes ``tf - 1`` at ``blk_tw[j]`` bits each. A width of 0 stores
-  nothing (all gaps 1, or all tf 1).
+  nothing (all gaps 1, or all tf 1). One zero word ends the stream (a reader takes two
+  words at a time).
 
 A weight is ``float32(idf[t] * tfc(tf, dl) - base[t])`` in float64, the expression and
 rounding of :func:`.bm25_build.weigh_postings` (no fastmath in either), so it equals the
@@ -59,16 +60,14 @@ def _put(words, w0, i, w, v):
         words[k + np.uint64(1)] |= np.uint32(vv >> np.uint64(32))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _get(words, w0, i, w, mask):
-    """The ``i``-th value of width ``w`` of the bit stream starting at word ``w0``."""
+    """The ``i``-th value of width ``w`` of the bit stream starting at word ``w0``: two words
+    read always (``words`` ends with a pad word), no branch."""
     pos = np.uint64(i) * np.uint64(w)
     k = np.uint64(w0) + (pos >> np.uint64(5))
-    sh = pos & np.uint64(31)
-    lo = np.uint64(words[k])
-    if sh + np.uint64(w) > np.uint64(32):
-        lo |= np.uint64(words[k + np.uint64(1)]) << np.uint64(32)
-    return (lo >> sh) & mask
+    lo = np.uint64(words[k]) | (np.uint64(words[k + np.uint64(1)]) << np.uint64(32))
+    return (lo >> (pos & np.uint64(31))) & mask
 
 
 @njit(cache=True, nogil=True)
@@ -109,7 +108,7 @@ def encode_postings(indptr, indices, tf):
             blk_tw[j] = bit_width(tmax)
             n = p1 - p0
             blk_word[j + 1] = blk_word[j] + _words_of(n, blk_dw[j]) + _words_of(n, blk_tw[j])
-    words = np.zeros(blk_word[n_blocks], np.uint32)
+    words = np.zeros(blk_word[n_blocks] + 1, np.uint32)  # + a pad word for the reader
     # pass 2: pack
     for t in range(n_vocab):
         prev = np.int64(-1)
