@@ -389,6 +389,13 @@ class DerivedData:
                 arrays, meta = store.read_arrays(key)
                 vocab = decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
                 index = BM25Index.from_arrays(arrays, meta["index"])
+                index.verify_postings_with(
+                    {
+                        n: (check, int(getattr(arrays[n], "offset", 0)))
+                        for n in ("indices", "data")
+                        if (check := store.chunk_check(key, f"{n}.npy")) is not None
+                    }
+                )
                 if index.n_docs != len(g) or index.n_vocab != len(vocab):
                     raise StoreError(
                         f"index covers {index.n_docs} nodes and {index.n_vocab} "

@@ -44,6 +44,7 @@ import xxhash
 from pyarrow import ipc
 
 from fastrag._checks import check_choice, check_number
+from fastrag.documents.chunksums import ChunkCheck, file_digests
 from fastrag.documents.storecheck import check_json_objects, check_offsets, manifest_problems
 from fastrag.documents.storeio import (
     TMP_PREFIX,
@@ -416,6 +417,15 @@ class Store:
             self.check_file(f"{entry['dir']}/{name}", f, full=full)
         return self.path / entry["dir"], entry["meta"]
 
+    def chunk_check(self, key: str, name: str) -> ChunkCheck | None:
+        """Lazy per-chunk verification of index file ``name`` when it is too large to be
+        checksummed whole on open (None when it was, or the store predates chunk digests)."""
+        entry = self.manifest["indexes"][key]
+        f = entry["files"][name]
+        if "chunks" not in f or self.verify_all or f["size"] < VERIFY_BELOW:
+            return None
+        return ChunkCheck(self.path / entry["dir"] / name, f["chunks"], f["size"])
+
     def read_arrays(self, key: str) -> tuple[dict[str, np.ndarray], dict] | None:
         """Memory-mapped ``.npy`` arrays and meta of an index, or None when there is none."""
         found = self.index_folder(key)
@@ -531,7 +541,8 @@ class Transaction:
         for f in sorted(folder.iterdir()):
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
-            files[f.name] = {"size": f.stat().st_size, "checksum": checksum_file(f)}
+            whole, chunks = file_digests(f)  # a large file's reader checks the chunks it uses
+            files[f.name] = {"size": f.stat().st_size, "checksum": whole, "chunks": chunks}
         fsync_dir(folder)
         fsync_dir(folder.parent)
         self.manifest["indexes"][key] = {"dir": rel, "files": files, "meta": meta}

@@ -214,6 +214,7 @@ def manifest_problems(m: Any, *, deep: bool = False) -> list[str]:
                     and _name(f"{idx['dir']}/{fname}", "indexes", 3)
                     and _int(f.get("size"))
                     and isinstance(f.get("checksum"), str)
+                    and isinstance(f.get("chunks", ""), str)
                 )
                 if need(ok, f"{where}: file {fname!r} needs a plain name, size and checksum"):
                     files.append(f"{idx['dir']}/{fname}")

@@ -22,6 +22,7 @@ token's tf = 0 weight, exactly as bm25s adds its "non-occurrence" array.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numba
 import numpy as np
@@ -108,6 +109,7 @@ class BM25Index:
         self._external_stats = bool(external_stats)
         # terms whose postings are not yet bounds-checked (an index from untrusted arrays)
         self._unchecked: np.ndarray | None = None
+        self._byte_checks: dict[str, tuple[Any, int]] = {}
         idf = bm25_build.idf_weights(method, stats.df, stats.n_docs)
         self.base_weights = readonly(
             bm25_build.base_weights_for(method, idf, float(k1), float(delta)).astype(np.float32)
@@ -431,6 +433,13 @@ class BM25Index:
         if self._unchecked is not None:
             self._check_postings(np.arange(self.n_vocab, dtype=np.int64))
 
+    def verify_postings_with(self, checks: dict[str, tuple[Any, int]]) -> None:
+        """Have the lazy per-term check of a loaded index also verify the bytes it reads:
+        ``checks`` maps ``"indices"`` / ``"data"`` to ``(checker, offset)``, ``checker``
+        having ``ensure(lo_bytes, hi_bytes)`` (a store's chunk checksums) and ``offset`` the
+        array's first byte in its file."""
+        self._byte_checks = dict(checks)
+
     def _check_postings(self, terms: np.ndarray) -> None:
         """Bounds-check the postings of ``terms`` that were not checked yet. An index loaded
         from arrays is checked lazily, term by term, before any kernel reads a posting: a fresh
@@ -438,6 +447,16 @@ class BM25Index:
         unchecked = self._unchecked
         if unchecked is None:
             return
+        if self._byte_checks:
+            t = np.unique(np.asarray(terms, dtype=np.int64))
+            t = t[(t >= 0) & (t < self.n_vocab)]
+            t = t[unchecked[t]]
+            lo = np.asarray(self.indptr, dtype=np.int64)[t]
+            hi = np.asarray(self.indptr, dtype=np.int64)[t + 1]
+            for name, arr in (("indices", self.indices), ("data", self.data)):
+                if name in self._byte_checks:
+                    checker, offset = self._byte_checks[name]
+                    checker.ensure(offset + lo * arr.itemsize, offset + hi * arr.itemsize)
         check_postings(
             self.indptr, self.indices, self.data, self.term_max, self.n_docs, terms, unchecked
         )

@@ -174,9 +174,26 @@ def test_large_files_are_checked_by_size_always_by_checksum_on_request(
         fr.Document(store=st, mode="r")
 
 
-def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch):
-    """Files over VERIFY_BELOW are not checksummed on open; BM25 postings are checked per term
-    on first use, and a damaged index is then rebuilt (and stored again) with a warning."""
+def _drop_chunk_digests(st: Path) -> None:
+    """The manifest of a store written before chunk digests (resealed)."""
+    from fastrag.documents.store import MANIFEST, _manifest_checksum
+
+    body = json.loads((st / MANIFEST).read_bytes())
+    body.pop("checksum")
+    for idx in body["indexes"].values():
+        for f in idx["files"].values():
+            f.pop("chunks", None)
+    data = {**body, "checksum": _manifest_checksum(body)}
+    (st / MANIFEST).write_bytes(json.dumps(data, ensure_ascii=False, indent=1).encode())
+
+
+@pytest.mark.parametrize(
+    "digests, found", [(True, "fails its checksum in bytes 0-"), (False, "doc ids outside")]
+)
+def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch, digests, found):
+    """Files over VERIFY_BELOW are not checksummed whole on open: the chunks a query's postings
+    span are checked against their digests on first use (stores without digests: the postings'
+    bounds), and a damaged index is then rebuilt (and stored again) with a warning."""
     import warnings as w
 
     from fastrag.documents import store as store_mod
@@ -190,13 +207,62 @@ def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch
     ids = np.load(path)
     ids[len(ids) // 2 :] = 10**6  # same size, doc ids out of range
     np.save(path, ids)
+    if not digests:
+        _drop_chunk_digests(st)
     monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)  # as if the files were large
     again = fr.Document(store=st)
     with w.catch_warnings(record=True) as caught:
         w.simplefilter("always")
         got = [(h.text, h.score) for h in fr.Retriever(again, "root", "bm25", topk=3)("cat fish")]
     assert got == want
-    assert any(
-        issubclass(c.category, StoreWarning) and "doc ids outside" in str(c.message) for c in caught
-    )
+    assert any(issubclass(c.category, StoreWarning) and found in str(c.message) for c in caught), [
+        str(c.message) for c in caught
+    ]
     assert Store(st).verify() == []  # the rebuilt index replaced the damaged folder
+
+
+def test_a_weight_changed_within_its_bounds_is_caught_by_its_chunk(tmp_path, monkeypatch):
+    """Damage the bounds checks cannot see (a weight lowered, still valid) is caught by the
+    chunk digests before a query uses it; a query whose postings lie in other chunks reads and
+    checks only those."""
+    from fastrag.documents import chunksums
+    from fastrag.documents import store as store_mod
+    from fastrag.errors import StoreError
+
+    monkeypatch.setattr(chunksums, "CHUNK", 64)  # tiny chunks: a few postings each
+    st = tmp_path / "st"
+    doc = fr.Document.from_texts(TEXTS, store=st)
+    fr.Retriever(doc, "root", "bm25", topk=3)("cat fish")
+    store = Store(st)
+    key, entry = next(
+        (k, v) for k, v in store.manifest["indexes"].items() if v["meta"]["kind"] == "bm25"
+    )
+    head, _, digests = entry["files"]["data.npy"]["chunks"].partition(":")
+    assert head == "64" and len(digests) == 16 * -(-entry["files"]["data.npy"]["size"] // 64)
+    monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)
+    arrays, meta = Store(st).read_arrays(key)
+    from fastrag.indexes.bm25 import BM25Index
+
+    def loaded():
+        s2 = Store(st)
+        a, m = s2.read_arrays(key)
+        a.pop("vocab_bytes"), a.pop("vocab_offsets")
+        index = BM25Index.from_arrays(a, m["index"])
+        checks = {
+            n: (s2.chunk_check(key, f"{n}.npy"), int(a[n].offset)) for n in ("indices", "data")
+        }
+        index.verify_postings_with(checks)
+        return index, checks
+
+    indptr = np.asarray(arrays["indptr"])
+    last = len(indptr) - 2  # the last term: its postings end the file
+    path = st / entry["dir"] / "data.npy"
+    data = np.load(path)
+    data[indptr[last]] = np.float32(data[indptr[last]] * 0.5)  # within its bound: looks valid
+    np.save(path, data)
+
+    index, checks = loaded()
+    index.search(np.array([0], np.int32), np.array([0, 1]), 3)  # the first term: other chunks
+    assert 0 < checks["data"][0].n_verified < len(checks["data"][0]._done)
+    with pytest.raises(StoreError, match=r"data\.npy' fails its checksum in bytes"):
+        index.search(np.array([last], np.int32), np.array([0, 1]), 3)
