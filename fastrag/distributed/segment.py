@@ -132,6 +132,9 @@ def segment_tokens(doc: Document, group: Any, analyzer: Any) -> TokenizedCorpus:
     if entry is not None and entry["meta"].get("fingerprint") == group.fingerprint:
         try:
             arrays, _ = store.read_arrays(key)
+            for name in ("values.npy", "offsets.npy"):  # read whole below: check them whole
+                if (check := store.chunk_check(key, name)) is not None:
+                    check.ensure(np.array([0]), np.array([check.size]))
             vocab = decode_vocab(arrays["vocab_bytes"], arrays["vocab_offsets"])
             values = np.asarray(arrays["values"])
             offsets = np.asarray(arrays["offsets"])

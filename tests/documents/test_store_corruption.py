@@ -266,3 +266,35 @@ def test_a_weight_changed_within_its_bounds_is_caught_by_its_chunk(tmp_path, mon
     assert 0 < checks["data"][0].n_verified < len(checks["data"][0]._done)
     with pytest.raises(StoreError, match=r"data\.npy' fails its checksum in bytes"):
         index.search(np.array([last], np.int32), np.array([0, 1]), 3)
+
+
+def test_segment_tokens_changed_within_the_vocabulary_are_rebuilt(tmp_path, monkeypatch):
+    """A Ray segment's stored token ids are read whole: a large file's chunks are all checked
+    first, so a token id changed to another valid one is caught and the tokens rebuilt."""
+    import warnings as w
+
+    from fastrag.analysis.registry import get_analyzer
+    from fastrag.distributed.sharded import segment_tokens
+    from fastrag.documents import store as store_mod
+    from fastrag.errors import StoreWarning
+
+    st = tmp_path / "st"
+    doc = fr.Document.from_texts(TEXTS, store=st)
+    want = segment_tokens(doc, doc.group("root"), get_analyzer("bm25"))
+    key, entry = next(
+        (k, v) for k, v in Store(st).manifest["indexes"].items() if v["meta"]["kind"] == "tokens"
+    )
+    path = st / entry["dir"] / "values.npy"
+    values = np.load(path)
+    values[0] = values[1] if values[0] != values[1] else values[2]  # still a valid token id
+    np.save(path, values)
+    monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)  # as if the files were large
+    again = fr.Document(store=st)
+    with w.catch_warnings(record=True) as caught:
+        w.simplefilter("always")
+        got = segment_tokens(again, again.group("root"), get_analyzer("bm25"))
+    np.testing.assert_array_equal(got.values, want.values)
+    assert any(
+        issubclass(c.category, StoreWarning) and "fails its checksum in bytes" in str(c.message)
+        for c in caught
+    ), [str(c.message) for c in caught]
