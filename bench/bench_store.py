@@ -98,6 +98,18 @@ def _query(seed: int) -> str:
     return f"{v[3]} {v[40]} {v[500]}"  # frequent, medium and rare-ish terms
 
 
+def _queries(seed: int, n: int) -> list[str]:
+    """``n`` queries of 3 words drawn like the texts' words (Zipf 1.05), seeded."""
+    import numpy as np
+
+    vocab = _vocab(seed)
+    rng = np.random.default_rng(seed + 2)
+    p = 1.0 / np.arange(1, len(vocab) + 1) ** 1.05
+    p /= p.sum()
+    ids = rng.choice(len(vocab), size=(n, 3), p=p)
+    return [" ".join(vocab[i] for i in row) for row in ids.tolist()]
+
+
 def split_lines(text: str) -> list[str]:
     """The "line" group's trivial transform: the text cut in two halves at a space."""
     mid = text.find(" ", len(text) // 2)
@@ -173,8 +185,15 @@ def child(step: str, path: Path, n: int, seed: int, repeats: int, group: bool) -
         if group:
             _, res["group_access_s"] = _timed(lambda: doc.group("line"))
         name = "line" if group else "root"
-        _, res["first_query_s"] = _timed(lambda: fr.Retriever(doc, name, "bm25", topk=3)(q))
+        ret = fr.Retriever(doc, name, "bm25", topk=3)
+        _, res["first_query_s"] = _timed(lambda: ret(q))
         res["maxrss_end_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        # what a server's memory does over its next 1,000 queries (3 words of the vocabulary
+        # drawn like the texts' words): the postings they touch become resident
+        rss_q0 = current_rss_mb()
+        _, res["queries_1000_s"] = _timed(lambda: ret.batch(_queries(seed, 1000)))
+        res["rss_after_1000_queries_mb"] = current_rss_mb()
+        res["rss_growth_1000_queries_mb"] = res["rss_after_1000_queries_mb"] - rss_q0
     elif step == "add":
         # kept under 200 chars: add() takes a string for a path when Path(text).exists(),
         # which raises "File name too long" for a text without newlines over 255 bytes
@@ -318,6 +337,8 @@ def report(runs: list[dict], args, info: dict) -> str:
                     rss,
                     o.get("group_access_s") if variant == "+line" else None,
                     o.get("first_query_s"),
+                    o.get("queries_1000_s"),
+                    o.get("rss_growth_1000_queries_mb"),
                     _med(a.get("add_s", [])),
                     _med(a.get("group_access_s", [])),
                     _med(a.get("query_s", [])),
@@ -358,7 +379,9 @@ def report(runs: list[dict], args, info: dict) -> str:
             f"`ru_maxrss` across the reopen, ΔRSS that of the current RSS (VmRSS). "
             f"Add: median of {args.repeats} repeats, each "
             'reopen -> `doc.add([text])` -> next access; "next query" is the BM25 query '
-            'right after the add (compare with "1st query", before any add). For +line, the '
+            'right after the add (compare with "1st query", before any add); '
+            '"next 1,000 queries" is one batch of 3-word queries after the first query, and '
+            "the growth of VmRSS over it (the postings they touched). For +line, the "
             '"line" group (a 2-way split of each text) is built and registered; "group s" '
             'is `doc.group("line")`.'
         ),
@@ -372,6 +395,8 @@ def report(runs: list[dict], args, info: dict) -> str:
                 "reopen ΔRSS MB",
                 "open group s",
                 "1st query s",
+                "next 1,000 queries s",
+                "RSS growth over them MB",
                 "add 1 s (median)",
                 "group after add s",
                 "next query s",
