@@ -192,8 +192,9 @@ def decode_term(
     out_docs,
     out_w,
 ):
-    """Every posting of term ``t`` (``df`` of them): doc ids into ``out_docs[:df]`` and exact
-    weights into ``out_w[:df]`` (``doc_len``: each document's length)."""
+    """Every posting of term ``t`` (``df`` of them): doc ids into ``out_docs[:df]`` (any
+    integer dtype) and exact weights into ``out_w[:df]`` (``doc_len``: each document's
+    length)."""
     docs = np.empty(BLOCK, np.int64)
     tfs = np.empty(BLOCK, np.int64)
     avg = avgdl if avgdl > 0.0 else 1.0
@@ -233,21 +234,27 @@ def decode_postings(
     nnz = indptr[indptr.shape[0] - 1]
     indices = np.empty(nnz, np.int32)
     data = np.empty(nnz, np.float32)
-    docs = np.empty(BLOCK, np.int64)
-    tfs = np.empty(BLOCK, np.int64)
-    avg = avgdl if avgdl > 0.0 else 1.0
     for t in range(indptr.shape[0] - 1):
-        p = indptr[t]
-        for j in range(term_block[t], term_block[t + 1]):
-            n = min(BLOCK, indptr[t + 1] - p)
-            decode_block(
-                blk_last, blk_word, blk_dw, blk_tw, words, j, j == term_block[t], n, docs, tfs
+        lo, hi = indptr[t], indptr[t + 1]
+        if hi > lo:
+            decode_term(
+                term_block,
+                blk_last,
+                blk_word,
+                blk_dw,
+                blk_tw,
+                words,
+                t,
+                hi - lo,
+                doc_len,
+                idf[t],
+                base[t],
+                method,
+                avgdl,
+                k1,
+                b,
+                delta,
+                indices[lo:hi],
+                data[lo:hi],
             )
-            for i in range(n):
-                d = docs[i]
-                indices[p + i] = d
-                data[p + i] = posting_weight(
-                    method, idf[t], base[t], tfs[i], float(doc_len[d]), avg, k1, b, delta
-                )
-            p += n
     return indices, data

@@ -447,18 +447,15 @@ class BM25Index:
         unchecked = self._unchecked
         if unchecked is None:
             return
-        if self._byte_checks:
-            t = np.unique(np.asarray(terms, dtype=np.int64))
-            t = t[(t >= 0) & (t < self.n_vocab)]
-            t = t[unchecked[t]]
-            lo = np.asarray(self.indptr, dtype=np.int64)[t]
-            hi = np.asarray(self.indptr, dtype=np.int64)[t + 1]
-            for name, arr in (("indices", self.indices), ("data", self.data)):
-                if name in self._byte_checks:
-                    checker, offset = self._byte_checks[name]
-                    checker.ensure(offset + lo * arr.itemsize, offset + hi * arr.itemsize)
         check_postings(
-            self.indptr, self.indices, self.data, self.term_max, self.n_docs, terms, unchecked
+            self.indptr,
+            self.indices,
+            self.data,
+            self.term_max,
+            self.n_docs,
+            terms,
+            unchecked,
+            self._byte_checks,
         )
         if not unchecked.any():
             self._unchecked = None

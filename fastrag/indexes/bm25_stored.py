@@ -125,18 +125,24 @@ def check_postings(
     n_docs: int,
     terms: np.ndarray,
     unchecked: np.ndarray,
+    byte_checks: dict | None = None,
 ) -> None:
     """Check the postings of the ``terms`` whose ``unchecked`` flag is set (doc ids in range
     and strictly increasing, weights finite, within their term's bound and not negative where
     that bound is positive: the kernels rely on it), clearing the flags
     of those checked; StoreError at the first bad one. Terms outside the vocabulary are left
-    to the kernel to report."""
+    to the kernel to report. ``byte_checks`` (see ``BM25Index.verify_postings_with``): the
+    bytes of those postings are verified first."""
     n_vocab = indptr.shape[0] - 1
     t = np.unique(terms)
     t = t[(t >= 0) & (t < n_vocab)]
     t = t[unchecked[t]]
     starts = indptr[t].astype(np.int64)
     lens = indptr[t + 1].astype(np.int64) - starts
+    for name, arr in (("indices", indices), ("data", data)):
+        if byte_checks and name in byte_checks:
+            checker, offset = byte_checks[name]
+            checker.ensure(offset + starts * arr.itemsize, offset + (starts + lens) * arr.itemsize)
     ends = np.cumsum(lens)
     lo = 0
     while lo < len(t):  # chunks of about 4M postings bound the temporary arrays
