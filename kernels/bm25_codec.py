@@ -198,6 +198,7 @@ def decode_term(
     docs = np.empty(BLOCK, np.int64)
     tfs = np.empty(BLOCK, np.int64)
     avg = avgdl if avgdl > 0.0 else 1.0
+    top = doc_len.shape[0] - 1  # a damaged stream's doc id is clamped here, then rejected
     k = 0
     for j in range(term_block[t], term_block[t + 1]):
         n = min(BLOCK, df - k)
@@ -205,9 +206,8 @@ def decode_term(
         for i in range(n):
             d = docs[i]
             out_docs[k + i] = d
-            out_w[k + i] = posting_weight(
-                method, idf_t, base_t, tfs[i], float(doc_len[d]), avg, k1, b, delta
-            )
+            dl = float(doc_len[min(max(d, 0), top)])
+            out_w[k + i] = posting_weight(method, idf_t, base_t, tfs[i], dl, avg, k1, b, delta)
         k += n
 
 
@@ -258,3 +258,100 @@ def decode_postings(
                 data[lo:hi],
             )
     return indices, data
+
+
+@njit(cache=True, nogil=True)
+def tf_codes(indptr, indices, data, doc_len, idf, base, method, avgdl, k1, b, delta):
+    """The smallest term frequency that gives each posting its stored weight ``data[p]``
+    (int32 ``[nnz]``: the weight is non-decreasing in tf, at most the document's length), so
+    that the codec's recomputed weight equals it bit for bit. Returns ``(tf, bad)``: ``bad``
+    is the first posting no tf reproduces (weights not computed from these lengths and
+    parameters), or -1."""
+    nnz = indptr[indptr.shape[0] - 1]
+    out = np.ones(nnz, np.int32)
+    avg = avgdl if avgdl > 0.0 else 1.0
+    for t in range(indptr.shape[0] - 1):
+        i_t = idf[t]
+        b_t = base[t]
+        for p in range(indptr[t], indptr[t + 1]):
+            w = data[p]
+            dl = np.int64(doc_len[indices[p]])
+            fdl = float(dl)
+            if posting_weight(method, i_t, b_t, 1, fdl, avg, k1, b, delta) == w:
+                continue
+            lo = np.int64(2)
+            hi = max(dl, np.int64(2))
+            while lo < hi:  # smallest tf in [2, dl] whose weight reaches w
+                mid = (lo + hi) // 2
+                if posting_weight(method, i_t, b_t, mid, fdl, avg, k1, b, delta) >= w:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            if posting_weight(method, i_t, b_t, lo, fdl, avg, k1, b, delta) != w:
+                found = np.int64(-1)
+                for f in range(2, dl + 1):  # rounding made the weight non-monotone here
+                    if posting_weight(method, i_t, b_t, f, fdl, avg, k1, b, delta) == w:
+                        found = f
+                        break
+                if found < 0:
+                    return out, p
+                lo = found
+            out[p] = lo
+    return out, np.int64(-1)
+
+
+@njit(cache=True, nogil=True)
+def decode_terms(
+    term_block,
+    blk_last,
+    blk_word,
+    blk_dw,
+    blk_tw,
+    words,
+    indptr,
+    terms,
+    doc_len,
+    idf,
+    base,
+    method,
+    avgdl,
+    k1,
+    b,
+    delta,
+    indices,
+    data,
+):
+    """Decode the postings of ``terms`` into their places ``indptr[t]:indptr[t + 1]`` of the
+    uncompressed arrays ``indices`` (int32) and ``data`` (float32). Returns the first term
+    whose decoded blocks do not end at their skip entries (a damaged stream), or -1; the
+    caller checks order and bounds of what was decoded."""
+    for i in range(terms.shape[0]):
+        t = terms[i]
+        lo, hi = indptr[t], indptr[t + 1]
+        if hi == lo:
+            continue
+        decode_term(
+            term_block,
+            blk_last,
+            blk_word,
+            blk_dw,
+            blk_tw,
+            words,
+            t,
+            hi - lo,
+            doc_len,
+            idf[t],
+            base[t],
+            method,
+            avgdl,
+            k1,
+            b,
+            delta,
+            indices[lo:hi],
+            data[lo:hi],
+        )
+        for j in range(term_block[t], term_block[t + 1]):  # each block ends at its skip entry
+            end = min(lo + (j - term_block[t] + 1) * BLOCK, hi) - 1
+            if np.int64(indices[end]) != np.int64(blk_last[j]):
+                return t
+    return np.int64(-1)

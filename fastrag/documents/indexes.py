@@ -28,6 +28,7 @@ from fastrag.documents.embedding import check_vectors, embedder_name, to_numpy, 
 from fastrag.documents.labels import LabelledIndex, hnsw_label_problem, label_rows
 from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
 from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.bm25_stored import PACKED_NAMES
 from fastrag.indexes.sparse import SparseIndex, sparse_column
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
 from fastrag.schema import EMBEDDING_PREFIX
@@ -392,8 +393,9 @@ class DerivedData:
                 index.verify_postings_with(
                     {
                         n: (check, int(getattr(arrays[n], "offset", 0)))
-                        for n in ("indices", "data")
-                        if (check := store.chunk_check(key, f"{n}.npy")) is not None
+                        for n in ("indices", "data", *PACKED_NAMES)
+                        if n in arrays
+                        and (check := store.chunk_check(key, f"{n}.npy")) is not None
                     }
                 )
                 if index.n_docs != len(g) or index.n_vocab != len(vocab):
@@ -420,7 +422,7 @@ class DerivedData:
                 and (entry is None or cur["dir"] != entry["dir"])
             ):
                 return  # another writer stored it (and it is not the damaged one we read)
-            arrays = dict(index.to_arrays())
+            arrays = dict(index.to_arrays(packed=True))
             arrays["vocab_bytes"], arrays["vocab_offsets"] = encode_vocab(tc.vocab)
             txn.write_arrays(
                 key,
@@ -430,7 +432,7 @@ class DerivedData:
                     "group": g.name,
                     "fingerprint": g.fingerprint,
                     "analyzer": analyzer.identity(),
-                    "index": index.meta(),
+                    "index": index.meta(packed=True),
                 },
             )
 

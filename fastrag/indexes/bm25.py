@@ -51,8 +51,15 @@ from fastrag.indexes.bm25_args import (
     raise_query_error,
     strategy_code,
 )
+from fastrag.indexes.bm25_packed import PackedPostings, Weighing
 from fastrag.indexes.bm25_stats import BM25Stats, check_stats, document_frequencies
-from fastrag.indexes.bm25_stored import FORMAT, check_postings, checked_arrays
+from fastrag.indexes.bm25_stored import (
+    FORMAT,
+    FORMAT_PACKED,
+    PACKED_NAMES,
+    check_postings,
+    checked_arrays,
+)
 
 # Rank directories (see ``fastrag._kernels.bm25_heads.build_rank_rows``): for the terms in at
 # least 1/RANK_DF_DIVISOR of the documents of an index of at least RANK_MIN_DOCS documents,
@@ -93,6 +100,7 @@ class BM25Index:
         b: float,
         delta: float,
         external_stats: bool,
+        doc_len: np.ndarray | None = None,
     ) -> None:
         # Index arrays are immutable: kept (and passed to the kernels) as read-only views, so
         # built and memory-mapped indexes share one compiled kernel signature.
@@ -107,13 +115,20 @@ class BM25Index:
         self.method = method
         self.params = {"k1": float(k1), "b": float(b), "delta": float(delta)}
         self._external_stats = bool(external_stats)
+        # document lengths (uint32 [n_docs]): what recomputes a weight from a tf code
+        self._doc_len = None if doc_len is None else readonly(doc_len)
         # terms whose postings are not yet bounds-checked (an index from untrusted arrays)
         self._unchecked: np.ndarray | None = None
         self._byte_checks: dict[str, tuple[Any, int]] = {}
-        idf = bm25_build.idf_weights(method, stats.df, stats.n_docs)
-        self.base_weights = readonly(
-            bm25_build.base_weights_for(method, idf, float(k1), float(delta)).astype(np.float32)
-        )
+        # The packed (block codec) arrays: those it was loaded from, whose postings are decoded
+        # into ``indices``/``data`` term by term on first use (under _decode_lock), or those
+        # packed from this index on first request.
+        self._packed: PackedPostings | None = None
+        self._writable: tuple[np.ndarray, np.ndarray] | None = None  # decoded into
+        self._decode_lock = threading.Lock()
+        self._idf = bm25_build.idf_weights(method, stats.df, stats.n_docs)
+        self._base = bm25_build.base_weights_for(method, self._idf, float(k1), float(delta))
+        self.base_weights = readonly(self._base.astype(np.float32))
         self._pool: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._lock = threading.Lock()
         self._no_mask = readonly(np.zeros(0, dtype=np.bool_))
@@ -211,6 +226,7 @@ class BM25Index:
             b=b,
             delta=delta,
             external_stats=stats is not None,
+            doc_len=np.diff(offsets).astype(np.uint32),
         )
 
     # ---------------------------------------------------------------------------- search
@@ -447,18 +463,37 @@ class BM25Index:
         unchecked = self._unchecked
         if unchecked is None:
             return
-        check_postings(
-            self.indptr,
-            self.indices,
-            self.data,
-            self.term_max,
-            self.n_docs,
-            terms,
-            unchecked,
-            self._byte_checks,
-        )
+        if self._writable is not None:
+            self._decode(terms, unchecked)
+        else:
+            check_postings(
+                self.indptr,
+                self.indices,
+                self.data,
+                self.term_max,
+                self.n_docs,
+                terms,
+                unchecked,
+                self._byte_checks,
+            )
         if not unchecked.any():
             self._unchecked = None
+
+    def _decode(self, terms: np.ndarray, unchecked: np.ndarray) -> None:
+        """Decode, then check, the packed postings of ``terms`` not decoded yet (once per term:
+        a term's flag clears only after its postings are in place)."""
+        t = np.unique(terms)
+        t = t[(t >= 0) & (t < self.n_vocab)]
+        if not unchecked[t].any():
+            return
+        with self._decode_lock:
+            t = t[unchecked[t]].astype(np.int64)
+            if t.size:
+                indices, data = self._writable
+                self._packed.decode(t, indices, data, self._byte_checks)
+                check_postings(
+                    self.indptr, self.indices, self.data, self.term_max, self.n_docs, t, unchecked
+                )
 
     def get_scores(self, q_values: np.ndarray) -> np.ndarray:
         """Dense BM25 scores (float32 ``[n_docs]``) of one query given as token ids."""
@@ -471,25 +506,75 @@ class BM25Index:
         return out
 
     # ---------------------------------------------------------------------------- persistence
-    def to_arrays(self) -> dict[str, np.ndarray]:
+    def to_arrays(self, packed: bool = False) -> dict[str, np.ndarray]:
         """The arrays that define the index (save them with ``np.save``; load with
         :meth:`from_arrays`, memory-mapped read-only is fine). ``stats_df`` is present only
         when the index was built with external statistics; otherwise ``df`` is
-        ``np.diff(indptr)``."""
-        out = {
-            "indptr": self.indptr,
-            "indices": self.indices,
-            "data": self.data,
-            "term_max": self.term_max,
-        }
+        ``np.diff(indptr)``.
+
+        ``packed``: the postings in the block codec of ``fastrag._kernels.bm25_codec`` (doc-id
+        gaps and term-frequency codes bit-packed per block of 128, with each document's
+        length) instead of an int32 doc id and a float32 weight each: about 1.3-1.8 bytes per
+        posting instead of 8, and the same scores bit for bit (a loaded index recomputes
+        each weight exactly as the build did, decoding a term's postings on its first
+        query). Needs the document lengths: an index built by :meth:`build`, or loaded
+        packed."""
+        if packed:
+            out = self._pack().to_arrays()
+        else:
+            if self._unchecked is not None and self._writable is not None:
+                self.check_postings()  # a packed index: every posting decoded first
+            out = {
+                "indptr": self.indptr,
+                "indices": self.indices,
+                "data": self.data,
+                "term_max": self.term_max,
+            }
         if self._external_stats:
             out["stats_df"] = self.stats.df
         return out
 
-    def meta(self) -> dict:
-        """JSON-serializable scalars that, with :meth:`to_arrays`, restore the index."""
+    def _pack(self) -> PackedPostings:
+        """The packed postings (see :meth:`to_arrays`), encoded on first request."""
+        if self._packed is None:
+            if self._doc_len is None:
+                raise ConfigError(
+                    "this BM25 index has no document lengths (it was loaded from unpacked "
+                    f"{FORMAT!r} arrays), so its weights cannot be packed; rebuild it with "
+                    "BM25Index.build"
+                )
+            with self._decode_lock:
+                if self._packed is None:
+                    self._packed = PackedPostings.pack(
+                        self.indptr,
+                        self.indices,
+                        self.data,
+                        self.term_max,
+                        self._doc_len,
+                        self._weighing(),
+                    )
+        return self._packed
+
+    def _weighing(self) -> Weighing:
+        return Weighing(
+            self._idf,
+            self._base,
+            bm25_build.METHOD_CODES[self.method],
+            float(self.stats.avgdl),
+            self.params["k1"],
+            self.params["b"],
+            self.params["delta"],
+        )
+
+    def packed_nbytes(self) -> int:
+        """Bytes of :meth:`to_arrays` with ``packed=True`` (packs the index if needed)."""
+        return int(sum(v.nbytes for v in self.to_arrays(packed=True).values()))
+
+    def meta(self, packed: bool = False) -> dict:
+        """JSON-serializable scalars that, with :meth:`to_arrays` (the same ``packed``),
+        restore the index."""
         return {
-            "format": FORMAT,
+            "format": FORMAT_PACKED if packed else FORMAT,
             "method": self.method,
             **self.params,
             "n_docs": self.n_docs,
@@ -504,8 +589,15 @@ class BM25Index:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict) -> BM25Index:
         """Restore an index from :meth:`to_arrays` + :meth:`meta` (arrays may be read-only or
-        memory-mapped; nothing is copied)."""
+        memory-mapped; nothing is copied). A packed index opens without reading its
+        postings: each term's are decoded (into memory mapped on first write) and checked on
+        the first query that holds the term."""
         a = checked_arrays(arrays, meta)
+        packed = meta["format"] == FORMAT_PACKED
+        if packed:
+            nnz = int(meta["nnz"])
+            writable = (np.zeros(nnz, np.int32), np.zeros(nnz, np.float32))
+            a["indices"], a["data"] = writable
         method = meta["method"]
         if meta.get("external_stats"):
             stats = BM25Stats(int(meta["stats_n_docs"]), int(meta["stats_n_tokens"]), a["stats_df"])
@@ -526,14 +618,24 @@ class BM25Index:
             b=meta["b"],
             delta=meta["delta"],
             external_stats=bool(meta.get("external_stats")),
+            doc_len=a["doc_len"] if packed else None,
         )
         index._unchecked = np.ones(index.n_vocab, dtype=bool)
+        if packed:
+            index._writable = writable
+            index._packed = PackedPostings(
+                {n: a[n] for n in (*PACKED_NAMES, "term_block")}, index._weighing()
+            )
         return index
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the arrays that define the index (what :meth:`to_arrays` returns)."""
-        return int(sum(v.nbytes for v in self.to_arrays().values()))
+        """Bytes of the arrays that define the index unpacked (what :meth:`to_arrays`
+        returns; a packed index's decoded postings take memory only once decoded)."""
+        arrays = [self.indptr, self.indices, self.data, self.term_max]
+        if self._external_stats:
+            arrays.append(self.stats.df)
+        return int(sum(v.nbytes for v in arrays))
 
     def __repr__(self) -> str:
         return (

@@ -13,16 +13,29 @@ from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.bm25_args import BM25_METHODS, check_params
 
 FORMAT = "fastrag.bm25/1"
+# Postings in the block codec of ``fastrag._kernels.bm25_codec`` (doc-id gaps and tf codes,
+# bit-packed per block of BLOCK postings) with per-document lengths: weights are recomputed.
+FORMAT_PACKED = "fastrag.bm25/2"
+PACKED_NAMES = (
+    "indptr",
+    "term_max",
+    "doc_len",
+    "blk_last",
+    "blk_word",
+    "blk_dw",
+    "blk_tw",
+    "words",
+)
 
 
 def checked_arrays(arrays: dict[str, np.ndarray], meta: dict) -> dict[str, np.ndarray]:
     """The arrays :meth:`BM25Index.to_arrays` wrote, contiguous (no copy of contiguous ones),
     once ``meta`` and the arrays' shapes, dtypes and offsets agree; StoreError saying what
     does not. The postings are checked term by term later (:func:`check_postings`)."""
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in (FORMAT, FORMAT_PACKED):
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise StoreError(
-            f"BM25 index meta has format {got!r}, expected {FORMAT!r}; "
+            f"BM25 index meta has format {got!r}, expected {FORMAT!r} or {FORMAT_PACKED!r}; "
             "rebuild the index with this fastrag version"
         )
     problem = _meta_problem(meta)
@@ -30,7 +43,8 @@ def checked_arrays(arrays: dict[str, np.ndarray], meta: dict) -> dict[str, np.nd
         raise StoreError(
             f"BM25 index meta is invalid ({problem}); the index is damaged: rebuild the index"
         )
-    need = ["indptr", "indices", "data", "term_max"] + (
+    packed = meta["format"] == FORMAT_PACKED
+    need = (list(PACKED_NAMES) if packed else ["indptr", "indices", "data", "term_max"]) + (
         ["stats_df"] if meta.get("external_stats") else []
     )
     missing = [n for n in need if n not in arrays]
@@ -39,6 +53,14 @@ def checked_arrays(arrays: dict[str, np.ndarray], meta: dict) -> dict[str, np.nd
     a = {n: np.ascontiguousarray(arrays[n]) for n in need}
     n_vocab = int(meta["n_vocab"])
     nnz = int(meta["nnz"])
+    if packed:
+        problem = _packed_problem(a, meta)
+        if problem:
+            raise StoreError(
+                f"BM25 index arrays are inconsistent ({problem}); the index files are corrupt: "
+                "rebuild the index"
+            )
+        return a
     if (
         a["indptr"].shape != (n_vocab + 1,)
         or a["term_max"].shape != (n_vocab,)
@@ -64,6 +86,63 @@ def checked_arrays(arrays: dict[str, np.ndarray], meta: dict) -> dict[str, np.nd
             "are corrupt: rebuild the index"
         )
     return a
+
+
+def _packed_problem(a: dict[str, np.ndarray], meta: dict) -> str | None:
+    """What makes the arrays of a packed index unsafe to decode (shapes, dtypes, offsets, bit
+    widths and block sizes; the doc ids themselves are checked as they are decoded), or
+    None. Sets ``a["term_block"]``, each term's first block (derived, not stored)."""
+    from fastrag._kernels.bm25_codec import BLOCK  # lazy: numba
+
+    n_vocab, nnz, n_docs = int(meta["n_vocab"]), int(meta["nnz"]), int(meta["n_docs"])
+    indptr = a["indptr"]
+    want = {
+        "indptr": ((n_vocab + 1,), ("int32", "int64")),
+        "term_max": ((n_vocab,), ("float32",)),
+        "doc_len": ((n_docs,), ("uint32",)),
+    }
+    for name, (shape, dtypes) in want.items():
+        if a[name].shape != shape or a[name].dtype.name not in dtypes:
+            return f"{name} is {a[name].shape} {a[name].dtype}, expected {shape} {dtypes}"
+    if indptr[0] != 0 or int(indptr[-1]) != nnz or np.any(indptr[1:] < indptr[:-1]):
+        return f"indptr does not rise from 0 to nnz={nnz}"
+    if int(a["doc_len"].sum(dtype=np.int64)) != int(meta["n_tokens"]):
+        return f"document lengths do not add up to n_tokens={meta['n_tokens']}"
+    if not (np.isfinite(a["term_max"]).all() and (a["term_max"] >= 0).all()):
+        return "term_max holds a negative, NaN or infinite bound"
+    df = np.diff(indptr.astype(np.int64))
+    per_term = (df + BLOCK - 1) // BLOCK
+    term_block = np.zeros(n_vocab + 1, np.int64)
+    np.cumsum(per_term, out=term_block[1:])
+    n_blocks = int(term_block[-1])
+    for name, dtype, size in (
+        ("blk_last", "uint32", n_blocks),
+        ("blk_word", "int64", n_blocks + 1),
+        ("blk_dw", "uint8", n_blocks),
+        ("blk_tw", "uint8", n_blocks),
+    ):
+        if a[name].shape != (size,) or a[name].dtype.name != dtype:
+            return f"{name} is {a[name].shape} {a[name].dtype}, expected ({size},) {dtype}"
+    words = a["words"]
+    if words.ndim != 1 or words.dtype != np.uint32:
+        return f"words is {words.shape} {words.dtype}, expected 1-D uint32"
+    dw, tw = a["blk_dw"].astype(np.int64), a["blk_tw"].astype(np.int64)
+    if n_blocks and (dw.max() > 32 or tw.max() > 32):
+        return "a block's bit width is above 32"
+    term = np.repeat(np.arange(n_vocab), per_term)
+    n = np.minimum(BLOCK, df[term] - (np.arange(n_blocks) - term_block[term]) * BLOCK)
+    sizes = (n * dw + 31) // 32 + (n * tw + 31) // 32
+    blk_word = a["blk_word"]
+    if blk_word[0] != 0 or np.any(np.diff(blk_word) != sizes):
+        return "block word offsets do not match the blocks' sizes"
+    if words.shape[0] != int(blk_word[-1]) + 1:
+        return f"words holds {words.shape[0]} words, the blocks {int(blk_word[-1]) + 1}"
+    if meta.get("external_stats") and (
+        a["stats_df"].shape != (n_vocab,) or a["stats_df"].dtype.kind not in "iu"
+    ):
+        return f"stats_df is {a['stats_df'].shape} {a['stats_df'].dtype}, expected integers"
+    a["term_block"] = term_block
+    return None
 
 
 def _meta_problem(meta: dict) -> str | None:

@@ -188,12 +188,12 @@ def _drop_chunk_digests(st: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "digests, found", [(True, "fails its checksum in bytes 0-"), (False, "doc ids outside")]
+    "digests, found", [(True, "fails its checksum in bytes 0-"), (False, "skip entries")]
 )
 def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch, digests, found):
     """Files over VERIFY_BELOW are not checksummed whole on open: the chunks a query's postings
     span are checked against their digests on first use (stores without digests: the postings'
-    bounds), and a damaged index is then rebuilt (and stored again) with a warning."""
+    skip entries), and a damaged index is then rebuilt (and stored again) with a warning."""
     import warnings as w
 
     from fastrag.documents import store as store_mod
@@ -203,10 +203,10 @@ def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch
     doc = fr.Document.from_texts(TEXTS, store=st)
     want = [(h.text, h.score) for h in fr.Retriever(doc, "root", "bm25", topk=3)("cat fish")]
     entry = next(v for v in Store(st).manifest["indexes"].values() if v["meta"]["kind"] == "bm25")
-    path = st / entry["dir"] / "indices.npy"
-    ids = np.load(path)
-    ids[len(ids) // 2 :] = 10**6  # same size, doc ids out of range
-    np.save(path, ids)
+    path = st / entry["dir"] / "blk_last.npy"
+    last = np.load(path)
+    last += 1  # same size, every block's skip entry past its last doc id
+    np.save(path, last)
     if not digests:
         _drop_chunk_digests(st)
     monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)  # as if the files were large
@@ -221,10 +221,10 @@ def test_damaged_large_bm25_index_is_rebuilt_at_query_time(tmp_path, monkeypatch
     assert Store(st).verify() == []  # the rebuilt index replaced the damaged folder
 
 
-def test_a_weight_changed_within_its_bounds_is_caught_by_its_chunk(tmp_path, monkeypatch):
-    """Damage the bounds checks cannot see (a weight lowered, still valid) is caught by the
-    chunk digests before a query uses it; a query whose postings lie in other chunks reads and
-    checks only those."""
+def test_a_tf_code_changed_is_caught_by_its_chunk(tmp_path, monkeypatch):
+    """Damage the decoder's checks cannot see (a term frequency changed: a valid, different
+    weight) is caught by the chunk digests before a query uses it; a query whose postings lie
+    in other chunks reads and checks only those."""
     from fastrag.documents import chunksums
     from fastrag.documents import store as store_mod
     from fastrag.errors import StoreError
@@ -237,8 +237,8 @@ def test_a_weight_changed_within_its_bounds_is_caught_by_its_chunk(tmp_path, mon
     key, entry = next(
         (k, v) for k, v in store.manifest["indexes"].items() if v["meta"]["kind"] == "bm25"
     )
-    head, _, digests = entry["files"]["data.npy"]["chunks"].partition(":")
-    assert head == "64" and len(digests) == 16 * -(-entry["files"]["data.npy"]["size"] // 64)
+    head, _, digests = entry["files"]["words.npy"]["chunks"].partition(":")
+    assert head == "64" and len(digests) == 16 * -(-entry["files"]["words.npy"]["size"] // 64)
     monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)
     arrays, meta = Store(st).read_arrays(key)
     from fastrag.indexes.bm25 import BM25Index
@@ -248,23 +248,22 @@ def test_a_weight_changed_within_its_bounds_is_caught_by_its_chunk(tmp_path, mon
         a, m = s2.read_arrays(key)
         a.pop("vocab_bytes"), a.pop("vocab_offsets")
         index = BM25Index.from_arrays(a, m["index"])
-        checks = {
-            n: (s2.chunk_check(key, f"{n}.npy"), int(a[n].offset)) for n in ("indices", "data")
-        }
+        checks = {"words": (s2.chunk_check(key, "words.npy"), int(a["words"].offset))}
         index.verify_postings_with(checks)
         return index, checks
 
-    indptr = np.asarray(arrays["indptr"])
-    last = len(indptr) - 2  # the last term: its postings end the file
-    path = st / entry["dir"] / "data.npy"
-    data = np.load(path)
-    data[indptr[last]] = np.float32(data[indptr[last]] * 0.5)  # within its bound: looks valid
-    np.save(path, data)
+    blk_word, blk_tw = np.asarray(arrays["blk_word"]), np.asarray(arrays["blk_tw"])
+    last = len(arrays["indptr"]) - 2  # the last term: its postings end the file
+    assert blk_tw[-1] > 0  # its last block's tf codes are the stream's last words
+    path = st / entry["dir"] / "words.npy"
+    words = np.load(path)
+    words[blk_word[-1] - 1] ^= np.uint32(1)  # one bit of a tf code: a valid weight
+    np.save(path, words)
 
     index, checks = loaded()
     index.search(np.array([0], np.int32), np.array([0, 1]), 3)  # the first term: other chunks
-    assert 0 < checks["data"][0].n_verified < len(checks["data"][0]._done)
-    with pytest.raises(StoreError, match=r"data\.npy' fails its checksum in bytes"):
+    assert 0 < checks["words"][0].n_verified < len(checks["words"][0]._done)
+    with pytest.raises(StoreError, match=r"words\.npy' fails its checksum in bytes"):
         index.search(np.array([last], np.int32), np.array([0, 1]), 3)
 
 

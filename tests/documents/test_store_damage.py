@@ -269,7 +269,7 @@ def _large_probe(template: Path, tmp_path: Path, rel_kind: str, edit) -> dict:
     rel = next(
         f
         for f in sorted(Store(st).referenced())
-        if kind(f) == rel_kind and (rel_kind != "index" or f.endswith("data.npy"))
+        if kind(f) == rel_kind and (rel_kind != "index" or f.endswith("words.npy"))
     )
     data = bytearray((st / rel).read_bytes())
     edit(data)

@@ -92,7 +92,7 @@ CHILD = COMMON + textwrap.dedent(f"""
                               if issubclass(w.category, StoreWarning)]
         return result
 
-    for store, mode in json.loads(sys.argv[1]):
+    for store, mode in json.loads(sys.stdin.readline()):
         print("BEGIN " + store, flush=True)  # names the case if the interpreter dies in it
         faulthandler.dump_traceback_later({HANG_S}, exit=True)
         result = probe(store, mode)
@@ -109,14 +109,19 @@ emb, answers = ns["emb"], ns["answers"]
 
 
 def _run_batch(cases: list[tuple[str, str]], env: dict) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-c", CHILD, json.dumps(cases)],
+    """A child probing ``cases`` (passed on stdin: thousands of paths overflow argv)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
         env=env,
     )
+    proc.stdin.write(json.dumps(cases) + "\n")
+    proc.stdin.flush()
+    return proc
 
 
 def run_probes(cases: list[tuple[Path, str]], workers: int = 2) -> dict[str, dict]:
@@ -562,7 +567,10 @@ def test_resealed_damage_campaign(template, clean, tmp_path):
     kinds = {k for k, _ in counts}
     assert kinds == {"manifest", "sources", "root", "line", "vec", "hnsw"} | {
         f"bm25:{a}"
-        for a in ("data", "indices", "indptr", "term_max", "vocab_bytes", "vocab_offsets")
+        for a in (
+            *("blk_dw", "blk_last", "blk_tw", "blk_word", "doc_len", "indptr", "term_max"),
+            *("words", "vocab_bytes", "vocab_offsets"),
+        )
     }
     assert sum(counts.values()) >= 700
     for k in kinds:  # every kind's damage was seen (not only answered around)
@@ -1216,23 +1224,32 @@ def test_deep_check_passes_sound_stores(template, tmp_path):
     assert deep_check(Store(st, mode="r")) == []
 
 
-def _bm25_indices_out_of_range(st):
-    _edit_npy(st, _index_dir(st, "bm25") + "/indices.npy", lambda a: a.__setitem__(-1, 10**6))
+def _bm25_skip_entry(st):
+    # the first block's last doc id: its postings no longer decode to it
+    _edit_npy(st, _index_dir(st, "bm25") + "/blk_last.npy", lambda a: a.__setitem__(0, a[0] + 1))
 
 
-def _bm25_indices_unsorted(st):
-    def edit(a):
-        a[0], a[1] = a[1], a[0]  # the first term's first two postings
+def _bm25_gap(st):
+    folder = st / _index_dir(st, "bm25")
+    j = int(np.flatnonzero(np.load(folder / "blk_dw.npy"))[0])  # a block with doc-id gaps
+    start = int(np.load(folder / "blk_word.npy")[j])
 
-    _edit_npy(st, _index_dir(st, "bm25") + "/indices.npy", edit)
+    def edit(a):  # its first gap changed: the block no longer ends at its skip entry
+        a[start] ^= 1
+
+    _edit_npy(st, _index_dir(st, "bm25") + "/words.npy", edit)
 
 
 def _bm25_weight_above_bound(st):
-    _edit_npy(st, _index_dir(st, "bm25") + "/data.npy", lambda a: a.__setitem__(0, 1e9))
+    def edit(a):  # the bound of the first term with a positive one, halved
+        t = int(np.flatnonzero(a > 0)[0])
+        a[t] = a[t] / 2
+
+    _edit_npy(st, _index_dir(st, "bm25") + "/term_max.npy", edit)
 
 
-def _bm25_weight_negative(st):
-    _edit_npy(st, _index_dir(st, "bm25") + "/data.npy", lambda a: a.__setitem__(0, -1.0))
+def _bm25_doc_len(st):
+    _edit_npy(st, _index_dir(st, "bm25") + "/doc_len.npy", lambda a: a.__setitem__(0, a[0] + 1))
 
 
 def _hnsw_link(st):
@@ -1301,11 +1318,11 @@ def _unchecksummed(st):
 
 
 DEEP = {  # name -> (damage, file named, words of the problem)
-    "bm25 doc id": (_bm25_indices_out_of_range, "line_bm25", "doc ids outside [0, 80)"),
-    "bm25 order": (_bm25_indices_unsorted, "line_bm25", "not strictly increasing"),
+    "bm25 skip entry": (_bm25_skip_entry, "line_bm25", "do not decode to their skip entries"),
+    "bm25 gap": (_bm25_gap, "line_bm25", "do not decode to their skip entries"),
     "bm25 weight": (_bm25_weight_above_bound, "line_bm25", "above their term's bound"),
-    "bm25 negative weight": (_bm25_weight_negative, "line_bm25", "negative in a term with a"),
-    "bm25 n_docs": (_bm25_n_docs, "line_bm25", "covers 81 nodes, its group 'line' has 80"),
+    "bm25 doc length": (_bm25_doc_len, "line_bm25", "do not add up to n_tokens"),
+    "bm25 n_docs": (_bm25_n_docs, "line_bm25", "doc_len is (80,) uint32, expected (81,)"),
     "hnsw link": (_hnsw_link, "index.bin", "links to element 1000000 on level 0"),
     "hnsw ids": (_hnsw_ids, "index.bin", "node ids recorded for them disagree"),
     "vector nan": (_vector_nan, "vec-line-default", "hold nulls, NaN or inf"),
@@ -1344,13 +1361,13 @@ def test_deep_check_reads_what_an_open_does_not(template, tmp_path, monkeypatch)
     pos = plain.index(b"doc 7 cat")
     (st / rel).write_bytes(plain[:pos] + b"\xff" + plain[pos + 1 :])  # invalid UTF-8 in a text
     reseal(st, rel)
-    _bm25_indices_out_of_range(st)
+    _bm25_skip_entry(st)
     monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)  # every file counts as large
     fr.Document(store=st, mode="r")  # opens: the texts stay unread, the postings unchecked
     problems = deep_check(Store(st, mode="r"))
     assert len(problems) == 2, problems
     assert Path(rel).name in problems[0] and "UTF8" in problems[0].upper()
-    assert "line_bm25" in problems[1] and "doc ids outside" in problems[1]
+    assert "line_bm25" in problems[1] and "skip entries" in problems[1]
 
 
 def test_hnsw_file_that_crashed_hnswlib_is_rebuilt(template, tmp_path):
