@@ -53,7 +53,7 @@ def _reload(index: BM25Index) -> BM25Index:
 
 
 def _same_results(a: BM25Index, b: BM25Index, qv, qo, **kw) -> None:
-    for x, y in zip(a.search(qv, qo, 10, **kw), b.search(qv, qo, 10, **kw)):
+    for x, y in zip(a.search(qv, qo, 10, **kw), b.search(qv, qo, 10, **kw), strict=True):
         assert x.dtype == y.dtype
         np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
 
@@ -139,7 +139,7 @@ def test_threads_decoding_the_same_terms_get_the_same_answers():
         for t in threads:
             t.join()
         for g in got:
-            for x, y in zip(g, want):
+            for x, y in zip(g, want, strict=True):
                 np.testing.assert_array_equal(x, y)
 
 
