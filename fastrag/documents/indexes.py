@@ -394,8 +394,7 @@ class DerivedData:
                     {
                         n: (check, int(getattr(arrays[n], "offset", 0)))
                         for n in ("indices", "data", *PACKED_NAMES)
-                        if n in arrays
-                        and (check := store.chunk_check(key, f"{n}.npy")) is not None
+                        if n in arrays and (check := store.chunk_check(key, f"{n}.npy")) is not None
                     }
                 )
                 if index.n_docs != len(g) or index.n_vocab != len(vocab):
