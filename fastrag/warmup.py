@@ -66,7 +66,10 @@ def _bm25_search(log: Callable[[str], None]) -> None:
         q_offsets = np.arange(0, 3 * n_q + 1, 3, dtype=np.int64)
         index.search(q_values, q_offsets, 10)
         index.search(q_values, q_offsets, 10, mask=mask, cutoff=0.5)
-    log("  bm25 search, serial and batch, filters and cut-offs")
+    # a store keeps indexes packed: packing and the per-term decoding of a reopened one
+    packed = BM25Index.from_arrays(index.to_arrays(packed=True), index.meta(packed=True))
+    packed.search(q_values, q_offsets, 10)
+    log("  bm25 search, serial and batch, filters and cut-offs, packed indexes")
     _bm25_rank()
     log("  bm25 rank directories and impact heads (large corpora)")
 

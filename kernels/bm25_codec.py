@@ -318,13 +318,18 @@ def decode_terms(
     k1,
     b,
     delta,
+    term_max,
     indices,
     data,
 ):
     """Decode the postings of ``terms`` into their places ``indptr[t]:indptr[t + 1]`` of the
-    uncompressed arrays ``indices`` (int32) and ``data`` (float32). Returns the first term
-    whose decoded blocks do not end at their skip entries (a damaged stream), or -1; the
-    caller checks order and bounds of what was decoded."""
+    uncompressed arrays ``indices`` (int32) and ``data`` (float32), checking them on the way
+    (the kernels rely on it). Returns ``(term, problem)`` for the first bad term, ``problem``
+    1: a block does not end at its skip entry (a damaged stream), 2: a doc id outside
+    ``doc_len``, 3: a weight NaN, infinite, above ``term_max[t]`` or negative under a
+    positive bound; ``(-1, 0)`` when all are sound. Doc ids ascend by construction (gaps are
+    unsigned)."""
+    n_docs = doc_len.shape[0]
     for i in range(terms.shape[0]):
         t = terms[i]
         lo, hi = indptr[t], indptr[t + 1]
@@ -353,5 +358,29 @@ def decode_terms(
         for j in range(term_block[t], term_block[t + 1]):  # each block ends at its skip entry
             end = min(lo + (j - term_block[t] + 1) * BLOCK, hi) - 1
             if np.int64(indices[end]) != np.int64(blk_last[j]):
-                return t
-    return np.int64(-1)
+                return t, 1
+        if np.int64(blk_last[term_block[t + 1] - 1]) >= n_docs or indices[lo] < 0:
+            return t, 2
+        bound = term_max[t]
+        ok = True
+        for p in range(lo, hi):
+            w = data[p]
+            ok &= np.isfinite(w) & (w <= bound) & ((w >= 0) | (bound <= 0))
+        if not ok:
+            return t, 3
+    return np.int64(-1), 0
+
+
+@njit(cache=True, nogil=True)
+def gather_window(c_indptr, c_indices, c_tf, cursor, out_indices, out_tf):
+    """Append one chunk's postings of a window of terms (``c_indptr``: the chunk's offsets of
+    those terms, the first at ``c_indices[0]``) to each term's place ``cursor[t]`` of the
+    merged window, advancing ``cursor``."""
+    base = c_indptr[0]
+    for t in range(c_indptr.shape[0] - 1):
+        k = cursor[t]
+        for p in range(c_indptr[t] - base, c_indptr[t + 1] - base):
+            out_indices[k] = c_indices[p]
+            out_tf[k] = c_tf[p]
+            k += 1
+        cursor[t] = k

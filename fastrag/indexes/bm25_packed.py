@@ -17,6 +17,12 @@ import numpy as np
 from fastrag._checks import readonly
 from fastrag.errors import ConfigError, StoreError
 
+_PROBLEMS = {  # the problem codes of ``bm25_codec.decode_terms``
+    1: "do not decode to their skip entries",
+    2: "hold doc ids outside [0, {n_docs})",
+    3: "hold weights NaN, infinite, above their term's bound or negative under a positive one",
+}
+
 
 class Weighing(NamedTuple):
     """What turns a term frequency and a document length into a term's stored weight (the
@@ -86,10 +92,11 @@ class PackedPostings:
         byte_checks: dict[str, tuple[Any, int]] | None = None,
     ) -> None:
         """Decode the postings of ``terms`` (int64, in the vocabulary) into their places in
-        the writable uncompressed ``indices`` / ``data``. ``byte_checks`` maps array names to
-        ``(checker, offset)`` (a store's chunk checksums, see
-        ``BM25Index.verify_postings_with``): the bytes the decoder reads are verified first.
-        StoreError when a block does not decode to its skip entry."""
+        the writable uncompressed ``indices`` / ``data``, checked as the kernels need them.
+        ``byte_checks`` maps array names to ``(checker, offset)`` (a store's chunk checksums,
+        see ``BM25Index.verify_postings_with``): the bytes the decoder reads are verified
+        first.
+        StoreError naming the first bad term and what is wrong with it."""
         from fastrag._kernels import bm25_codec  # lazy: numba
 
         a = self.arrays
@@ -108,7 +115,7 @@ class PackedPostings:
                 lo, hi = spans[name]
                 size = a[name].itemsize
                 checker.ensure(offset + lo * size, offset + hi * size)
-        bad = bm25_codec.decode_terms(
+        bad, problem = bm25_codec.decode_terms(
             tb,
             a["blk_last"],
             a["blk_word"],
@@ -119,12 +126,13 @@ class PackedPostings:
             terms,
             a["doc_len"],
             *self.weighing,
+            a["term_max"],
             indices,
             data,
         )
         if bad != -1:
+            what = _PROBLEMS[int(problem)].format(n_docs=a["doc_len"].shape[0])
             raise StoreError(
                 f"BM25 index arrays are inconsistent (the packed postings of term {int(bad)} "
-                "do not decode to their skip entries); the index files are corrupt: rebuild "
-                "the index"
+                f"{what}); the index files are corrupt: rebuild the index"
             )

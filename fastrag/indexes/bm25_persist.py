@@ -1,0 +1,156 @@
+"""Saving and restoring a :class:`~fastrag.indexes.bm25.BM25Index`: its arrays unpacked
+(``fastrag.bm25/1``: an int32 doc id and a float32 weight per posting) or packed
+(``fastrag.bm25/2``, :mod:`fastrag.indexes.bm25_packed`), and its meta."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fastrag._kernels import bm25_build
+from fastrag.errors import ConfigError
+from fastrag.indexes.bm25_packed import PackedPostings, Weighing
+from fastrag.indexes.bm25_stats import BM25Stats
+from fastrag.indexes.bm25_stored import FORMAT, FORMAT_PACKED, PACKED_NAMES, checked_arrays
+
+
+class BM25Persistence:
+    """The persistence methods of :class:`~fastrag.indexes.bm25.BM25Index` (a mixin: it
+    relies on the index's attributes)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    term_max: np.ndarray
+    stats: BM25Stats
+    _packed: PackedPostings | None
+    _unchecked: np.ndarray | None
+    _writable: tuple[np.ndarray, np.ndarray] | None
+    _doc_len: np.ndarray | None
+    _external_stats: bool
+    _decode_lock: Any
+    _idf: np.ndarray
+    _base: np.ndarray
+
+    def to_arrays(self, packed: bool = False) -> dict[str, np.ndarray]:
+        """The arrays that define the index (save them with ``np.save``; load with
+        :meth:`from_arrays`, memory-mapped read-only is fine). ``stats_df`` is present only
+        when the index was built with external statistics; otherwise ``df`` is
+        ``np.diff(indptr)``.
+
+        ``packed``: the postings in the block codec of ``fastrag._kernels.bm25_codec`` (doc-id
+        gaps and term-frequency codes bit-packed per block of 128, with each document's
+        length) instead of an int32 doc id and a float32 weight each: about 1.3-1.8 bytes per
+        posting instead of 8, and the same scores bit for bit (a loaded index recomputes
+        each weight exactly as the build did, decoding a term's postings on its first
+        query). Needs the document lengths: an index built by :meth:`build`, or loaded
+        packed."""
+        if packed:
+            out = self._pack().to_arrays()
+        else:
+            if self._unchecked is not None and self._writable is not None:
+                self.check_postings()  # a packed index: every posting decoded first
+            out = {
+                "indptr": self.indptr,
+                "indices": self.indices,
+                "data": self.data,
+                "term_max": self.term_max,
+            }
+        if self._external_stats:
+            out["stats_df"] = self.stats.df
+        return out
+
+    def _pack(self) -> PackedPostings:
+        """The packed postings (see :meth:`to_arrays`), encoded on first request."""
+        if self._packed is None:
+            if self._doc_len is None:
+                raise ConfigError(
+                    "this BM25 index has no document lengths (it was loaded from unpacked "
+                    f"{FORMAT!r} arrays), so its weights cannot be packed; rebuild it with "
+                    "BM25Index.build"
+                )
+            with self._decode_lock:
+                if self._packed is None:
+                    self._packed = PackedPostings.pack(
+                        self.indptr,
+                        self.indices,
+                        self.data,
+                        self.term_max,
+                        self._doc_len,
+                        self._weighing(),
+                    )
+        return self._packed
+
+    def _weighing(self) -> Weighing:
+        return Weighing(
+            self._idf,
+            self._base,
+            bm25_build.METHOD_CODES[self.method],
+            float(self.stats.avgdl),
+            self.params["k1"],
+            self.params["b"],
+            self.params["delta"],
+        )
+
+    def packed_nbytes(self) -> int:
+        """Bytes of :meth:`to_arrays` with ``packed=True`` (packs the index if needed)."""
+        return int(sum(v.nbytes for v in self.to_arrays(packed=True).values()))
+
+    def meta(self, packed: bool = False) -> dict:
+        """JSON-serializable scalars that, with :meth:`to_arrays` (the same ``packed``),
+        restore the index."""
+        return {
+            "format": FORMAT_PACKED if packed else FORMAT,
+            "method": self.method,
+            **self.params,
+            "n_docs": self.n_docs,
+            "n_vocab": self.n_vocab,
+            "n_tokens": self.n_tokens,
+            "nnz": int(self.indptr[-1]),
+            "external_stats": self._external_stats,
+            "stats_n_docs": self.stats.n_docs,
+            "stats_n_tokens": self.stats.n_tokens,
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict):
+        """Restore an index from :meth:`to_arrays` + :meth:`meta` (arrays may be read-only or
+        memory-mapped; nothing is copied). A packed index opens without reading its
+        postings: each term's are decoded (into memory mapped on first write) and checked on
+        the first query that holds the term."""
+        a = checked_arrays(arrays, meta)
+        packed = meta["format"] == FORMAT_PACKED
+        if packed:
+            nnz = int(meta["nnz"])
+            writable = (np.zeros(nnz, np.int32), np.zeros(nnz, np.float32))
+            a["indices"], a["data"] = writable
+        method = meta["method"]
+        if meta.get("external_stats"):
+            stats = BM25Stats(int(meta["stats_n_docs"]), int(meta["stats_n_tokens"]), a["stats_df"])
+        else:
+            stats = BM25Stats(
+                int(meta["n_docs"]), int(meta["n_tokens"]), np.diff(a["indptr"]).astype(np.int64)
+            )
+        index = cls(
+            indptr=a["indptr"],
+            indices=a["indices"],
+            data=a["data"],
+            term_max=a["term_max"],
+            stats=stats,
+            n_docs=int(meta["n_docs"]),
+            n_tokens=int(meta["n_tokens"]),
+            method=method,
+            k1=meta["k1"],
+            b=meta["b"],
+            delta=meta["delta"],
+            external_stats=bool(meta.get("external_stats")),
+            doc_len=a["doc_len"] if packed else None,
+        )
+        index._unchecked = np.ones(index.n_vocab, dtype=bool)
+        if packed:
+            index._writable = writable
+            index._packed = PackedPostings(
+                {n: a[n] for n in (*PACKED_NAMES, "term_block")}, index._weighing()
+            )
+        return index

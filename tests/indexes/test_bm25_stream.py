@@ -1,0 +1,76 @@
+"""Packed BM25 indexes built from streamed chunks (fastrag/indexes/bm25_stream.py): the same
+files as packing the whole corpus's index, nothing half-written on failure."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fastrag.errors import ConfigError
+from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.bm25_stream import build_packed, open_packed
+
+
+def _zipf(n_docs=3000, n_vocab=8000, seed=2):
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(0, 200, n_docs)  # empty documents too
+    offsets = np.zeros(n_docs + 1, np.int64)
+    offsets[1:] = np.cumsum(lens)
+    values = (rng.zipf(1.1, int(offsets[-1])) % n_vocab).astype(np.int32)
+    return values, offsets, n_vocab
+
+
+def _chunks(values, offsets, cuts):
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        yield values[offsets[lo] : offsets[hi]], offsets[lo : hi + 1] - offsets[lo]
+
+
+@pytest.mark.parametrize("method", ["lucene", "bm25l", "bm25+"])
+@pytest.mark.parametrize("merge_postings", [1, 5000, 1 << 25])
+def test_streamed_build_writes_the_packed_index_of_the_whole_corpus(
+    tmp_path, method, merge_postings
+):
+    values, offsets, n_vocab = _zipf()
+    whole = BM25Index.build(values, offsets, n_vocab, method=method, k1=1.2)
+    cuts = [0, 1, 700, 700, 2500, 3000]  # a 1-document chunk and an empty one
+    meta = build_packed(
+        _chunks(values, offsets, cuts),
+        n_vocab,
+        tmp_path / "idx",
+        method=method,
+        k1=1.2,
+        merge_postings=merge_postings,
+    )
+    assert meta == whole.meta(packed=True)
+    assert json.loads((tmp_path / "idx" / "meta.json").read_text()) == meta
+    want = whole.to_arrays(packed=True)
+    got = {f.stem: np.load(f) for f in (tmp_path / "idx").glob("*.npy")}
+    assert got.keys() == want.keys()
+    for name, arr in want.items():
+        assert got[name].dtype == arr.dtype, name
+        np.testing.assert_array_equal(got[name], arr, err_msg=name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # no spills left
+    opened = open_packed(tmp_path / "idx")
+    qv = np.array([1, 2, 3, 40, 7, 7, 900], np.int32)
+    qo = np.array([0, 3, 4, 7])
+    for x, y in zip(opened.search(qv, qo, 10), whole.search(qv, qo, 10), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_a_bad_chunk_leaves_nothing_behind(tmp_path):
+    values, offsets, n_vocab = _zipf(500, 800)
+    bad = values.copy()
+    bad[-1] = n_vocab  # outside the vocabulary, in the second chunk
+    with pytest.raises(ConfigError, match="chunk 1 is outside the vocabulary"):
+        build_packed(_chunks(bad, offsets, [0, 250, 500]), n_vocab, tmp_path / "idx")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "idx").mkdir()
+    with pytest.raises(ConfigError, match="exists"):
+        build_packed(_chunks(values, offsets, [0, 500]), n_vocab, tmp_path / "idx")
+    with pytest.raises(ConfigError, match="no chunk"):
+        build_packed(iter([]), n_vocab, tmp_path / "other")
+    with pytest.raises(ConfigError, match="n_vocab"):
+        build_packed(_chunks(values, offsets, [0, 500]), 0, tmp_path / "other")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
