@@ -148,11 +148,14 @@ def run_phase(phase: str, extra: list[str]) -> dict:
 
 
 def report(payload: dict) -> str:
+    m = payload["machine"]
     lines = [
         "# BM25 at 10M documents: streamed packed build, memory-mapped open, 10,000 queries",
         "",
-        f"Machine: {payload['machine']}; load average at start {payload['load_start']}, at "
-        f"end {payload['load_end']}. Zipf corpus (1M-term vocabulary, s = 1.1, 50-250 tokens "
+        f"Machine: {m['cpu']}, {m['usable_cores']} usable cores, {m['mem_total_gb']} GB; "
+        f"numpy {m['numpy']}, numba {m['numba']}; fastrag commit {m['commit']}, "
+        f"{m['date']}; load average at start {payload['load_start']}, at end "
+        f"{payload['load_end']}. Zipf corpus (1M-term vocabulary, s = 1.1, 50-250 tokens "
         "per document, generated chunk by chunk inside the build process), k1 = 1.2, b = 0.75, "
         "top-10. Each phase in a process of its own.",
         "",
@@ -211,7 +214,9 @@ def report(payload: dict) -> str:
         "plus one window, whatever the corpus size. Query: a term's postings are decoded into "
         "memory (8 bytes each) on the first query that holds it; the cold pass pays that once, "
         "the warm passes search the decoded postings (the same kernel as an index built in "
-        "memory). Warm q/s: medians of interleaved repeats.",
+        "memory). Warm q/s: medians of interleaved repeats. The RSS the cold pass adds is "
+        "mostly the decoded postings of the terms the queries held (decoded_postings in the "
+        "JSON) at 8 bytes each, plus the packed pages read.",
     ]
     return "\n".join(lines)
 
@@ -228,7 +233,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="bm25_10m")
+    ap.add_argument("--from-json", help="re-render the report of a results JSON and exit")
     args = ap.parse_args()
+    if args.from_json:
+        payload = json.loads(Path(args.from_json).read_text())
+        write_results(Path(args.from_json).stem, payload, report(payload))
+        return
     if args.phase:
         out = phase_build(args) if args.phase == "build" else phase_query(args)
         print(json.dumps(out))
