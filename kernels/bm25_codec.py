@@ -270,6 +270,7 @@ def tf_codes(indptr, indices, data, doc_len, idf, base, method, avgdl, k1, b, de
     nnz = indptr[indptr.shape[0] - 1]
     out = np.ones(nnz, np.int32)
     avg = avgdl if avgdl > 0.0 else 1.0
+    one = np.int64(1)  # a variable: a literal 1 would compile posting_weight once more
     for t in range(indptr.shape[0] - 1):
         i_t = idf[t]
         b_t = base[t]
@@ -277,7 +278,7 @@ def tf_codes(indptr, indices, data, doc_len, idf, base, method, avgdl, k1, b, de
             w = data[p]
             dl = np.int64(doc_len[indices[p]])
             fdl = float(dl)
-            if posting_weight(method, i_t, b_t, 1, fdl, avg, k1, b, delta) == w:
+            if posting_weight(method, i_t, b_t, one, fdl, avg, k1, b, delta) == w:
                 continue
             lo = np.int64(2)
             hi = max(dl, np.int64(2))

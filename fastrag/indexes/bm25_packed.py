@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fastrag._checks import readonly
+from fastrag._kernels import bm25_codec
 from fastrag.errors import ConfigError, StoreError
 
 _PROBLEMS = {  # the problem codes of ``bm25_codec.decode_terms``
@@ -57,8 +58,6 @@ class PackedPostings:
     ) -> PackedPostings:
         """Pack uncompressed postings whose weights ``weighing`` gives from ``doc_len``
         (ConfigError naming a posting that no term frequency reproduces)."""
-        from fastrag._kernels import bm25_codec  # lazy: numba
-
         tf, bad = bm25_codec.tf_codes(indptr, indices, data, doc_len, *weighing)
         if bad != -1:
             raise ConfigError(
@@ -97,8 +96,6 @@ class PackedPostings:
         see ``BM25Index.verify_postings_with``): the bytes the decoder reads are verified
         first.
         StoreError naming the first bad term and what is wrong with it."""
-        from fastrag._kernels import bm25_codec  # lazy: numba
-
         a = self.arrays
         tb = a["term_block"]
         first, end = tb[terms], tb[terms + 1]

@@ -19,7 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from fastrag._kernels import bm25_build as kb
+from fastrag._kernels import bm25_codec as kc
 from fastrag.errors import ConfigError
+from fastrag.indexes.bm25 import BM25Index
 from fastrag.indexes.bm25_args import INT32_MAX, check_corpus, check_method, check_params
 from fastrag.indexes.bm25_stats import BM25Stats
 from fastrag.indexes.bm25_stored import FORMAT_PACKED
@@ -90,7 +93,6 @@ def _spill(
     """Spill each chunk's postings (raw ``<i>.indptr/indices/tf.bin``: int64 offsets, int32
     global doc ids, uint32 term frequencies); returns
     ``(chunks, document lengths, document frequencies, tokens)``."""
-    from fastrag._kernels import bm25_build as kb  # lazy: numba
 
     doc_len, df = [], np.zeros(n_vocab, np.int64)
     n_docs = n_tokens = 0
@@ -134,8 +136,6 @@ def _merge(
 ) -> int:
     """Merge the spills into the packed arrays' files in ``work`` (and remove the spills);
     returns the number of postings."""
-    from fastrag._kernels import bm25_build as kb  # lazy: numba
-    from fastrag._kernels import bm25_codec as kc
 
     n_vocab, n_docs = df.shape[0], doc_len.shape[0]
     idf = kb.idf_weights(method, df, n_docs)
@@ -223,11 +223,9 @@ def _read(path: Path, dtype, lo: int, hi: int) -> np.ndarray:
     return np.fromfile(path, dtype, hi - lo, offset=lo * size)
 
 
-def open_packed(folder: str | os.PathLike):
+def open_packed(folder: str | os.PathLike) -> BM25Index:
     """The :class:`BM25Index` that :func:`build_packed` wrote in ``folder``, its arrays
     memory-mapped (nothing is read but the per-term and per-block arrays)."""
-    from fastrag.indexes.bm25 import BM25Index
-
     folder = Path(folder)
     meta = json.loads((folder / "meta.json").read_text())
     arrays = {f.stem: np.load(f, mmap_mode="r") for f in folder.glob("*.npy")}
