@@ -385,3 +385,53 @@ def gather_window(c_indptr, c_indices, c_tf, cursor, out_indices, out_tf):
             out_tf[k] = c_tf[p]
             k += 1
         cursor[t] = k
+
+
+@njit(cache=True, nogil=True)
+def term_bounds(
+    term_block,
+    blk_last,
+    blk_word,
+    blk_dw,
+    blk_tw,
+    words,
+    indptr,
+    doc_len,
+    idf,
+    base,
+    method,
+    avgdl,
+    k1,
+    b,
+    delta,
+):
+    """Each term's largest weight (float32 ``[n_vocab]``, 0 for a term without postings, as
+    :func:`.bm25_build.weigh_postings` returns it), decoding its blocks without keeping them.
+    Returns ``(bounds, term, problem)``: ``problem`` 1 or 2 (see :func:`decode_terms`) for the
+    first term whose blocks are damaged, else ``(bounds, -1, 0)``."""
+    n_vocab = indptr.shape[0] - 1
+    out = np.zeros(n_vocab, np.float32)
+    docs = np.empty(BLOCK, np.int64)
+    tfs = np.empty(BLOCK, np.int64)
+    avg = avgdl if avgdl > 0.0 else 1.0
+    top = doc_len.shape[0] - 1
+    for t in range(n_vocab):
+        df = indptr[t + 1] - indptr[t]
+        mx = np.float32(0.0)
+        k = 0
+        for j in range(term_block[t], term_block[t + 1]):
+            n = min(BLOCK, df - k)
+            decode_block(
+                blk_last, blk_word, blk_dw, blk_tw, words, j, j == term_block[t], n, docs, tfs
+            )
+            if docs[n - 1] != np.int64(blk_last[j]):
+                return out, t, 1
+            if docs[n - 1] > top:
+                return out, t, 2
+            for i in range(n):
+                dl = float(doc_len[docs[i]])
+                w = posting_weight(method, idf[t], base[t], tfs[i], dl, avg, k1, b, delta)
+                mx = max(mx, w)
+            k += n
+        out[t] = mx
+    return out, np.int64(-1), 0

@@ -1,9 +1,13 @@
 """One segment of a sharded index: a fastrag store of some of the corpus's documents, built
 (its documents, its group, and its token ids or vectors) and opened for search.
 
-A BM25 segment keeps its token ids in its store; :class:`Segment` reports its vocabulary and
-document frequencies, and is then weighed with the whole corpus's statistics, so its scores
-are those of one index over the whole corpus. Segments run in this process or as Ray actors.
+A BM25 segment keeps its token ids and its postings, packed (block codec, term frequencies and
+document lengths: no weights, so no corpus statistics) in its store; :class:`Segment` reports
+its vocabulary and document frequencies, and is then weighed with the whole corpus's
+statistics, so its scores are those of one index over the whole corpus: its packed postings
+are moved to the global term ids and decoded per term on first use (segments stored before
+packed postings build their index from the token ids). Segments run in this process or as Ray
+actors.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from fastrag.documents.document import Document
 from fastrag.documents.indexes import params_key
 from fastrag.errors import StoreError, StoreWarning
 from fastrag.indexes.bm25 import BM25Index, BM25Stats
+from fastrag.indexes.bm25_packed import POSTINGS, checked_postings, encode_corpus, postings_meta
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
 from fastrag.retrieval.merge import Hits
 from fastrag.retrieval.retriever import Retriever
@@ -152,23 +157,48 @@ def segment_tokens(doc: Document, group: Any, analyzer: Any) -> TokenizedCorpus:
     tc = doc.derived.tokens(group, analyzer, 0)
     if store.writable:
         blob, voff = encode_vocab(tc.vocab)
+        values, offsets = np.asarray(tc.values, np.int32), np.asarray(tc.offsets, np.int64)
+        postings = encode_corpus(values, offsets, len(tc.vocab)) if tc.vocab else {}
         with store.transaction() as txn:
             txn.write_arrays(
                 key,
                 {
-                    "values": np.asarray(tc.values, np.int32),
-                    "offsets": np.asarray(tc.offsets, np.int64),
+                    "values": values,
+                    "offsets": offsets,
                     "vocab_bytes": blob,
                     "vocab_offsets": voff,
+                    **postings,
                 },
                 {
                     "kind": "tokens",
                     "group": group.name,
                     "fingerprint": group.fingerprint,
                     "analyzer": analyzer.identity(),
+                    **({"postings": postings_meta(postings)} if postings else {}),
                 },
             )
     return tc
+
+
+def segment_postings(doc: Document, group: Any, analyzer: Any) -> tuple[dict, dict] | None:
+    """The packed postings of a segment's group stored with its tokens (checked: shapes,
+    block sizes, offsets) and the chunk checks of their files, or None for a segment stored
+    before they were."""
+    store = doc.store
+    key = f"{group.name}/tokens/{params_key(analyzer.identity())}"
+    entry = store.manifest["indexes"].get(key)
+    if entry is None or "postings" not in entry["meta"]:
+        return None
+    arrays, meta = store.read_arrays(key)
+    checked = checked_postings(arrays, meta["postings"])
+    if checked["doc_len"].shape[0] != len(group):
+        raise StoreError(f"postings of {checked['doc_len'].shape[0]} nodes, group {len(group)}")
+    checks = {
+        n: (check, int(getattr(arrays[n], "offset", 0)))
+        for n in POSTINGS
+        if (check := store.chunk_check(key, f"{n}.npy")) is not None
+    }
+    return checked, checks
 
 
 class SegmentNotReady(RuntimeError):
@@ -186,9 +216,20 @@ class Segment:
         self.group = self.doc.group(spec.group_name)
         self.spec = spec
         self.tokens = None
+        self.postings = None
         self.index = None
         if self.ret.sim.kind == "bm25":
-            self.tokens = segment_tokens(self.doc, self.group, self.ret.bm25_analyzer())
+            analyzer = self.ret.bm25_analyzer()
+            self.tokens = segment_tokens(self.doc, self.group, analyzer)
+            try:
+                self.postings = segment_postings(self.doc, self.group, analyzer)
+            except (StoreError, KeyError, ValueError) as exc:
+                warnings.warn(
+                    f"packed postings of {self.path} are damaged; its index is built from its "
+                    f"token ids instead: {exc}",
+                    StoreWarning,
+                    stacklevel=2,
+                )
 
     def size(self) -> int:
         return len(self.group)
@@ -205,13 +246,31 @@ class Segment:
         return terms, st.df, st.n_docs, st.n_tokens
 
     def weigh(self, to_global: np.ndarray, n_vocab: int, stats: BM25Stats) -> np.ndarray:
-        """Build the index in the global id space with the global statistics; returns its
+        """The index in the global id space with the global statistics (from the packed
+        postings, decoded per term on first use; else built from the token ids); returns its
         per-term bound (``term_max``)."""
-        values = to_global[np.asarray(self.tokens.values, np.int64)].astype(np.int32)
         params = {p: v for p, v in (self.spec.params or {}).items() if p in BM25_PARAMS}
-        self.index = BM25Index.build(
-            values, np.asarray(self.tokens.offsets, np.int64), n_vocab, stats=stats, **params
-        )
+        index = None
+        if self.postings is not None:
+            postings, checks = self.postings
+            try:
+                for check, _ in checks.values():  # every block is decoded below: all bytes
+                    check.ensure(np.array([0]), np.array([check.size]))
+                index = BM25Index.from_postings(postings, to_global, n_vocab, stats, **params)
+            except StoreError as exc:
+                warnings.warn(
+                    f"packed postings of {self.path} are damaged; its index is built from its "
+                    f"token ids instead: {exc}",
+                    StoreWarning,
+                    stacklevel=2,
+                )
+        if index is not None:
+            self.index = index
+        else:
+            values = to_global[np.asarray(self.tokens.values, np.int64)].astype(np.int32)
+            self.index = BM25Index.build(
+                values, np.asarray(self.tokens.offsets, np.int64), n_vocab, stats=stats, **params
+            )
         return np.asarray(self.index.term_max)
 
     def set_bound(self, bound: np.ndarray) -> None:

@@ -27,7 +27,8 @@ from fastrag.documents.sources import SOURCE_SCHEMA
 from fastrag.documents.store import Store
 from fastrag.documents.storecheck import manifest_problems
 from fastrag.errors import StoreError
-from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.bm25 import BM25Index, BM25Stats
+from fastrag.indexes.bm25_packed import checked_postings
 from fastrag.indexes.vocab import decode_vocab
 from fastrag.schema import GROUP_SCHEMA
 
@@ -138,7 +139,7 @@ def _check_hnsw(reader: Store, idx: dict, dims: set[int]) -> None:
 
 
 def _check_tokens(reader: Store, key: str, group: pa.Table | None) -> None:
-    arrays, _ = reader.read_arrays(key)
+    arrays, meta = reader.read_arrays(key)
     vocab = decode_vocab(arrays["vocab_bytes"], arrays["vocab_offsets"])
     values, offsets = np.asarray(arrays["values"]), np.asarray(arrays["offsets"])
     if (
@@ -155,3 +156,14 @@ def _check_tokens(reader: Store, key: str, group: pa.Table | None) -> None:
         raise StoreError(f"token ids outside the vocabulary of {len(vocab)} terms")
     if group is not None and len(offsets) != group.num_rows + 1:
         raise StoreError(f"tokens of {len(offsets) - 1} nodes, the group has {group.num_rows}")
+    if "postings" in meta:  # a segment's packed postings: every block decoded and checked
+        postings = checked_postings(arrays, meta["postings"])
+        df = np.diff(np.asarray(postings["indptr"], np.int64))
+        n_local = df.shape[0]
+        if n_local != len(vocab) or not np.array_equal(
+            df, BM25Stats.from_tokens(values, offsets, max(n_local, 1)).df[:n_local]
+        ):
+            raise StoreError("packed postings disagree with the token ids")
+        doc_len = postings["doc_len"]
+        stats = BM25Stats(len(doc_len), int(doc_len.sum(dtype=np.int64)), df)
+        BM25Index.from_postings(postings, np.arange(n_local), n_local, stats)

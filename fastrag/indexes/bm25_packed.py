@@ -15,14 +15,26 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fastrag._checks import readonly
+from fastrag._kernels import bm25_build as kb
 from fastrag._kernels import bm25_codec
 from fastrag.errors import ConfigError, StoreError
+from fastrag.indexes.bm25_args import check_corpus, raise_bad_token
+from fastrag.indexes.bm25_stored import FORMAT_PACKED, checked_arrays
 
 _PROBLEMS = {  # the problem codes of ``bm25_codec.decode_terms``
     1: "do not decode to their skip entries",
     2: "hold doc ids outside [0, {n_docs})",
     3: "hold weights NaN, infinite, above their term's bound or negative under a positive one",
 }
+
+
+def raise_problem(term: int, problem: int, n_docs: int) -> None:
+    """StoreError for a problem code of ``bm25_codec.decode_terms`` / ``term_bounds``."""
+    what = _PROBLEMS[int(problem)].format(n_docs=n_docs)
+    raise StoreError(
+        f"BM25 index arrays are inconsistent (the packed postings of term {int(term)} {what}); "
+        "the index files are corrupt: rebuild the index"
+    )
 
 
 class Weighing(NamedTuple):
@@ -36,6 +48,83 @@ class Weighing(NamedTuple):
     k1: float
     b: float
     delta: float
+
+
+def encode_corpus(values: np.ndarray, offsets: np.ndarray, n_vocab: int) -> dict[str, np.ndarray]:
+    """The packed postings of a token-id corpus (checked as :meth:`BM25Index.build` checks it)
+    without weights: ``indptr``, ``doc_len`` and the block arrays, which any corpus
+    statistics weigh later (:func:`remap`, ``BM25Index.from_postings``)."""
+    values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
+    df, bad = kb.count_document_frequencies(values, offsets, n_vocab)
+    raise_bad_token(bad, values, n_vocab)
+    indptr, indices, tf = kb.build_postings(values, offsets, n_vocab, df)
+    _, last, word, dw, tw, words = bm25_codec.encode_postings(indptr, indices, tf)
+    return {
+        "indptr": indptr,
+        "doc_len": np.diff(offsets).astype(np.uint32),
+        "blk_last": last,
+        "blk_word": word,
+        "blk_dw": dw,
+        "blk_tw": tw,
+        "words": words,
+    }
+
+
+POSTINGS = ("indptr", "doc_len", "blk_last", "blk_word", "blk_dw", "blk_tw", "words")
+
+
+def postings_meta(postings: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The meta that :func:`checked_postings` checks :func:`encode_corpus`'s arrays against
+    (a packed index's meta with the corpus's own statistics; the weighing parameters are
+    placeholders: the postings hold no weights)."""
+    doc_len = postings["doc_len"]
+    return {
+        "format": FORMAT_PACKED,
+        "method": "lucene",
+        "k1": 1.5,
+        "b": 0.75,
+        "delta": 0.5,
+        "n_docs": int(doc_len.shape[0]),
+        "n_vocab": int(postings["indptr"].shape[0] - 1),
+        "n_tokens": int(doc_len.sum(dtype=np.int64)),
+        "nnz": int(postings["indptr"][-1]),
+        "external_stats": False,
+    }
+
+
+def checked_postings(arrays: dict[str, np.ndarray], meta: dict) -> dict[str, np.ndarray]:
+    """Stored :func:`encode_corpus` arrays (shapes, dtypes, block sizes and offsets checked
+    against ``meta``, see :func:`postings_meta`; StoreError when they disagree). Every block
+    is decoded and checked when ``BM25Index.from_postings`` weighs them."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("n_vocab"), int):
+        raise StoreError(f"packed postings meta is invalid: {meta!r}")
+    bound = np.zeros(meta["n_vocab"], np.float32)  # no weights: a placeholder bound
+    checked = checked_arrays({**{n: arrays[n] for n in POSTINGS}, "term_max": bound}, meta)
+    return {n: checked[n] for n in POSTINGS}
+
+
+def remap(local: dict[str, np.ndarray], to_global: np.ndarray, n_vocab: int) -> dict:
+    """Packed postings in local term ids (:func:`encode_corpus`) moved to the term ids
+    ``to_global[local id]`` of an ``n_vocab``-term vocabulary: a new ``indptr`` and the per-block
+    arrays reordered term by term (the words stay where they are: a block points at its own),
+    with ``term_block``. ``to_global`` must be one-to-one."""
+    block = bm25_codec.BLOCK
+    df_l = np.diff(np.asarray(local["indptr"], np.int64))
+    nb_l = (df_l + block - 1) // block
+    tb_l = np.concatenate([[0], np.cumsum(nb_l)])
+    to_global = np.asarray(to_global, np.int64)
+    df_g = np.zeros(n_vocab, np.int64)
+    df_g[to_global] = df_l
+    order = np.argsort(to_global, kind="stable")  # local terms in global order
+    lens = nb_l[order]
+    perm = np.repeat(tb_l[order] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+    indptr = np.concatenate([[0], np.cumsum(df_g)])
+    out = {n: np.asarray(local[n])[perm] for n in ("blk_last", "blk_dw", "blk_tw")}
+    out["blk_word"] = np.append(np.asarray(local["blk_word"])[perm], local["blk_word"][-1])
+    out["words"], out["doc_len"] = local["words"], local["doc_len"]
+    out["indptr"] = indptr.astype(np.int32) if indptr[-1] < 2**31 else indptr
+    out["term_block"] = np.concatenate([[0], np.cumsum((df_g + block - 1) // block)])
+    return out
 
 
 class PackedPostings:
@@ -128,8 +217,4 @@ class PackedPostings:
             data,
         )
         if bad != -1:
-            what = _PROBLEMS[int(problem)].format(n_docs=a["doc_len"].shape[0])
-            raise StoreError(
-                f"BM25 index arrays are inconsistent (the packed postings of term {int(bad)} "
-                f"{what}); the index files are corrupt: rebuild the index"
-            )
+            raise_problem(bad, problem, a["doc_len"].shape[0])

@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from fastrag._kernels import bm25_build
+from fastrag._checks import readonly
+from fastrag._kernels import bm25_build, bm25_codec
 from fastrag.errors import ConfigError
-from fastrag.indexes.bm25_packed import PackedPostings, Weighing
-from fastrag.indexes.bm25_stats import BM25Stats
+from fastrag.indexes.bm25_args import check_method, check_params
+from fastrag.indexes.bm25_packed import PackedPostings, Weighing, raise_problem, remap
+from fastrag.indexes.bm25_stats import BM25Stats, check_stats
 from fastrag.indexes.bm25_stored import FORMAT, FORMAT_PACKED, PACKED_NAMES, checked_arrays
 
 
@@ -154,3 +156,65 @@ class BM25Persistence:
                 {n: a[n] for n in (*PACKED_NAMES, "term_block")}, index._weighing()
             )
         return index
+
+    @classmethod
+    def from_postings(
+        cls,
+        postings: dict[str, np.ndarray],
+        to_global: np.ndarray,
+        n_vocab: int,
+        stats: BM25Stats,
+        *,
+        method: str = "lucene",
+        k1: float = 1.5,
+        b: float = 0.75,
+        delta: float = 0.5,
+    ):
+        """The index of a shard from its packed postings in its own term ids
+        (``bm25_packed.encode_corpus``), moved to the global ids ``to_global[local id]`` and
+        weighed with the global ``stats`` (which must cover it): the same scores as
+        :meth:`build` with ``stats`` on the shard's global token ids, without re-reading its
+        tokens. Postings are decoded per term on first use; the bounds are computed (every
+        block decoded and checked) now: StoreError naming a damaged term by its local id."""
+        method = check_method(method)
+        k1, b, delta = check_params(k1, b, delta)
+        g = remap(postings, to_global, n_vocab)
+        nnz = int(g["indptr"][-1])
+        doc_len = np.asarray(g["doc_len"])
+        n_tokens = int(doc_len.sum(dtype=np.int64))
+        stats = check_stats(
+            stats, np.diff(np.asarray(g["indptr"], np.int64)), len(doc_len), n_tokens
+        )
+        writable = (np.zeros(nnz, np.int32), np.zeros(nnz, np.float32))
+        index = cls(
+            indptr=g["indptr"],
+            indices=writable[0],
+            data=writable[1],
+            term_max=np.zeros(n_vocab, np.float32),
+            stats=stats,
+            n_docs=len(doc_len),
+            n_tokens=n_tokens,
+            method=method,
+            k1=k1,
+            b=b,
+            delta=delta,
+            external_stats=True,
+            doc_len=doc_len,
+        )
+        weighing = index._weighing()
+        names = ("blk_last", "blk_word", "blk_dw", "blk_tw", "words")
+        bound, bad, problem = bm25_codec.term_bounds(
+            g["term_block"], *(g[n] for n in names), g["indptr"], doc_len, *weighing
+        )
+        if bad != -1:
+            raise_problem(int(to_global_inv(to_global, bad)), problem, len(doc_len))
+        index.term_max = readonly(bound)
+        index._unchecked = np.ones(n_vocab, dtype=bool)
+        index._writable = writable
+        index._packed = PackedPostings({**g, "term_max": index.term_max}, weighing)
+        return index
+
+
+def to_global_inv(to_global: np.ndarray, g: int) -> int:
+    """The local id of global term ``g``."""
+    return int(np.flatnonzero(np.asarray(to_global) == g)[0])

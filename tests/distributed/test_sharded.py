@@ -66,6 +66,9 @@ def test_shards_score_exactly_as_one_index(tmp_path, cmrc, similarity):
             topk=10,
         )
         assert len(sr.segments) == n and len(sr) == len(texts)
+        # each segment's index comes from its packed postings, decoded per term on first use
+        assert all(seg.postings is not None for seg in sr._segs.items)
+        assert all(seg.index._unchecked is not None for seg in sr._segs.items)
         got = sr.batch_arrow(questions)
         assert got.equals(want), n  # same ids, ranks and bit-identical float32 scores
         assert sr.batch_arrow(questions, filter="part == 1 && long == true").equals(want_f)
@@ -382,3 +385,79 @@ def test_ranks_start_at_one(tmp_path):
     t = sr.batch_arrow(["alpha", "gamma", "zzz", "alpha"])
     assert t.column("query_idx").to_pylist() == [0, 0, 1, 3, 3]
     assert t.column("rank").to_pylist() == [1, 2, 1, 1, 2]
+
+
+def _segment_tokens_entry(seg_dir):
+    from fastrag.documents.store import Store
+
+    store = Store(seg_dir)
+    return next(v for v in store.manifest["indexes"].values() if v["meta"]["kind"] == "tokens")
+
+
+def _write_manifest(st, body) -> None:
+    from fastrag.documents.store import MANIFEST, _manifest_checksum
+
+    data = {**body, "checksum": _manifest_checksum(body)}
+    (st / MANIFEST).write_bytes(json.dumps(data, ensure_ascii=False, indent=1).encode())
+
+
+def _reseal(st, rel) -> None:
+    """Record ``rel``'s altered bytes in the manifest (size, checksum): damage no checksum sees."""
+    import xxhash
+
+    from fastrag.documents.store import MANIFEST
+
+    body = json.loads((st / MANIFEST).read_bytes())
+    body.pop("checksum")
+    data = (st / rel).read_bytes()
+    for idx in body["indexes"].values():
+        for name, f in idx["files"].items():
+            if f"{idx['dir']}/{name}" == rel:
+                f.update(size=len(data), checksum=xxhash.xxh3_64(data).hexdigest())
+                f.pop("chunks", None)
+    _write_manifest(st, body)
+
+
+def test_segments_without_or_with_damaged_packed_postings_use_their_tokens(tmp_path, cmrc):
+    """A segment stored before packed postings (its tokens entry names none) builds its index
+    from its token ids; one whose postings are damaged does too, with a StoreWarning; both
+    score exactly as the packed ones."""
+    import warnings
+
+    from fastrag.documents.store import MANIFEST
+    from fastrag.errors import StoreWarning
+
+    texts, metas, ids, questions = cmrc
+    build_index(
+        corpus_table(texts[:400], metas[:400], ids[:400]),
+        tmp_path / "ix",
+        num_shards=2,
+        similarity="bm25_chinese",
+        executor="local",
+    )
+    want = base1(ShardedRetriever(tmp_path / "ix").batch_arrow(questions[:50]))
+    seg_dirs = sorted(p for p in (tmp_path / "ix").iterdir() if (p / MANIFEST).exists())
+    assert len(seg_dirs) == 2
+    # segment 0: damaged words (every block's gaps at their largest), checksums resealed
+    entry = _segment_tokens_entry(seg_dirs[0])
+    words_path = seg_dirs[0] / entry["dir"] / "words.npy"
+    words = np.load(words_path)
+    words[:-1] = 0xFFFFFFFF
+    np.save(words_path, words)
+    _reseal(seg_dirs[0], f"{entry['dir']}/words.npy")
+    # segment 1: as stored before packed postings (the meta names none)
+    body = json.loads((seg_dirs[1] / MANIFEST).read_bytes())
+    body.pop("checksum")
+    for v in body["indexes"].values():
+        v["meta"].pop("postings", None)
+    _write_manifest(seg_dirs[1], body)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sr = ShardedRetriever(tmp_path / "ix")
+        got = base1(sr.batch_arrow(questions[:50]))
+    assert got.equals(want)
+    assert [seg.postings is None for seg in sr._segs.items] == [False, True]
+    assert [seg.index._unchecked is None for seg in sr._segs.items] == [True, True]
+    assert any(
+        issubclass(c.category, StoreWarning) and "skip entries" in str(c.message) for c in caught
+    ), [str(c.message) for c in caught]
