@@ -230,33 +230,35 @@ def decode_postings(
     delta,
 ):
     """Every term's postings back in the uncompressed layout: ``(indices int32, data
-    float32)`` under ``indptr``, with the exact weights of :func:`decode_term`."""
+    float32)`` under ``indptr``, with the exact weights of :func:`decode_term` (ValueError
+    on a damaged stream, see :func:`decode_terms`)."""
     nnz = indptr[indptr.shape[0] - 1]
     indices = np.empty(nnz, np.int32)
     data = np.empty(nnz, np.float32)
-    for t in range(indptr.shape[0] - 1):
-        lo, hi = indptr[t], indptr[t + 1]
-        if hi > lo:
-            decode_term(
-                term_block,
-                blk_last,
-                blk_word,
-                blk_dw,
-                blk_tw,
-                words,
-                t,
-                hi - lo,
-                doc_len,
-                idf[t],
-                base[t],
-                method,
-                avgdl,
-                k1,
-                b,
-                delta,
-                indices[lo:hi],
-                data[lo:hi],
-            )
+    n_vocab = indptr.shape[0] - 1
+    bad, _ = decode_terms(
+        term_block,
+        blk_last,
+        blk_word,
+        blk_dw,
+        blk_tw,
+        words,
+        indptr,
+        np.arange(n_vocab),
+        doc_len,
+        idf,
+        base,
+        method,
+        avgdl,
+        k1,
+        b,
+        delta,
+        np.full(n_vocab, np.inf, np.float32),
+        indices,
+        data,
+    )
+    if bad != -1:
+        raise ValueError("the packed postings are damaged")
     return indices, data
 
 
@@ -302,6 +304,59 @@ def tf_codes(indptr, indices, data, doc_len, idf, base, method, avgdl, k1, b, de
 
 
 @njit(cache=True, nogil=True)
+def _decode_checked(
+    term_block,
+    blk_last,
+    blk_word,
+    blk_dw,
+    blk_tw,
+    words,
+    t,
+    df,
+    doc_len,
+    idf_t,
+    base_t,
+    method,
+    avgdl,
+    k1,
+    b,
+    delta,
+    out_docs,
+    out_w,
+):
+    """:func:`decode_term` into ``out_docs[:df]`` / ``out_w[:df]``, then the checks of the doc
+    ids: 0 when sound, else the problem code of :func:`decode_terms` (1 or 2)."""
+    decode_term(
+        term_block,
+        blk_last,
+        blk_word,
+        blk_dw,
+        blk_tw,
+        words,
+        t,
+        df,
+        doc_len,
+        idf_t,
+        base_t,
+        method,
+        avgdl,
+        k1,
+        b,
+        delta,
+        out_docs,
+        out_w,
+    )
+    first = term_block[t]
+    for j in range(first, term_block[t + 1]):  # each block ends at its skip entry
+        end = min((j - first + 1) * BLOCK, df) - 1
+        if np.int64(out_docs[end]) != np.int64(blk_last[j]):
+            return 1
+    if np.int64(blk_last[term_block[t + 1] - 1]) >= doc_len.shape[0] or out_docs[0] < 0:
+        return 2
+    return 0
+
+
+@njit(cache=True, nogil=True)
 def decode_terms(
     term_block,
     blk_last,
@@ -330,13 +385,12 @@ def decode_terms(
     ``doc_len``, 3: a weight NaN, infinite, above ``term_max[t]`` or negative under a
     positive bound; ``(-1, 0)`` when all are sound. Doc ids ascend by construction (gaps are
     unsigned)."""
-    n_docs = doc_len.shape[0]
     for i in range(terms.shape[0]):
         t = terms[i]
         lo, hi = indptr[t], indptr[t + 1]
         if hi == lo:
             continue
-        decode_term(
+        problem = _decode_checked(
             term_block,
             blk_last,
             blk_word,
@@ -356,12 +410,8 @@ def decode_terms(
             indices[lo:hi],
             data[lo:hi],
         )
-        for j in range(term_block[t], term_block[t + 1]):  # each block ends at its skip entry
-            end = min(lo + (j - term_block[t] + 1) * BLOCK, hi) - 1
-            if np.int64(indices[end]) != np.int64(blk_last[j]):
-                return t, 1
-        if np.int64(blk_last[term_block[t + 1] - 1]) >= n_docs or indices[lo] < 0:
-            return t, 2
+        if problem:
+            return t, problem
         bound = term_max[t]
         ok = True
         for p in range(lo, hi):
@@ -406,32 +456,44 @@ def term_bounds(
     delta,
 ):
     """Each term's largest weight (float32 ``[n_vocab]``, 0 for a term without postings, as
-    :func:`.bm25_build.weigh_postings` returns it), decoding its blocks without keeping them.
+    :func:`.bm25_build.weigh_postings` returns it), each term decoded into one scratch buffer.
     Returns ``(bounds, term, problem)``: ``problem`` 1 or 2 (see :func:`decode_terms`) for the
     first term whose blocks are damaged, else ``(bounds, -1, 0)``."""
     n_vocab = indptr.shape[0] - 1
     out = np.zeros(n_vocab, np.float32)
-    docs = np.empty(BLOCK, np.int64)
-    tfs = np.empty(BLOCK, np.int64)
-    avg = avgdl if avgdl > 0.0 else 1.0
-    top = doc_len.shape[0] - 1
+    longest = np.int64(0)
+    for t in range(n_vocab):
+        longest = max(longest, np.int64(indptr[t + 1] - indptr[t]))
+    docs = np.empty(longest, np.int64)
+    weights = np.empty(longest, np.float32)
     for t in range(n_vocab):
         df = indptr[t + 1] - indptr[t]
+        if df == 0:
+            continue
+        problem = _decode_checked(
+            term_block,
+            blk_last,
+            blk_word,
+            blk_dw,
+            blk_tw,
+            words,
+            t,
+            df,
+            doc_len,
+            idf[t],
+            base[t],
+            method,
+            avgdl,
+            k1,
+            b,
+            delta,
+            docs,
+            weights,
+        )
+        if problem:
+            return out, t, problem
         mx = np.float32(0.0)
-        k = 0
-        for j in range(term_block[t], term_block[t + 1]):
-            n = min(BLOCK, df - k)
-            decode_block(
-                blk_last, blk_word, blk_dw, blk_tw, words, j, j == term_block[t], n, docs, tfs
-            )
-            if docs[n - 1] != np.int64(blk_last[j]):
-                return out, t, 1
-            if docs[n - 1] > top:
-                return out, t, 2
-            for i in range(n):
-                dl = float(doc_len[docs[i]])
-                w = posting_weight(method, idf[t], base[t], tfs[i], dl, avg, k1, b, delta)
-                mx = max(mx, w)
-            k += n
+        for i in range(df):
+            mx = max(mx, weights[i])
         out[t] = mx
     return out, np.int64(-1), 0

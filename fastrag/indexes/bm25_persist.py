@@ -151,10 +151,7 @@ class BM25Persistence:
         )
         index._unchecked = np.ones(index.n_vocab, dtype=bool)
         if packed:
-            index._writable = writable
-            index._packed = PackedPostings(
-                {n: a[n] for n in (*PACKED_NAMES, "term_block")}, index._weighing()
-            )
+            index._decode_lazily(writable, {n: a[n] for n in (*PACKED_NAMES, "term_block")})
         return index
 
     @classmethod
@@ -210,9 +207,16 @@ class BM25Persistence:
             raise_problem(int(to_global_inv(to_global, bad)), problem, len(doc_len))
         index.term_max = readonly(bound)
         index._unchecked = np.ones(n_vocab, dtype=bool)
-        index._writable = writable
-        index._packed = PackedPostings({**g, "term_max": index.term_max}, weighing)
+        index._decode_lazily(writable, {**g, "term_max": index.term_max})
         return index
+
+    def _decode_lazily(
+        self, writable: tuple[np.ndarray, np.ndarray], arrays: dict[str, np.ndarray]
+    ) -> None:
+        """Serve the postings from the packed ``arrays``, each term decoded into ``writable``
+        (this index's ``indices`` and ``data``) on first use."""
+        self._writable = writable
+        self._packed = PackedPostings(arrays, self._weighing())
 
 
 def to_global_inv(to_global: np.ndarray, g: int) -> int:
