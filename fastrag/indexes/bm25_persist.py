@@ -175,6 +175,19 @@ class BM25Persistence:
         block decoded and checked) now: StoreError naming a damaged term by its local id."""
         method = check_method(method)
         k1, b, delta = check_params(k1, b, delta)
+        to_global = np.asarray(to_global)
+        n_local = np.asarray(postings["indptr"]).shape[0] - 1
+        if (
+            to_global.shape != (n_local,)
+            or to_global.dtype.kind not in "iu"
+            or (n_local and (to_global.min() < 0 or to_global.max() >= n_vocab))
+            or np.unique(to_global).shape[0] != n_local
+        ):
+            raise ConfigError(
+                f"to_global must map each of the postings' {n_local} terms to a distinct "
+                f"integer id in [0, n_vocab={n_vocab}); got shape {to_global.shape}, dtype "
+                f"{to_global.dtype}"
+            )
         g = remap(postings, to_global, n_vocab)
         nnz = int(g["indptr"][-1])
         doc_len = np.asarray(g["doc_len"])

@@ -207,3 +207,18 @@ def test_damaged_blocks_are_refused_before_a_search_reads_them():
     packed.search(np.array([(t + 1) % n_vocab], np.int32), np.array([0, 1]), 5)  # other terms
     with pytest.raises(StoreError, match=f"term {t} do not decode to their skip entries"):
         packed.search(np.array([t], np.int32), np.array([0, 1]), 5)
+
+
+def test_from_postings_rejects_a_bad_term_map():
+    from fastrag.indexes.bm25_packed import encode_corpus
+
+    values, offsets, n_vocab = _zipf(300, 500)
+    post = encode_corpus(values, offsets, n_vocab)
+    stats = BM25Index.build(values, offsets, n_vocab).stats
+    for bad in (np.arange(n_vocab - 1), np.zeros(n_vocab, np.int64), np.arange(n_vocab) + 1):
+        with pytest.raises(ConfigError, match="to_global must map each"):
+            BM25Index.from_postings(post, bad, n_vocab, stats)
+    index = BM25Index.from_postings(post, np.arange(n_vocab), n_vocab, stats)
+    want = BM25Index.build(values, offsets, n_vocab)
+    qv, qo = _queries(values, offsets, 50)
+    _same_results(index, want, qv, qo)
