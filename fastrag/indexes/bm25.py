@@ -57,9 +57,7 @@ from fastrag.indexes.bm25_args import (
 from fastrag.indexes.bm25_packed import PackedPostings
 from fastrag.indexes.bm25_persist import BM25Persistence
 from fastrag.indexes.bm25_stats import BM25Stats, check_stats, document_frequencies
-from fastrag.indexes.bm25_stored import (
-    check_postings,
-)
+from fastrag.indexes.bm25_stored import check_postings
 
 # Rank directories (see ``fastrag._kernels.bm25_heads.build_rank_rows``): for the terms in at
 # least 1/RANK_DF_DIVISOR of the documents of an index of at least RANK_MIN_DOCS documents,
