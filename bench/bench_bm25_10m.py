@@ -10,8 +10,11 @@ RSS is its own:
 * build: generate and spill each chunk, merge into the packed files (peak RSS includes the
   chunk being generated);
 * query: open the index (``from_arrays`` on memory-mapped files), one cold pass over the
-  queries (each term's postings decoded on first use; 1 thread), then interleaved warm passes
-  at each thread count (medians), and the RSS the decoded postings added.
+  queries (the search kernels decode the blocks they reach; 1 thread), then interleaved warm
+  passes at each thread count (medians), and the RSS the decoded postings added;
+* growth: open the index again and search the first 10, 100, 1,000 and 10,000 queries in
+  turn: postings decoded and RSS after each, against the postings of the terms they hold
+  (what decoding whole terms would take).
 
     python bench/bench_bm25_10m.py --sizes 1000000,10000000 --name bm25_10m
 """
@@ -129,12 +132,37 @@ def phase_query(args) -> dict:
     }
 
 
-def _decoded(index) -> int:
-    """Postings decoded so far (those of the terms the queries held)."""
-    if index._unchecked is None:
-        return int(index.indptr[-1])
+def phase_growth(args) -> dict:
+    from fastrag.indexes.bm25_stream import open_packed
+
+    qv, qo = queries(args.queries, args.seed)
+    from fastrag.warmup import _bm25_search
+
+    _bm25_search(lambda _m: None)
+    rss0 = current_rss_mb()
+    index = open_packed(args.dir)
     df = np.diff(np.asarray(index.indptr, np.int64))
-    return int(df[~index._unchecked].sum())
+    steps, done = [], 0
+    for n in (10, 100, 1000, 10_000):
+        n = min(n, qo.shape[0] - 1)
+        if n <= done:
+            continue
+        index.search(qv[qo[done] : qo[n]], qo[done : n + 1] - qo[done], 10, num_threads=1)
+        done = n
+        steps.append(
+            {
+                "queries": n,
+                "decoded_postings": index.decoded_postings,
+                "term_postings": int(df[np.unique(qv[: qo[n]])].sum()),
+                "rss_mb": current_rss_mb() - rss0,
+            }
+        )
+    return {"steps": steps}
+
+
+def _decoded(index) -> int:
+    """Postings decoded so far (the blocks the queries reached)."""
+    return index.decoded_postings
 
 
 def run_phase(phase: str, extra: list[str]) -> dict:
@@ -211,19 +239,40 @@ def report(payload: dict) -> str:
         "",
         "Build: the chunks' postings are spilled to disk (8 bytes each) and merged into the "
         "block codec window by window (2^25 postings), so its memory is one chunk's postings "
-        "plus one window, whatever the corpus size. Query: a term's postings are decoded into "
-        "memory (8 bytes each) on the first query that holds it; the cold pass pays that once, "
-        "the warm passes search the decoded postings (the same kernel as an index built in "
-        "memory). Warm q/s: medians of interleaved repeats. The RSS the cold pass adds is "
-        "mostly the decoded postings of the terms the queries held (decoded_postings in the "
-        "JSON) at 8 bytes each, plus the packed pages read.",
+        "plus one window, whatever the corpus size. Query: the search kernels decode into "
+        "memory (8 bytes per posting) the 128-posting blocks they reach; the cold pass pays "
+        "that once, the warm passes search the decoded blocks. Warm q/s: medians of "
+        "interleaved repeats. The RSS the cold pass adds is mostly the decoded blocks "
+        "(decoded_postings in the JSON) at 8 bytes per posting, in whole 4 KiB pages, plus "
+        "the rank directories and heads of common terms and the packed pages read.",
     ]
+    growth = [
+        [r["n_docs"], g["queries"], g["decoded_postings"], g["term_postings"], g["rss_mb"]]
+        for r in payload["runs"]
+        for g in r.get("growth", {}).get("steps", [])
+    ]
+    if growth:
+        lines += [
+            "",
+            "## Memory as queries arrive (a fresh open, the first N queries, 1 thread)",
+            "",
+            markdown_table(
+                [
+                    "docs",
+                    "queries",
+                    "postings decoded (blocks reached)",
+                    "postings of the terms they hold",
+                    "RSS added MB",
+                ],
+                growth,
+            ),
+        ]
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--phase", choices=["build", "query"])
+    ap.add_argument("--phase", choices=["build", "query", "growth"])
     ap.add_argument("--dir")
     ap.add_argument("--n-docs", type=int)
     ap.add_argument("--sizes", default="1000000,10000000")
@@ -240,7 +289,8 @@ def main() -> None:
         write_results(Path(args.from_json).stem, payload, report(payload))
         return
     if args.phase:
-        out = phase_build(args) if args.phase == "build" else phase_query(args)
+        phases = {"build": phase_build, "query": phase_query, "growth": phase_growth}
+        out = phases[args.phase](args)
         print(json.dumps(out))
         return
     payload = {
@@ -269,7 +319,9 @@ def main() -> None:
             ],
         )
         print(json.dumps(query), flush=True)
-        payload["runs"].append({"n_docs": n, "build": build, "query": query})
+        growth = run_phase("growth", [*common, "--queries", str(args.queries)])
+        print(json.dumps(growth), flush=True)
+        payload["runs"].append({"n_docs": n, "build": build, "query": query, "growth": growth})
         shutil.rmtree(folder, ignore_errors=True)
     payload["load_end"] = list(os.getloadavg())
     jp, mp = write_results(args.name, payload, report(payload))

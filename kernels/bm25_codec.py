@@ -357,6 +357,65 @@ def _decode_checked(
 
 
 @njit(cache=True, nogil=True)
+def weight_ok(w, bound):
+    """Whether a decoded weight is sound under its term's bound ``term_max[t]``: finite, at
+    most the bound, and not negative under a positive bound."""
+    return np.isfinite(w) & (w <= bound) & ((w >= 0) | (bound <= 0))
+
+
+@njit(cache=True, nogil=True)
+def decode_term_checked(
+    term_block,
+    blk_last,
+    blk_word,
+    blk_dw,
+    blk_tw,
+    words,
+    t,
+    df,
+    doc_len,
+    idf_t,
+    base_t,
+    method,
+    avgdl,
+    k1,
+    b,
+    delta,
+    bound,
+    out_docs,
+    out_w,
+):
+    """:func:`decode_term` into ``out_docs[:df]`` / ``out_w[:df]``, checked: 0 when sound,
+    else the problem code of :func:`decode_terms` (``bound``: the term's ``term_max``)."""
+    problem = _decode_checked(
+        term_block,
+        blk_last,
+        blk_word,
+        blk_dw,
+        blk_tw,
+        words,
+        t,
+        df,
+        doc_len,
+        idf_t,
+        base_t,
+        method,
+        avgdl,
+        k1,
+        b,
+        delta,
+        out_docs,
+        out_w,
+    )
+    if problem:
+        return problem
+    ok = True
+    for p in range(df):
+        ok &= weight_ok(out_w[p], bound)
+    return 0 if ok else 3
+
+
+@njit(cache=True, nogil=True)
 def decode_terms(
     term_block,
     blk_last,
@@ -390,7 +449,7 @@ def decode_terms(
         lo, hi = indptr[t], indptr[t + 1]
         if hi == lo:
             continue
-        problem = _decode_checked(
+        problem = decode_term_checked(
             term_block,
             blk_last,
             blk_word,
@@ -407,18 +466,12 @@ def decode_terms(
             k1,
             b,
             delta,
+            term_max[t],
             indices[lo:hi],
             data[lo:hi],
         )
         if problem:
             return t, problem
-        bound = term_max[t]
-        ok = True
-        for p in range(lo, hi):
-            w = data[p]
-            ok &= np.isfinite(w) & (w <= bound) & ((w >= 0) | (bound <= 0))
-        if not ok:
-            return t, 3
     return np.int64(-1), 0
 
 

@@ -16,10 +16,10 @@ import numpy as np
 from numba import njit
 
 from ._config import FASTMATH
+from .bm25_lazy import ensure_at, find
 from .bm25_primitives import (
     BOUND_SLACK,
     final_bar,
-    gallop_find,
     offer_bar,
     popcount,
     prefetch,
@@ -149,6 +149,9 @@ def build_head_rows(indptr, indices, data, terms, slots, head_ptr, head_doc, hea
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def rank_term(
+    lz,
+    indptr,
+    t,
     data,
     start,
     w_mult,
@@ -191,6 +194,7 @@ def rank_term(
         sh = d & m63
         if (b >> sh) & one:
             p = st + rdir[w + one] + popcount(b & ((one << sh) - one))
+            ensure_at(lz, indptr, t, np.int64(p))
             a = acc[d] + w_mult * data[p]
             acc[d] = a
             if a > bar:
@@ -200,7 +204,7 @@ def rank_term(
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _posting(indptr, indices, t, d, rank_slot, rank_dir, n_docs):
+def _posting(lz, indptr, indices, t, d, rank_slot, rank_dir, n_docs):
     """Position of document ``d`` in the postings of term ``t`` (rank directory if it has one,
     else interpolated galloping search), or -1 when it has none."""
     lo = indptr[t]
@@ -212,12 +216,14 @@ def _posting(indptr, indices, t, d, rank_slot, rank_dir, n_docs):
         bits = rank_dir[s, w]
         sh = du & np.uint64(63)
         if (bits >> sh) & np.uint64(1):
-            return lo + np.int64(
+            p = lo + np.int64(
                 rank_dir[s, w + np.uint64(1)]
                 + popcount(bits & ((np.uint64(1) << sh) - np.uint64(1)))
             )
+            ensure_at(lz, indptr, t, p)
+            return p
         return -1
-    p = gallop_find(indices, lo, hi, d, lo + int(d * ((hi - lo) / n_docs)))
+    p = find(lz, indptr, indices, t, lo, hi, d, lo + int(d * ((hi - lo) / n_docs)))
     if p < hi and indices[np.uint64(p)] == d:
         return p
     return -1
@@ -225,6 +231,7 @@ def _posting(indptr, indices, t, d, rank_slot, rank_dir, n_docs):
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _head_seed(
+    lz,
     indptr,
     indices,
     data,
@@ -271,7 +278,7 @@ def _head_seed(
             if i == oi:
                 full += o_mult[i] * head_w[j]
             else:
-                p = _posting(indptr, indices, o_terms[i], d, rank_slot, rank_dir, n_docs)
+                p = _posting(lz, indptr, indices, o_terms[i], d, rank_slot, rank_dir, n_docs)
                 if p >= 0:
                     full += o_mult[i] * data[p]
         if n_top < k_eff:
@@ -302,6 +309,7 @@ def _head_seed(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def plan_head(
+    lz,
     indptr,
     indices,
     data,
@@ -351,6 +359,7 @@ def plan_head(
     n_top = np.int64(0)
     while not use_head and s_done < s_next:
         n_top = _head_seed(
+            lz,
             indptr,
             indices,
             data,

@@ -18,11 +18,11 @@ from numba import njit
 
 from ._config import FASTMATH
 from .bm25_heads import head_admit, plan_head, rank_term
+from .bm25_lazy import ensure_at, ensure_range, find
 from .bm25_primitives import (
     BOUND_SLACK,
     cmov,
     final_bar,
-    gallop_find,
     heapsort,
     offer_bar,
     prefetch,
@@ -46,6 +46,7 @@ _RANK_FACTOR = 4
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _seed_heap_rows(
+    lz,
     indptr,
     indices,
     data,
@@ -97,7 +98,7 @@ def _seed_heap_rows(
             tj = o_terms[j]
             lo = indptr[tj]
             hi = indptr[tj + 1]
-            lo = gallop_find(indices, lo, hi, d, lo + int(d * ((hi - lo) / n_docs)))
+            lo = find(lz, indptr, indices, tj, lo, hi, d, lo + int(d * ((hi - lo) / n_docs)))
             if lo < hi and indices[lo] == d:
                 full += o_mult[j] * data[lo]
         seed_rows[n_seed] = d
@@ -256,6 +257,9 @@ def _prune(acc, touched, nt, r, theta, live, has_live):
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _gallop_term(
+    lz,
+    indptr,
+    t,
     indices,
     data,
     start,
@@ -280,6 +284,8 @@ def _gallop_term(
     dens = (end - start) / n_docs  # postings per row
     last = np.uint64(nt - 1)
     pf = np.uint64(_PF_GALLOP)
+    if start < end:
+        ensure_at(lz, indptr, t, start)
     for js in range(nt):
         j = np.uint64(js)
         d = np.int64(touched[j])
@@ -291,7 +297,7 @@ def _gallop_term(
             g = np.uint64(min(p + int((dn - at) * dens), end - 1))
             prefetch(indices, g)
             prefetch(data, g)
-            p = gallop_find(indices, p, end, d, p + int((d - at) * dens))
+            p = find(lz, indptr, indices, t, p, end, d, p + int((d - at) * dens))
         if p == end:
             break
         pu = np.uint64(p)
@@ -307,6 +313,8 @@ def _gallop_term(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _candidates_term(
+    lz,
+    indptr,
     indices,
     data,
     t,
@@ -339,6 +347,9 @@ def _candidates_term(
     slot = rank_slot[t] if has_rank else -1
     if slot >= 0 and nt * _RANK_FACTOR < end - start:
         n_heap, bar = rank_term(
+            lz,
+            indptr,
+            t,
             data,
             start,
             w_mult,
@@ -360,6 +371,9 @@ def _candidates_term(
             sort_rows(touched, nt, n_docs)
             is_sorted = True
         n_heap, bar = _gallop_term(
+            lz,
+            indptr,
+            t,
             indices,
             data,
             start,
@@ -384,6 +398,7 @@ def _candidates_term(
                 d = touched[j]
                 live[d >> 6] |= np.uint64(1) << np.uint64(d & 63)
             has_live = True
+        ensure_range(lz, indptr, t, start, end)
         n_heap, bar = _scan_term(
             indices,
             data,
@@ -406,6 +421,7 @@ def _candidates_term(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def search_pruned(
+    lz,
     indptr,
     indices,
     data,
@@ -468,6 +484,7 @@ def search_pruned(
         use_head = False
         if has_heads and not stopped and rank_slot[t] >= 0:
             use_head, stopped, j0, j1, rest_b, theta, theta_head = plan_head(
+                lz,
                 indptr,
                 indices,
                 data,
@@ -502,6 +519,8 @@ def search_pruned(
                 break
             if nt > 0:
                 n_heap, bar, is_sorted, has_live, live = _candidates_term(
+                    lz,
+                    indptr,
                     indices,
                     data,
                     t,
@@ -556,6 +575,7 @@ def search_pruned(
                     is_sorted = False
                 nt = nt_new
         else:
+            ensure_range(lz, indptr, t, start, end)
             nt, n_heap, bar = _admit_term(
                 indices,
                 data,
@@ -582,6 +602,7 @@ def search_pruned(
             # Complete the current top rows over all terms: k true scores give a far higher
             # bar than partial sums, so fewer long lists get scanned.
             n_seed, theta_seed = _seed_heap_rows(
+                lz,
                 indptr,
                 indices,
                 data,

@@ -84,6 +84,24 @@ def cmov(typingctx, cond, a, b):
     return sig, codegen
 
 
+def _fence(ordering):
+    def typer(typingctx):
+        def codegen(context, builder, signature, args):
+            builder.fence(ordering)
+            return context.get_dummy_value()
+
+        return _nbtypes.none(), codegen
+
+    return typer
+
+
+# A release fence before publishing data that other threads read once they see a flag, an
+# acquire fence after reading such a flag (on x86 both only stop the compiler from moving
+# loads and stores across them).
+fence_release = intrinsic(_fence("release"))
+fence_acquire = intrinsic(_fence("acquire"))
+
+
 # --------------------------------------------------------------------------------------------
 # The heap of the current top-k
 # --------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._config import FASTMATH
+from .bm25_lazy import ensure_range
 from .bm25_maxscore import search_pruned
 from .bm25_primitives import fetch_add, heapsort, offer_bar, order_desc_stable
 from .topk import heap_drain_sorted, heap_offer
@@ -134,7 +135,21 @@ def _order_terms(terms, mult, ub, m):
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _search_dense(
-    indptr, indices, data, o_terms, o_mult, m, mask, has_mask, acc, pos, heap_s, heap_d, k_eff, base
+    lz,
+    indptr,
+    indices,
+    data,
+    o_terms,
+    o_mult,
+    m,
+    mask,
+    has_mask,
+    acc,
+    pos,
+    heap_s,
+    heap_d,
+    k_eff,
+    base,
 ):
     """The ``dense`` strategy: every posting of the ``m`` terms into ``acc``, then one scan of
     all rows into the empty heap. Returns the heap size; ``acc`` is all zero again."""
@@ -143,6 +158,7 @@ def _search_dense(
     for oi in range(m):
         t = o_terms[oi]
         w_mult = o_mult[oi]
+        ensure_range(lz, indptr, t, indptr[t], indptr[t + 1])
         for p in range(indptr[t], indptr[t + 1]):
             acc[indices[p]] += w_mult * data[p]
     n_heap = np.int64(0)
@@ -199,6 +215,7 @@ def search_one(
     head_ptr,
     head_doc,
     head_w,
+    lz,
 ):
     """Exact top-``k`` of one query. Returns the number of hits written to ``out_rows`` /
     ``out_scores`` (best first, ties by row; the rest padded with -1 / -inf).
@@ -228,6 +245,7 @@ def search_one(
         o_terms, o_mult, rest = _order_terms(terms, mult, ub, m)
         if strategy == STRATEGY_DENSE:
             n_heap = _search_dense(
+                lz,
                 indptr,
                 indices,
                 data,
@@ -245,6 +263,7 @@ def search_one(
             )
         else:
             n_heap = search_pruned(
+                lz,
                 indptr,
                 indices,
                 data,
@@ -322,6 +341,7 @@ def search_batch_serial(
     head_ptr,
     head_doc,
     head_w,
+    lz,
 ):
     """:func:`search_one` for each query ``q_values[q_offsets[i]:q_offsets[i+1]]`` in turn,
     reusing the caller's scratch (``acc`` zeros and ``pos`` -1, ``[n_docs]``; ``touched``
@@ -358,6 +378,7 @@ def search_batch_serial(
             head_ptr,
             head_doc,
             head_w,
+            lz,
         )
     return -1
 
@@ -388,6 +409,7 @@ def search_batch_parallel(
     head_ptr,
     head_doc,
     head_w,
+    lz,
 ):
     """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` slots that take the queries
     in small runs from a shared atomic counter (a slot whose core is slowed by other work just
@@ -439,5 +461,6 @@ def search_batch_parallel(
                     head_ptr,
                     head_doc,
                     head_w,
+                    lz,
                 )
     return -1

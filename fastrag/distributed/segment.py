@@ -5,9 +5,9 @@ A BM25 segment keeps its token ids and its postings, packed (block codec, term f
 document lengths: no weights, so no corpus statistics) in its store; :class:`Segment` reports
 its vocabulary and document frequencies, and is then weighed with the whole corpus's
 statistics, so its scores are those of one index over the whole corpus: its packed postings
-are moved to the global term ids and decoded per term on first use (segments stored before
-packed postings build their index from the token ids). Segments run in this process or as Ray
-actors.
+are moved to the global term ids and decoded block by block as searches reach them (segments
+stored before packed postings build their index from the token ids). Segments run in this
+process or as Ray actors.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ class Segment:
 
     def weigh(self, to_global: np.ndarray, n_vocab: int, stats: BM25Stats) -> np.ndarray:
         """The index in the global id space with the global statistics (from the packed
-        postings, decoded per term on first use; else built from the token ids); returns its
+        postings, decoded as searches reach them; else built from the token ids); returns its
         per-term bound (``term_max``)."""
         params = {p: v for p, v in (self.spec.params or {}).items() if p in BM25_PARAMS}
         index = None

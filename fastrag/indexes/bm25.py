@@ -4,8 +4,9 @@ A :class:`BM25Index` holds precomputed float32 BM25 weights in term-major CSC ar
 (``indptr``, ``indices``, ``data``) plus a per-term upper bound (``term_max``) used to prune
 work that cannot change the top-k. Results are exact and identical to a dense evaluation.
 Saved packed (:meth:`to_arrays` with ``packed=True``, :mod:`fastrag.indexes.bm25_packed`), an
-index takes 1.3-1.7 bytes per posting and reopens without reading its postings: a term's are
-decoded into these arrays on the first query that holds it.
+index takes 1.3-1.7 bytes per posting and reopens without reading its postings: the search
+kernels decode into these arrays the 128-posting blocks they reach (``fastrag._kernels.
+bm25_lazy``), so a term looked up for a few documents costs a few blocks.
 
 Corpus statistics (document frequencies, number of documents, number of tokens) are a separate
 :class:`BM25Stats` value: shards of one large corpus can each be built with the merged global
@@ -54,7 +55,7 @@ from fastrag.indexes.bm25_args import (
     raise_query_error,
     strategy_code,
 )
-from fastrag.indexes.bm25_packed import PackedPostings
+from fastrag.indexes.bm25_packed import PackedPostings, no_lazy, raise_problem
 from fastrag.indexes.bm25_persist import BM25Persistence
 from fastrag.indexes.bm25_stats import BM25Stats, check_stats, document_frequencies
 from fastrag.indexes.bm25_stored import check_postings
@@ -71,6 +72,10 @@ RANK_DF_DIVISOR = 16
 # admits new rows from the head alone instead of reading the whole list.
 HEAD_DF_DIVISOR = 32
 HEAD_MIN = 256
+
+
+# the kernels' ``lz`` of an index that is not packed (shared: the kernels never write it)
+NO_LAZY = no_lazy()
 
 
 def _head_lengths(df: np.ndarray) -> np.ndarray:
@@ -118,11 +123,16 @@ class BM25Index(BM25Persistence):
         # terms whose postings are not yet bounds-checked (an index from untrusted arrays)
         self._unchecked: np.ndarray | None = None
         self._byte_checks: dict[str, tuple[Any, int]] = {}
-        # The packed (block codec) arrays: those it was loaded from, whose postings are decoded
-        # into ``indices``/``data`` term by term on first use (under _decode_lock), or those
-        # packed from this index on first request.
+        # The packed (block codec) arrays: those it was loaded from, whose postings the
+        # kernels decode into ``indices``/``data`` block by block (whole terms under
+        # _decode_lock for the NumPy path and the checks), or those packed from this index on
+        # first request.
         self._packed: PackedPostings | None = None
         self._writable: tuple[np.ndarray, np.ndarray] | None = None  # decoded into
+        # what the search kernels decode blocks with (bm25_lazy), and the terms whose packed
+        # bytes a store has not verified yet (see verify_postings_with)
+        self._lz = NO_LAZY
+        self._unverified: np.ndarray | None = None
         self._decode_lock = threading.Lock()
         self._idf = bm25_build.idf_weights(method, stats.df, stats.n_docs)
         self._base = bm25_build.base_weights_for(method, self._idf, float(k1), float(delta))
@@ -253,8 +263,6 @@ class BM25Index(BM25Persistence):
         # Token-id range and offset order are checked inside the kernel (error code).
         k = check_k(k)
         qv = ragged_array(q_values, "q_values", np.int32)
-        if self._unchecked is not None:
-            self._check_postings(qv)
         qo = ragged_array(q_offsets, "q_offsets", np.int64)
         if qo.shape[0] < 1:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
@@ -263,6 +271,11 @@ class BM25Index(BM25Persistence):
             cold = not kernels_ready(
                 bm25_numpy.estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1)
             )
+        if self._unchecked is not None:
+            if cold or self._lz is NO_LAZY:
+                self._check_postings(qv)
+            else:  # packed: the kernels decode the blocks they reach
+                self._verify(qv)
         if self._rank_pending is not None and qv.shape[0]:
             self._build_rank(qv)
         n_q = qo.shape[0] - 1
@@ -322,6 +335,7 @@ class BM25Index(BM25Persistence):
                     self._head_ptr,
                     self._head_doc,
                     self._head_w,
+                    self._lz,
                 )
             else:
                 before = numba.get_num_threads()
@@ -352,6 +366,7 @@ class BM25Index(BM25Persistence):
                         self._head_ptr,
                         self._head_doc,
                         self._head_w,
+                        self._lz,
                     )
                 finally:
                     numba.set_num_threads(before)
@@ -361,6 +376,8 @@ class BM25Index(BM25Persistence):
                 self._release(scratch)
         if err != -1:
             raise_query_error(int(err), qv, qo, self.n_vocab)
+        if self._packed is not None and self._packed.bad[1]:  # a damaged block: no answer
+            raise_problem(self._packed.bad[0], self._packed.bad[1], self.n_docs)
         return rows, scores, counts
 
     @property
@@ -411,34 +428,42 @@ class BM25Index(BM25Persistence):
                     (int(pending.sum()), 2 * ((self.n_docs + 63) >> 6)), np.uint64
                 )
             slots = np.arange(self._rank_used, self._rank_used + t.size, dtype=np.int64)
-            bad = bm25_heads.build_rank_rows(
-                self.indptr, self.indices, self.n_docs, t, slots, self._rank_dir
-            )
-            if bad != -1:
-                raise StoreError(
-                    f"BM25 index arrays are inconsistent (doc ids outside [0, {self.n_docs}) in "
-                    f"the postings of term {int(t[bad])}); the index files are corrupt: rebuild "
-                    "the index"
-                )
             ends = self._head_ptr[self._rank_used] + np.cumsum(
                 _head_lengths(self.indptr[t + 1] - self.indptr[t])
             )
             self._head_ptr[self._rank_used + 1 : self._rank_used + 1 + t.size] = ends
-            bm25_heads.build_head_rows(
-                self.indptr,
-                self.indices,
-                self.data,
-                t,
-                slots,
-                self._head_ptr,
-                self._head_doc,
-                self._head_w,
-            )
+            if self._lz is NO_LAZY:
+                self._build_rank_rows(self.indptr, self.indices, self.data, t, slots)
+            else:  # packed: each term decoded apart, its blocks left to the searches
+                for i in range(t.size):
+                    docs, w = self._packed.decode_term(int(t[i]), self._byte_checks)
+                    one = np.array([0, docs.shape[0]], np.int64)
+                    self._build_rank_rows(one, docs, w, np.zeros(1, np.int64), slots[i : i + 1])
             self._rank_slot[t] = slots  # publish: the rows and heads are complete
             self._rank_used += t.size
             pending[t] = False
             if not pending.any():
                 self._rank_pending = None
+
+    def _build_rank_rows(
+        self,
+        indptr: np.ndarray,
+        indices: np.ndarray,
+        data: np.ndarray,
+        terms: np.ndarray,
+        slots: np.ndarray,
+    ) -> None:
+        """Fill the rank directory and impact head rows ``slots`` of ``terms``."""
+        bad = bm25_heads.build_rank_rows(indptr, indices, self.n_docs, terms, slots, self._rank_dir)
+        if bad != -1:
+            raise StoreError(
+                f"BM25 index arrays are inconsistent (doc ids outside [0, {self.n_docs}) in "
+                f"the postings of term {int(terms[bad])}); the index files are corrupt: "
+                "rebuild the index"
+            )
+        bm25_heads.build_head_rows(
+            indptr, indices, data, terms, slots, self._head_ptr, self._head_doc, self._head_w
+        )
 
     def check_postings(self) -> None:
         """Check every posting now (doc ids in range and strictly increasing per term, weights
@@ -491,6 +516,22 @@ class BM25Index(BM25Persistence):
                 self._packed.decode(t, indices, data, self._byte_checks)
                 unchecked[t] = False
 
+    def _verify(self, terms: np.ndarray) -> None:
+        """Verify with the store's checksums the packed bytes of ``terms`` that the search
+        kernels may decode (once per term)."""
+        unverified = self._unverified
+        if not self._byte_checks or unverified is None:
+            return
+        t = np.unique(terms)
+        t = t[(t >= 0) & (t < self.n_vocab)]
+        if not unverified[t].any():
+            return
+        with self._decode_lock:
+            t = t[unverified[t]].astype(np.int64)
+            if t.size:
+                self._packed.verify(t, self._byte_checks)
+                unverified[t] = False
+
     def get_scores(self, q_values: np.ndarray) -> np.ndarray:
         """Dense BM25 scores (float32 ``[n_docs]``) of one query given as token ids."""
         qv, _ = check_queries(q_values, None, self.n_vocab)
@@ -509,6 +550,14 @@ class BM25Index(BM25Persistence):
         if self._external_stats:
             arrays.append(self.stats.df)
         return int(sum(v.nbytes for v in arrays))
+
+    @property
+    def decoded_postings(self) -> int:
+        """Postings held uncompressed in memory: all of them for an index built or loaded
+        unpacked; for a packed one, those of the blocks its searches have decoded so far."""
+        if self._lz is NO_LAZY:
+            return int(self.indptr[-1])
+        return self._packed.decoded_postings()
 
     def __repr__(self) -> str:
         return (

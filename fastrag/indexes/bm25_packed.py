@@ -3,9 +3,9 @@ term-frequency codes bit-packed per block of 128 postings, a skip entry per bloc
 document's length, from which every weight is recomputed bit for bit.
 
 A :class:`~fastrag.indexes.bm25.BM25Index` saved packed (``to_arrays(packed=True)``) takes
-about 1.3-1.8 bytes per posting instead of 8; loaded, it decodes a term's postings into the
-uncompressed layout on the first query that holds the term, so opening reads no postings and
-memory grows with the terms queries touch.
+about 1.3-1.8 bytes per posting instead of 8; loaded, its searches decode the blocks they reach
+into the uncompressed layout (``fastrag._kernels.bm25_lazy``), so opening reads no postings and
+memory grows with the blocks queries touch.
 """
 
 from __future__ import annotations
@@ -134,6 +134,9 @@ class PackedPostings:
     def __init__(self, arrays: dict[str, np.ndarray], weighing: Weighing) -> None:
         self.arrays = {n: readonly(a) for n, a in arrays.items()}
         self.weighing = weighing
+        self.ready: np.ndarray | None = None  # per block: decoded (set by :meth:`lazy`)
+        self.term_ready: np.ndarray | None = None  # per term: every block decoded
+        self.bad = np.zeros(2, np.int64)  # a damaged block the kernels met: (term, problem)
 
     @classmethod
     def pack(
@@ -172,19 +175,50 @@ class PackedPostings:
         """The arrays to save (``term_block`` is derived at load)."""
         return {n: a for n, a in self.arrays.items() if n != "term_block"}
 
-    def decode(
+    def lazy(
         self,
-        terms: np.ndarray,
-        indices: np.ndarray,
-        data: np.ndarray,
-        byte_checks: dict[str, tuple[Any, int]] | None = None,
-    ) -> None:
-        """Decode the postings of ``terms`` (int64, in the vocabulary) into their places in
-        the writable uncompressed ``indices`` / ``data``, checked as the kernels need them.
-        ``byte_checks`` maps array names to ``(checker, offset)`` (a store's chunk checksums,
-        see ``BM25Index.verify_postings_with``): the bytes the decoder reads are verified
-        first.
-        StoreError naming the first bad term and what is wrong with it."""
+        writable: tuple[np.ndarray, np.ndarray],
+        term_max: np.ndarray,
+    ) -> tuple:
+        """The ``lz`` tuple of ``fastrag._kernels.bm25_lazy`` that has the search kernels decode
+        these postings block by block into ``writable`` (``indices``, ``data``)."""
+        a, w = self.arrays, self.weighing
+        self.ready = np.zeros(int(a["term_block"][-1]), np.uint8)
+        self.term_ready = np.zeros(a["indptr"].shape[0] - 1, np.uint8)
+        return (
+            self.ready,
+            a["term_block"],
+            a["blk_last"],
+            a["blk_word"],
+            a["blk_dw"],
+            a["blk_tw"],
+            a["words"],
+            a["doc_len"],
+            readonly(np.asarray(w.idf, np.float64)),
+            readonly(np.asarray(w.base, np.float64)),
+            readonly(np.asarray(term_max, np.float32)),
+            writable[0],
+            writable[1],
+            readonly(np.array([w.avgdl, w.k1, w.b, w.delta], np.float64)),
+            readonly(np.array([w.method], np.int64)),
+            self.bad,
+            self.term_ready,
+        )
+
+    def decoded_postings(self) -> int:
+        """Postings in the blocks decoded so far (see :meth:`lazy`)."""
+        if self.ready is None:
+            return 0
+        a = self.arrays
+        done = np.flatnonzero(self.ready)
+        term = np.searchsorted(a["term_block"], done, side="right") - 1
+        df = np.asarray(a["indptr"][term + 1], np.int64) - a["indptr"][term]
+        ends = (done - a["term_block"][term] + 1) * bm25_codec.BLOCK  # a full block's end
+        return int(np.minimum(ends, df).sum() - (ends - bm25_codec.BLOCK).sum())
+
+    def verify(self, terms: np.ndarray, byte_checks: dict[str, tuple[Any, int]]) -> None:
+        """Verify the bytes the decoder reads for ``terms`` (int64) with ``byte_checks`` (see
+        :meth:`decode`)."""
         a = self.arrays
         tb = a["term_block"]
         first, end = tb[terms], tb[terms + 1]
@@ -196,11 +230,65 @@ class PackedPostings:
             "blk_tw": (first, end),
             "doc_len": (np.zeros(1, np.int64), np.full(1, a["doc_len"].shape[0], np.int64)),
         }
-        for name, (checker, offset) in (byte_checks or {}).items():
+        for name, (checker, offset) in byte_checks.items():
             if name in spans:
                 lo, hi = spans[name]
                 size = a[name].itemsize
                 checker.ensure(offset + lo * size, offset + hi * size)
+
+    def decode_term(
+        self, t: int, byte_checks: dict[str, tuple[Any, int]] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The postings of term ``t``, decoded and checked into new arrays: ``(doc ids int32,
+        weights float32)``. StoreError when they are damaged."""
+        a = self.arrays
+        indptr = a["indptr"]
+        df = int(indptr[t + 1] - indptr[t])
+        docs, w = np.empty(df, np.int32), np.empty(df, np.float32)
+        if df:
+            self.verify(np.array([t], np.int64), byte_checks or {})
+            wg = self.weighing
+            problem = bm25_codec.decode_term_checked(
+                a["term_block"],
+                a["blk_last"],
+                a["blk_word"],
+                a["blk_dw"],
+                a["blk_tw"],
+                a["words"],
+                np.int64(t),
+                np.int64(df),
+                a["doc_len"],
+                wg.idf[t],
+                wg.base[t],
+                wg.method,
+                wg.avgdl,
+                wg.k1,
+                wg.b,
+                wg.delta,
+                a["term_max"][t],
+                docs,
+                w,
+            )
+            if problem:
+                raise_problem(t, problem, a["doc_len"].shape[0])
+        return docs, w
+
+    def decode(
+        self,
+        terms: np.ndarray,
+        indices: np.ndarray,
+        data: np.ndarray,
+        byte_checks: dict[str, tuple[Any, int]] | None = None,
+    ) -> None:
+        """Decode the postings of ``terms`` (int64, in the vocabulary) into their places in
+        the writable uncompressed ``indices`` / ``data``, checked as the kernels need them
+        (and marked decoded for :meth:`lazy`'s kernels). ``byte_checks`` maps array names to
+        ``(checker, offset)`` (a store's chunk checksums, see
+        ``BM25Index.verify_postings_with``): the bytes the decoder reads are verified first.
+        StoreError naming the first bad term and what is wrong with it."""
+        a = self.arrays
+        tb = a["term_block"]
+        self.verify(terms, byte_checks or {})
         bad, problem = bm25_codec.decode_terms(
             tb,
             a["blk_last"],
@@ -218,3 +306,23 @@ class PackedPostings:
         )
         if bad != -1:
             raise_problem(bad, problem, a["doc_len"].shape[0])
+        if self.ready is not None and terms.size:
+            n = tb[terms + 1] - tb[terms]
+            self.ready[np.repeat(tb[terms] - np.cumsum(n) + n, n) + np.arange(int(n.sum()))] = 1
+            self.term_ready[terms] = 1
+
+
+def no_lazy() -> tuple:
+    """The ``lz`` tuple of an index that is not packed (its kernels' helpers return at once):
+    the same types as :meth:`PackedPostings.lazy`'s, so both share one compiled kernel."""
+    i8, u4, u1, f8 = np.int64, np.uint32, np.uint8, np.float64
+    return (
+        np.zeros(0, u1),
+        *(readonly(np.zeros(0, d)) for d in (i8, u4, i8, u1, u1, u4, u4, f8, f8, np.float32)),
+        np.zeros(0, np.int32),
+        np.zeros(0, np.float32),
+        readonly(np.zeros(4, f8)),
+        readonly(np.zeros(1, i8)),
+        np.zeros(2, i8),
+        np.zeros(0, u1),
+    )

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,8 @@ class BM25Persistence:
     _doc_len: np.ndarray | None
     _external_stats: bool
     _decode_lock: Any
+    _lz: tuple
+    _unverified: np.ndarray | None
     _idf: np.ndarray
     _base: np.ndarray
 
@@ -45,8 +48,8 @@ class BM25Persistence:
         gaps and term-frequency codes bit-packed per block of 128, with each document's
         length) instead of an int32 doc id and a float32 weight each: about 1.3-1.8 bytes per
         posting instead of 8, and the same scores bit for bit (a loaded index recomputes
-        each weight exactly as the build did, decoding a term's postings on its first
-        query). Needs the document lengths: an index built by :meth:`build`, or loaded
+        each weight exactly as the build did, decoding the blocks its searches reach).
+        Needs the document lengths: an index built by :meth:`build`, or loaded
         packed."""
         if packed:
             out = self._pack().to_arrays()
@@ -119,13 +122,13 @@ class BM25Persistence:
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict):
         """Restore an index from :meth:`to_arrays` + :meth:`meta` (arrays may be read-only or
         memory-mapped; nothing is copied). A packed index opens without reading its
-        postings: each term's are decoded (into memory mapped on first write) and checked on
-        the first query that holds the term."""
+        postings: searches decode (into memory mapped on first write) and check the blocks
+        they reach."""
         a = checked_arrays(arrays, meta)
         packed = meta["format"] == FORMAT_PACKED
         if packed:
             nnz = int(meta["nnz"])
-            writable = (np.zeros(nnz, np.int32), np.zeros(nnz, np.float32))
+            writable = decode_target(nnz)
             a["indices"], a["data"] = writable
         method = meta["method"]
         if meta.get("external_stats"):
@@ -171,7 +174,7 @@ class BM25Persistence:
         (``bm25_packed.encode_corpus``), moved to the global ids ``to_global[local id]`` and
         weighed with the global ``stats`` (which must cover it): the same scores as
         :meth:`build` with ``stats`` on the shard's global token ids, without re-reading its
-        tokens. Postings are decoded per term on first use; the bounds are computed (every
+        tokens. Searches decode the blocks they reach; the bounds are computed (every
         block decoded and checked) now: StoreError naming a damaged term by its local id."""
         method = check_method(method)
         k1, b, delta = check_params(k1, b, delta)
@@ -195,7 +198,7 @@ class BM25Persistence:
         stats = check_stats(
             stats, np.diff(np.asarray(g["indptr"], np.int64)), len(doc_len), n_tokens
         )
-        writable = (np.zeros(nnz, np.int32), np.zeros(nnz, np.float32))
+        writable = decode_target(nnz)
         index = cls(
             indptr=g["indptr"],
             indices=writable[0],
@@ -230,6 +233,22 @@ class BM25Persistence:
         (this index's ``indices`` and ``data``) on first use."""
         self._writable = writable
         self._packed = PackedPostings(arrays, self._weighing())
+        self._lz = self._packed.lazy(writable, self.term_max)
+        self._unverified = np.ones(self.n_vocab, dtype=bool)
+
+
+def decode_target(nnz: int) -> tuple[np.ndarray, np.ndarray]:
+    """Zeroed ``indices`` (int32) and ``data`` (float32) of ``nnz`` postings for a packed index
+    to decode into: anonymous memory mapped page by page on first write, without huge pages
+    (a 2 MiB page per scattered block would map most of the arrays)."""
+    out = []
+    for dtype in (np.int32, np.float32):
+        size = max(nnz, 1) * 4
+        buf = mmap.mmap(-1, size)
+        if hasattr(mmap, "MADV_NOHUGEPAGE"):
+            buf.madvise(mmap.MADV_NOHUGEPAGE)
+        out.append(np.frombuffer(buf, dtype, count=nnz))
+    return out[0], out[1]
 
 
 def to_global_inv(to_global: np.ndarray, g: int) -> int:

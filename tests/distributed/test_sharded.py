@@ -66,7 +66,7 @@ def test_shards_score_exactly_as_one_index(tmp_path, cmrc, similarity):
             topk=10,
         )
         assert len(sr.segments) == n and len(sr) == len(texts)
-        # each segment's index comes from its packed postings, decoded per term on first use
+        # each segment's index comes from its packed postings, decoded as searches reach them
         assert all(seg.postings is not None for seg in sr._segs.items)
         assert all(seg.index._unchecked is not None for seg in sr._segs.items)
         got = sr.batch_arrow(questions)

@@ -11,7 +11,7 @@ import pytest
 from reference import BM25Reference
 
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes.bm25 import BM25_METHODS, SEARCH_STRATEGIES, BM25Index, BM25Stats
+from fastrag.indexes.bm25 import BM25_METHODS, NO_LAZY, SEARCH_STRATEGIES, BM25Index, BM25Stats
 
 REL = 1e-5
 CMRC = Path(__file__).resolve().parents[3] / "shared" / "data" / "cmrc2018_dev.json"
@@ -293,6 +293,7 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
         np.zeros(0, np.int64),
         np.zeros(0, np.int32),
         np.zeros(0, np.float32),
+        NO_LAZY,
     )
     assert err == -1
     np.testing.assert_array_equal(rows, serial[0])

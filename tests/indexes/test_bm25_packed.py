@@ -1,5 +1,5 @@
 """Packed BM25 indexes (``to_arrays(packed=True)``, fastrag/indexes/bm25_packed.py): the same
-scores bit for bit, postings decoded per term on first use, damage refused."""
+scores bit for bit, postings decoded block by block as searches reach them, damage refused."""
 
 from __future__ import annotations
 
@@ -107,6 +107,11 @@ def test_shards_with_global_statistics_pack_too():
     _same_results(shard, packed, qv, qo)
 
 
+def _decoded_blocks(index: BM25Index, t: int) -> int:
+    tb = index._packed.arrays["term_block"]
+    return int(index._packed.ready[tb[t] : tb[t + 1]].sum())
+
+
 def test_a_query_decodes_only_its_own_terms():
     values, offsets, n_vocab = _zipf()
     packed = _reload(BM25Index.build(values, offsets, n_vocab))
@@ -116,7 +121,36 @@ def test_a_query_decodes_only_its_own_terms():
     decoded = np.flatnonzero(packed.data)
     terms = np.unique(np.searchsorted(indptr, decoded, side="right") - 1)
     assert terms.tolist() == [3, 7]
-    assert packed._unchecked.sum() == n_vocab - 2
+    ready = packed._packed.ready
+    assert ready.sum() == _decoded_blocks(packed, 3) + _decoded_blocks(packed, 7) > 0
+
+
+@pytest.mark.parametrize("n_docs", [5000, 70000])  # galloping search; rank directories
+def test_a_probed_term_decodes_only_the_blocks_its_candidates_reach(n_docs):
+    """A rare term admits the top rows; the common term is then only looked up for them (by
+    galloping search, or by rank directory in a large index): most of its blocks stay packed,
+    and every answer equals the unpacked index's bit for bit."""
+    rng = np.random.default_rng(3)
+    lens = rng.integers(3, 12, n_docs)
+    offsets = np.zeros(n_docs + 1, np.int64)
+    offsets[1:] = np.cumsum(lens)
+    values = (rng.zipf(1.3, int(offsets[-1])) % 5000).astype(np.int32)
+    index = BM25Index.build(values, offsets, 5000)
+    packed = _reload(index)
+    df = np.diff(np.asarray(index.indptr))
+    common = int(np.argmax(df))
+    rare = int(np.flatnonzero((df >= 3) & (df <= 8))[0])
+    qv, qo = np.array([rare, common], np.int32), np.array([0, 2])
+    hits = [i.search(qv, qo, 2, strategy="maxscore") for i in (index, packed)]
+    for x, y in zip(*hits, strict=True):
+        np.testing.assert_array_equal(x, y)
+    n_blocks = (int(df[common]) + 127) // 128
+    assert n_blocks > 30
+    assert 1 <= _decoded_blocks(packed, common) <= 2 * int(df[rare]) + 2
+    qv, qo = _queries(values, offsets, 400, seed=2)
+    for strategy in ("maxscore", "auto", "touched", "dense"):
+        _same_results(index, packed, qv, qo, strategy=strategy)
+        _same_results(index, packed, qv, qo, strategy=strategy, num_threads=2)
 
 
 def test_threads_decoding_the_same_terms_get_the_same_answers():
@@ -222,3 +256,17 @@ def test_from_postings_rejects_a_bad_term_map():
     want = BM25Index.build(values, offsets, n_vocab)
     qv, qo = _queries(values, offsets, 50)
     _same_results(index, want, qv, qo)
+
+
+def test_decoded_postings_counts_the_blocks_searches_decoded():
+    values, offsets, n_vocab = _zipf(3000, 8000, seed=4)
+    index = BM25Index.build(values, offsets, n_vocab)
+    assert index.decoded_postings == index.indptr[-1]
+    packed = _reload(index)
+    assert packed.decoded_postings == 0
+    df = np.diff(np.asarray(index.indptr))
+    t = int(np.flatnonzero(df > 300)[0])  # several blocks, the last one partial
+    packed.search(np.array([t], np.int32), np.array([0, 1]), 3, strategy="dense")
+    assert packed.decoded_postings == df[t]
+    packed.check_postings()
+    assert packed.decoded_postings == index.indptr[-1]
