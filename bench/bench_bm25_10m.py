@@ -160,6 +160,35 @@ def phase_growth(args) -> dict:
     return {"steps": steps}
 
 
+def phase_paired(args) -> dict:
+    """Warm search of the packed index (blocks decoded as reached) against the same postings
+    fully decoded into a plain in-memory index: what decoding on demand costs once warm."""
+    from fastrag.indexes.bm25 import BM25Index
+    from fastrag.indexes.bm25_stream import open_packed
+    from fastrag.warmup import _bm25_search
+
+    qv, qo = queries(args.queries, args.seed)
+    _bm25_search(lambda _m: None)
+    packed = open_packed(args.dir)
+    packed.search(qv, qo, 10, num_threads=1)  # the cold pass: its blocks decoded
+    full = open_packed(args.dir)
+    arrays = {k: np.array(v) for k, v in full.to_arrays().items()}  # every posting decoded
+    plain = BM25Index.from_arrays(arrays, full.meta())
+    plain.check_postings()
+    del full
+    want = plain.search(qv, qo, 10, num_threads=1)
+    got = packed.search(qv, qo, 10, num_threads=1)
+    assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+    times: dict[str, list[float]] = {"packed": [], "plain": []}
+    for _ in range(max(args.repeats, 5)):
+        for name, index in (("packed", packed), ("plain", plain)):
+            t0 = time.perf_counter()
+            index.search(qv, qo, 10, num_threads=1)
+            times[name].append(time.perf_counter() - t0)
+    ratios = [a / b for a, b in zip(times["packed"], times["plain"], strict=True)]
+    return {"times": times, "paired_ratio": median(ratios), "load": list(os.getloadavg())}
+
+
 def _decoded(index) -> int:
     """Postings decoded so far (the blocks the queries reached)."""
     return index.decoded_postings
@@ -272,7 +301,7 @@ def report(payload: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--phase", choices=["build", "query", "growth"])
+    ap.add_argument("--phase", choices=["build", "query", "growth", "paired"])
     ap.add_argument("--dir")
     ap.add_argument("--n-docs", type=int)
     ap.add_argument("--sizes", default="1000000,10000000")
@@ -289,7 +318,12 @@ def main() -> None:
         write_results(Path(args.from_json).stem, payload, report(payload))
         return
     if args.phase:
-        phases = {"build": phase_build, "query": phase_query, "growth": phase_growth}
+        phases = {
+            "build": phase_build,
+            "query": phase_query,
+            "growth": phase_growth,
+            "paired": phase_paired,
+        }
         out = phases[args.phase](args)
         print(json.dumps(out))
         return

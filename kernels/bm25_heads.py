@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from ._config import FASTMATH
-from .bm25_lazy import ensure_at, find
+from .bm25_lazy import ensure_at, find, plain_term, plain_terms, ready_ranked
 from .bm25_primitives import (
     BOUND_SLACK,
     final_bar,
@@ -168,6 +168,48 @@ def rank_term(
     base,
     base32,
 ):
+    """:func:`_rank_body` on decoded postings: when term ``t`` is not all decoded, the blocks
+    of the candidates' postings are decoded first, in a loop of their own (a decoding call
+    inside the lookup loop would slow it down several times)."""
+    if not plain_term(lz, t):
+        ready_ranked(lz, indptr, t, touched, nt, rdir)
+    return _rank_body(
+        data,
+        start,
+        w_mult,
+        acc,
+        pos,
+        touched,
+        nt,
+        rdir,
+        heap_s,
+        heap_d,
+        n_heap,
+        k_eff,
+        bar,
+        base,
+        base32,
+    )
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _rank_body(
+    data,
+    start,
+    w_mult,
+    acc,
+    pos,
+    touched,
+    nt,
+    rdir,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
     """Add the postings from ``start`` of the rows ``touched[:nt]`` (any order), found through
     the term's rank directory ``rdir`` (see :func:`build_rank_rows`). Returns ``(n_heap, bar)``.
 
@@ -194,7 +236,6 @@ def rank_term(
         sh = d & m63
         if (b >> sh) & one:
             p = st + rdir[w + one] + popcount(b & ((one << sh) - one))
-            ensure_at(lz, indptr, t, np.int64(p))
             a = acc[d] + w_mult * data[p]
             acc[d] = a
             if a > bar:
@@ -231,6 +272,80 @@ def _posting(lz, indptr, indices, t, d, rank_slot, rank_dir, n_docs):
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _head_seed(
+    lz,
+    indptr,
+    indices,
+    data,
+    o_terms,
+    o_mult,
+    m,
+    oi,
+    head_doc,
+    head_w,
+    j0,
+    j1,
+    mask,
+    has_mask,
+    rank_slot,
+    rank_dir,
+    top_s,
+    n_top,
+    k_eff,
+    base,
+    n_docs,
+):
+    """:func:`_head_seed_body`, without decoding when the query's terms are all decoded."""
+    if plain_terms(lz, o_terms, 0, m):
+        return _head_seed_body(
+            None,
+            indptr,
+            indices,
+            data,
+            o_terms,
+            o_mult,
+            m,
+            oi,
+            head_doc,
+            head_w,
+            j0,
+            j1,
+            mask,
+            has_mask,
+            rank_slot,
+            rank_dir,
+            top_s,
+            n_top,
+            k_eff,
+            base,
+            n_docs,
+        )
+    return _head_seed_body(
+        lz,
+        indptr,
+        indices,
+        data,
+        o_terms,
+        o_mult,
+        m,
+        oi,
+        head_doc,
+        head_w,
+        j0,
+        j1,
+        mask,
+        has_mask,
+        rank_slot,
+        rank_dir,
+        top_s,
+        n_top,
+        k_eff,
+        base,
+        n_docs,
+    )
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _head_seed_body(
     lz,
     indptr,
     indices,

@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from .bm25_codec import BLOCK, decode_block, posting_weight, weight_ok
-from .bm25_primitives import fence_acquire, fence_release, gallop_find
+from .bm25_primitives import fence_acquire, fence_release, gallop_find, popcount
 
 _SHIFT = 7  # log2(BLOCK)
 assert BLOCK == 1 << _SHIFT
@@ -107,9 +107,12 @@ def ensure_range(lz, indptr, t, p0, p1):
         fence_acquire()
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def ensure_at(lz, indptr, t, p):
-    """Position ``p`` of term ``t``'s postings decoded (its block)."""
+    """Position ``p`` of term ``t``'s postings decoded (its block); ``lz`` None: nothing to do
+    (the plain twin of a lookup loop, see :func:`plain_terms`)."""
+    if lz is None:
+        return
     ready = lz[0]
     if ready.shape[0] > 0:
         if lz[16][t] == 0:
@@ -119,11 +122,58 @@ def ensure_at(lz, indptr, t, p):
         fence_acquire()
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
+def plain_terms(lz, terms, i0, i1):
+    """Whether the postings of ``terms[i0:i1]`` can be read as they are (an index that is not
+    packed, or terms all decoded): a lookup loop then runs its twin compiled with ``lz`` None,
+    free of decoding calls and fences (which would keep LLVM from hoisting its loads)."""
+    if lz[0].shape[0] == 0:
+        return True
+    for i in range(i0, i1):
+        if lz[16][terms[i]] == 0:
+            return False
+    fence_acquire()
+    return True
+
+
+@njit(cache=True, nogil=True)
+def ready_ranked(lz, indptr, t, touched, nt, rdir):
+    """Decode the blocks of term ``t`` that hold the postings of the rows ``touched[:nt]``,
+    found through its rank directory ``rdir`` (see ``bm25_heads.build_rank_rows``)."""
+    ready = lz[0]
+    first = lz[1][t]
+    one = np.uint64(1)
+    for j in range(nt):
+        d = np.uint64(touched[j])
+        w = (d >> np.uint64(6)) << one
+        b = rdir[w]
+        sh = d & np.uint64(63)
+        if (b >> sh) & one:
+            k = np.int64(rdir[w + one] + popcount(b & ((one << sh) - one)))
+            blk = first + (k >> _SHIFT)
+            if ready[blk] == 0:
+                decode_ready(lz, indptr, t, blk)
+    fence_acquire()
+
+
+@njit(cache=True, nogil=True)
+def plain_term(lz, t):
+    """:func:`plain_terms` for one term."""
+    if lz[0].shape[0] == 0:
+        return True
+    if lz[16][t] == 0:
+        return False
+    fence_acquire()
+    return True
+
+
+@njit(cache=True, nogil=True)
 def find(lz, indptr, indices, t, lo, hi, d, g):
     """:func:`.bm25_primitives.gallop_find` in term ``t``'s postings ``[lo, hi)`` (guess ``g``):
     the first position whose doc id is >= ``d``, or ``hi``. Packed: the block that holds it is
-    found by its skip entry, decoded if need be, and searched alone."""
+    found by its skip entry, decoded if need be, and searched alone; ``lz`` None: plain."""
+    if lz is None:
+        return gallop_find(indices, lo, hi, d, g)
     ready = lz[0]
     if ready.shape[0] == 0 or lo >= hi:
         return gallop_find(indices, lo, hi, d, g)

@@ -18,7 +18,7 @@ from numba import njit
 
 from ._config import FASTMATH
 from .bm25_heads import head_admit, plan_head, rank_term
-from .bm25_lazy import ensure_at, ensure_range, find
+from .bm25_lazy import ensure_at, ensure_range, find, plain_term, plain_terms
 from .bm25_primitives import (
     BOUND_SLACK,
     cmov,
@@ -46,6 +46,65 @@ _RANK_FACTOR = 4
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _seed_heap_rows(
+    lz,
+    indptr,
+    indices,
+    data,
+    o_terms,
+    o_mult,
+    m,
+    done,
+    acc,
+    base32,
+    heap_d,
+    n_heap,
+    seed_rows,
+    seed_full,
+    n_seed,
+    k_eff,
+):
+    """:func:`_seed_body`, without decoding when the remaining terms are all decoded."""
+    if plain_terms(lz, o_terms, done, m):
+        return _seed_body(
+            None,
+            indptr,
+            indices,
+            data,
+            o_terms,
+            o_mult,
+            m,
+            done,
+            acc,
+            base32,
+            heap_d,
+            n_heap,
+            seed_rows,
+            seed_full,
+            n_seed,
+            k_eff,
+        )
+    return _seed_body(
+        lz,
+        indptr,
+        indices,
+        data,
+        o_terms,
+        o_mult,
+        m,
+        done,
+        acc,
+        base32,
+        heap_d,
+        n_heap,
+        seed_rows,
+        seed_full,
+        n_seed,
+        k_eff,
+    )
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _seed_body(
     lz,
     indptr,
     indices,
@@ -257,6 +316,74 @@ def _prune(acc, touched, nt, r, theta, live, has_live):
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _gallop_term(
+    lz,
+    indptr,
+    t,
+    indices,
+    data,
+    start,
+    end,
+    w_mult,
+    acc,
+    pos,
+    touched,
+    nt,
+    heap_s,
+    heap_d,
+    n_heap,
+    k_eff,
+    bar,
+    base,
+    base32,
+):
+    """:func:`_gallop_body`, without decoding when term ``t`` is all decoded."""
+    if plain_term(lz, t):
+        return _gallop_body(
+            None,
+            indptr,
+            t,
+            indices,
+            data,
+            start,
+            end,
+            w_mult,
+            acc,
+            pos,
+            touched,
+            nt,
+            heap_s,
+            heap_d,
+            n_heap,
+            k_eff,
+            bar,
+            base,
+            base32,
+        )
+    return _gallop_body(
+        lz,
+        indptr,
+        t,
+        indices,
+        data,
+        start,
+        end,
+        w_mult,
+        acc,
+        pos,
+        touched,
+        nt,
+        heap_s,
+        heap_d,
+        n_heap,
+        k_eff,
+        bar,
+        base,
+        base32,
+    )
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _gallop_body(
     lz,
     indptr,
     t,

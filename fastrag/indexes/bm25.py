@@ -276,6 +276,7 @@ class BM25Index(BM25Persistence):
                 self._check_postings(qv)
             else:  # packed: the kernels decode the blocks they reach
                 self._verify(qv)
+                self._promote(qv)
         if self._rank_pending is not None and qv.shape[0]:
             self._build_rank(qv)
         n_q = qo.shape[0] - 1
@@ -515,6 +516,22 @@ class BM25Index(BM25Persistence):
                 indices, data = self._writable
                 self._packed.decode(t, indices, data, self._byte_checks)
                 unchecked[t] = False
+
+    def _promote(self, qv: np.ndarray) -> None:
+        """Decode whole the terms of ``qv`` that an earlier call already searched in part: the
+        first call that holds a term decodes only the blocks it reaches (a cold query stays
+        quick, a term queried once costs its blocks), later ones search it decoded, as fast as
+        an index built in memory."""
+        packed = self._packed
+        partial = qv[np.take(packed.term_ready, qv, mode="clip") == 0]
+        if not partial.size:
+            return
+        partial = partial[(partial >= 0) & (partial < self.n_vocab)]  # the kernel names the rest
+        seen = packed.touched[partial]
+        again = partial[seen]
+        packed.touched[partial] = True
+        if again.size:
+            self._decode(again, self._unchecked)
 
     def _verify(self, terms: np.ndarray) -> None:
         """Verify with the store's checksums the packed bytes of ``terms`` that the search

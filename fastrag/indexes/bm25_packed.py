@@ -185,6 +185,7 @@ class PackedPostings:
         a, w = self.arrays, self.weighing
         self.ready = np.zeros(int(a["term_block"][-1]), np.uint8)
         self.term_ready = np.zeros(a["indptr"].shape[0] - 1, np.uint8)
+        self.touched = np.zeros(a["indptr"].shape[0] - 1, bool)  # held by a search call
         return (
             self.ready,
             a["term_block"],

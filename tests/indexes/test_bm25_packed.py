@@ -270,3 +270,30 @@ def test_decoded_postings_counts_the_blocks_searches_decoded():
     assert packed.decoded_postings == df[t]
     packed.check_postings()
     assert packed.decoded_postings == index.indptr[-1]
+
+
+def test_a_term_searched_again_is_decoded_whole():
+    """The first call that holds a term decodes the blocks it reaches; the next call that holds
+    it decodes it whole (then searched as fast as an index built in memory)."""
+    rng = np.random.default_rng(3)
+    lens = rng.integers(3, 12, 5000)
+    offsets = np.zeros(5001, np.int64)
+    offsets[1:] = np.cumsum(lens)
+    values = (rng.zipf(1.3, int(offsets[-1])) % 5000).astype(np.int32)
+    index = BM25Index.build(values, offsets, 5000)
+    packed = _reload(index)
+    df = np.diff(np.asarray(index.indptr))
+    common = int(np.argmax(df))
+    rare = int(np.flatnonzero((df >= 3) & (df <= 8))[0])
+    qv, qo = np.array([rare, common], np.int32), np.array([0, 2])
+    first = packed.search(qv, qo, 2, strategy="maxscore")
+    blocks = (int(df[common]) + 127) // 128
+    assert _decoded_blocks(packed, common) < blocks
+    again = packed.search(qv, qo, 2, strategy="maxscore")
+    assert _decoded_blocks(packed, common) == blocks
+    assert packed._packed.term_ready[[rare, common]].all()
+    for x, y, z in zip(first, again, index.search(qv, qo, 2, strategy="maxscore"), strict=True):
+        np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(x, z)
+    with pytest.raises(ConfigError):  # an id outside the vocabulary: named, not an IndexError
+        packed.search(np.array([rare, 5000], np.int32), np.array([0, 2]), 2)
