@@ -269,8 +269,9 @@ def report(payload: dict) -> str:
         "Build: the chunks' postings are spilled to disk (8 bytes each) and merged into the "
         "block codec window by window (2^25 postings), so its memory is one chunk's postings "
         "plus one window, whatever the corpus size. Query: the search kernels decode into "
-        "memory (8 bytes per posting) the 128-posting blocks they reach; the cold pass pays "
-        "that once, the warm passes search the decoded blocks. Warm q/s: medians of "
+        "memory (8 bytes per posting) the 128-posting blocks they reach, and a term held by "
+        "an earlier call is decoded whole first; the cold pass pays that once, the warm passes "
+        "search the decoded postings. Warm q/s: medians of "
         "interleaved repeats. The RSS the cold pass adds is mostly the decoded blocks "
         "(decoded_postings in the JSON) at 8 bytes per posting, in whole 4 KiB pages, plus "
         "the rank directories and heads of common terms and the packed pages read.",
@@ -283,7 +284,8 @@ def report(payload: dict) -> str:
     if growth:
         lines += [
             "",
-            "## Memory as queries arrive (a fresh open, the first N queries, 1 thread)",
+            "## Memory as queries arrive (a fresh open, then calls of the first 10, the next "
+            "90, 900 and 9,000 queries, 1 thread; a term in an earlier call is decoded whole)",
             "",
             markdown_table(
                 [
