@@ -295,7 +295,7 @@ def _head_seed(
     n_docs,
 ):
     """:func:`_head_seed_body`, without decoding when the query's terms are all decoded."""
-    if plain_terms(lz, o_terms, 0, m):
+    if plain_terms(lz, o_terms, np.int64(0), m):
         return _head_seed_body(
             None,
             indptr,
