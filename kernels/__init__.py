@@ -13,6 +13,8 @@ import logging as _logging
 import os as _os
 from pathlib import Path as _Path
 
+from . import _fresh
+
 
 def _cached() -> bool:
     """Whether numba's cache already holds compiled kernels (next to them, or in
@@ -35,6 +37,10 @@ def cache_dir() -> _Path:
         env = _os.environ.get("NUMBA_CACHE_DIR")
         return _Path(env) if env else _Path(__file__).parent / "__pycache__"
 
+
+# numba checks a cached kernel against its own module only; a caller that inlined a kernel of
+# another module would keep the old code. Any change to these sources drops the whole cache.
+_fresh.drop_stale_cache(_Path(__file__).parent, cache_dir())
 
 # With background compilation on (the default) fastrag._coldstart says what happens instead.
 _off = _os.environ.get("FASTRAG_BACKGROUND_COMPILE", "1").strip().lower() in (

@@ -8,9 +8,8 @@ The public kernels, gathered from the modules that own them:
   dense scores; :mod:`.bm25_maxscore` holds the ``touched`` and ``maxscore`` strategies.
 * :mod:`.bm25_primitives`: CPU intrinsics, heap offers, galloping search, sorts.
 
-numba checks a cached kernel against its own module's source only, not against the modules it
-calls: after editing one of these modules, clear ``kernels/__pycache__`` (or touch the modules
-that call into it) so that its callers compile again.
+numba checks a cached kernel against its own module's source only; the package drops every
+cached kernel when any kernel source changes (:mod:`._fresh`), so callers compile again.
 """
 
 from __future__ import annotations

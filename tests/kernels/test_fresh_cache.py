@@ -1,0 +1,68 @@
+"""Cached kernels follow the code on disk: editing a kernel module that another module's kernel
+inlines recompiles the caller (numba alone checks a kernel against its own file only)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import fastrag._kernels as kernels
+from fastrag._kernels import _fresh
+
+# posting_weight (bm25_codec) inlines tf_component (bm25_build)
+PROBE = (
+    "import kcopy.bm25_codec as c; "
+    "print(repr(float(c.posting_weight(0, 1.0, 0.0, 3, 10.0, 10.0, 1.2, 0.75, 0.0))))"
+)
+
+
+def _run(root: Path, cache: Path) -> float:
+    env = {**os.environ, "PYTHONPATH": str(root), "NUMBA_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_DISABLE_JIT", None)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def test_editing_an_inlined_kernel_recompiles_its_callers(tmp_path):
+    src = Path(kernels.__file__).parent
+    pkg = tmp_path / "kcopy"
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    before = _run(tmp_path, cache)
+    assert abs(before - 3 / (1.2 + 3)) < 1e-6  # lucene tf component, dl = avgdl
+    assert list(cache.rglob("*.nbi"))  # compiled and cached
+    assert _run(tmp_path, cache) == before  # loaded from the cache
+
+    build = pkg / "bm25_build.py"
+    text = build.read_text()
+    old = "        return tf / (k1 * norm + tf)\n"
+    assert text.count(old) == 1
+    build.write_text(text.replace(old, "        return 2.0 * tf / (k1 * norm + tf)\n"))
+    codec_mtime = (pkg / "bm25_codec.py").stat().st_mtime_ns  # the caller's file is unchanged
+    after = _run(tmp_path, cache)
+    assert (pkg / "bm25_codec.py").stat().st_mtime_ns == codec_mtime
+    assert abs(after - 2 * before) < 1e-6
+
+
+def test_drop_stale_cache_keeps_a_current_cache(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("x = 1\n")
+    cache = tmp_path / "cache"
+    assert _fresh.drop_stale_cache(src, cache)  # no stamp yet: dropped (nothing there)
+    (cache / "a.f-1.py311.nbi").write_bytes(b"index")
+    (cache / "a.f-1.py311.1.nbc").write_bytes(b"code")
+    assert not _fresh.drop_stale_cache(src, cache)
+    assert sorted(p.name for p in cache.iterdir()) == [
+        "a.f-1.py311.1.nbc",
+        "a.f-1.py311.nbi",
+        _fresh.STAMP,
+    ]
+    (src / "a.py").write_text("x = 2\n")
+    assert _fresh.drop_stale_cache(src, cache)
+    assert sorted(p.name for p in cache.iterdir()) == [_fresh.STAMP]
