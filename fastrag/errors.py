@@ -43,7 +43,14 @@ class StoreWarning(UserWarning):
 
 
 class EmbeddingError(ConfigError):
-    """An embedder returned vectors of the wrong shape, dtype or values."""
+    """An embedder returned vectors of the wrong shape, dtype or values. ``.index`` is the
+    text's position in the call (None when the whole answer is malformed), ``.embedder`` the
+    embedder's name (None when unknown)."""
+
+    def __init__(self, message: str, *, index: int | None = None, embedder: str | None = None):
+        self.index = index
+        self.embedder = embedder
+        super().__init__(message)
 
 
 class MissingExtraError(FastragError, ImportError):

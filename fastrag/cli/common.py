@@ -9,6 +9,7 @@ from typing import Any
 
 from fastrag.documents.document import Document
 from fastrag.documents.store import MANIFEST
+from fastrag.errors import FastragError
 from fastrag.retrieval.retriever import Retriever
 
 __all__ = [
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-class UsageError(Exception):
+class UsageError(FastragError):
     """A command-line mistake: printed as one line, exit status 2."""
 
 

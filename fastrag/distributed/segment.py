@@ -26,7 +26,7 @@ from fastrag.analysis import TokenizedCorpus
 from fastrag.documents.building import transform_from_spec
 from fastrag.documents.document import Document
 from fastrag.documents.indexes import params_key
-from fastrag.errors import StoreError, StoreWarning
+from fastrag.errors import FastragError, StoreError, StoreWarning
 from fastrag.indexes.bm25 import BM25Index, BM25Stats
 from fastrag.indexes.bm25_packed import POSTINGS, checked_postings, encode_corpus, postings_meta
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
@@ -201,7 +201,7 @@ def segment_postings(doc: Document, group: Any, analyzer: Any) -> tuple[dict, di
     return checked, checks
 
 
-class SegmentNotReady(RuntimeError):
+class SegmentNotReady(FastragError, RuntimeError):
     """A segment (a restarted Ray actor) lost the index weighed with the global statistics."""
 
 

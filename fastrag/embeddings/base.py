@@ -20,7 +20,7 @@ import numpy as np
 
 from fastrag._async import run_sync
 from fastrag._checks import check_int, check_str, check_str_list
-from fastrag.errors import ConfigError, FastragError
+from fastrag.errors import ConfigError, EmbeddingError, FastragError
 
 __all__ = [
     "INPUT_TYPES",
@@ -52,14 +52,8 @@ class Embedder(Protocol):
     async def aembed(self, texts: list[str]) -> np.ndarray: ...
 
 
-class EmbeddingValueError(ConfigError):
-    """An embedder returned an unusable vector. ``.index`` is the text's position in the
-    call (None when the whole answer is malformed), ``.embedder`` the embedder's name."""
-
-    def __init__(self, message: str, *, index: int | None = None, embedder: str | None = None):
-        self.index = index
-        self.embedder = embedder
-        super().__init__(message)
+EmbeddingValueError = EmbeddingError
+"""The name this module gave :class:`fastrag.errors.EmbeddingError` (the same class)."""
 
 
 class EmbeddingServiceError(FastragError, RuntimeError):

@@ -33,36 +33,74 @@ class Question(TypedDict):
     node_ids: list[str]
 
 
+def _json(path: Path, text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReaderError(
+            f"{path}: {where} is not valid JSON ({exc.msg} at line {exc.lineno}, column "
+            f"{exc.colno}); JSONL holds one JSON object per line"
+        ) from None
+    except RecursionError:
+        raise ReaderError(
+            f"{path}: {where} nests JSON arrays/objects too deeply to read; a question file "
+            "holds flat records ({'question': ..., 'answers': [...]})"
+        ) from None
+
+
 def read_questions(path: str | os.PathLike) -> list[Question]:
     """The question records of a JSONL, JSON or CSV file (see the module docstring)."""
     path = Path(path)
     if not path.is_file():
         raise ReaderError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ReaderError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save the question file as UTF-8"
+        ) from None
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        records: list[Any] = list(csv.DictReader(text.splitlines()))
-    else:
         try:
-            if suffix == ".jsonl":
-                records = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
-            else:
-                data = json.loads(text)
-                records = data if isinstance(data, list) else data.get("questions", [])
-        except RecursionError:
+            records: list[Any] = list(csv.DictReader(text.splitlines(), strict=True))
+        except csv.Error as exc:
+            raise ReaderError(f"{path}: not valid CSV ({exc})") from None
+    elif suffix == ".jsonl":
+        records = []
+        for n, ln in enumerate(text.splitlines(), 1):
+            if ln.strip():
+                records.append(_json(path, ln, f"line {n}"))
+    else:
+        data = _json(path, text, "the file")
+        if isinstance(data, dict) and isinstance(data.get("questions"), list):
+            records = data["questions"]
+        elif isinstance(data, list):
+            records = data
+        else:
             raise ReaderError(
-                f"{path}: nests JSON arrays/objects too deeply to read; a question file holds "
-                "flat records ({'question': ..., 'answers': [...]})"
-            ) from None
+                f"{path}: a JSON question file holds a list of records or "
+                '{"questions": [...]}, not ' + type(data).__name__
+            )
     out: list[Question] = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
             raise ReaderError(f"{path}: record {i} is not an object")
         q = rec.get("question", rec.get("query"))
         answers = rec.get("answers", rec.get("answer"))
-        answers = [answers] if isinstance(answers, str) else list(answers or [])
+        answers = [answers] if isinstance(answers, str) else answers or []
         source = rec.get("source", rec.get("file"))
         ids = rec.get("node_ids") or []
+        if not (
+            isinstance(answers, list)
+            and all(isinstance(a, str) for a in answers)
+            and isinstance(ids, list)
+            and all(isinstance(x, str) for x in ids)
+            and (source is None or isinstance(source, str))
+        ):
+            raise ReaderError(
+                f"{path}: record {i}: 'answers' and 'node_ids' are strings or lists of "
+                "strings, 'source' a string"
+            )
         if not isinstance(q, str) or not (answers or source or ids):
             raise ReaderError(
                 f"{path}: record {i} needs 'question' and one of 'answer', 'source' or 'node_ids'"
