@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from fastrag._http import error_detail
-from fastrag.cli.common import UsageError
-from fastrag.cli.search import _read_queries
 from fastrag.errors import ReaderError
 from fastrag.eval.questions import read_questions
+from fastrag.eval.records import read_queries
 from fastrag.llms.base import parse_json_object
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -28,8 +27,8 @@ def test_question_files(tmp_path, name):
 def test_query_files(tmp_path):
     path = tmp_path / "queries.jsonl"
     path.write_text('"a query"\n' + DEEP + "\n")
-    with pytest.raises(UsageError, match="line 2 nests JSON too deeply"):
-        _read_queries(path)
+    with pytest.raises(ReaderError, match="line 2 nests JSON arrays/objects too deeply"):
+        read_queries(path)
 
 
 def test_remote_bodies_and_llm_answers():

@@ -20,6 +20,8 @@ from fastrag.cli.common import (
     source_label,
 )
 from fastrag.documents.document import Document
+from fastrag.errors import ReaderError
+from fastrag.eval.records import read_queries
 from fastrag.llms.openai_like import OpenAILike
 from fastrag.settings import DEFAULT_TOPK
 from fastrag.synth.extractive import extractive_answer
@@ -42,50 +44,6 @@ def _hit_record(qi: int, query: str, rank: int, hit: Any, doc: Document) -> dict
     }
 
 
-def _read_queries(path: Path) -> list[str]:
-    if not path.is_file():
-        raise UsageError(f"--queries {path}: no such file")
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-        col = next((c for c in ("query", "question", "text") if c in table.column_names), None)
-        if col is None:
-            raise UsageError(f"--queries {path}: no 'query' column (columns: {table.column_names})")
-        return [str(q) for q in table.column(col).to_pylist()]
-    lines = [ln for ln in path.read_text(encoding="utf-8-sig").splitlines() if ln.strip()]
-    if suffix != ".jsonl":
-        return lines
-    out = []
-    for i, line in enumerate(lines, 1):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--queries {path}: line {i} is not JSON ({exc.msg})") from None
-        except RecursionError:
-            raise UsageError(
-                f"--queries {path}: line {i} nests JSON too deeply to read; write one query "
-                'per line ("text" or {"query": "text"})'
-            ) from None
-        q = (
-            rec
-            if isinstance(rec, str)
-            else next(
-                (
-                    rec[k]
-                    for k in ("query", "question", "text")
-                    if isinstance(rec, dict) and k in rec
-                ),
-                None,
-            )
-        )
-        if not isinstance(q, str):
-            raise UsageError(f"--queries {path}: line {i} has no 'query' field")
-        out.append(q)
-    return out
-
-
 def _write_hits(records: list[dict], out: Path) -> None:
     if out.suffix.lower() == ".parquet":
         import pyarrow as pa
@@ -103,7 +61,13 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise UsageError("give one query, or --queries FILE (one query per line, JSONL or Parquet)")
     doc = open_store(args.store)
     ret = make_retriever(doc, args.group, args.similarity, args.topk, args.filter)
-    queries = [args.query] if args.queries is None else _read_queries(Path(args.queries))
+    if args.queries is None:
+        queries = [args.query]
+    else:
+        try:
+            queries = read_queries(args.queries)
+        except ReaderError as exc:
+            raise UsageError(f"--queries {exc}") from None
     t0 = time.perf_counter()
     hits = ret.batch(queries)
     seconds = time.perf_counter() - t0

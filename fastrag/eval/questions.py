@@ -1,7 +1,8 @@
 """Your own evaluation questions (``fastrag eval STORE --questions FILE``): reading them, and
 finding the nodes of a group that answer each.
 
-A question file is JSONL, a JSON list (or ``{"questions": [...]}``) or CSV. Each record has
+A question file is JSONL, a JSON list (or ``{"questions": [...]}``), CSV or Parquet
+(:mod:`fastrag.eval.records`). Each record has
 ``question`` (or ``query``) and at least one gold field: ``answer``/``answers`` (text that a
 relevant passage contains), ``source`` (or ``file``: the file name or path the passage comes
 from) or ``node_ids``. Malformed input raises :class:`~fastrag.errors.ReaderError` naming the
@@ -10,7 +11,6 @@ file and the record.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from collections.abc import Sequence
@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 import pyarrow.compute as pc
 
 from fastrag.errors import ReaderError
+from fastrag.eval.records import read_records
 
 __all__ = ["Question", "gold_ids", "read_questions"]
 
@@ -33,58 +34,12 @@ class Question(TypedDict):
     node_ids: list[str]
 
 
-def _json(path: Path, text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReaderError(
-            f"{path}: {where} is not valid JSON ({exc.msg} at line {exc.lineno}, column "
-            f"{exc.colno}); JSONL holds one JSON object per line"
-        ) from None
-    except RecursionError:
-        raise ReaderError(
-            f"{path}: {where} nests JSON arrays/objects too deeply to read; a question file "
-            "holds flat records ({'question': ..., 'answers': [...]})"
-        ) from None
-
-
 def read_questions(path: str | os.PathLike) -> list[Question]:
-    """The question records of a JSONL, JSON or CSV file (see the module docstring)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ReaderError(f"{path}: no such file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ReaderError(
-            f"{path}: not UTF-8 text (byte {exc.start}); save the question file as UTF-8"
-        ) from None
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        try:
-            records: list[Any] = list(csv.DictReader(text.splitlines(), strict=True))
-        except csv.Error as exc:
-            raise ReaderError(f"{path}: not valid CSV ({exc})") from None
-    elif suffix == ".jsonl":
-        records = []
-        for n, ln in enumerate(text.splitlines(), 1):
-            if ln.strip():
-                records.append(_json(path, ln, f"line {n}"))
-    else:
-        data = _json(path, text, "the file")
-        if isinstance(data, dict) and isinstance(data.get("questions"), list):
-            records = data["questions"]
-        elif isinstance(data, list):
-            records = data
-        else:
-            raise ReaderError(
-                f"{path}: a JSON question file holds a list of records or "
-                '{"questions": [...]}, not ' + type(data).__name__
-            )
+    """The question records of a JSONL, JSON, CSV or Parquet file (see the module docstring)."""
     out: list[Question] = []
-    for i, rec in enumerate(records):
+    for where, rec in read_records(path):
         if not isinstance(rec, dict):
-            raise ReaderError(f"{path}: record {i} is not an object")
+            raise ReaderError(f"{path}: {where} is not an object")
         q = rec.get("question", rec.get("query"))
         answers = rec.get("answers", rec.get("answer"))
         answers = [answers] if isinstance(answers, str) else answers or []
@@ -98,12 +53,12 @@ def read_questions(path: str | os.PathLike) -> list[Question]:
             and (source is None or isinstance(source, str))
         ):
             raise ReaderError(
-                f"{path}: record {i}: 'answers' and 'node_ids' are strings or lists of "
+                f"{path}: {where}: 'answers' and 'node_ids' are strings or lists of "
                 "strings, 'source' a string"
             )
         if not isinstance(q, str) or not (answers or source or ids):
             raise ReaderError(
-                f"{path}: record {i} needs 'question' and one of 'answer', 'source' or 'node_ids'"
+                f"{path}: {where} needs 'question' and one of 'answer', 'source' or 'node_ids'"
             )
         out.append(
             {
