@@ -1,0 +1,52 @@
+"""docs/STYLE.md's layout picture matches the tree: every module and package of fastrag/ is in
+it, everything it names exists, and the classes it names are defined where fastrag defines
+classes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _block() -> list[str]:
+    text = (ROOT / "docs" / "STYLE.md").read_text(encoding="utf-8")
+    start = text.index("## Layout")
+    body = text[start:].split("```\n", 2)[1]
+    return body.splitlines()
+
+
+def test_every_fastrag_entry_is_in_the_layout_and_nothing_else():
+    named = set()
+    for line in _block():
+        m = re.match(r"^  (\S+?)(?:\s|$)", line)  # an entry under fastrag/ (two spaces)
+        if m and not line.startswith("   "):
+            named.add(m.group(1).rstrip("/"))
+    actual = {
+        p.name.removesuffix(".py")
+        for p in (ROOT / "fastrag").iterdir()
+        if p.name != "__pycache__" and (p.suffix == ".py" or p.is_dir())
+    }
+    named = {n.removesuffix(".py") for n in named}
+    assert named == actual, (sorted(named - actual), sorted(actual - named))
+
+
+def test_named_kernels_and_top_folders_exist():
+    block = "\n".join(_block())
+    for name in re.findall(r"\b(\w+\.py)\b", block.split("kernels/", 1)[1].split("bench/")[0]):
+        assert (ROOT / "kernels" / name).is_file(), name
+    for top in ("kernels", "bench", "tests", "docs"):
+        assert re.search(rf"^{top}/", block, re.M) and (ROOT / top).is_dir(), top
+
+
+def test_named_classes_are_defined():
+    block = "\n".join(_block())
+    camel = r"[A-Z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*"
+    one_word = r"Document|Query|Retriever|Response|Settings"
+    names = set(re.findall(rf"\b({camel}|{one_word})\b", block))
+    names -= {"FastAPI", "LlamaIndex", "LangChain", "OpenAI", "SQLite", "CMRC", "MCP", "SQuAD"}
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "fastrag").rglob("*.py"))
+    missing = [n for n in sorted(names) if not re.search(rf"^(class {n}\b|{n} = )", source, re.M)]
+    assert len(names) > 10
+    assert missing == []
