@@ -64,8 +64,9 @@ from fastrag.distributed.segment import (
 from fastrag.documents.document import Document
 from fastrag.documents.embedding import embed_query_vectors
 from fastrag.errors import ConfigError
+from fastrag.indexes.base import Hits
 from fastrag.indexes.bm25 import BM25Stats
-from fastrag.retrieval.merge import Hits, merge_hits
+from fastrag.retrieval.merge import merge_hits
 from fastrag.retrieval.retriever import check_queries
 from fastrag.retrieval.similarity import get_similarity
 from fastrag.schema import DocNode, NodeWithScore

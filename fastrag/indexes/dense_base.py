@@ -19,6 +19,7 @@ import numpy as np
 from fastrag._checks import check_int, readonly
 from fastrag._kernels import dense as _dense
 from fastrag.errors import ConfigError
+from fastrag.indexes.base import Hits
 
 METRICS = ("cosine", "dot")
 # Norm checks and normalisation of fewer elements than this (32 MiB) run on the calling thread:
@@ -26,8 +27,6 @@ METRICS = ("cosine", "dot")
 PARALLEL_MIN_ELEMENTS = 2**23
 # |squared norm - 1| below this counts as already normalised (float32 rounding is ~1e-6).
 NORM_TOLERANCE = 1e-4
-
-SearchResult = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class DenseIndex(abc.ABC):
@@ -65,7 +64,7 @@ class DenseIndex(abc.ABC):
         mask: Any = None,
         cutoff: float | None = None,
         num_threads: int | None = None,
-    ) -> SearchResult:
+    ) -> Hits:
         """Top-``k`` rows for each query."""
 
     def check_vectors(self, vectors: Any) -> np.ndarray:
@@ -233,7 +232,7 @@ def prepare_queries(queries: Any, dim: int, metric: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- results
-def padded_result(n_q: int, k: int) -> SearchResult:
+def padded_result(n_q: int, k: int) -> Hits:
     """The result of ``n_q`` queries without hits: rows -1, scores -inf, counts 0."""
     return (
         np.full((n_q, k), -1, np.int64),

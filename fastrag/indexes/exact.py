@@ -29,7 +29,7 @@ from fastrag._blas import numba_threads, single_threaded_blas, worker_pool
 from fastrag._checks import readonly
 from fastrag._kernels import dense as _dense
 from fastrag._kernels import dense_quant as _quant
-from fastrag.indexes.dense_base import SearchResult
+from fastrag.indexes.base import Hits
 from fastrag.indexes.int8 import Int8Corpus, Int8Scorer
 from fastrag.indexes.quantized import Bf16Corpus, Bf16Scorer
 
@@ -77,7 +77,7 @@ def exact_search(
     rows: np.ndarray | None = None,
     num_threads: int | None = None,
     approx: Bf16Corpus | Int8Corpus | None = None,
-) -> SearchResult:
+) -> Hits:
     """Exact top-k of prepared ``queries`` against ``vectors`` (both float32 C-contiguous).
 
     ``mask`` (bool, one per row) restricts the candidates; ``rows`` (ascending int64) instead

@@ -16,9 +16,9 @@ import numpy as np
 from fastrag._blas import check_blas_once, numba_threads
 from fastrag.errors import ConfigError
 from fastrag.indexes import exact, quantized
+from fastrag.indexes.base import Hits
 from fastrag.indexes.dense_base import (
     DenseIndex,
-    SearchResult,
     as_matrix,
     check_cutoff,
     check_mask,
@@ -44,7 +44,6 @@ __all__ = [
     "Bf16Corpus",
     "FlatIndex",
     "Int8Corpus",
-    "SearchResult",
     "bf16_error_bound",
     "bf16_probe",
     "check_cutoff",
@@ -150,7 +149,7 @@ class FlatIndex(DenseIndex):
         mask: Any = None,
         cutoff: float | None = None,
         num_threads: int | None = None,
-    ) -> SearchResult:
+    ) -> Hits:
         """Exact top-``k`` rows for each query (a (n_q, dim) batch or one (dim,) vector).
 
         ``mask`` (bool, one per row) keeps only the allowed rows; ``cutoff`` drops hits

@@ -27,9 +27,9 @@ from fastrag._checks import check_int
 from fastrag._kernels import dense as _dense
 from fastrag._kernels import store_check as _check
 from fastrag.errors import ConfigError, StoreError, StoreIOError, missing_extra
+from fastrag.indexes.base import Hits
 from fastrag.indexes.dense_base import (
     DenseIndex,
-    SearchResult,
     as_matrix,
     check_dim,
     check_mask,
@@ -205,7 +205,7 @@ class HNSWIndex(DenseIndex):
         cutoff: float | None = None,
         exact_fallback_vectors: Any = None,
         num_threads: int | None = None,
-    ) -> SearchResult:
+    ) -> Hits:
         """Top-``k`` rows per query: ``(rows int64, scores float32, counts int32)``.
 
         ``mask`` (bool, at least ``n_rows`` long) keeps only the allowed rows: a selective
@@ -254,7 +254,7 @@ class HNSWIndex(DenseIndex):
         cut: float,
         fallback: Any,
         num_threads: int | None,
-    ) -> SearchResult:
+    ) -> Hits:
         rows = np.flatnonzero(allowed).astype(np.int64)
         if fallback is not None:
             source = as_matrix(fallback, self.dim, "exact_fallback_vectors")

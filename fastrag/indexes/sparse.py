@@ -37,6 +37,7 @@ from fastrag._blas import numba_threads
 from fastrag._checks import check_int, check_number, check_str, check_str_list, readonly
 from fastrag._kernels import sparse as sparse_kernels
 from fastrag.errors import ConfigError, StoreError
+from fastrag.indexes.base import Hits
 from fastrag.indexes.dense_base import check_cutoff, check_mask, check_num_threads
 
 FORMAT = "fastrag.sparse/1"
@@ -63,8 +64,6 @@ _FAST_WEIGHT_TYPES = frozenset(
 )
 _WEIGHT_NOTE = "the token's weight"
 _WEIGHT_FIX = "check the embedder's sparse output for that text"
-
-Hits = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def sparse_type():

@@ -20,10 +20,10 @@ import numpy as np
 
 from fastrag._checks import check_choice, check_int, check_number
 from fastrag.errors import ConfigError
+from fastrag.indexes.base import Hits
 
 __all__ = ["DEFAULT_FUSION", "FUSIONS", "check_fusion", "default_weights", "fuse_hits"]
 
-Hits = tuple[np.ndarray, np.ndarray, np.ndarray]
 FUSIONS = ("rrf", "relative")
 #: ``similarity="hybrid"``'s defaults, chosen on CMRC dev (bench/bench_quality.py): relative
 #: score fusion of the top 50 of each path; weights None = 0.6 for BM25 and 0.4 shared by the

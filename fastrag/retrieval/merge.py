@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from fastrag._checks import check_int
+from fastrag.indexes.base import Hits
 
-__all__ = ["Hits", "merge_hits"]
+__all__ = ["merge_hits"]
 
-Hits = tuple[np.ndarray, np.ndarray, np.ndarray]  # rows int64, scores float32, counts int32
 
 _NO_ROW = np.iinfo(np.int64).max  # sorts after every real row
 

@@ -20,6 +20,7 @@ from fastrag.documents.base import BaseDocument
 from fastrag.documents.group import NodeGroup, full_metadata_json
 from fastrag.embeddings.local import default_embedding
 from fastrag.errors import ConfigError, StoreError
+from fastrag.indexes.base import Hits
 from fastrag.indexes.bm25 import check_bm25_params
 from fastrag.indexes.filters import filter_mask
 from fastrag.retrieval.args import (
@@ -32,12 +33,12 @@ from fastrag.retrieval.args import (
 )
 from fastrag.retrieval.explain import why_no_hits
 from fastrag.retrieval.fusion import check_fusion, default_weights, fuse_hits
-from fastrag.retrieval.merge import Hits, merge_hits
+from fastrag.retrieval.merge import merge_hits
 from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
 from fastrag.settings import DEFAULT_TOPK
 
-__all__ = ["HIT_COLUMNS", "Hits", "Retriever", "check_queries"]
+__all__ = ["HIT_COLUMNS", "Retriever", "check_queries"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
