@@ -139,7 +139,8 @@ def bench_size(data: str, n: int, dim: int, cfg: dict, stream_sum) -> dict:
     import faiss
     import numpy as np
 
-    from fastrag.indexes.flat import FlatIndex, Int8Corpus
+    from fastrag.indexes.flat import FlatIndex
+    from fastrag.indexes.int8 import Int8Corpus
 
     xp, qp = dataset(data, n, dim, cfg["n_queries"])
     x = np.load(xp)
@@ -249,7 +250,8 @@ def run_child(cfg: dict) -> dict:
     threads = cfg["threads"]
     faiss.omp_set_num_threads(threads)
     stream_sum = _bandwidth_kernel()
-    from fastrag.indexes.flat import bf16_probe, int8_probe
+    from fastrag.indexes.int8 import int8_probe
+    from fastrag.indexes.quantized import bf16_probe
 
     out = {
         "threads": threads,

@@ -13,47 +13,26 @@ from typing import Any
 
 import numpy as np
 
-from fastrag._blas import check_blas_once, numba_threads
+from fastrag._blas import check_blas_once
 from fastrag.errors import ConfigError
 from fastrag.indexes import exact, quantized
 from fastrag.indexes.base import Hits
 from fastrag.indexes.dense_base import (
     DenseIndex,
     as_matrix,
-    check_cutoff,
     check_mask,
     check_num_threads,
     prepare_vectors,
 )
-from fastrag.indexes.exact import BF16_CANDIDATES, CORPUS_CHUNK, exact_search
-from fastrag.indexes.int8 import Int8Corpus, int8_probe
+from fastrag.indexes.exact import exact_search
+from fastrag.indexes.int8 import Int8Corpus
 from fastrag.indexes.quantized import (
     Bf16Corpus,
-    bf16_error_bound,
-    bf16_probe,
     check_bf16,
     check_int8,
-    first_pass,
 )
 
-# FlatIndex; the others are re-exported for callers of this path (bench/, docs/dense.md,
-# fastrag.indexes.sparse): their homes are exact, int8, quantized, dense_base and fastrag._blas.
-__all__ = [
-    "BF16_CANDIDATES",
-    "CORPUS_CHUNK",
-    "Bf16Corpus",
-    "FlatIndex",
-    "Int8Corpus",
-    "bf16_error_bound",
-    "bf16_probe",
-    "check_cutoff",
-    "check_mask",
-    "check_num_threads",
-    "exact_search",
-    "first_pass",
-    "int8_probe",
-    "numba_threads",
-]
+__all__ = ["FlatIndex"]
 
 
 class FlatIndex(DenseIndex):
