@@ -157,3 +157,21 @@ def test_embed_smoke(tmp_path):
     assert set(rows) == {"fastrag MiniLM", "fastrag e5-small", "sentence-transformers"}
     assert all(r["n"] == 30 and r["texts_per_s"] > 0 for r in rows.values())
     assert rows["fastrag MiniLM"]["cosine_vs_st"]["min"] > 0.99
+
+
+@pytest.mark.slow
+def test_bm25_pisa_10m_smoke(tmp_path):
+    """The streamed comparison at 20k documents: PISA's files written from the packed postings
+    equal those written from the tokens, and every PISA configuration answered."""
+    pytest.importorskip("pyterrier_pisa", reason="pip install 'fastrag-engine[bench]'")
+    data = json.loads(run_smoke("bench_bm25_pisa_10m.py", tmp_path)[0].read_text())
+    (run,) = data["runs"]
+    assert run["n_docs"] == 20_000 and run["pisa"]["files_equal_to_token_path"] is True
+    assert run["pisa"]["postings"] == run["build"]["nnz"]
+    c = run["compare"]
+    assert set(c["qps"]) == {"fastrag"} | {
+        f"pisa:{a}:{q}"
+        for a in ("maxscore", "block_max_maxscore", "block_max_wand")
+        for q in ("exact", "quant")
+    }
+    assert all(v > 0.5 for v in c["overlap_top10"].values())
