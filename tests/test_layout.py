@@ -50,3 +50,65 @@ def test_named_classes_are_defined():
     missing = [n for n in sorted(names) if not re.search(rf"^(class {n}\b|{n} = )", source, re.M)]
     assert len(names) > 10
     assert missing == []
+
+
+def _fastrag_modules():
+    import importlib
+    import pkgutil
+
+    import fastrag
+
+    for info in pkgutil.walk_packages(fastrag.__path__, "fastrag."):
+        try:
+            yield info, importlib.import_module(info.name)
+        except ImportError:  # an optional extra that is not installed
+            continue
+
+
+def _foreign(module, name: str) -> str | None:
+    """Where ``module.name`` is defined, when that is another fastrag module (classes and
+    functions only: constants carry no home)."""
+    import inspect
+
+    obj = getattr(module, name, None)
+    home = getattr(obj, "__module__", None)
+    if (inspect.isclass(obj) or inspect.isfunction(obj)) and home != module.__name__:
+        return home if home and home.startswith("fastrag") else None
+    return None
+
+
+def test_modules_export_only_what_they_define():
+    """Only a package's ``__init__`` re-exports; a module's ``__all__`` is its own names."""
+    stray = [
+        f"{m.__name__}.{n} (from {home})"
+        for info, m in _fastrag_modules()
+        if not info.ispkg
+        for n in getattr(m, "__all__", [])
+        if (home := _foreign(m, n))
+    ]
+    assert stray == []
+
+
+def test_no_name_is_imported_through_a_module_that_is_not_its_home():
+    """``from fastrag.a.b import X`` names X's own module (or a package that exports it)."""
+    import ast
+    import importlib
+
+    stray = []
+    files = [*ROOT.glob("fastrag/**/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("bench/*.py")]
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                continue
+            if not node.module.startswith("fastrag."):
+                continue
+            try:
+                mod = importlib.import_module(node.module)
+            except ImportError:
+                continue
+            if mod.__file__ and mod.__file__.endswith("__init__.py"):
+                continue
+            for alias in node.names:
+                if home := _foreign(mod, alias.name):
+                    stray.append(f"{f.relative_to(ROOT)}: {node.module}.{alias.name} is {home}'s")
+    assert stray == []

@@ -35,6 +35,8 @@ def test_wheel_contains_kernels_and_imports_them(tmp_path):
     assert "fastrag/analysis/data/cl100k_base.tiktoken" in names
     assert "fastrag/datasets/data/cmrc2018_dev.json.gz" in names
     assert not [n for n in names if n.startswith("kernels/")]  # never a bare top-level package
+    packages = {str(p.relative_to(ROOT)) for p in (ROOT / "fastrag").rglob("__init__.py")}
+    assert packages - set(names) == set()  # pyproject's package list names every package
     target = tmp_path / "site"
     subprocess.run(
         [

@@ -24,7 +24,7 @@ from fastrag.distributed._ray import actor_options, init_if_needed, require_ray,
 from fastrag.distributed.manifest import is_sharded
 from fastrag.distributed.sharded import ShardedRetriever, ranks_of
 from fastrag.documents.document import Document
-from fastrag.documents.indexes import check_vectors
+from fastrag.documents.embedding import check_vectors
 from fastrag.errors import ConfigError
 from fastrag.retrieval.retriever import Retriever
 from fastrag.schema import DocNode

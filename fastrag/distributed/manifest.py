@@ -22,7 +22,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from fastrag.documents.store import atomic_write_bytes
+from fastrag.documents.storeio import atomic_write_bytes
 from fastrag.errors import StoreError, StoreLockTimeout
 
 FORMAT = "fastrag.shards/1"

@@ -36,13 +36,10 @@ from fastrag.analysis import encode_queries, get_analyzer
 from fastrag.distributed._ray import init_if_needed, require_ray
 from fastrag.distributed.build import (
     ROOT_COLUMNS,
-    check_spec,
-    create,
     partition,
     root_table,
     run_builds,
     segment_roots,
-    stored_group,
 )
 from fastrag.distributed.manifest import (
     MANIFEST,
@@ -58,31 +55,24 @@ from fastrag.distributed.segment import (
     Segment,
     SegmentNotReady,
     empty_hits,
-    segment_tokens,
     similarity_kind,
 )
 from fastrag.documents.document import Document
 from fastrag.documents.embedding import embed_query_vectors
 from fastrag.errors import ConfigError
 from fastrag.indexes.base import Hits
-from fastrag.indexes.bm25 import BM25Stats
+from fastrag.indexes.bm25_stats import BM25Stats
+from fastrag.retrieval.args import check_queries
 from fastrag.retrieval.merge import merge_hits
-from fastrag.retrieval.retriever import check_queries
 from fastrag.retrieval.similarity import get_similarity
 from fastrag.schema import DocNode, NodeWithScore
 from fastrag.settings import DEFAULT_TOPK
 
 __all__ = [
     "RANK_BASE",
-    "IndexSpec",
     "ShardedRetriever",
-    "check_spec",
-    "create",
-    "is_sharded",
     "merge_stats",
     "ranks_of",
-    "segment_tokens",
-    "stored_group",
 ]
 
 RANK_BASE = 1  # the best hit's rank, in every table of hits (CLI, Arrow, Ray, server)

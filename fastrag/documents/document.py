@@ -46,7 +46,9 @@ from fastrag.settings import DEFAULT_TOPK
 from fastrag.transforms.base import NodeTransform
 from fastrag.transforms.sentence import SentenceSplitter
 
-__all__ = ["Document", "embed_query_vectors"]
+__all__ = [
+    "Document",
+]
 
 
 class Document(BaseDocument):

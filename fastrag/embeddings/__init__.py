@@ -9,7 +9,6 @@ from fastrag.embeddings.base import (
     CallableEmbedding,
     Embedder,
     EmbeddingServiceError,
-    EmbeddingValueError,
     as_embedder,
     validate_embeddings,
 )
@@ -21,6 +20,10 @@ from fastrag.embeddings.local import (
     default_embedding,
 )
 from fastrag.embeddings.openai import OpenAIEmbedding
+from fastrag.errors import EmbeddingError
+
+#: The name this package gave :class:`fastrag.errors.EmbeddingError` (the same class).
+EmbeddingValueError = EmbeddingError
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODELS",

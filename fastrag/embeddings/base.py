@@ -6,8 +6,9 @@ queries and documents differently (e5: ``"query: "`` / ``"passage: "`` prefixes)
 :meth:`BaseEmbedder.embed_query` embeds queries. A concrete embedder implements one of
 ``_embed(texts, input_type)`` (sync models) or ``_aembed(texts, input_type)`` (I/O-bound
 services); the other forms are derived, and :class:`BaseEmbedder` validates every result:
-a wrong dimension, a NaN/inf or an empty vector raises :class:`EmbeddingValueError` naming the
-text's index (``.index``), so a caller holding the node ids can name the node.
+a wrong dimension, a NaN/inf or an empty vector raises
+:class:`~fastrag.errors.EmbeddingError` naming the text's index (``.index``), so a caller
+holding the node ids can name the node.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ __all__ = [
     "CallableEmbedding",
     "Embedder",
     "EmbeddingServiceError",
-    "EmbeddingValueError",
     "InputType",
     "as_embedder",
     "check_texts",
@@ -50,10 +50,6 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
     async def aembed(self, texts: list[str]) -> np.ndarray: ...
-
-
-EmbeddingValueError = EmbeddingError
-"""The name this module gave :class:`fastrag.errors.EmbeddingError` (the same class)."""
 
 
 class EmbeddingServiceError(FastragError, RuntimeError):
@@ -99,19 +95,19 @@ def validate_embeddings(
 ) -> np.ndarray:
     """Check an embedder's answer for ``n`` texts and return it as C-contiguous float32.
 
-    Raises :class:`EmbeddingValueError` for a ragged or wrongly shaped answer, a row whose
-    length differs from ``dim`` (None: the first row fixes it), an empty vector, or NaN/inf,
-    naming the index of the first bad text (``offset`` is added to it).
+    Raises :class:`~fastrag.errors.EmbeddingError` for a ragged or wrongly shaped answer, a
+    row whose length differs from ``dim`` (None: the first row fixes it), an empty vector, or
+    NaN/inf, naming the index of the first bad text (``offset`` is added to it).
     """
 
-    def fail(msg: str, i: int | None) -> EmbeddingValueError:
+    def fail(msg: str, i: int | None) -> EmbeddingError:
         where = ""
         if i is not None:
             where = f"text {i + offset}"
             if texts is not None and 0 <= i < len(texts):
                 where += f" ({_head(texts[i])!r})"
             where += ": "
-        return EmbeddingValueError(
+        return EmbeddingError(
             f"{name}: {where}{msg}", index=None if i is None else i + offset, embedder=name
         )
 

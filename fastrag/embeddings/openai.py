@@ -11,7 +11,7 @@ strings) and ``encoding_format="float"`` (plus ``dimensions`` when asked for).
 * ``timeout`` is a deadline per request attempt (one batch), not per read, and each batch's
   attempts end within ``(max_retries + 1) * timeout``: see :class:`fastrag.OpenAILike`.
 * Every vector is checked: a wrong dimension, NaN/inf or an empty vector raises
-  :class:`~fastrag.embeddings.base.EmbeddingValueError` naming the text's index.
+  :class:`~fastrag.errors.EmbeddingError` naming the text's index.
 """
 
 from __future__ import annotations
@@ -37,10 +37,9 @@ from fastrag._http import (
 from fastrag.embeddings.base import (
     BaseEmbedder,
     EmbeddingServiceError,
-    EmbeddingValueError,
     validate_embeddings,
 )
-from fastrag.errors import ConfigError
+from fastrag.errors import ConfigError, EmbeddingError
 
 __all__ = ["OpenAIEmbedding"]
 
@@ -183,7 +182,7 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         items = data.get("data") if isinstance(data, dict) else None
         if not isinstance(items, list) or len(items) != len(texts):
             got = len(items) if isinstance(items, list) else "no"
-            raise EmbeddingValueError(
+            raise EmbeddingError(
                 f"{self.name}: the server returned {got} embeddings for {len(texts)} texts "
                 f"{self._where(start, len(texts))}",
                 embedder=self.name,
@@ -192,14 +191,14 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         for pos, item in enumerate(items):
             idx = item.get("index", pos) if isinstance(item, dict) else None
             if not isinstance(idx, int) or not 0 <= idx < len(texts) or out[idx] is not None:
-                raise EmbeddingValueError(
+                raise EmbeddingError(
                     f"{self.name}: data[{pos}] has a missing, duplicate or out-of-range index "
                     f"{idx!r} {self._where(start, len(texts))}",
                     embedder=self.name,
                 )
             vec = item.get("embedding")
             if not isinstance(vec, list):
-                raise EmbeddingValueError(
+                raise EmbeddingError(
                     f"{self.name}: text {start + idx}: embedding is "
                     f"{type(vec).__name__}, expected a list of floats",
                     index=start + idx,

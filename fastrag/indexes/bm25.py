@@ -41,7 +41,6 @@ from fastrag.indexes.bm25_args import (
     BM25_METHODS,
     INT32_MAX,
     SEARCH_STRATEGIES,
-    check_bm25_params,
     check_corpus,
     check_cutoff,
     check_k,
@@ -607,6 +606,4 @@ __all__ = [
     "BM25_METHODS",
     "SEARCH_STRATEGIES",
     "BM25Index",
-    "BM25Stats",
-    "check_bm25_params",
 ]

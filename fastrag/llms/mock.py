@@ -18,9 +18,9 @@ from fastrag._checks import check_int
 from fastrag.analysis.tokens import get_encoding
 from fastrag.errors import ConfigError
 from fastrag.llms.base import Completion
-from fastrag.llms.function import FunctionLLM, LLMCall
+from fastrag.llms.function import FunctionLLM
 
-__all__ = ["FunctionLLM", "LLMCall", "MockLLM", "default_answer"]
+__all__ = ["MockLLM", "default_answer"]
 
 Responder = str | Callable[[str], str | Awaitable[str]] | None
 

@@ -27,7 +27,7 @@ from fastrag.query.prompts import query_prompt
 from fastrag.settings import Settings
 from fastrag.synth.prompts import PromptTemplate, validate_language
 
-__all__ = ["Query", "QueryComponent", "Usage", "as_query", "as_queries"]
+__all__ = ["Query", "QueryComponent", "as_query", "as_queries"]
 
 _ROLES = ("system", "user", "assistant", "tool")
 

@@ -21,7 +21,7 @@ from fastrag.documents.group import NodeGroup, full_metadata_json
 from fastrag.embeddings.local import default_embedding
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.base import Hits
-from fastrag.indexes.bm25 import check_bm25_params
+from fastrag.indexes.bm25_args import check_bm25_params
 from fastrag.indexes.filters import filter_mask
 from fastrag.retrieval.args import (
     HIT_COLUMNS,
@@ -38,7 +38,10 @@ from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
 from fastrag.settings import DEFAULT_TOPK
 
-__all__ = ["HIT_COLUMNS", "Retriever", "check_queries"]
+__all__ = [
+    "HIT_COLUMNS",
+    "Retriever",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document

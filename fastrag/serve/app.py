@@ -70,12 +70,9 @@ from fastrag.serve.tasks import TaskStore, Writer, default_tasks_dir
 
 __all__ = [
     "ARROW_STREAM",
-    "ServeConfig",
-    "ServeSettings",
     "app_from_config",
     "app_from_env",
     "create_app",
-    "setup_logging",
 ]
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"

@@ -54,8 +54,6 @@ __all__ = [
     "DEFAULT_EMPTY_RESPONSE",
     "ON_EMPTY",
     "BaseSynthesizer",
-    "gather_all",
-    "note",
     "prepare_nodes",
 ]
 

@@ -273,7 +273,7 @@ def test_segment_tokens_changed_within_the_vocabulary_are_rebuilt(tmp_path, monk
     import warnings as w
 
     from fastrag.analysis.registry import get_analyzer
-    from fastrag.distributed.sharded import segment_tokens
+    from fastrag.distributed.segment import segment_tokens
     from fastrag.documents import store as store_mod
     from fastrag.errors import StoreWarning
 

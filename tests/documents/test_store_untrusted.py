@@ -1208,7 +1208,7 @@ def _edit_manifest(st: Path, edit) -> None:
 
 def test_deep_check_passes_sound_stores(template, tmp_path):
     from fastrag.analysis.registry import get_analyzer
-    from fastrag.distributed.sharded import segment_tokens
+    from fastrag.distributed.segment import segment_tokens
     from fastrag.documents.deepcheck import deep_check
 
     assert deep_check(Store(template, mode="r")) == []

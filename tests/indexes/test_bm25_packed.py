@@ -11,7 +11,8 @@ import pytest
 from fastrag.analysis import tokenize_corpus
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes.bm25 import BM25Index, BM25Stats
+from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.bm25_stats import BM25Stats
 
 METHODS = ["lucene", "robertson", "atire", "bm25l", "bm25+"]
 

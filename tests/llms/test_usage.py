@@ -5,7 +5,6 @@ from __future__ import annotations
 import fastrag as fr
 from fastrag.llms import Completion, MockLLM, Usage
 from fastrag.query import Usage as QueryUsage
-from fastrag.query.base import Usage as QueryBaseUsage
 
 
 def test_record_counts_one_call_per_completion():
@@ -33,7 +32,7 @@ def test_from_metadata_reads_a_response_and_defaults_to_zero():
 
 
 def test_query_layer_reexports_the_one_meter():
-    assert QueryUsage is Usage and QueryBaseUsage is Usage
+    assert QueryUsage is Usage
 
 
 def test_synthesizer_metadata_matches_the_calls_made():

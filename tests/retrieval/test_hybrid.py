@@ -125,7 +125,7 @@ def test_hybrid_options_filter_cutoff_and_errors(doc):
     with pytest.raises(ConfigError, match=r"unknown BM25 parameters \['zeta'\]"):
         fr.Retriever(doc, "root", "hybrid", zeta=1)
     with pytest.raises(ConfigError, match=r"sharded indexes support BM25 and dense"):
-        from fastrag.distributed.sharded import check_spec
+        from fastrag.distributed.build import check_spec
 
         check_spec("root", "hybrid", "root", {}, None, "default", None, None)
 
