@@ -44,7 +44,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -175,7 +177,10 @@ def create_app(
     install_error_handlers(app, settings, metrics)
     for router in ROUTERS:
         app.include_router(router)
-    return Guard(app, settings, metrics, lifecycle)
+    guard = Guard(app, settings, metrics, lifecycle)
+    if owned:  # also when the lifespan never runs (a mounted app) or never ends
+        weakref.finalize(guard, shutil.rmtree, tasks.root, True)
+    return guard
 
 
 def _store_of(target: Any) -> Path | None:

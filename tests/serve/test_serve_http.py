@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pyarrow as pa
@@ -670,3 +671,17 @@ def test_two_workers_share_one_writer_and_see_its_upload(tmp_path):
         assert proc.text().count("Started server process") >= 2, proc.text()[-2000:]
     finally:
         proc.stop()
+
+
+def test_an_app_never_started_leaves_no_task_folder(tmp_path):
+    """An in-memory Document's server keeps its tasks in a temporary folder, removed at stop,
+    and also when the app is dropped without its lifespan ever running (a mounted app)."""
+    import gc
+
+    doc = fr.Document.from_texts(["猫坐在垫子上。", "狗在院子里跑。"])
+    app = create_app(doc, topk=2)
+    folder = Path(app.app.state.tasks.root)
+    assert folder.is_dir() and folder.name.startswith("fastrag-serve-tasks-")
+    del app
+    gc.collect()
+    assert not folder.exists()
