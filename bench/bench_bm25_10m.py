@@ -194,9 +194,10 @@ def _decoded(index) -> int:
     return index.decoded_postings
 
 
-def run_phase(phase: str, extra: list[str]) -> dict:
+def run_phase(phase: str, extra: list[str], script: str = __file__) -> dict:
+    """The JSON that ``script --phase phase`` prints last, run in a process of its own."""
     out = subprocess.run(
-        [sys.executable, __file__, "--phase", phase, *extra],
+        [sys.executable, script, "--phase", phase, *extra],
         check=True,
         capture_output=True,
         text=True,

@@ -90,7 +90,6 @@ def import_peer(name: str):
 def write_pisa_index(values: np.ndarray, offsets: np.ndarray, n_vocab: int, path: Path) -> None:
     """Write the files ``PisaIndex.toks_indexer(scale=1)`` writes for documents ``values`` /
     ``offsets`` (docno = row number, term = ``t<id>``, tf = count), with numpy."""
-    import pyterrier_pisa as pp
     import scipy.sparse as sp
 
     n_docs = offsets.shape[0] - 1
@@ -126,8 +125,19 @@ def write_pisa_index(values: np.ndarray, offsets: np.ndarray, n_vocab: int, path
         del out
     sizes = np.concatenate([[n_docs], np.diff(offsets)]).astype(np.uint32)
     (path / "inv.sizes").write_bytes(sizes.tobytes())
-    (path / "fwd.terms").write_text("".join(names[i] + "\n" for i in order))
-    (path / "fwd.documents").write_text("".join(f"{i}\n" for i in range(n_docs)))
+    write_pisa_lexicons(path, [names[i] for i in order], n_docs)
+
+
+def write_pisa_lexicons(path: Path, terms: list[str], n_docs: int) -> None:
+    """The lexicons and meta of a PISA index whose inverted files are in ``path``: ``terms``
+    in PISA's (sorted) order, documents named by their row number."""
+    import pyterrier_pisa as pp
+
+    with open(path / "fwd.terms", "w") as f:
+        f.writelines(t + "\n" for t in terms)
+    with open(path / "fwd.documents", "w") as f:
+        for lo in range(0, n_docs, 1 << 20):
+            f.write("".join(f"{i}\n" for i in range(lo, min(n_docs, lo + (1 << 20)))))
     pp._pisathon.build_binlex(str(path / "fwd.documents"), str(path / "fwd.doclex"))
     pp._pisathon.build_binlex(str(path / "fwd.terms"), str(path / "fwd.termlex"))
     (path / "pt_meta.json").write_text(

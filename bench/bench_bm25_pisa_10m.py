@@ -29,7 +29,6 @@ import gc
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,7 +60,7 @@ def _load(folder: Path) -> dict[str, np.ndarray]:
 
 def export_pisa(folder: Path, path: Path, batch_postings: int = 1 << 25) -> dict:
     """Write PISA's uncompressed index for the packed postings in ``folder`` to ``path``."""
-    import pyterrier_pisa as pp
+    from bench_bm25_pisa import write_pisa_lexicons
 
     a = _load(folder)
     indptr = np.asarray(a["indptr"], np.int64)
@@ -104,24 +103,7 @@ def export_pisa(folder: Path, path: Path, batch_postings: int = 1 << 25) -> dict
             lo = hi
     sizes = np.concatenate([[n_docs], np.asarray(a["doc_len"])]).astype(np.uint32)
     (path / "inv.sizes").write_bytes(sizes.tobytes())
-    with open(path / "fwd.terms", "w") as f:
-        for i in order:
-            f.write(names[i] + "\n")
-    with open(path / "fwd.documents", "w") as f:
-        for lo in range(0, n_docs, 1 << 20):
-            f.write("".join(f"{i}\n" for i in range(lo, min(n_docs, lo + (1 << 20)))))
-    pp._pisathon.build_binlex(str(path / "fwd.documents"), str(path / "fwd.doclex"))
-    pp._pisathon.build_binlex(str(path / "fwd.terms"), str(path / "fwd.termlex"))
-    (path / "pt_meta.json").write_text(
-        json.dumps(
-            {
-                "type": "sparse_index",
-                "format": "pisa",
-                "package_hint": "pyterrier-pisa",
-                "stemmer": "none",
-            }
-        )
-    )
+    write_pisa_lexicons(path, [names[i] for i in order], n_docs)
     return {"terms": int(terms.shape[0]), "postings": int(indptr[-1]), "docs": n_docs}
 
 
@@ -283,16 +265,6 @@ def phase_compare(args) -> dict:
     out["decoded_postings"] = index.decoded_postings
     out["load_end"] = list(os.getloadavg())
     return out
-
-
-def run_phase(phase: str, extra: list[str]) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--phase", phase, *extra],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _best(c: dict) -> str:
@@ -493,12 +465,12 @@ def main() -> None:
         if args.keep and saved.exists():
             run["pisa"] = json.loads(saved.read_text())
         else:
-            run["pisa"] = run_phase("pisa", both)
+            run["pisa"] = b10.run_phase("pisa", both, script=__file__)
             saved.write_text(json.dumps(run["pisa"]))
         print(json.dumps(run["pisa"]), flush=True)
         print(f"{time.strftime('%H:%M:%S')} compare {n:,}", flush=True)
         extra = ["--queries", str(args.queries), "--repeats", str(args.repeats)]
-        run["compare"] = run_phase("compare", [*both, *extra])
+        run["compare"] = b10.run_phase("compare", [*both, *extra], script=__file__)
         print(json.dumps(run["compare"]), flush=True)
         payload["runs"].append(run)
         if not args.keep:
