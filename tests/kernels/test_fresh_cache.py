@@ -66,3 +66,29 @@ def test_drop_stale_cache_keeps_a_current_cache(tmp_path):
     (src / "a.py").write_text("x = 2\n")
     assert _fresh.drop_stale_cache(src, cache)
     assert sorted(p.name for p in cache.iterdir()) == [_fresh.STAMP]
+
+
+def test_processes_starting_at_once_after_an_edit_all_see_it(tmp_path):
+    """Several processes import the edited package at the same moment: each may drop the cache
+    while another loads from it (numba treats a vanished file as a miss); all compute the new
+    result and none fails."""
+    src = Path(kernels.__file__).parent
+    pkg = tmp_path / "kcopy"
+    shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    before = _run(tmp_path, cache)
+    build = pkg / "bm25_build.py"
+    old = "        return tf / (k1 * norm + tf)\n"
+    build.write_text(build.read_text().replace(old, "        return 3.0 * tf / (k1 * norm + tf)\n"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_DISABLE_JIT", None)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROBE], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()[-2000:]
+        assert abs(float(out.decode().split()[-1]) - 3 * before) < 1e-6
