@@ -25,7 +25,10 @@ the hits' scores in one fixed summation order. The bf16 / int8 first pass of a b
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from ._config import FASTMATH
 from .topk import worse
@@ -323,42 +326,88 @@ def hnsw_results(labels, distances, cutoff, out_rows, out_scores, counts):
         counts[i] = c
 
 
+@intrinsic
+def _lanes8_dot2(typingctx, q, x, y):
+    """``(sum_l a_l, sum_l b_l)`` with ``a_l`` the float64 products ``q[d] * x[d]`` summed
+    over ``d = l mod 8`` for the first ``len(q) // 8 * 8`` dimensions (``b_l``: ``y``), the lanes
+    added as ``((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))``: one <8 x double>
+    accumulator per product, so the written order runs eight lanes wide (numba leaves the
+    scalar form unvectorised). C-contiguous float32 rows only."""
+    rows = (q, x, y)
+    if not all(
+        isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.float32 and a.layout == "C"
+        for a in rows
+    ):
+        return None
+
+    def codegen(context, builder, sig, args):
+        v8f = ir.VectorType(ir.FloatType(), 8)
+        v8d = ir.VectorType(ir.DoubleType(), 8)
+        arrays = [
+            context.make_array(t)(context, builder, v) for t, v in zip(sig.args, args, strict=True)
+        ]
+        ptrs = [builder.bitcast(a.data, v8f.as_pointer()) for a in arrays]
+        n = builder.extract_value(arrays[0].shape, 0)
+        n8 = builder.udiv(n, ir.Constant(n.type, 8))
+        zero = ir.Constant(v8d, [0.0] * 8)
+        accs = [cgutils.alloca_once_value(builder, zero) for _ in range(2)]
+        with cgutils.for_range(builder, n8) as loop:
+            vq = builder.fpext(builder.load(builder.gep(ptrs[0], [loop.index]), align=4), v8d)
+            for acc, ptr in zip(accs, ptrs[1:], strict=True):
+                vr = builder.fpext(builder.load(builder.gep(ptr, [loop.index]), align=4), v8d)
+                builder.store(builder.fadd(builder.load(acc), builder.fmul(vq, vr)), acc)
+        sums = []
+        for acc in accs:
+            vec = builder.load(acc)
+            lane = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i)) for i in range(8)]
+            pairs = [builder.fadd(lane[i], lane[i + 1]) for i in range(0, 8, 2)]
+            sums.append(
+                builder.fadd(builder.fadd(pairs[0], pairs[1]), builder.fadd(pairs[2], pairs[3]))
+            )
+        return context.make_tuple(builder, sig.return_type, sums)
+
+    return types.UniTuple(types.float64, 2)(q, x, y), codegen
+
+
+def _scalar_lanes8_dot2(q, x, y):
+    """:func:`_lanes8_dot2` for rows of any layout (the same sums, scalar)."""
+
+
+@overload(_scalar_lanes8_dot2)
+def _lanes8_dot2_any(q, x, y):
+    if all(isinstance(a, types.Array) and a.layout == "C" for a in (q, x, y)) and all(
+        a.dtype == types.float32 for a in (q, x, y)
+    ):
+        return lambda q, x, y: _lanes8_dot2(q, x, y)
+
+    def scalar(q, x, y):
+        a = np.zeros(8)
+        b = np.zeros(8)
+        for d in range(q.shape[0] // 8 * 8):
+            a[d % 8] += np.float64(q[d]) * np.float64(x[d])
+            b[d % 8] += np.float64(q[d]) * np.float64(y[d])
+        return (
+            ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])),
+            ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7])),
+        )
+
+    return scalar
+
+
 @njit(cache=True, inline="always")
 def fixed_dot2(q, x, y):
     """``(q . x, q . y)`` each in one fixed order: float64 products summed in 8 lanes by
-    dimension mod 8, the lanes pairwise, the tail, then rounded to float32."""
+    dimension mod 8, the lanes pairwise, the tail, then rounded to float32. The products of
+    float32 values are exact in float64, so ``fixed_dot2(x, q, y)[0]`` equals
+    ``fixed_dot2(q, x, y)[0]`` bit for bit."""
     dim = q.shape[0]
-    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
-    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = 0.0
-    d = 0
-    while d + 8 <= dim:
-        a0 += np.float64(q[d]) * np.float64(x[d])
-        a1 += np.float64(q[d + 1]) * np.float64(x[d + 1])
-        a2 += np.float64(q[d + 2]) * np.float64(x[d + 2])
-        a3 += np.float64(q[d + 3]) * np.float64(x[d + 3])
-        a4 += np.float64(q[d + 4]) * np.float64(x[d + 4])
-        a5 += np.float64(q[d + 5]) * np.float64(x[d + 5])
-        a6 += np.float64(q[d + 6]) * np.float64(x[d + 6])
-        a7 += np.float64(q[d + 7]) * np.float64(x[d + 7])
-        b0 += np.float64(q[d]) * np.float64(y[d])
-        b1 += np.float64(q[d + 1]) * np.float64(y[d + 1])
-        b2 += np.float64(q[d + 2]) * np.float64(y[d + 2])
-        b3 += np.float64(q[d + 3]) * np.float64(y[d + 3])
-        b4 += np.float64(q[d + 4]) * np.float64(y[d + 4])
-        b5 += np.float64(q[d + 5]) * np.float64(y[d + 5])
-        b6 += np.float64(q[d + 6]) * np.float64(y[d + 6])
-        b7 += np.float64(q[d + 7]) * np.float64(y[d + 7])
-        d += 8
+    sa, sb = _scalar_lanes8_dot2(q, x, y)
     ta = 0.0
     tb = 0.0
-    while d < dim:
+    for d in range(dim // 8 * 8, dim):
         ta += np.float64(q[d]) * np.float64(x[d])
         tb += np.float64(q[d]) * np.float64(y[d])
-        d += 1
-    return (
-        np.float32(((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ta),
-        np.float32(((b0 + b1) + (b2 + b3)) + ((b4 + b5) + (b6 + b7)) + tb),
-    )
+    return np.float32(sa + ta), np.float32(sb + tb)
 
 
 @njit(cache=True, nogil=True)

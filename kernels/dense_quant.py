@@ -483,12 +483,20 @@ def _rescore_query(vectors, query, low, cand_s, cand_r, n_cand, hs, hr, live):
             replace_root(hs, hr, k, sb, rb)
 
 
+# A batch of at least this many queries is rescored row by row (rescore_by_row): a row that
+# is a candidate of several queries is read from memory once for all of them.
+BY_ROW_MIN_QUERIES = 32
+
+
 @njit(cache=True, parallel=True)
 def rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s, heap_r):
     """Exact float32 scores of each query's candidates (``cand_*[w, q, :n_cand[w, q]]`` over
     workers ``w``) whose upper end reaches ``low_s[q, 0]`` (the k-th largest lower end over
     all workers), merged into the exact heaps ``heap_*[q]``. Queries with ``over[q]`` are
     skipped (the caller searches them exactly)."""
+    if queries.shape[0] >= BY_ROW_MIN_QUERIES:
+        rescore_by_row(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s, heap_r)
+        return
     for q in prange(queries.shape[0]):
         if over[q]:
             continue
@@ -504,3 +512,74 @@ def rescore_candidates(vectors, queries, low_s, cand_s, cand_r, n_cand, over, he
             heap_r[q],
             live,
         )
+
+
+@njit(cache=True, parallel=True)
+def rescore_by_row(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s, heap_r):
+    """:func:`rescore_candidates` for a batch: the live (query, row) pairs are sorted by row
+    (a counting sort), scored in that order, two queries per row read where a row has several
+    (``fixed_dot2(row, qa, qb)`` forms the same products in the same order as
+    ``fixed_dot2(qa, row, row)``, so every score is bit-identical), then merged per query."""
+    n_q = queries.shape[0]
+    n_w = cand_s.shape[0]
+    starts = np.zeros(n_q + 1, np.int64)
+    for q in prange(n_q):
+        c = 0
+        if not over[q]:
+            low = low_s[q, 0]
+            for w in range(n_w):
+                for j in range(n_cand[w, q]):
+                    c += cand_s[w, q, j] >= low
+        starts[q + 1] = c
+    for q in range(n_q):
+        starts[q + 1] += starts[q]
+    total = starts[n_q]
+    rows = np.empty(total, np.int64)
+    for q in prange(n_q):
+        if over[q]:
+            continue
+        low = low_s[q, 0]
+        p = starts[q]
+        for w in range(n_w):
+            for j in range(n_cand[w, q]):
+                if cand_s[w, q, j] >= low:
+                    rows[p] = cand_r[w, q, j]
+                    p += 1
+    fill = np.zeros(vectors.shape[0] + 1, np.int64)
+    for p in range(total):
+        fill[rows[p] + 1] += 1
+    for r in range(vectors.shape[0]):
+        fill[r + 1] += fill[r]
+    pair = np.empty(total, np.int64)  # pair indices sorted by row, then by query
+    for q in range(n_q):
+        for p in range(starts[q], starts[q + 1]):
+            r = rows[p]
+            pair[fill[r]] = p
+            fill[r] += 1
+    owner = np.empty(total, np.int32)
+    for q in prange(n_q):
+        for p in range(starts[q], starts[q + 1]):
+            owner[p] = q
+    scores = np.empty(total, np.float32)
+    n_seg = max(1, min(total // 4096, 256))
+    for g in prange(n_seg):
+        t = total * g // n_seg
+        end = total * (g + 1) // n_seg
+        while t < end:
+            pa = pair[t]
+            r = rows[pa]
+            x = vectors[r]
+            if t + 1 < end and rows[pair[t + 1]] == r:
+                pb = pair[t + 1]
+                scores[pa], scores[pb] = fixed_dot2(x, queries[owner[pa]], queries[owner[pb]])
+                t += 2
+            else:
+                scores[pa] = fixed_dot2(x, queries[owner[pa]], queries[owner[pa]])[0]
+                t += 1
+    k = heap_s.shape[1]
+    for q in prange(n_q):
+        hs = heap_s[q]
+        hr = heap_r[q]
+        for p in range(starts[q], starts[q + 1]):
+            if worse(hs[0], hr[0], scores[p], rows[p]):
+                replace_root(hs, hr, k, scores[p], rows[p])
