@@ -54,10 +54,13 @@ def test_ingest_add_then_search_finds_both_folders(tmp_path, capsys):
     capsys.readouterr()
     assert main(["search", store, "checksums", "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert hits[0]["source"] == "store.md"
+    assert hits[0]["path"] == "store.md"
+    # retrieval.present's record, after the query's fields, with the whole text
+    keys = ["query_idx", "query", "rank", "id", "doc_id", "score", "path", "page", "snippet"]
+    assert list(hits[0]) == [*keys, "text"]
     assert main(["search", store, "every read", "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert hits[0]["source"] == "notes.txt"
+    assert hits[0]["path"] == "notes.txt"
 
 
 def test_cli_errors(tmp_path, capsys):

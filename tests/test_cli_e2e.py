@@ -101,7 +101,7 @@ def test_search_table_json_and_batch(corpus, tmp_path, capsys):
     assert "tuning.rst" in lines[1] and "length normalization" in lines[1]
     code, out, _ = here(capsys, "search", str(store), "espresso", "--json")
     hits = [json.loads(x) for x in out.splitlines()]
-    assert code == 0 and hits[0]["source"] == "notes" and hits[0]["rank"] == 1
+    assert code == 0 and hits[0]["path"] == "notes" and hits[0]["rank"] == 1
     code, out, _ = here(
         capsys,
         "search",
@@ -112,7 +112,7 @@ def test_search_table_json_and_batch(corpus, tmp_path, capsys):
         "file_type == 'html'",
     )
     filtered = [json.loads(x) for x in out.splitlines()]
-    assert code == 0 and filtered and {Path(h["file_path"]).suffix for h in filtered} == {".html"}
+    assert code == 0 and filtered and {Path(h["path"]).suffix for h in filtered} == {".html"}
     queries = tmp_path / "q.jsonl"
     queries.write_text(
         "\n".join(json.dumps({"query": q}) for q in ["install the package", "Arrow files", "Grace"])
@@ -120,7 +120,7 @@ def test_search_table_json_and_batch(corpus, tmp_path, capsys):
     run("search", str(store), "--queries", str(queries), "--out", str(tmp_path / "h.parquet"))
     table = pq.read_table(tmp_path / "h.parquet")
     assert sorted(set(table.column("query_idx").to_pylist())) == [0, 1, 2]
-    top = {r["query_idx"]: r["source"] for r in table.to_pylist() if r["rank"] == 1}
+    top = {r["query_idx"]: r["path"] for r in table.to_pylist() if r["rank"] == 1}
     assert top == {0: "guide/install.md", 1: "faq.html", 2: "people.json"}
     code = here(
         capsys, "search", str(store), "--queries", str(queries), "--out", str(tmp_path / "h.jsonl")
@@ -321,7 +321,7 @@ def test_sources_show_the_path_under_the_ingested_folder(tmp_path):
         json.loads(x)
         for x in run("search", str(store), "cross-origin requests", "--json").stdout.splitlines()
     ]
-    assert sorted(h["source"] for h in hits) == ["en/cors.md", "zh/cors.md"]
+    assert sorted(h["path"] for h in hits) == ["en/cors.md", "zh/cors.md"]
     moved = tmp_path / "moved.store"
     store.rename(moved)
     docs.rename(tmp_path / "gone")
@@ -352,7 +352,7 @@ def test_mixed_folder_default_analyzer_and_no_hit_reasons(tmp_path, capsys):
         json.loads(x)
         for x in run("search", str(store), "如何上传文件", "--json").stdout.splitlines()
     ]
-    assert hits[0]["source"] == "zh/upload.md"
+    assert hits[0]["path"] == "zh/upload.md"
     out = here(capsys, "search", str(store), "the of and")[1]
     assert "no hits: the query has no indexable terms" in out
     out = here(capsys, "search", str(store), "如何上传文件", "--similarity", "bm25_english")[1]

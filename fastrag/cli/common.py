@@ -1,11 +1,10 @@
-"""What the commands share: the usage error, opening a store, choosing a group, and how a hit
-is shown (its source and a snippet)."""
+"""What the commands share: the usage error, opening a store and choosing a group (a hit is
+shown by ``fastrag.retrieval.present``)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from fastrag.documents.document import Document
 from fastrag.documents.store import MANIFEST
@@ -19,8 +18,6 @@ __all__ = [
     "open_store",
     "pick_group",
     "require_store",
-    "snippet",
-    "source_label",
 ]
 
 
@@ -77,22 +74,3 @@ def make_retriever(
 ) -> Retriever:
     """The retriever of the query flags (``--group``, ``--similarity``, ``--filter``)."""
     return Retriever(doc, pick_group(doc, group), similarity or "bm25", topk=topk, filter=filter)
-
-
-def source_label(hit: Any, doc: Document) -> str:
-    """The hit's file as the store shows it (its path under the ingested folder), and page."""
-    meta = hit.metadata
-    path = meta.get("file_path")
-    name = (
-        doc.source_path(path)
-        if isinstance(path, str) and path
-        else meta.get("file_name") or hit.doc_id or hit.id
-    )
-    page = meta.get("page_label")
-    return f"{name} p.{page}" if page is not None else str(name)
-
-
-def snippet(text: str, width: int = 80) -> str:
-    """``text`` on one line, cut to ``width`` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -12,17 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from fastrag.analysis import get_analyzer
-from fastrag.cli.common import (
-    UsageError,
-    make_retriever,
-    open_store,
-    snippet,
-    source_label,
-)
+from fastrag.cli.common import UsageError, make_retriever, open_store
 from fastrag.documents.document import Document
 from fastrag.errors import ReaderError
 from fastrag.eval.records import read_queries
 from fastrag.llms.openai_like import OpenAILike
+from fastrag.retrieval.present import hit_label, hit_record, snippet
 from fastrag.settings import DEFAULT_TOPK
 from fastrag.synth.extractive import extractive_answer
 from fastrag.synth.factory import get_response_synthesizer
@@ -31,16 +26,12 @@ __all__ = ["add_ask_parser", "add_search_parser", "cmd_ask", "cmd_search"]
 
 
 def _hit_record(qi: int, query: str, rank: int, hit: Any, doc: Document) -> dict:
+    """A hits-file row: the query, the rank, then the hit's record (``retrieval.present``)."""
     return {
         "query_idx": qi,
         "query": query,
         "rank": rank,
-        "score": float(hit.score),
-        "node_id": hit.id,
-        "doc_id": hit.doc_id,
-        "source": source_label(hit, doc),
-        "file_path": hit.metadata.get("file_path"),
-        "text": hit.text,
+        **hit_record(hit, doc.source_path, text=True),
     }
 
 
@@ -96,13 +87,14 @@ def cmd_search(args: argparse.Namespace) -> int:
         if not rows:
             print(f"no hits: {ret.why_no_hits(q)}")
             continue
-        width = max(len(r["source"]) for r in rows)
+        labels = [hit_label(r) for r in rows]
+        width = max(len(label) for label in labels)
         width = min(max(width, 6), 40)
         print(f"{'rank':>4}  {'score':>8}  {'source':<{width}}  snippet")
-        for r in rows:
+        for r, label in zip(rows, labels, strict=True):
             print(
-                f"{r['rank']:>4}  {r['score']:>8.3f}  {snippet(r['source'], width):<{width}}"
-                f"  {snippet(r['text'])}"
+                f"{r['rank']:>4}  {r['score']:>8.3f}  {snippet(label, width):<{width}}"
+                f"  {snippet(r['text'], 80)}"
             )
     return 0
 
@@ -139,7 +131,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         best = extractive_answer(args.question, hits, analyzer)
         print("Best-matching passages (extractive answer):")
         for sent, hit in best or [(snippet(hits[0].text, 300), hits[0])]:
-            print(f"- {sent}  [{source_label(hit, doc)}]")
+            print(f"- {sent}  [{hit_label(hit_record(hit, doc.source_path))}]")
         print(
             "(no LLM configured: set FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL, or pass "
             "--base-url and --model, for a generated answer)",
@@ -154,7 +146,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print()
     print("\nSources:")
     for rank, hit in enumerate(hits, 1):
-        print(f"{rank}. {source_label(hit, doc)}  (score {hit.score:.3f})  {snippet(hit.text, 70)}")
+        label = hit_label(hit_record(hit, doc.source_path))
+        print(f"{rank}. {label}  (score {hit.score:.3f})  {snippet(hit.text, 70)}")
     return 0
 
 

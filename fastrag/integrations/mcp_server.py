@@ -41,6 +41,7 @@ from typing import Any
 from fastrag.documents.store import MANIFEST
 from fastrag.errors import ConfigError, FastragError, missing_extra
 from fastrag.llms.openai_like import OpenAILike
+from fastrag.retrieval.present import hit_record
 from fastrag.serve.config import LOOPBACK_HOSTS, ServeConfig
 from fastrag.serve.engine import ServeEngine
 from fastrag.serve.readiness import check_filter_text
@@ -78,30 +79,8 @@ def _error_classes() -> tuple[type, type]:
     return ToolError, ResourceNotFoundError
 
 
-def _snippet(text: str, width: int = SNIPPET_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 def _hit(hit: Any, source_path: Callable[[str], str]) -> dict[str, Any]:
-    meta = dict(hit.metadata or {})
-    file_path = meta.pop("file_path", None)  # the server's absolute path stays on the server
-    path = (
-        source_path(file_path)
-        if isinstance(file_path, str) and file_path
-        else meta.get("file_name")
-    )
-    doc_id = hit.node.doc_id
-    return {
-        "id": hit.id,
-        "doc_id": doc_id,
-        "score": None if hit.score is None else float(hit.score),
-        "path": path,
-        "page": meta.get("page_label"),
-        "snippet": _snippet(hit.text),
-        "metadata": meta,
-        "uri": f"fastrag://doc/{doc_id}" if doc_id is not None else None,
-    }
+    return hit_record(hit, source_path, snippet_chars=SNIPPET_CHARS, metadata=True, uri=True)
 
 
 def build_server(

@@ -54,6 +54,9 @@ def call(server, tool: str, args: dict):
     return asyncio.run(main())
 
 
+RECORD = ["id", "doc_id", "score", "path", "page", "snippet"]
+
+
 def test_search_returns_ids_scores_paths_snippets(store, ret):
     with served(store, group="chunk") as server:
         res = call(server, "search", {"query": Q, "topk": 2})
@@ -63,6 +66,7 @@ def test_search_returns_ids_scores_paths_snippets(store, ret):
     assert [h["id"] for h in hits] == [w.id for w in want]
     assert [h["score"] for h in hits] == pytest.approx([w.score for w in want])
     top = hits[0]
+    assert list(top) == [*RECORD, "metadata", "uri"]  # retrieval.present's shape
     assert top["path"] == "en/denmark.md"  # doc.source_path: under the ingested folder
     assert top["snippet"].startswith("Copenhagen is the capital of Denmark")
     assert top["uri"] == f"fastrag://doc/{top['doc_id']}"

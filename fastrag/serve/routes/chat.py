@@ -20,6 +20,7 @@ from fastrag.chat import ChatEngine
 from fastrag.errors import ConfigError, FastragError
 from fastrag.llms.base import LLMError
 from fastrag.query.base import Query
+from fastrag.retrieval.present import hit_record
 from fastrag.serve.guard import ApiError, ServeSettings, error_body
 from fastrag.serve.lifecycle import ready_engine
 from fastrag.serve.metrics import Metrics
@@ -219,29 +220,9 @@ def _count_llm(metrics: Metrics, meta: dict[str, Any]) -> None:
     metrics.inc("fastrag_llm_completion_tokens_total", int(meta.get("completion_tokens", 0) or 0))
 
 
-def _snippet(text: str, width: int = 240) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 def _sources(hits: Sequence[Any], source_path: Callable[[str], str]) -> list[dict[str, Any]]:
-    """The hits as the chat answer's sources; ``file`` is the path under the ingested folder."""
-    out = []
-    for h in hits:
-        meta = h.metadata or {}
-        path = meta.get("file_path")
-        file = source_path(path) if isinstance(path, str) and path else meta.get("file_name")
-        out.append(
-            {
-                "id": h.id,
-                "doc_id": getattr(h, "doc_id", None),
-                "score": None if h.score is None else float(h.score),
-                "file": file,
-                "page": meta.get("page_label"),
-                "snippet": _snippet(h.text),
-            }
-        )
-    return out
+    """The hits as the chat answer's sources: their records (``retrieval.present``)."""
+    return [hit_record(h, source_path) for h in hits]
 
 
 def _chunk(
