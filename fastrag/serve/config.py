@@ -26,73 +26,103 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_FILTER_CHARS = 4096
 
 
+def _setting(default: Any, help: str, **flag: Any) -> Any:
+    """A field of :class:`ServeConfig` with its default and what ``fastrag serve --help`` says
+    of it (``help``; ``flag``: argparse's ``metavar`` / ``choices``, and ``minimum``, the
+    least value the command line accepts)."""
+    return dataclasses.field(default=default, metadata={"help": help, **flag})
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     """The settings of one ``fastrag serve`` (JSON-able: ``--workers N`` hands it to each
     worker process as JSON). Keys are never held here, only the names of the environment
-    variables they are read from (``api_key_env``, ``llm_api_key_env``)."""
+    variables they are read from (``api_key_env``, ``llm_api_key_env``). Each field's
+    ``metadata["help"]`` says what it is: ``fastrag serve``'s flags are built from them."""
 
-    #: the store folder to serve (opened read-only; uploads go through one writer)
-    store: str | None = None
-    #: interface to listen on (this machine only by default)
-    host: str = LOOPBACK_HOSTS[0]
-    port: int = 8000
-    #: server processes; more than one share the store and one tasks folder
-    workers: int = 1
-    log_level: str = "info"
-    #: default node group (None: the store's last built group)
-    group: str | None = None
-    #: default similarity: one name, or ``GROUP=NAME`` pairs, comma-separated (None: bm25)
-    similarity: str | None = None
-    #: hits per query when a request names none
-    topk: int = DEFAULT_TOPK
-    #: coalesce concurrent retrievals into one ``Retriever.batch`` call
-    batching: bool = True
-    #: how long a retrieval waits for others to batch with
-    batch_window_ms: float = 3.0
-    #: queries per batch call at most
-    max_batch: int = 256
-    #: numba threads per batch call (concurrent calls already use the cores)
-    search_threads: int = 1
-    #: response mode of chat answers
-    mode: str = "compact"
-    #: rewrite chat history + question into one standalone query (one more LLM call)
-    compress_history: bool = False
-    #: where conversations live (None: in memory, per process): a SQLite database (a file
-    #: ending in .sqlite/.sqlite3/.db, or a folder), shared by every worker and every server on
-    #: this machine, or a ``redis://HOST:PORT/DB`` URL shared by servers on several machines
-    chat_memory: str | None = None
-    #: messages each conversation keeps (the oldest go first; system messages stay)
-    chat_window: int = 40
-    #: OpenAI-compatible LLM endpoint and model for chat (both, or neither: no chat)
-    llm_base_url: str | None = None
-    llm_model: str | None = None
-    #: environment variable holding the LLM's key
-    llm_api_key_env: str | None = "OPENAI_API_KEY"
-    llm_max_retries: int = 2
-    #: seconds
-    llm_timeout: float = 60.0
-    #: LLM calls in flight at once, across all chats
-    llm_max_concurrency: int = 64
-    #: environment variable holding the key every request must send (None: no key)
-    api_key_env: str | None = None
-    #: JSON request body limit
-    max_body_bytes: int = 1 << 20
-    #: upload body limit
-    max_upload_bytes: int = 50 << 20
-    #: queries per ``/v1/retrieve`` request
-    max_queries: int = 1024
-    #: characters per query (and per chat question)
-    max_query_chars: int = 8192
-    #: messages per chat request
-    max_messages: int = 256
-    #: files per upload
-    max_upload_files: int = 32
-    #: the model name the server answers to
-    model_name: str = "fastrag"
-    #: folder of upload/delete tasks, kept across restarts (None: one per store under
-    #: ``$XDG_STATE_HOME/fastrag/serve-tasks/``)
-    tasks_dir: str | None = None
+    store: str | None = _setting(
+        None, "the store folder to serve (opened read-only; uploads go through one writer)"
+    )
+    host: str = _setting(
+        LOOPBACK_HOSTS[0], "interface to listen on (default: this machine only)", metavar="HOST"
+    )
+    port: int = _setting(8000, "port to listen on")
+    workers: int = _setting(
+        1, "server processes; more than one share the store and one tasks folder", minimum=1
+    )
+    log_level: str = _setting(
+        "info", "server log level", choices=("critical", "error", "warning", "info", "debug")
+    )
+    group: str | None = _setting(
+        None, "default node group (default: the store's last built group)", metavar="GROUP"
+    )
+    similarity: str | None = _setting(
+        None,
+        "default similarity: one name (bm25, the default; bm25_chinese, hybrid, ...) or "
+        "GROUP=NAME pairs, comma-separated; requests may name their own",
+        metavar="NAME",
+    )
+    topk: int = _setting(DEFAULT_TOPK, "hits per query when a request names none", minimum=1)
+    batching: bool = _setting(
+        True, "coalesce concurrent retrievals into one Retriever.batch call (micro-batching)"
+    )
+    batch_window_ms: float = _setting(3.0, "how long a retrieval waits for others to batch with")
+    max_batch: int = _setting(256, "queries per batch call at most", minimum=1)
+    search_threads: int = _setting(
+        1, "numba threads per batch call (concurrent calls already use the cores)", minimum=1
+    )
+    mode: str = _setting(
+        "compact", "response mode of chat answers (compact, refine, tree_summarize, ...)"
+    )
+    compress_history: bool = _setting(
+        False,
+        "rewrite chat history + question into one standalone query (one more LLM call per "
+        "follow-up question)",
+    )
+    chat_memory: str | None = _setting(
+        None,
+        "where the conversations of chats that send a session_id (or user) live: a SQLite "
+        "database (a .sqlite3/.db file, or a folder) that every worker and every server on "
+        "this machine shares, or redis://HOST:PORT/DB for servers on several machines (the "
+        "[redis] extra); default: in memory, per process",
+        metavar="PATH|URL",
+    )
+    chat_window: int = _setting(
+        40, "messages each conversation keeps (the oldest go first)", minimum=1, metavar="N"
+    )
+    llm_base_url: str | None = _setting(
+        None, "OpenAI-compatible LLM endpoint for chat (or FASTRAG_LLM_BASE_URL)", metavar="URL"
+    )
+    llm_model: str | None = _setting(
+        None, "the LLM's model name (or FASTRAG_LLM_MODEL)", metavar="NAME"
+    )
+    llm_api_key_env: str | None = _setting(
+        "OPENAI_API_KEY", "environment variable holding the LLM's key", metavar="NAME"
+    )
+    llm_max_retries: int = _setting(2, "retries of a failed LLM call", minimum=0)
+    llm_timeout: float = _setting(60.0, "seconds an LLM call may take")
+    llm_max_concurrency: int = _setting(
+        64, "LLM calls in flight at once, across all chats", minimum=1
+    )
+    api_key_env: str | None = _setting(
+        None,
+        "require 'Authorization: Bearer <key>', the key read from this environment variable "
+        "(default: no key)",
+        metavar="NAME",
+    )
+    max_body_bytes: int = _setting(1 << 20, "JSON request body limit in bytes", minimum=1)
+    max_upload_bytes: int = _setting(50 << 20, "upload body limit in bytes", minimum=1)
+    max_queries: int = _setting(1024, "queries per /v1/retrieve request", minimum=1)
+    max_query_chars: int = _setting(8192, "characters per query (and per chat question)", minimum=1)
+    max_messages: int = _setting(256, "messages per chat request", minimum=1)
+    max_upload_files: int = _setting(32, "files per upload", minimum=1)
+    model_name: str = _setting("fastrag", "the model name the server answers to")
+    tasks_dir: str | None = _setting(
+        None,
+        "folder of upload/delete tasks, kept across restarts (default: one per store under "
+        "$XDG_STATE_HOME/fastrag/serve-tasks/, i.e. ~/.local/state/...)",
+        metavar="DIR",
+    )
 
     @property
     def limits(self) -> dict[str, Any]:

@@ -4,6 +4,7 @@ MCP server."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 
@@ -28,14 +29,27 @@ def test_one_topk_default():
         assert parser.parse_args(argv).topk == DEFAULT_TOPK, argv
 
 
-def test_serve_flags_default_to_the_config():
-    args = vars(build_parser().parse_args(["serve", "S"]))
-    config = ServeConfig()
-    shared = [name for name in args if hasattr(config, name) and name != "store"]
-    assert len(shared) >= 20, shared
-    for name in shared:
-        assert args[name] == getattr(config, name), name
-    assert (not args["no_batching"]) is config.batching
+def test_serve_flags_are_the_config_fields(capsys):
+    """One flag per field, built from it: name, default, and the field's help in --help."""
+    parser = build_parser()
+    args = vars(parser.parse_args(["serve", "S"]))
+    fields = {f.name: f for f in dataclasses.fields(ServeConfig)}
+    assert set(fields) - {"store"} <= set(args)
+    for name in set(fields) - {"store"}:
+        assert args[name] == getattr(ServeConfig, name), name
+    flipped = vars(parser.parse_args(["serve", "S", "--no-batching", "--compress-history"]))
+    assert flipped["batching"] is False and flipped["compress_history"] is True
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--help"])
+    shown = " ".join(capsys.readouterr().out.split()).lower()
+    for name, f in fields.items():
+        flag = "store" if name == "store" else "--" + name.replace("_", "-")
+        if f.default is True:
+            flag = "--no-" + name.replace("_", "-")
+        assert flag in shown, flag
+        assert " ".join(f.metadata["help"].split())[:30].lower() in shown, name
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "S", "--log-level", "loud"])  # the field's choices
 
 
 def test_mcp_flags_default_to_the_config():

@@ -220,7 +220,8 @@ def test_chat_with_the_openai_client_answers_with_sources(server, llm, stores, q
     assert [s["id"] for s in sources] == [h.id for h in hits]
     for s, h in zip(sources, hits, strict=True):
         assert s["score"] == pytest.approx(h.score, rel=1e-5)
-        assert s["file"] == h.metadata["file_name"] and s["snippet"][:20] == h.text[:20]
+        assert list(s) == ["id", "doc_id", "score", "path", "page", "snippet"]
+        assert s["path"] == h.metadata["file_name"] and s["snippet"][:20] == h.text[:20]
     assert resp.usage.completion_tokens > 0 and resp.usage.prompt_tokens > 0
     # what reached the LLM: the question with the retrieved text, the options, the LLM's key
     (call,) = llm.requests
@@ -622,7 +623,8 @@ def test_missing_extra_names_the_install_command(monkeypatch):
         (["STORE", "--group", "nope"], "--group 'nope' is not in the store"),
         (["STORE", "--llm-model", "m"], "needs both --llm-base-url and --llm-model"),
         (["STORE", "--similarity", "nope"], "unknown similarity 'nope'"),
-        (["STORE", "--topk", "0"], "topk must be an int >= 1"),
+        (["STORE", "--topk", "0"], "--topk 0: must be at least 1"),
+        (["STORE", "--max-queries", "0"], "--max-queries 0: must be at least 1"),
         (["STORE", "--search-threads", "0"], "--search-threads 0: must be at least 1"),
         (["STORE", "--llm-max-concurrency", "0"], "--llm-max-concurrency 0: must be at least 1"),
     ],
