@@ -112,3 +112,19 @@ def test_no_name_is_imported_through_a_module_that_is_not_its_home():
                 if home := _foreign(mod, alias.name):
                     stray.append(f"{f.relative_to(ROOT)}: {node.module}.{alias.name} is {home}'s")
     assert stray == []
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """An underscore name stays in its module: fastrag/ and kernels/ import none from another
+    (``from . import _fresh``, a private module of the importing package, is not a name)."""
+    import ast
+
+    stray = []
+    for f in [*ROOT.glob("fastrag/**/*.py"), *ROOT.glob("kernels/*.py")]:
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.module is None:
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    stray.append(f"{f.relative_to(ROOT)}: {node.module}.{alias.name}")
+    assert stray == []

@@ -19,6 +19,7 @@ from fastrag.documents.readers import (
     register_reader,
     supported_extensions,
 )
+from fastrag.documents.readers.registry import REGISTERED
 from fastrag.errors import ConfigError, MissingExtraError, ReaderError
 
 ZH = "亚硫酸盐是一种常见的食品添加剂。它有什么作用？防腐、漂白！"
@@ -275,10 +276,10 @@ def test_missing_extra(tmp_path, monkeypatch, module, ext, extra):
         read_file(p, on_error="skip")
 
 
-def test_custom_readers(tmp_path, monkeypatch, caplog):
-    fresh: dict = {}  # a registry of this test's own, in every module that reads it
-    for mod in (R, R.report, R.formats, R.walk):
-        monkeypatch.setattr(mod, "_REGISTERED", fresh)
+def test_custom_readers(tmp_path, monkeypatch, caplog, request):
+    saved = dict(REGISTERED)  # the registry is one dict: this test empties it, then restores it
+    REGISTERED.clear()
+    request.addfinalizer(lambda: (REGISTERED.clear(), REGISTERED.update(saved)))
     p = tmp_path / "a.xyz"
     p.write_text("A|B", encoding="utf-8")
     assert read_file(p)[0][0] == "A|B"  # no reader: read as plain text, it decodes

@@ -34,14 +34,13 @@ from fastrag.documents.decoding import (
     BinaryContentError,
     decode_bytes,
 )
-from fastrag.documents.readers.formats import _BUILTIN, _Ctx, _read_unknown
-from fastrag.documents.readers.report import _ON_ERROR, _REGISTERED, ReadEntry, ReadReport, logger
+from fastrag.documents.readers.formats import BUILTIN_READERS, ReadContext, read_unknown
+from fastrag.documents.readers.registry import REGISTERED, check_readers, register_reader
+from fastrag.documents.readers.report import ON_ERROR, ReadEntry, ReadReport, logger
 from fastrag.documents.readers.walk import (
-    _check_readers,
-    _check_str_list,
-    _not_a_file,
+    check_str_list,
     iter_source_files,
-    register_reader,
+    not_a_file,
     supported_extensions,
 )
 from fastrag.documents.xmltext import NoText
@@ -115,23 +114,23 @@ def read_file(
     An empty file gives ``[]``. A missing optional package (pdf, docx) always raises
     :class:`MissingExtraError`. ``report`` records the outcome.
     """
-    if on_error not in _ON_ERROR:
-        raise ConfigError(f"on_error={on_error!r} is not one of {_ON_ERROR}")
+    if on_error not in ON_ERROR:
+        raise ConfigError(f"on_error={on_error!r} is not one of {ON_ERROR}")
     if not isinstance(json_text_field, str) or not json_text_field:
         raise ConfigError(
             f"json_text_field must be a non-empty field name, got {json_text_field!r}"
         )
-    fields = _check_str_list(metadata_fields, "metadata_fields", "['author', 'date']")
+    fields = check_str_list(metadata_fields, "metadata_fields", "['author', 'date']")
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"path must be a str or Path, got {type(path).__name__}")
     if report is not None and not isinstance(report, ReadReport):
         raise ConfigError(f"report must be a ReadReport, got {type(report).__name__}")
     report = report if report is not None else ReadReport()
-    custom = _check_readers(readers)
+    custom = check_readers(readers)
     p = Path(path).expanduser()
     ext = p.suffix.lower()
-    ctx = _Ctx(p, json_text_field, fields)
-    fn = custom.get(ext) or _REGISTERED.get(ext)
+    ctx = ReadContext(p, json_text_field, fields)
+    fn = custom.get(ext) or REGISTERED.get(ext)
     try:
         try:
             p = ctx.path = p.resolve()
@@ -139,7 +138,7 @@ def read_file(
             raise ReaderError(f"cannot read {str(p)!r}: {exc}") from exc
         if p.is_dir():
             raise ReaderError(f"{str(p)!r} is a directory; list its files with iter_source_files()")
-        why = _not_a_file(p)
+        why = not_a_file(p)
         if why:
             raise ReaderError(f"{str(p)!r} is a {why}, not a regular file; it was not opened")
         st = p.stat()
@@ -150,7 +149,7 @@ def read_file(
         if fn is not None:
             docs = _normalize(fn(p), p)
         else:
-            docs = _BUILTIN.get(ext, _read_unknown)(ctx)
+            docs = BUILTIN_READERS.get(ext, read_unknown)(ctx)
     except MissingExtraError:
         raise
     except NoText as exc:  # a drawing without words: left out, as an empty file is

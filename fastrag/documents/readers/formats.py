@@ -1,5 +1,5 @@
 """The built-in readers by format (text, JSON/JSONL, CSV, HTML, PDF, DOCX, XML assets):
-``_Ctx -> [(text, metadata)]``, and the optional packages they need."""
+``ReadContext -> [(text, metadata)]``, and the optional packages they need."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from fastrag.documents.decoding import (
     decode_text,
 )
 from fastrag.documents.inflate import InflateBudget, check_zip, pypdf_budget
-from fastrag.documents.readers.report import _REGISTERED, ReaderFn, logger
+from fastrag.documents.readers.registry import REGISTERED
+from fastrag.documents.readers.report import ReaderFn, logger
 from fastrag.documents.storecheck import MAX_JSON_DEPTH, json_too_deep
 from fastrag.documents.xmltext import XML_READERS
 from fastrag.errors import MissingExtraError, ReaderError
@@ -32,7 +33,7 @@ from fastrag.errors import MissingExtraError, ReaderError
 
 # -- reading context --------------------------------------------------------------------------
 @dataclass
-class _Ctx:
+class ReadContext:
     """One file being read by a built-in reader, and what the reader found out."""
 
     path: Path
@@ -52,12 +53,12 @@ class _Ctx:
         return {k: fields[k] for k in self.metadata_fields if k in fields}
 
 
-# -- built-in readers: _Ctx -> list[(text, metadata)] -----------------------------------------
-def _read_plain(ctx: _Ctx) -> list[tuple[str, dict]]:
+# -- built-in readers: ReadContext -> list[(text, metadata)] ---------------------------------
+def _read_plain(ctx: ReadContext) -> list[tuple[str, dict]]:
     return [(ctx.text(), {})]
 
 
-def _read_unknown(ctx: _Ctx) -> list[tuple[str, dict]]:
+def read_unknown(ctx: ReadContext) -> list[tuple[str, dict]]:
     """A file of an extension without a reader: plain text when it decodes, else binary."""
     with open(ctx.path, "rb") as f:
         head = f.read(SNIFF_BYTES)
@@ -97,7 +98,7 @@ def _flatten(value: Any) -> list[str]:
     return lines
 
 
-def _record(item: Any, ctx: _Ctx, where: str, json_path: str) -> tuple[str, dict]:
+def _record(item: Any, ctx: ReadContext, where: str, json_path: str) -> tuple[str, dict]:
     field_ = ctx.text_field
     if isinstance(item, str):
         return item, {"json_path": json_path}
@@ -187,7 +188,7 @@ def _load_json(text: str, path: Path, where: str = "") -> Any:
     return data
 
 
-def _read_json(ctx: _Ctx) -> list[tuple[str, dict]]:
+def _read_json(ctx: ReadContext) -> list[tuple[str, dict]]:
     text = ctx.text()
     try:
         data = _clean_json(_load_json(text, ctx.path), text, ctx.path)
@@ -204,7 +205,7 @@ def _read_json(ctx: _Ctx) -> list[tuple[str, dict]]:
     return [_record(data, ctx, "the document", "$")]
 
 
-def _read_jsonl(ctx: _Ctx) -> list[tuple[str, dict]]:
+def _read_jsonl(ctx: ReadContext) -> list[tuple[str, dict]]:
     text = ctx.text()
     items = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -225,7 +226,7 @@ def _read_jsonl(ctx: _Ctx) -> list[tuple[str, dict]]:
     return out
 
 
-def _read_csv(ctx: _Ctx) -> list[tuple[str, dict]]:
+def _read_csv(ctx: ReadContext) -> list[tuple[str, dict]]:
     text = ctx.text()
     try:
         rows = list(csv.reader(io.StringIO(text, newline="")))
@@ -373,7 +374,7 @@ class _HTMLText(HTMLParser):
         return "\n".join(lines).replace("\x00", "\n").replace("\x01", " ")
 
 
-def _read_html(ctx: _Ctx) -> list[tuple[str, dict]]:
+def _read_html(ctx: ReadContext) -> list[tuple[str, dict]]:
     parser = _HTMLText()
     parser.feed(ctx.text())
     parser.close()
@@ -425,7 +426,7 @@ def _pypdf_noise_to_log(path: Path) -> Iterator[None]:
             )
 
 
-def _read_pdf(ctx: _Ctx) -> list[tuple[str, dict]]:
+def _read_pdf(ctx: ReadContext) -> list[tuple[str, dict]]:
     pypdf = _import_extra(".pdf", ctx.path)
     out = []
     budget = InflateBudget(ctx.path, ctx.path.stat().st_size)
@@ -456,7 +457,7 @@ def _read_pdf(ctx: _Ctx) -> list[tuple[str, dict]]:
     return out
 
 
-def _read_docx(ctx: _Ctx) -> list[tuple[str, dict]]:
+def _read_docx(ctx: ReadContext) -> list[tuple[str, dict]]:
     docx = _import_extra(".docx", ctx.path)
     data = ctx.path.read_bytes()  # read once: what is checked is what python-docx reads
     try:
@@ -478,7 +479,7 @@ def _read_docx(ctx: _Ctx) -> list[tuple[str, dict]]:
     return [("\n".join(lines), {})]
 
 
-_BUILTIN: dict[str, Callable[[_Ctx], list[tuple[str, dict]]]] = {
+BUILTIN_READERS: dict[str, Callable[[ReadContext], list[tuple[str, dict]]]] = {
     ".txt": _read_plain,
     ".md": _read_plain,
     ".json": _read_json,
@@ -491,15 +492,15 @@ _BUILTIN: dict[str, Callable[[_Ctx], list[tuple[str, dict]]]] = {
     **{ext: (lambda ctx, fn=fn: fn(ctx.path)) for ext, fn in XML_READERS.items()},
 }
 # a file of up to this many documents gets each one's language, a larger one its first ones'
-_TEXT_READERS = {ext for ext, fn in _BUILTIN.items() if fn not in (_read_pdf, _read_docx)}
+TEXT_READERS = {ext for ext, fn in BUILTIN_READERS.items() if fn not in (_read_pdf, _read_docx)}
 
 
 # -- optional packages ------------------------------------------------------------------------
-_EXTRAS = {".pdf": ("pypdf", "pypdf", "pdf"), ".docx": ("docx", "python-docx", "docx")}
+EXTRA_READERS = {".pdf": ("pypdf", "pypdf", "pdf"), ".docx": ("docx", "python-docx", "docx")}
 
 
 def _import_extra(ext: str, path: Path) -> Any:
-    module = _EXTRAS[ext][0]
+    module = EXTRA_READERS[ext][0]
     try:
         return importlib.import_module(module)
     except ImportError:
@@ -508,16 +509,16 @@ def _import_extra(ext: str, path: Path) -> Any:
 
 def _missing_extras(missing: dict[str, list[str]]) -> MissingExtraError:
     """One error for every extension whose optional package is missing."""
-    missing = {ext: missing[ext] for ext in _EXTRAS if ext in missing}
+    missing = {ext: missing[ext] for ext in EXTRA_READERS if ext in missing}
     parts = []
     for ext, files in missing.items():
-        _, package, extra = _EXTRAS[ext]
+        _, package, extra = EXTRA_READERS[ext]
         n = len(files)
         parts.append(
             f"{n} {ext} file{'s' * (n != 1)} need{'s' * (n == 1)} the optional "
             f"package {package!r} (extra [{extra}]), e.g. {files[0]!r}"
         )
-    extras = ",".join(_EXTRAS[ext][2] for ext in missing)
+    extras = ",".join(EXTRA_READERS[ext][2] for ext in missing)
     return MissingExtraError(
         f"reading {'; '.join(parts)}; install "
         f"{'them' if len(missing) > 1 else 'it'} with: pip install "
@@ -525,18 +526,18 @@ def _missing_extras(missing: dict[str, list[str]]) -> MissingExtraError:
     )
 
 
-def _check_extras(files: Iterable[Path], custom: dict[str, ReaderFn]) -> None:
+def check_extras(files: Iterable[Path], custom: dict[str, ReaderFn]) -> None:
     """Raise one :class:`MissingExtraError` naming every missing extra, before any file is
     read; extensions with a registered or per-call reader need none."""
     need: dict[str, list[str]] = {}
     for f in files:
         ext = f.suffix.lower()
-        if ext in _EXTRAS and ext not in custom and ext not in _REGISTERED:
+        if ext in EXTRA_READERS and ext not in custom and ext not in REGISTERED:
             need.setdefault(ext, []).append(str(f))
     missing = {}
     for ext, paths in need.items():
         try:
-            importlib.import_module(_EXTRAS[ext][0])
+            importlib.import_module(EXTRA_READERS[ext][0])
         except ImportError:
             missing[ext] = paths
     if missing:

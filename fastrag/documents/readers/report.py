@@ -16,13 +16,12 @@ logger = logging.getLogger(__name__)
 ReaderResult = str | list[str] | list[tuple[str, dict]]
 ReaderFn = Callable[[Path], ReaderResult]
 
-_REGISTERED: dict[str, ReaderFn] = {}
-_ON_ERROR = ("raise", "skip")
+ON_ERROR = ("raise", "skip")
 NO_EXT = "(none)"
 FOLDER = "(folder)"
 _STATUSES = ("read", "skipped", "failed")
 # walk skips worth a warning: the user did not ask for them and may not know they are there
-_NOTABLE = (
+NOTABLE_SKIPS = (
     "symlink loop",
     "FIFO",
     "socket",

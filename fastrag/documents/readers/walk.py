@@ -6,7 +6,6 @@ import errno
 import fnmatch
 import json
 import os
-import re
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -16,53 +15,26 @@ from fastrag.documents.decoding import (
     binary_kind,
     why_not_text,
 )
-from fastrag.documents.readers.formats import _BUILTIN, _EXTRAS, _TEXT_READERS, _check_extras
-from fastrag.documents.readers.report import _NOTABLE, _REGISTERED, ReaderFn, ReadReport, logger
+from fastrag.documents.readers.formats import (
+    BUILTIN_READERS,
+    EXTRA_READERS,
+    TEXT_READERS,
+    check_extras,
+)
+from fastrag.documents.readers.registry import REGISTERED, check_ext, check_readers
+from fastrag.documents.readers.report import NOTABLE_SKIPS, ReaderFn, ReadReport, logger
 from fastrag.errors import ConfigError, ReaderError
 
 
 # -- registry ---------------------------------------------------------------------------------
-def _check_ext(ext: object, what: str = "reader extension") -> str:
-    if not isinstance(ext, str) or not re.fullmatch(r"\.[^./\\\s]+", ext):
-        raise ConfigError(f"{what} must look like '.xyz', got {ext!r}")
-    return ext.lower()
-
-
-def _check_readers(readers: object) -> dict[str, ReaderFn]:
-    if readers is None:
-        return {}
-    if not isinstance(readers, dict):
-        raise ConfigError(
-            f"readers must be a dict like {{'.xyz': fn}}, got {type(readers).__name__}"
-        )
-    out = {}
-    for ext, fn in readers.items():
-        if not callable(fn):
-            raise ConfigError(
-                f"reader for {ext!r} must be callable (path -> str | list), got {type(fn).__name__}"
-            )
-        out[_check_ext(ext)] = fn
-    return out
-
-
-def register_reader(ext: str, fn: ReaderFn) -> None:
-    """Register ``fn(path) -> str | list[str] | list[(str, dict)]`` for ``ext`` (e.g. ".xyz"),
-    for every later read; it overrides a built-in reader of the same extension."""
-    if not callable(fn):
-        raise ConfigError(
-            f"reader for {ext!r} must be callable (path -> str | list), got {type(fn).__name__}"
-        )
-    _REGISTERED[_check_ext(ext)] = fn
-
-
 def supported_extensions(readers: dict | None = None) -> list[str]:
     """Extensions that have a dedicated reader (built-in, registered, or in ``readers``),
     sorted. Files of other extensions are read as plain text when they decode as text."""
-    return sorted(set(_BUILTIN) | set(_REGISTERED) | set(_check_readers(readers)))
+    return sorted(set(BUILTIN_READERS) | set(REGISTERED) | set(check_readers(readers)))
 
 
 # -- walking ----------------------------------------------------------------------------------
-def _check_str_list(value: object, name: str, example: str) -> tuple[str, ...] | None:
+def check_str_list(value: object, name: str, example: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, Iterable):
@@ -75,10 +47,10 @@ def _check_str_list(value: object, name: str, example: str) -> tuple[str, ...] |
 
 
 def _check_walk_options(required_exts, exclude, recursive, exclude_hidden):
-    exts = _check_str_list(required_exts, "required_exts", "['.md', '.pdf']")
+    exts = check_str_list(required_exts, "required_exts", "['.md', '.pdf']")
     if exts is not None:
-        exts = frozenset(_check_ext(e, "each of required_exts") for e in exts)
-    patterns = _check_str_list(exclude, "exclude", "['*.log', '**/drafts/*']")
+        exts = frozenset(check_ext(e, "each of required_exts") for e in exts)
+    patterns = check_str_list(exclude, "exclude", "['*.log', '**/drafts/*']")
     for name, flag in (("recursive", recursive), ("exclude_hidden", exclude_hidden)):
         if not isinstance(flag, bool):
             raise ConfigError(f"{name} must be True or False, got {flag!r}")
@@ -110,7 +82,7 @@ def _is_store(folder: Path) -> bool:
     return isinstance(data, dict) and "format_version" in data
 
 
-def _not_a_file(p: Path) -> str | None:
+def not_a_file(p: Path) -> str | None:
     """Why ``p`` cannot be read as a file (never opening it: a FIFO would block), or None."""
     try:
         mode = os.stat(p).st_mode
@@ -135,7 +107,7 @@ def _sniff(f: Path, size: int, ext: str) -> str | None:
     decode as text (their first bytes)."""
     with open(f, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
-    if ext in _TEXT_READERS:
+    if ext in TEXT_READERS:
         return binary_kind(head)
     return why_not_text(head, truncated=size > len(head))
 
@@ -163,7 +135,7 @@ class _Walk:
     def skip(self, path: Path, reason: str, detail: str = "", folder: bool = False) -> None:
         logger.info("skipping %s: %s%s", path, reason, f" ({detail})" if detail else "")
         self.report.add(path, "skipped", reason, detail, folder=folder)
-        if reason in _NOTABLE:
+        if reason in NOTABLE_SKIPS:
             self.notable.setdefault(reason, []).append(str(path))
 
     def folder(self, top: Path) -> list[Path]:
@@ -207,14 +179,14 @@ class _Walk:
             return "excluded", f"matches {pat!r}"
         if self.required_exts is not None and ext not in self.required_exts:
             return "not in required_exts", ""
-        why = _not_a_file(f)
+        why = not_a_file(f)
         if why is not None:  # "unreadable entry (Permission denied)": reason and detail
             reason, _, detail = why.partition(" (")
             return reason, detail.rstrip(")")
         size = f.stat().st_size
         if size == 0:
             return "empty file", ""
-        if ext in self.custom or ext in _REGISTERED or ext in _EXTRAS:
+        if ext in self.custom or ext in REGISTERED or ext in EXTRA_READERS:
             return None, ""
         try:
             kind = _sniff(f, size, ext)
@@ -248,7 +220,7 @@ def iter_source_files(
     optional package (.pdf: [pdf], .docx: [docx]) is reported in one
     :class:`MissingExtraError`.
     """
-    custom = _check_readers(readers)
+    custom = check_readers(readers)
     exts, patterns = _check_walk_options(required_exts, exclude, recursive, exclude_hidden)
     if report is not None and not isinstance(report, ReadReport):
         raise ConfigError(f"report must be a ReadReport, got {type(report).__name__}")
@@ -284,9 +256,9 @@ def iter_source_files(
         if p.is_dir():
             for f in walk.folder(p):
                 add(f)
-        elif _not_a_file(p) not in (None, "dangling link"):
+        elif not_a_file(p) not in (None, "dangling link"):
             raise ReaderError(
-                f"{str(p)!r} is a {_not_a_file(p)}, not a file fastrag can read; "
+                f"{str(p)!r} is a {not_a_file(p)}, not a file fastrag can read; "
                 "pass regular files or directories"
             )
         elif p.is_file():
@@ -301,5 +273,5 @@ def iter_source_files(
                 for why, v in sorted(walk.notable.items())
             ),
         )
-    _check_extras(out, custom)
+    check_extras(out, custom)
     return out

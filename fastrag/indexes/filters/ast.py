@@ -12,13 +12,13 @@ import numpy as np
 
 from fastrag.errors import ConfigError
 
-_KEYWORDS = {"AND", "OR", "NOT", "IN", "NIN", "IS", "NULL", "TRUE", "FALSE", "WHERE", "LIKE"}
+KEYWORDS = {"AND", "OR", "NOT", "IN", "NIN", "IS", "NULL", "TRUE", "FALSE", "WHERE", "LIKE"}
 _IDENT = r"[^\W\d]\w*"
 _IDENT_PATH = re.compile(rf"{_IDENT}(?:\.{_IDENT})*")
 
 
 def _is_keyword_path(name: str) -> bool:
-    return any(part.upper() in _KEYWORDS for part in name.split("."))
+    return any(part.upper() in KEYWORDS for part in name.split("."))
 
 
 class FilterSyntaxError(ConfigError):
@@ -66,7 +66,7 @@ class ExpressionType(str, Enum):
     """String field matches a SQL LIKE pattern (fastrag's; not in Spring AI)."""
 
 
-_COMPARE = {
+COMPARE = {
     ExpressionType.EQ: "==",
     ExpressionType.NE: "!=",
     ExpressionType.GT: ">",
@@ -74,7 +74,7 @@ _COMPARE = {
     ExpressionType.LT: "<",
     ExpressionType.LTE: "<=",
 }
-_COMPARE_BY_TEXT = {v: k for k, v in _COMPARE.items()}
+COMPARE_BY_TEXT = {v: k for k, v in COMPARE.items()}
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,8 @@ class Value:
     def __str__(self) -> str:
         v = self.value
         if isinstance(v, tuple):
-            return "[" + ", ".join(_literal(x) for x in v) + "]"
-        return _literal(v)
+            return "[" + ", ".join(literal_value(x) for x in v) + "]"
+        return literal_value(v)
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,8 @@ class Expression:
 
     def __str__(self) -> str:
         t = self.type
-        if t in _COMPARE:
-            return f"{self.left} {_COMPARE[t]} {self.right}"
+        if t in COMPARE:
+            return f"{self.left} {COMPARE[t]} {self.right}"
         if t is ExpressionType.IN:
             return f"{self.left} IN {self.right}"
         if t is ExpressionType.NIN:
@@ -191,7 +191,7 @@ def _quote(s: str) -> str:
     )
 
 
-def _literal(v: Any) -> str:
+def literal_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):

@@ -13,13 +13,13 @@ import pyarrow.compute as pc
 
 from fastrag.errors import ConfigError
 from fastrag.indexes.filters.ast import (
-    _COMPARE,
+    COMPARE,
     Expression,
     ExpressionType,
     Group,
     Key,
     Value,
-    _literal,
+    literal_value,
 )
 from fastrag.indexes.filters.builder import FilterExpressionBuilder, Op
 from fastrag.indexes.filters.parse import MAX_DEPTH, parse_filter
@@ -166,7 +166,7 @@ class _Compiler:
                     "filter on scalar columns (strings, numbers, booleans, dates)"
                 )
             raise ConfigError(
-                f"type mismatch in filter: field {key.key!r} is {typ} but {_literal(v)} "
+                f"type mismatch in filter: field {key.key!r} is {typ} but {literal_value(v)} "
                 f"(in '{op}') is {_LIT_NAME[lk]}; compare it with {_FIELD_WANTS[kind]}"
             )
         if kind == "temporal":
@@ -231,14 +231,14 @@ class _Compiler:
             if pa.types.is_dictionary(typ):
                 expr = expr.cast(typ.value_type)
             return pc.is_valid(expr) & pc.match_like(expr, v)
-        if t in _COMPARE:
+        if t in COMPARE:
             if isinstance(v, tuple):
                 raise ConfigError(
-                    f"filter '{key.key} {_COMPARE[t]} [...]' compares with a list; use 'in'"
+                    f"filter '{key.key} {COMPARE[t]} [...]' compares with a list; use 'in'"
                 )
             if _kind(typ) == "null":
                 return pc.scalar(False)
-            lit = self.literal(key, typ, v, _COMPARE[t])
+            lit = self.literal(key, typ, v, COMPARE[t])
             if _kind(typ) == "int" and not isinstance(v, bool):
                 exact = _int_comparison(t, v, typ)
                 if isinstance(exact, bool):  # the same answer for every non-null value

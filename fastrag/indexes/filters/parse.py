@@ -9,8 +9,8 @@ from typing import Any
 
 from fastrag.errors import ConfigError
 from fastrag.indexes.filters.ast import (
-    _COMPARE_BY_TEXT,
-    _KEYWORDS,
+    COMPARE_BY_TEXT,
+    KEYWORDS,
     Expression,
     ExpressionType,
     FilterSyntaxError,
@@ -129,7 +129,7 @@ def _tokenize(text: str) -> list[_Tok]:
             toks.append(_Tok("number", tok, i, value))
         elif kind == "ident":
             up = tok.upper()
-            toks.append(_Tok("kw", tok, i, up) if up in _KEYWORDS else _Tok("ident", tok, i, tok))
+            toks.append(_Tok("kw", tok, i, up) if up in KEYWORDS else _Tok("ident", tok, i, tok))
         elif kind == "op":
             toks.append(_Tok("op", tok, i, tok))
         i = m.end()
@@ -239,9 +239,9 @@ class _Parser:
 
     def parse_condition(self, key: Key) -> Expression:
         tok = self.peek()
-        if tok.kind == "op" and tok.value in _COMPARE_BY_TEXT:
+        if tok.kind == "op" and tok.value in COMPARE_BY_TEXT:
             self.take()
-            return Expression(_COMPARE_BY_TEXT[tok.value], key, Value(self.parse_constant()))
+            return Expression(COMPARE_BY_TEXT[tok.value], key, Value(self.parse_constant()))
         if self.is_kw("IN"):
             self.take()
             return Expression(ExpressionType.IN, key, Value(self.parse_list()))
