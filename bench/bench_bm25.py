@@ -47,7 +47,7 @@ from _harness import (
     write_results,
 )
 
-from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.bm25.index import BM25Index
 
 K = 10
 REL = 1e-5
@@ -117,7 +117,7 @@ FRESH_FASTRAG = textwrap.dedent("""
     import time; t0 = time.perf_counter()
     import json, sys
     import numpy as np
-    from fastrag.indexes.bm25 import BM25Index
+    from fastrag.indexes.bm25.index import BM25Index
     d = sys.argv[1]
     meta = json.load(open(d + "/meta.json"))
     arrays = {n: np.load(f"{d}/{n}.npy", mmap_mode="r") for n in meta["arrays"]}

@@ -1,5 +1,5 @@
 """BM25 at 10M documents on one machine (issue 40): a packed index built from a streamed
-corpus with bounded memory (``fastrag.indexes.bm25_stream.build_packed``), opened memory-mapped,
+corpus with bounded memory (``fastrag.indexes.bm25.stream.build_packed``), opened memory-mapped,
 and a batch of 10,000 queries; build time, index bytes, peak RSS and q/s per size.
 
 The corpus is bench/gen_bm25_corpus.py's Zipf law (1M-term vocabulary, s = 1.1, 50-250 tokens
@@ -73,7 +73,7 @@ def _peak_mb() -> float:
 
 
 def phase_build(args) -> dict:
-    from fastrag.indexes.bm25_stream import build_packed
+    from fastrag.indexes.bm25.stream import build_packed
 
     folder = Path(args.dir)
     shutil.rmtree(folder, ignore_errors=True)
@@ -93,10 +93,10 @@ def phase_build(args) -> dict:
 
 
 def phase_query(args) -> dict:
-    from fastrag.indexes.bm25_stream import open_packed
+    from fastrag.indexes.bm25.stream import open_packed
 
     qv, qo = queries(args.queries, args.seed)
-    from fastrag.indexes.bm25 import BM25Index  # noqa: F401 - imports and kernels first
+    from fastrag.indexes.bm25.index import BM25Index  # noqa: F401 - imports and kernels first
     from fastrag.warmup import _bm25_search
 
     _bm25_search(lambda _m: None)
@@ -133,7 +133,7 @@ def phase_query(args) -> dict:
 
 
 def phase_growth(args) -> dict:
-    from fastrag.indexes.bm25_stream import open_packed
+    from fastrag.indexes.bm25.stream import open_packed
 
     qv, qo = queries(args.queries, args.seed)
     from fastrag.warmup import _bm25_search
@@ -163,8 +163,8 @@ def phase_growth(args) -> dict:
 def phase_paired(args) -> dict:
     """Warm search of the packed index (blocks decoded as reached) against the same postings
     fully decoded into a plain in-memory index: what decoding on demand costs once warm."""
-    from fastrag.indexes.bm25 import BM25Index
-    from fastrag.indexes.bm25_stream import open_packed
+    from fastrag.indexes.bm25.index import BM25Index
+    from fastrag.indexes.bm25.stream import open_packed
     from fastrag.warmup import _bm25_search
 
     qv, qo = queries(args.queries, args.seed)

@@ -68,7 +68,7 @@ from _harness import RESULTS_DIR, WORK_DIR, machine_info, markdown_table, median
 from bench_bm25 import as_lists, bm25s_nbytes, log, timed, verify
 
 import fastrag
-from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.bm25.index import BM25Index
 from fastrag.warmup import _bm25_rank
 
 K = 10

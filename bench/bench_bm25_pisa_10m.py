@@ -200,7 +200,7 @@ def phase_compare(args) -> dict:
     import pyterrier_pisa as pp
     from bench_bm25_pisa import overlap, pisa_core, pisa_queries, pisa_top
 
-    from fastrag.indexes.bm25_stream import open_packed
+    from fastrag.indexes.bm25.stream import open_packed
     from fastrag.warmup import _bm25_search
 
     qv, qo = b10.queries(args.queries, args.seed)

@@ -37,7 +37,7 @@ from fastrag.datasets import load_cmrc2018_dev
 from fastrag.errors import ConfigError
 from fastrag.eval.loaders import squad_questions
 from fastrag.eval.metrics import context_recall, context_relevance
-from fastrag.indexes.bm25 import RANK_MIN_DOCS, BM25Index
+from fastrag.indexes.bm25.index import RANK_MIN_DOCS, BM25Index
 from fastrag.indexes.flat import FlatIndex
 from fastrag.indexes.hnsw import HNSWIndex, check_index_file
 from fastrag.indexes.int8 import Int8Corpus, int8_format

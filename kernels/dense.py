@@ -369,11 +369,12 @@ def _lanes8_dot2(typingctx, q, x, y):
     return types.UniTuple(types.float64, 2)(q, x, y), codegen
 
 
-def _scalar_lanes8_dot2(q, x, y):
-    """:func:`_lanes8_dot2` for rows of any layout (the same sums, scalar)."""
+def _lanes8_sums(q, x, y):
+    """The lane sums of :func:`fixed_dot2`: :func:`_lanes8_dot2` for C-contiguous float32
+    rows, a scalar loop in the same order for any other rows."""
 
 
-@overload(_scalar_lanes8_dot2)
+@overload(_lanes8_sums)
 def _lanes8_dot2_any(q, x, y):
     if all(isinstance(a, types.Array) and a.layout == "C" for a in (q, x, y)) and all(
         a.dtype == types.float32 for a in (q, x, y)
@@ -401,7 +402,7 @@ def fixed_dot2(q, x, y):
     float32 values are exact in float64, so ``fixed_dot2(x, q, y)[0]`` equals
     ``fixed_dot2(q, x, y)[0]`` bit for bit."""
     dim = q.shape[0]
-    sa, sb = _scalar_lanes8_dot2(q, x, y)
+    sa, sb = _lanes8_sums(q, x, y)
     ta = 0.0
     tb = 0.0
     for d in range(dim // 8 * 8, dim):

@@ -1,5 +1,5 @@
 """First run of a fresh install: kernels compile in a background process while BM25 answers on
-its NumPy path (fastrag._coldstart, fastrag.indexes.bm25_numpy), with the kernels' results."""
+its NumPy path (fastrag._coldstart, fastrag.indexes.bm25.numpy_path), with the kernels' results."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import pytest
 import fastrag._coldstart as cs
 import fastrag.analysis.chinese as chinese
 import fastrag.analysis.cjk as cjk
-import fastrag.indexes.bm25 as mb
+import fastrag.indexes.bm25.index as mb
 from fastrag.analysis import get_analyzer
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.errors import ConfigError
 from fastrag.eval.loaders import squad_questions
-from fastrag.indexes.bm25 import BM25_METHODS, BM25Index
+from fastrag.indexes.bm25.index import BM25_METHODS, BM25Index
 
 ROOT = Path(__file__).resolve().parents[1]
 

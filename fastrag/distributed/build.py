@@ -33,7 +33,7 @@ from fastrag.distributed.segment import BM25_PARAMS, IndexSpec, build_segment, s
 from fastrag.documents.building import transform_from_spec
 from fastrag.documents.document import Document
 from fastrag.errors import ConfigError
-from fastrag.indexes.bm25_args import check_bm25_params
+from fastrag.indexes.bm25.args import check_bm25_params
 
 ROOT_COLUMNS = ["id", "text", "metadata"]
 

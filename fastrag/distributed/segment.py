@@ -28,9 +28,9 @@ from fastrag.documents.document import Document
 from fastrag.documents.indexes import params_key
 from fastrag.errors import FastragError, StoreError, StoreWarning
 from fastrag.indexes.base import Hits
-from fastrag.indexes.bm25 import BM25Index
-from fastrag.indexes.bm25_packed import POSTINGS, checked_postings, encode_corpus, postings_meta
-from fastrag.indexes.bm25_stats import BM25Stats
+from fastrag.indexes.bm25.index import BM25Index
+from fastrag.indexes.bm25.packed import POSTINGS, checked_postings, encode_corpus, postings_meta
+from fastrag.indexes.bm25.stats import BM25Stats
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
 from fastrag.retrieval.retriever import Retriever
 from fastrag.retrieval.similarity import get_similarity

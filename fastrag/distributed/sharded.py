@@ -61,7 +61,7 @@ from fastrag.documents.document import Document
 from fastrag.documents.embedding import embed_query_vectors
 from fastrag.errors import ConfigError
 from fastrag.indexes.base import Hits
-from fastrag.indexes.bm25_stats import BM25Stats
+from fastrag.indexes.bm25.stats import BM25Stats
 from fastrag.retrieval.args import check_queries
 from fastrag.retrieval.merge import merge_hits
 from fastrag.retrieval.similarity import get_similarity

@@ -27,9 +27,9 @@ from fastrag.documents.sources import SOURCE_SCHEMA
 from fastrag.documents.store import Store
 from fastrag.documents.storecheck import manifest_problems
 from fastrag.errors import StoreError
-from fastrag.indexes.bm25 import BM25Index
-from fastrag.indexes.bm25_packed import checked_postings
-from fastrag.indexes.bm25_stats import BM25Stats
+from fastrag.indexes.bm25.index import BM25Index
+from fastrag.indexes.bm25.packed import checked_postings
+from fastrag.indexes.bm25.stats import BM25Stats
 from fastrag.indexes.vocab import decode_vocab
 from fastrag.schema import GROUP_SCHEMA
 

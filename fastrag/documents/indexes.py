@@ -27,8 +27,8 @@ from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.documents.embedding import check_vectors, embedder_name, to_numpy, vector_schema
 from fastrag.documents.labels import LabelledIndex, hnsw_label_problem, label_rows
 from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
-from fastrag.indexes.bm25 import BM25Index
-from fastrag.indexes.bm25_stored import PACKED_NAMES
+from fastrag.indexes.bm25.index import BM25Index
+from fastrag.indexes.bm25.stored import PACKED_NAMES
 from fastrag.indexes.sparse import SparseIndex, sparse_column
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
 from fastrag.schema import EMBEDDING_PREFIX

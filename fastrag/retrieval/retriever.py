@@ -21,7 +21,7 @@ from fastrag.documents.group import NodeGroup, full_metadata_json
 from fastrag.embeddings.local import default_embedding
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.base import Hits
-from fastrag.indexes.bm25_args import check_bm25_params
+from fastrag.indexes.bm25.args import check_bm25_params
 from fastrag.indexes.filters import filter_mask
 from fastrag.retrieval.args import (
     HIT_COLUMNS,

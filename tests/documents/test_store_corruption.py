@@ -241,7 +241,7 @@ def test_a_tf_code_changed_is_caught_by_its_chunk(tmp_path, monkeypatch):
     assert head == "64" and len(digests) == 16 * -(-entry["files"]["words.npy"]["size"] // 64)
     monkeypatch.setattr(store_mod, "VERIFY_BELOW", 0)
     arrays, meta = Store(st).read_arrays(key)
-    from fastrag.indexes.bm25 import BM25Index
+    from fastrag.indexes.bm25.index import BM25Index
 
     def loaded():
         s2 = Store(st)

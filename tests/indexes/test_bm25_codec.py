@@ -10,7 +10,7 @@ from fastrag._kernels import bm25_codec as kc
 
 from fastrag.analysis import tokenize_corpus
 from fastrag.datasets import load_cmrc2018_dev
-from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.bm25.index import BM25Index
 
 
 def _csr(lists: list[tuple[list[int], list[int]]]):

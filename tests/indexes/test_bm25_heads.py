@@ -16,8 +16,8 @@ import threading
 import numpy as np
 import pytest
 
-import fastrag.indexes.bm25 as bm25_mod
-from fastrag.indexes.bm25 import BM25Index
+import fastrag.indexes.bm25.index as bm25_mod
+from fastrag.indexes.bm25.index import BM25Index
 
 N_DOCS = 30_000
 N_VOCAB = 3_000

@@ -11,8 +11,8 @@ import pytest
 from reference import BM25Reference
 
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes.bm25 import BM25_METHODS, NO_LAZY, SEARCH_STRATEGIES, BM25Index
-from fastrag.indexes.bm25_stats import BM25Stats
+from fastrag.indexes.bm25.index import BM25_METHODS, NO_LAZY, SEARCH_STRATEGIES, BM25Index
+from fastrag.indexes.bm25.stats import BM25Stats
 
 REL = 1e-5
 CMRC = Path(__file__).resolve().parents[3] / "shared" / "data" / "cmrc2018_dev.json"

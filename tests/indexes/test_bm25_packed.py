@@ -1,4 +1,4 @@
-"""Packed BM25 indexes (``to_arrays(packed=True)``, fastrag/indexes/bm25_packed.py): the same
+"""Packed BM25 indexes (``to_arrays(packed=True)``, fastrag/indexes/bm25/packed.py): the same
 scores bit for bit, postings decoded block by block as searches reach them, damage refused."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from fastrag.analysis import tokenize_corpus
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes.bm25 import BM25Index
-from fastrag.indexes.bm25_stats import BM25Stats
+from fastrag.indexes.bm25.index import BM25Index
+from fastrag.indexes.bm25.stats import BM25Stats
 
 METHODS = ["lucene", "robertson", "atire", "bm25l", "bm25+"]
 
@@ -245,7 +245,7 @@ def test_damaged_blocks_are_refused_before_a_search_reads_them():
 
 
 def test_from_postings_rejects_a_bad_term_map():
-    from fastrag.indexes.bm25_packed import encode_corpus
+    from fastrag.indexes.bm25.packed import encode_corpus
 
     values, offsets, n_vocab = _zipf(300, 500)
     post = encode_corpus(values, offsets, n_vocab)

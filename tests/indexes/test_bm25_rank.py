@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from fastrag._kernels import bm25_heads as kb
 
-import fastrag.indexes.bm25 as bm25_mod
+import fastrag.indexes.bm25.index as bm25_mod
 from fastrag.errors import StoreError
-from fastrag.indexes.bm25 import BM25Index
+from fastrag.indexes.bm25.index import BM25Index
 
 N_DOCS = 30_000  # above _DENSE_MAX_DOCS: `auto` prunes (maxscore)
 N_VOCAB = 3_000

@@ -1,4 +1,4 @@
-"""Packed BM25 indexes built from streamed chunks (fastrag/indexes/bm25_stream.py): the same
+"""Packed BM25 indexes built from streamed chunks (fastrag/indexes/bm25/stream.py): the same
 files as packing the whole corpus's index, nothing half-written on failure."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from fastrag.errors import ConfigError
-from fastrag.indexes.bm25 import BM25Index
-from fastrag.indexes.bm25_stream import build_packed, open_packed
+from fastrag.indexes.bm25.index import BM25Index
+from fastrag.indexes.bm25.stream import build_packed, open_packed
 
 
 def _zipf(n_docs=3000, n_vocab=8000, seed=2):

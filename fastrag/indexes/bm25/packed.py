@@ -18,8 +18,8 @@ from fastrag._checks import readonly
 from fastrag._kernels import bm25_build as kb
 from fastrag._kernels import bm25_codec
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes.bm25_args import check_corpus, raise_bad_token
-from fastrag.indexes.bm25_stored import FORMAT_PACKED, checked_arrays
+from fastrag.indexes.bm25.args import check_corpus, raise_bad_token
+from fastrag.indexes.bm25.stored import FORMAT_PACKED, checked_arrays
 
 _PROBLEMS = {  # the problem codes of ``bm25_codec.decode_terms``
     1: "do not decode to their skip entries",

@@ -1,6 +1,6 @@
 """Saving and restoring a :class:`~fastrag.indexes.bm25.BM25Index`: its arrays unpacked
 (``fastrag.bm25/1``: an int32 doc id and a float32 weight per posting) or packed
-(``fastrag.bm25/2``, :mod:`fastrag.indexes.bm25_packed`), and its meta."""
+(``fastrag.bm25/2``, :mod:`fastrag.indexes.bm25.packed`), and its meta."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import numpy as np
 from fastrag._checks import readonly
 from fastrag._kernels import bm25_build, bm25_codec
 from fastrag.errors import ConfigError
-from fastrag.indexes.bm25_args import check_method, check_params
-from fastrag.indexes.bm25_packed import PackedPostings, Weighing, raise_problem, remap
-from fastrag.indexes.bm25_stats import BM25Stats, check_stats
-from fastrag.indexes.bm25_stored import FORMAT, FORMAT_PACKED, PACKED_NAMES, checked_arrays
+from fastrag.indexes.bm25.args import check_method, check_params
+from fastrag.indexes.bm25.packed import PackedPostings, Weighing, raise_problem, remap
+from fastrag.indexes.bm25.stats import BM25Stats, check_stats
+from fastrag.indexes.bm25.stored import FORMAT, FORMAT_PACKED, PACKED_NAMES, checked_arrays
 
 
 class BM25Persistence:

@@ -11,8 +11,8 @@ import numpy as np
 from fastrag._coldstart import kernels_ready
 from fastrag._kernels import bm25_build
 from fastrag.errors import ConfigError
-from fastrag.indexes import bm25_numpy
-from fastrag.indexes.bm25_args import check_corpus, raise_bad_token
+from fastrag.indexes.bm25 import numpy_path as bm25_numpy
+from fastrag.indexes.bm25.args import check_corpus, raise_bad_token
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,10 +22,10 @@ import numpy as np
 from fastrag._kernels import bm25_build as kb
 from fastrag._kernels import bm25_codec as kc
 from fastrag.errors import ConfigError
-from fastrag.indexes.bm25 import BM25Index
-from fastrag.indexes.bm25_args import INT32_MAX, check_corpus, check_method, check_params
-from fastrag.indexes.bm25_stats import BM25Stats
-from fastrag.indexes.bm25_stored import FORMAT_PACKED
+from fastrag.indexes.bm25.args import INT32_MAX, check_corpus, check_method, check_params
+from fastrag.indexes.bm25.index import BM25Index
+from fastrag.indexes.bm25.stats import BM25Stats
+from fastrag.indexes.bm25.stored import FORMAT_PACKED
 
 # Postings merged (and encoded) per window: 8 bytes each gathered, plus their weights.
 MERGE_POSTINGS = 1 << 25

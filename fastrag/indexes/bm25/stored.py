@@ -10,7 +10,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes.bm25_args import BM25_METHODS, check_params
+from fastrag.indexes.bm25.args import BM25_METHODS, check_params
 
 FORMAT = "fastrag.bm25/1"
 # Postings in the block codec of ``fastrag._kernels.bm25_codec`` (doc-id gaps and tf codes,

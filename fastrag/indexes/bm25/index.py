@@ -3,7 +3,7 @@
 A :class:`BM25Index` holds precomputed float32 BM25 weights in term-major CSC arrays
 (``indptr``, ``indices``, ``data``) plus a per-term upper bound (``term_max``) used to prune
 work that cannot change the top-k. Results are exact and identical to a dense evaluation.
-Saved packed (:meth:`to_arrays` with ``packed=True``, :mod:`fastrag.indexes.bm25_packed`), an
+Saved packed (:meth:`to_arrays` with ``packed=True``, :mod:`fastrag.indexes.bm25.packed`), an
 index takes 1.3-1.7 bytes per posting and reopens without reading its postings: the search
 kernels decode into these arrays the 128-posting blocks they reach (``fastrag._kernels.
 bm25_lazy``), so a term looked up for a few documents costs a few blocks.
@@ -17,10 +17,10 @@ the vocabulary; a token repeated in the query counts once per occurrence (its we
 twice for two occurrences). For ``bm25l``/``bm25+`` every document also receives each query
 token's tf = 0 weight, exactly as bm25s adds its "non-occurrence" array.
 
-:class:`BM25Stats` lives in :mod:`fastrag.indexes.bm25_stats`, the argument checks in
-:mod:`fastrag.indexes.bm25_args`, the checks of a loaded index in
-:mod:`fastrag.indexes.bm25_stored`, the NumPy twin of the kernels (used while they compile) in
-:mod:`fastrag.indexes.bm25_numpy`.
+:class:`BM25Stats` lives in :mod:`fastrag.indexes.bm25.stats`, the argument checks in
+:mod:`fastrag.indexes.bm25.args`, the checks of a loaded index in
+:mod:`fastrag.indexes.bm25.stored`, the NumPy twin of the kernels (used while they compile) in
+:mod:`fastrag.indexes.bm25.numpy_path`.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from fastrag._coldstart import kernels_ready
 from fastrag._kernels import bm25_build, bm25_heads, bm25_search
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes import bm25_numpy
-from fastrag.indexes.bm25_args import (
+from fastrag.indexes.bm25 import numpy_path as bm25_numpy
+from fastrag.indexes.bm25.args import (
     BM25_METHODS,
     INT32_MAX,
     SEARCH_STRATEGIES,
@@ -54,10 +54,10 @@ from fastrag.indexes.bm25_args import (
     raise_query_error,
     strategy_code,
 )
-from fastrag.indexes.bm25_packed import PackedPostings, no_lazy, raise_problem
-from fastrag.indexes.bm25_persist import BM25Persistence
-from fastrag.indexes.bm25_stats import BM25Stats, check_stats, document_frequencies
-from fastrag.indexes.bm25_stored import check_postings
+from fastrag.indexes.bm25.packed import PackedPostings, no_lazy, raise_problem
+from fastrag.indexes.bm25.persist import BM25Persistence
+from fastrag.indexes.bm25.stats import BM25Stats, check_stats, document_frequencies
+from fastrag.indexes.bm25.stored import check_postings
 
 # Rank directories (see ``fastrag._kernels.bm25_heads.build_rank_rows``): for the terms in at
 # least 1/RANK_DF_DIVISOR of the documents of an index of at least RANK_MIN_DOCS documents,
