@@ -535,6 +535,7 @@ def rescore_by_row(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s
         starts[q + 1] += starts[q]
     total = starts[n_q]
     rows = np.empty(total, np.int64)
+    owner = np.empty(total, np.int32)  # the query of each pair
     for q in prange(n_q):
         if over[q]:
             continue
@@ -544,6 +545,7 @@ def rescore_by_row(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s
             for j in range(n_cand[w, q]):
                 if cand_s[w, q, j] >= low:
                     rows[p] = cand_r[w, q, j]
+                    owner[p] = q
                     p += 1
     fill = np.zeros(vectors.shape[0] + 1, np.int64)
     for p in range(total):
@@ -556,10 +558,6 @@ def rescore_by_row(vectors, queries, low_s, cand_s, cand_r, n_cand, over, heap_s
             r = rows[p]
             pair[fill[r]] = p
             fill[r] += 1
-    owner = np.empty(total, np.int32)
-    for q in prange(n_q):
-        for p in range(starts[q], starts[q + 1]):
-            owner[p] = q
     scores = np.empty(total, np.float32)
     n_seg = max(1, min(total // 4096, 256))
     for g in prange(n_seg):

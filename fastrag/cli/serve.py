@@ -34,6 +34,11 @@ _FROM_ENV = {"llm_base_url": "FASTRAG_LLM_BASE_URL", "llm_model": "FASTRAG_LLM_M
 _TYPES = {"int": int, "float": float, "str": str}
 
 
+def _flag(name: str, prefix: str = "--") -> str:
+    """The command-line flag of field ``name`` (``--batch-window-ms``; ``prefix="--no-"``)."""
+    return prefix + name.replace("_", "-")
+
+
 def add_config_flags(p: argparse.ArgumentParser) -> None:
     """One flag per :class:`ServeConfig` field (``--batch-window-ms`` for ``batch_window_ms``;
     a field that defaults to True is turned off by ``--no-<name>``), its type, default and
@@ -41,25 +46,24 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(ServeConfig):
         if f.name in _NOT_FLAGS:
             continue
-        flag = "--" + f.name.replace("_", "-")
         help_text = f.metadata["help"]
         if f.type == "bool":
             if f.default:
                 p.add_argument(
-                    "--no-" + f.name.replace("_", "-"),
+                    _flag(f.name, "--no-"),
                     dest=f.name,
                     action="store_false",
                     help=f"do not {help_text[0].lower()}{help_text[1:]}",
                 )
             else:
-                p.add_argument(flag, action="store_true", help=help_text)
+                p.add_argument(_flag(f.name), action="store_true", help=help_text)
             continue
         kind = _TYPES[f.type.removesuffix(" | None")]
         shown = f" (default {f.default})" if f.default is not None else ""
         if "default" in help_text or f.name in _FROM_ENV:
             shown = ""
         p.add_argument(
-            flag,
+            _flag(f.name),
             type=kind,
             default=f.default,
             metavar=f.metadata.get("metavar"),
@@ -93,17 +97,14 @@ def serve_config_of(args: argparse.Namespace) -> ServeConfig:
         raise UsageError(
             f"--api-key-env {args.api_key_env}: that environment variable is not set or empty"
         )
+    flags = {}
     for f in dataclasses.fields(ServeConfig):
+        if f.name in _NOT_FLAGS or f.name in _FROM_ENV:
+            continue
+        value = flags[f.name] = getattr(args, f.name)
         least = f.metadata.get("minimum")
-        value = getattr(args, f.name, None)
         if least is not None and value is not None and value < least:
-            flag = "--" + f.name.replace("_", "-")
-            raise UsageError(f"{flag} {value}: must be at least {least}")
-    flags = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(ServeConfig)
-        if f.name not in _NOT_FLAGS and f.name not in _FROM_ENV
-    }
+            raise UsageError(f"{_flag(f.name)} {value}: must be at least {least}")
     return ServeConfig(
         store=str(store.resolve()), llm_base_url=base or None, llm_model=model or None, **flags
     )
