@@ -293,7 +293,7 @@ class Segment:
         k = min(k, self.size())
         if mask is not None and not mask.any():
             return empty_hits(n_q, k)
-        return self.index.search(
+        return self.index.search_csr(
             q_values, q_offsets, k, mask=mask, cutoff=cutoff, num_threads=num_threads
         )
 

@@ -431,7 +431,7 @@ class Retriever:
         for attempt in (0, 1):
             q_values, q_offsets = encode_queries(queries, analyzer, vocab)
             try:
-                return index.search(
+                return index.search_csr(
                     q_values, q_offsets, k, mask=mask, cutoff=cutoff, num_threads=self.num_threads
                 )
             except StoreError as exc:  # a stored index whose postings proved damaged
