@@ -46,7 +46,7 @@ from _harness import (
     median,
     write_results,
 )
-from fastrag._kernels.bm25_codec import BLOCK, decode_block
+from fastrag._kernels.bm25.codec import BLOCK, decode_block
 from numba import njit
 
 K = 10

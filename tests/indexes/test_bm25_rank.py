@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 import pytest
-from fastrag._kernels import bm25_heads as kb
+from fastrag._kernels.bm25 import heads as kb
 
 import fastrag.indexes.bm25.index as bm25_mod
 from fastrag.errors import StoreError

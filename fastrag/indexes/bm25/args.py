@@ -11,7 +11,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._kernels import bm25_search
+from fastrag._kernels.bm25 import search as bm25_search
 from fastrag.errors import ConfigError
 
 BM25_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -19,7 +19,7 @@ BM25_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+
 
 SEARCH_STRATEGIES: tuple[str, ...] = ("auto", "maxscore", "touched", "dense")
 """Exact scoring strategies (same results); ``auto`` picks per query, the others are forced
-choices for benchmarks (see ``fastrag._kernels.bm25_search``)."""
+choices for benchmarks (see ``fastrag._kernels.bm25.search``)."""
 
 _STRATEGY_CODES = {
     "auto": bm25_search.STRATEGY_AUTO,

@@ -33,8 +33,10 @@ import numpy as np
 
 from fastrag._checks import readonly
 from fastrag._coldstart import kernels_ready
-from fastrag._kernels import bm25_build, bm25_heads, bm25_search
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
+from fastrag._kernels.bm25 import build as bm25_build
+from fastrag._kernels.bm25 import heads as bm25_heads
+from fastrag._kernels.bm25 import search as bm25_search
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.base import (
     Hits,
@@ -64,13 +66,13 @@ from fastrag.indexes.bm25.persist import BM25Persistence
 from fastrag.indexes.bm25.stats import BM25Stats, check_stats, document_frequencies
 from fastrag.indexes.bm25.stored import check_postings
 
-# Rank directories (see ``fastrag._kernels.bm25_heads.build_rank_rows``): for the terms in at
+# Rank directories (see ``fastrag._kernels.bm25.heads.build_rank_rows``): for the terms in at
 # least 1/RANK_DF_DIVISOR of the documents of an index of at least RANK_MIN_DOCS documents,
 # built on the first query that needs one. 16 bytes per 64 documents per term: at most
 # RANK_DF_DIVISOR / 32 of the size of the term's own postings (8 bytes each), half at 16.
 RANK_MIN_DOCS = 1 << 16
 RANK_DF_DIVISOR = 16
-# Impact heads (see ``fastrag._kernels.bm25_heads.build_head_rows``): the same terms also keep
+# Impact heads (see ``fastrag._kernels.bm25.heads.build_head_rows``): the same terms also keep
 # their heaviest max(HEAD_MIN, df // HEAD_DF_DIVISOR) postings, heaviest first (8 bytes each:
 # 1/32 of the term's postings), so that a query whose bar already excludes the other postings
 # admits new rows from the head alone instead of reading the whole list.
