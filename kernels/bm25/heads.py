@@ -424,32 +424,7 @@ def _head_seed_body(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def plan_head(
-    lz,
-    indptr,
-    indices,
-    data,
-    o_terms,
-    o_mult,
-    m,
-    oi,
-    rest,
-    base,
-    head_ptr,
-    head_doc,
-    head_w,
-    mask,
-    has_mask,
-    rank_slot,
-    rank_dir,
-    top_s,
-    theta,
-    theta_floor,
-    theta_seed,
-    theta_head,
-    heap_s,
-    n_heap,
-    k_eff,
-    n_docs,
+    postings, query, oi, base, heads, mask, has_mask, top_s, bars, heap_s, n_heap, k_eff, n_docs
 ):
     """Whether term ``o_terms[oi]`` (it has an impact head) admits new rows from its head
     alone: whether every posting outside the head is too light to lift a new row to the bar
@@ -463,6 +438,10 @@ def plan_head(
     Returns ``(use_head, stop, j0, j1, rest_b, theta, theta_head)``: the head's entries
     ``[j0, j1)``, the later terms' bounds plus the base, the raised bars, and ``stop`` when no
     untouched row can reach the top-k any more (``use_head`` is then False)."""
+    lz, indptr, indices, data = postings
+    o_terms, o_mult, rest, m = query
+    rank_slot, rank_dir, head_ptr, head_doc, head_w = heads
+    theta, theta_floor, theta_seed, theta_head = bars
     w_mult = o_mult[oi]
     slot = rank_slot[o_terms[oi]]
     j0 = head_ptr[slot]

@@ -548,37 +548,30 @@ def _candidates_term(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def search_pruned(
-    lz,
-    indptr,
-    indices,
-    data,
-    o_terms,
-    o_mult,
-    rest,
-    m,
+    postings,
+    query,
     maxscore,
     mask,
     has_mask,
     theta_floor,
-    acc,
-    pos,
-    touched,
-    heap_s,
-    heap_d,
+    scratch,
+    heap,
     k_eff,
     base,
-    base32,
     has_rank,
-    rank_slot,
-    rank_dir,
-    head_ptr,
-    head_doc,
-    head_w,
+    heads,
 ):
     """The ``touched`` strategy, or ``maxscore`` when ``maxscore`` is True, over the ``m``
     query terms ``o_terms`` (decreasing upper bound, with multiplicities ``o_mult``;
     ``rest[i]``: the sum of the bounds of terms ``i..``) into the empty heap
-    ``heap_s``/``heap_d``. Returns the heap size; ``acc`` is all zero again."""
+    ``heap_s``/``heap_d``. Returns the heap size; ``acc`` is all zero again. The tuples are
+    those of :mod:`.search` (``query = (o_terms, o_mult, rest, m)``)."""
+    lz, indptr, indices, data = postings
+    o_terms, o_mult, rest, m = query
+    acc, pos, touched = scratch
+    heap_s, heap_d = heap
+    rank_slot, rank_dir, head_ptr, head_doc, head_w = heads
+    base32 = np.float32(base)
     n_heap = np.int64(0)
     seeding = maxscore and k_eff <= _SEED_MAX_K
     n_seed_cap = 4 * k_eff if seeding else 1
@@ -611,28 +604,15 @@ def search_pruned(
         use_head = False
         if has_heads and not stopped and rank_slot[t] >= 0:
             use_head, stopped, j0, j1, rest_b, theta, theta_head = plan_head(
-                lz,
-                indptr,
-                indices,
-                data,
-                o_terms,
-                o_mult,
-                m,
+                postings,
+                query,
                 oi,
-                rest,
                 base,
-                head_ptr,
-                head_doc,
-                head_w,
+                heads,
                 mask,
                 has_mask,
-                rank_slot,
-                rank_dir,
                 top_s,
-                theta,
-                theta_floor,
-                theta_seed,
-                theta_head,
+                (theta, theta_floor, theta_seed, theta_head),
                 heap_s,
                 n_heap,
                 k_eff,

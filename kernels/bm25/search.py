@@ -31,6 +31,18 @@ Scoring strategies (``STRATEGY_*``; all exact, same results):
 
 Every document's score is summed in the same term order, so equal documents get bit-equal
 scores and ties fall back to row order.
+
+The kernels take their arrays in tuples, unpacked on their first line:
+
+* ``ix = (lz, indptr, indices, data, term_max, base_weights)``: the index (``lz``: the lazy
+  decoding state of a packed index, :mod:`.lazy`); ``postings`` is its first four.
+* ``heads = (rank_slot, rank_dir, head_ptr, head_doc, head_w)``: rank directories and impact
+  heads (:mod:`.heads`; empty arrays for none).
+* ``flt = (mask, has_mask, cutoff, has_cutoff)``: which rows and scores a hit may have.
+* ``scratch = (acc, pos, touched)``: float32 ``[n_docs]`` all 0, int32 ``[n_docs]`` all -1,
+  int32 ``[n_docs + 1]``; a batch kernel's parallel twin takes one row per slot.
+* ``heap = (heap_s, heap_d)``: ``[>= min(k, n_docs)]``; ``queries = (q_values, q_offsets)``;
+  ``out = (rows, scores, counts)``.
 """
 
 from __future__ import annotations
@@ -134,25 +146,12 @@ def _order_terms(terms, mult, ub, m):
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _search_dense(
-    lz,
-    indptr,
-    indices,
-    data,
-    o_terms,
-    o_mult,
-    m,
-    mask,
-    has_mask,
-    acc,
-    pos,
-    heap_s,
-    heap_d,
-    k_eff,
-    base,
-):
+def _search_dense(postings, o_terms, o_mult, m, mask, has_mask, scratch, heap, k_eff, base):
     """The ``dense`` strategy: every posting of the ``m`` terms into ``acc``, then one scan of
     all rows into the empty heap. Returns the heap size; ``acc`` is all zero again."""
+    lz, indptr, indices, data = postings
+    acc, pos, _ = scratch
+    heap_s, heap_d = heap
     n_docs = acc.shape[0]
     base32 = np.float32(base)
     for oi in range(m):
@@ -190,45 +189,20 @@ def _write_hits(heap_s, heap_d, pos, n_heap, cutoff, has_cutoff, out_rows, out_s
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def search_one(
-    indptr,
-    indices,
-    data,
-    term_max,
-    base_weights,
-    q_terms,
-    k,
-    mask,
-    has_mask,
-    cutoff,
-    has_cutoff,
-    strategy,
-    acc,
-    pos,
-    touched,
-    heap_s,
-    heap_d,
-    out_rows,
-    out_scores,
-    rank_slot,
-    rank_dir,
-    head_ptr,
-    head_doc,
-    head_w,
-    lz,
-):
+def search_one(ix, heads, q_terms, k, flt, strategy, scratch, heap, out_rows, out_scores):
     """Exact top-``k`` of one query. Returns the number of hits written to ``out_rows`` /
     ``out_scores`` (best first, ties by row; the rest padded with -1 / -inf).
 
     A hit is a row whose query terms add a positive weight (it contains at least one query
     term with a positive weight), with ``mask[row]`` True when ``has_mask`` and a score
     ``>= cutoff`` when ``has_cutoff``. Query token ids repeat: each occurrence counts, as in
-    bm25s. Scratch: ``acc`` float32 ``[n_docs]`` all 0, ``pos`` int32 ``[n_docs]`` all -1,
-    ``touched`` int32 ``[n_docs + 1]``, ``heap_s``/``heap_d`` ``[>= min(k, n_docs)]``; ``acc`` and
-    ``pos`` are restored before returning. ``rank_slot`` (int32 ``[n_vocab]``, or empty for
-    none): the row of ``rank_dir`` holding a term's rank directory, -1 where it has none; slot
-    ``s`` also has the impact head ``head_doc``/``head_w[head_ptr[s]:head_ptr[s + 1]]`` (see
-    :func:`.heads.build_head_rows`; empty arrays for none)."""
+    bm25s. The tuples are described in the module docstring; ``acc`` and ``pos`` are restored
+    before returning."""
+    lz, indptr, indices, data, term_max, base_weights = ix
+    rank_slot, rank_dir, head_ptr, head_doc, head_w = heads
+    mask, has_mask, cutoff, has_cutoff = flt
+    acc, pos, _ = scratch
+    heap_s, heap_d = heap
     n_docs = acc.shape[0]
     k_eff = min(k, n_docs)
     terms, mult, ub, m, base = _query_terms(indptr, term_max, base_weights, q_terms)
@@ -243,52 +217,25 @@ def search_one(
     n_heap = 0
     if m > 0 and k_eff > 0:
         o_terms, o_mult, rest = _order_terms(terms, mult, ub, m)
+        postings = (lz, indptr, indices, data)
         if strategy == STRATEGY_DENSE:
             n_heap = _search_dense(
-                lz,
-                indptr,
-                indices,
-                data,
-                o_terms,
-                o_mult,
-                m,
-                mask,
-                has_mask,
-                acc,
-                pos,
-                heap_s,
-                heap_d,
-                k_eff,
-                base,
+                postings, o_terms, o_mult, m, mask, has_mask, scratch, heap, k_eff, base
             )
         else:
             n_heap = search_pruned(
-                lz,
-                indptr,
-                indices,
-                data,
-                o_terms,
-                o_mult,
-                rest,
-                m,
+                postings,
+                (o_terms, o_mult, rest, m),
                 strategy == STRATEGY_MAXSCORE,
                 mask,
                 has_mask,
                 theta_floor,
-                acc,
-                pos,
-                touched,
-                heap_s,
-                heap_d,
+                scratch,
+                heap,
                 k_eff,
                 base,
-                np.float32(base),
                 has_rank,
-                rank_slot,
-                rank_dir,
-                head_ptr,
-                head_doc,
-                head_w,
+                heads,
             )
     return _write_hits(heap_s, heap_d, pos, n_heap, cutoff, has_cutoff, out_rows, out_scores)
 
@@ -316,105 +263,48 @@ def check_queries(q_values, q_offsets, n_vocab):
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def search_batch_serial(
-    indptr,
-    indices,
-    data,
-    term_max,
-    base_weights,
-    q_values,
-    q_offsets,
-    k,
-    mask,
-    has_mask,
-    cutoff,
-    has_cutoff,
-    strategy,
-    acc,
-    pos,
-    touched,
-    out_rows,
-    out_scores,
-    out_counts,
-    rank_slot,
-    rank_dir,
-    head_ptr,
-    head_doc,
-    head_w,
-    lz,
-):
+def _search_run(ix, heads, queries, k, flt, strategy, scratch, heap, q0, q1, out):
+    """:func:`search_one` for queries ``q0..q1-1`` of the batch ``queries``, into ``out``: the
+    body both batch kernels share."""
+    q_values, q_offsets = queries
+    out_rows, out_scores, out_counts = out
+    for qi in range(q0, q1):
+        q = q_values[q_offsets[qi] : q_offsets[qi + 1]]
+        out_counts[qi] = search_one(
+            ix, heads, q, k, flt, strategy, scratch, heap, out_rows[qi], out_scores[qi]
+        )
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def search_batch_serial(ix, heads, queries, k, flt, strategy, scratch, out):
     """:func:`search_one` for each query ``q_values[q_offsets[i]:q_offsets[i+1]]`` in turn,
     reusing the caller's scratch (``acc`` zeros and ``pos`` -1, ``[n_docs]``; ``touched``
     ``[n_docs + 1]``). Returns :func:`check_queries`'s code; nothing is scored unless -1."""
-    code = check_queries(q_values, q_offsets, term_max.shape[0])
+    q_values, q_offsets = queries
+    code = check_queries(q_values, q_offsets, ix[4].shape[0])
     if code != -1:
         return code
-    kk = max(min(k, acc.shape[0]), 1)
-    heap_s = np.empty(kk, np.float32)
-    heap_d = np.empty(kk, np.int64)
-    for qi in range(q_offsets.shape[0] - 1):
-        out_counts[qi] = search_one(
-            indptr,
-            indices,
-            data,
-            term_max,
-            base_weights,
-            q_values[q_offsets[qi] : q_offsets[qi + 1]],
-            k,
-            mask,
-            has_mask,
-            cutoff,
-            has_cutoff,
-            strategy,
-            acc,
-            pos,
-            touched,
-            heap_s,
-            heap_d,
-            out_rows[qi],
-            out_scores[qi],
-            rank_slot,
-            rank_dir,
-            head_ptr,
-            head_doc,
-            head_w,
-            lz,
-        )
+    kk = max(min(k, scratch[0].shape[0]), 1)
+    heap = (np.empty(kk, np.float32), np.empty(kk, np.int64))
+    _search_run(ix, heads, queries, k, flt, strategy, scratch, heap, 0, q_offsets.shape[0] - 1, out)
     return -1
 
 
 @njit(cache=True, fastmath=FASTMATH, parallel=True)
-def search_batch_parallel(
-    indptr,
-    indices,
-    data,
-    term_max,
-    base_weights,
-    q_values,
-    q_offsets,
-    k,
-    mask,
-    has_mask,
-    cutoff,
-    has_cutoff,
-    strategy,
-    acc2,
-    pos2,
-    touched2,
-    out_rows,
-    out_scores,
-    out_counts,
-    rank_slot,
-    rank_dir,
-    head_ptr,
-    head_doc,
-    head_w,
-    lz,
-):
+def search_batch_parallel(ix, heads, queries, k, flt, strategy, scratch2, out):
     """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` slots that take the queries
     in small runs from a shared atomic counter (a slot whose core is slowed by other work just
-    takes fewer); slot ``c`` uses scratch row ``c`` of ``acc2``/``pos2``/``touched2`` and writes
-    only the output rows of the queries it took. Returns :func:`check_queries`'s code."""
+    takes fewer); slot ``c`` uses scratch row ``c`` of ``scratch2 = (acc2, pos2, touched2)``
+    and writes only the output rows of the queries it took. Returns :func:`check_queries`'s
+    code."""
+    # parfors hands the loop body arrays and scalars, not tuples of arrays: the tuples are
+    # unpacked here and built again inside the loop (free: no copies)
+    lz, indptr, indices, data, term_max, base_weights = ix
+    rank_slot, rank_dir, head_ptr, head_doc, head_w = heads
+    mask, has_mask, cutoff, has_cutoff = flt
+    q_values, q_offsets = queries
+    out_rows, out_scores, out_counts = out
+    acc2, pos2, touched2 = scratch2
     code = check_queries(q_values, q_offsets, term_max.shape[0])
     if code != -1:
         return code
@@ -426,41 +316,17 @@ def search_batch_parallel(
     run = max(1, min(_MAX_RUN, n_q // (_RUNS_PER_SLOT * n_slots)))
     counter = np.zeros(1, np.int64)
     for c in prange(n_slots):
-        heap_s = np.empty(kk, np.float32)
-        heap_d = np.empty(kk, np.int64)
-        acc = acc2[c]
-        pos = pos2[c]
-        touched = touched2[c]
+        heap = (np.empty(kk, np.float32), np.empty(kk, np.int64))
+        scratch = (acc2[c], pos2[c], touched2[c])
+        ix_c = (lz, indptr, indices, data, term_max, base_weights)
+        heads_c = (rank_slot, rank_dir, head_ptr, head_doc, head_w)
+        flt_c = (mask, has_mask, cutoff, has_cutoff)
+        queries_c = (q_values, q_offsets)
+        out_c = (out_rows, out_scores, out_counts)
         while True:
             q0 = fetch_add(counter, 0, run)
             if q0 >= n_q:
                 break
-            for qi in range(q0, min(q0 + run, n_q)):
-                out_counts[qi] = search_one(
-                    indptr,
-                    indices,
-                    data,
-                    term_max,
-                    base_weights,
-                    q_values[q_offsets[qi] : q_offsets[qi + 1]],
-                    k,
-                    mask,
-                    has_mask,
-                    cutoff,
-                    has_cutoff,
-                    strategy,
-                    acc,
-                    pos,
-                    touched,
-                    heap_s,
-                    heap_d,
-                    out_rows[qi],
-                    out_scores[qi],
-                    rank_slot,
-                    rank_dir,
-                    head_ptr,
-                    head_doc,
-                    head_w,
-                    lz,
-                )
+            q1 = min(q0 + run, n_q)
+            _search_run(ix_c, heads_c, queries_c, k, flt_c, strategy, scratch, heap, q0, q1, out_c)
     return -1

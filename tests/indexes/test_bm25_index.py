@@ -269,32 +269,27 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
     rows = np.full((n_queries, 6), -7, np.int64)
     scores = np.full((n_queries, 6), 7.0, np.float32)
     counts = np.full(n_queries, -7, np.int32)
-    err = kb.search_batch_parallel(
-        index.indptr,
-        index.indices,
-        index.data,
-        index.term_max,
-        index.base_weights,
-        qv,
-        qo,
-        6,
-        _frozen(np.zeros(0, np.bool_)),
-        False,
-        0.0,
-        False,
-        kb.STRATEGY_AUTO,
-        np.zeros((n_slots, n), np.float32),
-        np.full((n_slots, n), -1, np.int32),
-        np.empty((n_slots, n + 1), np.int32),
-        rows,
-        scores,
-        counts,
+    no_heads = (
         np.full(0, -1, np.int32),
         np.zeros((0, 0), np.uint64),
         np.zeros(0, np.int64),
         np.zeros(0, np.int32),
         np.zeros(0, np.float32),
-        NO_LAZY,
+    )
+    scratch2 = (
+        np.zeros((n_slots, n), np.float32),
+        np.full((n_slots, n), -1, np.int32),
+        np.empty((n_slots, n + 1), np.int32),
+    )
+    err = kb.search_batch_parallel(
+        (NO_LAZY, index.indptr, index.indices, index.data, index.term_max, index.base_weights),
+        no_heads,
+        (qv, qo),
+        6,
+        (_frozen(np.zeros(0, np.bool_)), False, 0.0, False),
+        kb.STRATEGY_AUTO,
+        scratch2,
+        (rows, scores, counts),
     )
     assert err == -1
     np.testing.assert_array_equal(rows, serial[0])

@@ -328,84 +328,23 @@ class BM25Index(BM25Persistence):
         slots = threads if (threads > 1 and n_q >= PARALLEL_MIN_QUERIES) else 1
         scratch = self._acquire(slots)
         ok = False
+        ix = (self._lz, self.indptr, self.indices, self.data, self.term_max, self.base_weights)
+        heads = (self._rank_slot, self._rank_dir, self._head_ptr, self._head_doc, self._head_w)
+        flt = (mask_arr, has_mask, cut, has_cutoff)
+        out = (rows, scores, counts)
+        # compiling in the background: the NumPy twin, same signature and results
+        backend = bm25_numpy if cold else bm25_search
         try:
-            if cold:  # compiling in the background: NumPy, same results
-                err = bm25_numpy.search_batch(
-                    self.indptr,
-                    self.indices,
-                    self.data,
-                    self.term_max,
-                    self.base_weights,
-                    self.n_docs,
-                    qv,
-                    qo,
-                    k,
-                    mask_arr,
-                    has_mask,
-                    cut,
-                    has_cutoff,
-                    rows,
-                    scores,
-                    counts,
-                )
-            elif slots == 1:
-                err = bm25_search.search_batch_serial(
-                    self.indptr,
-                    self.indices,
-                    self.data,
-                    self.term_max,
-                    self.base_weights,
-                    qv,
-                    qo,
-                    k,
-                    mask_arr,
-                    has_mask,
-                    cut,
-                    has_cutoff,
-                    code,
-                    scratch[0][0],
-                    scratch[1][0],
-                    scratch[2][0],
-                    rows,
-                    scores,
-                    counts,
-                    self._rank_slot,
-                    self._rank_dir,
-                    self._head_ptr,
-                    self._head_doc,
-                    self._head_w,
-                    self._lz,
+            if cold or slots == 1:
+                err = backend.search_batch_serial(
+                    ix, heads, (qv, qo), k, flt, code, tuple(a[0] for a in scratch), out
                 )
             else:
                 before = numba.get_num_threads()
                 numba.set_num_threads(threads)
                 try:
                     err = bm25_search.search_batch_parallel(
-                        self.indptr,
-                        self.indices,
-                        self.data,
-                        self.term_max,
-                        self.base_weights,
-                        qv,
-                        qo,
-                        k,
-                        mask_arr,
-                        has_mask,
-                        cut,
-                        has_cutoff,
-                        code,
-                        scratch[0][:slots],
-                        scratch[1][:slots],
-                        scratch[2][:slots],
-                        rows,
-                        scores,
-                        counts,
-                        self._rank_slot,
-                        self._rank_dir,
-                        self._head_ptr,
-                        self._head_doc,
-                        self._head_w,
-                        self._lz,
+                        ix, heads, (qv, qo), k, flt, code, tuple(a[:slots] for a in scratch), out
                     )
                 finally:
                     numba.set_num_threads(before)

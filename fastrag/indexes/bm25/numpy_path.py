@@ -90,33 +90,22 @@ def check_queries(q_values: np.ndarray, q_offsets: np.ndarray, n_vocab: int) -> 
 def estimate_seconds(
     indptr: np.ndarray, n_docs: int, q_values: np.ndarray, n_queries: int
 ) -> float:
-    """Rough seconds :func:`search_batch` takes for these queries (per query: a pass over
+    """Rough seconds :func:`search_batch_serial` takes for these queries (per query: a pass over
     ``n_docs`` accumulators; per query term: its postings), measured on a 2-core Xeon."""
     terms = q_values[(q_values >= 0) & (q_values < indptr.shape[0] - 1)].astype(np.int64)
     postings = int((indptr[terms + 1] - indptr[terms]).sum())
     return n_queries * (150e-6 + 4e-9 * n_docs) + terms.size * 6e-6 + postings * 5e-9
 
 
-def search_batch(
-    indptr,
-    indices,
-    data,
-    term_max,
-    base_weights,
-    n_docs,
-    q_values,
-    q_offsets,
-    k,
-    mask,
-    has_mask,
-    cutoff,
-    has_cutoff,
-    out_rows,
-    out_scores,
-    out_counts,
-) -> int:
-    """``search_batch_serial``: exact top-``k`` of each query (best first, ties by row,
-    padded with -1 / -inf); returns :func:`check_queries`'s code."""
+def search_batch_serial(ix, heads, queries, k, flt, strategy, scratch, out) -> int:
+    """``search_batch_serial`` of the kernels, same arguments (``heads``, ``strategy`` and
+    ``scratch`` unused): exact top-``k`` of each query (best first, ties by row, padded with
+    -1 / -inf); returns :func:`check_queries`'s code."""
+    _, indptr, indices, data, term_max, base_weights = ix
+    q_values, q_offsets = queries
+    mask, has_mask, cutoff, has_cutoff = flt
+    out_rows, out_scores, out_counts = out
+    n_docs = scratch[0].shape[0]
     code = check_queries(q_values, q_offsets, term_max.shape[0])
     if code != -1:
         return code
