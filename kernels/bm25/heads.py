@@ -149,72 +149,28 @@ def build_head_rows(indptr, indices, data, terms, slots, head_ptr, head_doc, hea
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def rank_term(
-    lz,
-    indptr,
-    t,
-    data,
-    start,
-    w_mult,
-    acc,
-    pos,
-    touched,
-    nt,
-    rdir,
-    heap_s,
-    heap_d,
-    n_heap,
-    k_eff,
-    bar,
-    base,
-    base32,
+    postings, t, start, w_mult, scratch, nt, rdir, heap, n_heap, k_eff, bar, base, base32
 ):
     """:func:`_rank_body` on decoded postings: when term ``t`` is not all decoded, the blocks
     of the candidates' postings are decoded first, in a loop of their own (a decoding call
     inside the lookup loop would slow it down several times)."""
+    lz, indptr = postings[0], postings[1]
     if not plain_term(lz, t):
-        ready_ranked(lz, indptr, t, touched, nt, rdir)
+        ready_ranked(lz, indptr, t, scratch[2], nt, rdir)
     return _rank_body(
-        data,
-        start,
-        w_mult,
-        acc,
-        pos,
-        touched,
-        nt,
-        rdir,
-        heap_s,
-        heap_d,
-        n_heap,
-        k_eff,
-        bar,
-        base,
-        base32,
+        postings[3], start, w_mult, scratch, nt, rdir, heap, n_heap, k_eff, bar, base, base32
     )
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _rank_body(
-    data,
-    start,
-    w_mult,
-    acc,
-    pos,
-    touched,
-    nt,
-    rdir,
-    heap_s,
-    heap_d,
-    n_heap,
-    k_eff,
-    bar,
-    base,
-    base32,
-):
+def _rank_body(data, start, w_mult, scratch, nt, rdir, heap, n_heap, k_eff, bar, base, base32):
     """Add the postings from ``start`` of the rows ``touched[:nt]`` (any order), found through
     the term's rank directory ``rdir`` (see :func:`build_rank_rows`). Returns ``(n_heap, bar)``.
 
     Two prefetch stages: the directory word of the row ``2 * _PF_RANK`` candidates ahead, then
     the posting and accumulator entry of the row ``_PF_RANK`` ahead (its word now in cache)."""
+    acc, pos, touched = scratch
+    heap_s, heap_d = heap
     last = np.uint64(nt - 1)
     pf = np.uint64(_PF_RANK)
     one = np.uint64(1)
@@ -271,107 +227,26 @@ def _posting(lz, indptr, indices, t, d, rank_slot, rank_dir, n_docs):
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _head_seed(
-    lz,
-    indptr,
-    indices,
-    data,
-    o_terms,
-    o_mult,
-    m,
-    oi,
-    head_doc,
-    head_w,
-    j0,
-    j1,
-    mask,
-    has_mask,
-    rank_slot,
-    rank_dir,
-    top_s,
-    n_top,
-    k_eff,
-    base,
-    n_docs,
-):
+def _head_seed(postings, query, oi, head, mask, has_mask, heads, top_s, n_top, k_eff, base, n_docs):
     """:func:`_head_seed_body`, without decoding when the query's terms are all decoded."""
-    if plain_terms(lz, o_terms, np.int64(0), m):
-        return _head_seed_body(
-            None,
-            indptr,
-            indices,
-            data,
-            o_terms,
-            o_mult,
-            m,
-            oi,
-            head_doc,
-            head_w,
-            j0,
-            j1,
-            mask,
-            has_mask,
-            rank_slot,
-            rank_dir,
-            top_s,
-            n_top,
-            k_eff,
-            base,
-            n_docs,
-        )
-    return _head_seed_body(
-        lz,
-        indptr,
-        indices,
-        data,
-        o_terms,
-        o_mult,
-        m,
-        oi,
-        head_doc,
-        head_w,
-        j0,
-        j1,
-        mask,
-        has_mask,
-        rank_slot,
-        rank_dir,
-        top_s,
-        n_top,
-        k_eff,
-        base,
-        n_docs,
-    )
+    args = (query, oi, head, mask, has_mask, heads, top_s, n_top, k_eff, base, n_docs)
+    if plain_terms(postings[0], query[0], np.int64(0), query[3]):
+        return _head_seed_body((None, postings[1], postings[2], postings[3]), *args)
+    return _head_seed_body(postings, *args)
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _head_seed_body(
-    lz,
-    indptr,
-    indices,
-    data,
-    o_terms,
-    o_mult,
-    m,
-    oi,
-    head_doc,
-    head_w,
-    j0,
-    j1,
-    mask,
-    has_mask,
-    rank_slot,
-    rank_dir,
-    top_s,
-    n_top,
-    k_eff,
-    base,
-    n_docs,
+    postings, query, oi, head, mask, has_mask, heads, top_s, n_top, k_eff, base, n_docs
 ):
     """Complete over all ``m`` terms the scores of the documents of head entries ``[j0, j1)``
     of term ``o_terms[oi]`` (distinct documents) and keep the ``k_eff`` best in the min-heap
     ``top_s[:n_top]``; returns ``n_top``. With ``k_eff`` of them, ``top_s[0]`` is a true lower
     bound of the k-th best final score."""
+    lz, indptr, indices, data = postings
+    o_terms, o_mult, _, m = query
+    head_doc, head_w, j0, j1 = head
+    rank_slot, rank_dir = heads[0], heads[1]
     last = j1 - 1
     for j in range(j0, j1):
         dn = np.int64(head_doc[min(j + _PF_HEAD, last)])
@@ -438,9 +313,8 @@ def plan_head(
     Returns ``(use_head, stop, j0, j1, rest_b, theta, theta_head)``: the head's entries
     ``[j0, j1)``, the later terms' bounds plus the base, the raised bars, and ``stop`` when no
     untouched row can reach the top-k any more (``use_head`` is then False)."""
-    lz, indptr, indices, data = postings
-    o_terms, o_mult, rest, m = query
-    rank_slot, rank_dir, head_ptr, head_doc, head_w = heads
+    o_terms, o_mult, rest, _ = query
+    rank_slot, _, head_ptr, head_doc, head_w = heads
     theta, theta_floor, theta_seed, theta_head = bars
     w_mult = o_mult[oi]
     slot = rank_slot[o_terms[oi]]
@@ -453,22 +327,13 @@ def plan_head(
     n_top = np.int64(0)
     while not use_head and s_done < s_next:
         n_top = _head_seed(
-            lz,
-            indptr,
-            indices,
-            data,
-            o_terms,
-            o_mult,
-            m,
+            postings,
+            query,
             oi,
-            head_doc,
-            head_w,
-            j0 + s_done,
-            j0 + s_next,
+            (head_doc, head_w, j0 + s_done, j0 + s_next),
             mask,
             has_mask,
-            rank_slot,
-            rank_dir,
+            heads,
             top_s,
             n_top,
             k_eff,
@@ -489,23 +354,17 @@ def plan_head(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def head_admit(
-    head_doc,
-    head_w,
-    j0,
-    j1,
+    head,
     w_mult,
     rest_b,
     theta,
     mask,
     has_mask,
-    acc,
-    pos,
-    touched,
+    scratch,
     nt,
     live,
     has_live,
-    heap_s,
-    heap_d,
+    heap,
     n_heap,
     k_eff,
     bar,
@@ -516,6 +375,9 @@ def head_admit(
     weight plus ``rest_b`` (the later terms' bounds and the base) can still reach ``theta``;
     rows already touched are skipped (they got this term from their own lookup), and so are
     dropped rows still in the heap. Returns ``(nt, n_heap, bar)``."""
+    head_doc, head_w, j0, j1 = head
+    acc, pos, touched = scratch
+    heap_s, heap_d = heap
     last = j1 - 1
     j = j0
     while j < j1:

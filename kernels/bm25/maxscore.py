@@ -45,88 +45,24 @@ _RANK_FACTOR = 4
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _seed_heap_rows(
-    lz,
-    indptr,
-    indices,
-    data,
-    o_terms,
-    o_mult,
-    m,
-    done,
-    acc,
-    base32,
-    heap_d,
-    n_heap,
-    seed_rows,
-    seed_full,
-    n_seed,
-    k_eff,
-):
+def _seed_heap_rows(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff):
     """:func:`_seed_body`, without decoding when the remaining terms are all decoded."""
-    if plain_terms(lz, o_terms, done, m):
-        return _seed_body(
-            None,
-            indptr,
-            indices,
-            data,
-            o_terms,
-            o_mult,
-            m,
-            done,
-            acc,
-            base32,
-            heap_d,
-            n_heap,
-            seed_rows,
-            seed_full,
-            n_seed,
-            k_eff,
-        )
-    return _seed_body(
-        lz,
-        indptr,
-        indices,
-        data,
-        o_terms,
-        o_mult,
-        m,
-        done,
-        acc,
-        base32,
-        heap_d,
-        n_heap,
-        seed_rows,
-        seed_full,
-        n_seed,
-        k_eff,
-    )
+    if plain_terms(postings[0], query[0], done, query[3]):
+        postings = (None, postings[1], postings[2], postings[3])
+        return _seed_body(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff)
+    return _seed_body(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff)
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _seed_body(
-    lz,
-    indptr,
-    indices,
-    data,
-    o_terms,
-    o_mult,
-    m,
-    done,
-    acc,
-    base32,
-    heap_d,
-    n_heap,
-    seed_rows,
-    seed_full,
-    n_seed,
-    k_eff,
-):
+def _seed_body(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff):
     """Complete the full score of the rows now in the heap that are not seeds yet: their
     partial sum over the first ``done`` terms (``acc``) plus the remaining terms, found by
     galloping from an interpolated guess in each posting list (all guesses prefetched first).
     Return ``(n_seed, theta_seed)``: ``theta_seed`` is the k-th best full score among the seeds
     (-inf with fewer than k)."""
+    lz, indptr, indices, data = postings
+    o_terms, o_mult, _, m = query
+    seed_rows, seed_full = seeds
     cap = seed_rows.shape[0]
     n_docs = acc.shape[0]
     for h in range(n_heap):  # prefetch the guessed posting of every row in every term
@@ -172,19 +108,15 @@ def _seed_body(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _admit_term(
-    indices,
-    data,
+    postings,
     start,
     end,
     w_mult,
     mask,
     has_mask,
-    acc,
-    pos,
-    touched,
+    scratch,
     nt,
-    heap_s,
-    heap_d,
+    heap,
     n_heap,
     k_eff,
     bar,
@@ -197,6 +129,9 @@ def _admit_term(
     The loop has no calls and no data-dependent branches: rows above ``bar`` are queued and
     offered to the heap in bursts (a call inside the loop costs registers on every posting).
     Indices are unsigned: numba then skips its negative-index fix-up on every access."""
+    indices, data = postings[2], postings[3]
+    acc, pos, touched = scratch
+    heap_s, heap_d = heap
     queue = np.empty(_QUEUE + 1, np.uint32)
     ntu = np.uint64(nt)
     last = np.uint64(end - 1)
@@ -231,27 +166,15 @@ def _admit_term(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _scan_term(
-    indices,
-    data,
-    start,
-    end,
-    w_mult,
-    acc,
-    live,
-    pos,
-    heap_s,
-    heap_d,
-    n_heap,
-    k_eff,
-    bar,
-    base,
-    base32,
+    postings, start, end, w_mult, acc, live, pos, heap, n_heap, k_eff, bar, base, base32
 ):
     """Add the postings ``[start, end)`` to the live candidates (the rows set in the bitmap
     ``live``), offering rows above ``bar`` to the heap. Returns ``(n_heap, bar)``.
 
     A first pass queues the postings of live rows (a test of one bit, in L1, per posting: no
     read of ``acc`` for the many rows that are not candidates); a second adds them."""
+    indices, data = postings[2], postings[3]
+    heap_s, heap_d = heap
     queue = np.empty(_QUEUE + 1, np.uint32)
     p = start
     one = np.uint64(1)
@@ -316,96 +239,24 @@ def _prune(acc, touched, nt, r, theta, live, has_live):
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _gallop_term(
-    lz,
-    indptr,
-    t,
-    indices,
-    data,
-    start,
-    end,
-    w_mult,
-    acc,
-    pos,
-    touched,
-    nt,
-    heap_s,
-    heap_d,
-    n_heap,
-    k_eff,
-    bar,
-    base,
-    base32,
+    postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32
 ):
     """:func:`_gallop_body`, without decoding when term ``t`` is all decoded."""
-    if plain_term(lz, t):
-        return _gallop_body(
-            None,
-            indptr,
-            t,
-            indices,
-            data,
-            start,
-            end,
-            w_mult,
-            acc,
-            pos,
-            touched,
-            nt,
-            heap_s,
-            heap_d,
-            n_heap,
-            k_eff,
-            bar,
-            base,
-            base32,
-        )
-    return _gallop_body(
-        lz,
-        indptr,
-        t,
-        indices,
-        data,
-        start,
-        end,
-        w_mult,
-        acc,
-        pos,
-        touched,
-        nt,
-        heap_s,
-        heap_d,
-        n_heap,
-        k_eff,
-        bar,
-        base,
-        base32,
-    )
+    args = (t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32)
+    if plain_term(postings[0], t):
+        return _gallop_body((None, postings[1], postings[2], postings[3]), *args)
+    return _gallop_body(postings, *args)
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _gallop_body(
-    lz,
-    indptr,
-    t,
-    indices,
-    data,
-    start,
-    end,
-    w_mult,
-    acc,
-    pos,
-    touched,
-    nt,
-    heap_s,
-    heap_d,
-    n_heap,
-    k_eff,
-    bar,
-    base,
-    base32,
+    postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32
 ):
     """Add the postings ``[start, end)`` of the rows ``touched[:nt]`` (ascending), found by
     interpolated galloping search. Returns ``(n_heap, bar)``."""
+    lz, indptr, indices, data = postings
+    acc, pos, touched = scratch
+    heap_s, heap_d = heap
     n_docs = acc.shape[0]
     p = start
     dens = (end - start) / n_docs  # postings per row
@@ -440,26 +291,19 @@ def _gallop_body(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
 def _candidates_term(
-    lz,
-    indptr,
-    indices,
-    data,
+    postings,
     t,
     start,
     end,
     w_mult,
-    acc,
-    pos,
-    touched,
+    scratch,
     nt,
     is_sorted,
     live,
     has_live,
     has_rank,
-    rank_slot,
-    rank_dir,
-    heap_s,
-    heap_d,
+    heads,
+    heap,
     n_heap,
     k_eff,
     bar,
@@ -470,23 +314,21 @@ def _candidates_term(
     A long list is scanned (against the bitmap ``live``, built on first need); when candidates
     are few, they are looked up in it by rank directory or galloping search (rows sorted once,
     by radix sort). Returns ``(n_heap, bar, is_sorted, has_live, live)``."""
+    lz, indptr, indices, data = postings
+    acc, pos, touched = scratch
+    rank_slot, rank_dir = heads[0], heads[1]
     n_docs = acc.shape[0]
     slot = rank_slot[t] if has_rank else -1
     if slot >= 0 and nt * _RANK_FACTOR < end - start:
         n_heap, bar = rank_term(
-            lz,
-            indptr,
+            postings,
             t,
-            data,
             start,
             w_mult,
-            acc,
-            pos,
-            touched,
+            scratch,
             nt,
             rank_dir[slot],
-            heap_s,
-            heap_d,
+            heap,
             n_heap,
             k_eff,
             bar,
@@ -498,25 +340,7 @@ def _candidates_term(
             sort_rows(touched, nt, n_docs)
             is_sorted = True
         n_heap, bar = _gallop_term(
-            lz,
-            indptr,
-            t,
-            indices,
-            data,
-            start,
-            end,
-            w_mult,
-            acc,
-            pos,
-            touched,
-            nt,
-            heap_s,
-            heap_d,
-            n_heap,
-            k_eff,
-            bar,
-            base,
-            base32,
+            postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32
         )
     else:
         if not has_live:
@@ -527,21 +351,7 @@ def _candidates_term(
             has_live = True
         ensure_range(lz, indptr, t, start, end)
         n_heap, bar = _scan_term(
-            indices,
-            data,
-            start,
-            end,
-            w_mult,
-            acc,
-            live,
-            pos,
-            heap_s,
-            heap_d,
-            n_heap,
-            k_eff,
-            bar,
-            base,
-            base32,
+            postings, start, end, w_mult, acc, live, pos, heap, n_heap, k_eff, bar, base, base32
         )
     return n_heap, bar, is_sorted, has_live, live
 
@@ -626,26 +436,19 @@ def search_pruned(
                 break
             if nt > 0:
                 n_heap, bar, is_sorted, has_live, live = _candidates_term(
-                    lz,
-                    indptr,
-                    indices,
-                    data,
+                    postings,
                     t,
                     start,
                     end,
                     w_mult,
-                    acc,
-                    pos,
-                    touched,
+                    scratch,
                     nt,
                     is_sorted,
                     live,
                     has_live,
                     has_rank,
-                    rank_slot,
-                    rank_dir,
-                    heap_s,
-                    heap_d,
+                    heads,
+                    heap,
                     n_heap,
                     k_eff,
                     bar,
@@ -655,23 +458,17 @@ def search_pruned(
             if use_head:
                 theta = final_bar(theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff)
                 nt_new, n_heap, bar = head_admit(
-                    head_doc,
-                    head_w,
-                    j0,
-                    j1,
+                    (head_doc, head_w, j0, j1),
                     w_mult,
                     rest_b,
                     theta,
                     mask,
                     has_mask,
-                    acc,
-                    pos,
-                    touched,
+                    scratch,
                     nt,
                     live,
                     has_live,
-                    heap_s,
-                    heap_d,
+                    heap,
                     n_heap,
                     k_eff,
                     bar,
@@ -684,19 +481,15 @@ def search_pruned(
         else:
             ensure_range(lz, indptr, t, start, end)
             nt, n_heap, bar = _admit_term(
-                indices,
-                data,
+                postings,
                 start,
                 end,
                 w_mult,
                 mask,
                 has_mask,
-                acc,
-                pos,
-                touched,
+                scratch,
                 nt,
-                heap_s,
-                heap_d,
+                heap,
                 n_heap,
                 k_eff,
                 bar,
@@ -709,20 +502,14 @@ def search_pruned(
             # Complete the current top rows over all terms: k true scores give a far higher
             # bar than partial sums, so fewer long lists get scanned.
             n_seed, theta_seed = _seed_heap_rows(
-                lz,
-                indptr,
-                indices,
-                data,
-                o_terms,
-                o_mult,
-                m,
+                postings,
+                query,
                 oi + 1,
                 acc,
                 base32,
                 heap_d,
                 n_heap,
-                seed_rows,
-                seed_full,
+                (seed_rows, seed_full),
                 n_seed,
                 k_eff,
             )
