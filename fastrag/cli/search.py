@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastrag.analysis import get_analyzer
 from fastrag.cli.common import UsageError, make_retriever, open_store
 from fastrag.documents.document import Document
 from fastrag.errors import ReaderError
@@ -19,7 +18,7 @@ from fastrag.eval.records import read_queries
 from fastrag.llms.openai_like import OpenAILike
 from fastrag.retrieval.present import hit_label, hit_record, snippet
 from fastrag.settings import DEFAULT_TOPK
-from fastrag.synth.extractive import extractive_answer
+from fastrag.synth.extractive import extractive_text
 from fastrag.synth.factory import get_response_synthesizer
 
 __all__ = ["add_ask_parser", "add_search_parser", "cmd_ask", "cmd_search"]
@@ -127,11 +126,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"no passage in the store matches the question: {ret.why_no_hits(args.question)}")
         return 1
     if llm is None:
-        analyzer = get_analyzer(ret.similarity if ret.similarity.startswith("bm25") else "bm25")
-        best = extractive_answer(args.question, hits, analyzer)
-        print("Best-matching passages (extractive answer):")
-        for sent, hit in best or [(snippet(hits[0].text, 300), hits[0])]:
-            print(f"- {sent}  [{hit_label(hit_record(hit, doc.source_path))}]")
+        print(
+            extractive_text(
+                args.question,
+                hits,
+                ret.similarity,
+                lambda hit: hit_label(hit_record(hit, doc.source_path)),
+            )
+        )
         print(
             "(no LLM configured: set FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL, or pass "
             "--base-url and --model, for a generated answer)",
