@@ -164,7 +164,8 @@ def test_health_and_ready_are_open_and_ready_reports_the_setup_with_the_key(serv
     assert API_KEY not in json.dumps(ready) and LLM_KEY not in json.dumps(ready)
     # without a key configured, /ready shows the setup to anyone
     plain_ready = httpx.get(plain.url + "/ready").json()
-    assert plain_ready["group"] == "block" and plain_ready["chat"] is False
+    assert plain_ready["group"] == "block" and plain_ready["answer_type"] == "extractive"
+    assert ready["answer_type"] == "generated"
     page = httpx.get(server.url + "/")  # the chat page holds no data: no key needed
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 
+from fastrag.serve.extractive import EXTRACTIVE, GENERATED
 from fastrag.serve.guard import KEY_SCOPE, ApiError
 from fastrag.serve.lifecycle import ready_engine
 
@@ -46,7 +47,8 @@ async def ready(request: Request) -> Any:
         "documents": len(doc.group("root")) if doc is not None else None,
         "not_ready": await asyncio.to_thread(engine.not_ready),
         "batching": engine.batcher is not None,
-        "chat": engine.can_chat,
+        "chat": engine.can_chat,  # an LLM writes the answers (else they are extractive)
+        "answer_type": GENERATED if engine.can_chat else EXTRACTIVE,
         "startup_seconds": request.app.state.lifecycle.seconds,
     }
 
