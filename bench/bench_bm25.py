@@ -210,11 +210,11 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
     runs: dict[str, list[float]] = {}
     out_f = out_b = None
     for t in thread_list:  # warm-up (compiles bm25s's kernels; loads ours)
-        index.search(qv, qo, K, num_threads=t)
+        index.search_csr(qv, qo, K, num_threads=t)
         ret.retrieve(q_lists[:20], k=K, show_progress=False, n_threads=t)
     for _ in range(args.repeats):
         for t in thread_list:
-            dt, out_f = timed(lambda t=t: index.search(qv, qo, K, num_threads=t))
+            dt, out_f = timed(lambda t=t: index.search_csr(qv, qo, K, num_threads=t))
             runs.setdefault(f"fastrag_{t}t", []).append(dt)
             dt, out_b = timed(
                 lambda t=t: ret.retrieve(q_lists, k=K, show_progress=False, n_threads=t)
@@ -227,7 +227,7 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
 
     if full:
         # ---- identical results
-        f_serial = index.search(qv, qo, K, num_threads=1)
+        f_serial = index.search_csr(qv, qo, K, num_threads=1)
         b_ids, b_scores = out_b
         res["verify_vs_bm25s"] = verify(
             index, f_serial, np.asarray(b_ids), np.asarray(b_scores), qv, qo
@@ -252,7 +252,7 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
         for _ in range(args.repeats):
             t0 = time.perf_counter()
             for q, o in singles:
-                index.search(q, o, K, num_threads=1)
+                index.search_csr(q, o, K, num_threads=1)
             lat["fastrag"].append((time.perf_counter() - t0) / n_single)
             t0 = time.perf_counter()
             for i in range(n_single):
@@ -269,7 +269,9 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
         abl: dict[str, list[float]] = {}
         for _ in range(max(1, args.repeats // 2)):
             for strat in ("dense", "touched", "maxscore", "auto"):
-                dt, _ = timed(lambda s=strat: index.search(qv, qo, K, num_threads=1, strategy=s))
+                dt, _ = timed(
+                    lambda s=strat: index.search_csr(qv, qo, K, num_threads=1, strategy=s)
+                )
                 abl.setdefault(strat, []).append(dt)
         res["strategy_qps_1t"] = {s: n_q / median(ts) for s, ts in abl.items()}
         log(f"  strategies q/s: { {s: round(v) for s, v in res['strategy_qps_1t'].items()} }")
@@ -315,7 +317,7 @@ def bench_corpus(kind: str, n_docs: int, args, *, full: bool) -> dict:
 
 def end_to_end(kind: str, corpus: dict, index: BM25Index, ret, n_q: int, args) -> dict:
     """Query text -> top-10, 1 thread, query analysis included: fastrag's batch
-    ``encode_queries`` + ``BM25Index.search`` vs the same analyzer called per query (what a
+    ``encode_queries`` + ``BM25Index.search_csr`` vs the same analyzer called per query (what a
     bm25s user writes) + ``bm25s.BM25.retrieve`` on token strings. Same tokens (checked), so
     only the libraries' own work differs."""
     from fastrag.analysis import encode_queries, get_analyzer
@@ -331,7 +333,7 @@ def end_to_end(kind: str, corpus: dict, index: BM25Index, ret, n_q: int, args) -
 
     def ours():
         v, o = encode_queries(texts, analyzer, vocab)
-        return index.search(v, o, K, num_threads=1)
+        return index.search_csr(v, o, K, num_threads=1)
 
     def theirs():
         return ret.retrieve([analyzer(t) for t in texts], k=K, show_progress=False, n_threads=1)
@@ -396,9 +398,9 @@ def bench_fastrag_alone(kind: str, n_docs: int, args) -> dict:
         "peak_rss_mb": peak_rss_mb(),
     }
     for t in (1, 2):
-        index.search(qv, qo, K, num_threads=t)
+        index.search_csr(qv, qo, K, num_threads=t)
         ts = [
-            timed(lambda t=t: index.search(qv, qo, K, num_threads=t))[0]
+            timed(lambda t=t: index.search_csr(qv, qo, K, num_threads=t))[0]
             for _ in range(args.repeats)
         ]
         res[f"fastrag_{t}t_qps"] = (qo.shape[0] - 1) / median(ts)
@@ -500,7 +502,7 @@ def report(payload: dict) -> str:
     if e2e:
         lines.append(
             "End to end, query text -> top-10, 1 thread, analysis included: fastrag "
-            "`encode_queries` (batch) + `BM25Index.search` vs the same analyzer called per "
+            "`encode_queries` (batch) + `BM25Index.search_csr` vs the same analyzer called per "
             "query + `bm25s.BM25.retrieve` on the token strings (same tokens for both):"
         )
         lines.append("")

@@ -106,7 +106,7 @@ def phase_query(args) -> dict:
     open_s = time.perf_counter() - t0
     rss_open = current_rss_mb()
     t0 = time.perf_counter()
-    first = index.search(qv, qo, 10, num_threads=1)
+    first = index.search_csr(qv, qo, 10, num_threads=1)
     cold_s = time.perf_counter() - t0
     rss_cold = current_rss_mb()
     threads = [int(t) for t in args.threads.split(",")]
@@ -114,7 +114,7 @@ def phase_query(args) -> dict:
     for _ in range(args.repeats):
         for t in threads:
             t0 = time.perf_counter()
-            got = index.search(qv, qo, 10, num_threads=t)
+            got = index.search_csr(qv, qo, 10, num_threads=t)
             times[t].append(time.perf_counter() - t0)
             assert np.array_equal(got[0], first[0])
     n_q = qo.shape[0] - 1
@@ -147,7 +147,7 @@ def phase_growth(args) -> dict:
         n = min(n, qo.shape[0] - 1)
         if n <= done:
             continue
-        index.search(qv[qo[done] : qo[n]], qo[done : n + 1] - qo[done], 10, num_threads=1)
+        index.search_csr(qv[qo[done] : qo[n]], qo[done : n + 1] - qo[done], 10, num_threads=1)
         done = n
         steps.append(
             {
@@ -170,20 +170,20 @@ def phase_paired(args) -> dict:
     qv, qo = queries(args.queries, args.seed)
     _bm25_search(lambda _m: None)
     packed = open_packed(args.dir)
-    packed.search(qv, qo, 10, num_threads=1)  # the cold pass: its blocks decoded
+    packed.search_csr(qv, qo, 10, num_threads=1)  # the cold pass: its blocks decoded
     full = open_packed(args.dir)
     arrays = {k: np.array(v) for k, v in full.to_arrays().items()}  # every posting decoded
     plain = BM25Index.from_arrays(arrays, full.meta())
     plain.check_postings()
     del full
-    want = plain.search(qv, qo, 10, num_threads=1)
-    got = packed.search(qv, qo, 10, num_threads=1)
+    want = plain.search_csr(qv, qo, 10, num_threads=1)
+    got = packed.search_csr(qv, qo, 10, num_threads=1)
     assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
     times: dict[str, list[float]] = {"packed": [], "plain": []}
     for _ in range(max(args.repeats, 5)):
         for name, index in (("packed", packed), ("plain", plain)):
             t0 = time.perf_counter()
-            index.search(qv, qo, 10, num_threads=1)
+            index.search_csr(qv, qo, 10, num_threads=1)
             times[name].append(time.perf_counter() - t0)
     ratios = [a / b for a, b in zip(times["packed"], times["plain"], strict=True)]
     return {"times": times, "paired_ratio": median(ratios), "load": list(os.getloadavg())}

@@ -7,7 +7,7 @@ indexes the same pre-analysed token ids and answers the same queries, top-10, so
 retrieval is timed. One process; per repeat each system runs back to back at each thread count
 (medians of ``--repeats``; "paired" ratios are medians of per-repeat time ratios).
 
-* **fastrag**: ``BM25Index.search`` on int32 token ids, exact; its top-10 must equal bm25s's
+* **fastrag**: ``BM25Index.search_csr`` on int32 token ids, exact; its top-10 must equal bm25s's
   on every query (checked where bm25s runs, tie-aware, as in ``bench_bm25.py``).
 * **bm25s** 0.3.16, numba backend, method lucene, indexed from token ids.
 * **PISA** through pyterrier-pisa: each token id becomes the term string ``t<id>``, indexed
@@ -406,15 +406,15 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
     res["build_s"]["fastrag_pack"], res["bytes"]["fastrag_codec"] = dt_pack, parts
     res["open_s"] = open_s
     gc.collect()
-    res["cold_s"], _ = timed(lambda: index.search(qv, qo, K, num_threads=1))
+    res["cold_s"], _ = timed(lambda: index.search_csr(qv, qo, K, num_threads=1))
     res["cold_s_rank"], _ = timed(index.build_rank_directories)
     log(
         f"  fastrag packed: {sum(parts.values()) / res['postings']:.2f} B/posting, pack + save "
         f"{dt_pack:.2f} s, open {open_s * 1e3:.1f} ms, first pass over the queries (decoding "
         f"their terms) {res['cold_s']:.2f} s"
     )
-    runners["fastrag"] = lambda t: index.search(qv, qo, K, num_threads=t)
-    warmers["fastrag"] = lambda t: index.search(
+    runners["fastrag"] = lambda t: index.search_csr(qv, qo, K, num_threads=t)
+    warmers["fastrag"] = lambda t: index.search_csr(
         qv[: qo[warm_n]], qo[: warm_n + 1], K, num_threads=t
     )
     tops["fastrag"] = lambda o: [o[0][i, : int(o[2][i])].tolist() for i in range(n_q)]
@@ -586,7 +586,7 @@ def bench_block(name: str, n_docs: int, args, peers: dict) -> dict:
             )
     if len(threads) > 1:
         f1 = first["fastrag"]
-        f2 = index.search(qv, qo, K, num_threads=threads[-1])
+        f2 = index.search_csr(qv, qo, K, num_threads=threads[-1])
         res["fastrag_threads_identical"] = all(
             np.array_equal(a, b) for a, b in zip(f1, f2, strict=True)
         )

@@ -46,7 +46,7 @@ from _harness import (
     median,
     write_results,
 )
-from fastrag._kernels.bm25_codec import BLOCK, decode_block
+from fastrag._kernels.bm25.codec import BLOCK, decode_block
 from numba import njit
 
 K = 10
@@ -211,7 +211,7 @@ def phase_compare(args) -> dict:
 
     def first_fastrag():
         index = open_packed(args.dir)
-        index.search(qv[: qo[1]], qo[:2], K, num_threads=1)
+        index.search_csr(qv[: qo[1]], qo[:2], K, num_threads=1)
         return index
 
     out["open_first_s"]["fastrag"], _, index = _timed(first_fastrag)
@@ -226,7 +226,7 @@ def phase_compare(args) -> dict:
 
         out["open_first_s"][f"pisa:{quant}"], _, retr = _timed(first_pisa)
         ctxt[quant] = retr
-    runners = {"fastrag": lambda: index.search(qv, qo, K, num_threads=1)}
+    runners = {"fastrag": lambda: index.search_csr(qv, qo, K, num_threads=1)}
     for quant in QUANTS:
         for algo in ALGOS:
             runners[f"pisa:{algo}:{quant}"] = lambda c=ctxt[quant]._ctxt, a=algo: pisa_core(

@@ -64,9 +64,10 @@ def _digest() -> str:
 
     kdir = Path(kernels.__file__).parent
     parts = [__version__, numba.__version__, sys.version, llvm.get_host_cpu_name()]
-    for src in sorted(kdir.glob("*.py")):
-        st = src.stat()
-        parts.append(f"{src.name}:{st.st_size}:{st.st_mtime_ns}")
+    for src in sorted(kdir.rglob("*.py")):
+        if "__pycache__" not in src.parts:
+            st = src.stat()
+            parts.append(f"{src.relative_to(kdir).as_posix()}:{st.st_size}:{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

@@ -64,11 +64,11 @@ def _bm25_search(log: Callable[[str], None]) -> None:
     for n_q in (1, 64):  # serial and parallel kernels
         q_values = np.tile(np.array([5, 17, 250], np.int32), n_q)
         q_offsets = np.arange(0, 3 * n_q + 1, 3, dtype=np.int64)
-        index.search(q_values, q_offsets, 10)
-        index.search(q_values, q_offsets, 10, mask=mask, cutoff=0.5)
+        index.search_csr(q_values, q_offsets, 10)
+        index.search_csr(q_values, q_offsets, 10, mask=mask, cutoff=0.5)
     # a store keeps indexes packed: packing and the per-term decoding of a reopened one
     packed = BM25Index.from_arrays(index.to_arrays(packed=True), index.meta(packed=True))
-    packed.search(q_values, q_offsets, 10)
+    packed.search_csr(q_values, q_offsets, 10)
     log("  bm25 search, serial and batch, filters and cut-offs, packed indexes")
     _bm25_rank()
     log("  bm25 rank directories and impact heads (large corpora)")
@@ -109,7 +109,7 @@ def _bm25_rank() -> None:
     index = BM25Index.build(values, np.arange(0, 2 * n + 1, 2, dtype=np.int64), 998)
     index.build_rank_directories()
     for n_q in (1, 64):  # serial and parallel kernels
-        index.search(
+        index.search_csr(
             np.tile(np.array([5, 0], np.int32), n_q),
             np.arange(0, 2 * n_q + 1, 2, dtype=np.int64),
             10,

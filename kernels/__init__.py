@@ -12,6 +12,7 @@ the callee, and all it calls, for the constant, then again for the widened type
 import logging as _logging
 import os as _os
 from pathlib import Path as _Path
+from types import FunctionType as _FunctionType
 
 from . import _fresh
 
@@ -22,25 +23,36 @@ def _cached() -> bool:
     env = _os.environ.get("NUMBA_CACHE_DIR")
     if env:  # numba then caches there only
         return any(_Path(env).rglob("*.nbi"))
-    here = _Path(__file__).parent / "__pycache__"
-    return here.is_dir() and any(here.glob("*.nbi"))
+    return any(_Path(__file__).parent.rglob("*.nbi"))
 
 
-def cache_dir() -> _Path:
-    """numba's cache folder for these kernels: its folder for them under ``NUMBA_CACHE_DIR``,
-    ``__pycache__`` beside them, or its user-wide folder when that is not writable."""
+def kernel_folders() -> list[_Path]:
+    """This package's folder and those of its subpackages (each has its own numba cache)."""
+    root = _Path(__file__).parent
+    return [root, *sorted(p.parent for p in root.glob("*/__init__.py"))]
+
+
+def cache_dir(folder: _Path | None = None) -> _Path:
+    """numba's cache folder for the kernels in ``folder`` (default: this package's): its folder
+    for them under ``NUMBA_CACHE_DIR``, ``__pycache__`` beside them, or its user-wide folder
+    when that is not writable."""
+    folder = _Path(__file__).parent if folder is None else folder
     try:
         from numba.core.caching import FunctionCache  # numba loads on first use, not here
 
-        return _Path(FunctionCache(_cached).cache_path)
+        # numba places a function's cache by its source file: one in ``folder`` stands in
+        code = _cached.__code__.replace(co_filename=str(folder / "__init__.py"))
+        return _Path(FunctionCache(_FunctionType(code, {})).cache_path)
     except (ImportError, AttributeError, RuntimeError):  # numba changed: its documented places
         env = _os.environ.get("NUMBA_CACHE_DIR")
-        return _Path(env) if env else _Path(__file__).parent / "__pycache__"
+        return _Path(env) if env else folder / "__pycache__"
 
 
 # numba checks a cached kernel against its own module only; a caller that inlined a kernel of
-# another module would keep the old code. Any change to these sources drops the whole cache.
-_fresh.drop_stale_cache(_Path(__file__).parent, cache_dir())
+# another module (or folder) would keep the old code. Any change to these sources, subpackages
+# included, drops every folder's cache.
+for _folder in kernel_folders():
+    _fresh.drop_stale_cache(_Path(__file__).parent, cache_dir(_folder))
 
 # With background compilation on (the default) fastrag._coldstart says what happens instead.
 _off = _os.environ.get("FASTRAG_BACKGROUND_COMPILE", "1").strip().lower() in (

@@ -67,9 +67,9 @@ def test_numpy_path_equals_kernels_bit_for_bit(seed, monkeypatch):
         for kw in ({}, {"mask": mask}, {"cutoff": 0.5}, {"mask": mask, "cutoff": 1.0}):
             for k in (1, 10, n_docs + 5):
                 _set_ready(monkeypatch, True)
-                want = fast.search(qv, qo, k, **kw)
+                want = fast.search_csr(qv, qo, k, **kw)
                 _set_ready(monkeypatch, False)
-                got = fast.search(qv, qo, k, **kw)
+                got = fast.search_csr(qv, qo, k, **kw)
                 for w, g in zip(want, got, strict=True):
                     assert w.dtype == g.dtype and np.array_equal(w, g), (method, kw, k)
         q = qv[qo[3] : qo[8]]
@@ -98,9 +98,9 @@ def test_numpy_path_rejects_what_the_kernels_reject(monkeypatch):
     idx = BM25Index.build(vals, off, 20)
     _set_ready(monkeypatch, False)
     with pytest.raises(ConfigError, match="query token id 20 is outside the vocabulary"):
-        idx.search(np.array([1, 20], np.int32), np.array([0, 2]), 5)
+        idx.search_csr(np.array([1, 20], np.int32), np.array([0, 2]), 5)
     with pytest.raises(ConfigError, match="q_offsets"):
-        idx.search(np.array([1, 2], np.int32), np.array([0, 2, 1]), 5)
+        idx.search_csr(np.array([1, 2], np.int32), np.array([0, 2, 1]), 5)
     bad = vals.copy()
     bad[7] = 99
     with pytest.raises(ConfigError, match=r"token id 99 at values\[7\]"):
@@ -343,7 +343,7 @@ def test_bm25_search_hands_its_numpy_estimate_to_the_compile_check(monkeypatch):
     index = BM25Index.build(vals, off, 300)
     asked = []
     monkeypatch.setattr(mb, "kernels_ready", lambda numpy_s=0.0: asked.append(numpy_s) or False)
-    index.search(qv, qo, 5)
+    index.search_csr(qv, qo, 5)
     want = mb.bm25_numpy.estimate_seconds(index.indptr, index.n_docs, qv, 500)
     assert want > 500 * 150e-6 and asked == [0.0, want]
 

@@ -34,8 +34,11 @@ def test_every_fastrag_entry_is_in_the_layout_and_nothing_else():
 
 def test_named_kernels_and_top_folders_exist():
     block = "\n".join(_block())
-    for name in re.findall(r"\b(\w+\.py)\b", block.split("kernels/", 1)[1].split("bench/")[0]):
+    kernels = block.split("\nkernels/", 1)[1].split("bench/")[0]
+    for name in re.findall(r"(?<![\w/])(\w+\.py)\b", kernels.split("bm25/", 1)[0]):
         assert (ROOT / "kernels" / name).is_file(), name
+    for name in re.findall(r"\b(\w+\.py)\b", kernels.split("bm25/", 1)[1]):
+        assert (ROOT / "kernels" / "bm25" / name).is_file(), name
     for top in ("kernels", "bench", "tests", "docs"):
         assert re.search(rf"^{top}/", block, re.M) and (ROOT / top).is_dir(), top
 

@@ -31,7 +31,7 @@ def test_wheel_contains_kernels_and_imports_them(tmp_path):
     (wheel,) = (tmp_path / "dist").glob("fastrag_engine-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "fastrag/_kernels/__init__.py" in names
-    assert "fastrag/_kernels/bm25.py" in names
+    assert "fastrag/_kernels/bm25/__init__.py" in names
     assert "fastrag/analysis/data/cl100k_base.tiktoken" in names
     assert "fastrag/datasets/data/cmrc2018_dev.json.gz" in names
     assert not [n for n in names if n.startswith("kernels/")]  # never a bare top-level package

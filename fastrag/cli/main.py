@@ -15,6 +15,7 @@ from fastrag.cli.ingest import add_ingest_parser
 from fastrag.cli.search import add_ask_parser, add_search_parser
 from fastrag.cli.serve import add_mcp_parser, add_serve_parser
 from fastrag.errors import FastragError, ReaderError, StoreWarning
+from fastrag.plugins import PLUGINS_ENV, load_plugins
 from fastrag.warmup import plan_jobs, warmup
 
 __all__ = ["build_parser", "main"]
@@ -40,6 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of every ``fastrag`` subcommand (each sets ``func``, its handler)."""
     p = argparse.ArgumentParser(prog="fastrag", description=__doc__)
     p.add_argument("--version", action="version", version=f"fastrag {_version()}")
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (it registers similarities, readers, analyzers); "
+        f"repeatable; also ${PLUGINS_ENV}, comma-separated",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     add_ingest_parser(sub)
     add_info_parser(sub)
@@ -79,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _one_line_warnings(StoreWarning)
     try:
+        load_plugins(args.plugin)
         return args.func(args)
     except (FastragError, UsageError) as exc:
         hint = (

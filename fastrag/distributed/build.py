@@ -29,11 +29,11 @@ from fastrag.distributed.manifest import (
     new_segment_name,
     write_manifest,
 )
-from fastrag.distributed.segment import BM25_PARAMS, IndexSpec, build_segment, similarity_kind
+from fastrag.distributed.segment import IndexSpec, build_segment
 from fastrag.documents.building import transform_from_spec
 from fastrag.documents.document import Document
 from fastrag.errors import ConfigError
-from fastrag.indexes.bm25.args import check_bm25_params
+from fastrag.retrieval.similarity import get_similarity
 
 ROOT_COLUMNS = ["id", "text", "metadata"]
 
@@ -198,25 +198,18 @@ def check_spec(
     """Validate what a sharded index builds, before any work starts."""
     if not isinstance(group_name, str) or not group_name:
         raise ConfigError(f"group_name must be a non-empty string, got {group_name!r}")
-    kind = similarity_kind(similarity)
-    if kind not in ("bm25", "dense"):
+    sim = get_similarity(similarity)
+    if sim.path.shard is None:
         raise ConfigError(
-            f"sharded indexes support BM25 and dense similarities, not "
+            f"sharded indexes support BM25, dense and custom similarities, not "
             f"{similarity!r}; for hybrid search, fuse a BM25 and a dense "
             "sharded index with fastrag.ReciprocalRankFusionJoiner"
         )
-    if kind == "bm25":
-        unknown = set(params) - set(BM25_PARAMS)
-        if unknown:
-            raise ConfigError(
-                f"unknown BM25 parameters {sorted(unknown)}; known: {list(BM25_PARAMS)}"
-            )
-        check_bm25_params(**params)
-    elif kind == "dense":
-        if params:
-            raise ConfigError(f"parameters {sorted(params)} do not apply to {similarity!r}")
-        if embed is None:
-            raise ConfigError(f"similarity {similarity!r} needs embed= (an Embedder)")
+    if sim.path.shard == "vectors" and params:
+        raise ConfigError(f"parameters {sorted(params)} do not apply to {similarity!r}")
+    sim.path.check(params, similarity)
+    if sim.embedded and embed is None:
+        raise ConfigError(f"similarity {similarity!r} needs embed= (an Embedder)")
     if not _is_builtin(group_name) and transform is None:
         raise ConfigError(
             f"group {group_name!r} is not 'root' or a built-in group "

@@ -32,10 +32,9 @@ from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.packed import POSTINGS, checked_postings, encode_corpus, postings_meta
 from fastrag.indexes.bm25.stats import BM25Stats
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
+from fastrag.retrieval.paths.bm25 import BM25_PARAMS
 from fastrag.retrieval.retriever import Retriever
 from fastrag.retrieval.similarity import get_similarity
-
-BM25_PARAMS = ("method", "k1", "b", "delta")
 
 
 @dataclass(frozen=True)
@@ -62,9 +61,10 @@ class IndexSpec:
         }
 
 
-def similarity_kind(similarity: str) -> str:
-    """The kind ("bm25", "dense", ...) of a similarity name."""
-    return get_similarity(similarity).kind
+def shard_mode(similarity: str) -> str | None:
+    """How a sharded index searches ``similarity`` (its path's ``shard``: "bm25", "vectors",
+    "local"; None when it cannot be sharded)."""
+    return get_similarity(similarity).path.shard
 
 
 def empty_hits(n_q: int, k: int) -> Hits:
@@ -82,11 +82,10 @@ def open_segment(
     """(Document, Retriever) of one segment store."""
     doc = Document(store=path, mode=mode, embed=embed)
     _register_group(doc, spec, transform)
-    kw = (
-        {"stemmer": spec.stemmer}
-        if similarity_kind(spec.similarity) == "bm25"
-        else {"embed_keys": [spec.embed_key]}
-    )
+    sim = get_similarity(spec.similarity)
+    kw: dict[str, Any] = {"stemmer": spec.stemmer} if sim.path.analyzed else {}
+    if sim.embedded:
+        kw["embed_keys"] = [spec.embed_key]
     ret = Retriever(doc, spec.group_name, spec.similarity, topk=1, **kw, **dict(spec.params or {}))
     return doc, ret
 
@@ -123,10 +122,13 @@ def build_rows(
     Document.from_texts(texts, metas, ids, store=dest)
     doc, ret = open_segment(Path(dest), spec, transform, embed, "a")
     group = doc.group(spec.group_name)
-    if ret.sim.kind == "bm25":
+    mode = ret.sim.path.shard
+    if mode == "bm25":
         segment_tokens(doc, group, ret.bm25_analyzer())
-    elif ret.sim.kind == "dense":
+    elif mode == "vectors":
         doc.derived.vectors(group, spec.embed_key)
+    else:  # "local": what its path searches, built now and kept when the path stores it
+        ret.prepare()
     return {"dir": Path(dest).name, "docs": len(texts), "nodes": len(group)}
 
 
@@ -219,7 +221,7 @@ class Segment:
         self.tokens = None
         self.postings = None
         self.index = None
-        if self.ret.sim.kind == "bm25":
+        if self.ret.sim.path.shard == "bm25":
             analyzer = self.ret.bm25_analyzer()
             self.tokens = segment_tokens(self.doc, self.group, analyzer)
             try:
@@ -293,7 +295,7 @@ class Segment:
         k = min(k, self.size())
         if mask is not None and not mask.any():
             return empty_hits(n_q, k)
-        return self.index.search(
+        return self.index.search_csr(
             q_values, q_offsets, k, mask=mask, cutoff=cutoff, num_threads=num_threads
         )
 
@@ -304,6 +306,22 @@ class Segment:
             return empty_hits(qv.shape[0], k)
         index = self.doc.derived.flat(self.group, self.spec.embed_key, self.ret.sim.metric)
         return index.search(qv, k, mask=mask, cutoff=cutoff, num_threads=num_threads)
+
+    def search_local(self, queries, k, flt, cutoff, num_threads) -> Hits:
+        """This segment's own path over ``queries`` (a ``"local"`` shard mode: a score
+        depends on the query and the node only), hits below ``cutoff`` dropped."""
+        mask = self.mask(flt)
+        k = min(k, self.size())
+        if mask is not None and not mask.any():
+            return empty_hits(len(queries), k)
+        path = self.ret.path
+        rows, scores, counts = path.search(path.prepare(self.doc, self.group), queries, k, mask)
+        if cutoff is not None:
+            keep = (rows >= 0) & (scores >= cutoff)
+            counts = keep.sum(axis=1).astype(np.int32)  # scores are best first
+            rows = np.where(keep, rows, -1)
+        scores = np.where(rows >= 0, scores, -np.inf).astype(np.float32)
+        return rows, scores, counts
 
     def ids(self, rows: np.ndarray) -> pa.Array:
         return (

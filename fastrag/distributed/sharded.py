@@ -55,7 +55,7 @@ from fastrag.distributed.segment import (
     Segment,
     SegmentNotReady,
     empty_hits,
-    similarity_kind,
+    shard_mode,
 )
 from fastrag.documents.document import Document
 from fastrag.documents.embedding import embed_query_vectors
@@ -211,10 +211,11 @@ class ShardedRetriever:
         with self._lock:
             m = read_manifest(self.path)
             spec = IndexSpec(**m["spec"])
-            kind = similarity_kind(spec.similarity)
-            if kind not in ("bm25", "dense"):
+            mode = shard_mode(spec.similarity)
+            if mode is None:
                 raise ConfigError(
-                    f"sharded indexes support BM25 and dense similarities, not {spec.similarity!r}"
+                    f"similarity {spec.similarity!r} cannot be sharded; sharded indexes "
+                    "support BM25, dense and custom similarities"
                 )
             names = [e["dir"] for e in m["segments"]]
             segs = _Handles(
@@ -228,7 +229,7 @@ class ShardedRetriever:
             )
             sizes = segs.call("size")
             vocab = None
-            if kind == "bm25" and names:
+            if mode == "bm25" and names:
                 vocab, maps, stats = merge_stats(segs.call("stats_part"))
                 bounds = segs.call("weigh", each=[(mp, len(vocab), stats) for mp in maps])
                 segs.call("set_bound", np.maximum.reduce(bounds))
@@ -335,11 +336,14 @@ class ShardedRetriever:
                 return segs, offsets, empty_hits(n_q, k)
             args = (k, flt, self.similarity_cut_off, self.num_threads)
             try:
-                if similarity_kind(spec.similarity) == "bm25":
+                mode = shard_mode(spec.similarity)
+                if mode == "bm25":
                     qv, qo = encode_queries(sub, self._analyzer(), vocab)
                     parts = segs.call("search_bm25", qv, qo, *args)
-                else:
+                elif mode == "vectors":
                     parts = segs.call("search_dense", self._query_vectors(sub), *args)
+                else:
+                    parts = segs.call("search_local", sub, *args)
                 break
             except SegmentNotReady:  # an actor died and Ray restarted it: weigh it again
                 if attempt:

@@ -11,7 +11,6 @@ score -inf, and ``counts[i]`` says how many hits query ``i`` has.
 from __future__ import annotations
 
 import abc
-import math
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,7 @@ import numpy as np
 from fastrag._checks import check_int, readonly
 from fastrag._kernels import dense as _dense
 from fastrag.errors import ConfigError
-from fastrag.indexes.base import Hits
+from fastrag.indexes.base import Hits, check_cutoff, check_k
 
 METRICS = ("cosine", "dot")
 # Norm checks and normalisation of fewer elements than this (32 MiB) run on the calling thread:
@@ -86,59 +85,9 @@ def check_metric(metric: Any) -> str:
     return metric
 
 
-def check_k(k: Any) -> int:
-    """``k``, the hits per query, as an int >= 1."""
-    return check_int("k", k, min=1, note="the number of hits per query")
-
-
 def check_dim(dim: Any) -> int:
     """``dim``, the embedding size, as an int >= 1."""
     return check_int("dim", dim, min=1, note="the embedding size")
-
-
-def check_cutoff(cutoff: Any) -> float:
-    """``cutoff`` as a float threshold (``-inf`` for None); hits need ``score >= cutoff``."""
-    if cutoff is None:
-        return -math.inf
-    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float, np.number)):
-        raise ConfigError(f"cutoff={cutoff!r} must be a number or None")
-    if math.isnan(cutoff):
-        raise ConfigError("cutoff=nan is not a threshold; pass a number or None")
-    return float(cutoff)
-
-
-def check_num_threads(num_threads: Any) -> int | None:
-    """``num_threads`` as an int >= 1, or None for the default (all)."""
-    return check_int("num_threads", num_threads, min=1, none="a default")
-
-
-def check_mask(mask: Any, n: int, *, longer_ok: bool = False) -> np.ndarray | None:
-    """``mask`` as a 1-D bool array of ``n`` flags, one per row (None stays None).
-
-    With ``longer_ok`` a longer mask is cut to its first ``n`` flags (an index whose rows are
-    a group's row ids takes the group's mask).
-    """
-    if mask is None:
-        return None
-    mask = np.asarray(mask)
-    if mask.dtype != np.bool_ or mask.ndim != 1:
-        raise ConfigError(
-            f"mask must be a 1-D boolean array (one flag per row), got dtype {mask.dtype} "
-            f"and shape {mask.shape}"
-        )
-    if longer_ok:
-        if mask.shape[0] < n:
-            raise ConfigError(
-                f"mask has {mask.shape[0]} entries but the index has rows up to "
-                f"{n - 1}; build the mask over all rows of the group"
-            )
-        return mask[:n]
-    if mask.shape[0] != n:
-        raise ConfigError(
-            f"mask has {mask.shape[0]} entries but the index has {n} rows; "
-            "build the mask over the same rows as the index"
-        )
-    return mask
 
 
 # ------------------------------------------------------------------------ vectors, queries

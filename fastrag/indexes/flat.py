@@ -16,14 +16,8 @@ import numpy as np
 from fastrag._blas import check_blas_once
 from fastrag.errors import ConfigError
 from fastrag.indexes import exact, quantized
-from fastrag.indexes.base import Hits
-from fastrag.indexes.dense_base import (
-    DenseIndex,
-    as_matrix,
-    check_mask,
-    check_num_threads,
-    prepare_vectors,
-)
+from fastrag.indexes.base import Hits, check_mask, check_num_threads
+from fastrag.indexes.dense_base import DenseIndex, as_matrix, prepare_vectors
 from fastrag.indexes.exact import exact_search
 from fastrag.indexes.int8 import Int8Corpus
 from fastrag.indexes.quantized import (

@@ -27,13 +27,11 @@ from fastrag._checks import check_int
 from fastrag._kernels import dense as _dense
 from fastrag._kernels import store_check as _check
 from fastrag.errors import ConfigError, StoreError, StoreIOError, missing_extra
-from fastrag.indexes.base import Hits
+from fastrag.indexes.base import Hits, check_mask, check_num_threads, search_threads
 from fastrag.indexes.dense_base import (
     DenseIndex,
     as_matrix,
     check_dim,
-    check_mask,
-    check_num_threads,
     padded_result,
     prepare_vectors,
     rows_of,
@@ -151,8 +149,7 @@ class HNSWIndex(DenseIndex):
 
     def _threads(self, num_threads: int | None) -> int:
         n = check_num_threads(num_threads)
-        n = self.num_threads if n is None else n
-        return -1 if n is None else n
+        return search_threads(self.num_threads if n is None else n)
 
     # ------------------------------------------------------------------------------ writes
     def add(self, vectors: Any, rows: Any = None) -> None:

@@ -37,8 +37,7 @@ from fastrag._blas import numba_threads
 from fastrag._checks import check_int, check_number, check_str, check_str_list, readonly
 from fastrag._kernels import sparse as sparse_kernels
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes.base import Hits
-from fastrag.indexes.dense_base import check_cutoff, check_mask, check_num_threads
+from fastrag.indexes.base import Hits, check_cutoff, check_k, check_mask, check_num_threads
 
 FORMAT = "fastrag.sparse/1"
 
@@ -390,7 +389,7 @@ class SparseIndex:
         docstring. ``mask`` (bool, one per document) keeps only the allowed documents;
         ``cutoff`` drops hits scoring below it; ``num_threads`` caps the threads of a batch of
         ``PARALLEL_MIN_QUERIES`` or more queries (default: numba's current setting)."""
-        k = _check_k(k)
+        k = check_k(k)
         q_indptr, q_indices, q_data = self.encode(queries)
         return self._search(q_indptr, q_indices, q_data, k, mask, cutoff, num_threads)
 
@@ -407,7 +406,7 @@ class SparseIndex:
     ) -> Hits:
         """:meth:`search` of queries already encoded as CSR over this index's dims (query
         ``i`` is ``q_indices[q_indptr[i]:q_indptr[i+1]]`` with weights ``q_data[...]``)."""
-        k = _check_k(k)
+        k = check_k(k)
         q_indptr = _int_array(q_indptr, "q_indptr", np.int64)
         if q_indptr.shape[0] < 1:
             raise ConfigError(
@@ -551,10 +550,6 @@ class SparseIndex:
 
 
 # ----------------------------------------------------------------------------- array checks
-def _check_k(k: Any) -> int:
-    return check_int("k", k, min=1, note="the number of hits per query")
-
-
 def _int_array(x: Any, name: str, dtype: type) -> np.ndarray:
     arr = np.asarray(x)
     if arr.ndim != 1:

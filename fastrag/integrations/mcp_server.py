@@ -42,6 +42,7 @@ from typing import Any
 from fastrag.documents.store import MANIFEST
 from fastrag.errors import ConfigError, FastragError, missing_extra
 from fastrag.llms.openai_like import OpenAILike
+from fastrag.plugins import load_plugins
 from fastrag.query.base import Query
 from fastrag.retrieval.present import hit_record
 from fastrag.serve.config import LOOPBACK_HOSTS, ServeConfig
@@ -418,6 +419,7 @@ def _llm(base_url: str | None, model: str | None) -> Any:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """``fastrag mcp``: check the arguments, then serve until stopped."""
+    load_plugins()  # $FASTRAG_PLUGINS (python -m fastrag.integrations.mcp_server)
     if not os.path.isfile(os.path.join(args.store, MANIFEST)):
         raise ConfigError(
             f"{args.store} is not a fastrag store (no {MANIFEST}); create one "

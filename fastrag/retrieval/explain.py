@@ -55,7 +55,7 @@ def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -
             "loosen or drop the filter"
         )
     cut = ret.similarity_cut_off
-    if ret.sim.kind in ("bm25", "hybrid"):
+    if ret.sim.path.analyzed:
         analyzer = ret.bm25_analyzer()
         terms = analyzer(query)
         if not terms:

@@ -15,13 +15,12 @@ import numpy as np
 import pyarrow as pa
 
 from fastrag._checks import check_topk
-from fastrag.analysis import encode_queries, get_analyzer
+from fastrag.analysis import get_analyzer
 from fastrag.documents.base import BaseDocument
 from fastrag.documents.group import NodeGroup, full_metadata_json
 from fastrag.embeddings.local import default_embedding
-from fastrag.errors import ConfigError, StoreError
+from fastrag.errors import ConfigError
 from fastrag.indexes.base import Hits
-from fastrag.indexes.bm25.args import check_bm25_params
 from fastrag.indexes.filters import filter_mask
 from fastrag.retrieval.args import (
     HIT_COLUMNS,
@@ -32,8 +31,7 @@ from fastrag.retrieval.args import (
     takes_no_arguments,
 )
 from fastrag.retrieval.explain import why_no_hits
-from fastrag.retrieval.fusion import check_fusion, default_weights, fuse_hits
-from fastrag.retrieval.merge import merge_hits
+from fastrag.retrieval.paths import BM25Path, MapPath, PathState, SearchPath
 from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
 from fastrag.settings import DEFAULT_TOPK
@@ -45,10 +43,6 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
-
-_BM25_PARAMS = ("method", "k1", "b", "delta")
-_HNSW_PARAMS = ("M", "ef_construction", "ef")
-_HYBRID_PARAMS = ("fusion", "weights", "rrf_k", "depth")
 
 
 class Retriever:
@@ -126,7 +120,8 @@ class Retriever:
         self.topk = check_topk(topk)
         if index not in ("default", "map", "hnsw"):
             raise ConfigError(f"unknown index {index!r}; use 'default', 'map' or 'hnsw'")
-        if index == "hnsw" and self.sim.kind not in ("dense", "hybrid"):
+        kind = self.sim.path
+        if index == "hnsw" and not kind.hnsw:
             raise ConfigError(
                 f"index='hnsw' needs a dense similarity ('cosine', 'dot' or "
                 f"'hybrid'), "
@@ -137,49 +132,34 @@ class Retriever:
         self.map_key = map_key
         self.num_workers = num_workers
         self.num_threads = num_threads
-        if analyzer is not None and self.sim.kind not in ("bm25", "hybrid"):
+        if analyzer is not None and not kind.analyzed:
             raise ConfigError("analyzer= applies to BM25 and hybrid similarities only")
         self._analyzer_spec = analyzer
         self._analyzer_opts = self._check_stemmer(stemmer, analyzer)
         #: the stemmer the BM25 analyzer uses ("auto" resolved; None: no stemming)
         self.stemmer: str | None = None
-        self.params = params
-        self.fusion: dict[str, Any] | None = None
-        if self.sim.kind == "hybrid":
-            self.fusion = check_fusion(params, _BM25_PARAMS + _HNSW_PARAMS)
-        if self.sim.kind in ("bm25", "hybrid"):
-            unknown = (
-                set(params)
-                - set(_BM25_PARAMS)
-                - set(self.fusion or ())
-                - (set(_HNSW_PARAMS) if self.fusion else set())
-            )
-            if unknown:
-                raise ConfigError(
-                    f"unknown BM25 parameters {sorted(unknown)}; known: {list(_BM25_PARAMS)}"
-                )
-            check_bm25_params(**{p: params[p] for p in _BM25_PARAMS if p in params})
+        self.params = kind.check(params, similarity)
+        if kind.analyzed:
             # built once now so a bad analyzer or stemmer (or a missing PyStemmer) fails here
             stem = getattr(self._analyzer(), "stemmer", None)
             self.stemmer = stem if isinstance(stem, str) else None
-        elif self.sim.kind == "dense":
-            unknown = set(params) - set(_HNSW_PARAMS)
-            if unknown:
-                raise ConfigError(
-                    f"unknown parameters {sorted(unknown)} for similarity "
-                    f"{similarity!r}; known: {list(_HNSW_PARAMS)}"
-                )
         self.embed_keys = self._check_embed_keys(embed_keys)
-        if (
-            self.fusion
-            and self.fusion["weights"] is not None
-            and (len(self.fusion["weights"]) != 1 + len(self.embed_keys))
-        ):
-            raise ConfigError(
-                f"weights has {len(self.fusion['weights'])} numbers; hybrid fuses "
-                f"{1 + len(self.embed_keys)} paths (BM25, then embed keys {self.embed_keys})"
-            )
         self.similarity_cut_off = self._check_cutoff(similarity_cut_off)
+        state = PathState(
+            doc=doc,
+            similarity=similarity,
+            sim=self.sim,
+            params=self.params,
+            analyzer=self._analyzer,
+            embed_keys=self.embed_keys,
+            index=index,
+            cutoff=self.similarity_cut_off,
+            map_key=map_key,
+            num_workers=num_workers,
+            num_threads=num_threads,
+        )
+        #: the search path of this retriever's similarity (the map path with index="map")
+        self.path: SearchPath = (MapPath if index == "map" else kind)(state)
         if len(doc.group(group_name)) == 0:  # builds the group now (it is lazy)
             raise ConfigError(_no_nodes(doc, group_name))
 
@@ -202,9 +182,9 @@ class Retriever:
         return {"stemmer": stemmer}
 
     def _check_embed_keys(self, embed_keys):
-        if self.sim.kind == "hybrid" and embed_keys is None and not self.doc.embed:
+        if self.sim.path.default_embedding and embed_keys is None and not self.doc.embed:
             self.doc.embed.setdefault("default", default_embedding())
-        if self.sim.mode != "embedding" and self.sim.kind != "hybrid":
+        if not self.sim.embedded:
             if embed_keys is not None:
                 raise ConfigError("embed_keys applies to embedding similarities only")
             return None
@@ -225,7 +205,7 @@ class Retriever:
         if cut is None:
             return None
         if isinstance(cut, Mapping):
-            if self.embed_keys is None or self.sim.kind == "hybrid":
+            if self.embed_keys is None or not self.sim.path.per_key_cutoff:
                 raise ConfigError("a per-key similarity_cut_off dict needs embedding similarity")
             unknown = set(cut) - set(self.embed_keys)
             if unknown:
@@ -237,10 +217,6 @@ class Retriever:
         if isinstance(cut, bool) or not isinstance(cut, (int, float)):
             raise ConfigError(f"similarity_cut_off must be a number or dict, got {cut!r}")
         return float(cut)
-
-    def _cutoff_for(self, key: str | None) -> float | None:
-        cut = self.similarity_cut_off
-        return cut.get(key) if isinstance(cut, dict) else cut
 
     # -- public API --------------------------------------------------------------------------
     def __call__(
@@ -326,15 +302,15 @@ class Retriever:
 
     def bm25_analyzer(self):
         """The analyzer this retriever's BM25 path tokenizes with (BM25 and hybrid only)."""
-        if self.sim.kind not in ("bm25", "hybrid"):
+        if not self.sim.path.analyzed:
             raise ConfigError(f"similarity {self.similarity!r} has no BM25 analyzer")
         return self._analyzer()
 
     def bm25_vocabulary(self) -> dict[str, int]:
         """The BM25 index's terms (token -> id) of this retriever's group."""
-        if self.sim.kind not in ("bm25", "hybrid"):
+        if not self.sim.path.analyzed:
             raise ConfigError(f"similarity {self.similarity!r} has no BM25 index")
-        return self._bm25(self.doc.group(self.group_name))[1]
+        return BM25Path(self.path.state).prepare(self.doc, self.doc.group(self.group_name)).vocab
 
     def mask(self, filter: Any = None) -> np.ndarray | None:
         """The group's rows ``filter`` (default: this retriever's) keeps, as a bool mask; None
@@ -343,14 +319,9 @@ class Retriever:
         return self._mask(self.doc.group(self.group_name), flt)
 
     def prepare(self) -> None:
-        """Build the BM25 or dense index this retriever searches now (stored when the store
-        is writable) instead of at the first query; other similarities build nothing."""
-        group = self.doc.group(self.group_name)
-        if self.sim.kind == "bm25":
-            self._bm25(group)
-        elif self.sim.kind == "dense":
-            for key in self.embed_keys:
-                self._dense_index(group, key)
+        """Build what this retriever searches now (the BM25 or dense index, stored when the
+        store is writable) instead of at the first query."""
+        self.path.prepare(self.doc, self.doc.group(self.group_name))
 
     # -- core --------------------------------------------------------------------------------
     def _run(self, queries, filter, topk) -> tuple[NodeGroup, Hits]:
@@ -379,17 +350,7 @@ class Retriever:
         return group, (rows, scores, counts)
 
     def _search(self, group, queries, k, mask) -> Hits:
-        if self.index == "map":
-            return self._search_map(group, queries, k, mask)
-        if self.sim.kind == "bm25":
-            return self._search_bm25(group, queries, k, mask)
-        if self.sim.kind == "dense":
-            return self._search_dense(group, queries, k, mask)
-        if self.sim.kind == "hybrid":
-            return self._search_hybrid(group, queries, k, mask)
-        if self.sim.kind == "sparse":
-            return self._search_sparse(group, queries, k, mask)
-        return self._search_custom(group, queries, k, mask)
+        return self.path.search(self.path.prepare(self.doc, group), queries, k, mask)
 
     def _mask(self, group, flt) -> np.ndarray | None:
         if callable(flt) and not hasattr(flt, "build") and takes_no_arguments(flt):
@@ -413,127 +374,10 @@ class Retriever:
             mask = np.zeros(n, dtype=bool)
         return mask
 
-    # -- BM25 --------------------------------------------------------------------------------
+    # -- analysis ----------------------------------------------------------------------------
     def _analyzer(self):
         spec = self._analyzer_spec if self._analyzer_spec is not None else self.sim.analyzer
         return get_analyzer(spec, **self._analyzer_opts)
-
-    def _bm25(self, group):
-        """(index, vocab, analyzer): the Document's derived-data owner builds or loads it."""
-        analyzer = self._analyzer()
-        params = {p: self.params[p] for p in _BM25_PARAMS if p in self.params}
-        index, vocab = self.doc.derived.bm25(group, analyzer, params, self.num_workers)
-        return index, vocab, analyzer
-
-    def _search_bm25(self, group, queries, k, mask, fused: bool = False) -> Hits:
-        index, vocab, analyzer = self._bm25(group)
-        cutoff = None if fused else self._cutoff_for(None)
-        for attempt in (0, 1):
-            q_values, q_offsets = encode_queries(queries, analyzer, vocab)
-            try:
-                return index.search(
-                    q_values, q_offsets, k, mask=mask, cutoff=cutoff, num_threads=self.num_threads
-                )
-            except StoreError as exc:  # a stored index whose postings proved damaged
-                if attempt:
-                    raise
-                params = {p: self.params[p] for p in _BM25_PARAMS if p in self.params}
-                index, vocab = self.doc.derived.rebuild_bm25(
-                    group, analyzer, params, self.num_workers, exc
-                )
-
-    # -- map ---------------------------------------------------------------------------------
-    def _search_map(self, group, queries, k, mask) -> Hits:
-        table = self.doc.derived.key_map(group, self.map_key)
-        rows = np.full((len(queries), k), -1, dtype=np.int64)
-        scores = np.zeros((len(queries), k), dtype=np.float32)
-        counts = np.zeros(len(queries), dtype=np.int32)
-        for i, q in enumerate(queries):
-            hit = np.asarray(table.get(q, ()), dtype=np.int64)
-            if mask is not None and len(hit):
-                hit = hit[mask[hit]]
-            hit = hit[:k]
-            rows[i, : len(hit)] = hit
-            scores[i, : len(hit)] = 1.0
-            counts[i] = len(hit)
-        return rows, scores, counts
-
-    # -- custom ------------------------------------------------------------------------------
-    def _search_custom(self, group, queries, k, mask) -> Hits:
-        fn, kw = self.sim.fn, self.params
-        n = len(group)
-        all_scores = np.empty((len(queries), n), dtype=np.float64)
-        if self.sim.mode == "text":
-            texts = group.texts()
-            for i, q in enumerate(queries):
-                s = fn(q, texts, **kw) if self.sim.batch else [fn(q, t, **kw) for t in texts]
-                all_scores[i] = _scores_array(s, n, self.similarity)
-            return _topk_scores(all_scores, k, mask, self._cutoff_for(None))
-        results = []
-        for key in self.embed_keys:  # several keys merge as the built-in dense ones do
-            vecs = self.doc.derived.vectors(group, key)
-            qv = self.doc.embed_queries(queries, key)
-            for i in range(len(queries)):
-                s = fn(qv[i], vecs, **kw) if self.sim.batch else [fn(qv[i], v, **kw) for v in vecs]
-                all_scores[i] = _scores_array(s, n, self.similarity)
-            results.append(_topk_scores(all_scores, k, mask, self._cutoff_for(key)))
-        return results[0] if len(results) == 1 else merge_hits(results, k)
-
-    # -- dense -------------------------------------------------------------------------------
-    def _dense_index(self, group, key):
-        metric = self.sim.metric
-        if self.index == "hnsw":
-            hparams = {p: self.params[p] for p in _HNSW_PARAMS if p in self.params}
-            return self.doc.derived.hnsw(group, key, metric, hparams)
-        return self.doc.derived.flat(group, key, metric)
-
-    def _dense_paths(self, group, queries, k, mask, fused: bool = False) -> list[Hits]:
-        results = []
-        for key in self.embed_keys:
-            index = self._dense_index(group, key)
-            qv = self.doc.embed_queries(queries, key)
-            results.append(
-                index.search(
-                    qv,
-                    k,
-                    mask=mask,
-                    cutoff=None if fused else self._cutoff_for(key),
-                    num_threads=self.num_threads,
-                )
-            )
-        return results
-
-    def _search_dense(self, group, queries, k, mask) -> Hits:
-        results = self._dense_paths(group, queries, k, mask)
-        if len(results) == 1:
-            return results[0]
-        return merge_hits(results, k)
-
-    # -- sparse ------------------------------------------------------------------------------
-    def _search_sparse(self, group, queries, k, mask) -> Hits:
-        results = []
-        for key in self.embed_keys:
-            index = self.doc.derived.sparse(group, key)
-            qd = self.doc.embed_sparse_queries(queries, key)
-            rows, scores, counts = index.search(
-                qd, k, mask=mask, cutoff=self._cutoff_for(key), num_threads=self.num_threads
-            )
-            results.append((rows, np.where(rows >= 0, scores, 0).astype(np.float32), counts))
-        return results[0] if len(results) == 1 else merge_hits(results, k)
-
-    # -- hybrid ------------------------------------------------------------------------------
-    def _search_hybrid(self, group, queries, k, mask) -> Hits:
-        opts = self.fusion
-        depth = min(max(k, opts["depth"]), len(group))
-        paths = [self._search_bm25(group, queries, depth, mask, fused=True)]
-        paths += self._dense_paths(group, queries, depth, mask, fused=True)
-        weights = opts["weights"] or default_weights(len(paths) - 1)
-        rows, scores, counts = fuse_hits(paths, k, opts["fusion"], weights, opts["rrf_k"])
-        cut = self._cutoff_for(None)
-        if cut is not None:
-            counts = np.minimum(counts, (scores >= cut).sum(axis=1).astype(np.int32))
-            rows[np.arange(k)[None, :] >= counts[:, None]] = -1
-        return rows, scores, counts
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -552,28 +396,3 @@ def _no_nodes(doc: Document, group_name: str) -> str:
         f"{n_roots} root nodes; check the transform given to create_node_group, or "
         "retrieve from another group"
     )
-
-
-def _scores_array(s, n: int, name: str) -> np.ndarray:
-    arr = np.asarray(s, dtype=np.float64).reshape(-1)
-    if arr.shape != (n,):
-        raise ConfigError(f"similarity {name!r} returned {arr.shape[0]} scores for {n} nodes")
-    return arr
-
-
-def _topk_scores(scores: np.ndarray, k: int, mask: np.ndarray | None, cutoff: float | None) -> Hits:
-    """Top-k of a dense (n_q, n) score matrix: best first, ties by row; NaN never returned."""
-    from fastrag._kernels.topk import topk_rows  # lazy: numba
-
-    scores = np.array(scores, dtype=np.float32)
-    if mask is not None:
-        scores[:, ~mask] = -np.inf
-    if cutoff is not None:
-        scores[scores < cutoff] = -np.inf
-    nq, n = scores.shape
-    k = min(k, n)
-    rows = np.empty((nq, k), dtype=np.int64)
-    out = np.empty((nq, k), dtype=np.float32)
-    counts = np.empty(nq, dtype=np.int32)
-    topk_rows(scores, k, rows, out, counts)
-    return rows, np.where(rows >= 0, out, 0).astype(np.float32), counts

@@ -60,6 +60,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 
 from fastrag.documents.document import Document
 from fastrag.llms.openai_like import OpenAILike
+from fastrag.plugins import load_plugins
 from fastrag.serve.config import ServeConfig
 from fastrag.serve.engine import ServeEngine
 from fastrag.serve.guard import Guard, ServeSettings, install_error_handlers, setup_logging
@@ -202,6 +203,7 @@ def app_from_config(config: ServeConfig | Mapping[str, Any]) -> Any:
     its fields). Keys are read from the environment variables it names, never stored in it."""
     cfg = config if isinstance(config, ServeConfig) else ServeConfig.from_mapping(config)
     setup_logging(cfg.log_level)
+    load_plugins()  # a worker process: the plugins `fastrag --plugin` named
     llm = None
     secrets = []
     if cfg.llm_base_url:

@@ -323,7 +323,7 @@ class ServeEngine:
     def _build(self, group: str, sim: str, retry: bool = False) -> tuple:
         """Start (or find) the background build of a configured similarity's data: ``(task
         id or None, status, error, progress)``."""
-        if self.build_task is not None and get_similarity(sim).kind != "sparse":
+        if self.build_task is not None and get_similarity(sim).path.stored:
             rec = self.build_task(group, sim, retry)
             return rec["id"], rec["status"], rec.get("error"), rec.get("progress")
 

@@ -59,15 +59,14 @@ class NotReady(ConfigError):
 
 def needs_vectors(similarity: str) -> bool:
     """Whether ``similarity`` scores with embeddings (dense, hybrid, sparse, custom ones)."""
-    sim = get_similarity(similarity)
-    return sim.kind in ("dense", "hybrid", "sparse") or sim.mode == "embedding"
+    return get_similarity(similarity).embedded
 
 
 def embed_keys(doc: Any, similarity: str) -> list[str]:
     """The embed keys a Retriever with ``similarity`` uses on ``doc`` (``hybrid`` without an
     embedder: the default one, ``"default"``)."""
     keys = list(doc.embed)
-    if not keys and get_similarity(similarity).kind == "hybrid":
+    if not keys and get_similarity(similarity).path.default_embedding:
         keys = ["default"]
     return keys
 
@@ -98,9 +97,9 @@ def why_not_ready(doc: Any, group: str, similarity: str) -> str | None:
     if not needs_vectors(similarity):
         return None
     g = doc.group(group)
-    sparse = get_similarity(similarity).kind == "sparse"
+    in_memory = not get_similarity(similarity).path.stored
     for key in embed_keys(doc, similarity):
-        if sparse:
+        if in_memory:
             if not doc.derived.sparse_ready(g, key):
                 return f"its sparse index (embed key {key!r}) is not built in this process"
             continue

@@ -555,7 +555,7 @@ class Writer:
         for group, sim in configured:
             try:
                 if needs_vectors(sim) and (
-                    get_similarity(sim).kind == "sparse"  # in each reader's memory only
+                    not get_similarity(sim).path.stored  # in each reader's memory only
                     or any(
                         doc.derived.vectors_missing(doc.group(group), k) is None
                         for k in embed_keys(doc, sim)

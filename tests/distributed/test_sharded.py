@@ -74,7 +74,9 @@ def test_shards_score_exactly_as_one_index(tmp_path, cmrc, similarity):
         assert sr.batch_arrow(questions, filter="part == 1 && long == true").equals(want_f)
         # the global statistics are the whole corpus's
         assert sr.stats.n_docs == len(texts)
-        assert sr.stats.n_tokens == ret._bm25(whole.group("root"))[0].stats.n_tokens
+        assert (
+            sr.stats.n_tokens == ret.path.prepare(whole, whole.group("root")).index.stats.n_tokens
+        )
     one = sr(questions[5])
     assert [(h.node.id, h.score) for h in one] == [(h.node.id, h.score) for h in ret(questions[5])]
     assert [h.node.text for h in one] == [h.node.text for h in ret(questions[5])]

@@ -261,10 +261,10 @@ def test_a_tf_code_changed_is_caught_by_its_chunk(tmp_path, monkeypatch):
     np.save(path, words)
 
     index, checks = loaded()
-    index.search(np.array([0], np.int32), np.array([0, 1]), 3)  # the first term: other chunks
+    index.search_csr(np.array([0], np.int32), np.array([0, 1]), 3)  # the first term: other chunks
     assert 0 < checks["words"][0].n_verified < len(checks["words"][0]._done)
     with pytest.raises(StoreError, match=r"words\.npy' fails its checksum in bytes"):
-        index.search(np.array([last], np.int32), np.array([0, 1]), 3)
+        index.search_csr(np.array([last], np.int32), np.array([0, 1]), 3)
 
 
 def test_segment_tokens_changed_within_the_vocabulary_are_rebuilt(tmp_path, monkeypatch):

@@ -1,12 +1,12 @@
-"""Compressed BM25 postings (kernels/bm25_codec.py): lossless doc ids and term frequencies,
+"""Compressed BM25 postings (kernels/bm25/codec.py): lossless doc ids and term frequencies,
 weights bit-identical to the uncompressed index."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from fastrag._kernels import bm25_build as kb
-from fastrag._kernels import bm25_codec as kc
+from fastrag._kernels.bm25 import build as kb
+from fastrag._kernels.bm25 import codec as kc
 
 from fastrag.analysis import tokenize_corpus
 from fastrag.datasets import load_cmrc2018_dev

@@ -113,9 +113,9 @@ def test_common_term_queries_are_exact(data, threads):
     mask = np.random.default_rng(2).random(N_DOCS) < 0.6
     for k in (1, 10, 64, 150):
         for kw in ({}, {"mask": mask}, {"cutoff": 1.5}, {"mask": mask, "cutoff": 1.0}):
-            want = plain.search(qv, qo, k, strategy="dense", **kw)
-            assert_same(plain.search(qv, qo, k, num_threads=threads, **kw), want)
-            assert_same(headed.search(qv, qo, k, num_threads=threads, **kw), want)
+            want = plain.search_csr(qv, qo, k, strategy="dense", **kw)
+            assert_same(plain.search_csr(qv, qo, k, num_threads=threads, **kw), want)
+            assert_same(headed.search_csr(qv, qo, k, num_threads=threads, **kw), want)
     assert headed.head_nbytes > 0 and plain.head_nbytes == 0
 
 
@@ -123,7 +123,7 @@ def test_one_term_query_is_the_heads_first_entries(data):
     values, offsets, _, _, common = data
     index = build(values, offsets, heads=True)
     for t in common[:6]:
-        rows, scores, counts = index.search(np.array([t], np.int32), np.array([0, 1]), 10)
+        rows, scores, counts = index.search_csr(np.array([t], np.int32), np.array([0, 1]), 10)
         docs, w, _ = expected_head(index, t)
         np.testing.assert_array_equal(rows[0], docs[:10])
         np.testing.assert_array_equal(scores[0], w[:10])
@@ -135,16 +135,16 @@ def test_searches_take_the_head_path(data):
     which they can only if searches admit new rows from the heads."""
     values, offsets, qv, qo, _ = data
     index = build(values, offsets, heads=True)
-    want = index.search(qv, qo, 10)
+    want = index.search_csr(qv, qo, 10)
     index._head_doc[:] = (index._head_doc + 1) % N_DOCS
-    got = index.search(qv, qo, 10)
+    got = index.search_csr(qv, qo, 10)
     changed = (got[0] != want[0]).any(axis=1).sum()
     assert changed >= 100, changed
 
 
 def test_concurrent_first_searches_build_complete_heads(data):
     values, offsets, qv, qo, _ = data
-    want = build(values, offsets, heads=False).search(qv, qo, 10, strategy="dense")
+    want = build(values, offsets, heads=False).search_csr(qv, qo, 10, strategy="dense")
     index = build(values, offsets, heads=True)
     errors, results = [], {}
     barrier = threading.Barrier(8)
@@ -154,7 +154,7 @@ def test_concurrent_first_searches_build_complete_heads(data):
             barrier.wait()
             for j in range(3):  # different first queries: different terms built first
                 a = (i * 37 + j * 11) % 300
-                results[(i, j)] = (a, index.search(qv, qo[a:], 10, num_threads=1 + i % 2))
+                results[(i, j)] = (a, index.search_csr(qv, qo[a:], 10, num_threads=1 + i % 2))
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -189,7 +189,7 @@ def test_heads_of_two_terms_never_count_a_document_twice():
     plain = build(values, offsets, heads=False)
     headed = build(values, offsets, heads=True)
     qv, qo = np.array([0, 1], np.int32), np.array([0, 2])
-    want = plain.search(qv, qo, 10, mask=mask, strategy="dense")
+    want = plain.search_csr(qv, qo, 10, mask=mask, strategy="dense")
     assert want[2][0] == 6
-    assert_same(headed.search(qv, qo, 10, mask=mask), want)
+    assert_same(headed.search_csr(qv, qo, 10, mask=mask), want)
     assert headed.head_nbytes > 0

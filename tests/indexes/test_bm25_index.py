@@ -57,7 +57,7 @@ def assert_topk_equal(rows, scores, count, reference, query, k, mask=None, cutof
 
 def search_lists(index, queries, k, **kw):
     qv, qo = ragged(queries)
-    return index.search(qv, qo, k, **kw)
+    return index.search_csr(qv, qo, k, **kw)
 
 
 def char_bigrams(text):
@@ -166,7 +166,7 @@ def test_lucene_scores_equal_bm25s():
             continue
         ours = index.get_scores(np.array(q, np.int32))
         np.testing.assert_allclose(ours, ret.get_scores_from_ids(q), rtol=REL, atol=1e-6)
-        rows, scores, counts = index.search(np.array(q, np.int32), np.array([0, len(q)]), 5)
+        rows, scores, counts = index.search_csr(np.array(q, np.int32), np.array([0, len(q)]), 5)
         b_rows, b_scores = ret.retrieve([q], k=5, show_progress=False)
         n = int(counts[0])
         np.testing.assert_allclose(scores[0, :n], b_scores[0, :n], rtol=REL)
@@ -184,7 +184,7 @@ def test_empty_and_unknown_only_queries_return_nothing():
     assert (rows[:2] == -1).all() and np.isneginf(scores[:2]).all()
     assert rows[2, :2].tolist() == [2, 1]  # row 2 holds token 2 twice
     assert (index.get_scores(np.array([], np.int32)) == 0).all()
-    empty = index.search(np.zeros(0, np.int32), np.zeros(1, np.int64), 3)
+    empty = index.search_csr(np.zeros(0, np.int32), np.zeros(1, np.int64), 3)
     assert [a.shape for a in empty] == [(0, 3), (0, 3), (0,)]
 
 
@@ -263,8 +263,8 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
     docs, queries = random_corpus(17, n_docs=500)
     index = BM25Index.build(*ragged(docs), 70)
     qv, qo = ragged([queries[i % len(queries)] for i in range(n_queries)])
-    qv.flags.writeable = qo.flags.writeable = False  # as BM25Index.search passes them
-    serial = index.search(qv, qo, 6, num_threads=1)
+    qv.flags.writeable = qo.flags.writeable = False  # as BM25Index.search_csr passes them
+    serial = index.search_csr(qv, qo, 6, num_threads=1)
     n = index.n_docs
     rows = np.full((n_queries, 6), -7, np.int64)
     scores = np.full((n_queries, 6), 7.0, np.float32)
@@ -310,7 +310,7 @@ def test_offsets_that_do_not_start_at_zero():
     b = BM25Index.build(shifted, offsets + 3, 70)
     qv, qo = ragged(queries)
     qv2 = np.concatenate([np.array([1, 2], np.int32), qv])
-    for x, y in zip(a.search(qv, qo, 4), b.search(qv2, qo + 2, 4), strict=False):
+    for x, y in zip(a.search_csr(qv, qo, 4), b.search_csr(qv2, qo + 2, 4), strict=False):
         np.testing.assert_array_equal(x, y)
 
 
@@ -365,25 +365,31 @@ def test_bad_arguments_raise_clear_errors():
     index = BM25Index.build(*ragged([[0, 1], [1]]), 2)
     qv, qo = np.array([0, 1], np.int32), np.array([0, 2])
     with pytest.raises(ConfigError, match=r"k must be an int >= 1 \(the number of hits.*got 0"):
-        index.search(qv, qo, 0)
+        index.search_csr(qv, qo, 0)
     with pytest.raises(ConfigError, match=r"k must be an int >= 1 .*got float 2.0"):
-        index.search(qv, qo, 2.0)
+        index.search_csr(qv, qo, 2.0)
     with pytest.raises(ConfigError, match=r"q_offsets spans \[0, 3\] but the values array has 2"):
-        index.search(qv, np.array([0, 3]), 1)
+        index.search_csr(qv, np.array([0, 3]), 1)
     with pytest.raises(ConfigError, match=r"q_offsets must be non-decreasing"):
-        index.search(qv, np.array([0, 2, 1]), 1)
+        index.search_csr(qv, np.array([0, 2, 1]), 1)
     with pytest.raises(ConfigError, match=r"query token id 5 is outside the vocabulary \[0, 2\)"):
-        index.search(np.array([5], np.int32), np.array([0, 1]), 1)
-    with pytest.raises(ConfigError, match=r"mask must be a bool array of shape \(2,\)"):
-        index.search(qv, qo, 1, mask=np.ones(3, bool))
+        index.search_csr(np.array([5], np.int32), np.array([0, 1]), 1)
+    with pytest.raises(ConfigError, match=r"mask has 3 entries but the index has 2 rows"):
+        index.search_csr(qv, qo, 1, mask=np.ones(3, bool))
     with pytest.raises(ConfigError, match=r"cutoff='x' must be a number"):
-        index.search(qv, qo, 1, cutoff="x")
+        index.search_csr(qv, qo, 1, cutoff="x")
     with pytest.raises(
-        ConfigError, match=r"num_threads must be an int in \[1, \d+\] \(\d+ is numba's"
+        ConfigError, match=r"num_threads must be None \(numba's current setting\) or an int >= 1"
     ):
-        index.search(qv, qo, 1, num_threads=0)
+        index.search_csr(qv, qo, 1, num_threads=0)
+    with pytest.raises(ConfigError, match=r"call search_csr\(q_values, q_offsets, k\)"):
+        index.search(qv, qo)
+    with pytest.raises(ConfigError, match=r"queries\[1\] must be a 1-D sequence of token ids"):
+        index.search([[0], [0.5]], 1)
+    with pytest.raises(ConfigError, match=r"queries must be a list of token-id lists"):
+        index.search("hello", 1)
     with pytest.raises(ConfigError, match=r"unknown search strategy 'wand'; known strategies: "):
-        index.search(qv, qo, 1, strategy="wand")
+        index.search_csr(qv, qo, 1, strategy="wand")
 
 
 def test_bad_build_input_raises_clear_errors():
@@ -452,7 +458,7 @@ def test_a_negative_weight_under_a_positive_bound_is_caught_before_pruning():
     arrays["data"][arrays["indptr"][1]] = -0.5  # term 1's first posting
     loaded = BM25Index.from_arrays(arrays, index.meta())
     with pytest.raises(StoreError, match=r"negative in a term with a positive bound"):
-        loaded.search(np.array([1], np.int32), np.array([0, 1]), 2)
+        loaded.search_csr(np.array([1], np.int32), np.array([0, 1]), 2)
 
 
 @pytest.mark.parametrize("bad_id", [10**6, 3, -2])
@@ -462,9 +468,9 @@ def test_doc_ids_are_checked_per_term_before_a_kernel_reads_them(bad_id):
     arrays["indices"][3] = bad_id  # term 1's second posting
     loaded = BM25Index.from_arrays(arrays, index.meta())  # offsets are fine: loads
     ok = np.array([3], np.int32), np.array([0, 1])
-    np.testing.assert_array_equal(loaded.search(*ok, 2)[0], index.search(*ok, 2)[0])
+    np.testing.assert_array_equal(loaded.search_csr(*ok, 2)[0], index.search_csr(*ok, 2)[0])
     for call in (
-        lambda: loaded.search(np.array([3, 1], np.int32), np.array([0, 2]), 2),
+        lambda: loaded.search_csr(np.array([3, 1], np.int32), np.array([0, 2]), 2),
         lambda: loaded.get_scores(np.array([1], np.int32)),
     ):
         with pytest.raises(
@@ -474,5 +480,5 @@ def test_doc_ids_are_checked_per_term_before_a_kernel_reads_them(bad_id):
         ):
             call()
     intact = BM25Index.from_arrays(index.to_arrays(), index.meta())
-    intact.search(np.arange(4, dtype=np.int32), np.array([0, 4]), 2)
+    intact.search_csr(np.arange(4, dtype=np.int32), np.array([0, 4]), 2)
     assert intact._unchecked is None  # every term checked once, then no more work

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fastrag._kernels import bm25 as kbm25
 from fastrag._kernels import topk as ktopk
-from fastrag._kernels.bm25_primitives import cmov, heapsort, order_desc_stable
+from fastrag._kernels.bm25.primitives import cmov, heapsort, order_desc_stable
 
 
 def topk_reference(scores, k):

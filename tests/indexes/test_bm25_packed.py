@@ -54,7 +54,7 @@ def _reload(index: BM25Index) -> BM25Index:
 
 
 def _same_results(a: BM25Index, b: BM25Index, qv, qo, **kw) -> None:
-    for x, y in zip(a.search(qv, qo, 10, **kw), b.search(qv, qo, 10, **kw), strict=True):
+    for x, y in zip(a.search_csr(qv, qo, 10, **kw), b.search_csr(qv, qo, 10, **kw), strict=True):
         assert x.dtype == y.dtype
         np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
 
@@ -117,7 +117,7 @@ def test_a_query_decodes_only_its_own_terms():
     values, offsets, n_vocab = _zipf()
     packed = _reload(BM25Index.build(values, offsets, n_vocab))
     assert not packed.data.any()  # nothing decoded on open
-    packed.search(np.array([3, 7], np.int32), np.array([0, 2]), 5)
+    packed.search_csr(np.array([3, 7], np.int32), np.array([0, 2]), 5)
     indptr = np.asarray(packed.indptr)
     decoded = np.flatnonzero(packed.data)
     terms = np.unique(np.searchsorted(indptr, decoded, side="right") - 1)
@@ -142,7 +142,7 @@ def test_a_probed_term_decodes_only_the_blocks_its_candidates_reach(n_docs):
     common = int(np.argmax(df))
     rare = int(np.flatnonzero((df >= 3) & (df <= 8))[0])
     qv, qo = np.array([rare, common], np.int32), np.array([0, 2])
-    hits = [i.search(qv, qo, 2, strategy="maxscore") for i in (index, packed)]
+    hits = [i.search_csr(qv, qo, 2, strategy="maxscore") for i in (index, packed)]
     for x, y in zip(*hits, strict=True):
         np.testing.assert_array_equal(x, y)
     n_blocks = (int(df[common]) + 127) // 128
@@ -158,7 +158,7 @@ def test_threads_decoding_the_same_terms_get_the_same_answers():
     values, offsets, n_vocab = _zipf(8000, 20000, seed=6)
     index = BM25Index.build(values, offsets, n_vocab)
     qv, qo = _queries(values, offsets, 64, seed=7)
-    want = index.search(qv, qo, 10)
+    want = index.search_csr(qv, qo, 10)
     for _ in range(3):
         packed = _reload(index)
         got = [None] * 8
@@ -166,7 +166,7 @@ def test_threads_decoding_the_same_terms_get_the_same_answers():
 
         def run(i, packed=packed, got=got, barrier=barrier):
             barrier.wait()
-            got[i] = packed.search(qv, qo, 10)
+            got[i] = packed.search_csr(qv, qo, 10)
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
         for t in threads:
@@ -239,9 +239,9 @@ def test_damaged_blocks_are_refused_before_a_search_reads_them():
         a["blk_last"][tb[t]] += 1  # its first skip entry
 
     packed = BM25Index.from_arrays(*_damaged(index, edit))
-    packed.search(np.array([(t + 1) % n_vocab], np.int32), np.array([0, 1]), 5)  # other terms
+    packed.search_csr(np.array([(t + 1) % n_vocab], np.int32), np.array([0, 1]), 5)  # other terms
     with pytest.raises(StoreError, match=f"term {t} do not decode to their skip entries"):
-        packed.search(np.array([t], np.int32), np.array([0, 1]), 5)
+        packed.search_csr(np.array([t], np.int32), np.array([0, 1]), 5)
 
 
 def test_from_postings_rejects_a_bad_term_map():
@@ -267,7 +267,7 @@ def test_decoded_postings_counts_the_blocks_searches_decoded():
     assert packed.decoded_postings == 0
     df = np.diff(np.asarray(index.indptr))
     t = int(np.flatnonzero(df > 300)[0])  # several blocks, the last one partial
-    packed.search(np.array([t], np.int32), np.array([0, 1]), 3, strategy="dense")
+    packed.search_csr(np.array([t], np.int32), np.array([0, 1]), 3, strategy="dense")
     assert packed.decoded_postings == df[t]
     packed.check_postings()
     assert packed.decoded_postings == index.indptr[-1]
@@ -287,14 +287,14 @@ def test_a_term_searched_again_is_decoded_whole():
     common = int(np.argmax(df))
     rare = int(np.flatnonzero((df >= 3) & (df <= 8))[0])
     qv, qo = np.array([rare, common], np.int32), np.array([0, 2])
-    first = packed.search(qv, qo, 2, strategy="maxscore")
+    first = packed.search_csr(qv, qo, 2, strategy="maxscore")
     blocks = (int(df[common]) + 127) // 128
     assert _decoded_blocks(packed, common) < blocks
-    again = packed.search(qv, qo, 2, strategy="maxscore")
+    again = packed.search_csr(qv, qo, 2, strategy="maxscore")
     assert _decoded_blocks(packed, common) == blocks
     assert packed._packed.term_ready[[rare, common]].all()
-    for x, y, z in zip(first, again, index.search(qv, qo, 2, strategy="maxscore"), strict=True):
+    for x, y, z in zip(first, again, index.search_csr(qv, qo, 2, strategy="maxscore"), strict=True):
         np.testing.assert_array_equal(x, y)
         np.testing.assert_array_equal(x, z)
     with pytest.raises(ConfigError):  # an id outside the vocabulary: named, not an IndexError
-        packed.search(np.array([rare, 5000], np.int32), np.array([0, 2]), 2)
+        packed.search_csr(np.array([rare, 5000], np.int32), np.array([0, 2]), 2)

@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 import pytest
-from fastrag._kernels import bm25_heads as kb
+from fastrag._kernels.bm25 import heads as kb
 
 import fastrag.indexes.bm25.index as bm25_mod
 from fastrag.errors import StoreError
@@ -100,11 +100,11 @@ def test_results_are_bit_identical_with_and_without_directories(data, threads):
     ranked = build(values, offsets, rank=True)
     mask = np.random.default_rng(1).random(N_DOCS) < 0.7
     for kw in ({}, {"mask": mask}, {"cutoff": 3.0}, {"mask": mask, "cutoff": 2.0}):
-        want = plain.search(qv, qo, 10, num_threads=threads, **kw)
-        got = ranked.search(qv, qo, 10, num_threads=threads, **kw)
+        want = plain.search_csr(qv, qo, 10, num_threads=threads, **kw)
+        got = ranked.search_csr(qv, qo, 10, num_threads=threads, **kw)
         assert_same(got, want)
         # and both equal the plain dense accumulation (no pruning at all)
-        assert_same(plain.search(qv, qo, 10, strategy="dense", **kw), want)
+        assert_same(plain.search_csr(qv, qo, 10, strategy="dense", **kw), want)
     assert ranked.rank_nbytes > 0 and plain.rank_nbytes == 0
 
 
@@ -113,16 +113,16 @@ def test_searches_take_the_directory_path(data):
     which they can only if the search reads the directories."""
     values, offsets, qv, qo = data
     index = build(values, offsets, rank=True)
-    want = index.search(qv, qo, 10)
+    want = index.search_csr(qv, qo, 10)
     index._rank_dir[:] = 0
-    got = index.search(qv, qo, 10)
+    got = index.search_csr(qv, qo, 10)
     changed = (got[1] != want[1]).any(axis=1).sum()
     assert changed >= 20, changed
 
 
 def test_concurrent_first_searches_build_each_directory_once(data):
     values, offsets, qv, qo = data
-    want = build(values, offsets, rank=False).search(qv, qo, 10)
+    want = build(values, offsets, rank=False).search_csr(qv, qo, 10)
     index = build(values, offsets, rank=True)
     calls = []
     real = kb.build_rank_rows
@@ -138,7 +138,7 @@ def test_concurrent_first_searches_build_each_directory_once(data):
         try:
             barrier.wait()
             for _ in range(3):
-                results[i] = index.search(qv, qo, 10, num_threads=1 + i % 2)
+                results[i] = index.search_csr(qv, qo, 10, num_threads=1 + i % 2)
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -183,11 +183,11 @@ def test_corrupt_postings_are_reported_not_read(data):
     with pytest.raises(StoreError, match="corrupt"):
         loaded.build_rank_directories()
     with pytest.raises(StoreError, match="corrupt"):
-        loaded.search(np.array([t], np.int32), np.array([0, 1]), 10)
+        loaded.search_csr(np.array([t], np.int32), np.array([0, 1]), 10)
 
 
 def test_small_indexes_have_no_directories(data):
     values, offsets, qv, qo = data
     index = BM25Index.build(values, offsets, N_VOCAB)  # 30k docs < RANK_MIN_DOCS
-    index.search(qv, qo, 10)
+    index.search_csr(qv, qo, 10)
     assert index.rank_nbytes == 0 and index.build_rank_directories() == 0

@@ -55,7 +55,7 @@ def test_streamed_build_writes_the_packed_index_of_the_whole_corpus(
     opened = open_packed(tmp_path / "idx")
     qv = np.array([1, 2, 3, 40, 7, 7, 900], np.int32)
     qo = np.array([0, 3, 4, 7])
-    for x, y in zip(opened.search(qv, qo, 10), whole.search(qv, qo, 10), strict=True):
+    for x, y in zip(opened.search_csr(qv, qo, 10), whole.search_csr(qv, qo, 10), strict=True):
         np.testing.assert_array_equal(x, y)
 
 

@@ -241,7 +241,7 @@ def test_bad_constructor_arguments(kwargs, match):
         (lambda ix: ix.search(np.ones(4), 1, cutoff="0.5"), r"cutoff='0.5' must be a number"),
         (
             lambda ix: ix.search(np.ones(4), 1, num_threads=0),
-            r"num_threads must be None \(a default\) or an int >= 1, got 0",
+            r"num_threads must be None \(numba's current setting\) or an int >= 1, got 0",
         ),
         (lambda ix: ix.add(np.ones((2, 3))), r"vectors have dim 3 but the index has dim 4"),
         (lambda ix: ix.add(pa.array([[1.0] * 4])), r"must be a fixed_size_list<float32>"),

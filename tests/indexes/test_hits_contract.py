@@ -4,11 +4,14 @@ int32; ``mask``, ``cutoff`` and ``num_threads`` mean the same everywhere."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
 from fastrag.errors import ConfigError
 from fastrag.indexes import BM25Index, FlatIndex, HNSWIndex, SparseIndex
+from fastrag.indexes.base import Index
 
 N_DOCS = 40
 
@@ -19,9 +22,7 @@ def _bm25():
     values = rng.integers(0, 12, int(lengths.sum())).astype(np.int32)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     index = BM25Index.build(values, offsets, 12)
-    qv = np.array([0, 1, 2, 3, 11], np.int32)
-    qo = np.array([0, 2, 4, 5], np.int64)
-    return lambda k, **kw: index.search(qv, qo, k, **kw)
+    return index, [[0, 1], [2, 3], [11]]
 
 
 def _vectors():
@@ -32,15 +33,14 @@ def _vectors():
 
 def _flat():
     x, q = _vectors()
-    index = FlatIndex.from_vectors(x, bf16=False, int8=False)
-    return lambda k, **kw: index.search(q, k, **kw)
+    return FlatIndex.from_vectors(x, bf16=False, int8=False), q
 
 
 def _hnsw():
     x, q = _vectors()
     index = HNSWIndex(8)
     index.add(x)
-    return lambda k, **kw: index.search(q, k, **kw)
+    return index, q
 
 
 def _sparse():
@@ -49,12 +49,38 @@ def _sparse():
         {f"t{j}": float(rng.uniform(0.1, 1)) for j in rng.choice(10, 3, replace=False)}
         for _ in range(N_DOCS)
     ]
-    index = SparseIndex.from_dicts(dicts)
-    queries = [{"t1": 1.0}, {"t2": 0.5, "t3": 1.0}, {"t9": 2.0}]
-    return lambda k, **kw: index.search(queries, k, **kw)
+    return SparseIndex.from_dicts(dicts), [{"t1": 1.0}, {"t2": 0.5, "t3": 1.0}, {"t9": 2.0}]
 
 
 INDEXES = {"bm25": _bm25, "flat": _flat, "hnsw": _hnsw, "sparse": _sparse}
+
+
+def _searcher(name):
+    index, queries = INDEXES[name]()
+    return lambda k, **kw: index.search(queries, k, **kw)
+
+
+@pytest.mark.parametrize("name", sorted(INDEXES))
+def test_index_keeps_the_protocol(name):
+    index, queries = INDEXES[name]()
+    assert isinstance(index, Index)
+    params = inspect.signature(type(index).search).parameters
+    assert list(params)[1:3] == ["queries", "k"]
+    for kw in ("mask", "cutoff", "num_threads"):
+        assert params[kw].kind is inspect.Parameter.KEYWORD_ONLY and params[kw].default is None
+    one = index.search(queries[0], 4)  # one query is a batch of one
+    assert all(x.shape[0] == 1 for x in one)
+    for a, b in zip(one, index.search(queries[:1], 4), strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_bm25_search_is_search_csr_of_the_batch():
+    index, queries = _bm25()
+    want = index.search_csr(np.array([0, 1, 2, 3, 11], np.int32), np.array([0, 2, 4, 5]), 7)
+    for got in (index.search(queries, 7), index.search([np.array(q) for q in queries], 7)):
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b)
+    assert [x.shape[0] for x in index.search([], 3)] == [0, 0, 0]
 
 
 def _check_hits(hits, n_q: int, k: int) -> None:
@@ -72,7 +98,7 @@ def _check_hits(hits, n_q: int, k: int) -> None:
 
 @pytest.mark.parametrize("name", sorted(INDEXES))
 def test_search_answers_hits(name):
-    search = INDEXES[name]()
+    search = _searcher(name)
     for k in (1, 5, N_DOCS + 3):
         _check_hits(search(k), 3, k)
     full = search(N_DOCS + 3)
@@ -94,6 +120,6 @@ def test_search_answers_hits(name):
 @pytest.mark.parametrize("name", sorted(INDEXES))
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2"])
 def test_num_threads_is_checked_alike(name, bad):
-    search = INDEXES[name]()
+    search = _searcher(name)
     with pytest.raises(ConfigError, match="num_threads"):
         search(3, num_threads=bad)

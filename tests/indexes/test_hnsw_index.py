@@ -242,7 +242,10 @@ def test_missing_extra_names_the_extra(monkeypatch):
         ({"ef_construction": -1}, r"ef_construction must be an int >= 1, got -1"),
         ({"max_elements": 0}, r"max_elements must be an int >= 1, got 0"),
         ({"metric": "l2"}, r"unknown metric 'l2'"),
-        ({"num_threads": 0}, r"num_threads must be None \(a default\) or an int >= 1, got 0"),
+        (
+            {"num_threads": 0},
+            r"num_threads must be None \(numba's current setting\) or an int >= 1, got 0",
+        ),
     ],
 )
 def test_bad_constructor_arguments(kwargs, match):

@@ -5,7 +5,6 @@ a second time, with everything it calls; the kernels start such values as ``np.i
 from __future__ import annotations
 
 import pickle
-from pathlib import Path
 
 import fastrag._kernels as kernels
 import pytest
@@ -17,18 +16,18 @@ import fastrag._coldstart as cs
 def _current_indexes() -> dict[str, list[tuple]]:
     """The signatures in numba's cache index of each kernel, for the indexes written since
     its source last changed (numba rewrites an index with each kernel it adds)."""
-    src_dir = Path(kernels.__path__[0])
     out = {}
-    for nbi in sorted(cs.cache_dir().glob("*.nbi")):
-        src = src_dir / (nbi.name.split(".", 1)[0] + ".py")
-        if not src.exists():
-            continue
-        if nbi.stat().st_mtime < src.stat().st_mtime:
-            continue
-        with nbi.open("rb") as f:
-            pickle.load(f)  # numba's version
-            _, overloads = pickle.loads(f.read())
-        out[nbi.name] = [key[0] for key in overloads]
+    for src_dir in kernels.kernel_folders():  # each folder of kernels has its own cache
+        for nbi in sorted(kernels.cache_dir(src_dir).glob("*.nbi")):
+            src = src_dir / (nbi.name.split(".", 1)[0] + ".py")
+            if not src.exists():
+                continue
+            if nbi.stat().st_mtime < src.stat().st_mtime:
+                continue
+            with nbi.open("rb") as f:
+                pickle.load(f)  # numba's version
+                _, overloads = pickle.loads(f.read())
+            out[f"{src_dir.name}/{nbi.name}"] = [key[0] for key in overloads]
     return out
 
 

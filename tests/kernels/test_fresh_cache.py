@@ -12,9 +12,9 @@ from pathlib import Path
 import fastrag._kernels as kernels
 from fastrag._kernels import _fresh
 
-# posting_weight (bm25_codec) inlines tf_component (bm25_build)
+# posting_weight (bm25/codec.py) inlines tf_component (bm25/build.py)
 PROBE = (
-    "import kcopy.bm25_codec as c; "
+    "import kcopy.bm25.codec as c; "
     "print(repr(float(c.posting_weight(0, 1.0, 0.0, 3, 10.0, 10.0, 1.2, 0.75, 0.0))))"
 )
 
@@ -38,14 +38,14 @@ def test_editing_an_inlined_kernel_recompiles_its_callers(tmp_path):
     assert list(cache.rglob("*.nbi"))  # compiled and cached
     assert _run(tmp_path, cache) == before  # loaded from the cache
 
-    build = pkg / "bm25_build.py"
+    build = pkg / "bm25" / "build.py"
     text = build.read_text()
     old = "        return tf / (k1 * norm + tf)\n"
     assert text.count(old) == 1
     build.write_text(text.replace(old, "        return 2.0 * tf / (k1 * norm + tf)\n"))
-    codec_mtime = (pkg / "bm25_codec.py").stat().st_mtime_ns  # the caller's file is unchanged
+    codec_mtime = (pkg / "bm25" / "codec.py").stat().st_mtime_ns  # the caller is unchanged
     after = _run(tmp_path, cache)
-    assert (pkg / "bm25_codec.py").stat().st_mtime_ns == codec_mtime
+    assert (pkg / "bm25" / "codec.py").stat().st_mtime_ns == codec_mtime
     assert abs(after - 2 * before) < 1e-6
 
 
@@ -68,6 +68,34 @@ def test_drop_stale_cache_keeps_a_current_cache(tmp_path):
     assert sorted(p.name for p in cache.iterdir()) == [_fresh.STAMP]
 
 
+def test_a_change_in_any_folder_drops_every_folders_cache(tmp_path):
+    """A kernel in a subpackage may inline one of the parent folder (bm25/primitives.py calls
+    topk.py's heap offers): the digest covers every folder, and each folder's cache follows."""
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.py").write_text("x = 1\n")
+    (src / "sub" / "b.py").write_text("y = 1\n")
+    caches = [tmp_path / "cache_root", tmp_path / "cache_sub"]
+    for cache in caches:
+        _fresh.drop_stale_cache(src, cache)
+        (cache / "k.f-1.py311.nbi").write_bytes(b"index")
+    for edit in (src / "a.py", src / "sub" / "b.py"):
+        edit.write_text(edit.read_text() + "z = 2\n")
+        for cache in caches:
+            assert _fresh.drop_stale_cache(src, cache)
+            assert not (cache / "k.f-1.py311.nbi").exists()
+            (cache / "k.f-1.py311.nbi").write_bytes(b"index")
+            assert not _fresh.drop_stale_cache(src, cache)  # current again: kept
+
+
+def test_every_kernel_folder_has_its_own_cache():
+    folders = kernels.kernel_folders()
+    assert folders[1:] == [folders[0] / "bm25"]
+    caches = [kernels.cache_dir(f) for f in folders]
+    assert len(set(caches)) == len(caches)
+    assert kernels.cache_dir() == caches[0]
+
+
 def test_processes_starting_at_once_after_an_edit_all_see_it(tmp_path):
     """Several processes import the edited package at the same moment: each may drop the cache
     while another loads from it (numba treats a vanished file as a miss); all compute the new
@@ -77,7 +105,7 @@ def test_processes_starting_at_once_after_an_edit_all_see_it(tmp_path):
     shutil.copytree(src, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     cache = tmp_path / "cache"
     before = _run(tmp_path, cache)
-    build = pkg / "bm25_build.py"
+    build = pkg / "bm25" / "build.py"
     old = "        return tf / (k1 * norm + tf)\n"
     build.write_text(build.read_text().replace(old, "        return 3.0 * tf / (k1 * norm + tf)\n"))
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(cache)}

@@ -124,7 +124,7 @@ def test_hybrid_options_filter_cutoff_and_errors(doc):
         fr.Retriever(doc, "root", "hybrid", depth=0)
     with pytest.raises(ConfigError, match=r"unknown BM25 parameters \['zeta'\]"):
         fr.Retriever(doc, "root", "hybrid", zeta=1)
-    with pytest.raises(ConfigError, match=r"sharded indexes support BM25 and dense"):
+    with pytest.raises(ConfigError, match=r"sharded indexes support BM25, dense and custom"):
         from fastrag.distributed.build import check_spec
 
         check_spec("root", "hybrid", "root", {}, None, "default", None, None)

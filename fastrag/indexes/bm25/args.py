@@ -5,13 +5,13 @@ strategies, and one check per argument (a ConfigError naming the bad value and t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from numbers import Integral, Real
 
-import numba
 import numpy as np
 
-from fastrag._checks import check_int, readonly
-from fastrag._kernels import bm25_search
+from fastrag._checks import readonly
+from fastrag._kernels.bm25 import search as bm25_search
 from fastrag.errors import ConfigError
 
 BM25_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -19,7 +19,7 @@ BM25_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+
 
 SEARCH_STRATEGIES: tuple[str, ...] = ("auto", "maxscore", "touched", "dense")
 """Exact scoring strategies (same results); ``auto`` picks per query, the others are forced
-choices for benchmarks (see ``fastrag._kernels.bm25_search``)."""
+choices for benchmarks (see ``fastrag._kernels.bm25.search``)."""
 
 _STRATEGY_CODES = {
     "auto": bm25_search.STRATEGY_AUTO,
@@ -75,50 +75,6 @@ def strategy_code(strategy: object) -> int:
             f"{', '.join(SEARCH_STRATEGIES)}"
         )
     return code
-
-
-def check_k(k: object) -> int:
-    """``k``, the number of hits per query: an int >= 1."""
-    return check_int("k", k, min=1, note="the number of hits per query")
-
-
-def check_cutoff(cutoff: object) -> tuple[bool, float]:
-    """``(has_cutoff, cutoff)`` for the kernels: a number, or None for no cutoff."""
-    if cutoff is None:
-        return False, 0.0
-    if isinstance(cutoff, bool) or not isinstance(cutoff, Real) or math.isnan(cutoff):
-        raise ConfigError(f"cutoff={cutoff!r} must be a number (minimum score kept) or None")
-    return True, float(cutoff)
-
-
-def check_threads(num_threads: object) -> int:
-    """numba threads for a search: numba's current setting when None, else at most its pool."""
-    if num_threads is None:
-        return int(numba.get_num_threads())
-    limit = int(numba.config.NUMBA_NUM_THREADS)
-    return check_int(
-        "num_threads",
-        num_threads,
-        min=1,
-        max=limit,
-        note=f"{limit} is numba's thread pool, NUMBA_NUM_THREADS",
-    )
-
-
-def check_mask(mask: object, n_docs: int, no_mask: np.ndarray) -> tuple[bool, np.ndarray]:
-    """``(has_mask, mask)`` for the kernels: a bool array ``[n_docs]``, or None (``no_mask``)."""
-    if mask is None:
-        return False, no_mask
-    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (n_docs,):
-        desc = (
-            f"{mask.dtype} array of shape {mask.shape}"
-            if isinstance(mask, np.ndarray)
-            else type(mask).__name__
-        )
-        raise ConfigError(
-            f"mask must be a bool array of shape ({n_docs},) (one entry per document); got {desc}"
-        )
-    return True, readonly(np.ascontiguousarray(mask))
 
 
 def ragged_array(x: object, name: str, dtype: type) -> np.ndarray:
@@ -228,6 +184,33 @@ def check_queries(
     return readonly(np.ascontiguousarray(qv, dtype=np.int32)), (
         None if qo is None else readonly(np.ascontiguousarray(qo))
     )
+
+
+def token_batch(queries: object) -> tuple[np.ndarray, np.ndarray]:
+    """``(q_values, q_offsets)`` of a batch of token-id queries: a sequence of token-id
+    sequences, or one 1-D sequence of token ids (a batch of one)."""
+    if isinstance(queries, np.ndarray) and queries.ndim == 1 and queries.dtype.kind in "iu":
+        queries = [queries]
+    elif isinstance(queries, (str, bytes)) or not isinstance(queries, Sequence | np.ndarray):
+        raise ConfigError(
+            f"queries must be a list of token-id lists (one per query), got "
+            f"{type(queries).__name__}; tokenize and map text to ids first"
+        )
+    elif len(queries) and all(isinstance(t, Integral) for t in queries):
+        queries = [queries]
+    parts = []
+    for i, q in enumerate(queries):
+        arr = np.asarray(q)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise ConfigError(
+                f"queries[{i}] must be a 1-D sequence of token ids (ints), got "
+                f"{type(q).__name__} of dtype {arr.dtype} and shape {arr.shape}"
+            )
+        parts.append(arr)
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([p.shape[0] for p in parts], out=offsets[1:])
+    values = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return values, offsets
 
 
 def raise_query_error(err: int, qv: np.ndarray, qo: np.ndarray, n_vocab: int) -> None:

@@ -33,39 +33,46 @@ import numpy as np
 
 from fastrag._checks import readonly
 from fastrag._coldstart import kernels_ready
-from fastrag._kernels import bm25_build, bm25_heads, bm25_search
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
+from fastrag._kernels.bm25 import build as bm25_build
+from fastrag._kernels.bm25 import heads as bm25_heads
+from fastrag._kernels.bm25 import search as bm25_search
 from fastrag.errors import ConfigError, StoreError
+from fastrag.indexes.base import (
+    Hits,
+    check_cutoff,
+    check_k,
+    check_mask,
+    check_num_threads,
+    search_threads,
+)
 from fastrag.indexes.bm25 import numpy_path as bm25_numpy
 from fastrag.indexes.bm25.args import (
     BM25_METHODS,
     INT32_MAX,
     SEARCH_STRATEGIES,
     check_corpus,
-    check_cutoff,
-    check_k,
-    check_mask,
     check_method,
     check_params,
     check_queries,
-    check_threads,
     ragged_array,
     raise_bad_token,
     raise_query_error,
     strategy_code,
+    token_batch,
 )
 from fastrag.indexes.bm25.packed import PackedPostings, no_lazy, raise_problem
 from fastrag.indexes.bm25.persist import BM25Persistence
 from fastrag.indexes.bm25.stats import BM25Stats, check_stats, document_frequencies
 from fastrag.indexes.bm25.stored import check_postings
 
-# Rank directories (see ``fastrag._kernels.bm25_heads.build_rank_rows``): for the terms in at
+# Rank directories (see ``fastrag._kernels.bm25.heads.build_rank_rows``): for the terms in at
 # least 1/RANK_DF_DIVISOR of the documents of an index of at least RANK_MIN_DOCS documents,
 # built on the first query that needs one. 16 bytes per 64 documents per term: at most
 # RANK_DF_DIVISOR / 32 of the size of the term's own postings (8 bytes each), half at 16.
 RANK_MIN_DOCS = 1 << 16
 RANK_DF_DIVISOR = 16
-# Impact heads (see ``fastrag._kernels.bm25_heads.build_head_rows``): the same terms also keep
+# Impact heads (see ``fastrag._kernels.bm25.heads.build_head_rows``): the same terms also keep
 # their heaviest max(HEAD_MIN, df // HEAD_DF_DIVISOR) postings, heaviest first (8 bytes each:
 # 1/32 of the term's postings), so that a query whose bar already excludes the other postings
 # admits new rows from the head alone instead of reading the whole list.
@@ -239,6 +246,34 @@ class BM25Index(BM25Persistence):
     # ---------------------------------------------------------------------------- search
     def search(
         self,
+        queries: Any,
+        k: int,
+        *,
+        mask: np.ndarray | None = None,
+        cutoff: float | None = None,
+        num_threads: int | None = None,
+        strategy: str = "auto",
+    ) -> Hits:
+        """Exact top-``k`` of each query of a batch of token-id sequences (one sequence of
+        token ids is a batch of one): :meth:`search_csr` of the batch laid end to end."""
+        if not isinstance(k, int) and isinstance(k, np.ndarray | list | tuple):
+            raise ConfigError(
+                "BM25Index.search takes (queries, k); for token ids laid end to end with "
+                "offsets, call search_csr(q_values, q_offsets, k)"
+            )
+        q_values, q_offsets = token_batch(queries)
+        return self.search_csr(
+            q_values,
+            q_offsets,
+            k,
+            mask=mask,
+            cutoff=cutoff,
+            num_threads=num_threads,
+            strategy=strategy,
+        )
+
+    def search_csr(
+        self,
         q_values: np.ndarray,
         q_offsets: np.ndarray,
         k: int,
@@ -247,7 +282,7 @@ class BM25Index(BM25Persistence):
         cutoff: float | None = None,
         num_threads: int | None = None,
         strategy: str = "auto",
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> Hits:
         """Exact top-``k`` of a batch of queries ``q_values[q_offsets[i]:q_offsets[i+1]]``.
 
         Returns ``(rows, scores, counts)``: ``rows`` int64 ``[n_queries, k]`` (best first, ties
@@ -279,10 +314,14 @@ class BM25Index(BM25Persistence):
         if self._rank_pending is not None and qv.shape[0]:
             self._build_rank(qv)
         n_q = qo.shape[0] - 1
-        has_mask, mask_arr = check_mask(mask, self.n_docs, self._no_mask)
-        has_cutoff, cut = check_cutoff(cutoff)
+        mask_arr = check_mask(mask, self.n_docs)
+        has_mask = mask_arr is not None
+        mask_arr = self._no_mask if mask_arr is None else readonly(np.ascontiguousarray(mask_arr))
+        cut = check_cutoff(cutoff)
+        has_cutoff = cut != -np.inf
+        cut = cut if has_cutoff else 0.0  # the kernels read it only with has_cutoff
         code = strategy_code(strategy)
-        threads = check_threads(num_threads)
+        threads = search_threads(check_num_threads(num_threads))
         rows = np.empty((n_q, k), np.int64)
         scores = np.empty((n_q, k), np.float32)
         counts = np.empty(n_q, np.int32)

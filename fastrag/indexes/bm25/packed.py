@@ -1,10 +1,10 @@
-"""Packed BM25 postings: the block codec of ``fastrag._kernels.bm25_codec`` (doc-id gaps and
+"""Packed BM25 postings: the block codec of ``fastrag._kernels.bm25.codec`` (doc-id gaps and
 term-frequency codes bit-packed per block of 128 postings, a skip entry per block) plus each
 document's length, from which every weight is recomputed bit for bit.
 
 A :class:`~fastrag.indexes.bm25.BM25Index` saved packed (``to_arrays(packed=True)``) takes
 about 1.3-1.8 bytes per posting instead of 8; loaded, its searches decode the blocks they reach
-into the uncompressed layout (``fastrag._kernels.bm25_lazy``), so opening reads no postings and
+into the uncompressed layout (``fastrag._kernels.bm25.lazy``), so opening reads no postings and
 memory grows with the blocks queries touch.
 """
 
@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._kernels import bm25_build as kb
-from fastrag._kernels import bm25_codec
+from fastrag._kernels.bm25 import build as kb
+from fastrag._kernels.bm25 import codec as bm25_codec
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.bm25.args import check_corpus, raise_bad_token
 from fastrag.indexes.bm25.stored import FORMAT_PACKED, checked_arrays
@@ -180,7 +180,7 @@ class PackedPostings:
         writable: tuple[np.ndarray, np.ndarray],
         term_max: np.ndarray,
     ) -> tuple:
-        """The ``lz`` tuple of ``fastrag._kernels.bm25_lazy`` that has the search kernels decode
+        """The ``lz`` tuple of ``fastrag._kernels.bm25.lazy`` that has the search kernels decode
         these postings block by block into ``writable`` (``indices``, ``data``)."""
         a, w = self.arrays, self.weighing
         self.ready = np.zeros(int(a["term_block"][-1]), np.uint8)

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._kernels import bm25_build, bm25_codec
+from fastrag._kernels.bm25 import build as bm25_build
+from fastrag._kernels.bm25 import codec as bm25_codec
 from fastrag.errors import ConfigError
 from fastrag.indexes.bm25.args import check_method, check_params
 from fastrag.indexes.bm25.packed import PackedPostings, Weighing, raise_problem, remap
@@ -44,7 +45,7 @@ class BM25Persistence:
         when the index was built with external statistics; otherwise ``df`` is
         ``np.diff(indptr)``.
 
-        ``packed``: the postings in the block codec of ``fastrag._kernels.bm25_codec`` (doc-id
+        ``packed``: the postings in the block codec of ``fastrag._kernels.bm25.codec`` (doc-id
         gaps and term-frequency codes bit-packed per block of 128, with each document's
         length) instead of an int32 doc id and a float32 weight each: about 1.3-1.8 bytes per
         posting instead of 8, and the same scores bit for bit (a loaded index recomputes

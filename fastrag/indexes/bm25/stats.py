@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastrag._coldstart import kernels_ready
-from fastrag._kernels import bm25_build
+from fastrag._kernels.bm25 import build as bm25_build
 from fastrag.errors import ConfigError
 from fastrag.indexes.bm25 import numpy_path as bm25_numpy
 from fastrag.indexes.bm25.args import check_corpus, raise_bad_token

@@ -13,7 +13,7 @@ from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.bm25.args import BM25_METHODS, check_params
 
 FORMAT = "fastrag.bm25/1"
-# Postings in the block codec of ``fastrag._kernels.bm25_codec`` (doc-id gaps and tf codes,
+# Postings in the block codec of ``fastrag._kernels.bm25.codec`` (doc-id gaps and tf codes,
 # bit-packed per block of BLOCK postings) with per-document lengths: weights are recomputed.
 FORMAT_PACKED = "fastrag.bm25/2"
 PACKED_NAMES = (
@@ -92,7 +92,7 @@ def _packed_problem(a: dict[str, np.ndarray], meta: dict) -> str | None:
     """What makes the arrays of a packed index unsafe to decode (shapes, dtypes, offsets, bit
     widths and block sizes; the doc ids themselves are checked as they are decoded), or
     None. Sets ``a["term_block"]``, each term's first block (derived, not stored)."""
-    from fastrag._kernels.bm25_codec import BLOCK  # lazy: numba
+    from fastrag._kernels.bm25.codec import BLOCK  # lazy: numba
 
     n_vocab, nnz, n_docs = int(meta["n_vocab"]), int(meta["nnz"]), int(meta["n_docs"])
     indptr = a["indptr"]

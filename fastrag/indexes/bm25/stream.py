@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fastrag._kernels import bm25_build as kb
-from fastrag._kernels import bm25_codec as kc
+from fastrag._kernels.bm25 import build as kb
+from fastrag._kernels.bm25 import codec as kc
 from fastrag.errors import ConfigError
 from fastrag.indexes.bm25.args import INT32_MAX, check_corpus, check_method, check_params
 from fastrag.indexes.bm25.index import BM25Index

@@ -1,4 +1,4 @@
-"""The ``touched`` and ``maxscore`` strategies of BM25 search (see :mod:`.bm25_search`): the
+"""The ``touched`` and ``maxscore`` strategies of BM25 search (see :mod:`.search`): the
 query's terms in decreasing order of their upper bound, each added to the accumulator by the
 step that suits it (admitting new rows, or adding to the candidates by scan, galloping search
 or rank directory), with the current top rows completed early to raise the bar.
@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._config import FASTMATH
-from .bm25_heads import head_admit, plan_head, rank_term
-from .bm25_lazy import ensure_at, ensure_range, find, plain_term, plain_terms
-from .bm25_primitives import (
+from .._config import FASTMATH
+from .heads import head_admit, plan_head, rank_term
+from .lazy import ensure_at, ensure_range, find, plain_term, plain_terms
+from .primitives import (
     BOUND_SLACK,
     cmov,
     final_bar,

@@ -1,4 +1,4 @@
-"""Exact BM25 top-k search over the index of :mod:`.bm25_build`: one query
+"""Exact BM25 top-k search over the index of :mod:`.build`: one query
 (:func:`search_one`), batches (serial and parallel) and dense scores.
 
 Scoring strategies (``STRATEGY_*``; all exact, same results):
@@ -16,16 +16,16 @@ Scoring strategies (``STRATEGY_*``; all exact, same results):
   (rows sorted by a radix sort) from an interpolated guess (rows of a list spread evenly over
   the documents), so that each search mostly stays within one prefetched cache line. A term
   in many documents may have a *rank directory* (a bitmap of its documents with a running
-  count per 64 of them, :func:`.bm25_heads.build_rank_rows`): a candidate's posting is then
+  count per 64 of them, :func:`.heads.build_rank_rows`): a candidate's posting is then
   found with one cache line and a ``popcount``, prefetched exactly, instead of a search. Such a
   term also has an *impact head* (its heaviest postings, heaviest first,
-  :func:`.bm25_heads.build_head_rows`). Before admitting it, when the bar and the later terms'
+  :func:`.heads.build_head_rows`). Before admitting it, when the bar and the later terms'
   bounds leave only postings heavier than the head's last one able to lift a new row into the
   top-k, the candidates look the term up and new rows come from the head alone, its heaviest
   first until they are too light: the rest of the list is never read. The head's best
   documents, completed over all terms, raise the bar first (threshold-algorithm style). Queries
   of common terms, whose lists span most documents, then touch a few hundred postings instead
-  of millions. ``touched`` and ``maxscore`` live in :mod:`.bm25_maxscore`.
+  of millions. ``touched`` and ``maxscore`` live in :mod:`.maxscore`.
 * ``auto`` (default): ``dense`` on small corpora (accumulator in cache, see
   ``_DENSE_MAX_DOCS``) when the query touches many rows, else ``maxscore``.
 
@@ -38,11 +38,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._config import FASTMATH
-from .bm25_lazy import ensure_range
-from .bm25_maxscore import search_pruned
-from .bm25_primitives import fetch_add, heapsort, offer_bar, order_desc_stable
-from .topk import heap_drain_sorted, heap_offer
+from .._config import FASTMATH
+from ..topk import heap_drain_sorted, heap_offer
+from .lazy import ensure_range
+from .maxscore import search_pruned
+from .primitives import fetch_add, heapsort, offer_bar, order_desc_stable
 
 STRATEGY_DENSE = 0
 STRATEGY_TOUCHED = 1
@@ -228,7 +228,7 @@ def search_one(
     ``pos`` are restored before returning. ``rank_slot`` (int32 ``[n_vocab]``, or empty for
     none): the row of ``rank_dir`` holding a term's rank directory, -1 where it has none; slot
     ``s`` also has the impact head ``head_doc``/``head_w[head_ptr[s]:head_ptr[s + 1]]`` (see
-    :func:`.bm25_heads.build_head_rows`; empty arrays for none)."""
+    :func:`.heads.build_head_rows`; empty arrays for none)."""
     n_docs = acc.shape[0]
     k_eff = min(k, n_docs)
     terms, mult, ub, m, base = _query_terms(indptr, term_max, base_weights, q_terms)

@@ -7,7 +7,7 @@ cache line and a ``popcount``, prefetched exactly, instead of a search. Such a t
 *impact head* (its heaviest postings, heaviest first, :func:`build_head_rows`): when the bar and
 the later terms' bounds leave only postings heavier than the head's last one able to lift a new
 row into the top-k, new rows come from the head alone (:func:`plan_head`, :func:`head_admit`),
-and the rest of the list is never read (see :mod:`.bm25_search` for the whole search).
+and the rest of the list is never read (see :mod:`.search` for the whole search).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._config import FASTMATH
-from .bm25_lazy import ensure_at, find, plain_term, plain_terms, ready_ranked
-from .bm25_primitives import (
+from .._config import FASTMATH
+from .lazy import ensure_at, find, plain_term, plain_terms, ready_ranked
+from .primitives import (
     BOUND_SLACK,
     final_bar,
     offer_bar,

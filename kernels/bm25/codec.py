@@ -17,7 +17,7 @@ Layout, for the postings of term ``t`` (ascending doc ids, tf >= 1) in blocks
   words at a time).
 
 A weight is ``float32(idf[t] * tfc(tf, dl) - base[t])`` in float64, the expression and
-rounding of :func:`.bm25_build.weigh_postings` (no fastmath in either), so it equals the
+rounding of :func:`.build.weigh_postings` (no fastmath in either), so it equals the
 uncompressed index's stored weight bit for bit.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bm25_build import tf_component
+from .build import tf_component
 
 BLOCK = 128
 
@@ -166,7 +166,7 @@ def decode_block(blk_last, blk_word, blk_dw, blk_tw, words, j, first_block, n, d
 
 @njit(cache=True, nogil=True)
 def posting_weight(method, idf_t, base_t, tf, dl, avgdl, k1, b, delta):
-    """The float32 BM25 weight of one posting, as :func:`.bm25_build.weigh_postings` computes
+    """The float32 BM25 weight of one posting, as :func:`.build.weigh_postings` computes
     it (``avgdl`` already replaced by 1 when it is 0)."""
     return np.float32(idf_t * tf_component(method, float(tf), dl, avgdl, k1, b, delta) - base_t)
 
@@ -509,7 +509,7 @@ def term_bounds(
     delta,
 ):
     """Each term's largest weight (float32 ``[n_vocab]``, 0 for a term without postings, as
-    :func:`.bm25_build.weigh_postings` returns it), each term decoded into one scratch buffer.
+    :func:`.build.weigh_postings` returns it), each term decoded into one scratch buffer.
     Returns ``(bounds, term, problem)``: ``problem`` 1 or 2 (see :func:`decode_terms`) for the
     first term whose blocks are damaged, else ``(bounds, -1, 0)``."""
     n_vocab = indptr.shape[0] - 1

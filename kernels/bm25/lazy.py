@@ -1,6 +1,6 @@
 """Packed postings decoded block by block as searches reach them.
 
-A packed index (:mod:`.bm25_codec`) serves its searches from the uncompressed layout
+A packed index (:mod:`.codec`) serves its searches from the uncompressed layout
 (``indices``/``data`` under ``indptr``), filled one 128-posting block at a time: a scan decodes
 the blocks of its range, a galloping search finds its block through the skip entries
 (``blk_last``) and decodes that block alone, a rank-directory lookup decodes the block of the
@@ -15,7 +15,7 @@ term_max, out_indices, out_data, fparams, iparams, bad, term_ready)``: ``ready``
 block (1 once decoded and checked), the codec arrays, the weighing (``idf``/``base`` float64
 per term, ``fparams`` = ``[avgdl, k1, b, delta]``, ``iparams`` = ``[method]``), the writable
 uncompressed arrays, ``bad`` int64 ``[2]``: the term and problem code (those of
-:func:`.bm25_codec.decode_terms`) of a damaged block, set instead of decoding it, and
+:func:`.codec.decode_terms`) of a damaged block, set instead of decoding it, and
 ``term_ready`` uint8 per term (1 once all its blocks are: lookups then skip the blocks).
 
 Decoding a block is idempotent: two threads that reach it together write the same values,
@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bm25_codec import BLOCK, decode_block, posting_weight, weight_ok
-from .bm25_primitives import fence_acquire, fence_release, gallop_find, popcount
+from .codec import BLOCK, decode_block, posting_weight, weight_ok
+from .primitives import fence_acquire, fence_release, gallop_find, popcount
 
 _SHIFT = 7  # log2(BLOCK)
 assert BLOCK == 1 << _SHIFT
@@ -139,7 +139,7 @@ def plain_terms(lz, terms, i0, i1):
 @njit(cache=True, nogil=True)
 def ready_ranked(lz, indptr, t, touched, nt, rdir):
     """Decode the blocks of term ``t`` that hold the postings of the rows ``touched[:nt]``,
-    found through its rank directory ``rdir`` (see ``bm25_heads.build_rank_rows``)."""
+    found through its rank directory ``rdir`` (see ``heads.build_rank_rows``)."""
     ready = lz[0]
     first = lz[1][t]
     one = np.uint64(1)
@@ -169,7 +169,7 @@ def plain_term(lz, t):
 
 @njit(cache=True, nogil=True)
 def find(lz, indptr, indices, t, lo, hi, d, g):
-    """:func:`.bm25_primitives.gallop_find` in term ``t``'s postings ``[lo, hi)`` (guess ``g``):
+    """:func:`.primitives.gallop_find` in term ``t``'s postings ``[lo, hi)`` (guess ``g``):
     the first position whose doc id is >= ``d``, or ``hi``. Packed: the block that holds it is
     found by its skip entry, decoded if need be, and searched alone; ``lz`` None: plain."""
     if lz is None:

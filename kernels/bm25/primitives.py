@@ -14,8 +14,8 @@ from numba.core import cgutils as _cgutils
 from numba.core import types as _nbtypes
 from numba.extending import intrinsic
 
-from ._config import FASTMATH
-from .topk import heap_offer, heap_sift_down
+from .._config import FASTMATH
+from ..topk import heap_offer, heap_sift_down
 
 # Relative slack on upper bounds so that float32 rounding can never prune a document that
 # would have made the top-k (a pruned bound is always a true bound).

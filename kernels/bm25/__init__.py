@@ -2,20 +2,21 @@
 
 The public kernels, gathered from the modules that own them:
 
-* :mod:`.bm25_build`: index layout, document frequencies, postings, BM25 weights.
-* :mod:`.bm25_heads`: rank directories and impact heads of terms in many documents.
-* :mod:`.bm25_search`: one query and batches, the scoring strategies (design notes there),
-  dense scores; :mod:`.bm25_maxscore` holds the ``touched`` and ``maxscore`` strategies.
-* :mod:`.bm25_primitives`: CPU intrinsics, heap offers, galloping search, sorts.
+* :mod:`.build`: index layout, document frequencies, postings, BM25 weights.
+* :mod:`.heads`: rank directories and impact heads of terms in many documents.
+* :mod:`.search`: one query and batches, the scoring strategies (design notes there),
+  dense scores; :mod:`.maxscore` holds the ``touched`` and ``maxscore`` strategies.
+* :mod:`.primitives`: CPU intrinsics, heap offers, galloping search, sorts.
 
-numba checks a cached kernel against its own module's source only; the package drops every
-cached kernel when any kernel source changes (:mod:`._fresh`), so callers compile again.
+numba checks a cached kernel against its own module's source only; this package drops its
+cached kernels when any kernel source changes (``fastrag._kernels`` does it on import), so
+callers compile again.
 """
 
 from __future__ import annotations
 
-from ._config import PARALLEL_MIN_QUERIES
-from .bm25_build import (
+from .._config import PARALLEL_MIN_QUERIES
+from .build import (
     METHOD_CODES,
     base_weights_for,
     build_postings,
@@ -23,9 +24,9 @@ from .bm25_build import (
     idf_weights,
     weigh_postings,
 )
-from .bm25_heads import build_head_rows, build_rank_rows
-from .bm25_primitives import sort_rows
-from .bm25_search import (
+from .heads import build_head_rows, build_rank_rows
+from .primitives import sort_rows
+from .search import (
     STRATEGY_AUTO,
     STRATEGY_DENSE,
     STRATEGY_MAXSCORE,

@@ -1,0 +1,72 @@
+"""The hybrid path: BM25 and dense (each embed key) searched to ``depth``, then fused
+(relative scores weighted, or reciprocal rank fusion); the cut-off applies to fused scores."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fastrag.errors import ConfigError
+from fastrag.indexes.base import Hits
+from fastrag.indexes.bm25.args import check_bm25_params
+from fastrag.retrieval.fusion import DEFAULT_FUSION, check_fusion, default_weights, fuse_hits
+from fastrag.retrieval.paths.base import PathState, SearchPath
+from fastrag.retrieval.paths.bm25 import BM25_PARAMS, BM25Path
+from fastrag.retrieval.paths.dense import HNSW_PARAMS, DensePath
+
+__all__ = ["HybridPath"]
+
+
+class HybridPath(SearchPath):
+    """BM25 fused with cosine over the Document's embeddings (``fusion``, ``weights``,
+    ``rrf_k``, ``depth``, and the BM25 and HNSW parameters of its two paths)."""
+
+    kind = "hybrid"
+    analyzed = True
+    embedded = True
+    default_embedding = True
+    hnsw = True
+    shard = None
+    param_names = BM25_PARAMS + HNSW_PARAMS + tuple(DEFAULT_FUSION)
+
+    def __init__(self, state: PathState) -> None:
+        super().__init__(state)
+        self.fusion = check_fusion(dict(state.params), BM25_PARAMS + HNSW_PARAMS)
+        weights, n_paths = self.fusion["weights"], 1 + len(state.embed_keys or ())
+        if weights is not None and len(weights) != n_paths:
+            raise ConfigError(
+                f"weights has {len(weights)} numbers; hybrid fuses {n_paths} paths (BM25, "
+                f"then embed keys {list(state.embed_keys or ())})"
+            )
+        self.bm25 = BM25Path(state)
+        self.dense = DensePath(state)
+
+    @classmethod
+    def check(cls, params: Mapping[str, Any], similarity: str) -> dict[str, Any]:
+        check_fusion(dict(params), BM25_PARAMS + HNSW_PARAMS)
+        unknown = set(params) - set(cls.param_names)
+        if unknown:
+            raise ConfigError(
+                f"unknown BM25 parameters {sorted(unknown)}; known: {list(BM25_PARAMS)}"
+            )
+        check_bm25_params(**{p: v for p, v in params.items() if p in BM25_PARAMS})
+        return dict(params)
+
+    def prepare(self, doc: Any, group: Any) -> tuple[Any, Any, int]:
+        return self.bm25.prepare(doc, group), self.dense.prepare(doc, group), len(group)
+
+    def search(self, prepared: Any, queries: Sequence[str], k: int, mask: Any) -> Hits:
+        bm25, dense, n = prepared
+        opts = self.fusion
+        depth = min(max(k, opts["depth"]), n)
+        paths = [self.bm25.search(bm25, queries, depth, mask, fused=True)]
+        paths += self.dense.search_each(dense, queries, depth, mask, fused=True)
+        weights = opts["weights"] or default_weights(len(paths) - 1)
+        rows, scores, counts = fuse_hits(paths, k, opts["fusion"], weights, opts["rrf_k"])
+        cut = self.state.cutoff_for(None)
+        if cut is not None:
+            counts = np.minimum(counts, (scores >= cut).sum(axis=1).astype(np.int32))
+            rows[np.arange(k)[None, :] >= counts[:, None]] = -1
+        return rows, scores, counts
