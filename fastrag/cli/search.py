@@ -21,7 +21,7 @@ from fastrag.settings import DEFAULT_TOPK
 from fastrag.synth.extractive import extractive_text
 from fastrag.synth.factory import get_response_synthesizer
 
-__all__ = ["add_ask_parser", "add_search_parser", "cmd_ask", "cmd_search"]
+__all__ = ["add_ask_arguments", "add_search_arguments", "cmd_ask", "cmd_search"]
 
 
 def _hit_record(qi: int, query: str, rank: int, hit: Any, doc: Document) -> dict:
@@ -169,12 +169,8 @@ def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", help="metadata filter, Spring AI syntax: \"file_type == 'md'\"")
 
 
-def add_search_parser(sub: Any) -> None:
-    """Add ``fastrag search`` to the subcommands ``sub``."""
-    se = sub.add_parser(
-        "search",
-        help="retrieve from a store: a hits table, JSON, or a batch of queries to JSONL/Parquet",
-    )
+def add_search_arguments(se: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag search`` (its handler, ``cmd_search``, as ``func``)."""
     se.add_argument("store")
     se.add_argument("query", nargs="?")
     _query_args(se)
@@ -184,13 +180,8 @@ def add_search_parser(sub: Any) -> None:
     se.set_defaults(func=cmd_search)
 
 
-def add_ask_parser(sub: Any) -> None:
-    """Add ``fastrag ask`` to the subcommands ``sub``."""
-    ask = sub.add_parser(
-        "ask",
-        help="answer a question from a store (an OpenAI-compatible "
-        "LLM, or an extractive answer without one)",
-    )
+def add_ask_arguments(ask: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag ask`` (its handler, ``cmd_ask``, as ``func``)."""
     ask.add_argument("store")
     ask.add_argument("question")
     _query_args(ask)
