@@ -9,17 +9,18 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastrag.cli.common import UsageError, make_retriever, open_store
 from fastrag.documents.document import Document
 from fastrag.errors import ReaderError
 from fastrag.eval.records import read_queries
-from fastrag.llms.openai_like import OpenAILike
 from fastrag.retrieval.present import hit_label, hit_record, snippet
 from fastrag.settings import DEFAULT_TOPK
 from fastrag.synth.extractive import extractive_text
-from fastrag.synth.factory import get_response_synthesizer
+
+if TYPE_CHECKING:
+    from fastrag.llms.openai_like import OpenAILike
 
 __all__ = ["add_ask_arguments", "add_search_arguments", "cmd_ask", "cmd_search"]
 
@@ -109,6 +110,8 @@ def _llm_from(args: argparse.Namespace) -> OpenAILike | None:
             "an LLM needs both a base URL and a model: --base-url/--model or "
             "FASTRAG_LLM_BASE_URL/FASTRAG_LLM_MODEL"
         )
+    from fastrag.llms.openai_like import OpenAILike  # lazy: httpx, for `ask` with an LLM
+
     return OpenAILike(
         model=model,
         base_url=base,
@@ -140,6 +143,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     else:
+        from fastrag.synth.factory import get_response_synthesizer  # lazy: for an LLM only
+
         synth = get_response_synthesizer(response_mode=args.mode, llm=llm, streaming=True)
         resp = synth.synthesize(args.question, hits)
         for piece in resp.response_gen:
