@@ -137,18 +137,20 @@ def build_server(
     mode: str = ServeConfig.mode,
     name: str = "fastrag",
     log_level: str = "warning",
+    background_warmup: bool = False,
 ) -> tuple[Any, Any]:
     """The MCP server over ``target`` (a store path, a :class:`~fastrag.Document` or a
     :class:`~fastrag.RAGPipeline`) and its started engine: ``(server, engine)``; call
     ``engine.close()`` when done. ``similarity``: one name or ``GROUP=NAME`` pairs, as for
     ``fastrag serve``. ``llm`` (a fastrag LLM, e.g. ``fr.OpenAILike``) writes ``ask``'s answers
     (without one they are extractive).
-    ``log_level``: the SDK's log level (its log goes to stderr)."""
+    ``log_level``: the SDK's log level (its log goes to stderr). ``background_warmup``: the
+    first queries (numba loading the kernels) run in a thread, not before this returns."""
     server_cls = _server_class()
     tool_error, not_found = _error_classes()
     engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm, mode=mode)
     with contextlib.redirect_stdout(sys.stderr):  # over stdio, stdout carries the protocol
-        engine.start()
+        engine.start(background_warmup=background_warmup)
     default_topk = engine.topk
 
     @contextlib.contextmanager
@@ -333,6 +335,7 @@ def run_mcp(
         llm=llm,
         mode=mode,
         log_level=log_level,
+        background_warmup=True,  # initialize answers before numba has loaded (about 1 s)
     )
     try:
         if not http:
