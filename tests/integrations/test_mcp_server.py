@@ -194,6 +194,17 @@ def test_bad_target_and_options_are_named(store):
         build_server(os.path.join(ROOT, "no-such.store"))
     with pytest.raises(fr.ConfigError, match="unknown node group 'nope'"):
         build_server(store, group="nope")
+    # warming up in the background (what `fastrag mcp` does) still raises them before serving
+    with pytest.raises(fr.ConfigError, match="unknown node group 'nope'"):
+        build_server(store, group="nope", background_warmup=True)
+
+
+def test_background_warmup_answers_the_same(store, ret):
+    """``fastrag mcp`` answers ``initialize`` while its first queries run in a thread; a search
+    meanwhile gets the same hits."""
+    with served(store, group="chunk", background_warmup=True) as server:
+        res = call(server, "search", {"query": Q, "topk": 2})
+    assert [h["id"] for h in res.structured_content["hits"]] == [w.id for w in ret(Q)[:2]]
 
 
 # -- real transports ----------------------------------------------------------------------------
