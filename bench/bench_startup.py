@@ -8,13 +8,14 @@ Three cases, each a fresh ``python -m fastrag.cli`` process on a warm numba cach
 * ``fastrag mcp STORE`` over stdio: until the ``initialize`` response arrives (the client's
   first wait); CPU is the server's at that moment.
 
-``--tree DIR`` (repeatable) times other source trees too, e.g. ``git worktree add /tmp/before
-COMMIT``: the processes of all trees run interleaved, one of each in turn, so machine load
+``--tree [LABEL=]DIR`` (repeatable) times other source trees too, e.g. ``git worktree add
+/tmp/before COMMIT`` then ``--tree before=/tmp/before``: the processes of all trees run
+interleaved, one of each in turn, so machine load
 touches them alike. ``python -c pass`` is the floor. Goals: --help <= 0.3 s, search <= 0.8 s,
 MCP initialize <= 1.5 s wall on a quiet 2-core machine. Under load, CPU seconds compare better
 than wall seconds; the load average is recorded before and after each case.
 
-    python bench/bench_startup.py [--runs 5] [--tree DIR ...] [--smoke]
+    python bench/bench_startup.py [--runs 5] [--tree [LABEL=]DIR ...] [--smoke]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import machine_info, markdown_table, median, write_results  # noqa: E402
+from _harness import git_commit, machine_info, markdown_table, median, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -113,13 +114,19 @@ def _store(tmp: Path, tree: Path) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--tree", action="append", default=[], help="another source tree to time")
+    ap.add_argument(
+        "--tree", action="append", default=[], help="[LABEL=]DIR: another source tree to time"
+    )
     ap.add_argument("--store", help="a store to search (default: 3 files ingested here)")
     ap.add_argument("--smoke", action="store_true", help="1 run each")
     ap.add_argument("--out", help="results folder (default bench/results)")
     args = ap.parse_args()
     runs = 1 if args.smoke else args.runs
-    trees = [ROOT, *(Path(t).resolve() for t in args.tree)]
+    labels = {ROOT: f"this checkout ({git_commit()})"}
+    for spec in args.tree:
+        label, _, folder = spec.rpartition("=")
+        labels[Path(folder).resolve()] = label or folder
+    trees = list(labels)
     info = machine_info()
     with tempfile.TemporaryDirectory(prefix="fastrag-startup-") as tmp:
         store = Path(args.store) if args.store else _store(Path(tmp), ROOT)
@@ -144,7 +151,8 @@ def main() -> None:
                 results.append(
                     {
                         "case": case,
-                        "tree": str(tree),
+                        "tree": labels[tree],
+                        "path": str(tree),
                         "wall_s": median(walls),
                         "wall_min_s": min(walls),
                         "wall_max_s": max(walls),
@@ -169,12 +177,13 @@ def main() -> None:
     ]
     md = (
         f"# Start-up of fresh fastrag processes\n\nMachine: {info['cpu']}, "
-        f"{info['usable_cores']} cores, commit {info['commit']}; medians of {runs} runs, "
-        "trees interleaved.\n\n"
+        f"{info['usable_cores']} cores, {info.get('mem_total_gb')} GB, Python {info['python']}, "
+        f"numba {info.get('numba')}; {info['date']}; medians of {runs} runs, trees "
+        "interleaved; load is /proc/loadavg's 1-minute figure before and after each case.\n\n"
         + markdown_table(
             ["case", "tree", "wall s", "wall range", "CPU s", "load (1 min)", "goal s"], rows
         )
-        + "\n\nReproduce: `python bench/bench_startup.py [--tree DIR]`\n"
+        + "\n\nReproduce: `python bench/bench_startup.py [--tree LABEL=DIR]`\n"
     )
     name = "startup_smoke" if args.smoke else "startup"
     out = Path(args.out) if args.out else None
