@@ -146,3 +146,26 @@ def test_info_cpu_says_which_dense_pass_runs_and_why(tmp_path, capsys, monkeypat
     assert "name a store (fastrag info STORE), or pass --cpu" in capsys.readouterr().err
     assert main(["info", "--cpu", str(tmp_path)]) == 2
     assert "pass it alone" in capsys.readouterr().err
+
+
+def test_a_command_parses_the_same_with_only_its_module_loaded():
+    """main() builds only the command it runs (fast start): the same namespace, handler and
+    ``fastrag --help`` as the whole parser."""
+    from fastrag.cli.main import build_parser, command_of
+
+    assert build_parser([]).format_help() == build_parser().format_help()
+    for name, argv in (
+        ("search", ["search", "S", "q", "--topk", "3", "--json"]),
+        ("ask", ["--plugin", "search", "ask", "S", "why?"]),
+        ("info", ["--plugin=m", "--pl", "n", "info", "--cpu"]),
+        ("mcp", ["mcp", "S", "--http", "--port", "9"]),
+        ("serve", ["serve", "S", "--workers", "2"]),
+        ("ingest", ["ingest", "kb", "--store", "S", "--group", "b=lines"]),
+        ("warmup", ["warmup", "--jobs", "1"]),
+        ("eval", ["eval", "S", "--questions", "q.jsonl"]),
+        ("demo", ["demo", "--topk", "1"]),
+    ):
+        assert command_of(argv) == name
+        assert vars(build_parser([name]).parse_args(argv)) == vars(build_parser().parse_args(argv))
+    for argv in ([], ["--help"], ["--version"], ["nope", "S"], ["--", "search"], ["--plugin"]):
+        assert command_of(argv) is None

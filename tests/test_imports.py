@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import fastrag
+from fastrag.cli.main import main as cli_main
 
 TEST_DOUBLES = {"fastrag.llms.mock"}
 
@@ -289,3 +290,87 @@ def test_no_module_over_800_lines():
         mod: len(path.read_text("utf-8").splitlines()) for mod, path in _module_files().items()
     }
     assert {m: n for m, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+# -- start-up: what a command loads (issue 42, goal 4) -------------------------------------------
+# Each module here costs a CLI call 0.05-0.8 s before any work; a command that does not use one
+# must not import it (checked by module, not by wall clock: load cannot break these tests).
+HEAVY = {
+    "numpy",
+    "numba",
+    "llvmlite",
+    "scipy",
+    "pyarrow",
+    "pandas",
+    "torch",
+    "jieba",
+    "tiktoken",
+    "onnxruntime",
+    "sentence_transformers",
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "mcp",
+    "httpx",
+    "pydantic",
+}
+# what a command that runs no search needs: the parser and the error types
+LIGHT_CLI = {"fastrag", "fastrag.cli", "fastrag.cli.main", "fastrag.errors", "fastrag.plugins"}
+
+
+def _loaded_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code``."""
+    probe = f"{code}\nimport sys\nprint(' '.join(sorted(sys.modules)))\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return set(out.stdout.strip().splitlines()[-1].split())
+
+
+def _tops(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_fastrag_help_and_version_load_no_command_module():
+    """``fastrag --help`` and ``--version`` build the parser from the command table alone."""
+    loaded = _loaded_after(
+        "import contextlib, io\n"
+        "from fastrag.cli.main import main\n"
+        "for argv in (['--help'], ['--version']):\n"
+        "    try:\n"
+        "        with contextlib.redirect_stdout(io.StringIO()):\n"
+        "            main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+    )
+    assert _tops(loaded) & HEAVY == set()
+    assert {m for m in loaded if m.startswith("fastrag")} == LIGHT_CLI
+
+
+def test_import_fastrag_loads_nothing_heavy():
+    """``import fastrag`` (and ``fastrag.cli``) stays cheap: public names load on use."""
+    loaded = _loaded_after("import fastrag, fastrag.cli")
+    assert _tops(loaded) & HEAVY == set()
+
+
+def test_search_loads_no_llm_server_or_model_stack(tmp_path):
+    """``fastrag search`` loads what searching needs (numpy, pyarrow, numba), not the HTTP
+    LLM client, the servers or the model runtimes."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text("Use tail -f to follow a log file as it grows.\n", encoding="utf-8")
+    (kb / "b.md").write_text("chown changes the owner of a file.\n", encoding="utf-8")
+    store = tmp_path / "store"
+    assert cli_main(["ingest", str(kb), "--store", str(store), "-q"]) == 0  # in this process
+    code = (
+        "import contextlib, io\n"
+        "from fastrag.cli.main import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    assert main(['search', {str(store)!r}, 'follow a log']) == 0\n"
+        "assert 'a.md' in out.getvalue(), out.getvalue()\n"
+    )
+    loaded = _loaded_after(code)
+    unwanted = {"torch", "tiktoken", "onnxruntime", "sentence_transformers", "fastapi"}
+    unwanted |= {"uvicorn", "starlette", "mcp", "httpx", "pydantic"}
+    assert _tops(loaded) & unwanted == set()
+    assert "fastrag.llms.openai_like" not in loaded

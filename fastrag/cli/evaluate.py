@@ -21,7 +21,7 @@ from fastrag.eval.metrics import evaluate_retrieval
 from fastrag.eval.questions import gold_ids, read_questions
 from fastrag.eval.squad_run import evaluate_squad, format_table
 
-__all__ = ["add_demo_parser", "add_eval_parser", "cmd_demo", "cmd_eval"]
+__all__ = ["add_demo_arguments", "add_eval_arguments", "cmd_demo", "cmd_eval"]
 
 
 def _run_eval(squad: Any, args: argparse.Namespace) -> int:
@@ -160,13 +160,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="also write the results as JSON to this path")
 
 
-def add_eval_parser(sub: Any) -> None:
-    """Add ``fastrag eval`` to the subcommands ``sub``."""
-    ev = sub.add_parser(
-        "eval",
-        help="hit rate / nDCG / MRR of a store on your questions, or "
-        "recall on SQuAD data (--squad)",
-    )
+def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag eval`` (its handler, ``cmd_eval``, as ``func``)."""
     ev.add_argument("store", nargs="?", help="a store built with fastrag ingest")
     ev.add_argument("--questions", help="JSONL/JSON/CSV: question + answer | source | node_ids")
     ev.add_argument("--squad", help="SQuAD-format JSON file (e.g. CMRC 2018)")
@@ -174,8 +169,7 @@ def add_eval_parser(sub: Any) -> None:
     ev.set_defaults(func=cmd_eval, group=None)
 
 
-def add_demo_parser(sub: Any) -> None:
-    """Add ``fastrag demo`` to the subcommands ``sub``."""
-    demo = sub.add_parser("demo", help="batch retrieval over the bundled CMRC knowledge base")
+def add_demo_arguments(demo: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag demo`` (its handler, ``cmd_demo``, as ``func``)."""
     _eval_args(demo)
     demo.set_defaults(func=cmd_demo)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from fastrag.cli.common import UsageError
 from fastrag.documents.deepcheck import deep_check
@@ -16,7 +15,7 @@ from fastrag.documents.sources import SOURCE_SCHEMA
 from fastrag.documents.store import MANIFEST, Store
 from fastrag.errors import StoreError
 
-__all__ = ["add_info_parser", "cmd_info", "print_cpu", "print_info"]
+__all__ = ["add_info_arguments", "cmd_info", "print_cpu", "print_info"]
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -163,13 +162,8 @@ def print_cpu() -> int:
     return 0
 
 
-def add_info_parser(sub: Any) -> None:
-    """Add ``fastrag info`` to the subcommands ``sub``."""
-    info = sub.add_parser(
-        "info",
-        help="print a store's groups, node counts and bytes (--verify: checksums); "
-        "--cpu: this machine's dense-search passes",
-    )
+def add_info_arguments(info: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag info`` (its handler, ``cmd_info``, as ``func``)."""
     info.add_argument("path", nargs="?")
     info.add_argument(
         "--cpu",

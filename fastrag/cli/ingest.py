@@ -21,7 +21,7 @@ from fastrag.transforms import (
     TokenTextSplitter,
 )
 
-__all__ = ["add_ingest_parser", "cmd_ingest", "parse_group"]
+__all__ = ["add_ingest_arguments", "cmd_ingest", "parse_group"]
 
 _KINDS = ("lines", "paragraphs", "sentence", "tokens")
 
@@ -174,9 +174,8 @@ def _reader_options(args: argparse.Namespace) -> dict:
     return out
 
 
-def add_ingest_parser(sub: Any) -> None:
-    """Add ``fastrag ingest`` to the subcommands ``sub``."""
-    ing = sub.add_parser("ingest", help="read files into a store and build node groups")
+def add_ingest_arguments(ing: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag ingest`` (its handler, ``cmd_ingest``, as ``func``)."""
     ing.add_argument("path", nargs="+", help="files or directories (read recursively)")
     ing.add_argument("--store", required=True, help="store directory (created if missing)")
     ing.add_argument(

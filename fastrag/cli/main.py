@@ -3,44 +3,89 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import warnings
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Collection, Sequence
 
-from fastrag.cli.common import UsageError
-from fastrag.cli.evaluate import add_demo_parser, add_eval_parser
-from fastrag.cli.info import add_info_parser
-from fastrag.cli.ingest import add_ingest_parser
-from fastrag.cli.search import add_ask_parser, add_search_parser
-from fastrag.cli.serve import add_mcp_parser, add_serve_parser
 from fastrag.errors import FastragError, ReaderError, StoreWarning
 from fastrag.plugins import PLUGINS_ENV, load_plugins
-from fastrag.warmup import plan_jobs, warmup
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "command_of", "main"]
 
-
-def cmd_warmup(args: argparse.Namespace) -> int:
-    print(
-        f"compiling fastrag's kernels in {len(plan_jobs(args.jobs))} process(es) "
-        "(cached on disk; later runs start at once)"
-    )
-    print(f"warm-up done in {warmup(jobs=args.jobs):.1f} s")
-    return 0
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("fastrag.cli.ingest", "read files into a store and build node groups"),
+    "info": (
+        "fastrag.cli.info",
+        "print a store's groups, node counts and bytes (--verify: checksums); "
+        "--cpu: this machine's dense-search passes",
+    ),
+    "search": (
+        "fastrag.cli.search",
+        "retrieve from a store: a hits table, JSON, or a batch of queries to JSONL/Parquet",
+    ),
+    "ask": (
+        "fastrag.cli.search",
+        "answer a question from a store (an OpenAI-compatible "
+        "LLM, or an extractive answer without one)",
+    ),
+    "eval": (
+        "fastrag.cli.evaluate",
+        "hit rate / nDCG / MRR of a store on your questions, or recall on SQuAD data (--squad)",
+    ),
+    "warmup": ("fastrag.cli.warmup", "compile every kernel ahead of time (for images, CI)"),
+    "serve": (
+        "fastrag.cli.serve",
+        "an OpenAI-compatible RAG server over a store: chat "
+        "completions, batch retrieval, uploads, a chat page",
+    ),
+    "mcp": (
+        "fastrag.cli.serve",
+        "an MCP server over a store for agents: tools search, "
+        "ask and list_groups, documents as resources (stdio, or --http)",
+    ),
+    "demo": ("fastrag.cli.evaluate", "batch retrieval over the bundled CMRC knowledge base"),
+}
+"""Each subcommand, in ``fastrag --help``'s order: the module that runs it (its
+``add_<name>_arguments(parser)`` adds the arguments and the handler) and its one-line help.
+A module is imported only for the command that runs, so ``fastrag --help`` and each command
+load just what they use (``tests/test_imports.py`` checks it)."""
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # ~0.1 s: for --version only
+
     try:
         return version("fastrag-engine")
     except PackageNotFoundError:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every ``fastrag`` subcommand (each sets ``func``, its handler)."""
+class VersionAction(argparse.Action):
+    """``--version``: prints ``fastrag VERSION`` and exits, reading the installed version only
+    then (``importlib.metadata`` costs as much as the rest of ``fastrag --help``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(f"fastrag {_version()}")
+        parser.exit()
+
+
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of the ``fastrag`` command line (each subcommand sets ``func``, its handler).
+    ``commands``: the subcommands given their arguments (default: all); the others are listed
+    (``fastrag --help`` shows them) without importing their modules."""
     p = argparse.ArgumentParser(prog="fastrag", description=__doc__)
-    p.add_argument("--version", action="version", version=f"fastrag {_version()}")
+    p.add_argument("--version", action=VersionAction)
     p.add_argument(
         "--plugin",
         action="append",
@@ -50,24 +95,41 @@ def build_parser() -> argparse.ArgumentParser:
         f"repeatable; also ${PLUGINS_ENV}, comma-separated",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    add_ingest_parser(sub)
-    add_info_parser(sub)
-    add_search_parser(sub)
-    add_ask_parser(sub)
-    add_eval_parser(sub)
-    warm = sub.add_parser("warmup", help="compile every kernel ahead of time (for images, CI)")
-    warm.add_argument(
-        "--jobs",
-        type=int,
-        default=min(4, os.cpu_count() or 1),
-        help="processes compiling at once (default: the CPU count, at most 4; 1 compiles "
-        "in this process)",
-    )
-    warm.set_defaults(func=cmd_warmup)
-    add_serve_parser(sub)
-    add_mcp_parser(sub)
-    add_demo_parser(sub)
+    for name, (module, help_text) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text)
+        if commands is None or name in commands:
+            add_arguments = getattr(importlib.import_module(module), f"add_{name}_arguments")
+            add_arguments(cmd)
     return p
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs, read without a parser (the first word after the global
+    options), or None when there is none or it cannot tell (then every command is built)."""
+    takes_value = False
+    for arg in argv:
+        if takes_value:
+            takes_value = False
+        elif arg == "--":
+            return None
+        elif arg.startswith("-"):  # --plugin (or an abbreviation) takes the next word
+            takes_value = "=" not in arg and len(arg) > 2 and "--plugin".startswith(arg)
+        else:
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed by a parser that built only the command it names; the whole parser
+    when that cannot be told (argparse alone decides what the words mean)."""
+    name = command_of(argv)
+    if name is None and not any(arg in COMMANDS for arg in argv):
+        name = ""  # no command word at all: help, --version or a usage error; builds none
+    if name is not None:
+        args = build_parser([name]).parse_args(argv)
+        if args.command == name:
+            return args
+    return build_parser().parse_args(argv)
 
 
 def _one_line_warnings(category: type) -> None:
@@ -85,12 +147,12 @@ def _one_line_warnings(category: type) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``fastrag`` command line ``argv`` (default: ``sys.argv[1:]``); the exit status."""
-    args = build_parser().parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else list(argv))
     _one_line_warnings(StoreWarning)
     try:
         load_plugins(args.plugin)
         return args.func(args)
-    except (FastragError, UsageError) as exc:
+    except FastragError as exc:  # a UsageError (fastrag.cli.common) too
         hint = (
             "\n(pass --on-error skip to report unreadable files and go on)"
             if isinstance(exc, ReaderError) and args.command == "ingest"

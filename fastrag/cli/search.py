@@ -9,20 +9,20 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastrag.analysis import get_analyzer
 from fastrag.cli.common import UsageError, make_retriever, open_store
 from fastrag.documents.document import Document
 from fastrag.errors import ReaderError
 from fastrag.eval.records import read_queries
-from fastrag.llms.openai_like import OpenAILike
 from fastrag.retrieval.present import hit_label, hit_record, snippet
 from fastrag.settings import DEFAULT_TOPK
-from fastrag.synth.extractive import extractive_answer
-from fastrag.synth.factory import get_response_synthesizer
+from fastrag.synth.extractive import extractive_text
 
-__all__ = ["add_ask_parser", "add_search_parser", "cmd_ask", "cmd_search"]
+if TYPE_CHECKING:
+    from fastrag.llms.openai_like import OpenAILike
+
+__all__ = ["add_ask_arguments", "add_search_arguments", "cmd_ask", "cmd_search"]
 
 
 def _hit_record(qi: int, query: str, rank: int, hit: Any, doc: Document) -> dict:
@@ -110,6 +110,8 @@ def _llm_from(args: argparse.Namespace) -> OpenAILike | None:
             "an LLM needs both a base URL and a model: --base-url/--model or "
             "FASTRAG_LLM_BASE_URL/FASTRAG_LLM_MODEL"
         )
+    from fastrag.llms.openai_like import OpenAILike  # lazy: httpx, for `ask` with an LLM
+
     return OpenAILike(
         model=model,
         base_url=base,
@@ -127,17 +129,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"no passage in the store matches the question: {ret.why_no_hits(args.question)}")
         return 1
     if llm is None:
-        analyzer = get_analyzer(ret.similarity if ret.similarity.startswith("bm25") else "bm25")
-        best = extractive_answer(args.question, hits, analyzer)
-        print("Best-matching passages (extractive answer):")
-        for sent, hit in best or [(snippet(hits[0].text, 300), hits[0])]:
-            print(f"- {sent}  [{hit_label(hit_record(hit, doc.source_path))}]")
+        print(
+            extractive_text(
+                args.question,
+                hits,
+                ret.similarity,
+                lambda hit: hit_label(hit_record(hit, doc.source_path)),
+            )
+        )
         print(
             "(no LLM configured: set FASTRAG_LLM_BASE_URL and FASTRAG_LLM_MODEL, or pass "
             "--base-url and --model, for a generated answer)",
             file=sys.stderr,
         )
     else:
+        from fastrag.synth.factory import get_response_synthesizer  # lazy: for an LLM only
+
         synth = get_response_synthesizer(response_mode=args.mode, llm=llm, streaming=True)
         resp = synth.synthesize(args.question, hits)
         for piece in resp.response_gen:
@@ -167,12 +174,8 @@ def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", help="metadata filter, Spring AI syntax: \"file_type == 'md'\"")
 
 
-def add_search_parser(sub: Any) -> None:
-    """Add ``fastrag search`` to the subcommands ``sub``."""
-    se = sub.add_parser(
-        "search",
-        help="retrieve from a store: a hits table, JSON, or a batch of queries to JSONL/Parquet",
-    )
+def add_search_arguments(se: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag search`` (its handler, ``cmd_search``, as ``func``)."""
     se.add_argument("store")
     se.add_argument("query", nargs="?")
     _query_args(se)
@@ -182,13 +185,8 @@ def add_search_parser(sub: Any) -> None:
     se.set_defaults(func=cmd_search)
 
 
-def add_ask_parser(sub: Any) -> None:
-    """Add ``fastrag ask`` to the subcommands ``sub``."""
-    ask = sub.add_parser(
-        "ask",
-        help="answer a question from a store (an OpenAI-compatible "
-        "LLM, or an extractive answer without one)",
-    )
+def add_ask_arguments(ask: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag ask`` (its handler, ``cmd_ask``, as ``func``)."""
     ask.add_argument("store")
     ask.add_argument("question")
     _query_args(ask)

@@ -9,7 +9,6 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any
 
 from fastrag.cli.common import UsageError, require_store
 from fastrag.documents.document import Document
@@ -20,8 +19,8 @@ from fastrag.serve.config import LOOPBACK_HOSTS, ServeConfig
 
 __all__ = [
     "add_config_flags",
-    "add_mcp_parser",
-    "add_serve_parser",
+    "add_mcp_arguments",
+    "add_serve_arguments",
     "cmd_mcp",
     "cmd_serve",
     "serve_config_of",
@@ -133,24 +132,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return mcp_server.cmd_mcp(args)
 
 
-def add_serve_parser(sub: Any) -> None:
-    """Add ``fastrag serve`` to the subcommands ``sub``."""
-    p = sub.add_parser(
-        "serve",
-        help="an OpenAI-compatible RAG server over a store: chat "
-        "completions, batch retrieval, uploads, a chat page",
-    )
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag serve`` (its handler, ``cmd_serve``, as ``func``)."""
     p.add_argument("store", help=ServeConfig.__dataclass_fields__["store"].metadata["help"])
     add_config_flags(p)
     p.set_defaults(func=cmd_serve)
 
 
-def add_mcp_parser(sub: Any) -> None:
-    """Add ``fastrag mcp`` to the subcommands ``sub``."""
-    p = sub.add_parser(
-        "mcp",
-        help="an MCP server over a store for agents: tools search, "
-        "ask and list_groups, documents as resources (stdio, or --http)",
-    )
+def add_mcp_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``fastrag mcp`` (its handler, ``cmd_mcp``, as ``func``)."""
     mcp_server.add_arguments(p)
     p.set_defaults(func=cmd_mcp)

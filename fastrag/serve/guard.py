@@ -1,10 +1,10 @@
 """Everything between the socket and the routes of ``fastrag serve``: the settings (limits,
 key), errors as ``{"error": {"message", "type", "param"}}``, and :class:`Guard`, the outermost
-ASGI layer that counts every request for ``/metrics``, checks the bearer key (constant-time) and
-caps request bodies (413) -- before FastAPI parses anything. Secrets -- the keys the server
-knows, and the value of any secret-looking query parameter (``?api_key=``, ``key``, ``token``,
-...: uvicorn's access log prints the query string) -- are scrubbed from error bodies and from
-every log line the server's handlers write.
+ASGI layer that counts every request for ``/metrics``, checks the bearer key (constant-time; the
+probes and the chat page are open) and caps request bodies (413) -- before FastAPI parses
+anything. Secrets -- the keys the server knows, and the value of any secret-looking query
+parameter (``?api_key=``, ``key``, ``token``, ...: uvicorn's access log prints the query
+string) -- are scrubbed from error bodies and from every log line the server's handlers write.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from fastrag.serve.config import ServeConfig
 from fastrag.serve.metrics import Metrics
 
 __all__ = [
+    "KEY_SCOPE",
+    "OPEN_PATHS",
     "ApiError",
     "BodyTooLarge",
     "Guard",
@@ -43,8 +45,12 @@ __all__ = [
 
 log = logging.getLogger("fastrag.serve")
 
-# paths open without the key: liveness and the static chat page (it holds no data)
-OPEN_PATHS = ("/health", "/", "/index.html", "/favicon.ico")
+# paths open without the key: the probes (orchestrators send no key; without it /ready says only
+# ready or not) and the static chat page (it holds no data)
+OPEN_PATHS = ("/health", "/ready", "/", "/index.html", "/favicon.ico")
+#: the ASGI scope key :class:`Guard` sets: whether the request carried the API key (True when
+#: the server has none)
+KEY_SCOPE = "fastrag.key_ok"
 ROUTES = (
     "/v1/chat/completions",
     "/v1/retrieve",
@@ -277,7 +283,8 @@ class Guard:
             await send(message)
 
         try:
-            if not self._authorized(scope):
+            scope[KEY_SCOPE] = self._key_ok(scope)
+            if not scope[KEY_SCOPE] and not _open(scope):
                 await _send_json(
                     send_counted,
                     401,
@@ -310,17 +317,20 @@ class Guard:
             )
             self.metrics.observe("fastrag_http_request_duration_seconds", seconds, path=route)
 
-    def _authorized(self, scope: dict[str, Any]) -> bool:
+    def _key_ok(self, scope: dict[str, Any]) -> bool:
+        """Whether the request carries the API key (constant-time; True without a key)."""
         if self._key is None:
-            return True
-        path = scope.get("path", "")
-        if path in OPEN_PATHS or path.startswith("/static/"):
             return True
         auth = _header(scope, b"authorization") or ""
         scheme, _, token = auth.partition(" ")
         if scheme.lower() != "bearer":
             return False
         return hmac.compare_digest(token.strip().encode(), self._key)
+
+
+def _open(scope: dict[str, Any]) -> bool:
+    path = scope.get("path", "")
+    return path in OPEN_PATHS or path.startswith("/static/")
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:

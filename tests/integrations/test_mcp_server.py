@@ -119,7 +119,7 @@ def test_list_groups_and_document_resource(store, doc):
 
     with served(store) as server:
         tools, groups, templates, text = asyncio.run(main(server))
-    assert tools == {"search", "list_groups"}  # no LLM: no ask
+    assert tools == {"search", "list_groups", "ask"}  # ask too: extractive without an LLM
     assert {(g["name"], g["nodes"], g["default"]) for g in groups} == {
         ("root", 5, False),
         ("chunk", len(doc.group("chunk")), True),
@@ -134,6 +134,7 @@ def test_ask_answers_with_sources_when_an_llm_is_configured(store, fr_llm, llm_s
         assert not res.is_error, res.content
         out = res.structured_content
         assert out["answer"] == "Copenhagen (from the context)"
+        assert out["answer_type"] == "generated" and "note" not in out
         assert out["sources"][0]["path"] == "en/denmark.md"
         sent = llm_server.requests[-1].body["messages"][-1]["content"]
         assert "Copenhagen is the capital of Denmark" in sent
@@ -143,11 +144,67 @@ def test_ask_answers_with_sources_when_an_llm_is_configured(store, fr_llm, llm_s
         assert len(llm_server.requests) == n  # no passage: no LLM call
 
 
+def test_ask_without_an_llm_answers_extractively_labelled(store, ret):
+    """No LLM: `ask` gives `fastrag ask`'s extractive answer, says so in its description, its
+    `answer_type` and `note`; bad input is a tool error naming the fix."""
+    Client = _in_process_client()
+
+    async def main(server):
+        async with Client(server) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            return tools["ask"], [
+                await c.call_tool("ask", args)
+                for args in (
+                    {"question": Q},
+                    {"question": "capital", "filter": "file_name == 'france.md'"},
+                    {"question": "zebra"},
+                    {"question": "   "},
+                    {"question": "x" * 9000},
+                    {"question": Q, "filter": "a == "},
+                    {"question": Q, "group": "nope"},
+                )
+            ]
+
+    with served(store, group="chunk") as server:
+        tool, (res, only, none, blank, long, bad_filter, unknown) = asyncio.run(main(server))
+    assert "no LLM configured" in tool.description and "extractive" in tool.description
+    assert not res.is_error, res.content
+    out = res.structured_content
+    assert out["answer_type"] == "extractive"
+    assert out["note"].startswith("No LLM is configured, so this answer is extractive")
+    assert "--base-url" in out["note"]
+    lines = out["answer"].splitlines()
+    assert lines[0] == "Best-matching passages (extractive answer):"
+    assert (
+        lines[1] == "- Copenhagen is the capital of Denmark and its largest city.  [en/denmark.md]"
+    )
+    assert [s["id"] for s in out["sources"]] == [h.id for h in ret(Q)]
+    assert out["sources"][0]["path"] == "en/denmark.md"
+    assert [s["path"] for s in only.structured_content["sources"]] == ["en/france.md"]
+    assert none.structured_content["sources"] == [] and "zebra" in none.structured_content["answer"]
+    assert none.structured_content["answer_type"] == "extractive"
+    assert blank.is_error and "question is empty" in blank.content[0].text
+    assert long.is_error and "over the limit of" in long.content[0].text
+    assert bad_filter.is_error and "filter" in bad_filter.content[0].text
+    assert unknown.is_error and "unknown node group 'nope'" in unknown.content[0].text
+
+
 def test_bad_target_and_options_are_named(store):
     with pytest.raises(fr.ConfigError, match="not a fastrag store"):
         build_server(os.path.join(ROOT, "no-such.store"))
     with pytest.raises(fr.ConfigError, match="unknown node group 'nope'"):
         build_server(store, group="nope")
+    # warming up in the background (what `fastrag mcp` does) still raises them before serving
+    with pytest.raises(fr.ConfigError, match="unknown node group 'nope'"):
+        build_server(store, group="nope", background_warmup=True)
+
+
+def test_background_warmup_answers_the_same(store, ret):
+    """``fastrag mcp`` answers ``initialize`` while its first queries run in a thread; a search
+    meanwhile gets the same hits."""
+    with served(store, group="chunk", background_warmup=True) as server:
+        res = call(server, "search", {"query": Q, "topk": 2})
+    assert [h["id"] for h in res.structured_content["hits"]] == [w.id for w in ret(Q)[:2]]
 
 
 # -- real transports ----------------------------------------------------------------------------
@@ -165,17 +222,22 @@ def _server_cmd(store: str, *extra: str) -> list[str]:
 
 def test_stdio_list_tools_and_search(store):
     cmd = _server_cmd(store)
-    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ), cwd=ROOT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTRAG_LLM_")}
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=env, cwd=ROOT)
 
     async def main():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             tools = {t.name for t in (await s.list_tools()).tools}
             res = await s.call_tool("search", {"query": Q, "topk": 1})
-            return tools, res
+            ask = await s.call_tool("ask", {"question": Q})
+            return tools, res, ask
 
-    tools, res = asyncio.run(asyncio.wait_for(main(), 120))
-    assert {"search", "list_groups"} <= tools
+    tools, res, ask = asyncio.run(asyncio.wait_for(main(), 120))
+    assert tools == {"search", "list_groups", "ask"}
+    answer = ask.structuredContent if hasattr(ask, "structuredContent") else ask.structured_content
+    assert answer["answer_type"] == "extractive"  # no LLM in the environment
+    assert "- Copenhagen is the capital of Denmark" in answer["answer"]
     assert not res.isError if hasattr(res, "isError") else not res.is_error
     hits = res.structuredContent if hasattr(res, "structuredContent") else res.structured_content
     assert hits["hits"][0]["path"] == "en/denmark.md"

@@ -5,9 +5,10 @@ test server (tests/openai_server.py) as the LLM.
 It asks a question and watches the answer stream in (several partial texts, then exactly the
 LLM's reply) with its sources; asks a follow-up (the page sends the conversation so far);
 uploads a text file with a unique word, waits for the upload task to finish, asks about the
-word and finds the file among the sources; sees server errors shown on the page (before the
-stream starts, and in the middle of it); and, against a server with an API key, enters the
-key on the page, which sends it as a bearer token and keeps it in localStorage.
+word and finds the file among the sources; sees server errors shown once, in the answer's turn
+(before the stream starts, and in the middle of it); against a server without an LLM, sees the
+extractive answer labelled as such; and, against a server with an API key, enters the key on
+the page, which sends it as a bearer token and keeps it in localStorage.
 
 Needs Chromium and its driver (Debian: ``apt-get install chromium chromium-driver``) and
 selenium; skips, saying which is missing, only where the browser or its driver is not found.
@@ -132,9 +133,11 @@ def store(tmp_path_factory) -> Path:
 
 
 @contextlib.contextmanager
-def _serve(store: Path, llm: OpenAIServer, log: Path, *extra: str, env: dict | None = None):
-    """``fastrag serve`` in its own process on a free port; its URL once /ready says yes."""
+def _serve(store: Path, llm: OpenAIServer | None, log: Path, *extra: str, env: dict | None = None):
+    """``fastrag serve`` in its own process on a free port (``llm`` None: without an LLM); its
+    URL once /ready says yes."""
     port = _free_port()
+    llm_args = [] if llm is None else ["--llm-base-url", llm.url, "--llm-model", "fake-llm"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [
@@ -153,10 +156,7 @@ def _serve(store: Path, llm: OpenAIServer, log: Path, *extra: str, env: dict | N
                 "bm25_chinese",
                 "--topk",
                 "3",
-                "--llm-base-url",
-                llm.url,
-                "--llm-model",
-                "fake-llm",
+                *llm_args,
                 *extra,
             ],
             cwd=ROOT,
@@ -368,11 +368,12 @@ def test_chat_page_streams_answers_sources_and_uploads(driver, server, llm, tmp_
         _ask(driver, "这个问题会失败吗？")
     finally:
         llm.script([])
-    err = driver.find_element(By.ID, "error")
-    assert err.is_displayed() and err.text, "the error was not shown"
     turn = driver.find_element(By.ID, "answer-turn")
     assert turn.get_attribute("data-state") == "error"
     assert "fake LLM refuses" in turn.find_element(By.CLASS_NAME, "error").text
+    # shown once: in the answer's turn, not again in the page's box
+    assert not driver.find_element(By.ID, "error").is_displayed()
+    assert driver.find_element(By.TAG_NAME, "body").text.count("fake LLM refuses") == 1
 
     # 5. a failure in the middle of the stream (an error event after the first words) too
     llm.script(["error-event"])
@@ -381,7 +382,42 @@ def test_chat_page_streams_answers_sources_and_uploads(driver, server, llm, tmp_
     assert turn.get_attribute("data-state") == "error"
     assert seen[-1] and REPLY.startswith(seen[-1]) and seen[-1] != REPLY, seen
     assert "mid-stream failure" in turn.find_element(By.CLASS_NAME, "error").text
-    assert "mid-stream failure" in driver.find_element(By.ID, "error").text
+    assert not driver.find_element(By.ID, "error").is_displayed()
+    assert driver.find_element(By.TAG_NAME, "body").text.count("mid-stream failure") == 1
+
+
+def test_chat_page_without_an_llm_shows_the_extractive_answer_labelled(
+    browser_paths, driver, store, tmp_path
+):
+    """A server without an LLM: the page shows `fastrag ask`'s extractive answer (the
+    best-matching sentences with their sources), says it is extractive, and shows no error."""
+    from selenium.webdriver.common.by import By
+
+    import fastrag as fr
+    from fastrag.retrieval.present import hit_label, hit_record
+    from fastrag.synth.extractive import extractive_text
+
+    squad = load_cmrc2018_dev()
+    question = squad["data"][0]["paragraphs"][0]["qas"][0]["question"]
+    doc = fr.Document(store=str(store), mode="r")
+    hits = fr.Retriever(doc, "block", "bm25_chinese", topk=3)(question)
+    want = extractive_text(
+        question, hits, "bm25_chinese", lambda h: hit_label(hit_record(h, doc.source_path))
+    )
+    with _serve(store, None, tmp_path / "serve.log") as url:
+        driver.get(url + "/")
+        seen = _ask(driver, question)
+        assert seen[-1] == want
+        assert seen[-1].startswith("Best-matching passages (extractive answer):\n- ")
+        turn = driver.find_element(By.ID, "answer-turn")
+        assert turn.get_attribute("data-state") == "done"
+        assert turn.get_attribute("data-answer-type") == "extractive"
+        assert "extractive" in turn.find_element(By.CLASS_NAME, "who").text
+        note = turn.find_element(By.CLASS_NAME, "note")
+        assert note.is_displayed() and note.text.startswith("No LLM is configured")
+        assert len(_sources(driver)) == len(hits)
+        assert not driver.find_element(By.ID, "error").is_displayed()
+        assert not turn.find_elements(By.CLASS_NAME, "error")
 
 
 def test_chat_page_api_key(browser_paths, driver, store, llm, tmp_path):

@@ -152,12 +152,20 @@ def _wait_task(http: httpx.Client, task_id: str, timeout: float = 30.0) -> dict:
 
 
 # -- probes and auth ---------------------------------------------------------------------------
-def test_health_is_open_and_ready_reports_the_setup(server):
+def test_health_and_ready_are_open_and_ready_reports_the_setup_with_the_key(server, plain):
     assert httpx.get(server.url + "/health").json() == {"status": "ok"}
-    _assert_error(httpx.get(server.url + "/ready"), 401)
+    for headers in ({}, {"Authorization": "Bearer wrong-key-123456789"}):  # probes send no key
+        resp = httpx.get(server.url + "/ready", headers=headers)
+        assert resp.status_code == 200 and resp.json() == {"status": "ready"}  # nothing more
+    assert httpx.get(server.url + "/v1/groups").status_code == 401  # the rest still needs it
     ready = httpx.get(server.url + "/ready", headers=server.headers()).json()
     assert ready["status"] == "ready" and ready["group"] == "block"
     assert ready["similarity"] == "bm25_chinese" and ready["batching"] and ready["chat"]
+    assert API_KEY not in json.dumps(ready) and LLM_KEY not in json.dumps(ready)
+    # without a key configured, /ready shows the setup to anyone
+    plain_ready = httpx.get(plain.url + "/ready").json()
+    assert plain_ready["group"] == "block" and plain_ready["answer_type"] == "extractive"
+    assert ready["answer_type"] == "generated"
     page = httpx.get(server.url + "/")  # the chat page holds no data: no key needed
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 
@@ -189,18 +197,60 @@ def test_every_api_endpoint_needs_the_key(server, plain):
     assert ok.status_code == 200
     # without --api-key-env there is no auth at all
     assert httpx.post(plain.url + "/v1/retrieve", json={"queries": ["x"]}).status_code == 200
-    # and without an LLM, chat says how to configure one
-    err = _assert_error(
-        httpx.post(
-            plain.url + "/v1/chat/completions",
-            json={"messages": [{"role": "user", "content": "x"}]},
-        ),
-        503,
-    )
-    assert "--llm-base-url" in err["message"]
 
 
 # -- chat completions --------------------------------------------------------------------------
+SENGOKU = "《战国无双3》是由哪两个公司合作开发的？"
+SENGOKU_SENTENCE = "《战国无双3》（）是由光荣和ω-force开发的战国无双系列的正统第三续作。"
+
+
+def test_chat_without_an_llm_answers_extractively_labelled(plain, stores):
+    """No LLM configured: the answer is `fastrag ask`'s extractive one (the best-matching
+    sentences with their sources), labelled so, streamed or not; never a 503."""
+    hits = fr.Retriever(fr.Document(store=str(stores[1]), mode="r"), "block", "bm25", topk=3)(
+        SENGOKU
+    )
+    body = {"model": "m", "messages": [{"role": "user", "content": SENGOKU}]}
+    resp = httpx.post(plain.url + "/v1/chat/completions", json=body, timeout=30)
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    text = out["choices"][0]["message"]["content"]
+    assert text.startswith("Best-matching passages (extractive answer):\n- ")
+    assert f"- {SENGOKU_SENTENCE}  [part_0000.txt]" in text.splitlines()
+    assert out["answer_type"] == "extractive"
+    assert out["note"].startswith("No LLM is configured, so this answer is extractive")
+    assert "--llm-base-url" in out["note"]
+    assert [s["id"] for s in out["sources"]] == [h.id for h in hits]
+    assert out["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    with httpx.stream(
+        "POST", plain.url + "/v1/chat/completions", json={**body, "stream": True}, timeout=30
+    ) as sse:
+        assert sse.status_code == 200 and sse.headers["content-type"].startswith(
+            "text/event-stream"
+        )
+        events = [ln[6:] for ln in sse.iter_lines() if ln.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == text
+    final = chunks[-1]
+    assert final["choices"][0]["finish_reason"] == "stop"
+    assert final["answer_type"] == "extractive" and final["note"] == out["note"]
+    assert [s["id"] for s in final["sources"]] == [h.id for h in hits]
+    # nothing matches: the answer says why, still labelled
+    none = httpx.post(
+        plain.url + "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "the of and"}]},
+        timeout=30,
+    ).json()
+    assert none["choices"][0]["message"]["content"].startswith(
+        "No passage in the knowledge base matches the question"
+    )
+    assert none["answer_type"] == "extractive" and none["sources"] == []
+    # a bad group is still a 400 naming it
+    bad = httpx.post(plain.url + "/v1/chat/completions", json={**body, "group": "nope"})
+    assert _assert_error(bad, 400, "group")["message"].startswith("unknown node group 'nope'")
+
+
 def _openai(server):
     from openai import OpenAI
 
@@ -215,6 +265,7 @@ def test_chat_with_the_openai_client_answers_with_sources(server, llm, stores, q
     )
     assert resp.choices[0].message.content == REPLY
     assert resp.choices[0].finish_reason == "stop" and resp.object == "chat.completion"
+    assert resp.model_extra["answer_type"] == "generated" and "note" not in resp.model_extra
     hits = _retriever(stores[0])(q)
     sources = resp.model_extra["sources"]
     assert [s["id"] for s in sources] == [h.id for h in hits]
@@ -607,6 +658,31 @@ def test_create_app_is_an_asgi_app_to_mount(monkeypatch, tmp_path):
     body = resp.json()
     assert body["group"] == "root" and body["results"][0][0]["text"] == "猫坐在垫子上。"
     assert "chat page is not installed" in _assert_error(page, 404, None)["message"]
+
+
+def test_ready_without_the_key_hides_why_a_server_failed_to_start(tmp_path):
+    """/ready is open, so a server that failed to start says only that to a caller without the
+    key (the reason names paths); with the key, the reason."""
+    missing = tmp_path / "secret-name.store"
+    app = create_app(str(missing), api_key="k" * 16, tasks_dir=str(tmp_path / "tasks"))
+
+    async def go():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            for _ in range(200):
+                anon = await c.get("/ready")
+                if "failed" in anon.text:
+                    break
+                await asyncio.sleep(0.05)
+            keyed = await c.get("/ready", headers={"Authorization": "Bearer " + "k" * 16})
+            return anon, keyed, await c.get("/v1/groups")
+
+    anon, keyed, groups = asyncio.run(go())
+    msg = _assert_error(anon, 503)["message"]
+    assert msg.startswith("the server failed to start;") and "secret-name" not in msg
+    assert "not a fastrag store" in _assert_error(keyed, 503)["message"]
+    assert "secret-name" in keyed.text
+    _assert_error(groups, 401)
 
 
 def test_missing_extra_names_the_install_command(monkeypatch):

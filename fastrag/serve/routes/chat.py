@@ -1,7 +1,9 @@
 """Chat: ``POST /v1/chat/completions``, OpenAI's chat completions (streamed as server-sent
 events or not) answered by the engine's RAG pipeline. The last user message is the question,
 earlier ones the history (or the server's memory of the conversation, for a ``session_id`` or
-``user``); answers carry ``sources``."""
+``user``); answers carry ``sources`` and ``answer_type``: ``"generated"`` by the server's LLM,
+or, when none is configured, ``"extractive"`` (the best-matching sentences, as ``fastrag ask``
+gives without an LLM) with a ``note`` saying so."""
 
 from __future__ import annotations
 
@@ -21,6 +23,13 @@ from fastrag.errors import ConfigError, FastragError
 from fastrag.llms.base import LLMError
 from fastrag.query.base import Query
 from fastrag.retrieval.present import hit_record
+from fastrag.serve.extractive import (
+    ANSWER_TYPE,
+    EXTRACTIVE,
+    GENERATED,
+    aextractive_response,
+    no_llm_note,
+)
 from fastrag.serve.guard import ApiError, ServeSettings, error_body
 from fastrag.serve.lifecycle import ready_engine
 from fastrag.serve.metrics import Metrics
@@ -40,6 +49,10 @@ log = logging.getLogger("fastrag.serve")
 
 router = APIRouter()
 
+NO_LLM_NOTE = no_llm_note(
+    "start the server with --llm-base-url and --llm-model (create_app(..., llm=...))"
+)
+
 
 @router.post("/v1/chat/completions")
 async def chat(request: Request) -> Any:
@@ -47,31 +60,17 @@ async def chat(request: Request) -> Any:
     settings, metrics = request.app.state.settings, request.app.state.metrics
     req = await parse_body(request, ChatCompletionRequest)
     query = _chat_query(req, settings)
-    if not eng.can_chat:
-        raise ApiError(
-            503,
-            "no LLM is configured for chat: start the server with "
-            "--llm-base-url and --llm-model (create_app(..., llm=...)); "
-            "POST /v1/retrieve works without one",
-            "unavailable",
-        )
     ret = None
-    if req.group is not None or req.similarity is not None:  # unknown names: a 400
-        ret = await checked_retriever(eng, req.group, req.similarity)
-    try:
-        pipe = await eng.apipeline(req.group, req.llm_options(), req.similarity)
-    except NotReady as exc:
-        raise not_ready(exc, "similarity") from None
-    except ConfigError as exc:
-        raise ApiError(400, str(exc), param="group") from None
+    if req.group is not None or req.similarity is not None or not eng.can_chat:
+        ret = await checked_retriever(eng, req.group, req.similarity)  # unknown names: a 400
+    if eng.can_chat:
+        resp = await _generated(eng, req, query, metrics)
+    else:  # no LLM: the sentences that answer best, as `fastrag ask` without one
+        resp = await _extractive(eng, ret, query)
+    label = _label(resp.metadata)
     cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     model = req.model or settings.model_name
     created = int(time.time())
-    session = req.session_id or req.user
-    if session is not None and eng.user_pipeline is None:
-        resp = await _session_answer(eng, pipe, query, session, req.stream, metrics)
-    else:
-        resp = await _answer(pipe, query, metrics)
     note = None
     if not resp.source_nodes and eng.user_pipeline is None:  # say why, never a bare
         ret = ret or await eng.aretriever(req.group)  # "Empty Response"
@@ -96,6 +95,7 @@ async def chat(request: Request) -> Any:
             ],
             "usage": _usage(resp.metadata),
             "sources": _sources(resp.source_nodes, eng.source_path),
+            **label,
         }
     pieces = resp.async_response_gen if resp.is_streaming and note is None else None
     first = note
@@ -119,6 +119,7 @@ async def chat(request: Request) -> Any:
             metrics,
             settings,
             eng.source_path,
+            label,
         ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -158,6 +159,39 @@ def _chat_query(req: ChatCompletionRequest, settings: ServeSettings) -> Any:
     check_filter(req.filter)
     context = {"filter": req.filter} if req.filter is not None else {}
     return Query(text, history=history, context=context)
+
+
+async def _generated(eng: Any, req: ChatCompletionRequest, query: Any, metrics: Metrics) -> Any:
+    """The answer of the server's LLM (its pipeline), remembered for a ``session_id``."""
+    try:
+        pipe = await eng.apipeline(req.group, req.llm_options(), req.similarity)
+    except NotReady as exc:
+        raise not_ready(exc, "similarity") from None
+    except ConfigError as exc:
+        raise ApiError(400, str(exc), param="group") from None
+    session = req.session_id or req.user
+    if session is not None and eng.user_pipeline is None:
+        return await _session_answer(eng, pipe, query, session, req.stream, metrics)
+    return await _answer(pipe, query, metrics)
+
+
+async def _extractive(eng: Any, ret: Any, query: Any) -> Any:
+    """The answer without an LLM (:mod:`fastrag.serve.extractive`); a bad filter is a 400."""
+    flt = query.context.get("filter")
+    try:
+        return await aextractive_response(eng, ret, query.text, flt)
+    except ConfigError as exc:
+        raise ApiError(
+            400, str(exc), param="filter" if flt and "filter" in str(exc) else None
+        ) from None
+
+
+def _label(meta: dict[str, Any]) -> dict[str, str]:
+    """How the answer was made, as fields of the chat answer: ``answer_type`` and, for an
+    extractive answer, a ``note`` saying no LLM is configured and how to configure one."""
+    if meta.get(ANSWER_TYPE) != EXTRACTIVE:
+        return {ANSWER_TYPE: GENERATED}
+    return {ANSWER_TYPE: EXTRACTIVE, "note": NO_LLM_NOTE}
 
 
 async def _session_answer(
@@ -255,6 +289,7 @@ async def _sse(
     metrics: Metrics,
     settings: ServeSettings,
     source_path: Callable[[str], str],
+    label: dict[str, str],
 ) -> AsyncIterator[str]:
     yield _chunk(cid, created, model, {"role": "assistant", "content": ""})
     if first:
@@ -272,7 +307,8 @@ async def _sse(
             return
     metrics.inc("fastrag_chat_completions_total", stream="true")
     _count_llm(metrics, resp.metadata)
-    yield _chunk(cid, created, model, {}, "stop", sources=_sources(resp.source_nodes, source_path))
+    sources = _sources(resp.source_nodes, source_path)
+    yield _chunk(cid, created, model, {}, "stop", sources=sources, **label)
     if include_usage:
         body = {
             "id": cid,

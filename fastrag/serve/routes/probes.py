@@ -1,5 +1,5 @@
-"""Probes and static files: ``GET /health``, ``/ready``, ``/metrics``, ``/v1/models``, the chat
-page ``/`` and ``/static/{name}``."""
+"""Probes and static files: ``GET /health`` and ``/ready`` (both open without the API key),
+``/metrics``, ``/v1/models``, the chat page ``/`` and ``/static/{name}``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 
-from fastrag.serve.guard import ApiError
+from fastrag.serve.extractive import EXTRACTIVE, GENERATED
+from fastrag.serve.guard import KEY_SCOPE, ApiError
 from fastrag.serve.lifecycle import ready_engine
 
 __all__ = ["router"]
@@ -24,6 +25,19 @@ async def health() -> dict[str, str]:
 
 @router.get("/ready")
 async def ready(request: Request) -> Any:
+    """200 once the server answers, else 503. Open without the API key (probes send none):
+    without it the body says only ``{"status": "ready"}`` (or why not, in general words);
+    with it (or on a server without a key) it shows the setup."""
+    if not request.scope.get(KEY_SCOPE, True):
+        lifecycle = request.app.state.lifecycle
+        if not lifecycle.ready:
+            state = "failed to start" if lifecycle.error is not None else "is starting"
+            raise ApiError(
+                503,
+                f"the server {state}; GET /ready with the API key, or the server's log, says more",
+                "unavailable",
+            )
+        return {"status": "ready"}
     engine = ready_engine(request)
     doc = engine.doc
     return {
@@ -33,7 +47,8 @@ async def ready(request: Request) -> Any:
         "documents": len(doc.group("root")) if doc is not None else None,
         "not_ready": await asyncio.to_thread(engine.not_ready),
         "batching": engine.batcher is not None,
-        "chat": engine.can_chat,
+        "chat": engine.can_chat,  # an LLM writes the answers (else they are extractive)
+        "answer_type": GENERATED if engine.can_chat else EXTRACTIVE,
         "startup_seconds": request.app.state.lifecycle.seconds,
     }
 
