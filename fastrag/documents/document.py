@@ -213,7 +213,7 @@ class Document(BaseDocument):
         if reread or remove_missing:
             change = self._commits.change(
                 lambda src, root, nid: self._planner.plan_reread(
-                    src, remove_missing=bool(remove_missing)
+                    src, remove_missing=bool(remove_missing), roots=self._input_paths()
                 ),
                 persist_ro=False,
                 full=True,
@@ -300,17 +300,37 @@ class Document(BaseDocument):
                 stacklevel=3,
             )
 
-    def source_path(self, file_path: str) -> str:
-        """How a source is shown: ``file_path`` relative to the folder it was read from, with
-        ``/`` separators (``en/cors.md``, not ``cors.md`` twice for two languages); a file
-        read on its own, or under no folder of this Document, is its file name."""
-        if isinstance(file_path, os.PathLike):
-            file_path = os.fspath(file_path)
-        check_str("file_path", file_path, note="a node's metadata['file_path']")
+    def _input_paths(self) -> list[str]:
+        """The paths this Document (or its store) was made from."""
         inputs = self._inputs
         if inputs is None:
             inputs = self._store.manifest.get("inputs") if self._store is not None else None
-        return relative_key(str(file_path), resolved_roots(inputs or []))
+        return list(inputs or [])
+
+    def source_path(self, file_path: str) -> str:
+        """How a source is shown: ``file_path`` relative to the folder it was read from, with
+        ``/`` separators (``en/cors.md``, not ``cors.md`` twice for two languages); a file
+        read on its own, or under no folder of this Document, is its file name. A relative
+        ``file_path`` (what metadata holds since issue 42) is already that path."""
+        if isinstance(file_path, os.PathLike):
+            file_path = os.fspath(file_path)
+        check_str("file_path", file_path, note="a node's metadata['file_path']")
+        if not os.path.isabs(file_path):
+            return Path(file_path).as_posix()
+        return relative_key(str(file_path), resolved_roots(self._input_paths()))
+
+    def _source_key(self, path: str | os.PathLike) -> str | None:
+        """The key (absolute path) of the file source ``path`` names: as a path (absolute or
+        from the working directory), else as metadata's ``file_path`` (relative to the folder
+        read) when exactly one source has it; None when no source matches."""
+        files = SourceView(self._state.sources).files()
+        key = str(Path(path).expanduser().resolve())
+        if key in files:
+            return key
+        rel = Path(path).as_posix()
+        roots = resolved_roots(self._input_paths())
+        hits = [k for k in files if relative_key(k, roots) == rel]
+        return hits[0] if len(hits) == 1 else None
 
     @property
     def source_changes(self) -> SourceChanges:
@@ -511,7 +531,8 @@ class Document(BaseDocument):
         if texts:
             return self.add(texts=texts, metadatas=metadatas, tag=tag)
         return self._commits.change(
-            lambda src, root, nid: self._planner.add_files(files, src), tag=tag
+            lambda src, root, nid: self._planner.add_files(files, src, self._input_paths()),
+            tag=tag,
         )
 
     def delete(self, doc_ids: str | Sequence[str], *, tag: str | None = None) -> int:
@@ -521,6 +542,10 @@ class Document(BaseDocument):
         if isinstance(doc_ids, (str, os.PathLike)):
             doc_ids = [doc_ids]
         doc_ids = [os.fspath(d) if isinstance(d, os.PathLike) else d for d in doc_ids]
+        root = self._state.root
+        doc_ids = [  # a source file as metadata's file_path names it
+            d if root.rows_of([d])[0] >= 0 else (self._source_key(d) or d) for d in doc_ids
+        ]
 
         def present(root: pa.Table) -> Callable[[set], set]:
             def ids(wanted: set) -> set:
@@ -584,7 +609,7 @@ class Document(BaseDocument):
     def source_text(self, path: str | os.PathLike, sep: str = "\n") -> str:
         """The whole text of one source file: its root documents (a PDF's pages, a JSONL's
         records) joined in order by ``sep``."""
-        key = str(Path(path).expanduser().resolve())
+        key = self._source_key(path) or str(Path(path).expanduser().resolve())
         rows = SourceView(self._state.sources).with_keys({key})
         if key not in rows:
             raise ConfigError(

@@ -70,7 +70,8 @@ def test_search_returns_ids_scores_paths_snippets(store, ret):
     assert top["path"] == "en/denmark.md"  # doc.source_path: under the ingested folder
     assert top["snippet"].startswith("Copenhagen is the capital of Denmark")
     assert top["uri"] == f"fastrag://doc/{top['doc_id']}"
-    assert "file_path" not in top["metadata"] and top["metadata"]["file_name"] == "denmark.md"
+    assert top["metadata"]["file_path"] == "en/denmark.md"  # as users see it
+    assert "abs_path" not in top["metadata"] and top["metadata"]["file_name"] == "denmark.md"
 
 
 def test_search_filter_group_no_hits_and_errors(store):
