@@ -301,7 +301,7 @@ def test_http_needs_the_bearer_key(http_server):
                 await s.initialize()
                 return await s.call_tool("search", {"query": Q, "topk": 1})
 
-    res = asyncio.run(asyncio.wait_for(main("s3cret-key"), 60))
+    res = asyncio.run(asyncio.wait_for(main("s3cret-key"), 300))
     hits = res.structuredContent if hasattr(res, "structuredContent") else res.structured_content
     assert hits["hits"][0]["path"] == "en/denmark.md"
     with pytest.raises(BaseException):  # noqa: B017 - the SDK raises its own (grouped) errors
