@@ -28,12 +28,11 @@ from fastrag.documents.group import NodeGroup
 from fastrag.documents.incremental import build_group
 from fastrag.documents.indexes import DerivedData, KeyLocks
 from fastrag.documents.paths import check_path_arg, input_keys, looks_like_path, names_a_path
+from fastrag.documents.readers.walk import relative_key, resolved_roots
 from fastrag.documents.relink import (
     SourceChanges,
     kept_message,
     other_corpus_message,
-    relative_key,
-    resolved_roots,
     source_status,
     status_message,
 )
