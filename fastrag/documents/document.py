@@ -33,6 +33,7 @@ from fastrag.documents.relink import (
     SourceChanges,
     kept_message,
     other_corpus_message,
+    source_keys,
     source_status,
     status_message,
 )
@@ -318,19 +319,6 @@ class Document(BaseDocument):
             return Path(file_path).as_posix()
         return relative_key(str(file_path), resolved_roots(self._input_paths()))
 
-    def _source_key(self, path: str | os.PathLike) -> str | None:
-        """The key (absolute path) of the file source ``path`` names: as a path (absolute or
-        from the working directory), else as metadata's ``file_path`` (relative to the folder
-        read) when exactly one source has it; None when no source matches."""
-        files = SourceView(self._state.sources).files()
-        key = str(Path(path).expanduser().resolve())
-        if key in files:
-            return key
-        rel = Path(path).as_posix()
-        roots = resolved_roots(self._input_paths())
-        hits = [k for k in files if relative_key(k, roots) == rel]
-        return hits[0] if len(hits) == 1 else None
-
     @property
     def source_changes(self) -> SourceChanges:
         """What the last read of the sources did (files read, re-read, re-linked, unchanged,
@@ -541,10 +529,15 @@ class Document(BaseDocument):
         if isinstance(doc_ids, (str, os.PathLike)):
             doc_ids = [doc_ids]
         doc_ids = [os.fspath(d) if isinstance(d, os.PathLike) else d for d in doc_ids]
-        root = self._state.root
-        doc_ids = [  # a source file as metadata's file_path names it
-            d if root.rows_of([d])[0] >= 0 else (self._source_key(d) or d) for d in doc_ids
-        ]
+        # a root id, else a source file (as a path, or as metadata's file_path names it)
+        rows = self._state.root.rows_of([str(d) for d in doc_ids])
+        keys = source_keys(
+            self._state.sources,
+            [d for d, r in zip(doc_ids, rows, strict=True) if r < 0],
+            self._input_paths(),
+        )
+        found = iter(keys)
+        doc_ids = [d if r >= 0 else (next(found) or d) for d, r in zip(doc_ids, rows, strict=True)]
 
         def present(root: pa.Table) -> Callable[[set], set]:
             def ids(wanted: set) -> set:
@@ -608,7 +601,9 @@ class Document(BaseDocument):
     def source_text(self, path: str | os.PathLike, sep: str = "\n") -> str:
         """The whole text of one source file: its root documents (a PDF's pages, a JSONL's
         records) joined in order by ``sep``."""
-        key = self._source_key(path) or str(Path(path).expanduser().resolve())
+        key = source_keys(self._state.sources, [path], self._input_paths())[0] or str(
+            Path(path).expanduser().resolve()
+        )
         rows = SourceView(self._state.sources).with_keys({key})
         if key not in rows:
             raise ConfigError(

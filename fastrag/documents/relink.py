@@ -188,6 +188,31 @@ def status_message(store: str, missing: list[str], changed: list[str], inputs: l
     )
 
 
+def source_keys(
+    sources: pa.Table, paths: Sequence[str | os.PathLike], inputs: Sequence[str]
+) -> list[str | None]:
+    """The key (absolute path) of the file source each of ``paths`` names: as a path
+    (absolute or from the working directory), else as metadata's ``file_path`` (relative to
+    the folder read, one of ``inputs``) when exactly one source has it; None when none does."""
+    files = set()
+    if sources.num_rows:
+        files = set(sources.filter(pc.equal(sources.column("kind"), "file"))["key"].to_pylist())
+    by_rel: dict[str, list[str]] = {}
+    out: list[str | None] = []
+    for path in paths:
+        key = str(Path(path).expanduser().resolve())
+        if key in files:
+            out.append(key)
+            continue
+        if not by_rel and files:
+            roots = resolved_roots(inputs)
+            for k in files:
+                by_rel.setdefault(relative_key(k, roots), []).append(k)
+        hits = by_rel.get(Path(path).as_posix(), [])
+        out.append(hits[0] if len(hits) == 1 else None)
+    return out
+
+
 def user_paths(table: pa.Table, sources: pa.Table, inputs: Sequence[str]) -> pa.Table:
     """``table`` (a group table read from a store) with file paths as users see them.
 
