@@ -491,11 +491,12 @@ class Planner:
         self, files: list[Path], committed: pa.Table, roots: Sequence[str] = ()
     ) -> Change:
         """New sources for files and folders added with ``Document.add``; ``roots``: the
-        Document's folders (``file_path`` is relative to the deepest of them and ``files``)."""
+        Document's folders (``file_path`` is relative to the deepest of them and the folders
+        among ``files``; a file under none is its name)."""
         old_files = SourceView(committed).files()
         change = Change()
         self.report = ReadReport()
-        self.roots = resolved_roots([*roots, *files])
+        self.roots = resolved_roots([*roots, *(f for f in files if Path(f).is_dir())])
         found = iter_source_files(
             files, readers=self.readers, report=self.report, require_extras=False
         )

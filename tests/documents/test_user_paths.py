@@ -85,6 +85,11 @@ def test_source_text_delete_and_add_take_the_relative_path(tmp_path):
     (more / "en" / "chmod.md").unlink()
     doc.add([more])  # relative to the folder added
     assert _paths(doc)["en/tar.md"] == str((more / "en" / "tar.md").resolve())
+    (kb / "ko" / "ls.md").write_text("ls lists a folder.\n", encoding="utf-8")
+    (tmp_path / "alone.md").write_text("A file on its own.\n", encoding="utf-8")
+    doc.add([kb / "ko" / "ls.md", tmp_path / "alone.md"])  # under the folder read, or not
+    assert _paths(doc)["ko/ls.md"] == str((kb / "ko" / "ls.md").resolve())
+    assert _paths(doc)["alone.md"] == str((tmp_path / "alone.md").resolve())
 
 
 def test_store_written_before_reads_with_user_paths_and_stays_unchanged(tmp_path, monkeypatch):
