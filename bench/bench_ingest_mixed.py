@@ -337,7 +337,8 @@ def child_store(folder: str, store: str, files: str | None, expect_root: str) ->
     total = sum(p.stat().st_size for p in all_files)
     sources = sum(int(s["size"]) for s in manifest["sources"])
     meta = tables["root"].column("metadata").to_pylist()
-    paths = list(dict.fromkeys(json.loads(m).get("file_path") for m in meta))
+    dicts = [json.loads(m) for m in meta]  # abs_path: where the file is (since issue 42)
+    paths = list(dict.fromkeys(d.get("abs_path") or d.get("file_path") for d in dicts))
     paths = [p for p in paths if p]
     return {
         "fastrag": str(Path(fr.__file__).resolve().parent),

@@ -147,7 +147,8 @@ class DocNode:
     @property
     def doc_path(self) -> str | None:
         root = self.root_node
-        return (root.metadata if root is not None else self.metadata).get("file_path")
+        meta = root.metadata if root is not None else self.metadata
+        return meta.get("abs_path") or meta.get("file_path")
 
     @property
     def embedding(self) -> dict[str, list[float]] | None:

@@ -14,6 +14,7 @@ os.environ.setdefault("FASTRAG_BACKGROUND_COMPILE", "0")
 # tests/ on sys.path, so test modules can `from openai_server import OpenAIServer`.
 sys.path.insert(0, os.path.dirname(__file__))
 
+import wallclock
 from openai_server import OpenAIServer
 
 # Set FASTRAG_TEST_WARMUP=0 to skip the session warm-up below (e.g. to run one quick test on a
@@ -25,7 +26,9 @@ def pytest_configure(config):
     """Before the first test, and before pytest-xdist starts its workers: when this checkout's
     kernels are not compiled yet, compile them with ``fastrag warmup`` over several processes,
     so that workers and the processes tests start load them instead of each compiling its own
-    (and so that fastrag's modules are byte-compiled once)."""
+    (and so that fastrag's modules are byte-compiled once). Wall-clock limits are checked only
+    in a run that includes the slow tests (tests/wallclock.py)."""
+    wallclock.CHECKED = "not slow" not in (config.getoption("markexpr", "") or "")
     if hasattr(config, "workerinput") or os.environ.get(WARMUP_ENV, "1") == "0":
         return
     from fastrag._coldstart import marker

@@ -586,7 +586,7 @@ class OpenAIServer:
             self.max_in_flight = self.in_flight
             self.disconnects = 0
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 60.0) -> bool:
         """Poll ``predicate`` until true or ``timeout`` seconds pass; return its last value."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:

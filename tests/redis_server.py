@@ -66,7 +66,7 @@ class RedisServer:
             pytest.fail("redis-server did not start on 127.0.0.1 after 5 tries")
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
-    def _wait_up(self, timeout: float = 10.0) -> bool:
+    def _wait_up(self, timeout: float = 60.0) -> bool:
         end = time.monotonic() + timeout
         while time.monotonic() < end and self.proc.poll() is None:
             try:

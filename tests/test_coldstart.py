@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from wallclock import below
 
 import fastrag._coldstart as cs
 import fastrag.analysis.chinese as chinese
@@ -327,13 +328,15 @@ def test_a_batch_longer_on_numpy_than_the_compile_waits_for_it(tmp_path, monkeyp
     assert cs.kernels_ready() is False  # starts the compile
     assert 1.0 <= cs.remaining_compile_s() <= 3.0
     t0 = time.monotonic()
-    assert cs.kernels_ready(0.5) is False and time.monotonic() - t0 < 0.5
+    assert cs.kernels_ready(0.5) is False
+    below(time.monotonic() - t0, 0.5, "kernels_ready(0.5)")
     with caplog.at_level(logging.WARNING, logger="fastrag"):
         assert cs.kernels_ready(60.0) is True
-    assert 1.0 <= time.monotonic() - t0 < 30.0
+    assert 1.0 <= time.monotonic() - t0
+    below(time.monotonic() - t0, 30.0, "waiting for the compile")
     assert "waiting for the background kernel compile" in caplog.text
     assert "would take about 60 s on the NumPy path" in caplog.text
-    cs._proc.wait(timeout=60)
+    cs._proc.wait(timeout=600)
 
 
 def test_bm25_search_hands_its_numpy_estimate_to_the_compile_check(monkeypatch):

@@ -105,6 +105,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not len(doc.group("root")) and not existed:
         report = doc.read_report
         print(report.summary(), file=sys.stderr)
+        for line in report.missing_extras():
+            print(f"note: {line}", file=sys.stderr)
         raise UsageError(
             f"no documents found in {', '.join(args.path)}: nothing was written "
             f"(the store {args.store} was not created); ingest files with text "
@@ -140,6 +142,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(report.summary())
         if args.verbose:
             print(report.details())
+    for line in report.missing_extras():  # the rest was read: say what to install
+        print(f"note: {line}", file=sys.stderr)
     changes = doc.source_changes
     verb = "updated" if existed else "ingested"
     print(

@@ -183,7 +183,7 @@ def _failure(group: str, parents: list[tuple], exc: Exception) -> FastragError:
         return exc
     first = parents[0]
     meta = json.loads(first[4])
-    where = meta.get("file_path") or f"document {first[1]}"
+    where = meta.get("abs_path") or meta.get("file_path") or f"document {first[1]}"
     node = (
         f"node {first[0]} of {where}"
         if len(parents) == 1

@@ -28,12 +28,12 @@ from fastrag.documents.group import NodeGroup
 from fastrag.documents.incremental import build_group
 from fastrag.documents.indexes import DerivedData, KeyLocks
 from fastrag.documents.paths import check_path_arg, input_keys, looks_like_path, names_a_path
+from fastrag.documents.readers.walk import relative_key, resolved_roots
 from fastrag.documents.relink import (
     SourceChanges,
     kept_message,
     other_corpus_message,
-    relative_key,
-    resolved_roots,
+    source_keys,
     source_status,
     status_message,
 )
@@ -213,7 +213,7 @@ class Document(BaseDocument):
         if reread or remove_missing:
             change = self._commits.change(
                 lambda src, root, nid: self._planner.plan_reread(
-                    src, remove_missing=bool(remove_missing)
+                    src, remove_missing=bool(remove_missing), roots=self._input_paths()
                 ),
                 persist_ro=False,
                 full=True,
@@ -300,17 +300,24 @@ class Document(BaseDocument):
                 stacklevel=3,
             )
 
-    def source_path(self, file_path: str) -> str:
-        """How a source is shown: ``file_path`` relative to the folder it was read from, with
-        ``/`` separators (``en/cors.md``, not ``cors.md`` twice for two languages); a file
-        read on its own, or under no folder of this Document, is its file name."""
-        if isinstance(file_path, os.PathLike):
-            file_path = os.fspath(file_path)
-        check_str("file_path", file_path, note="a node's metadata['file_path']")
+    def _input_paths(self) -> list[str]:
+        """The paths this Document (or its store) was made from."""
         inputs = self._inputs
         if inputs is None:
             inputs = self._store.manifest.get("inputs") if self._store is not None else None
-        return relative_key(str(file_path), resolved_roots(inputs or []))
+        return list(inputs or [])
+
+    def source_path(self, file_path: str) -> str:
+        """How a source is shown: ``file_path`` relative to the folder it was read from, with
+        ``/`` separators (``en/cors.md``, not ``cors.md`` twice for two languages); a file
+        read on its own, or under no folder of this Document, is its file name. A relative
+        ``file_path`` (what metadata holds since issue 42) is already that path."""
+        if isinstance(file_path, os.PathLike):
+            file_path = os.fspath(file_path)
+        check_str("file_path", file_path, note="a node's metadata['file_path']")
+        if not os.path.isabs(file_path):
+            return Path(file_path).as_posix()
+        return relative_key(str(file_path), resolved_roots(self._input_paths()))
 
     @property
     def source_changes(self) -> SourceChanges:
@@ -511,7 +518,8 @@ class Document(BaseDocument):
         if texts:
             return self.add(texts=texts, metadatas=metadatas, tag=tag)
         return self._commits.change(
-            lambda src, root, nid: self._planner.add_files(files, src), tag=tag
+            lambda src, root, nid: self._planner.add_files(files, src, self._input_paths()),
+            tag=tag,
         )
 
     def delete(self, doc_ids: str | Sequence[str], *, tag: str | None = None) -> int:
@@ -521,6 +529,15 @@ class Document(BaseDocument):
         if isinstance(doc_ids, (str, os.PathLike)):
             doc_ids = [doc_ids]
         doc_ids = [os.fspath(d) if isinstance(d, os.PathLike) else d for d in doc_ids]
+        # a root id, else a source file (as a path, or as metadata's file_path names it)
+        rows = self._state.root.rows_of([str(d) for d in doc_ids])
+        keys = source_keys(
+            self._state.sources,
+            [d for d, r in zip(doc_ids, rows, strict=True) if r < 0],
+            self._input_paths(),
+        )
+        found = iter(keys)
+        doc_ids = [d if r >= 0 else (next(found) or d) for d, r in zip(doc_ids, rows, strict=True)]
 
         def present(root: pa.Table) -> Callable[[set], set]:
             def ids(wanted: set) -> set:
@@ -584,7 +601,9 @@ class Document(BaseDocument):
     def source_text(self, path: str | os.PathLike, sep: str = "\n") -> str:
         """The whole text of one source file: its root documents (a PDF's pages, a JSONL's
         records) joined in order by ``sep``."""
-        key = str(Path(path).expanduser().resolve())
+        key = source_keys(self._state.sources, [path], self._input_paths())[0] or str(
+            Path(path).expanduser().resolve()
+        )
         rows = SourceView(self._state.sources).with_keys({key})
         if key not in rows:
             raise ConfigError(

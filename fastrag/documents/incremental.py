@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from fastrag.documents.building import STORED_ONLY, GroupDef, run_transform
 from fastrag.documents.group import NodeGroup, full_metadata_json
+from fastrag.documents.relink import user_paths
 from fastrag.documents.sources import drop_mask
 from fastrag.documents.state import SourceState, drop_stale_indexes, touched_docs
 from fastrag.documents.store import MissingFile, Store
@@ -37,7 +38,7 @@ def build_group(
     """Group ``d`` of ``doc`` at the parent's generation: as stored, from scratch, or the old
     table with the nodes of changed and removed documents recomputed."""
     if old is None:
-        old = stored_group(doc, d, store)
+        old = stored_group(doc, d, store, state.sources)
         if old is not None and old.built_gen == parent.built_gen:
             return old
         if old is not None and old.built_gen > parent.built_gen:
@@ -55,8 +56,12 @@ def build_group(
     return _build_rows(doc, d, parent, old, state, store)
 
 
-def stored_group(doc: Any, d: GroupDef, store: Store | None) -> NodeGroup | None:
-    """The group as the store last committed it, if its definition is unchanged."""
+def stored_group(
+    doc: Any, d: GroupDef, store: Store | None, sources: pa.Table | None = None
+) -> NodeGroup | None:
+    """The group as the store last committed it, if its definition is unchanged (nodes of
+    version 2 stores carry their document's metadata: with ``sources``, their file paths
+    become the paths users see, as the root group's do)."""
     if store is None:
         return None
     entry = store.manifest["groups"].get(d.name)
@@ -74,6 +79,8 @@ def stored_group(doc: Any, d: GroupDef, store: Store | None) -> NodeGroup | None
                 stacklevel=4,
             )
         return None
+    if sources is not None:
+        table = user_paths(table, sources, store.manifest.get("inputs") or [])
     return NodeGroup(
         doc, d.name, d.parent, table, built_gen=entry["root_gen"], segments=entry["segments"]
     )

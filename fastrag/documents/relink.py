@@ -8,16 +8,20 @@ their path relative to the folder and their content hash, so nothing is read twi
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastrag.documents.paths import short_list
+from fastrag.documents.readers.walk import relative_key, resolved_roots
+from fastrag.schema import dump_metadata
 
 
 @dataclass
@@ -31,6 +35,7 @@ class SourceChanges:
     removed: list[str] = field(default_factory=list)  # removed on request
     missing: list[str] = field(default_factory=list)  # kept: their file is gone
     outside: list[str] = field(default_factory=list)  # kept: not under the paths read
+    unread: list[str] = field(default_factory=list)  # not read: an optional package is missing
 
     def summary(self) -> str:
         """One line, e.g. ``read 1 file, removed 1, unchanged 1,788``."""
@@ -42,6 +47,7 @@ class SourceChanges:
             (self.unchanged, "unchanged {}"),
             (len(self.missing), "kept {} missing on disk"),
             (len(self.outside), "kept {} not under the paths read"),
+            (len(self.unread), "{} not read (an optional package is missing)"),
         ):
             if n:
                 parts.append(what.format(f"{n:,}"))
@@ -67,32 +73,6 @@ def source_status(sources: pa.Table) -> tuple[list[str], list[str]]:
         elif st.st_size != size or st.st_mtime_ns != mtime:
             changed.append(key)
     return missing, changed
-
-
-def resolved_roots(paths: Sequence[str]) -> list[str]:
-    """Input paths as resolved absolute paths (what source keys are made of)."""
-    out = []
-    for p in paths:
-        try:
-            out.append(str(Path(p).expanduser().resolve()))
-        except (OSError, RuntimeError, ValueError):
-            out.append(str(Path(p).expanduser().absolute()))
-    return out
-
-
-def relative_key(key: str, roots: Sequence[str]) -> str:
-    """``key`` relative to the deepest of ``roots`` holding it (POSIX separators); a file that
-    is a root itself, or is under none, is its name."""
-    best = None
-    for root in roots:
-        if key == root:
-            return Path(key).name
-        prefix = root.rstrip(os.sep) + os.sep
-        if key.startswith(prefix) and (best is None or len(root) > len(best)):
-            best = root
-    if best is None:
-        return Path(key).name
-    return Path(key[len(best.rstrip(os.sep)) + 1 :]).as_posix()
 
 
 def match_moved(
@@ -206,3 +186,58 @@ def status_message(store: str, missing: list[str], changed: list[str], inputs: l
         "files; doc.refresh(remove_missing=True) (CLI: fastrag ingest PATHS --store "
         f"{store} --sync) removes missing ones"
     )
+
+
+def source_keys(
+    sources: pa.Table, paths: Sequence[str | os.PathLike], inputs: Sequence[str]
+) -> list[str | None]:
+    """The key (absolute path) of the file source each of ``paths`` names: as a path
+    (absolute or from the working directory), else as metadata's ``file_path`` (relative to
+    the folder read, one of ``inputs``) when exactly one source has it; None when none does."""
+    files = set()
+    if sources.num_rows:
+        files = set(sources.filter(pc.equal(sources.column("kind"), "file"))["key"].to_pylist())
+    by_rel: dict[str, list[str]] = {}
+    out: list[str | None] = []
+    for path in paths:
+        key = str(Path(path).expanduser().resolve())
+        if key in files:
+            out.append(key)
+            continue
+        if not by_rel and files:
+            roots = resolved_roots(inputs)
+            for k in files:
+                by_rel.setdefault(relative_key(k, roots), []).append(k)
+        hits = by_rel.get(Path(path).as_posix(), [])
+        out.append(hits[0] if len(hits) == 1 else None)
+    return out
+
+
+def user_paths(table: pa.Table, sources: pa.Table, inputs: Sequence[str]) -> pa.Table:
+    """``table`` (a group table read from a store) with file paths as users see them.
+
+    Stores written before issue 42 hold the absolute path in ``file_path``. A row whose
+    ``file_path`` is one of ``sources``' file keys and that has no ``abs_path`` gets, in
+    memory only, ``abs_path`` = that absolute path and ``file_path`` = the path relative to
+    the folder read (``inputs``, the manifest's). Nothing is written: the store's files stay
+    as they are until a writer replaces those rows."""
+    if table.num_rows == 0 or sources.num_rows == 0:
+        return table
+    meta = table.column("metadata")
+    old = pc.and_(
+        pc.match_substring(meta, '"file_path"'), pc.invert(pc.match_substring(meta, '"abs_path"'))
+    )
+    rows = np.flatnonzero(np.asarray(old.fill_null(False), dtype=bool))
+    if not len(rows):
+        return table
+    keys = set(sources.filter(pc.equal(sources.column("kind"), "file")).column("key").to_pylist())
+    roots = resolved_roots(inputs)
+    values = meta.to_pylist()
+    for i in rows:
+        d = json.loads(values[i])
+        key = d.get("file_path")
+        if isinstance(key, str) and key in keys:
+            d.update(file_path=relative_key(key, roots), abs_path=key)
+            values[i] = dump_metadata(d)
+    col = table.schema.get_field_index("metadata")
+    return table.set_column(col, table.schema.field(col), pa.array(values, meta.type))

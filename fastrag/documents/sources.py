@@ -27,8 +27,9 @@ import pyarrow.compute as pc
 from tqdm import tqdm
 
 from fastrag.documents.readers import ReadReport, iter_source_files, read_file
-from fastrag.documents.relink import SourceChanges, match_moved, resolved_roots
-from fastrag.errors import ConfigError
+from fastrag.documents.readers.walk import relative_key, resolved_roots
+from fastrag.documents.relink import SourceChanges, match_moved
+from fastrag.errors import ConfigError, MissingExtraError
 from fastrag.schema import GROUP_SCHEMA, dump_metadata, node_id
 
 SOURCE_SCHEMA = pa.schema(
@@ -239,6 +240,7 @@ class Planner:
         self.hash_files = hash_files
         self.show_progress = show_progress
         self.report = ReadReport()  # what the last plan of files read, skipped and failed
+        self.roots: list[str] = []  # resolved folders that file_path is relative to
         self._hashes: dict[str, str] = {}  # content hashes of the files of one plan
 
     # -- files -------------------------------------------------------------------------------
@@ -250,6 +252,7 @@ class Planner:
             json_text_field=self.json_text_field,
             metadata_fields=self.metadata_fields,
             report=self.report,
+            relative_to=self.roots,
         )
         gone = set(deleted)
         rows = []
@@ -302,7 +305,11 @@ class Planner:
                 )
             )
             return
-        rows = self.file_rows(file, key, deleted)
+        try:
+            rows = self.file_rows(file, key, deleted)
+        except MissingExtraError:  # in the read report with the install command; what the
+            change.stats.unread.append(key)  # store holds of the file is kept as it was
+            return
         if old is not None:
             change.stats.changed += 1
             change.drop_keys.add(old["key"])
@@ -349,10 +356,12 @@ class Planner:
         rows = root.filter(
             pc.is_in(root.column("id"), value_set=pa.array(old["roots"], pa.string()))
         )
-        relinked = {"file_path": key, "file_name": file.name, "mtime": st.st_mtime}
+        relinked = {"file_name": file.name, "mtime": st.st_mtime}
         for r in rows.to_pylist():
             meta = json.loads(r["metadata"]) if r["metadata"] else {}
             meta.update({k: v for k, v in relinked.items() if k in meta})
+            if "file_path" in meta:
+                meta.update(file_path=relative_key(key, self.roots), abs_path=key)
             change.roots.append(
                 (
                     r["id"],
@@ -388,8 +397,15 @@ class Planner:
         change = Change()
         self.report = ReadReport()
         self._hashes = {}
+        self.roots = resolved_roots(_as_list(paths))
         found = list(
-            iter_source_files(paths, readers=self.readers, report=self.report, **self.walk_options)
+            iter_source_files(
+                paths,
+                readers=self.readers,
+                report=self.report,
+                require_extras=False,
+                **self.walk_options,
+            )
         )
         found_keys = {str(f.resolve()) for f in found}
         found += [
@@ -411,7 +427,7 @@ class Planner:
                 new,
                 candidates,
                 resolved_roots(old_inputs or []),
-                resolved_roots(_as_list(paths)),
+                self.roots,
                 self._hash,
             )
         )
@@ -449,12 +465,16 @@ class Planner:
                     change.drop_roots.update(row["roots"])
         return change
 
-    def plan_reread(self, committed: pa.Table, *, remove_missing: bool = False) -> Change:
+    def plan_reread(
+        self, committed: pa.Table, *, remove_missing: bool = False, roots: Sequence[str] = ()
+    ) -> Change:
         """Re-read the file sources that changed on disk; with ``remove_missing``, remove
-        those whose file is gone (else they are kept and counted as missing)."""
+        those whose file is gone (else they are kept and counted as missing). ``roots``: the
+        folders they were read from (``file_path`` is relative to them)."""
         change = Change()
         self.report = ReadReport()
         self._hashes = {}
+        self.roots = resolved_roots(roots)
         for key, row in SourceView(committed).files().items():
             path = Path(key)
             if path.is_file():
@@ -467,11 +487,20 @@ class Planner:
                 change.stats.missing.append(key)
         return change
 
-    def add_files(self, files: list[Path], committed: pa.Table) -> Change:
+    def add_files(
+        self, files: list[Path], committed: pa.Table, roots: Sequence[str] = ()
+    ) -> Change:
+        """New sources for files and folders added with ``Document.add``; ``roots``: the
+        Document's folders (``file_path`` is relative to the deepest of them and the folders
+        among ``files``; a file under none is its name)."""
         old_files = SourceView(committed).files()
         change = Change()
         self.report = ReadReport()
-        for f in iter_source_files(files, readers=self.readers, report=self.report):
+        self.roots = resolved_roots([*roots, *(f for f in files if Path(f).is_dir())])
+        found = iter_source_files(
+            files, readers=self.readers, report=self.report, require_extras=False
+        )
+        for f in found:
             self._plan_file(change, f, old_files.get(str(f.resolve())), added=True)
         change.result = [r[0] for r in change.roots]
         return change

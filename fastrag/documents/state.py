@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fastrag.documents.group import NodeGroup
+from fastrag.documents.relink import user_paths
 from fastrag.documents.sources import SOURCE_SCHEMA, Change, apply_sources, drop_mask
 from fastrag.documents.store import MissingFile, Store, Transaction
 from fastrag.schema import GROUP_SCHEMA, ROOT_GROUP
@@ -73,6 +74,7 @@ class Committer:
             if entry
             else GROUP_SCHEMA.empty_table()
         )
+        root = user_paths(root, sources, m.get("inputs") or [])  # older stores: in memory
         self.publish(
             m["root_gen"],
             m.get("removed_gen", 0),

@@ -7,7 +7,8 @@ chain's ``batch``, which hands each step the whole list -- are **one** fastrag b
 the usual retriever callbacks (one run per query, for tracing). Hits become ``Document``s:
 ``page_content`` is the node's text, ``id`` its node id, ``metadata`` the node's complete
 metadata plus ``score``, ``node_id`` and ``doc_id`` (these three replace user fields of the same
-name).
+name) and, for nodes read from a file, ``source``: the file's absolute path, as LangChain's
+loaders set it (a ``source`` of the node's own is kept).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def to_documents(hits: Sequence[Any]) -> list[Document]:
     for hit in hits:
         node = hit.node
         meta = {**node.metadata, "score": hit.score, "node_id": node.id, "doc_id": node.doc_id}
+        path = meta.get("abs_path") or meta.get("file_path")
+        if "source" not in meta and isinstance(path, str) and path:
+            meta["source"] = path
         out.append(Document(page_content=node.text, metadata=meta, id=node.id))
     return out
 

@@ -4,7 +4,9 @@
 ``BaseRetriever``: use it wherever LlamaIndex takes one (``RetrieverQueryEngine``,
 ``QueryFusionRetriever``, ``RouterRetriever``, agents' tools). Hits become ``NodeWithScore``
 over a ``TextNode`` with fastrag's node id, text, complete metadata and score, and its
-document (``ref_doc_id``) and parent as relationships.
+document (``ref_doc_id``) and parent as relationships. ``file_path`` is the file's absolute
+path, as LlamaIndex's ``SimpleDirectoryReader`` sets it (fastrag's ``abs_path``; the path
+relative to the ingested folder, fastrag's ``file_path``, is dropped with it).
 
 Batches stay batches: ``retrieve_batch(queries)`` is one fastrag batch call, and concurrent
 ``aretrieve`` calls made in the same event-loop tick -- ``QueryFusionRetriever`` gathers one
@@ -44,9 +46,10 @@ def to_llama_nodes(hits: Sequence[Any]) -> list[LlamaNodeWithScore]:
             rel[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=doc_id)
         if parent_id is not None and parent_id != doc_id:
             rel[NodeRelationship.PARENT] = RelatedNodeInfo(node_id=parent_id)
-        text_node = TextNode(
-            id_=node.id, text=node.text, metadata=dict(node.metadata), relationships=rel
-        )
+        meta = dict(node.metadata)
+        if isinstance(meta.get("abs_path"), str):
+            meta["file_path"] = meta.pop("abs_path")
+        text_node = TextNode(id_=node.id, text=node.text, metadata=meta, relationships=rel)
         out.append(LlamaNodeWithScore(node=text_node, score=hit.score))
     return out
 

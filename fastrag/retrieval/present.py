@@ -3,12 +3,14 @@
 
 A record is ``id``, ``doc_id``, ``score`` (higher is better), ``path`` (the source file under
 the ingested folder, else its file name), ``page`` and ``snippet``, plus, where asked for,
-``text``, ``metadata`` (the node's metadata without ``file_path``: a server keeps its own
-absolute paths to itself) and ``uri`` (the MCP resource of the whole document).
+``text``, ``metadata`` (the node's metadata without ``abs_path``, and without ``file_path``
+where that is absolute, as in stores written before issue 42: a server keeps its own absolute
+paths to itself) and ``uri`` (the MCP resource of the whole document).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -26,13 +28,14 @@ def snippet(text: str, width: int = SNIPPET_CHARS) -> str:
 
 
 def hit_path(hit: Any, source_path: Callable[[str], str]) -> str | None:
-    """The hit's source file as users know it: ``source_path(file_path)`` (the path under the
-    ingested folder, e.g. ``Document.source_path``), else the file name, else None (text
-    added without a file)."""
+    """The hit's source file as users know it: ``file_path`` when it is relative (the path
+    under the ingested folder, as readers set it), ``source_path(file_path)`` when it is
+    absolute (e.g. ``Document.source_path``), else the file name, else None (text added
+    without a file)."""
     meta = hit.metadata or {}
     file_path = meta.get("file_path")
     if isinstance(file_path, str) and file_path:
-        return source_path(file_path)
+        return source_path(file_path) if os.path.isabs(file_path) else file_path
     name = meta.get("file_name")
     return name if isinstance(name, str) and name else None
 
@@ -62,7 +65,9 @@ def hit_record(
     if text:
         record["text"] = hit.text
     if metadata:
-        meta.pop("file_path", None)
+        meta.pop("abs_path", None)
+        if isinstance(meta.get("file_path"), str) and os.path.isabs(meta["file_path"]):
+            meta.pop("file_path")
         record["metadata"] = meta
     if uri:
         record["uri"] = f"fastrag://doc/{doc_id}" if doc_id is not None else None

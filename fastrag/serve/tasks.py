@@ -503,7 +503,7 @@ class Writer:
             if not records:
                 warnings.append(f"{name}: no text found")
             for text, meta in records:
-                meta = {k: v for k, v in meta.items() if k != "file_path"}
+                meta = {k: v for k, v in meta.items() if k not in ("file_path", "abs_path")}
                 meta["file_name"] = name
                 meta.update(extra)
                 texts.append(text)

@@ -245,7 +245,7 @@ class LLMParser(NodeTransform):
     @staticmethod
     def _where(node: DocNode) -> str:
         meta = node.metadata or {}
-        path = meta.get("file_path") or meta.get("file_name") or node.doc_path
+        path = meta.get("abs_path") or meta.get("file_path") or meta.get("file_name")
         return f"node {node.id!r}" + (f" of file {path!r}" if path else "")
 
     def _children(self, answer: str) -> list[Any]:

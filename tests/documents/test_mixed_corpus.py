@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from pdf_maker import pdf_bytes
@@ -259,7 +260,7 @@ def test_walk_options(corpus):
             iter_source_files(corpus, **bad)
 
 
-def test_missing_extras_are_reported_together_before_reading(corpus, monkeypatch):
+def test_missing_extras_are_reported_together_and_fail_only_their_files(corpus, monkeypatch):
     (corpus / "more.pdf").write_bytes(pdf_bytes(["x"]))
     monkeypatch.setitem(sys.modules, "pypdf", None)  # `import pypdf` raises ImportError
     monkeypatch.setitem(sys.modules, "docx", None)
@@ -269,8 +270,25 @@ def test_missing_extras_are_reported_together_before_reading(corpus, monkeypatch
     assert "2 .pdf files need the optional package 'pypdf' (extra [pdf])" in msg
     assert "1 .docx file needs the optional package 'python-docx' (extra [docx])" in msg
     assert msg.endswith("install them with: pip install 'fastrag-engine[pdf,docx]'")
-    with pytest.raises(MissingExtraError, match=r"fastrag-engine\[pdf,docx\]"):
-        fr.Document(corpus, on_error="skip")  # not a file error: never skipped
+    # a Document reads the rest and fails only those files, naming what to install
+    doc = fr.Document(corpus, on_error="raise")
+    failed = {Path(e.path).name: e.reason for e in doc.read_report.failed}
+    assert failed == {
+        "more.pdf": "missing extra",
+        "report.pdf": "missing extra",
+        "memo.docx": "missing extra",
+    }
+    lines = doc.read_report.missing_extras()
+    assert len(lines) == 2 and lines[1].startswith("2 .pdf files not read (")
+    assert lines[1].endswith(
+        "install the reader with: pip install 'fastrag-engine[pdf]', then run the same "
+        "command again"
+    )
+    assert lines[0] == (
+        f"1 .docx file not read ({corpus / 'memo.docx'}): install the reader with: "
+        "pip install 'fastrag-engine[docx]', then run the same command again"
+    )
+    assert doc.source_changes.unread and len(doc.group("root")) > 0
     # a custom reader for the extension needs no extra
     assert iter_source_files(corpus, required_exts=[".pdf"], readers={".pdf": lambda p: "x"})
 

@@ -77,7 +77,8 @@ def test_txt_md_and_root_metadata(tmp_path):
     assert text == "hello\nworld\n"
     st = p.stat()
     assert meta == {
-        "file_path": str(p.resolve()),
+        "file_path": "a.txt",  # read on its own: its name (relative_to= gives a folder)
+        "abs_path": str(p.resolve()),
         "file_name": "a.txt",
         "file_type": "txt",
         "file_size": st.st_size,

@@ -335,7 +335,7 @@ def test_second_writer_times_out_naming_the_lock(tmp_path):
     finally:
         holder.kill()
         holder.wait()
-    assert FileLock(str(st / LOCK)).acquire(timeout=5)
+    assert FileLock(str(st / LOCK)).acquire(timeout=60)
 
 
 def test_failed_write_leaves_the_document_unchanged(tmp_path, monkeypatch):

@@ -170,8 +170,8 @@ def test_reingest_from_a_new_place_relinks_without_reading(ingested, tmp_path, c
     doc = fr.Document(store=st, mode="r")  # no warning: every source is where it says
     assert doc.group("root").ids == ids
     assert doc.group("chunk").table.column("text").to_pylist() == texts
-    paths = {n.metadata["file_path"] for n in doc.group("chunk")}
-    assert paths == {str(moved / rel) for rel in DOCS}
+    paths = {(n.metadata["file_path"], n.metadata["abs_path"]) for n in doc.group("chunk")}
+    assert paths == {(rel, str(moved / rel)) for rel in DOCS}  # as users see it, and on disk
     assert main(["info", str(st)]) == 0
     assert "missing" not in capsys.readouterr().out
 

@@ -31,7 +31,12 @@ from fastrag.errors import StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [f"doc {i} cat dog {'bird ' * (i % 3)}\nline two {i} fish" for i in range(40)]
-HANG_S = 60  # a probe taking longer than this is a hang
+# A probe that spends this much CPU time is a hang (an endless loop: what a damaged index did
+# to hnswlib). CPU time, not wall-clock time: a loaded machine slows a probe down but does not
+# make it spend more CPU. A probe blocked without spending CPU (a deadlock) is cut by the wall
+# clock only after HANG_WALL_S, far beyond any load.
+HANG_CPU_S = 120
+HANG_WALL_S = 900
 
 COMMON = CHILD_PRELUDE + textwrap.dedent("""
     import hashlib, json
@@ -70,11 +75,24 @@ COMMON = CHILD_PRELUDE + textwrap.dedent("""
         return got
 """)
 
-# argv: JSON list of [store, mode]. A probe that runs longer than HANG_S dumps its stack and
-# exits (faulthandler): the parent counts it as a hang.
+# stdin: JSON list of [store, mode]. A probe that spends more than HANG_CPU_S of CPU time (or
+# runs HANG_WALL_S) dumps its stack and exits (faulthandler): the parent counts it as a hang.
 CHILD = COMMON + textwrap.dedent(f"""
-    import faulthandler, os, sys, traceback, warnings
+    import faulthandler, os, sys, threading, time, traceback, warnings
     from fastrag.errors import StoreError, StoreWarning
+
+    case_cpu = [None]  # the process CPU time when the current probe began
+
+    def watchdog():
+        while True:
+            time.sleep(0.25)
+            began = case_cpu[0]
+            if began is not None and time.process_time() - began > {HANG_CPU_S}:
+                sys.stderr.write("Timeout: over {HANG_CPU_S} s of CPU time in one probe\\n")
+                faulthandler.dump_traceback(all_threads=True)
+                os._exit(3)
+
+    threading.Thread(target=watchdog, daemon=True).start()
 
     def probe(store, mode):
         with warnings.catch_warnings(record=True) as caught:
@@ -94,9 +112,11 @@ CHILD = COMMON + textwrap.dedent(f"""
 
     for store, mode in json.loads(sys.stdin.readline()):
         print("BEGIN " + store, flush=True)  # names the case if the interpreter dies in it
-        faulthandler.dump_traceback_later({HANG_S}, exit=True)
+        case_cpu[0] = time.process_time()
+        faulthandler.dump_traceback_later({HANG_WALL_S}, exit=True)
         result = probe(store, mode)
         faulthandler.cancel_dump_traceback_later()
+        case_cpu[0] = None
         print("RESULT " + json.dumps({{"store": store, **result}}), flush=True)
 """)
 
@@ -135,7 +155,7 @@ def run_probes(cases: list[tuple[Path, str]], workers: int = 2) -> dict[str, dic
         share = -(-len(todo) // workers)
         procs = [_run_batch(todo[i : i + share], env) for i in range(0, len(todo), share)]
         for proc in procs:
-            out, err = proc.communicate(timeout=len(todo) * HANG_S + 120)
+            out, err = proc.communicate(timeout=len(todo) * HANG_WALL_S + 120)
             begun = None
             for line in out.splitlines():
                 if line.startswith("BEGIN "):

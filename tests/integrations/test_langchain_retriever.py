@@ -4,6 +4,7 @@ OpenAI-compatible server, and ``batch`` / ``abatch`` (also a chain's) as ONE fas
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,7 +55,8 @@ class Recorder(BaseCallbackHandler):
         self.events.append(("end", len(documents)))
 
 
-def test_documents_carry_text_id_score_metadata(ret):
+def test_documents_carry_text_id_score_metadata(ret, store):
+    denmark = Path(store).parent / "docs" / "en" / "denmark.md"
     want = ret(Q)
     docs = FastragRetriever(retriever=ret).invoke(Q)
     assert [d.page_content for d in docs] == [h.text for h in want]
@@ -64,6 +66,9 @@ def test_documents_carry_text_id_score_metadata(ret):
     assert top.metadata["node_id"] == want[0].id
     assert top.metadata["doc_id"] == want[0].node.doc_id
     assert top.metadata["file_name"] == "denmark.md"
+    # LangChain loaders' key: the file's path on disk; file_path is under the folder ingested
+    assert top.metadata["source"] == top.metadata["abs_path"] == str(denmark.resolve())
+    assert top.metadata["file_path"] == "en/denmark.md"
     assert len(FastragRetriever(retriever=ret, topk=1).invoke(Q)) == 1
     only = FastragRetriever(retriever=ret, filter={"file_name": "france.md"}).invoke("capital")
     assert [d.metadata["file_name"] for d in only] == ["france.md"]

@@ -5,6 +5,7 @@ aretrieve calls) as one fastrag batch call each."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,14 +58,17 @@ class FastragLLM(CustomLLM):
         return gen()
 
 
-def test_nodes_carry_fastrag_ids_text_metadata_scores(ret):
+def test_nodes_carry_fastrag_ids_text_metadata_scores(ret, store):
+    denmark = Path(store).parent / "docs" / "en" / "denmark.md"
     want = ret(Q)
     got = FastragRetriever(ret).retrieve(Q)
     assert [n.node.id_ for n in got] == [h.id for h in want]
     assert [n.score for n in got] == [h.score for h in want]
     top = got[0].node
     assert isinstance(top, TextNode) and "Copenhagen" in top.text
-    assert top.metadata["file_path"].endswith("denmark.md")
+    # as SimpleDirectoryReader sets it: the absolute path (fastrag's abs_path)
+    assert top.metadata["file_path"] == str(denmark.resolve())
+    assert "abs_path" not in top.metadata and top.metadata["file_name"] == "denmark.md"
     assert top.relationships[NodeRelationship.SOURCE].node_id == want[0].node.doc_id
     assert top.ref_doc_id == want[0].node.doc_id
 

@@ -70,7 +70,8 @@ def test_search_returns_ids_scores_paths_snippets(store, ret):
     assert top["path"] == "en/denmark.md"  # doc.source_path: under the ingested folder
     assert top["snippet"].startswith("Copenhagen is the capital of Denmark")
     assert top["uri"] == f"fastrag://doc/{top['doc_id']}"
-    assert "file_path" not in top["metadata"] and top["metadata"]["file_name"] == "denmark.md"
+    assert top["metadata"]["file_path"] == "en/denmark.md"  # as users see it
+    assert "abs_path" not in top["metadata"] and top["metadata"]["file_name"] == "denmark.md"
 
 
 def test_search_filter_group_no_hits_and_errors(store):
@@ -311,7 +312,7 @@ def test_http_needs_the_bearer_key(http_server):
                 await s.initialize()
                 return await s.call_tool("search", {"query": Q, "topk": 1})
 
-    res = asyncio.run(asyncio.wait_for(main("s3cret-key"), 60))
+    res = asyncio.run(asyncio.wait_for(main("s3cret-key"), 300))
     hits = res.structuredContent if hasattr(res, "structuredContent") else res.structured_content
     assert hits["hits"][0]["path"] == "en/denmark.md"
     with pytest.raises(BaseException):  # noqa: B017 - the SDK raises its own (grouped) errors

@@ -51,7 +51,7 @@ def test_a_cancelled_waiter_loses_no_slot():
         with pytest.raises(asyncio.CancelledError):
             await waiter
         assert lim.held == 0
-        await asyncio.wait_for(lim.acquire(), 1)
+        await asyncio.wait_for(lim.acquire(), 60)  # at once; generous under load
         assert lim.held == 1
         lim.release()
 

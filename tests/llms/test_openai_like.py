@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 import pytest
 from openai_server import OpenAIServer
+from wallclock import below
 
 from fastrag.analysis.tokens import count_tokens
 from fastrag.errors import ConfigError
@@ -143,7 +144,7 @@ def test_stream_errors_are_clear(openai_server):
         LLMTimeoutError, match="stream broken after 1 chunk: no answer within timeout=0.2 s"
     ):
         list(make(openai_server, timeout=0.2).stream("a b c"))
-    assert time.perf_counter() - t0 < 2.0
+    below(time.perf_counter() - t0, 2.0, "the stalled stream")
 
 
 # -- retries ----------------------------------------------------------------------------------
@@ -159,8 +160,9 @@ def test_retry_after_is_honoured(openai_server):
     assert make(openai_server, retry_backoff=0.0).complete("hi") == "Echo: hi"
     elapsed = time.perf_counter() - t0
     first, second = openai_server.requests
-    assert 0.3 <= second.started - first.started < 0.3 * 1.1 + 0.5
-    assert elapsed < 1.5
+    assert 0.3 <= second.started - first.started
+    below(second.started - first.started, 0.3 * 1.1 + 0.5, "the wait before the retry")
+    below(elapsed, 1.5, "the call")
 
 
 def test_500_exhausts_retries_and_names_the_request(openai_server):
@@ -211,7 +213,7 @@ def test_slow_response_times_out(openai_server):
     t0 = time.perf_counter()
     with pytest.raises(LLMTimeoutError, match=r"after 2 attempts.*timeout=0.2 s") as info:
         llm.complete("hi")
-    assert time.perf_counter() - t0 < 1.5
+    below(time.perf_counter() - t0, 1.5, "two attempts of timeout=0.2 s")
     assert info.value.status is None and len(openai_server.requests) == 2
 
 
@@ -285,8 +287,8 @@ def test_cancelling_a_batch_cancels_in_flight_requests(openai_server):
             await batch
         return time.perf_counter() - t0
 
-    assert asyncio.run(main()) < 1.0
-    assert openai_server.wait_for(lambda: openai_server.disconnects == 4, timeout=3)
+    below(asyncio.run(main()), 1.0, "cancelling")
+    assert openai_server.wait_for(lambda: openai_server.disconnects == 4, timeout=60)
     assert all(r.disconnected for r in openai_server.requests)
 
 
@@ -430,5 +432,5 @@ def test_breaking_out_of_a_sync_stream_closes_the_request(openai_server):
     for chunk in llm.stream("a b c"):
         assert chunk == "Echo:"
         break
-    assert openai_server.wait_for(lambda: openai_server.disconnects == 1, timeout=3)
-    assert time.perf_counter() - t0 < 2.0
+    assert openai_server.wait_for(lambda: openai_server.disconnects == 1, timeout=60)
+    below(time.perf_counter() - t0, 2.0, "closing the stream")

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from query_support import prompts
+from wallclock import below
 
 import fastrag as fr
 from fastrag.errors import ConfigError
@@ -161,7 +162,7 @@ def test_transformer_batch_is_concurrent_and_bounded(server, llm):
     wall = time.perf_counter() - t0
     assert [q.text for q in out] == [f"question {i} explained" for i in range(12)]
     assert server.max_in_flight == 4
-    assert wall < 12 * 0.2 / 2  # 3 rounds of 0.2 s, not 12
+    below(wall, 12 * 0.2 / 2, "12 calls of 0.2 s, 4 at a time")  # 3 rounds, not 12
 
 
 def test_transformer_batch_failure_names_query_and_stage(server):

@@ -114,7 +114,7 @@ def test_no_traceback_in_the_log_after_bad_bodies(server, http):
     assert "Traceback" not in log and "RecursionError" not in log
 
 
-def _lines_with(server: ServeProcess, marker: str, timeout: float = 10) -> list[str]:
+def _lines_with(server: ServeProcess, marker: str, timeout: float = 60) -> list[str]:
     """The log lines holding ``marker``, once there is one (uvicorn logs after the reply)."""
     deadline = time.monotonic() + timeout
     while True:

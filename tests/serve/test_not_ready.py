@@ -16,6 +16,7 @@ import time
 import httpx
 import pytest
 from serve_support import make_cmrc_store
+from wallclock import below
 
 import fastrag as fr
 from fastrag.embeddings import CallableEmbedding
@@ -87,7 +88,7 @@ def test_unbuilt_data_is_a_409_at_once_and_bm25_answers(store, tmp_path, openai_
         assert "vectors of group 'block' (embed key 'default') are not built" in message
         assert "--similarity block=hybrid" in message and "fr.Retriever(" in message
         assert hybrid.json()["error"]["type"] == "not_ready"
-        assert elapsed < 5  # was 272 s: nothing is embedded (asserted below)
+        below(elapsed, 5, "the 409")  # was 272 s: nothing is embedded (asserted below)
         chat = c.post(
             "/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "主教"}], "similarity": "hybrid"},
@@ -107,7 +108,7 @@ def test_unbuilt_data_is_a_409_at_once_and_bm25_answers(store, tmp_path, openai_
         assert "over the limit of 4096" in _error(long, 400)
         up = c.post("/v1/documents", json={"texts": ["一行新文字：佛晓。"]})
         assert up.status_code == 202
-        rec = c.task(up.json()["task_id"], timeout=60)
+        rec = c.task(up.json()["task_id"], timeout=300)
         assert rec["status"] == "done" and rec["warnings"] == []
         hit = c.post("/v1/retrieve", json={"queries": ["佛晓"], "group": "root", "topk": 1})
         assert hit.json()["results"][0][0]["text"] == "一行新文字：佛晓。"
@@ -154,7 +155,7 @@ def test_a_failed_build_is_remembered_not_retried_per_request(store, tmp_path):
     doc = fr.Document(store=str(store), mode="r", embed={"svc": CallableEmbedding(broken, dim=8)})
     c = Client(create_app(doc, group="block", similarity="cosine", tasks_dir=tmp_path / "t"))
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300
         while True:
             err = _error(c.post("/v1/retrieve", json={"queries": [_first_text(store)[:30]]}), 409)
             if "building them failed" in err or time.monotonic() > deadline:

@@ -65,7 +65,7 @@ def _task(url: str, task_id: str) -> dict:
     return resp.json()
 
 
-def _wait(url: str, task_id: str, statuses=("done", "failed"), timeout: float = 60) -> dict:
+def _wait(url: str, task_id: str, statuses=("done", "failed"), timeout: float = 300) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         task = _task(url, task_id)
@@ -99,7 +99,7 @@ def test_killed_before_the_commit_fails_as_interrupted_and_its_key_resubmits(sto
             resp = _upload(server.url, key="k-before")
             assert resp.status_code == 202, resp.text
             tid = resp.json()["task_id"]
-            assert _wait(server.url, tid, ("running",), timeout=30)["status"] == "running"
+            assert _wait(server.url, tid, ("running",), timeout=300)["status"] == "running"
             _kill9(server)
     finally:
         server.stop()

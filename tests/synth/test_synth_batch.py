@@ -7,6 +7,7 @@ import re
 import time
 
 import pytest
+from wallclock import below
 
 from fastrag.errors import ConfigError
 from fastrag.llms import LLMError, MockLLM
@@ -55,7 +56,7 @@ def test_batch_runs_call_graphs_concurrently_under_one_limit():
     calls_per_query = len(llm.calls) / n
     assert calls_per_query >= 2  # each query is a sequential chain of calls
     serial = len(llm.calls) * 0.03
-    assert wall < serial / 4  # ~ calls per query x latency, not n times that
+    below(wall, serial / 4, "the batch")  # ~ calls per query x latency, not n times that
     assert n <= llm.max_in_flight <= 64
     for i, r in enumerate(resps):  # results in query order, metadata per query
         assert str(r) == f"answer for Q{i}"
@@ -95,7 +96,7 @@ def test_failure_cancels_the_other_queries():
     t0 = time.perf_counter()
     with pytest.raises(LLMError, match="upstream 503") as info:
         syn.batch([f"q{i}" for i in range(8)], [chunks_for(i, 2) for i in range(8)])
-    assert time.perf_counter() - t0 < 0.8  # did not wait for the 1 s calls
+    below(time.perf_counter() - t0, 0.8, "failing")  # did not wait for the 1 s calls
     assert "in batch query index 3" in info.value.__notes__
     assert llm.in_flight == 0
     assert sum(1 for c in llm.calls if c.error and "CancelledError" in c.error) >= 10
@@ -123,7 +124,7 @@ def test_cancelling_a_batch_cancels_in_flight_calls():
 
     t0 = time.perf_counter()
     asyncio.run(main())
-    assert time.perf_counter() - t0 < 2
+    below(time.perf_counter() - t0, 2, "cancelling")
     assert llm.in_flight == 0
     assert [c.error for c in llm.calls] == ["CancelledError: "] * 8
 

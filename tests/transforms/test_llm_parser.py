@@ -6,6 +6,7 @@ import re
 import time
 
 import pytest
+from wallclock import below
 
 import fastrag as fr
 from fastrag.errors import ConfigError
@@ -87,7 +88,7 @@ def test_a_group_is_parsed_in_one_bounded_concurrent_batch(server, llm):
     wall = time.perf_counter() - t0
     assert len(group) == 12 and parser.calls == 12
     assert server.max_in_flight == 4
-    assert wall < 12 * 0.2 / 2  # 3 rounds of 0.2 s, not 12 calls one after another
+    below(wall, 12 * 0.2 / 2, "12 calls of 0.2 s, 4 at a time")  # 3 rounds, not 12
     prompt = chat_requests(server)[0].body["messages"][-1]["content"]
     assert prompt.startswith("Summarize the following text") and "Text number" in prompt
 

@@ -15,7 +15,10 @@ Compressed parts (draw.io pages, DOCX members, PDF streams) inflate no further t
 of :mod:`fastrag.documents.inflate` (100x the file's size, at least 16 MiB, at most 1 GiB);
 JSON nested more than 512 levels deep is an error naming the file.
 
-Every root document's metadata holds ``file_path`` (absolute), ``file_name``, ``file_type``
+Every root document's metadata holds ``file_path`` (the path as users see it: relative to the
+deepest folder of ``relative_to`` holding the file, with ``/`` separators, e.g. ``ko/chmod.md``;
+a file under none, or read on its own, is its name), ``abs_path`` (the absolute, resolved path:
+where the file is on disk), ``file_name``, ``file_type``
 (extension without the dot), ``file_size`` (bytes), ``mtime`` and, for decoded text files,
 ``encoding``; records of multi-document files (.json lists, .jsonl, .csv) also carry ``row``
 (0-based), JSON records ``json_path`` ("$", "$[3]"), JSONL records ``line`` (1-based), PDF
@@ -41,6 +44,8 @@ from fastrag.documents.readers.walk import (
     check_str_list,
     iter_source_files,
     not_a_file,
+    relative_key,
+    resolved_roots,
     supported_extensions,
 )
 from fastrag.documents.xmltext import NoText
@@ -101,6 +106,7 @@ def read_file(
     json_text_field: str = "text",
     metadata_fields: Sequence[str] | None = None,
     report: ReadReport | None = None,
+    relative_to: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
 ) -> list[tuple[str, dict]]:
     """``(text, metadata)`` of each root document in the file at ``path``.
 
@@ -112,7 +118,10 @@ def read_file(
     ``on_error="raise"`` raises :class:`ReaderError` naming the file when it cannot be read,
     decoded or parsed, or is binary; ``"skip"`` logs one warning line and returns ``[]``.
     An empty file gives ``[]``. A missing optional package (pdf, docx) always raises
-    :class:`MissingExtraError`. ``report`` records the outcome.
+    :class:`MissingExtraError` (recorded in ``report`` as failed, reason "missing extra", with
+    the install command). ``report`` records the outcome. ``relative_to``: the folder(s) the
+    file was found under; metadata ``file_path`` is relative to the deepest holding it (else
+    the file's name), ``abs_path`` is absolute.
     """
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error={on_error!r} is not one of {ON_ERROR}")
@@ -150,7 +159,8 @@ def read_file(
             docs = _normalize(fn(p), p)
         else:
             docs = BUILTIN_READERS.get(ext, read_unknown)(ctx)
-    except MissingExtraError:
+    except MissingExtraError as exc:
+        report.add(p, "failed", "missing extra", str(exc))
         raise
     except NoText as exc:  # a drawing without words: left out, as an empty file is
         logger.info("skipping %s: no text (%s)", p, exc.kind)
@@ -175,8 +185,11 @@ def read_file(
             raise
         raise err from exc
     report.add(p, "read", documents=len(docs), left_out=ctx.left_out)
+    if isinstance(relative_to, (str, os.PathLike)):
+        relative_to = [relative_to]
     base = {
-        "file_path": str(p),
+        "file_path": relative_key(str(p), resolved_roots(list(relative_to or []))),
+        "abs_path": str(p),
         "file_name": p.name,
         "file_type": ext.lstrip("."),
         "file_size": st.st_size,

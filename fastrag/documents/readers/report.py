@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -150,5 +151,29 @@ class ReadReport:
             lines.append(f"{e.status:<8} {e.ext:<9} {e.path}  ({tail})")
         return "\n".join(lines)
 
+    def missing_extras(self) -> list[str]:
+        """One line per install command for the files that failed because an optional package
+        is missing (reason "missing extra"): how many, which (up to 3), and the command, e.g.
+        ``2 .pdf files not read (a.pdf, b.pdf): install the reader with: pip install
+        'fastrag-engine[pdf]', then run the same command again``."""
+        groups: dict[str, list[ReadEntry]] = {}
+        for e in self.failed:
+            if e.reason == "missing extra":
+                m = _INSTALL.search(e.detail)
+                groups.setdefault(m.group(0) if m else e.detail, []).append(e)
+        lines = []
+        for cmd, entries in sorted(groups.items(), key=lambda g: sorted(e.ext for e in g[1])):
+            exts = sorted({e.ext for e in entries})
+            n = len(entries)
+            shown = ", ".join(e.path for e in entries[:3]) + (", ..." if n > 3 else "")
+            lines.append(
+                f"{n} {'/'.join(exts)} file{'s' * (n != 1)} not read ({shown}): install the "
+                f"reader with: {cmd}, then run the same command again"
+            )
+        return lines
+
     def __str__(self) -> str:
         return self.summary()
+
+
+_INSTALL = re.compile(r"pip install '[^']+'")

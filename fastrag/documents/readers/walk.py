@@ -33,6 +33,33 @@ def supported_extensions(readers: dict | None = None) -> list[str]:
     return sorted(set(BUILTIN_READERS) | set(REGISTERED) | set(check_readers(readers)))
 
 
+# -- paths as users see them ------------------------------------------------------------------
+def resolved_roots(paths: Sequence[str | os.PathLike]) -> list[str]:
+    """Input paths as resolved absolute paths (what source keys are made of)."""
+    out = []
+    for p in paths:
+        try:
+            out.append(str(Path(p).expanduser().resolve()))
+        except (OSError, RuntimeError, ValueError):
+            out.append(str(Path(p).expanduser().absolute()))
+    return out
+
+
+def relative_key(key: str, roots: Sequence[str]) -> str:
+    """``key`` relative to the deepest of ``roots`` holding it (POSIX separators); a file that
+    is a root itself, or is under none, is its name."""
+    best = None
+    for root in roots:
+        if key == root:
+            return Path(key).name
+        prefix = root.rstrip(os.sep) + os.sep
+        if key.startswith(prefix) and (best is None or len(root) > len(best)):
+            best = root
+    if best is None:
+        return Path(key).name
+    return Path(key[len(best.rstrip(os.sep)) + 1 :]).as_posix()
+
+
 # -- walking ----------------------------------------------------------------------------------
 def check_str_list(value: object, name: str, example: str) -> tuple[str, ...] | None:
     if value is None:
@@ -204,6 +231,7 @@ def iter_source_files(
     recursive: bool = True,
     exclude_hidden: bool = True,
     report: ReadReport | None = None,
+    require_extras: bool = True,
 ) -> list[Path]:
     """The files to read under ``paths`` (files and directories), in a deterministic order.
 
@@ -218,7 +246,8 @@ def iter_source_files(
     also in one warning log line). Explicitly named files are always kept: ``read_file``
     decides. Each file appears once (first occurrence wins). Before returning, every missing
     optional package (.pdf: [pdf], .docx: [docx]) is reported in one
-    :class:`MissingExtraError`.
+    :class:`MissingExtraError`; ``require_extras=False`` keeps those files in the list
+    instead (:func:`read_file` then fails each, naming the extra to install).
     """
     custom = check_readers(readers)
     exts, patterns = _check_walk_options(required_exts, exclude, recursive, exclude_hidden)
@@ -273,5 +302,6 @@ def iter_source_files(
                 for why, v in sorted(walk.notable.items())
             ),
         )
-    check_extras(out, custom)
+    if require_extras:
+        check_extras(out, custom)
     return out
