@@ -286,7 +286,8 @@ def search_batch_serial(ix, heads, queries, k, flt, strategy, scratch, out):
         return code
     kk = max(min(k, scratch[0].shape[0]), 1)
     heap = (np.empty(kk, np.float32), np.empty(kk, np.int64))
-    _search_run(ix, heads, queries, k, flt, strategy, scratch, heap, 0, q_offsets.shape[0] - 1, out)
+    n_q = q_offsets.shape[0] - 1
+    _search_run(ix, heads, queries, k, flt, strategy, scratch, heap, np.int64(0), n_q, out)
     return -1
 
 
