@@ -24,6 +24,7 @@ from fastrag._async import run_sync
 from fastrag.errors import ConfigError
 from fastrag.flow.bind import Bind, Input, package
 from fastrag.flow.stages import run_stage
+from fastrag.llms.base import BaseLLM
 
 __all__ = ["FlowBase", "Parallel", "Pipeline", "parallel", "pipeline"]
 
@@ -39,7 +40,7 @@ def _as_calls(items: Sequence[Any], kws: Sequence[dict] | None) -> list[tuple[tu
 def _check_stage(name: str | None, stage: Any) -> Any:
     if isinstance(stage, type):
         stage = stage()
-    if not callable(stage):
+    if not callable(stage) and not isinstance(stage, BaseLLM):  # an LLM: its prompt -> text
         label = f"stage {name!r}" if name else "a stage"
         raise ConfigError(
             f"{label} must be callable (a function, a fastrag Retriever/Reranker/LLM, a flow), "

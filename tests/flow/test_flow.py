@@ -252,6 +252,10 @@ def test_prompters_render_as_lazyllm():
     assert llm.prompt()("plain") == "PLAIN"
     with pytest.raises(ConfigError, match="takes a str"):
         llm.prompt()({"query": 1})
+    assert fr.pipeline(str.lower, llm).batch(["A", "B"]) == ["A", "B"]  # an LLM is a stage
+    # LazyLLM's llm.prompt(p) also sets p on llm; fastrag's returns the prompted stage
+    with pytest.raises(ConfigError, match=r"use the stage that\s+llm.prompt\(ChatPrompter"):
+        fr.pipeline(lambda q: {"query": q, "context_str": "c"}, llm)("q")
 
 
 def test_document_takes_lazyllm_arguments(tmp_path):
