@@ -35,7 +35,7 @@ class Input:
         return Input(self.owner, (*self.path, ("item", key)))
 
     def __getattr__(self, name: str) -> Input:
-        if name.startswith("__"):
+        if name.startswith("_"):
             raise AttributeError(name)
         return Input(self.owner, (*self.path, ("attr", name)))
 

@@ -49,6 +49,10 @@ def _check_stage(name: str | None, stage: Any) -> Any:
     return stage
 
 
+# LazyLLM flow arguments that would otherwise be taken for stage names
+_LAZYLLM_OPTIONS = {"post_action", "auto_capture", "save_result", "multiprocessing", "_scatter"}
+
+
 class FlowBase:
     """Stages (named or not) and how they are added; subclasses say how they run."""
 
@@ -57,6 +61,13 @@ class FlowBase:
         object.__setattr__(self, "_names", [])
         object.__setattr__(self, "_capturing", True)
         object.__setattr__(self, "_frame", None)
+        options = sorted(set(named) & _LAZYLLM_OPTIONS)
+        if options:
+            raise ConfigError(
+                f"LazyLLM's flow option(s) {options} are not supported by fastrag's flows; "
+                f"add the step as a last stage instead of post_action, name stages with "
+                f"`ppl.name = stage`, and see docs/guide/dataflow.md for what runs concurrently"
+            )
         if len(stages) == 1 and isinstance(stages[0], (list, tuple)):
             stages = tuple(stages[0])
         if stages and named:

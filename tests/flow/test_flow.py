@@ -107,6 +107,22 @@ def test_seed_app_batch_equals_loop_and_runs_each_stage_once(doc):
     assert "Here are some extra messages you can referred to:\n\n### context_str:\n" in p
 
 
+def test_concurrent_callers_get_their_own_answers(doc):
+    llm = fr.FunctionLLM(lambda p: p.rsplit("\n", 1)[-1], to_thread=False, latency=0.005)
+    ppl = seed_app(doc, llm)
+    got: dict[int, object] = {}
+
+    def call(i: int) -> None:
+        got[i] = ppl(QUERIES[i % 4]) if i % 2 else ppl.batch([QUERIES[i % 4]] * 2)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert got == {i: QUERIES[i % 4] if i % 2 else [QUERIES[i % 4]] * 2 for i in range(8)}
+
+
 def test_sum_concatenates_branch_outputs_in_branch_order(doc):
     with fr.pipeline() as ppl:
         with fr.parallel().sum as ppl.prl:
@@ -208,6 +224,9 @@ def test_building_errors_name_the_fix():
         fr.pipeline(str.upper).batch("abc")
     with pytest.raises(ConfigError, match="either positionally or by name"):
         fr.pipeline(str.upper, b=str.lower)
+    with pytest.raises(ConfigError, match=r"option\(s\) \['post_action'\] are not supported"):
+        fr.pipeline(str.upper, post_action=print)
+    assert fr.pipeline(str.upper).batch([]) == [] and fr.parallel(str.upper).sum.batch([]) == []
 
 
 def test_a_list_is_one_input_as_in_lazyllm():
