@@ -66,10 +66,19 @@ _EXPORTS: dict[str, str] = {
     "SubQuestionExpander": "fastrag.query",
     "MultiStepQuery": "fastrag.query",
     "ContextualQueryAugmenter": "fastrag.query",
-    "RAGPipeline": "fastrag.pipeline",
+    "RAGPipeline": "fastrag.rag",
     "ChatEngine": "fastrag.chat",
     "MessageWindowChatMemory": "fastrag.chat",
     "Settings": "fastrag.settings",
+}
+# LazyLLM's dataflow names, importable as ``fastrag.X`` so LazyLLM apps run with
+# ``import fastrag as lazyllm`` (not listed in __all__; ``fastrag.pipeline`` is a callable
+# module, see _SUBMODULES); their home is fastrag.flow / fastrag.llms
+_LAZYLLM: dict[str, str] = {
+    "parallel": "fastrag.flow.flows",
+    "bind": "fastrag.flow.bind",
+    "ChatPrompter": "fastrag.llms.prompter",
+    "AlpacaPrompter": "fastrag.llms.prompter",
 }
 # names that left the front door: still importable for one release, with a
 # DeprecationWarning naming their home
@@ -132,9 +141,12 @@ _SUBMODULES = (
     "query",
     "serve",
     "ray",
+    "flow",
+    "pipeline",
 )
 
-# ``fastrag.serve`` is a callable module: ``fr.serve(doc)`` runs the server
+# ``fastrag.serve`` is a callable module: ``fr.serve(doc)`` runs the server (and
+# ``fr.pipeline(...)``, another one, builds a dataflow pipeline)
 __all__ = sorted([*_EXPORTS, "serve"]) + ["__version__"]
 
 
@@ -156,7 +168,7 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         return getattr(importlib.import_module(home), name)
-    module = _EXPORTS.get(name)
+    module = _EXPORTS.get(name) or _LAZYLLM.get(name)
     if module is None:
         raise AttributeError(f"module 'fastrag' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

@@ -40,6 +40,7 @@ def run_smoke(script: str, tmp_path: Path, *extra: str) -> list[Path]:
         "bench_tokenize.py",
         "bench_ingest.py",
         "bench_pipeline.py",
+        "bench_flow.py",
     ],
 )
 def test_benchmark_smoke(script, tmp_path):
@@ -54,6 +55,11 @@ def test_benchmark_smoke(script, tmp_path):
         assert len(rows) == 4 and all(r["n_queries"] == 20 for r in rows.values())
         fast = rows["fastrag batch (max_concurrency=16)"]
         assert fast["llm_calls"] == fast["reported_llm_calls"] >= 2 * 20
+    if script == "bench_flow.py":  # the batch runs each stage once, the loop once per query
+        rows = {r["flow"]: r for r in data["rows"]}
+        assert (rows["batch"]["retriever1"], rows["batch"]["reranker"]) == (1, 1)
+        assert (rows["loop"]["retriever1"], rows["loop"]["reranker"]) == (10, 10)
+        assert rows["batch"]["llm"] == rows["loop"]["llm"] == 10
     if script == "bench_bm25.py":  # fastrag's top-10 equals bm25s's on every query
         checks = [r["verify_vs_bm25s"]["identical"] for r in data["main"] + data["sizes"]]
         assert checks and all(c is True for c in checks)

@@ -25,9 +25,9 @@ from fastrag.chat.memory import ChatMemory, MessageWindowChatMemory
 from fastrag.documents.base import BaseDocument
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM, Completion
-from fastrag.pipeline import RAGPipeline
 from fastrag.query.base import Query
 from fastrag.query.transformers import CompressionQueryTransformer
+from fastrag.rag import RAGPipeline
 from fastrag.synth.response import Response
 
 __all__ = ["CHAT_MODES", "ChatEngine", "as_chat_engine"]
@@ -133,7 +133,7 @@ class ChatEngine:
         """A ChatEngine over ``RAGPipeline.from_document(doc, ...)`` (``doc.as_chat_engine``):
         ``memory``, ``condense``, ``system_prompt``, ``chat_mode`` go to the engine, the rest
         (``llm`` too) to :meth:`RAGPipeline.from_document
-        <fastrag.pipeline.RAGPipeline.from_document>`."""
+        <fastrag.rag.RAGPipeline.from_document>`."""
         if not isinstance(doc, BaseDocument):
             raise ConfigError(f"doc must be a fr.Document, got {type(doc).__name__}")
         return as_chat_engine(doc, **kw)
@@ -281,7 +281,7 @@ def as_chat_engine(pipeline: Any, **kw: Any) -> ChatEngine:
 
     Keyword arguments: ``memory``, ``condense``, ``llm``, ``system_prompt`` and ``chat_mode``
     (only ``"condense_question"``) go to the engine; for a Document, ``llm`` and the rest go
-    to :meth:`RAGPipeline.from_document <fastrag.pipeline.RAGPipeline.from_document>`
+    to :meth:`RAGPipeline.from_document <fastrag.rag.RAGPipeline.from_document>`
     (``group_name``, ``similarity``, ``topk``, ...).
     """
     mode = kw.pop("chat_mode", "condense_question")

@@ -27,7 +27,13 @@ from fastrag.documents.embedding import embed_query_vectors, normalize_embed
 from fastrag.documents.group import NodeGroup
 from fastrag.documents.incremental import build_group
 from fastrag.documents.indexes import DerivedData, KeyLocks
-from fastrag.documents.paths import check_path_arg, input_keys, looks_like_path, names_a_path
+from fastrag.documents.paths import (
+    check_path_arg,
+    input_keys,
+    lazyllm_path,
+    looks_like_path,
+    names_a_path,
+)
 from fastrag.documents.readers.walk import relative_key, resolved_roots
 from fastrag.documents.relink import (
     SourceChanges,
@@ -70,7 +76,8 @@ class Document(BaseDocument):
     Reading files (as LlamaIndex's ``SimpleDirectoryReader``): ``readers`` (``{".ext": fn}``),
     ``on_error`` ("raise", or "skip" to warn and leave a file out), ``json_text_field``,
     ``metadata_fields``, ``required_exts``, ``exclude``, ``recursive``, ``exclude_hidden``,
-    ``show_progress``.
+    ``show_progress``. LazyLLM's spelling works too: ``dataset_path=`` is ``path``, and
+    ``manager=False`` is accepted (fastrag has no document-manager service; True fails).
     """
 
     CoarseChunk = "CoarseChunk"
@@ -101,8 +108,11 @@ class Document(BaseDocument):
         replace: bool = False,
         remove_missing: bool = False,
         show_progress: bool = False,
+        dataset_path: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+        manager: bool | None = False,
         _texts: tuple[list[str], list[dict] | None, list[str] | None] | None = None,
     ) -> None:
+        path = lazyllm_path(path, dataset_path, manager)
         check_path_arg(path)
         check_choice(
             "on_error",
@@ -581,8 +591,8 @@ class Document(BaseDocument):
         """A :class:`~fastrag.RAGPipeline` over one retriever and one synthesizer
         (LlamaIndex's ``index.as_query_engine()``): ``qe.query(question) -> Response``.
         The same as :meth:`RAGPipeline.from_document(doc, ...)
-        <fastrag.pipeline.RAGPipeline.from_document>`, which lists the keyword arguments."""
-        from fastrag.pipeline import RAGPipeline  # upward: LlamaIndex-shaped entry point
+        <fastrag.rag.RAGPipeline.from_document>`, which lists the keyword arguments."""
+        from fastrag.rag import RAGPipeline  # upward: LlamaIndex-shaped entry point
 
         return RAGPipeline.from_document(
             self, group_name, similarity, topk, response_mode, llm, response_synthesizer, **kw

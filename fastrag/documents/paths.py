@@ -75,3 +75,23 @@ def looks_like_path(x: str) -> bool:
     if ext and (not spaced or ext.group().lower() in supported_extensions()):
         return True
     return (os.sep in x or "/" in x) and not spaced
+
+
+def lazyllm_path(path: Any, dataset_path: Any, manager: Any) -> Any:
+    """The path of ``Document(dataset_path=..., manager=False)`` (LazyLLM's spelling):
+    ``dataset_path`` is ``path``; ``manager`` (LazyLLM's document-manager web service) must
+    be off, as fastrag has none."""
+    if manager not in (False, None):
+        raise ConfigError(
+            f"Document(manager={manager!r}): fastrag has no document-manager service (LazyLLM's "
+            "manager=True/'ui'); pass manager=False, and serve the Document with "
+            "`fastrag serve` or fastrag.serve(doc) for an HTTP API"
+        )
+    if dataset_path is None:
+        return path
+    if path is not None:
+        raise ConfigError(
+            f"Document got both path={path!r:.60} and dataset_path={dataset_path!r:.60}; "
+            "pass one (dataset_path is LazyLLM's name for path)"
+        )
+    return dataset_path

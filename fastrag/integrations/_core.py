@@ -15,8 +15,8 @@ from typing import Any
 
 from fastrag._checks import check_int
 from fastrag.errors import ConfigError
-from fastrag.pipeline import RAGPipeline
 from fastrag.query.base import Query
+from fastrag.rag import RAGPipeline
 from fastrag.retrieval.retriever import Retriever
 from fastrag.schema import NodeWithScore
 from fastrag.serve.batching import MicroBatcher

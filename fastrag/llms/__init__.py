@@ -5,7 +5,9 @@ HTTP client (:class:`OpenAILike`), the function adapter (:class:`FunctionLLM`, w
 Modules: ``base`` (interface, errors, JSON parsing), ``function`` (FunctionLLM),
 ``openai_like`` (HTTP client; loaded on first use of ``OpenAILike``, so code that never calls
 an HTTP LLM does not import httpx), ``resolve`` (resolve_llm), ``usage`` (:class:`Usage`, the
-meter of LLM calls and tokens); ``mock`` (test doubles) imports them, never the reverse.
+meter of LLM calls and tokens), ``prompter`` (LazyLLM's ChatPrompter/AlpacaPrompter and
+:class:`PromptedLLM`, what ``llm.prompt(...)`` returns); ``mock`` (test doubles) imports
+them, never the reverse.
 """
 
 from typing import Any
@@ -23,12 +25,15 @@ from fastrag.llms.base import (
 )
 from fastrag.llms.function import FunctionLLM, LLMCall
 from fastrag.llms.mock import MockLLM, default_answer
+from fastrag.llms.prompter import AlpacaPrompter, ChatPrompter, PromptedLLM, Prompter
 from fastrag.llms.resolve import resolve_llm
 from fastrag.llms.usage import Usage
 
 __all__ = [
     "LLM",
+    "AlpacaPrompter",
     "BaseLLM",
+    "ChatPrompter",
     "Completion",
     "FunctionLLM",
     "LLMCall",
@@ -37,6 +42,8 @@ __all__ = [
     "LLMTimeoutError",
     "MockLLM",
     "OpenAILike",
+    "PromptedLLM",
+    "Prompter",
     "StructuredOutputError",
     "Usage",
     "check_schema",

@@ -21,6 +21,7 @@ from fastrag._async import iter_sync, run_sync
 from fastrag._checks import check_str
 from fastrag.analysis.tokens import count_tokens, count_tokens_batch
 from fastrag.errors import ConfigError, FastragError
+from fastrag.llms.prompter import PromptedLLM, Prompter
 
 __all__ = [
     "LLM",
@@ -370,6 +371,17 @@ class BaseLLM(abc.ABC):
     def structured(self, prompt: str, schema: dict, **kw: Any) -> dict:
         """Sync :meth:`astructured`."""
         return run_sync(self.astructured(prompt, schema, **kw))
+
+    # -- LazyLLM's prompted stage -------------------------------------------------------------
+    def prompt(self, prompter: Prompter | str | None = None, **kw: Any) -> PromptedLLM:
+        """This LLM with a prompter (LazyLLM's ``llm.prompt(ChatPrompter(...))``): a callable
+        stage of :func:`fastrag.pipeline` taking a str or a dict; ``kw`` go to every call."""
+        return PromptedLLM(self, prompter, **kw)
+
+    def share(self, prompter: Prompter | str | None = None, **kw: Any) -> PromptedLLM:
+        """LazyLLM's ``llm.share(prompter)``: the same as :meth:`prompt` (fastrag's LLM objects
+        are shared by reference; each prompted stage keeps its own prompter)."""
+        return PromptedLLM(self, prompter, **kw)
 
     # -- tokens ---------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:

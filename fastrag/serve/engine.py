@@ -34,9 +34,9 @@ from fastrag.chat import ChatMemory, MessageWindowChatMemory
 from fastrag.documents.document import Document
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM, Completion
-from fastrag.pipeline import RAGPipeline
 from fastrag.query.retrieve import RetrieverAdapter
 from fastrag.query.transformers import CompressionQueryTransformer
+from fastrag.rag import RAGPipeline
 from fastrag.retrieval.retriever import HIT_COLUMNS, Retriever
 from fastrag.retrieval.similarity import get_similarity
 from fastrag.schema import NodeWithScore
