@@ -25,7 +25,6 @@ import threading
 import time
 from pathlib import Path
 
-import fastrag._kernels as kernels
 from fastrag import __version__
 
 ENV = "FASTRAG_BACKGROUND_COMPILE"
@@ -53,6 +52,8 @@ def cache_dir() -> Path:
     """numba's cache folder for fastrag's kernels (``NUMBA_CACHE_DIR``, ``__pycache__`` beside
     the kernels, or numba's user-wide folder when that is not writable): the ready marker, the
     lock and the log of the background compile live there too."""
+    import fastrag._kernels as kernels  # lazy: numba, only where kernels are about to run
+
     return kernels.cache_dir()
 
 
@@ -61,6 +62,8 @@ def _digest() -> str:
     """What compiled kernels depend on: versions, the kernels' sources and the CPU."""
     import llvmlite.binding as llvm  # numba and llvmlite load on use: importing this is cheap
     import numba
+
+    import fastrag._kernels as kernels  # lazy: numba
 
     kdir = Path(kernels.__file__).parent
     parts = [__version__, numba.__version__, sys.version, llvm.get_host_cpu_name()]

@@ -18,11 +18,12 @@ from wallclock import below
 import fastrag._coldstart as cs
 import fastrag.analysis.chinese as chinese
 import fastrag.analysis.cjk as cjk
-import fastrag.indexes.bm25.index as mb
+import fastrag.indexes.bm25.backend as bk
 from fastrag.analysis import get_analyzer
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.errors import ConfigError
 from fastrag.eval.loaders import squad_questions
+from fastrag.indexes.bm25 import numpy_path
 from fastrag.indexes.bm25.index import BM25_METHODS, BM25Index
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ def _queries(rng, n_q, n_vocab):
 
 
 def _set_ready(monkeypatch, ready: bool) -> None:
-    monkeypatch.setattr(mb, "kernels_ready", lambda numpy_s=0.0: ready)
+    monkeypatch.setattr(bk, "kernels_ready", lambda numpy_s=0.0: ready)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -345,10 +346,26 @@ def test_bm25_search_hands_its_numpy_estimate_to_the_compile_check(monkeypatch):
     qv, qo = _queries(rng, 500, 300)
     index = BM25Index.build(vals, off, 300)
     asked = []
-    monkeypatch.setattr(mb, "kernels_ready", lambda numpy_s=0.0: asked.append(numpy_s) or False)
+    monkeypatch.setattr(bk, "kernels_ready", lambda numpy_s=0.0: asked.append(numpy_s) or False)
     index.search_csr(qv, qo, 5)
-    want = mb.bm25_numpy.estimate_seconds(index.indptr, index.n_docs, qv, 500)
+    want = numpy_path.estimate_seconds(index.indptr, index.n_docs, qv, 500)
     assert want > 500 * 150e-6 and asked == [0.0, want]
+
+
+def test_bm25_backends_offer_the_same_functions_and_signatures():
+    """The kernels and their NumPy twins are one Backend shape: same fields, same argument
+    names (the search's NumPy twin mirrors the kernel's signature)."""
+    import inspect
+
+    assert bk.KERNELS._fields == bk.NUMPY._fields
+    for name in ("weigh_postings", "search_batch_serial", "score_dense"):
+        kern = getattr(bk.KERNELS, name)
+        kern = getattr(kern, "py_func", kern)
+        twin = getattr(bk.NUMPY, name)
+        assert list(inspect.signature(kern).parameters) == list(
+            inspect.signature(twin).parameters
+        ), name
+    assert bk.backend() is (bk.KERNELS if cs.kernels_ready() else bk.NUMPY)
 
 
 def test_evaluate_squad_rejects_a_negative_wait(tmp_path):

@@ -374,3 +374,11 @@ def test_search_loads_no_llm_server_or_model_stack(tmp_path):
     unwanted |= {"uvicorn", "starlette", "mcp", "httpx", "pydantic"}
     assert _tops(loaded) & unwanted == set()
     assert "fastrag.llms.openai_like" not in loaded
+
+
+def test_mcp_server_module_loads_no_store_or_kernels():
+    """``fastrag mcp`` answers ``initialize`` before the store opens: its module loads the SDK
+    later and no numba, pyarrow or store code (they load in the engine's thread)."""
+    loaded = _loaded_after("import fastrag.integrations.mcp_server")
+    assert _tops(loaded) & {"numba", "llvmlite", "scipy", "pyarrow", "pandas", "mcp"} == set()
+    assert "fastrag.documents.document" not in loaded and "fastrag.serve.engine" not in loaded

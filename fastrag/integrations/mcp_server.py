@@ -30,31 +30,23 @@ Run it as ``fastrag mcp STORE [...]`` or ``python -m fastrag.integrations.mcp_se
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import hmac
 import inspect
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
-from fastrag.documents.store import MANIFEST
+from fastrag._checks import check_int
 from fastrag.errors import ConfigError, FastragError, missing_extra
-from fastrag.llms.openai_like import OpenAILike
 from fastrag.plugins import load_plugins
-from fastrag.query.base import Query
 from fastrag.retrieval.present import hit_record
 from fastrag.serve.config import LOOPBACK_HOSTS, ServeConfig
-from fastrag.serve.engine import ServeEngine
-from fastrag.serve.extractive import (
-    ANSWER_TYPE,
-    EXTRACTIVE,
-    GENERATED,
-    aextractive_response,
-    no_llm_note,
-)
-from fastrag.serve.readiness import check_filter_text
 
 __all__ = ["BearerAuth", "add_arguments", "build_server", "cmd_mcp", "main", "run_mcp"]
 
@@ -93,7 +85,7 @@ def _hit(hit: Any, source_path: Callable[[str], str]) -> dict[str, Any]:
     return hit_record(hit, source_path, snippet_chars=SNIPPET_CHARS, metadata=True, uri=True)
 
 
-NO_LLM_NOTE = no_llm_note(
+NO_LLM_HOW = (
     "start the MCP server with --base-url and --model (or FASTRAG_LLM_BASE_URL and "
     "FASTRAG_LLM_MODEL; build_server(..., llm=...))"
 )
@@ -127,6 +119,55 @@ def _ask_description(llm: bool) -> str:
     )
 
 
+class EngineSlot:
+    """The server's :class:`~fastrag.serve.engine.ServeEngine`, made and started in a thread
+    (:meth:`start_in_thread`, once the SDK has loaded) or given ready (:meth:`ready`); tools
+    await it with :meth:`get`, so a startup error reaches every call (and stderr) instead of
+    the process dying."""
+
+    def __init__(self) -> None:
+        self._future: Future = Future()
+
+    @classmethod
+    def ready(cls, engine: Any) -> EngineSlot:
+        slot = cls()
+        slot._future.set_result(engine)
+        return slot
+
+    def start_in_thread(self, make: Callable[[], Any]) -> None:
+        """Make the engine with ``make()`` in a daemon thread."""
+
+        def run() -> None:
+            try:
+                self._future.set_result(make())
+            except BaseException as exc:
+                print(f"fastrag mcp: cannot serve the store: {exc}", file=sys.stderr)
+                self._future.set_exception(exc)
+
+        threading.Thread(target=run, name="fastrag-mcp-engine", daemon=True).start()
+
+    async def get(self) -> Any:
+        """The started engine (waits while it starts); its startup error, raised again."""
+        return await asyncio.wrap_future(self._future)
+
+    def close(self) -> None:
+        """Close the engine once it has started (a failed start has nothing to close)."""
+        try:
+            engine = self._future.result()
+        except BaseException:
+            return
+        engine.close()
+
+
+def _make_engine(target: Any, background_warmup: bool, **kw: Any) -> Any:
+    from fastrag.serve.engine import ServeEngine  # lazy: the store opens after initialize
+
+    engine = ServeEngine(target, **kw)
+    with contextlib.redirect_stdout(sys.stderr):  # over stdio, stdout carries the protocol
+        engine.start(background_warmup=background_warmup)
+    return engine
+
+
 def build_server(
     target: Any,
     *,
@@ -146,12 +187,23 @@ def build_server(
     (without one they are extractive).
     ``log_level``: the SDK's log level (its log goes to stderr). ``background_warmup``: the
     first queries (numba loading the kernels) run in a thread, not before this returns."""
+    engine = _make_engine(
+        target,
+        background_warmup,
+        group=group,
+        similarity=similarity,
+        topk=topk,
+        llm=llm,
+        mode=mode,
+    )
+    server = _server(EngineSlot.ready(engine), engine.topk, engine.can_chat, name, log_level)
+    return server, engine
+
+
+def _server(slot: EngineSlot, default_topk: int, can_chat: bool, name: str, log_level: str) -> Any:
+    """The SDK server whose tools search ``slot``'s engine."""
     server_cls = _server_class()
     tool_error, not_found = _error_classes()
-    engine = ServeEngine(target, group=group, similarity=similarity, topk=topk, llm=llm, mode=mode)
-    with contextlib.redirect_stdout(sys.stderr):  # over stdio, stdout carries the protocol
-        engine.start(background_warmup=background_warmup)
-    default_topk = engine.topk
 
     @contextlib.contextmanager
     def told() -> Any:  # fastrag's errors name the value and the fix: the agent reads them
@@ -166,7 +218,7 @@ def build_server(
         instructions=(
             "Search a fastrag knowledge base: `search` finds passages (best first, with their "
             "source paths and scores), `ask` answers a question with sources ("
-            + ("written by an LLM" if engine.can_chat else "extractive: no LLM is configured")
+            + ("written by an LLM" if can_chat else "extractive: no LLM is configured")
             + "), `list_groups` shows the knowledge bases, the resource in a hit's `uri` gives "
             "its whole document."
         ),
@@ -184,8 +236,11 @@ def build_server(
         "file_name LIKE '%guide%'". `group` is a knowledge base from `list_groups` (default:
         the server's). When nothing matches, `no_hits` says why."""
         with told():
+            from fastrag.serve.readiness import check_filter_text  # lazy: after initialize
+
             _check_text("query", query)
             check_filter_text(filter)
+            engine = await slot.get()
             ret = await engine.aretriever(group)
             hits = (await engine.search(ret, [query], flt=filter, topk=topk, source="mcp"))[0]
             out: dict[str, Any] = {"hits": [_hit(h, engine.source_path) for h in hits]}
@@ -199,15 +254,27 @@ def build_server(
         passages), `similarity` (how it is searched) and `default` (searched when `search`
         names no group)."""
         with told():
+            engine = await slot.get()
             return {"groups": engine.groups()}
 
-    @server.tool(description=_ask_description(engine.can_chat))
+    @server.tool(description=_ask_description(can_chat))
     async def ask(
         question: str, group: str | None = None, filter: str | None = None
     ) -> dict[str, Any]:
         with told():
+            from fastrag.query.base import Query  # lazy: after initialize
+            from fastrag.serve.extractive import (  # lazy: after initialize
+                ANSWER_TYPE,
+                EXTRACTIVE,
+                GENERATED,
+                aextractive_response,
+                no_llm_note,
+            )
+            from fastrag.serve.readiness import check_filter_text  # lazy: after initialize
+
             _check_text("question", question)
             check_filter_text(filter)
+            engine = await slot.get()
             if engine.can_chat:
                 pipe = await engine.apipeline(group)
                 ctx = {"filter": filter} if filter is not None else {}
@@ -216,7 +283,7 @@ def build_server(
             else:
                 ret = await engine.aretriever(group)
                 resp = await aextractive_response(engine, ret, question, filter)
-                label = {ANSWER_TYPE: EXTRACTIVE, "note": NO_LLM_NOTE}
+                label = {ANSWER_TYPE: EXTRACTIVE, "note": no_llm_note(NO_LLM_HOW)}
             if not resp.source_nodes:
                 ret = await engine.aretriever(group)
                 reason = (await engine.why_no_hits(ret, [question], filter))[0]
@@ -238,14 +305,15 @@ def build_server(
         description="A document of the store (a file, a PDF page, a record) by "
         "its id: the `doc_id` of a search hit",
     )
-    def document(doc_id: str) -> str:
+    async def document(doc_id: str) -> str:
+        engine = await slot.get()
         if not engine.has_document(doc_id):
             raise not_found(
                 f"no document {doc_id!r} in the store; the ids are the `doc_id` of search hits"
             )
         return engine.require_doc().group("root").node_by_id(doc_id).text
 
-    return server, engine
+    return server
 
 
 class BearerAuth:
@@ -327,16 +395,17 @@ def run_mcp(
             "api_key applies to http=True only (stdio needs no key: the client "
             "starts the server itself)"
         )
-    server, engine = build_server(
-        store,
-        group=group,
-        similarity=similarity,
-        topk=topk,
-        llm=llm,
-        mode=mode,
-        log_level=log_level,
-        background_warmup=True,  # initialize answers before numba has loaded (about 1 s)
-    )
+    kw = {"group": group, "similarity": similarity, "topk": topk, "llm": llm, "mode": mode}
+    if isinstance(store, (str, os.PathLike)):
+        # the store opens in a thread while the SDK answers ``initialize`` (about 1 s sooner);
+        # an error in it is every tool's answer, and is printed to stderr
+        default_topk = check_int("topk", topk, min=1, note="the number of hits per query")
+        slot = EngineSlot()
+        server = _server(slot, default_topk, llm is not None, "fastrag", log_level)
+        slot.start_in_thread(lambda: _make_engine(store, True, **kw))
+    else:
+        server, engine = build_server(store, log_level=log_level, background_warmup=True, **kw)
+        slot = EngineSlot.ready(engine)
     try:
         if not http:
             server.run("stdio")
@@ -347,7 +416,7 @@ def run_mcp(
             http_app(server, host=host, api_key=api_key), host=host, port=port, log_level=log_level
         )
     finally:
-        engine.close()
+        slot.close()
 
 
 # -- command line (`fastrag mcp` and `python -m fastrag.integrations.mcp_server`) ---------------
@@ -408,6 +477,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _llm(base_url: str | None, model: str | None) -> Any:
+    from fastrag.llms.openai_like import OpenAILike  # lazy: httpx, only with an LLM
+
     base = base_url or os.environ.get("FASTRAG_LLM_BASE_URL")
     model = model or os.environ.get("FASTRAG_LLM_MODEL")
     if not base and not model:
@@ -422,6 +493,8 @@ def _llm(base_url: str | None, model: str | None) -> Any:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """``fastrag mcp``: check the arguments, then serve until stopped."""
+    from fastrag.documents.store import MANIFEST  # lazy: numpy and pyarrow
+
     load_plugins()  # $FASTRAG_PLUGINS (python -m fastrag.integrations.mcp_server)
     if not os.path.isfile(os.path.join(args.store, MANIFEST)):
         raise ConfigError(

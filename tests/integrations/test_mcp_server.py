@@ -244,6 +244,33 @@ def test_stdio_list_tools_and_search(store):
     assert hits["hits"][0]["path"] == "en/denmark.md"
 
 
+def test_stdio_startup_error_is_every_tools_answer(store, tmp_path):
+    """``fastrag mcp`` opens the store in a thread while ``initialize`` is answered; an error
+    there (an unknown group) is what each tool call answers, and is printed to stderr."""
+    cmd = _server_cmd(store, "--group", "nope")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FASTRAG_LLM_")}
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=env, cwd=ROOT)
+
+    async def main():
+        with open(tmp_path / "stderr.txt", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    tools = {t.name for t in (await s.list_tools()).tools}
+                    return tools, [
+                        await s.call_tool("search", {"query": Q}),
+                        await s.call_tool("list_groups", {}),
+                    ]
+
+    tools, results = asyncio.run(asyncio.wait_for(main(), 120))
+    assert tools == {"search", "list_groups", "ask"}
+    for res in results:
+        assert res.isError if hasattr(res, "isError") else res.is_error
+        assert "unknown node group 'nope'" in res.content[0].text
+    err = (tmp_path / "stderr.txt").read_text()
+    assert "fastrag mcp: cannot serve the store: unknown node group 'nope'" in err
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

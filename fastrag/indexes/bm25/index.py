@@ -32,7 +32,6 @@ import numba
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._coldstart import kernels_ready
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
 from fastrag._kernels.bm25 import build as bm25_build
 from fastrag._kernels.bm25 import heads as bm25_heads
@@ -46,7 +45,6 @@ from fastrag.indexes.base import (
     check_num_threads,
     search_threads,
 )
-from fastrag.indexes.bm25 import numpy_path as bm25_numpy
 from fastrag.indexes.bm25.args import (
     BM25_METHODS,
     INT32_MAX,
@@ -61,9 +59,11 @@ from fastrag.indexes.bm25.args import (
     strategy_code,
     token_batch,
 )
+from fastrag.indexes.bm25.backend import KERNELS, NUMPY, backend
+from fastrag.indexes.bm25.numpy_path import estimate_seconds
 from fastrag.indexes.bm25.packed import PackedPostings, no_lazy, raise_problem
 from fastrag.indexes.bm25.persist import BM25Persistence
-from fastrag.indexes.bm25.stats import BM25Stats, check_stats, document_frequencies
+from fastrag.indexes.bm25.stats import BM25Stats, check_stats
 from fastrag.indexes.bm25.stored import check_postings
 
 # Rank directories (see ``fastrag._kernels.bm25.heads.build_rank_rows``): for the terms in at
@@ -192,12 +192,9 @@ class BM25Index(BM25Persistence):
         method = check_method(method)
         k1, b, delta = check_params(k1, b, delta)
         values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
-        cold = not kernels_ready()
-        if cold:  # kernels compiling in the background: the same arrays from NumPy
-            local_df, bad, built = bm25_numpy.postings(values, offsets, n_vocab)
-            raise_bad_token(bad, values, n_vocab)
-        else:
-            local_df = document_frequencies(values, offsets, n_vocab)
+        run = backend()
+        local_df, bad, (indptr, indices, data) = run.postings(values, offsets, n_vocab)
+        raise_bad_token(bad, values, n_vocab)
         n_docs = int(offsets.shape[0] - 1)
         n_tokens = int(offsets[-1] - offsets[0])
         if stats is None:
@@ -206,13 +203,7 @@ class BM25Index(BM25Persistence):
             use = check_stats(stats, local_df, n_docs, n_tokens)
         idf = bm25_build.idf_weights(method, use.df, use.n_docs)
         base = bm25_build.base_weights_for(method, idf, k1, delta)
-        if cold:
-            indptr, indices, data = built
-            weigh = bm25_numpy.weigh_postings
-        else:
-            indptr, indices, data = bm25_build.build_postings(values, offsets, n_vocab, local_df)
-            weigh = bm25_build.weigh_postings
-        term_max = weigh(
+        term_max = run.weigh_postings(
             indptr,
             indices,
             data,
@@ -300,11 +291,10 @@ class BM25Index(BM25Persistence):
         qo = ragged_array(q_offsets, "q_offsets", np.int64)
         if qo.shape[0] < 1:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
-        cold = not kernels_ready()
-        if cold:  # a batch slower on NumPy than the compile has left waits for the compile
-            cold = not kernels_ready(
-                bm25_numpy.estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1)
-            )
+        run = backend()
+        if run is NUMPY:  # a batch slower on NumPy than the compile has left waits for it
+            run = backend(estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1))
+        cold = run is NUMPY
         if self._unchecked is not None:
             if cold or self._lz is NO_LAZY:
                 self._check_postings(qv)
@@ -332,11 +322,9 @@ class BM25Index(BM25Persistence):
         heads = (self._rank_slot, self._rank_dir, self._head_ptr, self._head_doc, self._head_w)
         flt = (mask_arr, has_mask, cut, has_cutoff)
         out = (rows, scores, counts)
-        # compiling in the background: the NumPy twin, same signature and results
-        backend = bm25_numpy if cold else bm25_search
         try:
             if cold or slots == 1:
-                err = backend.search_batch_serial(
+                err = run.search_batch_serial(
                     ix, heads, (qv, qo), k, flt, code, tuple(a[0] for a in scratch), out
                 )
             else:
@@ -388,7 +376,7 @@ class BM25Index(BM25Persistence):
         pending = self._rank_pending
         if pending is None or not np.take(pending, qv, mode="clip").any():
             return
-        if not (force or kernels_ready()):  # the NumPy path does not use them
+        if not (force or backend() is KERNELS):  # the NumPy path does not use them
             return
         with self._rank_lock:
             t = np.unique(qv[(qv >= 0) & (qv < self.n_vocab)])
@@ -532,8 +520,7 @@ class BM25Index(BM25Persistence):
         if self._unchecked is not None:
             self._check_postings(qv)
         out = np.empty(self.n_docs, np.float32)
-        score = bm25_search.score_dense if kernels_ready() else bm25_numpy.score_dense
-        score(self.indptr, self.indices, self.data, self.base_weights, qv, out)
+        backend().score_dense(self.indptr, self.indices, self.data, self.base_weights, qv, out)
         return out
 
     @property

@@ -8,11 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastrag._coldstart import kernels_ready
-from fastrag._kernels.bm25 import build as bm25_build
 from fastrag.errors import ConfigError
-from fastrag.indexes.bm25 import numpy_path as bm25_numpy
 from fastrag.indexes.bm25.args import check_corpus, raise_bad_token
+from fastrag.indexes.bm25.backend import backend
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,10 +60,7 @@ class BM25Stats:
 def document_frequencies(values: np.ndarray, offsets: np.ndarray, n_vocab: int) -> np.ndarray:
     """Per-term document frequencies of a checked corpus (kernels, or NumPy while they
     compile); ConfigError for a token id outside the vocabulary."""
-    if kernels_ready():
-        df, bad = bm25_build.count_document_frequencies(values, offsets, n_vocab)
-    else:
-        df, bad, _ = bm25_numpy.postings(values, offsets, n_vocab)
+    df, bad = backend().document_frequencies(values, offsets, n_vocab)
     raise_bad_token(bad, values, n_vocab)
     return df
 
