@@ -16,7 +16,15 @@ import re
 import threading
 from collections.abc import Sequence
 
-__all__ = ["UNCERTAIN", "detect_language", "detect_text_language", "text_language"]
+import numpy as np
+
+__all__ = [
+    "UNCERTAIN",
+    "detect_language",
+    "detect_text_language",
+    "text_language",
+    "texts_languages",
+]
 
 # below this probability a document's language is a guess: filters keep such documents when
 # asked to (``language == 'ko' || language_score < 0.5``); docs/guide/languages.md
@@ -96,3 +104,20 @@ def text_language(text: str, sample: int = 4000) -> tuple[str | None, float]:
 def detect_text_language(text: str, sample: int = 4000) -> str | None:
     """The language code of :func:`text_language` (None for text without letters)."""
     return text_language(text, sample)[0]
+
+
+def texts_languages(texts: Sequence[str], sample: int = 64) -> list[tuple[str | None, float]]:
+    """:func:`text_language` of each text. Of more than ``sample`` texts (a JSONL or CSV
+    file's records) an evenly spaced ``sample`` is detected first: when it agrees on one
+    language with confidence, the others get that language and the sample's lowest
+    probability; otherwise every text is detected."""
+    if len(texts) <= sample:
+        return [text_language(t) for t in texts]
+    picks = np.linspace(0, len(texts) - 1, sample).round().astype(np.int64).tolist()
+    seen = {i: text_language(texts[i]) for i in picks}
+    codes = {code for code, _ in seen.values()}
+    low = min(p for _, p in seen.values())
+    if len(codes) != 1 or None in codes or low < UNCERTAIN:
+        return [seen[i] if i in seen else text_language(t) for i, t in enumerate(texts)]
+    shared = (codes.pop(), low)
+    return [seen.get(i, shared) for i in range(len(texts))]
