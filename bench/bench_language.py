@@ -43,6 +43,7 @@ SHORT = 200  # the short-text row: each document's first characters
 # labels some models give Chinese pages
 GROUPS = {"nb": "no", "nn": "no", "hr": "bs", "sr": "bs", "wuu": "zh", "yue": "zh"}
 LEFT_OUT = {"bs"}  # shown, not in the overall error rate
+ISSUE_LANGS = ("en", "zh", "ja", "ko", "fr", "de", "es", "ru")  # issue 42's audit corpus
 FOLDER_LANG = {"pt_BR": "pt", "pt_PT": "pt", "zh_TW": "zh"}
 
 
@@ -309,6 +310,28 @@ def main(argv: list[str] | None = None) -> None:
             rows,
         )
     )
+    md += ["", f"Errors on the issue's 8 languages ({' '.join(ISSUE_LANGS)}), whole documents:"]
+    for name, r in results.items():
+        per = r["document"]["per_lang"]
+        e, n = (sum(per[x][i] for x in ISSUE_LANGS if x in per) for i in (0, 1))
+        md.append(f"- {name}: {e} of {n} ({e / max(n, 1):.2%})")
+    for name, r in results.items():
+        if "by_threshold" not in r["document"]:
+            continue
+        md += [
+            "",
+            f"## {name}: documents marked uncertain and errors not so marked, by threshold",
+            "",
+            "`language_score` below the threshold marks a document uncertain; an error above "
+            "it is one a filter `language == 'x' || language_score < threshold` still loses.",
+            "",
+        ]
+        cuts = list(r["document"]["by_threshold"])
+        table = [
+            [row] + [" / ".join(map(str, r[row]["by_threshold"][t])) for t in cuts]
+            for row in ("document", "short")
+        ]
+        md.append(markdown_table(["uncertain / unmarked errors", *map(str, cuts)], table))
     md += ["", "## Errors per language (document / short text)", ""]
     header = ["language", "n"] + list(results)
     table = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from fastrag.analysis.language import detect_text_language
+from fastrag.analysis.language import UNCERTAIN, text_language
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.retrieval.retriever import Retriever
@@ -73,9 +73,9 @@ def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -
                     "characters as one word; search with similarity 'bm25' (the default, "
                     "any script) or 'bm25_chinese'"
                 )
-            asked = detect_text_language(query)
+            asked, confidence = text_language(query)
             held = _languages(group)
-            if asked and held and asked not in held:
+            if asked and confidence >= UNCERTAIN and held and asked not in held:
                 return (
                     f"{msg}: the question is in {_name(asked)} and the documents are in "
                     f"{', '.join(sorted(_name(x) for x in held))}; ask in their language "
