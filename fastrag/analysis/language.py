@@ -6,8 +6,9 @@ One text's language comes from py3langid (a maintained fork of langid.py; BSD-3;
 4.6 MB, ships in the wheel and covers 97 languages), after code spans, fenced blocks, URLs and
 ``{{placeholders}}`` are taken out, with two shortcuts that are right by script alone: kana
 means Japanese, Hangul Korean. On 4,186 documents in 35 languages (``bench/bench_language.py``)
-it errs on 0.19% of whole documents, where the script and function-word rules it replaced
-erred on 2.3% of the issue's 8-language corpus and knew 13 languages.
+it errs on 0.02% of whole documents (py3langid on the raw text: 0.19%) and 0.17% of their
+first 200 characters; the script and function-word rules it replaced erred on 55% (they knew
+13 languages; 4.5% on the eight of issue 42).
 """
 
 from __future__ import annotations
