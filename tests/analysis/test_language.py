@@ -8,6 +8,7 @@ team and contributors), unchanged."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -93,7 +94,7 @@ def test_many_records_detect_an_even_sample_unless_it_disagrees(monkeypatch):
     assert got[250][0] == "en"
 
 
-def test_language_score_round_trips_a_store_and_the_filter_keeps_uncertain_pages(tmp_path):
+def test_language_score_round_trips_a_store_and_the_filter_keeps_uncertain_pages(tmp_path, caplog):
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "ko.md").write_text(TLDR["ko"], "utf-8")
@@ -110,9 +111,18 @@ def test_language_score_round_trips_a_store_and_the_filter_keeps_uncertain_pages
     kept = fr.Retriever(
         doc, "root", "bm25", topk=10, filter=f"language == 'ko' || language_score < {UNCERTAIN}"
     )
-    query = "tar 아카이브 유틸리티"
-    assert {h.metadata["file_path"] for h in plain(query)} == {"ko.md"}
-    assert {h.metadata["file_path"] for h in kept(query)} == {"ko.md", "short.txt"}
+    query = "tar gzip 아카이브"
+    with caplog.at_level(logging.WARNING, logger="fastrag.retrieval.retriever"):
+        assert {h.metadata["file_path"] for h in plain(query)} == {"ko.md"}
+        plain(query)
+        assert {h.metadata["file_path"] for h in kept(query)} == {"ko.md", "short.txt"}
+        by_type = fr.Retriever(doc, "root", "bm25", topk=10, filter="file_type == 'md'")
+        assert {h.metadata["file_path"] for h in by_type(query)} == {"ko.md", "en.md"}
+    # the plain language filter says what it left out, once; the others say nothing
+    assert [r.getMessage() for r in caplog.records] == [
+        "the filter \"language == 'ko'\" leaves out 1 node(s) whose language is uncertain "
+        "(language_score < 0.5); add || language_score < 0.5 to keep them"
+    ]
 
 
 def test_a_records_own_language_wins_and_carries_no_score(tmp_path):
