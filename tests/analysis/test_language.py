@@ -53,10 +53,11 @@ def test_real_descriptions_are_detected_with_confidence(lang):
     assert UNCERTAIN <= score <= 1.0
 
 
-def test_code_is_taken_out_and_scripts_decide_kana_and_hangul():
+def test_code_is_taken_out():
     page = "# tar\n\n> 아카이브 유틸리티.\n\n" + "- 예:\n\n`tar czf {{a.tar.gz}} {{b c}}`\n\n" * 20
-    assert text_language(page) == ("ko", 1.0)  # Hangul, though Latin letters outnumber it
-    assert text_language("東京タワーに行きました") == ("ja", 1.0)
+    code, score = text_language(page)  # Korean, though code's Latin letters outnumber it
+    assert code == "ko" and score >= 0.95
+    assert text_language(page.replace("`", "").replace("{{", "").replace("}}", ""))[0] == "ko"
     # only code: its own words decide (English identifiers), with the model's probability
     code, score = text_language("`git commit --message 'fix the build'`")
     assert code == "en" and 0.0 < score < 1.0
@@ -103,7 +104,7 @@ def test_language_score_round_trips_a_store_and_the_filter_keeps_uncertain_pages
     fr.Document(kb, store=tmp_path / "st")
     doc = fr.Document(store=tmp_path / "st", mode="r")
     meta = {n.metadata["file_path"]: n.metadata for n in doc.group("root")}
-    assert (meta["ko.md"]["language"], meta["ko.md"]["language_score"]) == ("ko", 1.0)
+    assert meta["ko.md"]["language"] == "ko" and meta["ko.md"]["language_score"] >= 0.95
     expected = {name: text_language((kb / name).read_text("utf-8")) for name in meta}
     assert {k: (m["language"], m["language_score"]) for k, m in meta.items()} == expected
     assert meta["short.txt"]["language_score"] < UNCERTAIN
