@@ -310,6 +310,12 @@ def main(argv: list[str] | None = None) -> None:
             rows,
         )
     )
+    if "lingua (high accuracy)" in results and "lingua (low accuracy)" in results:
+        md += [
+            "",
+            "lingua's low-accuracy detector reuses the models the high-accuracy one loaded in "
+            "this process (its load time and memory are counted there).",
+        ]
     md += ["", f"Errors on the issue's 8 languages ({' '.join(ISSUE_LANGS)}), whole documents:"]
     for name, r in results.items():
         per = r["document"]["per_lang"]
