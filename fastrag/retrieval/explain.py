@@ -78,9 +78,9 @@ def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -
                     "characters as one word; search with similarity 'bm25' (the default, "
                     "any script) or 'bm25_chinese'"
                 )
-            asked, confidence = text_language(query)
-            held = _languages(group)
-            if asked and confidence >= UNCERTAIN and held and asked not in held:
+            held = _languages(group)  # the model loads (~0.7 s of CPU) only when needed
+            asked, confidence = text_language(query) if held else (None, 0.0)
+            if asked and confidence >= UNCERTAIN and asked not in held:
                 return (
                     f"{msg}: the question is in {_name(asked)} and the documents are in "
                     f"{', '.join(sorted(_name(x) for x in held))}; ask in their language "
