@@ -66,6 +66,17 @@ def test_benchmark_smoke(script, tmp_path):
 
 
 @pytest.mark.slow
+def test_language_smoke(tmp_path):
+    """fastrag's language detector is right on every page of bench/data (FastAPI's tutorial in
+    six languages, ant-design's docs in two), where the old rules erred on some."""
+    (path,) = run_smoke("bench_language.py", tmp_path)
+    res = json.loads(path.read_text())["results"]
+    assert res["fastrag"]["document"]["n"] == 486  # 6 x 51 FastAPI pages, 2 x 90 ant-design
+    assert res["fastrag"]["document"]["errors"] == 0
+    assert res["fastrag-rules (old)"]["document"]["errors"] > 0
+
+
+@pytest.mark.slow
 def test_bm25_pisa_smoke(tmp_path):
     """fastrag vs PISA, tantivy and bm25s on the three tiny corpora: fastrag's top-10 equals
     bm25s's, the PISA files written with numpy equal pyterrier-pisa's toks_indexer files, and

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from fastrag.analysis.language import detect_text_language
+import numpy as np
+import pyarrow.compute as pc
+
+from fastrag.analysis.language import UNCERTAIN, text_language
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.retrieval.retriever import Retriever
 
-__all__ = ["why_no_hits"]
+__all__ = ["uncertain_left_out", "why_no_hits"]
 
 _HAN = re.compile("[\u3400-\u9fff]")
 _LANGUAGE_NAMES = {
@@ -28,6 +32,7 @@ _LANGUAGE_NAMES = {
     "el": "Greek",
     "ar": "Arabic",
 }
+_NAMES_LANGUAGE = re.compile(r"\blanguage\b")
 # analyzers that keep a run of Chinese characters as one word (a question never matches)
 _WORD_ANALYZERS = ("bm25_english",)
 
@@ -73,9 +78,9 @@ def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -
                     "characters as one word; search with similarity 'bm25' (the default, "
                     "any script) or 'bm25_chinese'"
                 )
-            asked = detect_text_language(query)
-            held = _languages(group)
-            if asked and held and asked not in held:
+            held = _languages(group)  # the model loads (~0.7 s of CPU) only when needed
+            asked, confidence = text_language(query) if held else (None, 0.0)
+            if asked and confidence >= UNCERTAIN and asked not in held:
                 return (
                     f"{msg}: the question is in {_name(asked)} and the documents are in "
                     f"{', '.join(sorted(_name(x) for x in held))}; ask in their language "
@@ -88,3 +93,22 @@ def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -
             f"no node of {where} scored above similarity_cut_off={cut}: lower or drop the cut-off"
         )
     return f"no node of {where} matches the query"
+
+
+def uncertain_left_out(meta: Any, mask: np.ndarray, flt: Any) -> str | None:
+    """A warning when filter ``flt``, which tests ``language``, leaves out rows of ``meta``
+    whose language is uncertain (``language_score`` below UNCERTAIN), with the fix; else
+    None."""
+    if "language_score" not in meta.column_names:
+        return None
+    names = list(flt) if isinstance(flt, Mapping) else [str(getattr(flt, "expression", flt))]
+    if not any(isinstance(x, str) and _NAMES_LANGUAGE.search(x) for x in names):
+        return None
+    unsure = pc.fill_null(pc.less(meta.column("language_score"), UNCERTAIN), False)
+    n = int(np.count_nonzero(np.asarray(unsure, dtype=bool) & ~mask))
+    if not n:
+        return None
+    return (
+        f"the filter {str(flt)!r} leaves out {n:,} node(s) whose language is uncertain "
+        f"(language_score < {UNCERTAIN}); add || language_score < {UNCERTAIN} to keep them"
+    )

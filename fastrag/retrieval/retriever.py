@@ -8,6 +8,7 @@ one query.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from fastrag.retrieval.args import (
     positional_args,
     takes_no_arguments,
 )
-from fastrag.retrieval.explain import why_no_hits
+from fastrag.retrieval.explain import uncertain_left_out, why_no_hits
 from fastrag.retrieval.paths import BM25Path, MapPath, PathState, SearchPath
 from fastrag.retrieval.similarity import Similarity, get_similarity
 from fastrag.schema import NodeWithScore
@@ -43,6 +44,8 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
+
+logger = logging.getLogger(__name__)
 
 
 class Retriever:
@@ -129,6 +132,7 @@ class Retriever:
             )
         self.index = index
         self.filter = filter
+        self._warned: set[str] = set()  # warnings said (uncertain languages a filter leaves out)
         self.map_key = map_key
         self.num_workers = num_workers
         self.num_threads = num_threads
@@ -372,6 +376,10 @@ class Retriever:
         mask = np.asarray(filter_mask(meta, flt), dtype=bool)
         if meta.num_columns == 0:  # no metadata at all: nothing can match a condition
             mask = np.zeros(n, dtype=bool)
+        warning = uncertain_left_out(meta, mask, flt)
+        if warning is not None and warning not in self._warned:
+            self._warned.add(warning)  # once per retriever and filter, not per query
+            logger.warning(warning)
         return mask
 
     # -- analysis ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 from pdf_maker import pdf_bytes
 
 import fastrag as fr
+from fastrag.analysis.language import UNCERTAIN, text_language
 from fastrag.documents import readers as R
 from fastrag.documents.readers import (
     decode_bytes,
@@ -61,9 +62,10 @@ def test_language_metadata_by_script_and_function_words(tmp_path):
     )
     assert [m["language"] for _, m in read_file(tmp_path / "r.jsonl")] == ["xx", "de"]
     many = [{"text": f"der Hund und die Katze {i}"} for i in range(R.LANGUAGE_PER_DOCUMENT)]
-    many.append({"text": "the dog and the cat"})  # past the sample: the file's language
+    many.append({"text": "the dog and the cat"})  # in the even sample: each record detected
     (tmp_path / "many.jsonl").write_text("\n".join(json.dumps(r) for r in many))
-    assert {m["language"] for _, m in read_file(tmp_path / "many.jsonl")} == {"de"}
+    got = [m["language"] for _, m in read_file(tmp_path / "many.jsonl")]
+    assert got == ["de"] * R.LANGUAGE_PER_DOCUMENT + ["en"]
     (tmp_path / "many.jsonl").unlink()
     doc = fr.Document(str(tmp_path))
     english = fr.Retriever(doc, "root", "bm25", topk=10, filter="language == 'en'")
@@ -84,8 +86,11 @@ def test_txt_md_and_root_metadata(tmp_path):
         "file_size": st.st_size,
         "mtime": st.st_mtime,
         "encoding": "utf-8",
-        "language": "en",
+        # two words are too few to tell: the model's guess, marked uncertain
+        "language": text_language(text)[0],
+        "language_score": text_language(text)[1],
     }
+    assert meta["language_score"] < UNCERTAIN
     md = tmp_path / "b.MD"
     md.write_text("# Title\n\n*x*", encoding="utf-8")
     text, meta = _one(md)

@@ -32,7 +32,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from fastrag.analysis.language import detect_text_language
+from fastrag.analysis.language import texts_languages
 from fastrag.documents.decoding import (
     BinaryContentError,
     decode_bytes,
@@ -197,15 +197,16 @@ def read_file(
     }
     if ctx.encoding is not None:
         base["encoding"] = ctx.encoding
-    # each document's language (a record's own "language" field wins); files of many records
-    # (JSONL, CSV) get the language of their first records, which keeps ingest fast
-    if len(docs) <= LANGUAGE_PER_DOCUMENT:
-        langs = [detect_text_language(text) for text, _ in docs]
-    else:
-        langs = [
-            detect_text_language(" ".join(t[:200] for t, _ in docs[:LANGUAGE_PER_DOCUMENT]))
-        ] * len(docs)
+    # each document's language and its probability (a record's own "language" field wins);
+    # files of many records (JSONL, CSV) detect an even sample first (texts_languages)
+    langs = texts_languages([text for text, _ in docs], LANGUAGE_PER_DOCUMENT)
     return [
-        (text, {**({"language": lang} if lang else {}), **meta, **base})
-        for (text, meta), lang in zip(docs, langs, strict=True)
+        (text, {**_language(lang, score, meta), **meta, **base})
+        for (text, meta), (lang, score) in zip(docs, langs, strict=True)
     ]
+
+
+def _language(lang: str | None, score: float, meta: dict) -> dict:
+    if lang is None or "language" in meta:
+        return {}
+    return {"language": lang, "language_score": score}
