@@ -54,7 +54,7 @@ _ERRORS = [
     "connection reset by peer",
     "upstream timed out (110: Connection timed out) while reading response header",
     "deadline exceeded after {ms} ms",
-    "duplicate key value violates unique constraint \"orders_pkey\"",
+    'duplicate key value violates unique constraint "orders_pkey"',
     "invalid token: signature has expired",
     "could not serialize access due to concurrent update",
     "no space left on device while writing /var/lib/app/cache/{hex}",
@@ -63,13 +63,14 @@ _ERRORS = [
 
 
 def _ip(rng: random.Random) -> str:
-    return f"{rng.choice((10, 172, 192, 81, 93, 185))}.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"
+    first = rng.choice((10, 172, 192, 81, 93, 185))
+    return f"{first}.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}"
 
 
 def _path(rng: random.Random) -> str:
     parts = [rng.choice(_WORDS) for _ in range(rng.randint(1, 4))]
     if rng.random() < 0.5:
-        parts.append(str(rng.randrange(1, 10**rng.randint(2, 7))))
+        parts.append(str(rng.randrange(1, 10 ** rng.randint(2, 7))))
     path = "/" + "/".join(parts)
     if rng.random() < 0.3:
         path += f"?{rng.choice(_WORDS)}={rng.choice(_WORDS)}&page={rng.randint(1, 40)}"
@@ -106,7 +107,9 @@ def _line(rng: random.Random, t: float, host: str, ips: list[str]) -> str:
             else f"kernel: [{t % 10**6:.6f}] eth0: link up, {rng.choice((1000, 10000))} Mbps"
         )
     elif kind < 0.45:
-        msg = f"CRON[{pid}]: (root) CMD (/usr/local/bin/{rng.choice(_WORDS)}-{rng.choice(_WORDS)}.sh)"
+        msg = (
+            f"CRON[{pid}]: (root) CMD (/usr/local/bin/{rng.choice(_WORDS)}-{rng.choice(_WORDS)}.sh)"
+        )
     elif kind < 0.55:
         unit = f"{rng.choice(_WORDS)}-{rng.choice(_WORDS)}.service"
         msg = f"systemd[1]: {rng.choice(('Started', 'Stopped', 'Reloading', 'Starting'))} {unit}."
@@ -114,7 +117,9 @@ def _line(rng: random.Random, t: float, host: str, ips: list[str]) -> str:
         rid = f"{rng.getrandbits(64):016x}"
         level = rng.choice(("INFO",) * 6 + ("WARN", "ERROR", "DEBUG"))
         if level == "ERROR":
-            err = rng.choice(_ERRORS).format(ms=rng.randint(100, 30000), hex=f"{rng.getrandbits(32):08x}")
+            err = rng.choice(_ERRORS).format(
+                ms=rng.randint(100, 30000), hex=f"{rng.getrandbits(32):08x}"
+            )
             text = f"{rng.choice(_WORDS)}.{rng.choice(_WORDS)} failed: {err}"
         else:
             text = (

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from fastrag.cli.common import UsageError, is_stored, pick_group
 from fastrag.cli.info import print_info
 from fastrag.documents.document import Document
@@ -76,6 +78,10 @@ def _progress(desc: str, total: int | None, quiet: bool) -> Any:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    # Arrow buffers from the C allocator Python uses: memory one frees, the other reuses
+    # (with Arrow's own pool both kept their high-water marks: ~100 MB more peak RSS on a
+    # 50 MB log). This process only ingests, so the process-wide setting is ours to make.
+    pa.set_memory_pool(pa.system_memory_pool())
     opts = {
         "on_error": args.on_error,
         "json_text_field": args.text_field,
