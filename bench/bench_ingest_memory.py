@@ -7,7 +7,8 @@ child's peak RSS (``os.wait4``'s ``ru_maxrss``), its wall and CPU seconds, the s
 (every file under it) against the log's, and the load average. The kernels are compiled first
 (``fastrag warmup``), so no run waits for a compile.
 
-Usage: ``python bench/bench_ingest_memory.py`` (50 MB, 3 repeats) or ``--mb 5 --repeats 1``.
+Usage: ``python bench/bench_ingest_memory.py`` (50 MB, 3 repeats), ``--mb 5 --repeats 1``, or
+``--smoke`` (2 MB, one run).
 Writes ``bench/results/ingest_memory.json`` and ``.md`` (``--name`` to change).
 """
 
@@ -25,6 +26,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import WORK_DIR, machine_info, markdown_table, write_results
 from gen_log import write_log
+
+# The same command on the same 50 MB log before issue 42's changes (commit 7e5a8b9, with
+# /usr/bin/time -v, 2026-12-03 14:22 UTC, load 2.8-3.7 on 2 cores): kept as the reference row.
+BEFORE = {
+    "commit": "7e5a8b9",
+    "peak_rss_mb": 1451572 / 1024,
+    "store_bytes": 137_905_421,
+    "wall_s": 36.06,
+    "cpu_s": 13.86 + 4.28,
+    "load": "2.83 -> 3.52",
+}
 
 
 def dir_bytes(path: Path) -> int:
@@ -59,7 +71,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--name", default="ingest_memory")
+    ap.add_argument("--smoke", action="store_true", help="2 MB, one run (CI)")
     a = ap.parse_args()
+    if a.smoke:
+        a.mb, a.repeats, a.name = 2.0, 1, "ingest_memory_smoke"
     work = WORK_DIR / "ingest_memory"
     log_dir = work / f"log_{a.mb:g}mb_s{a.seed}"
     log = log_dir / "server.log"
@@ -88,6 +103,20 @@ def main() -> None:
         ]
         for i, r in enumerate(runs)
     ]
+    if a.mb == 50.0 and a.seed == 0:
+        b = BEFORE
+        rows.insert(
+            0,
+            [
+                f"before ({b['commit']})",
+                b["peak_rss_mb"],
+                b["store_bytes"],
+                b["store_bytes"] / text_bytes,
+                b["wall_s"],
+                b["cpu_s"],
+                b["load"],
+            ],
+        )
     md = [
         f"# fastrag ingest of one {text_bytes / 1e6:.1f} MB log file",
         "",
