@@ -50,10 +50,16 @@ def char_table() -> np.ndarray:
     """Class flags (``fastrag._kernels.split.CLS_*``) of every code point, uint8[0x110000]."""
     _k = split_kernels()
     n = 0x110000
-    chars = "".join(map(chr, range(n)))
-    alpha = np.fromiter(map(str.isalpha, chars), dtype=np.bool_, count=n)
-    numeric = np.fromiter(map(str.isnumeric, chars), dtype=np.bool_, count=n)
-    space = np.fromiter(map(str.isspace, chars), dtype=np.bool_, count=n)
+    alpha = np.empty(n, dtype=np.bool_)
+    numeric = np.empty(n, dtype=np.bool_)
+    space = np.empty(n, dtype=np.bool_)
+    step = 1 << 16  # a block of code points at a time: all at once held ~90 MB of 1-char strs
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        chars = "".join(map(chr, range(lo, hi)))
+        alpha[lo:hi] = np.fromiter(map(str.isalpha, chars), dtype=np.bool_, count=hi - lo)
+        numeric[lo:hi] = np.fromiter(map(str.isnumeric, chars), dtype=np.bool_, count=hi - lo)
+        space[lo:hi] = np.fromiter(map(str.isspace, chars), dtype=np.bool_, count=hi - lo)
     table = np.zeros(n, dtype=np.uint8)
     table[alpha] |= _k.CLS_LETTER
     for cp in np.flatnonzero(numeric & ~alpha).tolist():  # \p{N}: Nd, Nl, No
