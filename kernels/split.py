@@ -66,6 +66,37 @@ def plan_chunks(cps, table, tok_lens, chunk_size, overlap, mode, fix_starts, fix
     over, passing a smaller budget for the chunk that starts at each ``fix_starts[i]``
     (sorted int64) in ``fix_budgets[i]``.
     """
+    starts, ends, q, r, inner, _s, _p, _stop = plan_window(
+        cps, table, tok_lens, chunk_size, overlap, mode, fix_starts, fix_budgets, -1, -1, False, -1
+    )
+    return starts, ends, q, r, inner
+
+
+@njit(cache=True, nogil=True)
+def plan_window(
+    cps,
+    table,
+    tok_lens,
+    chunk_size,
+    overlap,
+    mode,
+    fix_starts,
+    fix_budgets,
+    s_init,
+    prev_init,
+    had_prev,
+    guard,
+):
+    """:func:`plan_chunks` over one window of a long text, resumable.
+
+    The window must start and end where tiktoken's pre-tokenizer always breaks (after a line
+    break, before a non-space), so its tokens, classes and levels are the whole text's.
+    ``s_init``/``prev_init``: the next chunk's start and the previous chunk's end (window
+    offsets; -1 at the text's start), ``had_prev``: a chunk came before. ``guard`` >= 0:
+    stop before a chunk that starts fewer than ``guard`` tokens before the window's end (its
+    planning could look past it). Returns the chunks, then ``(s, prev_te, stopped)``: where
+    the next window resumes.
+    """
     n = cps.shape[0]
     n_tok = tok_lens.shape[0]
     cls = np.empty(n, dtype=np.uint8)
@@ -144,12 +175,16 @@ def plan_chunks(cps, table, tok_lens, chunk_size, overlap, mode, fix_starts, fix
     n_out = 0
 
     end_all = prv[n]
-    s = nxt[0]
+    s = np.int64(nxt[0]) if s_init < 0 else np.int64(s_init)
     if s >= end_all:
-        return starts[:0], ends[:0], starts[:0], starts[:0], starts[:0]
-    prev_te = s
+        return starts[:0], ends[:0], starts[:0], starts[:0], starts[:0], s, s, False
+    prev_te = s if prev_init < 0 else np.int64(prev_init)
+    stopped = False
     best = np.empty(4, dtype=np.int64)
     while True:
+        if guard >= 0 and P[n] - P[s] < guard:
+            stopped = True
+            break
         lo = max(s, prev_te)
         base = P[s]
         budget = chunk_size
@@ -177,7 +212,7 @@ def plan_chunks(cps, table, tok_lens, chunk_size, overlap, mode, fix_starts, fix
                 break
         if chosen < 0:
             no_overlap = nxt[prev_te]
-            if n_out > 0 and s != no_overlap:
+            if (n_out > 0 or had_prev) and s != no_overlap:
                 s = no_overlap  # the overlap left no room: retry without it
                 continue
             # a single character encodes to more than chunk_size tokens: emit it alone
@@ -262,7 +297,7 @@ def plan_chunks(cps, table, tok_lens, chunk_size, overlap, mode, fix_starts, fix
         q[i] = qq
         r[i] = rr
         inner[i] = P[rr] - P[qq]
-    return starts, ends, q, r, inner
+    return starts, ends, q, r, inner, s, prev_te, stopped
 
 
 @njit(cache=True, inline="always")

@@ -39,6 +39,7 @@ def run_smoke(script: str, tmp_path: Path, *extra: str) -> list[Path]:
         "bench_synthesis.py",
         "bench_tokenize.py",
         "bench_ingest.py",
+        "bench_ingest_memory.py",
         "bench_pipeline.py",
         "bench_flow.py",
     ],

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from fastrag.eval.loaders import read_squad_json, squad_questions
 from fastrag.eval.metrics import evaluate_retrieval
 from fastrag.eval.questions import gold_ids, read_questions
 from fastrag.eval.squad_run import evaluate_squad, format_table
+from fastrag.eval.timing import describe_load, machine_load, time_batches
 
 __all__ = ["add_demo_arguments", "add_eval_arguments", "cmd_demo", "cmd_eval"]
 
@@ -35,6 +36,7 @@ def _run_eval(squad: Any, args: argparse.Namespace) -> int:
             topks=topks,
             per_file=args.kb_per_file,
             group=args.group,
+            runs=args.runs,
         )
     print(
         f"{res['n_queries']:,} questions over {res['n_nodes']:,} paragraphs "
@@ -47,7 +49,16 @@ def _run_eval(squad: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_runs(args: argparse.Namespace) -> None:
+    if args.runs < 3:
+        raise UsageError(
+            f"--runs {args.runs}: pass 3 or more (queries/s is the median of the timed "
+            "batches, shown with their spread)"
+        )
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    _check_runs(args)
     if args.squad:
         if args.store or args.questions:
             raise UsageError("--squad builds its own knowledge base: drop STORE and --questions")
@@ -73,6 +84,7 @@ def _eval_store(args: argparse.Namespace) -> int:
     sims = args.similarity or [None]
     gold = None
     rows = []
+    questions = [r["question"] for r in records]
     for sim in sims:
         ret = make_retriever(doc, args.group, sim, max(topks), None)
         if gold is None:
@@ -84,20 +96,16 @@ def _eval_store(args: argparse.Namespace) -> int:
                     f"{ret.group_name!r} that holds their answer; they count as misses",
                     file=sys.stderr,
                 )
-        questions = [r["question"] for r in records]
-        ret(questions[0])  # builds (or loads) the index outside the timing
-        t0 = time.perf_counter()
-        hits = ret.batch(questions)
-        qps = len(questions) / max(time.perf_counter() - t0, 1e-9)
+        hits, timing = time_batches(partial(ret.batch, questions), len(questions), runs=args.runs)
         res = evaluate_retrieval(
             [[h.id for h in hs] for hs in hits], [sorted(g) for g in gold], topks
         )
-        rows.append((ret.similarity, res, qps))
+        rows.append((ret.similarity, res, timing))
     head = (
         ["similarity"]
         + [f"hit@{k}" for k in topks]
         + [f"ndcg@{k}" for k in topks]
-        + ["MRR", "queries/s"]
+        + ["MRR", "queries/s (min-max)", "CPU s"]
     )
     print(
         f"{len(records):,} questions over group {ret.group_name!r} "
@@ -105,22 +113,32 @@ def _eval_store(args: argparse.Namespace) -> int:
     )
     print(" | ".join(head))
     print(" | ".join("---" for _ in head))
-    for sim, res, qps in rows:
+    for sim, res, t in rows:
         print(
             " | ".join(
                 [sim]
                 + [f"{res[f'hit_rate@{k}']:.3f}" for k in topks]
                 + [f"{res[f'ndcg@{k}']:.3f}" for k in topks]
-                + [f"{res['mrr']:.3f}", f"{qps:,.0f}"]
+                + [
+                    f"{res['mrr']:.3f}",
+                    f"{t.per_s:,.0f} ({t.per_s_min:,.0f}-{t.per_s_max:,.0f})",
+                    f"{t.cpu_s_median:.3f}",
+                ]
             )
         )
+    load = machine_load()
+    print(
+        f"\nqueries/s: median of {args.runs} timed batches per similarity after one untimed "
+        f"batch; measured on this machine now. {describe_load(load)}"
+    )
     if args.json:
         Path(args.json).write_text(
             json.dumps(
                 {
                     "n_queries": len(records),
                     "group": ret.group_name,
-                    "similarities": {sim: {**res, "queries_per_s": qps} for sim, res, qps in rows},
+                    "similarities": {sim: {**res, **t.as_dict()} for sim, res, t in rows},
+                    "load": load,
                 },
                 indent=1,
             )
@@ -130,11 +148,13 @@ def _eval_store(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    _check_runs(args)
     if args.similarity is None:
         args.similarity = ["bm25_chinese", "bm25_cjk"]
     print(
         "fastrag demo: CMRC 2018 dev (CC BY-SA 4.0, bundled) as the LazyLLM tutorial's "
-        "knowledge base; all questions retrieved as one batch per analyzer"
+        "knowledge base; all questions retrieved as one batch per analyzer, timed "
+        f"{args.runs} times after an untimed run"
     )
     if not kernels_ready():
         print(
@@ -158,6 +178,12 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topk", default="1,3,5", help="comma-separated cut-offs")
     p.add_argument("--workdir", help="keep the knowledge base and store here")
     p.add_argument("--json", help="also write the results as JSON to this path")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=5,
+        help="timed batches per similarity, after one untimed (>= 3; queries/s is their median)",
+    )
 
 
 def add_eval_arguments(ev: argparse.ArgumentParser) -> None:

@@ -290,21 +290,33 @@ def run_transform(d: GroupDef, ptable: pa.Table, full_meta: list[str] | None = N
     return rows_to_table([r for rows in per_parent for r in rows], d.name)
 
 
+SPAN_BATCH = 8192  # child rows turned into Arrow at a time (a long parent's chunks stream)
+
+
 def _transform_spans(d, ids, docs, texts, metas) -> pa.Table:
     all_spans = d.spans(texts)
     name = d.name
+    parts: list[pa.Table] = []
     cols: dict[str, list] = {c: [] for c in GROUP_SCHEMA.names}
     for pid, doc_id, text, meta, spans in zip(ids, docs, texts, metas, all_spans, strict=True):
-        kept = [(s, e, c) for s, e in spans if (c := text[s:e]).strip()]
-        n = len(kept)
-        cols["id"] += [node_id(name, pid, i, c) for i, (_, _, c) in enumerate(kept)]
-        cols["text"] += [c for _, _, c in kept]
-        cols["start"] += [s for s, _, _ in kept]
-        cols["end"] += [e for _, e, _ in kept]
-        cols["doc_id"] += [doc_id] * n
-        cols["parent_id"] += [pid] * n
-        cols["metadata"] += [meta] * n
-    return _cols_table(cols, name)
+        i = 0  # child number within the parent (kept chunks only, as node ids count them)
+        for lo in range(0, len(spans), SPAN_BATCH):
+            kept = [(s, e, c) for s, e in spans[lo : lo + SPAN_BATCH] if (c := text[s:e]).strip()]
+            n = len(kept)
+            cols["id"] += [node_id(name, pid, i + k, c) for k, (_, _, c) in enumerate(kept)]
+            cols["text"] += [c for _, _, c in kept]
+            cols["start"] += [s for s, _, _ in kept]
+            cols["end"] += [e for _, e, _ in kept]
+            cols["doc_id"] += [doc_id] * n
+            cols["parent_id"] += [pid] * n
+            cols["metadata"] += [meta] * n
+            i += n
+            if len(cols["id"]) >= SPAN_BATCH:
+                parts.append(_cols_table(cols, name))
+                cols = {c: [] for c in GROUP_SCHEMA.names}
+    if cols["id"] or not parts:
+        parts.append(_cols_table(cols, name))
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 def _cols_table(cols: dict[str, list], name: str) -> pa.Table:

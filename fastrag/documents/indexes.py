@@ -457,7 +457,7 @@ class DerivedData:
                 or np.count_nonzero(pos < 0) > len(pos) // 2
                 or len(old.vocab) > 2 * len(old.values) + 1024
             ):
-                tc = tokenize_corpus(g.texts(), analyzer, num_workers=num_workers)
+                tc = _tokenize_column(g.table.column("text"), analyzer, num_workers)
             else:
                 new_rows = np.flatnonzero(pos < 0)
                 texts = g.table.column("text").take(pa.array(new_rows)).to_pylist()
@@ -631,3 +631,34 @@ def _merge_tokens(old, pos: np.ndarray, new_rows: np.ndarray, fresh, corpus_cls)
 
 def _files(entry: dict | None) -> list[str] | None:
     return None if entry is None else [seg["file"] for seg in entry["segments"]]
+
+
+TOKENIZE_ROWS = 16384  # texts converted to Python strings at a time for tokenizing
+
+
+def _tokenize_column(column: pa.ChunkedArray, analyzer, num_workers: int) -> TokenizedCorpus:
+    """``tokenize_corpus`` of a text column, ``TOKENIZE_ROWS`` texts at a time (the same
+    corpus: ids follow first occurrence), so a large group is never a list of strings whole."""
+    n = len(column)
+    if n <= TOKENIZE_ROWS:
+        return tokenize_corpus(column.to_pylist(), analyzer, num_workers=num_workers)
+    vocab: dict[str, int] = {}
+    values: list[np.ndarray] = []
+    offsets: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+    base = 0
+    for lo in range(0, n, TOKENIZE_ROWS):
+        part = tokenize_corpus(
+            column.slice(lo, TOKENIZE_ROWS).to_pylist(),
+            analyzer,
+            num_workers=num_workers,
+            vocab=vocab,
+        )
+        vocab = part.vocab
+        values.append(part.values)
+        offsets.append(part.offsets[1:] + base)
+        base += int(part.offsets[-1])
+    return TokenizedCorpus(
+        vocab=vocab,
+        values=np.concatenate(values).astype(np.int32, copy=False),
+        offsets=np.concatenate(offsets),
+    )

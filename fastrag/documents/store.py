@@ -73,6 +73,9 @@ VERIFY_BELOW = 64 << 20
 # (zero-copy, shared between processes)
 COMPRESSION: str | None = "zstd"
 COMPRESS_BELOW = 64 << 20
+# a text table from COMPRESS_BELOW up to this size is written as compressed pieces of under
+# COMPRESS_BELOW / 2 bytes each (at most 8 segments, so compaction does not merge them back)
+SPLIT_BELOW = 256 << 20
 PLAIN_TABLES = ("root", "sources")
 # a segmented table is compacted when it has more segments than this
 MAX_SEGMENTS = 16
@@ -570,10 +573,11 @@ class Transaction:
         self.changed = True
 
     def append(self, segments: list[dict], name: str, table: pa.Table) -> list[dict]:
-        """``segments`` plus one holding ``table``, compacted when there are too many."""
+        """``segments`` plus those holding ``table`` (one, or a few compressed pieces: see
+        :func:`_pieces`), compacted when there are too many."""
         out = list(segments)
         if table.num_rows:
-            out.append(self.write_segment(name, table))
+            out.extend(self.write_segment(name, piece) for piece in _pieces(name, table))
         return self.compact(out, name)
 
     def compact(self, segments: list[dict], name: str) -> list[dict]:
@@ -601,6 +605,27 @@ class Transaction:
             else:
                 self.changed = True
         return out
+
+
+def _pieces(name: str, table: pa.Table) -> list[pa.Table]:
+    """``table`` cut into pieces under ``COMPRESS_BELOW`` bytes, so each is written
+    compressed, when it holds text, is not one of ``PLAIN_TABLES`` and is under
+    ``SPLIT_BELOW`` (a chunk group of a 50 MB log: 72 MB plain, 16 MB as zstd pieces);
+    otherwise ``[table]`` (a larger table stays one plain, memory-mapped segment)."""
+    textual = any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types)
+    size = table.nbytes
+    if not textual or name in PLAIN_TABLES or not COMPRESS_BELOW <= size < SPLIT_BELOW:
+        return [table]
+    out: list[pa.Table] = []
+    todo = [table]
+    while todo:
+        t = todo.pop()
+        if t.nbytes < COMPRESS_BELOW // 2 or t.num_rows < 2:
+            out.append(t)
+        else:
+            half = t.num_rows // 2
+            todo += [t.slice(half), t.slice(0, half)]
+    return out
 
 
 def _segments_of(m: dict) -> Iterator[dict]:

@@ -50,10 +50,16 @@ def char_table() -> np.ndarray:
     """Class flags (``fastrag._kernels.split.CLS_*``) of every code point, uint8[0x110000]."""
     _k = split_kernels()
     n = 0x110000
-    chars = "".join(map(chr, range(n)))
-    alpha = np.fromiter(map(str.isalpha, chars), dtype=np.bool_, count=n)
-    numeric = np.fromiter(map(str.isnumeric, chars), dtype=np.bool_, count=n)
-    space = np.fromiter(map(str.isspace, chars), dtype=np.bool_, count=n)
+    alpha = np.empty(n, dtype=np.bool_)
+    numeric = np.empty(n, dtype=np.bool_)
+    space = np.empty(n, dtype=np.bool_)
+    step = 1 << 16  # a block of code points at a time: all at once held ~90 MB of 1-char strs
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        chars = "".join(map(chr, range(lo, hi)))
+        alpha[lo:hi] = np.fromiter(map(str.isalpha, chars), dtype=np.bool_, count=hi - lo)
+        numeric[lo:hi] = np.fromiter(map(str.isnumeric, chars), dtype=np.bool_, count=hi - lo)
+        space[lo:hi] = np.fromiter(map(str.isspace, chars), dtype=np.bool_, count=hi - lo)
     table = np.zeros(n, dtype=np.uint8)
     table[alpha] |= _k.CLS_LETTER
     for cp in np.flatnonzero(numeric & ~alpha).tolist():  # \p{N}: Nd, Nl, No
@@ -199,31 +205,119 @@ class _TokenBudgetSplitter(NodeTransform):
         if not text or text.isspace():
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
-        plan_chunks = split_kernels().plan_chunks
+        if len(text) > WINDOW_CHARS:
+            return self._plan_windows(text, WINDOW_CHARS)
+        starts, ends, *_ = self._plan_window(text, {}, -1, -1, False, -1)
+        return starts, ends
+
+    def _plan_window(
+        self, text: str, fixes: dict[int, int], s0: int, prev0: int, had_prev: bool, guard: int
+    ) -> tuple:
+        """Chunks of ``text`` (or of a window of a longer one: see ``plan_window``), re-planned
+        until every chunk's exact token count is within budget; ``fixes`` (chunk start ->
+        smaller budget, where the estimate was low) gains what this finds."""
+        plan_window = split_kernels().plan_window
         enc = get_encoding(self.encoding)
         tok_lens = token_byte_lengths(self.encoding)[_encode_np(enc, text)]
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         table = char_table()
         cache: dict[str, int] = {}
-        fixes: dict[int, int] = {}  # chunk start -> smaller budget (where the estimate was low)
-        overlap = self.chunk_overlap
         while True:
             fix_s = np.array(sorted(fixes), dtype=np.int64)
             fix_b = np.array([fixes[k] for k in fix_s.tolist()], dtype=np.int64)
-            starts, ends, q, r, inner = plan_chunks(
-                cps, table, tok_lens, self.chunk_size, overlap, self._mode, fix_s, fix_b
+            starts, ends, q, r, inner, s, prev, stopped = plan_window(
+                cps,
+                table,
+                tok_lens,
+                self.chunk_size,
+                self.chunk_overlap,
+                self._mode,
+                fix_s,
+                fix_b,
+                s0,
+                prev0,
+                had_prev,
+                guard,
             )
             exact = _exact_counts(enc, text, starts, ends, q, r, inner, cache)
             changed = False
             for i in np.flatnonzero(exact > self.chunk_size).tolist():
-                s = int(starts[i])
-                cur = fixes.get(s, self.chunk_size)
+                st = int(starts[i])
+                cur = fixes.get(st, self.chunk_size)
                 new = max(1, cur - int(exact[i] - self.chunk_size))
                 if new < cur:
-                    fixes[s] = new
+                    fixes[st] = new
                     changed = True
             if not changed:  # all within budget (or one character alone is over it)
-                return starts, ends
+                return starts, ends, int(s), int(prev), bool(stopped)
+
+    def _plan_windows(self, text: str, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """The plan of a long text, made window by window (memory bounded by the window, not
+        the text) and equal to the whole text's: windows begin and end at safe cuts, and each
+        resumes where the previous stopped, ahead of any look past its end."""
+        guard = 3 * self.chunk_size + 64  # a chunk's planning looks < 2 chunks of tokens ahead
+        n = len(text)
+        fixes: dict[int, int] = {}  # absolute chunk start -> budget
+        out_s: list[np.ndarray] = []
+        out_e: list[np.ndarray] = []
+        a, s_abs, prev_abs, had_prev = 0, -1, -1, False
+        b = _safe_cut_after(text, window)
+        while True:
+            last = b >= n
+            w_fix = {k - a: v for k, v in fixes.items() if a <= k < b}
+            starts, ends, s, prev, stopped = self._plan_window(
+                text[a:b],
+                w_fix,
+                s_abs - a if s_abs >= 0 else -1,
+                prev_abs - a if prev_abs >= 0 else -1,
+                had_prev,
+                -1 if last else guard,
+            )
+            fixes.update({k + a: v for k, v in w_fix.items()})
+            if not stopped:
+                out_s.append(starts + a)
+                out_e.append(ends + a)
+                break
+            if len(starts) == 0:  # too short a window for one chunk ahead of the guard: widen
+                b = _safe_cut_after(text, b + window)
+                continue
+            out_s.append(starts + a)
+            out_e.append(ends + a)
+            had_prev = True
+            s_abs, prev_abs = s + a, prev + a
+            a = _safe_cut_before(text, min(s_abs, prev_abs), a)
+            b = _safe_cut_after(text, max(b, a + window))
+        return np.concatenate(out_s), np.concatenate(out_e)
+
+
+WINDOW_CHARS = 1 << 20  # texts longer than this are planned window by window
+
+
+def _safe_cut_after(text: str, p: int) -> int:
+    """The first safe cut at or after ``p``, else ``len(text)``: a position after a line
+    break and before a non-space, where tiktoken's pre-tokenizer (and the splitters' classes)
+    break whatever the text around it."""
+    n = len(text)
+    i = max(p, 1) - 1
+    while True:
+        i = text.find("\n", i, n - 1)
+        if i < 0:
+            return n
+        if not text[i + 1].isspace():
+            return i + 1
+        i += 1
+
+
+def _safe_cut_before(text: str, p: int, lo: int) -> int:
+    """The last safe cut in ``(lo, p]``, else ``lo``."""
+    i = p
+    while i > lo:
+        i = text.rfind("\n", lo, i)
+        if i < 0 or i + 1 <= lo:
+            return lo
+        if i + 1 <= p and not text[i + 1].isspace():
+            return i + 1
+    return lo
 
 
 def _exact_counts(enc, text, starts, ends, q, r, inner, cache) -> np.ndarray:

@@ -268,6 +268,7 @@ def test_small_text_segments_are_compressed_large_ones_stay_mappable(tmp_path, m
     assert b"lazy dog" not in line  # zstd
     assert b"number 1999 jumps" in root  # the root table, read by every open, stays plain
     monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 1024)  # every table counts as large
+    monkeypatch.setattr(store_mod, "SPLIT_BELOW", 1024)  # ... and too large for zstd pieces
     big, plain, _ = build(tmp_path / "large")
     assert b"number 1999 jumps" in plain and len(line) < 0.5 * len(plain)
     assert big.group("line").texts() == doc.group("line").texts()

@@ -308,3 +308,33 @@ def test_identity_and_contract():
 
     b = pickle.loads(pickle.dumps(a))
     assert b.identity() == a.identity() and b.spans("一句。两句。") == a.spans("一句。两句。")
+
+
+@pytest.mark.parametrize(
+    ("cls", "size", "overlap"),
+    [(SentenceSplitter, 256, 32), (SentenceSplitter, 48, 8), (TokenTextSplitter, 100, 20)],
+)
+def test_a_long_text_planned_window_by_window_equals_the_whole_plan(
+    monkeypatch, cls, size, overlap
+):
+    """Texts over WINDOW_CHARS are planned in windows (bounded memory); the chunks are the
+    ones the whole text gives, for windows of any size, on mixed prose, CJK and log lines."""
+    import fastrag.transforms.sentence as sentence_mod
+    from fastrag.datasets import load_cmrc2018_dev
+
+    rng = random.Random(7)
+    paras = [p["context"] for a in load_cmrc2018_dev()["data"][:20] for p in a["paragraphs"]]
+    lines = [
+        f'10.0.{rng.randrange(256)}.{rng.randrange(256)} - - "GET /api/v1/items/'
+        f"{rng.randrange(10**6)}"
+        f'?page={rng.randrange(40)} HTTP/1.1" {rng.choice((200, 404, 500))} {rng.randrange(10**5)}'
+        for _ in range(600)
+    ]
+    mixed = [rng.choice(POOL) for _ in range(3000)]
+    text = "\n".join(paras + lines) + "".join(mixed) + "\n  indented\n\n" + "x" * 3000
+    sp = cls(chunk_size=size, chunk_overlap=overlap)
+    whole = sp.spans(text)
+    assert len(text) <= sentence_mod.WINDOW_CHARS and len(whole) > 100
+    for window in (700, 5000, 60_000):
+        monkeypatch.setattr(sentence_mod, "WINDOW_CHARS", window)
+        assert sp.spans(text) == whole

@@ -1,0 +1,139 @@
+"""Peak memory and store size of ``fastrag ingest`` on one large log file.
+
+Generates a seeded server log (``bench/gen_log.py``: nginx + syslog lines, ``--mb`` MB, one
+file) and runs ``fastrag ingest LOG_DIR --store STORE -q`` (the default ``chunk`` group,
+sentence:256:32, and its BM25 index) in a child process, ``--repeats`` times. Per run: the
+child's peak RSS (``os.wait4``'s ``ru_maxrss``), its wall and CPU seconds, the store's bytes
+(every file under it) against the log's, and the load average. The kernels are compiled first
+(``fastrag warmup``), so no run waits for a compile.
+
+Usage: ``python bench/bench_ingest_memory.py`` (50 MB, 3 repeats), ``--mb 5 --repeats 1``, or
+``--smoke`` (2 MB, one run).
+Writes ``bench/results/ingest_memory.json`` and ``.md`` (``--name`` to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import WORK_DIR, machine_info, markdown_table, write_results
+from gen_log import write_log
+
+# The same command on the same 50 MB log before issue 42's changes (commit 7e5a8b9, with
+# /usr/bin/time -v, 2026-12-03 14:22 UTC, load 2.8-3.7 on 2 cores): kept as the reference row.
+BEFORE = {
+    "commit": "7e5a8b9",
+    "peak_rss_mb": 1451572 / 1024,
+    "store_bytes": 137_905_421,
+    "wall_s": 36.06,
+    "cpu_s": 13.86 + 4.28,
+    "load": "2.83 -> 3.52",
+}
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run_ingest(log_dir: Path, store: Path) -> dict:
+    """One ``fastrag ingest`` in a child process: peak RSS, seconds, store bytes, load."""
+    shutil.rmtree(store, ignore_errors=True)
+    cmd = [sys.executable, "-m", "fastrag.cli", "ingest", str(log_dir), "--store", str(store)]
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*cmd, "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"fastrag ingest failed:\n{err}")
+    return {
+        "peak_rss_mb": usage.ru_maxrss / 1024.0,
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "store_bytes": dir_bytes(store),
+        "load_start": load0,
+        "load_end": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=float, default=50.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--name", default="ingest_memory")
+    ap.add_argument("--smoke", action="store_true", help="2 MB, one run (CI)")
+    a = ap.parse_args()
+    if a.smoke:
+        a.mb, a.repeats, a.name = 2.0, 1, "ingest_memory_smoke"
+    work = WORK_DIR / "ingest_memory"
+    log_dir = work / f"log_{a.mb:g}mb_s{a.seed}"
+    log = log_dir / "server.log"
+    if not log.exists():
+        write_log(log, int(a.mb * 1e6), a.seed)
+    text_bytes = log.stat().st_size
+    subprocess.run(
+        [sys.executable, "-m", "fastrag.cli", "warmup"], check=True, stdout=subprocess.DEVNULL
+    )
+    info = machine_info()
+    runs = [run_ingest(log_dir, work / "store") for _ in range(a.repeats)]
+    shutil.rmtree(work / "store", ignore_errors=True)
+
+    def med(k: str) -> float:
+        return statistics.median(r[k] for r in runs)
+
+    rows = [
+        [
+            i + 1,
+            r["peak_rss_mb"],
+            r["store_bytes"],
+            r["store_bytes"] / text_bytes,
+            r["wall_s"],
+            r["cpu_s"],
+            f"{r['load_start']:.2f} -> {r['load_end']:.2f}",
+        ]
+        for i, r in enumerate(runs)
+    ]
+    if a.mb == 50.0 and a.seed == 0:
+        b = BEFORE
+        rows.insert(
+            0,
+            [
+                f"before ({b['commit']})",
+                b["peak_rss_mb"],
+                b["store_bytes"],
+                b["store_bytes"] / text_bytes,
+                b["wall_s"],
+                b["cpu_s"],
+                b["load"],
+            ],
+        )
+    md = [
+        f"# fastrag ingest of one {text_bytes / 1e6:.1f} MB log file",
+        "",
+        f"`python bench/bench_ingest_memory.py --mb {a.mb:g} --repeats {a.repeats}`; "
+        f"{info['cpu']} ({info['usable_cores']} usable cores), commit {info['commit']}, "
+        f"{info['date']}. Median peak RSS {med('peak_rss_mb'):.0f} MiB, store "
+        f"{med('store_bytes') / text_bytes:.2f}x the text, {med('cpu_s'):.1f} CPU s.",
+        "",
+        markdown_table(
+            ["run", "peak RSS MiB", "store bytes", "store / text", "wall s", "CPU s", "load 1 min"],
+            rows,
+        ),
+    ]
+    payload = {"machine": info, "text_bytes": text_bytes, "mb": a.mb, "seed": a.seed, "runs": runs}
+    _, mp = write_results(a.name, payload, "\n".join(md))
+    print(mp.read_text())
+
+
+if __name__ == "__main__":
+    main()

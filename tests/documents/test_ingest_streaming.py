@@ -1,0 +1,119 @@
+"""Ingest of a large text file in bounded pieces (issue 42, goal 7): the chunk plan made window
+by window, child rows turned into Arrow in batches, tokens counted in batches and a large group
+written as compressed pieces give the same nodes, texts and search results as the whole-text
+path; a 50 MB log ingests under a memory bound into a store under twice its text (slow)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import fastrag as fr
+import fastrag.documents.building as building_mod
+import fastrag.documents.indexes as indexes_mod
+import fastrag.transforms.sentence as sentence_mod
+from fastrag.documents import store as store_mod
+from fastrag.documents.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _log(path: Path, n_bytes: int, seed: int = 3) -> int:
+    """nginx/syslog-like lines, seeded."""
+    rng = random.Random(seed)
+    words = "api users orders cart login search static health metrics billing export".split()
+    lines, size = [], 0
+    while size < n_bytes:
+        if rng.random() < 0.7:
+            line = (
+                f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(256)} - - "
+                f'"GET /{rng.choice(words)}/{rng.choice(words)}/{rng.randrange(10**6)} HTTP/1.1" '
+                f"{rng.choice((200, 200, 404, 500))} {rng.randrange(10**5)} rt={rng.random():.3f}"
+            )
+        else:
+            line = (
+                f"Nov 01 00:{rng.randrange(60):02d}:{rng.randrange(60):02d} "
+                f"web-0{rng.randrange(4)} "
+                f"app[{rng.randrange(9999)}]: {rng.choice(('INFO', 'WARN', 'ERROR'))} "
+                f"request_id={rng.getrandbits(64):016x} {rng.choice(words)} took "
+                f"{rng.random() * 100:.1f}ms. Retrying; user {rng.randrange(10**5)} waits!"
+            )
+        lines.append(line)
+        size += len(line) + 1
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path.stat().st_size
+
+
+def _ingest(kb: Path, store: Path) -> fr.Document:
+    doc = fr.Document(kb, store=store)
+    doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
+    doc.group("chunk")
+    return doc
+
+
+def _stored(store: Path, name: str) -> tuple[pa.Table, int]:
+    st = Store(store, mode="r")
+    segs = st.manifest["groups"][name]["segments"]
+    return st.read_segments(segs), len(segs)
+
+
+def test_a_log_ingested_in_pieces_equals_the_whole_file_path(tmp_path, monkeypatch):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 150_000)
+    whole = _ingest(kb, tmp_path / "whole")
+    queries = ["ERROR request_id login", "GET /cart/billing 500", "health took ms"]
+    want = fr.Retriever(whole, "chunk", "bm25", topk=5).batch_arrow(queries)
+
+    monkeypatch.setattr(sentence_mod, "WINDOW_CHARS", 20_000)
+    monkeypatch.setattr(building_mod, "SPAN_BATCH", 500)
+    monkeypatch.setattr(indexes_mod, "TOKENIZE_ROWS", 300)
+    monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 96 << 10)
+    pieces = _ingest(kb, tmp_path / "pieces")
+    got = fr.Retriever(pieces, "chunk", "bm25", topk=5).batch_arrow(queries)
+
+    a, n_a = _stored(tmp_path / "whole", "chunk")
+    b, n_b = _stored(tmp_path / "pieces", "chunk")
+    assert n_a == 1 and n_b >= 2 and a.num_rows > 500
+    assert a.equals(b)  # ids, texts (byte for byte), offsets, metadata
+    root = whole.group("root").texts()[0]
+    starts, ends = a.column("start").to_pylist(), a.column("end").to_pylist()
+    texts = a.column("text").to_pylist()
+    assert all(root[s:e] == t for s, e, t in zip(starts, ends, texts, strict=True))
+    assert got.equals(want)
+    # each piece was written compressed, under the (patched) size limit
+    for seg in Store(tmp_path / "pieces", mode="r").manifest["groups"]["chunk"]["segments"]:
+        assert seg["size"] < (96 << 10)
+
+
+@pytest.mark.slow
+def test_a_50_mb_log_ingests_with_bounded_memory_into_a_compact_store(tmp_path):
+    """``fastrag ingest`` of one 50 MB log (bench/gen_log.py) in a child process: its peak RSS
+    and the store's size. Before issue 42: 1,418 MiB and 2.76x the text (138 MB); after:
+    668-693 MiB, 1.62x."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from gen_log import write_log
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    kb = tmp_path / "kb"
+    text_bytes = write_log(kb / "server.log", 50_000_000)
+    store = tmp_path / "store"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fastrag.cli", "ingest", str(kb), "--store", str(store), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read().decode()
+    peak_mb = usage.ru_maxrss / 1024
+    store_bytes = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+    assert store_bytes < 2 * text_bytes, (store_bytes, text_bytes)
+    # goal: 300 MB, not met yet (imports alone take 140 MiB): docs/store.md, "Large files"
+    assert peak_mb < 800, peak_mb
