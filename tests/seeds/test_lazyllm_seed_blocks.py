@@ -41,8 +41,8 @@ The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has th
     stage and its LLMs are not callable: TypeError ``'OpenAILike' object is not callable``,
     block 3 line 33, block 25 line 39; xfail(strict=True)); 16 imports
     ``OnlineEmbeddingModuleBase`` (ImportError, line 1; no counterpart: subclass
-    ``fr.BaseEmbedding``); 27 is ``lazyllm.WebModule`` (AttributeError, line 1; not carried
-    over: ``fastrag serve``).
+    ``fr.BaseEmbedder``); 27 is ``lazyllm.WebModule`` (AttributeError, line 1; not carried
+    over: the message says ``fastrag serve``).
 
 Block 5's ``set().update(hits)`` keeps duplicates (NodeWithScore hashes by identity): issue 43
 goal 3, xfail(strict=True)."""
@@ -372,7 +372,7 @@ def test_block_15_embedding_modules(server, models, data_path, capsys):
 @pytest.mark.parametrize("n", [16])
 def test_block_16_custom_online_embedding_base_is_missing(n):
     """(c) LazyLLM's OnlineEmbeddingModuleBase (``_encapsulated_data``/``_parse_response``
-    hooks) has no fastrag counterpart (subclass fr.BaseEmbedding); the block also uses
+    hooks) has no fastrag counterpart (subclass fr.BaseEmbedder); the block also uses
     ``lazyllm.config`` without importing lazyllm."""
     with pytest.raises(ImportError, match="OnlineEmbeddingModuleBase"):
         exec(compile(swap(blocks()[n - 1]), "<16>", "exec"), {})
@@ -380,7 +380,7 @@ def test_block_16_custom_online_embedding_base_is_missing(n):
 
 def test_blocks_17_18_cosine_and_bm25(server, models, data_path, capsys):
     ns, _ = run(17, models, data_path, capsys)
-    assert ns["documents"].embed is not None or ns["documents"]
+    assert ns["documents"].embed == {"default": models["EMBED"]}
     ns, out = run(18, models, data_path, capsys)
     assert len(ns["result1"]) == len(ns["result2"]) == 3
     assert ns["result2"][0].get_content() in out and "bm25召回结果：" in out
@@ -389,6 +389,7 @@ def test_blocks_17_18_cosine_and_bm25(server, models, data_path, capsys):
 
 def test_blocks_19_20_21_several_embeddings(server, models, data_path, capsys):
     ns, _ = run(19, models, data_path, capsys)
+    assert ns["doc"].embed == {"vec1": models["EMBED"], "vec2": models["EMBED"]}
     ns, out = run(20, models, data_path, capsys)
     assert len(ns["result1"]) == len(ns["result2"]) == 3
     models_used = {r.body["model"] for r in requests(server, "/v1/embeddings")}
@@ -409,7 +410,14 @@ def test_block_22_similarity_cut_off(server, models, data_path, capsys):
 def test_block_23_reranker_forms(server, models, data_path, capsys):
     """A fragment: it uses Reranker without importing it; run with that import."""
     ns, _ = run(23, models, data_path, capsys, preamble="from fastrag import Reranker\n")
-    assert ns["reranker"].topk == 3
+    assert ns["online_rerank"] is ns["offline_rerank"] is models["RERANK"]
+    query = "猴面包树有哪些功效？"
+    hits = fr.Retriever(fr.Document(data_path), "CoarseChunk", "bm25_chinese", topk=5)(query)
+    server.reset()
+    out = ns["reranker"](hits, query=query)  # the last of the block's three rerankers
+    want = sorted((h.get_content() for h in hits), key=lambda t: -server.rerank_score(query, t))
+    assert [n.get_content() for n in out] == want[:3]
+    assert len(requests(server, "/v1/rerank")) == 1
 
 
 def test_block_24_rerank_to_joined_content(server, models, data_path, capsys):
@@ -440,8 +448,26 @@ def test_block_25_rerank_rag(server, models, data_path, capsys):
 def test_block_27_web_module_is_not_carried_over(models, data_path, capsys):
     """(c) LazyLLM's WebModule: fastrag serves a Document with ``fastrag serve`` instead."""
     ns, _ = run(26, models, data_path, capsys)
-    with pytest.raises(AttributeError, match="WebModule"):
+    with pytest.raises(AttributeError, match=r"no WebModule \(LazyLLM's\); use `fastrag serve`"):
         run(27, models, data_path, capsys, ns=ns)
+
+
+@pytest.mark.parametrize(
+    ("n", "name", "instead"),
+    [
+        (4, "OnlineChatModule", "fr.OpenAILike"),
+        (17, "OnlineEmbeddingModule", "fr.OpenAIEmbedding"),
+        (25, "TrainableModule", "fr.OpenAIRerank"),
+    ],
+)
+def test_unswapped_model_classes_say_what_to_use(n, name, instead, data_path):
+    """Only the import swapped (a user's first try): the model class's AttributeError names
+    fastrag's counterpart."""
+    code = blocks()[n - 1].replace("import lazyllm\n", "import fastrag as lazyllm\n")
+    code = DATA_PATHS.sub("DATA_PATH", code)
+    ns = {"__name__": "seed_block", "DATA_PATH": data_path}
+    with pytest.raises(AttributeError, match=f"fastrag has no {name} .*{re.escape(instead)}"):
+        exec(compile(code, f"<{n}>", "exec"), ns)
 
 
 # -- appendix 1: the design of RAG --------------------------------------------------------------
