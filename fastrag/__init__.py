@@ -153,6 +153,20 @@ __all__ = sorted([*_EXPORTS, "serve"]) + ["__version__"]
 # other projects' names for ours (importable, not listed in __all__)
 _ALIASES: dict[str, str] = {"Node": "DocNode"}
 
+# LazyLLM's model and web classes, which fastrag does not carry over: what to use instead
+_LAZYLLM_INSTEAD: dict[str, str] = {
+    "OnlineChatModule": "fr.OpenAILike(model, base_url) (or fr.FunctionLLM(fn))",
+    "OnlineEmbeddingModule": "fr.OpenAIEmbedding(base_url, model); for type='rerank', "
+    "fr.OpenAIRerank(base_url, model)",
+    "OnlineEmbeddingModuleBase": "a subclass of fr.BaseEmbedder (or fr.CallableEmbedding(fn))",
+    "TrainableModule": "a served model: fr.OpenAILike(model, base_url) for chat, "
+    "fr.OpenAIEmbedding(base_url, model) or fr.SentenceTransformerEmbedding(path) for "
+    "embeddings, fr.OpenAIRerank(base_url, model) or model='cross-encoder:<dir>' for a reranker",
+    "deploy": "a model served elsewhere (vLLM, TEI, ...) through fr.OpenAILike / "
+    "fr.OpenAIEmbedding / fr.OpenAIRerank",
+    "WebModule": "`fastrag serve` (a Document's HTTP API; fr.serve(doc) from Python)",
+}
+
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
@@ -170,6 +184,11 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(home), name)
     module = _EXPORTS.get(name) or _LAZYLLM.get(name)
     if module is None:
+        instead = _LAZYLLM_INSTEAD.get(name)
+        if instead is not None:
+            raise AttributeError(
+                f"fastrag has no {name} (LazyLLM's); use {instead}: see docs/guide/migrating.md"
+            )
         raise AttributeError(f"module 'fastrag' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

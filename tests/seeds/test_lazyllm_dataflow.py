@@ -2,7 +2,7 @@
 ``bind(query=ppl.input)``, ``llm.prompt(ChatPrompter(...))``), run from the seed's own text
 (tests/seeds/blocks/lazyllm_004.txt, checked against shared/seeds when that folder is there).
 
-Only the import lines and the model classes change, by the table below (also in
+Only the import lines and the model classes change, by the table in lazyllm_seed.py (also in
 docs/guide/migrating.md); the models are the local OpenAI-compatible test server, over real
 HTTP. Then each app answers CMRC questions one by one and as one batch: same answers, and the
 server counts what batching saves."""
@@ -14,56 +14,23 @@ import shutil
 from pathlib import Path
 
 import pytest
+from lazyllm_seed import blocks_by_lines
+from lazyllm_seed import swap as seed_swap
 from seed_support import prompts, requests
 
 import fastrag as fr
 
-BLOCKS_FILE = Path(__file__).parent / "blocks" / "lazyllm_004.txt"
 SEED_DIR = Path(__file__).resolve().parents[3] / "shared" / "seeds"
-
-# the swap table: LazyLLM's import lines and model classes -> fastrag's
-IMPORTS = {
-    "import lazyllm\n": "import fastrag as lazyllm\n",
-    "from lazyllm import ": "from fastrag import ",
-    "from lazyllm.tools.rag import ": "from fastrag import ",
-}
-MODELS = {
-    'lazyllm.OnlineEmbeddingModule(type="rerank")': "RERANK",  # fr.OpenAIRerank(url, model)
-    "lazyllm.TrainableModule('bge-reranker-large').start()": "RERANK",
-    "model='bge-reranker-large'": "model=RERANK",
-    "lazyllm.OnlineEmbeddingModule()": "EMBED",  # fr.OpenAIEmbedding(url, model)
-    'lazyllm.TrainableModule("bge-large-zh-v1.5").start()': "EMBED",
-    'lazyllm.TrainableModule("bge-large-zh-v1.5")': "EMBED",
-    "lazyllm.OnlineChatModule()": "LLM",  # fr.OpenAILike(model, url)
-    'lazyllm.TrainableModule("internlm2_5-7b-chat")': "LLM",
-    'lazyllm.OnlineChatModule(model="qwen2", base_url="http://10.119.24.121:25120/v1/", '
-    "stream=True)": "LLM",
-}
-PATHS = (
-    '"/path/to/your/document"',
-    '"rag_master"',
-    '"/mnt/lustre/share_data/dist/cmrc2018/data_kb"',
-)
-SEED_TYPOS = {'"CoarseChunk"，similarity': '"CoarseChunk", similarity'}  # a full-width comma
 WEB_UI = re.compile(r"^(lazyllm\.WebModule\(.*|webpage = .*)$", re.M)  # a blocking web UI
 
 
 def blocks() -> dict[str, str]:
-    text = BLOCKS_FILE.read_text(encoding="utf-8")
-    parts = re.split(r"^===== block: lines (\d+-\d+)\n", text, flags=re.M)[1:]
-    return dict(zip(parts[0::2], parts[1::2], strict=True))
+    return blocks_by_lines()
 
 
-def swap(block: str, used: list[str]) -> str:
-    """The block with the table applied; ``used`` lists the table keys that must apply."""
-    for key in used:
-        assert key in block, key  # the table is exact: a key that no longer matches fails here
-    for table in (IMPORTS, MODELS, SEED_TYPOS):
-        for old, new in table.items():
-            block = block.replace(old, new)
-    for p in PATHS:
-        block = block.replace(p, "DATA_PATH")
-    return WEB_UI.sub("pass  # the web UI (fastrag serve serves a Document)", block)
+def swap(block: str) -> str:
+    """The block with lazyllm_seed.py's table applied, its web UI line a no-op."""
+    return WEB_UI.sub("pass  # the web UI (fastrag serve serves a Document)", seed_swap(block))
 
 
 def test_blocks_are_the_seeds_text():
@@ -127,10 +94,7 @@ def test_dataflow_app_runs_as_written_and_batches(server, models, data_path, que
     """block 26 (基于 LazyLLM 数据流实现): two retrievers in parallel().sum, a reranker and a
     formatter bound to ppl.input, an LLM with ChatPrompter(extra_keys=['context_str'])."""
     server.reply = lambda messages: "回答：" + messages[-1]["content"].rsplit("\n", 1)[-1]
-    code = swap(
-        blocks()["1162-1186"],
-        ["import lazyllm\n", "lazyllm.OnlineEmbeddingModule()", "lazyllm.OnlineChatModule()"],
-    )
+    code = swap(blocks()["1162-1186"])
     ns = run(code, models, data_path)
     assert len(prompts(server)) == 1  # the block's own ppl("")
     ppl, qs = ns["ppl"], questions
@@ -160,14 +124,7 @@ def test_custom_transform_app_runs_as_written(server, models, data_path, questio
     splitter = blocks()["1573-1585"]
     # the seed defines ParagraphSplitter in an earlier section, whose imports it does not show
     preamble = "from typing import List\nfrom fastrag import DocNode, NodeTransform\n"
-    code = swap(
-        blocks()["1601-1617"],
-        [
-            "from lazyllm.tools.rag import ",
-            "model='bge-reranker-large'",
-            'lazyllm.TrainableModule("internlm2_5-7b-chat")',
-        ],
-    )
+    code = swap(blocks()["1601-1617"])
     ns = run(preamble + splitter + code, models, data_path)
     ppl = ns["ppl"]
     assert ns["prl"] is ppl.prl and list(ppl.prl.stages) == ["retriever1", "retriever2"]
@@ -199,14 +156,7 @@ def test_qa_pair_app_runs_as_written(server, models, data_path, questions):
     a function as a branch of parallel().sum beside a QA-pair retriever, the formatter bound
     to the outer pipeline's input."""
     server.reply = _qa_model
-    code = swap(
-        blocks()["1212-1266"],
-        [
-            'lazyllm.TrainableModule("bge-large-zh-v1.5").start()',
-            "lazyllm.TrainableModule('bge-reranker-large').start()",
-            '"CoarseChunk"，similarity',
-        ],
-    )
+    code = swap(blocks()["1212-1266"])
     ns = run(code, models, data_path)
     ppl = ns["ppl"]
     assert list(ppl.stages) == ["query_rewriter", "prl", "formatter", "llm"]

@@ -5,7 +5,9 @@ ChatPrompter(instruction, extra_keys=['context_str']) -> fr.ContextualQueryAugme
 lazyllm.pipeline/parallel -> fr.RAGPipeline) on the CMRC 2018 knowledge base
 (fastrag.datasets) and the tutorial's own small examples. tests/query/test_seed_examples.py
 covers the rewrite / sub-question / multi-step flows with ``{query}`` templates; these tests
-use the tutorial's own prompts (no query placeholder) and cover the rest of the tutorial."""
+use the tutorial's own prompts (no query placeholder) and cover the rest of the tutorial.
+These are fastrag-shaped rewrites asserting exact prompts, orders and scores; the seed's own code
+blocks run as written in test_lazyllm_seed_blocks.py and test_lazyllm_dataflow.py."""
 
 from __future__ import annotations
 
