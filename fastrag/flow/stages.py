@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastrag._async import call_sync
-from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM
 from fastrag.llms.prompter import PromptedLLM
 from fastrag.retrieval.rerankers import Reranker
@@ -71,18 +70,9 @@ async def run_stage(stage: Any, calls: Sequence[Call]) -> list[Any]:
         split = _rerank_batch(calls)
         if split is not None:
             return await asyncio.to_thread(stage.batch, *split)
-    elif isinstance(stage, PromptedLLM):
+    elif isinstance(stage, (PromptedLLM, BaseLLM)):
+        stage = stage.stage() if isinstance(stage, BaseLLM) else stage
         return list(await asyncio.gather(*(stage.acall(*a, **kw) for a, kw in calls)))
-    elif isinstance(stage, BaseLLM):
-        bad = next((a for a, _ in calls if len(a) != 1 or not isinstance(a[0], str)), None)
-        if bad is not None:
-            raise ConfigError(
-                f"the LLM stage {stage!r} takes one prompt str, got "
-                f"{', '.join(type(x).__name__ for x in bad)}; for a dict such as "
-                f"{{'query': ..., 'context_str': ...}} use the stage that "
-                f"llm.prompt(ChatPrompter(instruction, extra_keys=[...])) returns"
-            )
-        return list(await asyncio.gather(*(stage.acomplete(*a, **kw) for a, kw in calls)))
     if _is_async(stage):
         return list(await asyncio.gather(*(stage(*a, **kw) for a, kw in calls)))
     return await call_sync(lambda: [stage(*a, **kw) for a, kw in calls])

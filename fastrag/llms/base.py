@@ -373,15 +373,29 @@ class BaseLLM(abc.ABC):
         return run_sync(self.astructured(prompt, schema, **kw))
 
     # -- LazyLLM's prompted stage -------------------------------------------------------------
-    def prompt(self, prompter: Prompter | str | None = None, **kw: Any) -> PromptedLLM:
-        """This LLM with a prompter (LazyLLM's ``llm.prompt(ChatPrompter(...))``): a callable
-        stage of :func:`fastrag.pipeline` taking a str or a dict; ``kw`` go to every call."""
-        return PromptedLLM(self, prompter, **kw)
+    def prompt(self, prompter: Prompter | str | None = None, **kw: Any) -> BaseLLM:
+        """Set this LLM's prompter, as LazyLLM's ``llm.prompt(ChatPrompter(...))`` does, and
+        return the LLM: called as a function (``llm(value)``) or as a :func:`fastrag.pipeline`
+        stage it renders a str or a dict with the prompter; ``kw`` go to every such call.
+        fastrag's own pipelines and synthesizers send their prompts as before (the prompter
+        is not used there). :meth:`share` gives another prompter without changing this one."""
+        self.__dict__["_lazyllm_stage"] = PromptedLLM(self, prompter, **kw)
+        return self
 
     def share(self, prompter: Prompter | str | None = None, **kw: Any) -> PromptedLLM:
-        """LazyLLM's ``llm.share(prompter)``: the same as :meth:`prompt` (fastrag's LLM objects
-        are shared by reference; each prompted stage keeps its own prompter)."""
+        """LazyLLM's ``llm.share(prompter)``: a stage on this same LLM with its own prompter;
+        this LLM's own prompter (:meth:`prompt`) is unchanged."""
         return PromptedLLM(self, prompter, **kw)
+
+    def stage(self) -> PromptedLLM:
+        """This LLM as a callable stage: its prompter from :meth:`prompt`, or none (the stage
+        then takes a prompt str)."""
+        return self.__dict__.get("_lazyllm_stage") or PromptedLLM(self)
+
+    def __call__(self, value: Any, **kw: Any) -> str:
+        """LazyLLM's ``llm(value)``: ``value`` (a str, or a dict for a prompter with extra
+        keys) rendered with this LLM's prompter and answered."""
+        return self.stage()(value, **kw)
 
     # -- tokens ---------------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:

@@ -265,16 +265,20 @@ def test_prompters_render_as_lazyllm():
     with pytest.raises(ConfigError, match="extra_keys must be"):
         fr.ChatPrompter("x", extra_keys=[1])
     llm = fr.FunctionLLM(lambda p: p.upper(), to_thread=False)
-    staged = llm.prompt(chat)
-    assert staged({"query": "q", "context_str": "c"}).endswith("Q")
-    assert llm.share("be brief")("q") == "BE BRIEF\nQ"
-    assert llm.prompt()("plain") == "PLAIN"
+    assert llm("plain") == "PLAIN"  # no prompter yet: a prompt str
     with pytest.raises(ConfigError, match="takes a str"):
-        llm.prompt()({"query": 1})
+        llm({"query": 1})
     assert fr.pipeline(str.lower, llm).batch(["A", "B"]) == ["A", "B"]  # an LLM is a stage
-    # LazyLLM's llm.prompt(p) also sets p on llm; fastrag's returns the prompted stage
-    with pytest.raises(ConfigError, match=r"use the stage that\s+llm.prompt\(ChatPrompter"):
+    with pytest.raises(ConfigError, match=r"use llm.prompt\(ChatPrompter"):
         fr.pipeline(lambda q: {"query": q, "context_str": "c"}, llm)("q")
+    # LazyLLM's llm.prompt(p) sets p on llm and returns it; share(p) leaves llm as it is
+    assert llm.prompt(chat) is llm
+    assert llm({"query": "q", "context_str": "c"}).endswith("Q")
+    assert fr.pipeline(lambda q: {"query": q, "context_str": "c"}, llm)("q").endswith("Q")
+    shared = llm.share("be brief")
+    assert shared("q") == "BE BRIEF\nQ" and llm({"query": "q", "context_str": "c"}).endswith("Q")
+    assert llm.complete("raw") == "RAW"  # fastrag's own calls send their prompt unchanged
+    assert llm.prompt() is llm and llm("plain") == "PLAIN"  # prompt() clears it
 
 
 def test_document_takes_lazyllm_arguments(tmp_path):

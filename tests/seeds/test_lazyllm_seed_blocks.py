@@ -10,9 +10,10 @@ words only.
 
 The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has their lines):
 
-(a) run as written, on their own (with the table), 22: 2, 4, 5, 6, 7, 8, 9, 11, 14, 15, 17,
-    18, 19, 20, 22, 24, 34 and 36 (defs: called), 35, 39 (a class: used by 40) here; 26 and 28
-    in test_lazyllm_dataflow.py.
+(a) run as written, on their own (with the table), 24: 2, 3, 4, 5, 6, 7, 8, 9, 11, 14, 15,
+    17, 18, 19, 20, 22, 24, 25, 34 and 36 (defs: called), 35, 39 (a class: used by 40) here; 26
+    and 28 in test_lazyllm_dataflow.py. 3 and 25 call ``llm.prompt(ChatPrompter(...))`` for
+    its effect, then ``llm(dict)``: fastrag's ``prompt`` sets the LLM's prompter, as LazyLLM's.
 (b) fragments, 16. Run with what they continue, 11: 10 and 23 use names they never import
     (run with the sibling block's import line); 12, 13 continue 11; 21 continues 20; 37 and 38
     continue 35 ("其他代码不变", as the seed says; 37 fails as the seed says it does: ``'DocNode'
@@ -21,10 +22,7 @@ The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has th
     undefined ``document`` / ``summary_llm`` / ``label_llm`` (run with those). Not Python, 5:
     1 (``pip install``), 30-32 (node listings; 31 and 32 do not parse, 30 names undefined
     ``Node`` / ``all_nodes``), 33 (a signature sketch, ``parser/nodes=``).
-(c) fail on fastrag, 4: 3 and 25 discard ``llm.prompt(ChatPrompter(...))``'s result, then call
-    ``llm(dict)`` (LazyLLM's ``prompt`` sets the module's own prompter; fastrag's returns a new
-    stage and its LLMs are not callable: TypeError ``'OpenAILike' object is not callable``,
-    block 3 line 33, block 25 line 39; xfail(strict=True)); 16 imports
+(c) fail on fastrag, 2: 16 imports
     ``OnlineEmbeddingModuleBase`` (ImportError, line 1; no counterpart: subclass
     ``fr.BaseEmbedder``); 27 is ``lazyllm.WebModule`` (AttributeError, line 1; not carried
     over: the message says ``fastrag serve``).
@@ -32,9 +30,8 @@ The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has th
 Block 5's ``set().update(hits)`` keeps duplicates (NodeWithScore hashes by identity): issue 43
 goal 3, xfail(strict=True).
 
-Count: 22 run as written / 16 fragments (11 run with their context, 5 not Python) / 4 fail on
-fastrag (3 and 25: in-place ``llm.prompt`` then ``llm(dict)``; 16: ``OnlineEmbeddingModuleBase``;
-27: ``WebModule``)."""
+Count: 24 run as written / 16 fragments (11 run with their context, 5 not Python) / 2 fail on
+fastrag (16: ``OnlineEmbeddingModuleBase``; 27: ``WebModule``)."""
 
 from __future__ import annotations
 
@@ -176,12 +173,6 @@ def test_block_2_retrieval_metrics(server, models, data_path, capsys):
     assert "钙含量" in prompts(server)[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="issue 43 goal 5 gap: the block discards llm.prompt(...)'s result and calls llm(dict); "
-    "fastrag's prompt() returns a new stage and leaves the LLM unprompted and not callable",
-)
 def test_block_3_rewrite_retrieve_answer(server, models, data_path, capsys):
     ns, out = run(3, models, data_path, capsys)
     assert out.startswith("改写后的查询：\n为我介绍下MIT OpenCourseWare是啥？")
@@ -372,12 +363,6 @@ def test_block_24_rerank_to_joined_content(server, models, data_path, capsys):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="issue 43 goal 5 gap: llm.prompt(...)'s result is discarded, then llm(dict); "
-    "fastrag's LLMs are not callable and prompt() does not change them",
-)
 def test_block_25_rerank_rag(server, models, data_path, capsys):
     ns, out = run(25, models, data_path, capsys)
     assert out == "Answer: 回答：2008年有哪些赛事？\n"
