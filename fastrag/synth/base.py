@@ -22,7 +22,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from fastrag._async import iter_sync, run_sync
+from fastrag._async import iter_sync, run_sync, to_thread
 from fastrag._checks import check_int, check_list, check_str
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM
@@ -367,9 +367,7 @@ class BaseSynthesizer:
     ):
         """Answer ``query_str`` from ``text_chunks``: a str, or an async iterator of str when
         streaming. The default runs a subclass's sync :meth:`get_response` in a thread."""
-        result = await asyncio.to_thread(
-            self.get_response, query_str, list(text_chunks), **response_kwargs
-        )
+        result = await to_thread(self.get_response, query_str, list(text_chunks), **response_kwargs)
         return result
 
     # -- synthesize ----------------------------------------------------------------------------
