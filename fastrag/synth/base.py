@@ -17,6 +17,7 @@ here with the import path changed. Everything else is shared:
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -215,6 +216,24 @@ class BaseSynthesizer:
         self._templates: dict[str, PromptTemplate | None] = {}
         self._set_template("simple_template", simple_template)
         self._sems: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def __init__(self: BaseSynthesizer, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            if "_templates" not in self.__dict__:
+                # LlamaIndex's custom synthesizer sets its own attributes without calling
+                # BaseSynthesizer.__init__: the other settings take their defaults
+                mine = dict(self.__dict__)
+                BaseSynthesizer.__init__(self, self.llm, mine.get("_streaming", False))
+                self.__dict__.update(mine)
+
+        cls.__init__ = __init__  # type: ignore[method-assign]
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (worker processes, Ray actors): the per-loop semaphores and the metered
