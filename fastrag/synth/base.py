@@ -219,8 +219,8 @@ class BaseSynthesizer:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None:
+        init = cls.__init__
+        if init is BaseSynthesizer.__init__ or getattr(init, "_fills_defaults", False):
             return
 
         @functools.wraps(init)
@@ -233,6 +233,7 @@ class BaseSynthesizer:
                 BaseSynthesizer.__init__(self, self.llm, mine.get("_streaming", False))
                 self.__dict__.update(mine)
 
+        __init__._fills_defaults = True  # type: ignore[attr-defined]
         cls.__init__ = __init__  # type: ignore[method-assign]
 
     def __getstate__(self) -> dict[str, Any]:
