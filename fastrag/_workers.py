@@ -44,7 +44,7 @@ class WorkerPool(concurrent.futures.ThreadPoolExecutor):
         self._alive = 0  # threads alive
         self._idle = 0  # threads waiting for work
         self._blocked = 0  # workers inside blocking()
-        self._mine = threading.local()  # .depth: this worker's nesting of blocking()
+        self._mine = threading.local()  # .depth: [this worker's nesting of blocking()]
         self._count = itertools.count(1)
         self.peak = 0
         self.started = 0
@@ -74,20 +74,22 @@ class WorkerPool(concurrent.futures.ThreadPoolExecutor):
     def blocking(self) -> Iterator[None]:
         """Mark the calling worker as waiting on fastrag's own work while inside (re-entrant;
         nothing from a thread that is not a worker): another thread takes its place."""
+        # this worker's [nesting], held here: a coroutine closed later on another thread
+        # (garbage collection) still counts down the right worker
         depth = getattr(self._mine, "depth", None)
         if depth is None:
             yield
             return
-        self._mine.depth = depth + 1
-        if depth == 0:
+        depth[0] += 1
+        if depth[0] == 1:
             with self._cv:
                 self._blocked += 1
                 self._wake()
         try:
             yield
         finally:
-            self._mine.depth -= 1
-            if self._mine.depth == 0:
+            depth[0] -= 1
+            if depth[0] == 0:
                 with self._cv:
                     self._blocked -= 1
                     if self._idle and self._alive - self._blocked > self.size:
@@ -108,7 +110,7 @@ class WorkerPool(concurrent.futures.ThreadPoolExecutor):
             threading.Thread(target=self._main, name=name, daemon=True).start()
 
     def _main(self) -> None:
-        self._mine.depth = 0
+        self._mine.depth = [0]
         with self._cv:
             while True:
                 if not self._queue:
