@@ -7,7 +7,10 @@ kernel -- get a loop to run on, and clients bound to a loop (httpx connection po
 reused across sync calls. contextvars of the caller are visible to the coroutine.
 
 fastrag never runs user code (retrievers, rerank models, transforms, callables) on a loop's
-thread: sync callables go to worker threads (:func:`call_sync`). A sync wrapper reached from
+thread: sync callables go to worker threads (:func:`call_sync`, :func:`to_thread`, and any
+``asyncio.to_thread`` on fastrag's loops) of :func:`~fastrag._workers.worker_pool`, where a
+worker blocked in a sync wrapper gets a stand-in, so callables that call back into fastrag
+never wait on each other for a free worker, from any number of threads. A sync wrapper reached from
 such a worker runs its coroutine on the loop that started the worker (a context variable
 names it), so nested pipelines share one free loop. A sync wrapper called *on* a loop's thread
 (user async code calling a sync method) gets a fresh loop in a worker thread; workers it
@@ -27,11 +30,12 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from fastrag._workers import worker_pool
 from fastrag.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["call_sync", "iter_sync", "run_sync", "shared_loop"]
+__all__ = ["call_sync", "iter_sync", "run_sync", "shared_loop", "to_thread"]
 
 
 class _LoopThread:
@@ -39,6 +43,7 @@ class _LoopThread:
 
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
+        self.loop.set_default_executor(worker_pool())
         self._ready = threading.Event()
         self.thread = threading.Thread(target=self._main, name=name, daemon=True)
         self.thread.start()
@@ -56,7 +61,8 @@ class _LoopThread:
         """Run ``coro`` on this loop and block until it is done (cancels it if interrupted)."""
         fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
-            return fut.result()
+            with worker_pool().blocking():  # on a worker: another takes its place meanwhile
+                return fut.result()
         except concurrent.futures.CancelledError:
             raise asyncio.CancelledError() from None
         except BaseException:
@@ -169,10 +175,21 @@ async def call_sync(fn: Any, *args: Any, **kwargs: Any) -> Any:
     ):
         out = fn(*args, **kwargs)
     else:
-        out = await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+        out = await to_thread(fn, *args, **kwargs)
     if inspect.isawaitable(out):
         out = await out
     return out
+
+
+async def to_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a worker thread (with this context), as ``asyncio.to_thread``
+    but on fastrag's worker pool on any loop. A loop run by a worker (``asyncio.run`` inside a
+    callable) counts that worker as blocked while it waits."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    pool = worker_pool()
+    with pool.blocking():
+        return await loop.run_in_executor(pool, call)
 
 
 async def _anext(agen: AsyncIterator[T], done: object) -> T | object:

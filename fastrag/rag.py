@@ -33,6 +33,7 @@ from fastrag.query.base import (
 from fastrag.query.expanders import QueryExpander
 from fastrag.query.retrieve import as_retriever
 from fastrag.query.transformers import QueryTransformer
+from fastrag.retrieval.args import context_filter
 from fastrag.retrieval.joiners import ConcatenationDocumentJoiner
 from fastrag.retrieval.rerankers import Reranker
 from fastrag.retrieval.retriever import Retriever
@@ -106,6 +107,9 @@ class RAGPipeline:
             (that query gets a Response with ``metadata["error"]``; the others complete).
         max_concurrency: LLM calls in flight at once in the augmenter answer stage.
     """
+
+    #: Spring AI's ``QuestionAnswerAdvisor.FILTER_EXPRESSION``: a Query context key for a filter
+    FILTER_EXPRESSION = "qa_filter_expression"
 
     def __init__(
         self,
@@ -396,7 +400,7 @@ class RAGPipeline:
             if s.error is not None:
                 continue
             for j, v in enumerate(s.variants):
-                flt = v.context.get("filter", v.context.get("filter_expression"))
+                flt = context_filter(v.context)
                 g = next((k for k, grp in enumerate(groups) if grp[0] == flt), None)
                 if g is None:
                     groups.append((flt, [], {}))

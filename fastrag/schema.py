@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.group import NodeGroup
 
 ROOT_GROUP = "root"
+#: Metadata flag of a QA-pair node (``LLMParser(task_type="qa")``; the answer is ``"answer"``)
+QA_PAIR_KEY = "_qa_pair"
 EMBEDDING_PREFIX = "_emb_"
 
 GROUP_SCHEMA = pa.schema(
@@ -191,8 +193,16 @@ class DocNode:
         return dict(self._global)
 
     def get_content(self, metadata_mode: str | None = None) -> str:
-        """The text; with ``metadata_mode="all"`` the metadata lines come first (LlamaIndex)."""
-        if metadata_mode in (None, "none", "NONE"):
+        """What a prompt shows of the node: the text; with ``metadata_mode="all"`` the metadata
+        lines first (LlamaIndex). A QA-pair node (``LLMParser(task_type="qa")``: the text is
+        the question, ``metadata["answer"]`` the answer) shows both, as LazyLLM's QA nodes do:
+        ``"query:\n<question>\nanswer\n<answer>"``; ``metadata_mode="none"``: the question."""
+        if metadata_mode is None:
+            meta = self.metadata
+            if meta.get(QA_PAIR_KEY) and isinstance(meta.get("answer"), str):
+                return f"query:\n{self.text}\nanswer\n{meta['answer']}"
+            return self.text
+        if metadata_mode in ("none", "NONE"):
             return self.text
         meta = "\n".join(f"{k}: {v}" for k, v in self.metadata.items())
         return f"{meta}\n\n{self.text}" if meta else self.text
@@ -236,7 +246,12 @@ class _Children(Mapping):
 
 @dataclass(eq=False)
 class NodeWithScore:
-    """A node and its score (higher is better)."""
+    """A node and its score (higher is better).
+
+    Two are equal, and hash alike, when they hold the same node (same group and id) whatever
+    their scores, as LazyLLM's nodes compare by id: ``set().update(hits_a, hits_b)`` keeps a
+    node found by two retrievers once. Compare ``(h.id, h.score)`` to tell scores apart.
+    """
 
     node: DocNode
     score: float | None = None
@@ -291,6 +306,14 @@ class NodeWithScore:
     @property
     def embedding(self) -> dict[str, list[float]] | None:
         return self.node.embedding
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NodeWithScore):
+            return NotImplemented
+        return self.node == other.node
+
+    def __hash__(self) -> int:
+        return hash(self.node)
 
     def __repr__(self) -> str:
         return f"NodeWithScore(score={self.score!r}, node={self.node!r})"

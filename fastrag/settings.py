@@ -3,6 +3,10 @@
 ``Settings.llm`` is used by query components, synthesizers and pipelines built without
 ``llm=``; ``Settings.embed_model`` by Documents built without ``embed=``. Both are read when
 an object is built, so changing them later does not change objects that already exist.
+``Settings.callback_manager`` is an empty :class:`CallbackManager`, as LlamaIndex's default, so
+code that reads it (a custom synthesizer's ``__init__``) runs; fastrag sends no callback
+events (each response's ``metadata["trace"]`` and usage say what ran), so adding a handler
+fails with that advice instead of never being called.
 """
 
 from __future__ import annotations
@@ -10,24 +14,55 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from fastrag.errors import ConfigError
 from fastrag.llms.resolve import resolve_llm
 
-__all__ = ["DEFAULT_TOPK", "Settings"]
+__all__ = ["DEFAULT_TOPK", "CallbackManager", "Settings"]
 
 #: Hits per query when none is asked for: the library, the CLI, ``fastrag serve`` and MCP
 #: (LazyLLM's default).
 DEFAULT_TOPK = 6
 
 
+_NO_EVENTS = (
+    "fastrag sends no LlamaIndex callback events, so a handler would never be called; read "
+    "what ran from resp.metadata['trace'] (stages, timings, LLM calls and tokens) instead"
+)
+
+
+class CallbackManager:
+    """LlamaIndex's ``CallbackManager`` with no handlers (``Settings.callback_manager``).
+
+    Kept so code written for LlamaIndex that reads or passes it runs; fastrag sends no
+    callback events, so giving it handlers raises ``ConfigError`` saying where to look instead.
+    """
+
+    def __init__(self, handlers: list[Any] | None = None) -> None:
+        if handlers:
+            raise ConfigError(f"CallbackManager(handlers={handlers!r}): {_NO_EVENTS}")
+        self.handlers: list[Any] = []
+
+    def add_handler(self, handler: Any) -> None:
+        raise ConfigError(f"CallbackManager.add_handler({handler!r}): {_NO_EVENTS}")
+
+    def set_handlers(self, handlers: list[Any]) -> None:
+        if handlers:
+            raise ConfigError(f"CallbackManager.set_handlers({handlers!r}): {_NO_EVENTS}")
+
+    def __repr__(self) -> str:
+        return "CallbackManager(handlers=[])"
+
+
 class _Settings:
     """Global defaults; assign ``llm`` / ``embed_model`` (None clears them)."""
 
-    __slots__ = ("_embed_model", "_llm", "_lock")
+    __slots__ = ("_callback_manager", "_embed_model", "_llm", "_lock")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._llm: Any = None
         self._embed_model: Any = None
+        self._callback_manager = CallbackManager()
 
     @property
     def llm(self) -> Any:
@@ -50,6 +85,19 @@ class _Settings:
     def embed_model(self, value: Any) -> None:
         with self._lock:
             self._embed_model = value
+
+    @property
+    def callback_manager(self) -> CallbackManager:
+        """An empty :class:`CallbackManager` (LlamaIndex's default; fastrag sends no events)."""
+        return self._callback_manager
+
+    @callback_manager.setter
+    def callback_manager(self, value: Any) -> None:
+        handlers = getattr(value, "handlers", None) if value is not None else None
+        if handlers:
+            raise ConfigError(f"Settings.callback_manager with handlers {handlers!r}: {_NO_EVENTS}")
+        with self._lock:
+            self._callback_manager = CallbackManager()
 
     def reset(self) -> None:
         """Clear both defaults."""

@@ -14,12 +14,11 @@ only once per batch.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from fastrag._async import iter_sync, run_sync
+from fastrag._async import iter_sync, run_sync, to_thread
 from fastrag._checks import check_bool, check_choice, check_str, check_str_list
 from fastrag.chat.memory import ChatMemory, MessageWindowChatMemory
 from fastrag.documents.base import BaseDocument
@@ -185,7 +184,7 @@ class ChatEngine:
         check_str("session_id", session_id)
         query = Query(
             message,
-            history=await asyncio.to_thread(self.memory.get, session_id),
+            history=await to_thread(self.memory.get, session_id),
             context=context or {},
         )
         r = await self._stream_pipe.aquery(query)
@@ -236,7 +235,7 @@ class ChatEngine:
                     f"{i}); a turn needs the answer before it: send them in separate calls"
                 )
             first[sid] = i
-        histories = await asyncio.to_thread(lambda: [self.memory.get(s) for s in sids])
+        histories = await to_thread(lambda: [self.memory.get(s) for s in sids])
         ctxs = list(contexts) if contexts is not None else [{}] * len(msgs)
         if len(ctxs) != len(msgs):
             raise ConfigError(f"contexts has {len(ctxs)} items for {len(msgs)} messages")
@@ -251,7 +250,7 @@ class ChatEngine:
                 if "error" not in r.metadata:
                     self._remember(sid, m, r.response or "")
 
-        await asyncio.to_thread(remember)
+        await to_thread(remember)
         for sid, r in zip(sids, responses, strict=True):
             r.metadata["session_id"] = sid
         return responses

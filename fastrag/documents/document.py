@@ -591,8 +591,17 @@ class Document(BaseDocument):
         """A :class:`~fastrag.RAGPipeline` over one retriever and one synthesizer
         (LlamaIndex's ``index.as_query_engine()``): ``qe.query(question) -> Response``.
         The same as :meth:`RAGPipeline.from_document(doc, ...)
-        <fastrag.rag.RAGPipeline.from_document>`, which lists the keyword arguments."""
+        <fastrag.rag.RAGPipeline.from_document>`, which lists the keyword arguments;
+        ``node_postprocessors=`` (LlamaIndex's name) is ``postprocessors=``."""
         from fastrag.rag import RAGPipeline  # upward: LlamaIndex-shaped entry point
+
+        if "node_postprocessors" in kw:
+            if "postprocessors" in kw:
+                raise ConfigError(
+                    "as_query_engine got both node_postprocessors= (LlamaIndex's name) and "
+                    "postprocessors=; pass the list once, under either name"
+                )
+            kw["postprocessors"] = kw.pop("node_postprocessors")
 
         return RAGPipeline.from_document(
             self, group_name, similarity, topk, response_mode, llm, response_synthesizer, **kw

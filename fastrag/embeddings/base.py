@@ -13,13 +13,12 @@ holding the node ids can name the node.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from fastrag._async import run_sync
+from fastrag._async import run_sync, to_thread
 from fastrag._checks import check_int, check_str, check_str_list
 from fastrag.errors import ConfigError, EmbeddingError, FastragError
 
@@ -184,7 +183,7 @@ class BaseEmbedder:
             raise NotImplementedError(
                 f"{type(self).__name__} implements neither _embed nor _aembed"
             )
-        return await asyncio.to_thread(self._embed, texts, input_type)
+        return await to_thread(self._embed, texts, input_type)
 
     # -- public --------------------------------------------------------------------------------
     def _prepare(self, texts: Any, input_type: Any) -> tuple[list[str], list[str], str]:

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from fastrag._async import to_thread
 from fastrag._checks import check_int
 from fastrag.errors import ConfigError
 from fastrag.query.base import Query
@@ -82,7 +83,7 @@ class BatchRetrieval:
         if not queries:
             return []
         if not self.is_pipeline:
-            return await asyncio.to_thread(self.batch, queries)
+            return await to_thread(self.batch, queries)
         self.calls += 1
         return self._cut(await self.target.aretrieve_batch(self._pipeline_queries(queries)))
 

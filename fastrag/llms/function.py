@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastrag._async import to_thread
 from fastrag._checks import check_int, check_number, check_str
 from fastrag.analysis.tokens import get_encoding
 from fastrag.errors import ConfigError
@@ -163,7 +164,7 @@ class FunctionLLM(BaseLLM):
     async def _answer(self, prompt: str, kw: dict[str, Any]) -> str:
         fn = self.fn
         if self.to_thread and not inspect.iscoroutinefunction(fn):
-            out: Any = await asyncio.to_thread(fn, prompt)
+            out: Any = await to_thread(fn, prompt)
         else:
             out = fn(prompt)
         if inspect.isawaitable(out):

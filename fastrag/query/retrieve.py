@@ -10,11 +10,10 @@ async one is awaited). Hits may be ``NodeWithScore``, ``DocNode`` or ``str``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from fastrag._async import call_sync
+from fastrag._async import call_sync, to_thread
 from fastrag.errors import ConfigError
 from fastrag.query.base import Query
 from fastrag.retrieval.retriever import Retriever
@@ -84,9 +83,9 @@ class RetrieverAdapter:
         if self._batch is not None:
             self.calls += 1
             if flt is not None:
-                out = await asyncio.to_thread(self._batch, texts, filter=flt)
+                out = await to_thread(self._batch, texts, filter=flt)
             else:
-                out = await asyncio.to_thread(self._batch, texts)
+                out = await to_thread(self._batch, texts)
             if not isinstance(out, Sequence) or len(out) != len(texts):
                 raise ConfigError(
                     f"{self.name}.batch returned {len(out)} lists for {len(texts)} queries"

@@ -36,16 +36,52 @@ def positional_args(args: tuple, by_name: set[str]) -> dict[str, Any]:
     return dict(zip(order, args, strict=False))
 
 
+#: The :class:`~fastrag.Query` context keys that carry a metadata filter (any case): fastrag's
+#: and the values of Spring AI's constants (``QuestionAnswerAdvisor.FILTER_EXPRESSION``,
+#: ``VectorStoreDocumentRetriever.FILTER_EXPRESSION``; here ``fr.RAGPipeline.FILTER_EXPRESSION``
+#: and ``fr.Retriever.FILTER_EXPRESSION``).
+FILTER_KEYS = (
+    "filter",
+    "filter_expression",
+    "qa_filter_expression",
+    "vector_store_filter_expression",
+)
+
+
+def context_filter(context: Mapping[str, Any], default: Any = None) -> Any:
+    """The filter a query's ``context`` carries under one of :data:`FILTER_KEYS`, else
+    ``default``. A key that names a filter but is none of them, or two keys with different
+    filters, raise ConfigError (a filter is never dropped without a word)."""
+    found: dict[str, Any] = {}
+    for key, value in context.items():
+        low = key.lower() if isinstance(key, str) else ""
+        if low in FILTER_KEYS:
+            found[key] = value
+        elif "filter" in low:
+            raise ConfigError(
+                f"Query context key {key!r} is not a filter key, so its filter would be "
+                f"ignored; put the filter under one of {list(FILTER_KEYS)} (Spring AI's "
+                "FILTER_EXPRESSION: fr.RAGPipeline.FILTER_EXPRESSION or "
+                "fr.Retriever.FILTER_EXPRESSION)"
+            )
+    if not found:
+        return default
+    values = list(found.values())
+    if any(v is not values[0] and v != values[0] for v in values[1:]):
+        raise ConfigError(f"Query context has two different filters {found!r}; give one filter key")
+    return values[0]
+
+
 def group_by_filter(queries: Sequence[Any], filter: Any) -> list[tuple[Any, list[int]]] | None:
     """``(filter, query indexes)`` groups when some queries are :class:`~fastrag.Query`
-    objects (their ``context["filter"]`` or ``filter_expression``, else ``filter``); None when
+    objects (the filter of their context, see :func:`context_filter`, else ``filter``); None when
     all are str."""
     if isinstance(queries, (str, bytes)) or not any(is_query(q) for q in queries):
         return None
     groups: list[tuple[Any, list[int]]] = []
     for i, q in enumerate(queries):
         if is_query(q):
-            flt = q.context.get("filter", q.context.get("filter_expression", filter))
+            flt = context_filter(q.context, filter)
         elif isinstance(q, str):
             flt = filter
         else:

@@ -437,12 +437,7 @@ class ModuleReranker(Reranker):
         elif isinstance(model, str) and model and os.path.isdir(os.path.expanduser(model)):
             self.scorer = _CrossEncoderScorer(model, device, batch_size)  # a local model dir
         elif isinstance(model, str) and model:
-            raise ConfigError(
-                f"model={model!r} is neither a local cross-encoder directory nor a configured "
-                f"endpoint; for a served reranker pass model=fr.OpenAIRerank(base_url="
-                f"'http://host:port/v1', model={model!r}), for a local one "
-                f"model='cross-encoder:/path/to/model'"
-            )
+            raise ConfigError(_unknown_model(model))
         else:
             raise ConfigError(
                 f"model must be a callable (query, texts) -> scores, fr.OpenAIRerank(...), "
@@ -464,6 +459,25 @@ class ModuleReranker(Reranker):
         return [
             _sorted_topk(hits, s, self.topk) for hits, s in zip(hits_per_query, scores, strict=True)
         ]
+
+
+def _unknown_model(model: str) -> str:
+    """Why a model string cannot be used, and the ways to point at the model."""
+    if os.sep in model or model.startswith(("~", ".")):
+        return (
+            f"model={model!r}: no directory {os.path.expanduser(model)!r}; give the folder of "
+            "a downloaded cross-encoder (with its config.json), e.g. model='/models/"
+            "bge-reranker-large' (needs the [embed-st] extra: pip install "
+            "'fastrag-engine[embed-st]')"
+        )
+    return (
+        f"model={model!r} is a model name, and fastrag downloads no models: point it at the "
+        f"model. A local copy: model='/path/to/{model}' (the folder of a cross-encoder, with "
+        "its config.json; needs the [embed-st] extra: pip install 'fastrag-engine[embed-st]'). "
+        f"A served one: model=fr.OpenAIRerank(base_url='http://host:port/v1', model={model!r}) "
+        "for any OpenAI-compatible /v1/rerank endpoint (vLLM, TEI, Xinference, Jina, ...). Or "
+        "model='embedding-cosine' to rerank by the embedder's cosine similarity"
+    )
 
 
 class KeywordFilterReranker(Reranker):

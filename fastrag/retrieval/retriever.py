@@ -75,6 +75,10 @@ class Retriever:
     method or parameter, stemmer or analyzer, and a group with no nodes.
     """
 
+    #: Spring AI's ``VectorStoreDocumentRetriever.FILTER_EXPRESSION``: a Query context key for a
+    #: filter (it wins over the retriever's own ``filter``, as in Spring AI)
+    FILTER_EXPRESSION = "vector_store_filter_expression"
+
     def __init__(
         self,
         doc: Document,

@@ -17,12 +17,13 @@ here with the import path changed. Everything else is shared:
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-from fastrag._async import iter_sync, run_sync
+from fastrag._async import iter_sync, run_sync, to_thread
 from fastrag._checks import check_int, check_list, check_str
 from fastrag.errors import ConfigError
 from fastrag.llms.base import BaseLLM
@@ -216,6 +217,25 @@ class BaseSynthesizer:
         self._set_template("simple_template", simple_template)
         self._sems: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__init__
+        if init is BaseSynthesizer.__init__ or getattr(init, "_fills_defaults", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self: BaseSynthesizer, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            if "_templates" not in self.__dict__:
+                # LlamaIndex's custom synthesizer sets its own attributes without calling
+                # BaseSynthesizer.__init__: the other settings take their defaults
+                mine = dict(self.__dict__)
+                BaseSynthesizer.__init__(self, self.llm, mine.get("_streaming", False))
+                self.__dict__.update(mine)
+
+        __init__._fills_defaults = True  # type: ignore[attr-defined]
+        cls.__init__ = __init__  # type: ignore[method-assign]
+
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (worker processes, Ray actors): the per-loop semaphores and the metered
         wrapper (it refers back to this object) are made anew on unpickling."""
@@ -367,9 +387,7 @@ class BaseSynthesizer:
     ):
         """Answer ``query_str`` from ``text_chunks``: a str, or an async iterator of str when
         streaming. The default runs a subclass's sync :meth:`get_response` in a thread."""
-        result = await asyncio.to_thread(
-            self.get_response, query_str, list(text_chunks), **response_kwargs
-        )
+        result = await to_thread(self.get_response, query_str, list(text_chunks), **response_kwargs)
         return result
 
     # -- synthesize ----------------------------------------------------------------------------

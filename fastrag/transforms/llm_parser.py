@@ -21,7 +21,7 @@ from fastrag._checks import check_choice, check_int
 from fastrag.errors import ConfigError
 from fastrag.llms.base import LLMError
 from fastrag.llms.resolve import resolve_llm
-from fastrag.schema import DocNode
+from fastrag.schema import QA_PAIR_KEY, DocNode
 from fastrag.synth.prompts import PromptTemplate, as_template
 from fastrag.transforms.base import NodeTransform
 
@@ -117,7 +117,8 @@ class LLMParser(NodeTransform):
             function ``prompt -> str``.
         language: "en" or "zh" (the default prompts' language).
         task_type: "summary" (one child node: the summary), "keywords" (one child per
-            keyword) or "qa" (one child per question, its answer in ``metadata["answer"]``).
+            keyword) or "qa" (one child per question, its answer in ``metadata["answer"]``;
+            the child's ``get_content()``, what prompts show, holds both, as LazyLLM's).
         max_concurrency: LLM calls in flight at once for a whole group.
         prompt_template: replaces the default prompt; it must contain ``{text}``.
         on_error: "raise" (a parse that fails after the LLM's retries stops the build, naming
@@ -254,7 +255,7 @@ class LLMParser(NodeTransform):
             return [text] if text else []
         if self.task_type == "keywords":
             return parse_keywords(answer)
-        return [DocNode(q, metadata={"answer": a}) for q, a in parse_qa(answer)]
+        return [DocNode(q, metadata={"answer": a, QA_PAIR_KEY: True}) for q, a in parse_qa(answer)]
 
     def __repr__(self) -> str:
         return (

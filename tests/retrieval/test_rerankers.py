@@ -240,13 +240,21 @@ def test_errors():
         r"'cross-encoder:<local model dir>', got None",
     ):
         Reranker("ModuleReranker")
+    with pytest.raises(ConfigError) as err:  # LazyLLM's seed names a model
+        Reranker(name="ModuleReranker", model="bge-reranker-large", topk=1)
+    assert str(err.value) == (
+        "model='bge-reranker-large' is a model name, and fastrag downloads no models: point it "
+        "at the model. A local copy: model='/path/to/bge-reranker-large' (the folder of a "
+        "cross-encoder, with its config.json; needs the [embed-st] extra: pip install "
+        "'fastrag-engine[embed-st]'). A served one: model=fr.OpenAIRerank(base_url="
+        "'http://host:port/v1', model='bge-reranker-large') for any OpenAI-compatible "
+        "/v1/rerank endpoint (vLLM, TEI, Xinference, Jina, ...). Or model='embedding-cosine' "
+        "to rerank by the embedder's cosine similarity"
+    )
     with pytest.raises(
-        ConfigError,
-        match=r"model='bge' is neither a local cross-encoder "
-        r"directory nor a configured endpoint; .*"
-        r"model=fr.OpenAIRerank\(base_url=",
+        ConfigError, match=r"model='/no/such/bge': no directory '/no/such/bge'; give the folder"
     ):
-        Reranker("ModuleReranker", model="bge")
+        Reranker("ModuleReranker", model="/no/such/bge")
     with pytest.raises(ConfigError, match="topk must be None"):
         Reranker("ModuleReranker", model=overlap, topk=0)
     with pytest.raises(ConfigError, match="output_format must be None, 'content' or 'dict'"):

@@ -382,7 +382,12 @@ def test_llm_parser_summary_keyword_qa_groups(server, llm, two_files):
     assert got["CoarseChunk"].get_content() == SULFITE
     assert got["summary"].get_content() == "摘要：亚硫酸盐是亚硫酸所成的盐，含有亚硫酸根离子SO"
     assert got["keyword"].get_content() == "亚硫酸盐"
-    assert got["qapair"].get_content() == "亚硫酸盐有什么作用？"
+    # LazyLLM's QA node: get_content() shows the question and its answer
+    assert (
+        got["qapair"].get_content()
+        == "query:\n亚硫酸盐有什么作用？\nanswer\n作防腐剂，防止变质和氧化。"
+    )
+    assert got["qapair"].text == "亚硫酸盐有什么作用？"
     assert got["qapair"].metadata["answer"] == "作防腐剂，防止变质和氧化。"
     assert [n.text for n in docs.group("keyword")] == [
         "亚硫酸盐",
@@ -714,11 +719,11 @@ def test_qa_pair_pipeline(server, llm, embedded_kb, kb_dir):
     assert res.response == "回答"
     assert len(res.source_nodes) == 6
     qa_hits = [n for n in res.source_nodes if n.node.group == "qapair"]
-    assert [n.get_content() for n in qa_hits][0] == "亚硫酸盐的作用是什么？"
-    # the QA pair's question reaches the model; its answer stays in metadata["answer"]
-    # (fastrag's get_content() is the text only, where LazyLLM's adds LLM-visible metadata)
+    qa = "query:\n亚硫酸盐的作用是什么？\nanswer\nQA对答案：葡萄酒的防腐剂。"
+    assert [n.get_content() for n in qa_hits][0] == qa
+    # the QA pair's question and answer reach the model, as LazyLLM's formatter sends them
     assert qa_hits[0].metadata["answer"] == "QA对答案：葡萄酒的防腐剂。"
-    assert "亚硫酸盐的作用是什么？" in prompts(server)[-1]
+    assert qa in prompts(server)[-1]
 
 
 # -- 附录1 LazyLLM中RAG的设计 --

@@ -27,8 +27,8 @@ The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has th
     ``fr.BaseEmbedder``); 27 is ``lazyllm.WebModule`` (AttributeError, line 1; not carried
     over: the message says ``fastrag serve``).
 
-Block 5's ``set().update(hits)`` keeps duplicates (NodeWithScore hashes by identity): issue 43
-goal 3, xfail(strict=True).
+Block 5's ``set().update(hits)`` de-duplicates hits of the same node (NodeWithScore compares
+by node, as LazyLLM's nodes do).
 
 Count: 24 run as written / 16 fragments (11 run with their context, 5 not Python) / 2 fail on
 fastrag (16: ``OnlineEmbeddingModuleBase``; 27: ``WebModule``)."""
@@ -195,11 +195,6 @@ def test_block_5_sub_question_rag(server, models, data_path, capsys):
     assert len(sent) == 2 and MIT_OCW in sent[1]  # the rewrite, then the answer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 43 goal 3: NodeWithScore hashes by identity, so set().update(hits) keeps the "
-    "same node once per sub-question",
-)
 def test_block_5_set_deduplicates_hits(server, models, data_path, capsys):
     ns, _ = run(5, models, data_path, capsys)
     ids = [n.node.id for n in ns["retrieved_docs"]]

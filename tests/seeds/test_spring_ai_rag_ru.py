@@ -73,7 +73,10 @@ def test_dynamic_filter_expression_at_call_time(server, llm, vector_store):
     _answer(server)
     advisor = fr.RAGPipeline(fr.Retriever(vector_store, "root", "cosine", topk=4), llm=llm)
     content = advisor.query(
-        fr.Query("Пожалуйста, ответьте на мой вопрос XYZ", context={"filter": "type == 'Spring'"})
+        fr.Query(
+            "Пожалуйста, ответьте на мой вопрос XYZ",
+            context={fr.RAGPipeline.FILTER_EXPRESSION: "type == 'Spring'"},
+        )
     )
     assert sorted(h.text for h in content.source_nodes) == sorted([DOCS[0], DOCS[3]])
     p = prompts(server)[0]
@@ -121,7 +124,11 @@ def test_naive_rag_query_filter_wins_over_the_retriever_filter(server, llm, vect
     ret = fr.Retriever(
         vector_store, "root", "cosine", topk=5, similarity_cut_off=-1.0, filter="type == 'Spring'"
     )
-    query = fr.Query("Кто такой Анаклет?", context={"filter": "location == 'Шепчущие леса'"})
+    # .context(Map.of(VectorStoreDocumentRetriever.FILTER_EXPRESSION, "location == '...'"))
+    query = fr.Query(
+        "Кто такой Анаклет?",
+        context={fr.Retriever.FILTER_EXPRESSION: "location == 'Шепчущие леса'"},
+    )
     assert [h.text for h in ret.retrieve(query)] == [DOCS[1]]
     assert {h.text for h in ret.retrieve("Кто такой Анаклет?")} == {DOCS[0], DOCS[3]}
 
