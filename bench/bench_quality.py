@@ -16,6 +16,9 @@
   (``bench/data/tldr/questions.jsonl``: ``dev`` split used while choosing the default
   analyzer, ``heldout`` split run once at the end; ``--split``). Scored like **mixed**, plus
   an ``all`` row (every question of the split) per similarity.
+* **vue** (held out, run once at the end): the Vue docs' guide and API pages in en zh ja ko fr
+  ru (486 pages, CC BY 4.0, ``bench/data/vue/build_corpus.py`` from git snapshots:
+  ``--vue-mirror``), chunked like **mixed**; 132 hand-written questions (22 intents x 6).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -36,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import runpy
 import sys
 import time
 from collections import defaultdict
@@ -54,8 +58,10 @@ KNOWN_ITEM_SETS = {
     "mixed": BENCH_DIR / "data" / "mixed_docs",
     "fastapi": BENCH_DIR / "data" / "fastapi_docs",
     "tldr": BENCH_DIR / "data" / "tldr",
+    "vue": BENCH_DIR / "data" / "vue",
 }
-TLDR_CORPUS = WORK_DIR / "tldr_corpus"
+# held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
+BUILT_CORPORA = {"tldr": WORK_DIR / "tldr_corpus", "vue": WORK_DIR / "vue_corpus"}
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
     f"bm25:stemmer={lang}" for lang in ("english", "french", "german", "spanish", "portuguese")
@@ -90,7 +96,7 @@ def _similarity(spec: str) -> tuple[str, dict]:
 def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all") -> dict:
     """Known-item search over a multi-language docs folder: ``corpus/<lang>/<page>.md``."""
     root = KNOWN_ITEM_SETS[name]
-    corpus = TLDR_CORPUS if name == "tldr" else root / "corpus"
+    corpus = BUILT_CORPORA.get(name, root / "corpus")
     questions = [json.loads(line) for line in (root / "questions.jsonl").open()]
     if split != "all":
         questions = [q for q in questions if q.get("split", split) == split]
@@ -370,6 +376,7 @@ def report(results: dict, info: dict) -> str:
         "mixed": "Mixed-language docs (ant-design en + zh, known items)",
         "fastapi": "FastAPI tutorial in six languages (en fr de es pt zh, known items)",
         "tldr": "tldr-pages in ten languages (held out; known items)",
+        "vue": "Vue docs in six languages (held out; known items)",
     }
     for name, title in titles.items():
         if name not in results:
@@ -448,7 +455,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
-        "--sets", default="mixed,cmrc", help="mixed, fastapi, cmrc, scifact (comma list)"
+        "--sets", default="mixed,cmrc", help="mixed, fastapi, tldr, vue, cmrc, scifact (comma list)"
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -462,6 +469,10 @@ def main() -> int:
         "--tldr-git",
         help="a tldr-pages/tldr git dir: (re)build the tldr corpus from it first",
     )
+    ap.add_argument(
+        "--vue-mirror",
+        help="a folder of vuejs/docs + translation git dirs: (re)build the vue corpus first",
+    )
     ap.add_argument("--split", default="dev", help="tldr question split: dev, heldout or all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
@@ -469,7 +480,7 @@ def main() -> int:
     args = ap.parse_args()
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     sims = [s.strip() for s in args.similarities.split(",") if s.strip()]
-    unknown = set(sets) - {"mixed", "fastapi", "tldr", "cmrc", "scifact"}
+    unknown = set(sets) - {"mixed", "fastapi", "tldr", "vue", "cmrc", "scifact"}
     if unknown:
         ap.error(f"unknown sets {sorted(unknown)}")
     if "scifact" in sets and not args.scifact:
@@ -479,15 +490,18 @@ def main() -> int:
         results["mixed"] = run_known_items("mixed", sims, args.smoke)
     if "fastapi" in sets:
         results["fastapi"] = run_known_items("fastapi", sims + FIXED_STEMMERS, args.smoke)
-    if "tldr" in sets:
-        if args.tldr_git:
-            sys.path.insert(0, str(KNOWN_ITEM_SETS["tldr"]))
-            from build_corpus import build
-
-            build(args.tldr_git, TLDR_CORPUS)
-        if not TLDR_CORPUS.is_dir():
-            ap.error(f"no tldr corpus at {TLDR_CORPUS}; pass --tldr-git DIR to build it")
-        results["tldr"] = run_known_items("tldr", sims, args.smoke, args.split)
+    for name, source in (("tldr", args.tldr_git), ("vue", args.vue_mirror)):
+        if name not in sets:
+            continue
+        if source:
+            build = runpy.run_path(str(KNOWN_ITEM_SETS[name] / "build_corpus.py"))["build"]
+            build(source if name == "tldr" else Path(source), BUILT_CORPORA[name])
+        if not BUILT_CORPORA[name].is_dir():
+            ap.error(
+                f"no {name} corpus at {BUILT_CORPORA[name]}; pass --{name}-"
+                f"{'git' if name == 'tldr' else 'mirror'} DIR to build it"
+            )
+        results[name] = run_known_items(name, sims, args.smoke, args.split)
     if "cmrc" in sets:
         results["cmrc"] = run_cmrc(sims, args.smoke, args.repeats, args.cmrc)
     if "scifact" in sets:

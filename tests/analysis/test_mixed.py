@@ -28,14 +28,10 @@ MIXED = [
 def test_tokens_by_script():
     an = get_analyzer("bm25")
     assert isinstance(an, MixedAnalyzer) and an.name == "bm25"
-    # Han words by jieba, each followed by its characters (han_search; stopwords dropped)
+    # Han words by jieba (a word of 3+ characters is followed by its dictionary sub-words)
     assert an(MIXED[0]) == [
         "上传",
-        "上",
-        "传",
         "文件",
-        "文",
-        "件",
         "upload",
         "file",
         "via",
@@ -53,8 +49,7 @@ def test_tokens_by_script():
     assert an(MIXED[4]) == ["le", "développ", "des", "applic", "web"]
     # stopwords of both lists go ("的", "获得", "the"); full-width digits stay one number
     assert an(MIXED[5]) == [
-        *("北京大学", "北京", "大学", "北", "京", "大", "学", "学生", "学", "生", "2018", "年"),
-        *("参加", "参", "加", "比赛", "赛", "１９７９", "分"),
+        *("北京大学", "北京", "大学", "学生", "2018", "年", "参加", "比赛", "１９７９", "分"),
     ]
     assert an(MIXED[6]) == ["ελλην", "κειμεν", "κα", "προγραμμ"]
     assert an(MIXED[7]) == [] and an(MIXED[8]) == []
@@ -140,3 +135,20 @@ def test_corpus_tokens_equal_calls(cmrc):
     for i, text in enumerate(texts):
         ids = tc.values[tc.offsets[i] : tc.offsets[i + 1]]
         assert [inverse[j] for j in ids] == an(text)
+
+
+def test_han_search_subwords_and_chars():
+    text = "把文件夹打包成压缩文件"
+    assert get_analyzer("bm25")(text) == [
+        *("文件夹", "文件", "件夹", "打包", "成", "压缩文件", "压缩", "文件"),
+    ]
+    assert get_analyzer("bm25", han_search=False)(text) == [
+        *("文件夹", "打包", "成", "压缩文件"),
+    ]
+    # characters too (stopword characters such as 打 stay dropped)
+    assert get_analyzer("bm25", han_chars=True)(text) == [
+        *("文件夹", "文件", "件夹", "文", "件", "夹", "打包", "包", "成"),
+        *("压缩文件", "压缩", "文件", "压", "缩", "文", "件"),
+    ]
+    ids = {get_analyzer("bm25", **o).identity() for o in ({}, {"han_chars": True})}
+    assert len(ids) == 2
