@@ -19,6 +19,7 @@ not silently mixed, when another becomes available.
 from __future__ import annotations
 
 import functools
+import threading
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -58,14 +59,29 @@ def _version(dist: str) -> str:
         return "?"
 
 
+_LOCAL = threading.local()
+
+
 @functools.lru_cache(maxsize=1)
-def _mecab() -> Any:
+def _has_mecab() -> bool:
     try:
-        import fugashi
+        import fugashi  # noqa: F401
         import unidic_lite  # noqa: F401  (the dictionary fugashi finds)
     except ImportError:
+        return False
+    return True
+
+
+def _mecab() -> Any:
+    """This thread's MeCab tagger (a tagger holds its lattice: one per thread), or None."""
+    if not _has_mecab():
         return None
-    return fugashi.Tagger()
+    tagger = getattr(_LOCAL, "tagger", None)
+    if tagger is None:
+        import fugashi
+
+        tagger = _LOCAL.tagger = fugashi.Tagger()
+    return tagger
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,7 +107,7 @@ def segmenter_tags() -> dict[str, str]:
     """The segmenter used per script here (a package and version, or ``"bigrams"``)."""
     ja = (
         f"fugashi-{_version('fugashi')}+unidic-lite-{_version('unidic-lite')}"
-        if _mecab() is not None
+        if _has_mecab()
         else "kana-runs+jieba"
     )
     th = f"pythainlp-{_version('pythainlp')}-newmm" if _thai() is not None else "bigrams"

@@ -74,3 +74,17 @@ def test_regex_path_equals_kernel(an):
     py = an._normalize_many(raw)
     flat = [tok for i in ids.tolist() for tok in py[i]]
     assert flat == [vocab[i] for i in kids.tolist()]
+
+
+def test_japanese_in_threads(an):
+    pytest.importorskip("fugashi")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastrag.analysis import MixedAnalyzer
+
+    texts = [f"ファイルの所有者を変える{i}回目です" for i in range(200)]
+    expected = [MixedAnalyzer()(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:  # fresh analyzers: no shared span cache
+        got = list(pool.map(lambda t: MixedAnalyzer()(t), texts))
+    assert got == expected
+    assert expected[7] == ["ファイル", "所有", "者", "変える", "7", "回", "目"]
