@@ -68,6 +68,7 @@ _HAS_ALNUM = re.compile(r"[^\W_]")
 _CJK_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES)
 _HAN_CLASS = f"{chr(HAN_LO)}-{chr(HAN_HI)}"
 _SEG_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in SEG_RANGES)
+_SEG_CHAR = re.compile(f"[{_SEG_CLASS}]")
 # the kernel's cut, as a regex (the path while the kernels compile): a Han/segmented-script
 # run holding a segmented-script character | Han run | CJK run | word
 _SPANS = re.compile(
@@ -204,7 +205,7 @@ class MixedAnalyzer(Analyzer):
         if missing:
             stop = self.stopwords
             classes = mixed_classes()
-            seg = {r for r in missing if any(classes[ord(ch)] == 4 for ch in r)}
+            seg = {r for r in missing if _SEG_CHAR.search(r)}
             han = [r for r in missing if HAN_LO <= ord(r[0]) <= HAN_HI and r not in seg]
             oov = [r for r in han if self.oov_chars and len(r) > 1]
             if oov:
