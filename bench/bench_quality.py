@@ -9,6 +9,16 @@
   English, French, German, Spanish, Portuguese and Chinese, with 144 hand-written questions
   (24 topics in each language), scored like **mixed**; ``bm25`` with one fixed stemmer per
   language runs too, as the best single-language analyzers.
+* **tldr** (held out: never used to tune anything before issue 42): tldr-pages' command pages
+  (CC-BY-4.0) in en zh ja ko fr de es ru (the pages present in all eight) plus th and lo, as
+  ``bench/data/tldr/build_corpus.py`` rebuilds them from a git snapshot (``--tldr-git``; the
+  corpus lands in ``bench/.work/tldr_corpus``), one node per page; 258 hand-written questions
+  (``bench/data/tldr/questions.jsonl``: ``dev`` split used while choosing the default
+  analyzer, ``heldout`` split run once at the end; ``--split``). Scored like **mixed**, plus
+  an ``all`` row (every question of the split) per similarity.
+* **vue** (held out, run once at the end): the Vue docs' guide and API pages in en zh ja ko fr
+  ru (486 pages, CC BY 4.0, ``bench/data/vue/build_corpus.py`` from git snapshots:
+  ``--vue-mirror``), chunked like **mixed**; 132 hand-written questions (22 intents x 6).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -29,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import runpy
 import sys
 import time
 from collections import defaultdict
@@ -46,7 +57,11 @@ from fastrag.eval.loaders import squad_questions
 KNOWN_ITEM_SETS = {
     "mixed": BENCH_DIR / "data" / "mixed_docs",
     "fastapi": BENCH_DIR / "data" / "fastapi_docs",
+    "tldr": BENCH_DIR / "data" / "tldr",
+    "vue": BENCH_DIR / "data" / "vue",
 }
+# held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
+BUILT_CORPORA = {"tldr": WORK_DIR / "tldr_corpus", "vue": WORK_DIR / "vue_corpus"}
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
     f"bm25:stemmer={lang}" for lang in ("english", "french", "german", "spanish", "portuguese")
@@ -71,36 +86,46 @@ def _page_ranks(hits, page_of) -> list[str]:
 
 # -- mixed-language known items ---------------------------------------------------------------
 def _similarity(spec: str) -> tuple[str, dict]:
-    """``"bm25"`` or ``"bm25:stemmer=french"`` -> (similarity, Retriever options)."""
+    """``"bm25"`` or ``"bm25:stemmer=french+stopwords=none"`` -> (similarity, options)."""
     sim, _, opts = spec.partition(":")
-    return sim, dict(kv.split("=", 1) for kv in opts.split(",") if kv)
+    pairs = dict(kv.split("=", 1) for kv in opts.split("+") if kv)
+    words = {"none": None, "true": True, "false": False}
+    return sim, {k: words.get(v.lower(), v) for k, v in pairs.items()}
 
 
-def run_known_items(name: str, sims: list[str], smoke: bool) -> dict:
+def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all") -> dict:
     """Known-item search over a multi-language docs folder: ``corpus/<lang>/<page>.md``."""
     root = KNOWN_ITEM_SETS[name]
-    corpus = root / "corpus"
+    corpus = BUILT_CORPORA.get(name, root / "corpus")
     questions = [json.loads(line) for line in (root / "questions.jsonl").open()]
+    if split != "all":
+        questions = [q for q in questions if q.get("split", split) == split]
     if smoke:
         per_lang: dict[str, list] = defaultdict(list)
         for q in questions:
             per_lang[q["lang"]].append(q)
         questions = [q for qs in per_lang.values() for q in qs[:5]]
     work = WORK_DIR / "quality" / name
-    doc = fr.Document(str(corpus), store=str(work), embed=_embedder(), show_progress=False)
-    if "chunk" not in doc.group_names:
+    dense = any(_similarity(s)[0] in DENSE_SIMS for s in sims)
+    doc = fr.Document(
+        str(corpus), store=str(work), embed=_embedder() if dense else None, show_progress=False
+    )
+    group = "root" if name == "tldr" else "chunk"  # tldr pages are short: one node each
+    if group not in doc.group_names:
         doc.create_node_group(
             "chunk", transform=fr.SentenceSplitter(chunk_size=256, chunk_overlap=32)
         )
-    n_chunks = len(doc.group("chunk"))
+    n_chunks = len(doc.group(group))
 
     def page_of(hit) -> str:
         return doc.source_path(hit.metadata["file_path"]).removesuffix(".md")
 
-    out: dict = {"chunks": n_chunks, "questions": len(questions), "rows": []}
+    out: dict = {"chunks": n_chunks, "questions": len(questions), "split": split, "rows": []}
     for spec in sims:
         sim, opts = _similarity(spec)
-        ret = fr.Retriever(doc, "chunk", sim, topk=50, **opts)
+        if set(opts) - {"stemmer"}:  # other analyzer options: build the analyzer here
+            opts = {"analyzer": fr.get_analyzer(sim, **opts)}
+        ret = fr.Retriever(doc, group, sim, topk=50, **opts)
         t0 = time.perf_counter()
         results = ret.batch([q["question"] for q in questions])
         took = time.perf_counter() - t0
@@ -109,11 +134,12 @@ def run_known_items(name: str, sims: list[str], smoke: bool) -> dict:
             pages = _page_ranks(hits, page_of)
             target = f"{q['lang']}/{q['target']}"
             rank = pages.index(target) + 1 if target in pages else None
-            s = per[q["lang"]]
-            s["n"] += 1
-            s["h1"] += rank == 1
-            s["h5"] += rank is not None and rank <= 5
-            s["rr"] += 1.0 / rank if rank and rank <= 10 else 0.0
+            for key in (q["lang"], "all"):
+                s = per[key]
+                s["n"] += 1
+                s["h1"] += rank == 1
+                s["h5"] += rank is not None and rank <= 5
+                s["rr"] += 1.0 / rank if rank and rank <= 10 else 0.0
         for lang, s in sorted(per.items()):
             out["rows"].append(
                 {
@@ -321,6 +347,24 @@ def run_scifact(root: Path, sims: list[str]) -> dict:
 
 
 # -- report -----------------------------------------------------------------------------------
+def mrr_grid(rows: list[dict]) -> list[str]:
+    """MRR@10 as a similarity x language grid, the best of each column in bold."""
+    langs = sorted({r["lang"] for r in rows} - {"all"}) + ["all"]
+    sims = list(dict.fromkeys(r["similarity"] for r in rows))
+    cell = {(r["similarity"], r["lang"]): r["mrr@10"] for r in rows}
+    best = {la: max(cell.get((s, la), 0.0) for s in sims) for la in langs}
+    out = ["MRR@10:", "", "| similarity | " + " | ".join(langs) + " |"]
+    out.append("|---" * (len(langs) + 1) + "|")
+    for s in sims:
+        vals = []
+        for la in langs:
+            v = cell.get((s, la))
+            text = "" if v is None else f"{v:.3f}"
+            vals.append(f"**{text}**" if v is not None and v == best[la] else text)
+        out.append(f"| {s} | " + " | ".join(vals) + " |")
+    return out
+
+
 def report(results: dict, info: dict) -> str:
     lines = [
         "# Retrieval quality by similarity",
@@ -331,6 +375,8 @@ def report(results: dict, info: dict) -> str:
     titles = {
         "mixed": "Mixed-language docs (ant-design en + zh, known items)",
         "fastapi": "FastAPI tutorial in six languages (en fr de es pt zh, known items)",
+        "tldr": "tldr-pages in ten languages (held out; known items)",
+        "vue": "Vue docs in six languages (held out; known items)",
     }
     for name, title in titles.items():
         if name not in results:
@@ -339,7 +385,8 @@ def report(results: dict, info: dict) -> str:
         lines += [
             f"## {title}",
             "",
-            f"{m['chunks']} chunks, {m['questions']} questions; page-level ranks.",
+            f"{m['chunks']} nodes, {m['questions']} questions (split {m.get('split', 'all')});"
+            " page-level ranks.",
             "",
             "| similarity | lang | hit@1 | hit@5 | MRR@10 |",
             "|---|---|---|---|---|",
@@ -349,7 +396,7 @@ def report(results: dict, info: dict) -> str:
             f"| {r['mrr@10']:.3f} |"
             for r in m["rows"]
         ]
-        lines.append("")
+        lines += ["", *mrr_grid(m["rows"]), ""]
     if "cmrc" in results:
         c = results["cmrc"]
         lines += [
@@ -408,7 +455,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
-        "--sets", default="mixed,cmrc", help="mixed, fastapi, cmrc, scifact (comma list)"
+        "--sets", default="mixed,cmrc", help="mixed, fastapi, tldr, vue, cmrc, scifact (comma list)"
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -418,13 +465,22 @@ def main() -> int:
         help="a CMRC 2018 file (default: the bundled dev set; "
         "e.g. cmrc2018_trial.json for a held-out check)",
     )
+    ap.add_argument(
+        "--tldr-git",
+        help="a tldr-pages/tldr git dir: (re)build the tldr corpus from it first",
+    )
+    ap.add_argument(
+        "--vue-mirror",
+        help="a folder of vuejs/docs + translation git dirs: (re)build the vue corpus first",
+    )
+    ap.add_argument("--split", default="dev", help="tldr question split: dev, heldout or all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
     ap.add_argument("--out", default="quality")
     args = ap.parse_args()
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     sims = [s.strip() for s in args.similarities.split(",") if s.strip()]
-    unknown = set(sets) - {"mixed", "fastapi", "cmrc", "scifact"}
+    unknown = set(sets) - {"mixed", "fastapi", "tldr", "vue", "cmrc", "scifact"}
     if unknown:
         ap.error(f"unknown sets {sorted(unknown)}")
     if "scifact" in sets and not args.scifact:
@@ -434,6 +490,18 @@ def main() -> int:
         results["mixed"] = run_known_items("mixed", sims, args.smoke)
     if "fastapi" in sets:
         results["fastapi"] = run_known_items("fastapi", sims + FIXED_STEMMERS, args.smoke)
+    for name, source in (("tldr", args.tldr_git), ("vue", args.vue_mirror)):
+        if name not in sets:
+            continue
+        if source:
+            build = runpy.run_path(str(KNOWN_ITEM_SETS[name] / "build_corpus.py"))["build"]
+            build(source if name == "tldr" else Path(source), BUILT_CORPORA[name])
+        if not BUILT_CORPORA[name].is_dir():
+            ap.error(
+                f"no {name} corpus at {BUILT_CORPORA[name]}; pass --{name}-"
+                f"{'git' if name == 'tldr' else 'mirror'} DIR to build it"
+            )
+        results[name] = run_known_items(name, sims, args.smoke, args.split)
     if "cmrc" in sets:
         results["cmrc"] = run_cmrc(sims, args.smoke, args.repeats, args.cmrc)
     if "scifact" in sets:

@@ -1,8 +1,10 @@
 """Script-aware token spans for the default ``bm25`` analyzer, as one numba pass.
 
 Each code point has a class (``cls``, uint8): Han characters jieba segments (U+4E00..U+9FD5)
-are cut with jieba's algorithm (:func:`fastrag._kernels.jieba.cut_block`); other CJK
-characters (kana, Hangul, rarer ideographs) give unigrams plus overlapping bigrams; a run of
+are cut with jieba's algorithm (:func:`fastrag._kernels.jieba.cut_block`), unless the run
+they are in holds a ``MIX_SEG`` character (kana, Thai, Lao, Khmer, Myanmar): such a run of
+``MIX_HAN``/``MIX_SEG`` characters is one span, segmented by the caller; other CJK
+characters (Hangul, rarer ideographs) give unigrams plus overlapping bigrams; a run of
 other word characters (Latin, Cyrillic, Greek, digits, ``_``) is one word, with a ``.``
 between two ASCII digits kept inside it (``3.14``, ``v1.2``).
 """
@@ -18,6 +20,7 @@ MIX_OTHER = 0
 MIX_WORD = 1
 MIX_CJK = 2
 MIX_HAN = 3
+MIX_SEG = 4
 
 
 @njit(cache=True, inline="always")
@@ -60,10 +63,22 @@ def mixed_spans(cps, doc_off, cls, keys, vals, freq, logp, start_p, trans_p, emi
                 lens[t] = j - i
                 t += 1
                 i = j
-            elif c == MIX_HAN:
+            elif c == MIX_HAN or c == MIX_SEG:
                 j = i + 1
-                while j < end and cls[cps[j]] == MIX_HAN:
+                seg = c == MIX_SEG
+                while j < end:
+                    cj = cls[cps[j]]
+                    if cj == MIX_SEG:
+                        seg = True
+                    elif cj != MIX_HAN:
+                        break
                     j += 1
+                if seg:
+                    starts[t] = i
+                    lens[t] = j - i
+                    t += 1
+                    i = j
+                    continue
                 t = cut_block(
                     cps,
                     i,

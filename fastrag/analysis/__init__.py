@@ -8,8 +8,9 @@ jieba's dictionary does not know, at ~3.6x the postings (slower scoring).
 
 Modules, each importing only those above it: ``base`` (Analyzer, CallableAnalyzer),
 ``stopwords``, ``spans`` (code points and token spans), ``segment`` (numba jieba port),
-``english`` / ``chinese`` / ``cjk`` (the analyzers), ``registry`` (names -> analyzers),
-``corpus`` (tokenize_corpus), ``tokens`` (tiktoken counting; independent).
+``wordseg`` (Japanese/Thai/Lao/Khmer/Myanmar words), ``english`` / ``chinese`` / ``cjk`` /
+``mixed`` (the analyzers), ``registry`` (names -> analyzers), ``corpus`` (tokenize_corpus),
+``tokens`` (tiktoken counting; independent).
 """
 
 from fastrag.analysis.base import Analyzer, CallableAnalyzer

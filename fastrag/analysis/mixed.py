@@ -4,14 +4,21 @@ The text is lowercased and cut by script, in one numba pass (``fastrag._kernels.
 
 * Han runs (U+4E00..U+9FD5) are segmented exactly as jieba segments a Chinese block, and a
   word jieba's HMM invented is followed by its characters (``bm25_chinese``'s ``oov_chars``);
-* kana, Hangul and rarer ideographs give unigrams plus overlapping bigrams (``bm25_cjk``);
+  other words of three or more characters are followed by the dictionary words inside them
+  (``han_search``, as jieba's ``cut_for_search``: tldr Chinese MRR@10 0.658 -> 0.703, CMRC
+  R@1 0.9717 -> 0.9708);
+* a run of kana (with the kanji around it), Thai, Lao, Khmer or Myanmar is cut into words by
+  :mod:`fastrag.analysis.wordseg` (MeCab/UniDic for Japanese, PyThaiNLP's newmm for Thai,
+  LaoNLP for Lao when installed; character bigrams otherwise);
+* Hangul and rarer ideographs give unigrams plus overlapping bigrams (``bm25_cjk``);
 * every other run of word characters (Latin, Cyrillic, Greek, digits, ``_``) is one word, a
   ``.`` between digits kept (``3.14``, ``v1.2``), and words are Snowball-stemmed by script:
   Latin with English (or the ``stemmer`` given), Cyrillic with Russian, Greek with Greek.
 
 Stopwords (NLTK's 179 English words and the Chinese list ``bm25_chinese`` uses) are dropped
-before stemming. On Chinese text the tokens equal ``bm25_chinese``'s except around the few
-dictionary words that mix Latin and Han (``T恤``) and decimals (kept whole here too).
+before stemming (not from segmented-script words). With ``han_search=False`` the tokens of
+Chinese text equal ``bm25_chinese``'s except around the few dictionary words that mix Latin
+and Han (``T恤``) and decimals (kept whole here too).
 """
 
 from __future__ import annotations
@@ -31,16 +38,15 @@ from fastrag.analysis.english import AUTO, default_stemmer, make_stemmer
 from fastrag.analysis.segment import get_segmenter
 from fastrag.analysis.spans import expand_tokens, span_strings, text_kernels, texts_to_codepoints
 from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
+from fastrag.analysis.wordseg import SEG_RANGES, segment_run, segmenter_tags
 from fastrag.errors import ConfigError
 
 __all__ = ["MixedAnalyzer", "mixed_classes"]
 
 HAN_LO, HAN_HI = 0x4E00, 0x9FD5  # the Han range jieba segments
-# bigram scripts: kana, CJK ext A, the unified ideographs jieba leaves out, compatibility
+# bigram scripts: CJK ext A, the unified ideographs jieba leaves out, compatibility
 # ideographs, Hangul (syllables and jamo) and the supplementary ideograph planes
 _CJK_RANGES = (
-    (0x3040, 0x30FF),
-    (0x31F0, 0x31FF),
     (0x3400, 0x4DBF),
     (0x9FD6, 0x9FFF),
     (0xF900, 0xFAFF),
@@ -61,20 +67,27 @@ _DEFAULT_LISTS = ("en_nltk", "zh")
 _HAS_ALNUM = re.compile(r"[^\W_]")
 _CJK_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES)
 _HAN_CLASS = f"{chr(HAN_LO)}-{chr(HAN_HI)}"
-# the kernel's cut, as a regex (the path while the kernels compile): Han run | CJK run | word
+_SEG_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in SEG_RANGES)
+_SEG_CHAR = re.compile(f"[{_SEG_CLASS}]")
+# the kernel's cut, as a regex (the path while the kernels compile): a Han/segmented-script
+# run holding a segmented-script character | Han run | CJK run | word
 _SPANS = re.compile(
-    f"([{_HAN_CLASS}]+)|([{_CJK_CLASS}]+)"
-    f"|((?:[^\\W{_HAN_CLASS}{_CJK_CLASS}]|(?<=[0-9])\\.(?=[0-9]))+)"
+    f"([{_HAN_CLASS}{_SEG_CLASS}]*[{_SEG_CLASS}][{_HAN_CLASS}{_SEG_CLASS}]*)"
+    f"|([{_HAN_CLASS}]+)|([{_CJK_CLASS}]+)"
+    f"|((?:[^\\W{_HAN_CLASS}{_CJK_CLASS}{_SEG_CLASS}]|(?<=[0-9])\\.(?=[0-9]))+)"
 )
 
 
 @functools.lru_cache(maxsize=1)
 def mixed_classes() -> np.ndarray:
-    """uint8 class of every code point for ``mixed_spans``: 0 other, 1 word, 2 CJK, 3 Han."""
+    """uint8 class of every code point for ``mixed_spans``: 0 other, 1 word, 2 CJK, 3 Han,
+    4 a script ``wordseg`` segments (kana, Thai, Lao, Khmer, Myanmar)."""
     cls = (char_classes() != 0).astype(np.uint8)  # \w (CJK included) -> 1
     for a, b in _CJK_RANGES:
         cls[a : b + 1] = 2
     cls[HAN_LO : HAN_HI + 1] = 3
+    for a, b in SEG_RANGES:
+        cls[a : b + 1] = 4
     cls.setflags(write=False)
     return cls
 
@@ -89,15 +102,23 @@ def _script_stemmer(word: str) -> str | None:
 class MixedAnalyzer(Analyzer):
     """Lowercase; Han by jieba, kana/Hangul by bigrams, other words whole and stemmed by script.
 
-    ``stopwords``: ``"default"`` (English + Chinese lists), None to keep all, or an iterable.
+    ``stopwords``: ``"default"`` (English + Chinese lists; kana, Thai, Lao, Khmer and Myanmar
+    words skip them), None to keep all, or an iterable.
     ``stemmer``: the Snowball language for Latin-script words, ``"auto"`` (the default) being
     ``"english"`` (None if PyStemmer cannot be imported), or None (no stemming at all);
     Cyrillic, Greek and Arabic words are stemmed by their script's language whenever stemming
-    is on. ``hmm`` and ``oov_chars`` are ``bm25_chinese``'s options for Han text.
+    is on. ``hmm`` and ``oov_chars`` are ``bm25_chinese``'s options for Han text;
+    ``han_search`` (default True) follows each jieba word of three or more characters by the
+    2- and 3-character dictionary words inside it (``压缩文件`` -> ``压缩文件, 压缩, 文件``),
+    so a query's compound finds the page's parts and vice versa; ``han_chars=True`` adds
+    every multi-character word's characters too (better on short pages, worse on long ones:
+    tldr Chinese MRR@10 0.735 with the Chinese stopwords off, CMRC R@1 0.9487); with
+    ``han_search=False`` Chinese tokens equal ``bm25_chinese``'s. Runs of kana (with kanji),
+    Thai, Lao, Khmer and Myanmar are cut into words by :mod:`fastrag.analysis.wordseg`.
     """
 
     name = "bm25"
-    version = 3
+    version = 4
 
     def __init__(
         self,
@@ -106,6 +127,8 @@ class MixedAnalyzer(Analyzer):
         lowercase: bool = True,
         hmm: bool = True,
         oov_chars: bool = True,
+        han_search: bool = True,
+        han_chars: bool = False,
     ):
         check_str(
             "stemmer",
@@ -116,7 +139,14 @@ class MixedAnalyzer(Analyzer):
         self.lowercase = check_bool("lowercase", lowercase)
         self.hmm = check_bool("hmm", hmm)
         self.oov_chars = check_bool("oov_chars", oov_chars)
+        self.han_search = check_bool("han_search", han_search)
+        self.han_chars = check_bool("han_chars", han_chars)
         self.stopwords = resolve_stopwords(stopwords, _DEFAULT_LISTS, lowercase=self.lowercase)
+        # the default lists are English and Chinese: Japanese/Thai/... words skip them
+        # (``所有`` is a Chinese stopword, not a Japanese one)
+        self._seg_stop = (
+            frozenset() if isinstance(stopwords, str) and stopwords == DEFAULT else self.stopwords
+        )
         self.stemmer = default_stemmer() if stemmer == AUTO else stemmer
         if self.stemmer:
             make_stemmer(self.stemmer)  # an unknown language fails here, by name
@@ -132,7 +162,10 @@ class MixedAnalyzer(Analyzer):
             "lowercase": self.lowercase,
             "hmm": self.hmm,
             "oov_chars": self.oov_chars,
+            "han_search": self.han_search,
+            "han_chars": self.han_chars,
             "dictionary": dictionary_tag(),
+            "segmenters": segmenter_tags(),
         }
 
     def __getstate__(self) -> dict[str, Any]:
@@ -171,7 +204,9 @@ class MixedAnalyzer(Analyzer):
         missing = [r for r in raws if r not in cache]
         if missing:
             stop = self.stopwords
-            han = [r for r in missing if HAN_LO <= ord(r[0]) <= HAN_HI]
+            classes = mixed_classes()
+            seg = {r for r in missing if _SEG_CHAR.search(r)}
+            han = [r for r in missing if HAN_LO <= ord(r[0]) <= HAN_HI and r not in seg]
             oov = [r for r in han if self.oov_chars and len(r) > 1]
             if oov:
                 freqs = (
@@ -182,21 +217,37 @@ class MixedAnalyzer(Analyzer):
                 invented = {w for w, f in zip(oov, freqs, strict=True) if f == 0}
             else:
                 invented = set()
+            han_set = set(han)
+            subwords = (
+                self._han_subwords([r for r in han if len(r) > 2 and r not in invented])
+                if self.han_search
+                else {}
+            )
             words = [
                 r
                 for r in missing
                 if r not in stop
                 and _HAS_ALNUM.search(r)
                 and not HAN_LO <= ord(r[0]) <= HAN_HI
-                and mixed_classes()[ord(r[0])] == 1
+                and classes[ord(r[0])] == 1
             ]
             stems = dict(zip(words, self._stem_many(words), strict=True))
             new: dict[str, tuple[str, ...]] = {}
             for r in missing:
-                if r in stems:
+                if r in seg:
+                    segstop = self._seg_stop
+                    new[r] = tuple(w for w in segment_run(r, self._cut_han) if w not in segstop)
+                elif r in stems:
                     new[r] = (stems[r],)
                 elif r in invented:
                     new[r] = tuple(p for p in (r, *r) if p not in stop)
+                elif r not in stop and (
+                    r in subwords
+                    or (self.han_search and self.han_chars and r in han_set and len(r) > 1)
+                ):
+                    chars = r if self.han_search and self.han_chars else ()
+                    parts = (r, *subwords.get(r, ()), *chars)
+                    new[r] = tuple(p for p in parts if p not in stop)
                 elif r in stop or not _HAS_ALNUM.search(r):
                     new[r] = ()
                 else:
@@ -205,6 +256,31 @@ class MixedAnalyzer(Analyzer):
                 self._cache = cache = {}
             cache.update(new)
         return [cache[r] for r in raws]
+
+    def _han_subwords(self, words: list[str]) -> dict[str, list[str]]:
+        """The dictionary words inside each long Han word, as jieba's ``cut_for_search`` adds
+        them (2- and 3-character ones): ``压缩文件`` also gives ``压缩, 文件``."""
+        if not words:
+            return {}
+        parts = {
+            w: [w[i : i + n] for n in (2, 3) if len(w) > n for i in range(len(w) - n + 1)]
+            for w in words
+        }
+        cand = sorted({p for ps in parts.values() for p in ps})
+        freqs = (
+            get_segmenter().freqs(cand).tolist()
+            if kernels_ready()
+            else [jieba_tokenizer().FREQ.get(p, 0) for p in cand]
+        )
+        known = {p for p, f in zip(cand, freqs, strict=True) if f > 0}
+        out = {w: [p for p in ps if p in known] for w, ps in parts.items()}
+        return {w: ps for w, ps in out.items() if ps}
+
+    def _cut_han(self, text: str) -> list[str]:
+        """jieba's words of a Han run (the kernel port once compiled, else jieba itself)."""
+        if kernels_ready():
+            return get_segmenter().cut(text, hmm=self.hmm)
+        return jieba_tokenizer().lcut(text, HMM=self.hmm)
 
     def _spans_python(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         """The kernel's raw spans with ``re`` and the jieba package (same tokens)."""
@@ -215,8 +291,10 @@ class MixedAnalyzer(Analyzer):
         setdefault = local.setdefault
         for i, text in enumerate(texts):
             for m in _SPANS.finditer(text):
-                han, cjk, word = m.groups()
-                if han is not None:
+                seg, han, cjk, word = m.groups()
+                if seg is not None:
+                    ids.append(setdefault(seg, len(local)))
+                elif han is not None:
                     ids.extend(setdefault(w, len(local)) for w in dt.lcut(han, HMM=self.hmm))
                 elif cjk is not None:
                     last = len(cjk) - 1

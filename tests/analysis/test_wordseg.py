@@ -1,0 +1,90 @@
+"""Word segmentation of the scripts written without spaces (Japanese, Thai, Lao, Khmer,
+Myanmar) in the default ``bm25`` analyzer, on sentences of tldr-pages (CC-BY-4.0)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fastrag.analysis import get_analyzer
+from fastrag.analysis.wordseg import japanese_without_dictionary, segmenter_tags
+
+
+@pytest.fixture(scope="module")
+def an():
+    return get_analyzer("bm25")
+
+
+def test_japanese_content_words_not_kana_bigrams(an):
+    pytest.importorskip("fugashi")
+    pytest.importorskip("unidic_lite")
+    # issue 42's miss: kana bigrams swamped 所有者; here the words and base forms remain
+    assert an("ファイルの所有者を変える") == ["ファイル", "所有", "者", "変える"]
+    assert an("隠しファイルも含めてフォルダの一覧を見る") == [
+        *("隠す", "ファイル", "含める", "フォルダ", "一覧", "見る"),
+    ]
+    # Latin inside Japanese stays a stemmed word
+    assert an("yamlファイルに定義したサービス") == ["yaml", "ファイル", "定義", "する", "サービス"]
+
+
+def test_japanese_without_a_dictionary():
+    # the fallback's cut: katakana runs whole, kanji by the given cutter, hiragana dropped
+    assert japanese_without_dictionary("ファイルの所有者を変える", lambda s: [s]) == [
+        *("ファイル", "所有者", "変"),
+    ]
+    assert japanese_without_dictionary("コンピューターを使う", list) == ["コンピューター", "使"]
+
+
+def test_thai_by_newmm(an):
+    pytest.importorskip("pythainlp")
+    # issue 42's sentence was cut into single letters; newmm gives words
+    assert an("วิธีดูพื้นที่ว่างในดิสก์") == ["วิธี", "ดู", "พื้น", "ที่ว่าง", "ใน", "ดิสก์"]
+    assert an("แสดงชื่อไฟล์หรือโฟลเดอร์ทั้งหมด รวมทั้งไฟล์ที่ถูกซ่อนอยู่") == [
+        *("แสดง", "ชื่อ", "ไฟล์", "หรือ", "โฟลเดอร์", "ทั้งหมด"),
+        *("รวมทั้ง", "ไฟล์", "ที่", "ถูก", "ซ่อน", "อยู่"),
+    ]
+
+
+def test_lao_by_laonlp(an):
+    pytest.importorskip("laonlp")
+    assert an("ສະແດງຊື່ directory ທີ່ເຮັດວຽກຢູ່") == [
+        *("ສະແດງ", "ຊື່", "directori", "ທີ່", "ເຮັດວຽກ", "ຢູ່"),
+    ]
+
+
+def test_khmer_and_myanmar_by_cluster_bigrams(an):
+    # no dictionary segmenter: bigrams of letters with their combining signs, never bare marks
+    assert an("ការប្រើប្រាស់") == ["ការ", "រប្", "ប្រើ", "រើប្", "ប្រា", "រាស់"]
+    assert an("ဗမာစာ") == ["ဗမာ", "မာစာ"]
+    assert segmenter_tags()["km"] == segmenter_tags()["my"] == "bigrams"
+
+
+def test_segmenters_in_identity(an):
+    assert '"segmenters":' in an.identity() and '"version":4' in an.identity()
+
+
+def test_regex_path_equals_kernel(an):
+    texts = [
+        "ファイルの所有者を変える 3.14 東京",
+        "วิธีดูพื้นที่ว่างในดิสก์ abc",
+        "ຕອນນີ້ຢູ່ໂຟນເດີໃດ",
+        "한국어 北京大学 ការប្រើ",
+    ]
+    raw, ids, _ = an._spans_python([t.lower() for t in texts])
+    vocab, kids, _ = an.encode_chunk(texts)
+    py = an._normalize_many(raw)
+    flat = [tok for i in ids.tolist() for tok in py[i]]
+    assert flat == [vocab[i] for i in kids.tolist()]
+
+
+def test_japanese_in_threads(an):
+    pytest.importorskip("fugashi")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastrag.analysis import MixedAnalyzer
+
+    texts = [f"ファイルの所有者を変える{i}回目です" for i in range(200)]
+    expected = [MixedAnalyzer()(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:  # fresh analyzers: no shared span cache
+        got = list(pool.map(lambda t: MixedAnalyzer()(t), texts))
+    assert got == expected
+    assert expected[7] == ["ファイル", "所有", "者", "変える", "7", "回", "目"]
