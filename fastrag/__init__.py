@@ -79,6 +79,8 @@ _LAZYLLM: dict[str, str] = {
     "bind": "fastrag.flow.bind",
     "ChatPrompter": "fastrag.llms.prompter",
     "AlpacaPrompter": "fastrag.llms.prompter",
+    "OnlineEmbeddingModuleBase": "fastrag.embeddings.online",
+    "config": "fastrag.settings",
 }
 # names that left the front door: still importable for one release, with a
 # DeprecationWarning naming their home
@@ -158,7 +160,6 @@ _LAZYLLM_INSTEAD: dict[str, str] = {
     "OnlineChatModule": "fr.OpenAILike(model, base_url) (or fr.FunctionLLM(fn))",
     "OnlineEmbeddingModule": "fr.OpenAIEmbedding(base_url, model); for type='rerank', "
     "fr.OpenAIRerank(base_url, model)",
-    "OnlineEmbeddingModuleBase": "a subclass of fr.BaseEmbedder (or fr.CallableEmbedding(fn))",
     "TrainableModule": "a served model: fr.OpenAILike(model, base_url) for chat, "
     "fr.OpenAIEmbedding(base_url, model) or fr.SentenceTransformerEmbedding(path) for "
     "embeddings, fr.OpenAIRerank(base_url, model) or model='cross-encoder:<dir>' for a reranker",

@@ -44,7 +44,9 @@ def blocks() -> list[str]:
     return list(blocks_by_lines().values())
 
 
-MODEL_CALL = re.compile(r"(?:lazyllm\.)?(OnlineChatModule|OnlineEmbeddingModule|TrainableModule)\(")
+MODEL_CALL = re.compile(
+    r"(?<![\w.])(?:lazyllm\.)?(OnlineChatModule|OnlineEmbeddingModule|TrainableModule)\("
+)
 CHAINED = re.compile(r"\s*\.(deploy_method|start)\(")
 MODEL_CLASSES = {"OnlineChatModule", "OnlineEmbeddingModule", "TrainableModule", "deploy"}
 FROM_IMPORT = re.compile(

@@ -14,7 +14,9 @@ The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has th
     17, 18, 19, 20, 22, 24, 25, 34 and 36 (defs: called), 35, 39 (a class: used by 40) here; 26
     and 28 in test_lazyllm_dataflow.py. 3 and 25 call ``llm.prompt(ChatPrompter(...))`` for
     its effect, then ``llm(dict)``: fastrag's ``prompt`` sets the LLM's prompter, as LazyLLM's.
-(b) fragments, 16. Run with what they continue, 11: 10 and 23 use names they never import
+(b) fragments, 17. Run with what they continue, 12: 16 uses ``lazyllm.config`` without
+    importing lazyllm and reads a setting its comment says to declare (run with those two
+    lines; ``fr.OnlineEmbeddingModuleBase``, ``fr.config``); 10 and 23 use names they never import
     (run with the sibling block's import line); 12, 13 continue 11; 21 continues 20; 37 and 38
     continue 35 ("其他代码不变", as the seed says; 37 fails as the seed says it does: ``'DocNode'
     object has no attribute 'split'``); 40 uses 39's class; 41 (a class without its imports)
@@ -22,16 +24,14 @@ The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has th
     undefined ``document`` / ``summary_llm`` / ``label_llm`` (run with those). Not Python, 5:
     1 (``pip install``), 30-32 (node listings; 31 and 32 do not parse, 30 names undefined
     ``Node`` / ``all_nodes``), 33 (a signature sketch, ``parser/nodes=``).
-(c) fail on fastrag, 2: 16 imports
-    ``OnlineEmbeddingModuleBase`` (ImportError, line 1; no counterpart: subclass
-    ``fr.BaseEmbedder``); 27 is ``lazyllm.WebModule`` (AttributeError, line 1; not carried
+(c) fail on fastrag, 1: 27 is ``lazyllm.WebModule`` (AttributeError, line 1; not carried
     over: the message says ``fastrag serve``).
 
 Block 5's ``set().update(hits)`` de-duplicates hits of the same node (NodeWithScore compares
 by node, as LazyLLM's nodes do).
 
-Count: 24 run as written / 16 fragments (11 run with their context, 5 not Python) / 2 fail on
-fastrag (16: ``OnlineEmbeddingModuleBase``; 27: ``WebModule``)."""
+Count: 24 run as written / 17 fragments (12 run with their context, 5 not Python) / 1 fails on
+fastrag (27: ``WebModule``)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,11 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from lazyllm_seed import DATA_PATHS, MODEL_CALL, blocks, swap
+from openai_server import OpenAIServer
+from platform_server import PlatformServer
 from seed_support import prompts, requests
 
 import fastrag as fr
@@ -296,13 +299,23 @@ def test_block_15_embedding_modules(server, models, data_path, capsys):
     ]
 
 
-@pytest.mark.parametrize("n", [16])
-def test_block_16_custom_online_embedding_base_is_missing(n):
-    """(c) LazyLLM's OnlineEmbeddingModuleBase (``_encapsulated_data``/``_parse_response``
-    hooks) has no fastrag counterpart (subclass fr.BaseEmbedder); the block also uses
-    ``lazyllm.config`` without importing lazyllm."""
-    with pytest.raises(ImportError, match="OnlineEmbeddingModuleBase"):
-        exec(compile(swap(blocks()[n - 1]), "<16>", "exec"), {})
+def test_block_16_custom_online_embedding_module(monkeypatch, tmp_path):
+    """A fragment: it uses ``lazyllm.config`` without importing lazyllm, and reads a setting
+    its comment says to declare with ``lazyllm.config.add``; run with those two lines. The
+    subclass then embeds through its own request and answer shapes over HTTP."""
+    preamble = (
+        "import fastrag as lazyllm\n"
+        "lazyllm.config.add('new_platform_api_key', str, '', 'NEW_PLATFORM_API_KEY')\n"
+    )
+    monkeypatch.setenv("LAZYLLM_NEW_PLATFORM_API_KEY", "sk-platform")
+    ns = {"__name__": "seed_block"}
+    exec(compile(preamble + swap(blocks()[15]), "<seed 004 block 16>", "exec"), ns)
+    with PlatformServer(dim=6) as srv:
+        emb = ns["CustomOnlineEmbeddingModule"](embed_url=srv.url, embed_model_name="m-2")
+        vec = emb("猴面包树")
+        np.testing.assert_array_equal(vec, OpenAIServer.embedding("猴面包树", 6))
+        assert srv.bodies == [{"input": ["猴面包树"], "model": "m-2"}]
+        assert srv.auth == ["Bearer sk-platform"]
 
 
 def test_blocks_17_18_cosine_and_bm25(server, models, data_path, capsys):
