@@ -7,6 +7,7 @@ import sys
 import time
 
 from fastrag.embeddings.distill import STATIC_MODELS
+from fastrag.embeddings.static import StaticEmbedding
 
 __all__ = ["add_embed_arguments", "cmd_embed"]
 
@@ -34,8 +35,6 @@ class _Progress:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from fastrag.embeddings.static import StaticEmbedding
-
     model = args.build_static
     print(f"distilling the static table of {model} (dim {args.dim}; cached once built)")
     t0 = time.perf_counter()

@@ -147,11 +147,11 @@ def load_table(folder: str | os.PathLike, *, verify: bool = True) -> StaticTable
         )
     n, d = int(meta["vocab_size"]), int(meta["dim"])
     sums = meta.get("sha256") or {}
-    for f, want in ((f, sums.get(f)) for f in _FILES):
-        path = folder / f
-        if not path.is_file():
+    for f in _FILES:
+        if not (folder / f).is_file():
             raise StoreError(f"static table {folder}: {f} is missing; {fix}")
-        if verify and _sha256(path) != want:
+    for f in _FILES if verify else ():
+        if _sha256(folder / f) != sums.get(f):
             raise StoreError(
                 f"static table {folder}: {f} is damaged (its SHA-256 differs from meta.json); {fix}"
             )
