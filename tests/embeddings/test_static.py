@@ -78,6 +78,31 @@ def test_a_text_is_the_normalized_sum_of_its_rows(minilm_table):
     np.testing.assert_allclose(emb.embed_query(text), emb.embed([text])[0])
 
 
+def test_word_cache_gives_the_whole_text_tokenization(minilm_table):
+    """Word-by-word ids (through the cache) equal the model tokenizer's on the whole text."""
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    vocab = Path(__file__).parents[2] / "fastrag" / "embeddings" / "data" / "minilm_vocab.txt"
+    ref = BertWordPieceTokenizer(
+        str(vocab), lowercase=True, clean_text=True, handle_chinese_chars=True, strip_accents=None
+    )
+    emb = StaticEmbedding.load(minilm_table)
+    texts = [
+        "Hello, World!  The cat's mat\tsat\non (the) dog.",
+        "Ünïcödé naïve café; e-mail: a@b.com 3.14",
+        "北京是中国的首都。Beijing is the capital.",
+        "pneumonoultramicroscopicsilicovolcanoconiosis" * 2 + " hello",
+        "",
+        "hello world hello world",
+    ]
+    for _ in range(2):  # cold, then every word cached
+        ids, offsets = emb.tokenize(texts)
+        for i, t in enumerate(texts):
+            want = ref.encode(t, add_special_tokens=False).ids
+            assert ids[offsets[i] : offsets[i + 1]].tolist() == want, t
+    assert "hello" in emb._word_ids and not any(len(w) > 32 for w in emb._word_ids)
+
+
 def test_batch_equals_one_by_one(minilm_table):
     emb = StaticEmbedding.load(minilm_table)
     texts = ["hello world", "", "the dog on the mat " * 50, "search engine", "zzzz qqqq"]
