@@ -90,6 +90,7 @@ class StaticEmbedding(BaseEmbedder):
         self.name = f"static-{self.model}-d{self.dim}"
         self._tok, self._norm = _tokenizer(table.vocab)
         self._word_ids: dict[str, list[int]] = {}
+        self._cache_lock = threading.Lock()
 
     @classmethod
     def load(cls, folder: str | os.PathLike, num_threads: int | None = None) -> StaticEmbedding:
@@ -139,13 +140,22 @@ class StaticEmbedding(BaseEmbedder):
         A text is split at whitespace and each word's ids come from a per-embedder cache of
         the model tokenizer's answer for that word (words of up to 32 characters; at most
         1M of them): the same ids as tokenizing the whole text, since both tokenizers split
-        words at whitespace first, at a fraction of the cost on text that repeats words.
+        words at whitespace first (but for e5, a space at the start or end of a text gives no
+        lone ``"▁"`` piece here), at a fraction of the cost on text that repeats words.
         """
         texts = check_texts(list(texts) if not isinstance(texts, str) else texts)
         if self._norm is not None:
             texts = [t.translate(self._norm) for t in texts]
-        cache = self._word_ids
         split = [t.split() for t in texts]
+        with self._cache_lock:  # one caller at a time may grow or clear the cache
+            lists = self._word_lists(split)
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in lists], out=offsets[1:])
+        ids = np.fromiter(chain.from_iterable(lists), dtype=np.int32, count=int(offsets[-1]))
+        return ids, offsets
+
+    def _word_lists(self, split: list[list[str]]) -> list[list[int]]:
+        cache = self._word_ids
         new = {w for words in split for w in words if w not in cache}
         if new:
             if len(cache) + len(new) > _WORD_CACHE:
@@ -158,10 +168,7 @@ class StaticEmbedding(BaseEmbedder):
         for w in new:
             if len(w) > _WORD_CHARS:
                 del cache[w]
-        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in lists], out=offsets[1:])
-        ids = np.fromiter(chain.from_iterable(lists), dtype=np.int32, count=int(offsets[-1]))
-        return ids, offsets
+        return lists
 
     def embed_ids(self, ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Vectors ``(len(offsets) - 1, dim)`` of pre-tokenized texts (see :meth:`tokenize`)."""
