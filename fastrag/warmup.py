@@ -30,7 +30,7 @@ import fastrag
 import fastrag._kernels as kernels
 from fastrag._checks import check_int
 from fastrag._coldstart import BUSY_EXIT, ENV, cache_dir, mark_ready, marker, use_kernels
-from fastrag._kernels import dense_quant, store_check
+from fastrag._kernels import dense_quant, static_embed, store_check
 from fastrag._kernels.topk import topk_rows
 from fastrag.analysis import encode_queries
 from fastrag.datasets import load_cmrc2018_dev
@@ -159,6 +159,17 @@ def _dense(log: Callable[[str], None]) -> None:
         log("  HNSW search")
 
 
+def _static_embed(log: Callable[[str], None]) -> None:
+    """StaticEmbedding's pooling kernel, with the argument kinds it gets (a read-only,
+    memory-mapped int8 table)."""
+    rows = np.zeros((4, 8), dtype=np.int8)
+    rows.flags.writeable = False
+    out = np.empty((2, 8), dtype=np.float32)
+    ids, offsets = np.array([1, 2, 3], np.int32), np.array([0, 1, 3], np.int64)
+    static_embed.pool_rows(rows, np.ones(4, np.float32), ids, offsets, out)
+    log("  static embedding pooling")
+
+
 def _metrics(log: Callable[[str], None]) -> None:
     retrieved = [["猫坐在垫子上。今天天气很好。", "A cat sat on the mat."]] * 16
     reference = [["猫坐在垫子上。"]] * 16
@@ -228,6 +239,7 @@ STAGES: dict[str, tuple[Callable[[Callable[[str], None]], None], float]] = {
     "analysis": (_analysis, 23.0),
     "dense": (_dense, 27.0),
     "metrics": (_metrics, 8.0),
+    "static_embed": (_static_embed, 1.5),
     "store_checks": (_store_checks, 5.0),
     "bytecode": (_bytecode, 1.0),
 }

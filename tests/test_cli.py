@@ -162,6 +162,7 @@ def test_a_command_parses_the_same_with_only_its_module_loaded():
         ("serve", ["serve", "S", "--workers", "2"]),
         ("ingest", ["ingest", "kb", "--store", "S", "--group", "b=lines"]),
         ("warmup", ["warmup", "--jobs", "1"]),
+        ("embed", ["embed", "--build-static", "minilm", "--dim", "64"]),
         ("eval", ["eval", "S", "--questions", "q.jsonl"]),
         ("demo", ["demo", "--topk", "1"]),
     ):

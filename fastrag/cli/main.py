@@ -1,4 +1,4 @@
-"""The ``fastrag`` command line: ingest, info, search, ask, eval, serve, warmup, demo."""
+"""The ``fastrag`` command line: ingest, info, search, ask, eval, serve, embed, warmup, demo."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": (
         "fastrag.cli.evaluate",
         "hit rate / nDCG / MRR of a store on your questions, or recall on SQuAD data (--squad)",
+    ),
+    "embed": (
+        "fastrag.cli.embed",
+        "build a static embedding table distilled from a packaged model (--build-static)",
     ),
     "warmup": ("fastrag.cli.warmup", "compile every kernel ahead of time (for images, CI)"),
     "serve": (

