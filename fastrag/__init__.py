@@ -79,6 +79,7 @@ _LAZYLLM: dict[str, str] = {
     "bind": "fastrag.flow.bind",
     "ChatPrompter": "fastrag.llms.prompter",
     "AlpacaPrompter": "fastrag.llms.prompter",
+    "WebModule": "fastrag.serve.webmodule",
 }
 # names that left the front door: still importable for one release, with a
 # DeprecationWarning naming their home
@@ -153,7 +154,7 @@ __all__ = sorted([*_EXPORTS, "serve"]) + ["__version__"]
 # other projects' names for ours (importable, not listed in __all__)
 _ALIASES: dict[str, str] = {"Node": "DocNode"}
 
-# LazyLLM's model and web classes, which fastrag does not carry over: what to use instead
+# LazyLLM's model classes, which fastrag does not carry over: what to use instead
 _LAZYLLM_INSTEAD: dict[str, str] = {
     "OnlineChatModule": "fr.OpenAILike(model, base_url) (or fr.FunctionLLM(fn))",
     "OnlineEmbeddingModule": "fr.OpenAIEmbedding(base_url, model); for type='rerank', "
@@ -164,7 +165,6 @@ _LAZYLLM_INSTEAD: dict[str, str] = {
     "embeddings, fr.OpenAIRerank(base_url, model) or model='cross-encoder:<dir>' for a reranker",
     "deploy": "a model served elsewhere (vLLM, TEI, ...) through fr.OpenAILike / "
     "fr.OpenAIEmbedding / fr.OpenAIRerank",
-    "WebModule": "`fastrag serve` (a Document's HTTP API; fr.serve(doc) from Python)",
 }
 
 
