@@ -103,6 +103,7 @@ class WebModule:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
+        self._done = threading.Event()
 
     # -- lifecycle -------------------------------------------------------------------------------
     @classmethod
@@ -134,21 +135,22 @@ class WebModule:
             server_header=False,
         )
         server = uvicorn.Server(config)
+        done = threading.Event()  # set when the server thread ends
         thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="fastrag-webmodule", daemon=True
+            target=_run, args=(server, sock, done), name="fastrag-webmodule", daemon=True
         )
         thread.start()
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        while not server.started and not done.is_set() and time.monotonic() < deadline:
             time.sleep(0.01)
         if not server.started:
             server.should_exit = True
-            thread.join(5.0)
+            done.wait(5.0)
             sock.close()
             raise RuntimeError(
                 f"WebModule could not start serving on {self.host}:{self.port} (see the log above)"
             )
-        self._server, self._thread, self._socket = server, thread, sock
+        self._server, self._thread, self._socket, self._done = server, thread, sock, done
         with WebModule._lock:
             WebModule._running.append(self)
         log.info("WebModule serving %r at %s", self.flow, self.url)
@@ -156,26 +158,28 @@ class WebModule:
 
     def wait(self) -> WebModule:
         """Block until :meth:`stop` (from another thread) or Ctrl-C, which stops it."""
-        thread = self._thread
-        if thread is None:
+        if self._thread is None:
             raise RuntimeError("this WebModule is not serving: call start() first")
+        done = self._done
         try:
-            while thread.is_alive():
-                thread.join(0.2)
+            # an Event, not Thread.join: Python 3.11's join, interrupted by Ctrl-C, can mark the
+            # thread stopped while it still runs (bpo-45274's fix)
+            while not done.wait(0.2):
+                pass
         except KeyboardInterrupt:
             self.stop()
         return self
 
     def stop(self) -> WebModule:
         """Shut the server down and free the port (nothing to do if it is not serving)."""
-        server, thread, sock = self._server, self._thread, self._socket
+        server, thread, sock, done = self._server, self._thread, self._socket, self._done
         if thread is None:
             return self
         server.should_exit = True
-        thread.join(10.0)
-        if thread.is_alive():  # requests still open after 10 s: close them
+        if not done.wait(10.0):  # requests still open after 10 s: close them
             server.force_exit = True
-            thread.join(10.0)
+            done.wait(10.0)
+        thread.join(1.0)
         sock.close()
         self._server = self._thread = self._socket = None
         with WebModule._lock:
@@ -277,6 +281,13 @@ class WebModule:
 
         app.add_route("/v1/chat/completions", chat, methods=["POST"])
         return app
+
+
+def _run(server: Any, sock: socket.socket, done: threading.Event) -> None:
+    try:
+        server.run(sockets=[sock])
+    finally:
+        done.set()
 
 
 def _uvicorn() -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
 import threading
 
@@ -218,3 +219,23 @@ def test_bad_arguments(args, kw, error, match):
 def test_lazyllms_options_at_their_defaults_are_accepted():
     m = WebModule(str, port=None, components={}, history=[], audio=False, stream=True)
     assert m.url is None and m.title == "fastrag chat"
+
+
+def test_ctrl_c_in_wait_stops_the_module():
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        pytest.skip("needs the main thread with Python's own SIGINT handler")
+    m = WebModule(str.upper).start()
+    port = m.port
+    ctrl_c = threading.Timer(0.3, signal.pthread_kill, (threading.get_ident(), signal.SIGINT))
+    fallback = threading.Timer(20, m.stop)  # so a failure here cannot hang the run
+    ctrl_c.start()
+    fallback.start()
+    try:
+        assert m.wait() is m
+    finally:
+        fallback.cancel()
+    assert m.url is None and WebModule.running() == ()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
