@@ -73,7 +73,7 @@ _EXPORTS: dict[str, str] = {
 }
 # LazyLLM's dataflow names, importable as ``fastrag.X`` so LazyLLM apps run with
 # ``import fastrag as lazyllm`` (not listed in __all__; ``fastrag.pipeline`` is a callable
-# module, see _SUBMODULES); their home is fastrag.flow / fastrag.llms
+# module, see _SUBMODULES); their home is fastrag.flow / fastrag.llms / fastrag.serve
 _LAZYLLM: dict[str, str] = {
     "parallel": "fastrag.flow.flows",
     "bind": "fastrag.flow.bind",

@@ -125,9 +125,10 @@ class WebModule:
         if self._thread is not None:
             raise RuntimeError(f"this WebModule is already serving at {self.url}; stop() it first")
         uvicorn = _uvicorn()
+        app = self._app()
         sock = self._bind()
         config = uvicorn.Config(
-            self._app(),
+            app,
             log_level="warning",
             access_log=False,
             lifespan="off",

@@ -6,12 +6,14 @@ import asyncio
 import json
 import signal
 import socket
+import sys
 import threading
 
 import httpx
 import pytest
 
 import fastrag as fr
+from fastrag.errors import MissingExtraError
 from fastrag.serve.webmodule import WebModule
 
 pytest.importorskip("fastapi")
@@ -239,3 +241,11 @@ def test_ctrl_c_in_wait_stops_the_module():
     assert m.url is None and WebModule.running() == ()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+
+
+def test_without_the_serve_extra_start_names_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if not installed
+    m = WebModule(str.upper)
+    with pytest.raises(MissingExtraError, match=r"fastrag.WebModule needs .*'uvicorn'.*\[serve\]"):
+        m.start()
+    assert m.url is None and WebModule.running() == ()
