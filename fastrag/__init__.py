@@ -73,7 +73,7 @@ _EXPORTS: dict[str, str] = {
 }
 # LazyLLM's dataflow names, importable as ``fastrag.X`` so LazyLLM apps run with
 # ``import fastrag as lazyllm`` (not listed in __all__; ``fastrag.pipeline`` is a callable
-# module, see _SUBMODULES); their home is fastrag.flow / fastrag.llms
+# module, see _SUBMODULES); their home is fastrag.flow / fastrag.llms / fastrag.serve
 _LAZYLLM: dict[str, str] = {
     "parallel": "fastrag.flow.flows",
     "bind": "fastrag.flow.bind",
@@ -81,6 +81,7 @@ _LAZYLLM: dict[str, str] = {
     "AlpacaPrompter": "fastrag.llms.prompter",
     "OnlineEmbeddingModuleBase": "fastrag.embeddings.online",
     "config": "fastrag.settings",
+    "WebModule": "fastrag.serve.webmodule",
 }
 # names that left the front door: still importable for one release, with a
 # DeprecationWarning naming their home
@@ -155,7 +156,7 @@ __all__ = sorted([*_EXPORTS, "serve"]) + ["__version__"]
 # other projects' names for ours (importable, not listed in __all__)
 _ALIASES: dict[str, str] = {"Node": "DocNode"}
 
-# LazyLLM's model and web classes, which fastrag does not carry over: what to use instead
+# LazyLLM's model classes, which fastrag does not carry over: what to use instead
 _LAZYLLM_INSTEAD: dict[str, str] = {
     "OnlineChatModule": "fr.OpenAILike(model, base_url) (or fr.FunctionLLM(fn))",
     "OnlineEmbeddingModule": "fr.OpenAIEmbedding(base_url, model); for type='rerank', "
@@ -165,7 +166,6 @@ _LAZYLLM_INSTEAD: dict[str, str] = {
     "embeddings, fr.OpenAIRerank(base_url, model) or model='cross-encoder:<dir>' for a reranker",
     "deploy": "a model served elsewhere (vLLM, TEI, ...) through fr.OpenAILike / "
     "fr.OpenAIEmbedding / fr.OpenAIRerank",
-    "WebModule": "`fastrag serve` (a Document's HTTP API; fr.serve(doc) from Python)",
 }
 
 

@@ -20,9 +20,9 @@ Only this table changes a block's text (:func:`swap`):
   five CMRC 2018 files of the tutorial's data_kb plus the tutorial's own paragraphs.
 - two seed typos that neither Python nor LazyLLM accepts: ``"CoarseChunk"，similarity``
   (a full-width comma, block 28) and ``ChatPrompter(instrusction=...)`` (block 3).
-
-The seed's web UI (``lazyllm.WebModule(...)``) stays as written: fastrag names ``fastrag serve``
-in its AttributeError."""
+- the seed's web UI ports (``WebModule(ppl, port=23491)``, ``23456``) -> ``WEB_PORT``: the seed's
+  port may be in use on the test machine; the test puts a free one in ``WEB_PORT`` (block 27
+  runs as written otherwise: ``lazyllm.WebModule(ppl, port=WEB_PORT).start().wait()``)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ DATA_PATHS = re.compile(
     r"""(["'])(/path/to/your/documents?|/path/to/your/doc/|/content/doc/|rag_master|"""
     r"""/mnt/lustre/share_data/dist/cmrc2018/data_kb)\1"""
 )
+WEB_PORTS = re.compile(r"(WebModule\(ppl, port=)\d+")
 SEED_TYPOS = {
     '"CoarseChunk"，similarity': '"CoarseChunk", similarity',
     "instrusction=": "instruction=",
@@ -106,4 +107,5 @@ def swap(block: str) -> str:
     block = block.replace("model='bge-reranker-large'", "model=RERANK")
     for old, new in SEED_TYPOS.items():
         block = block.replace(old, new)
+    block = WEB_PORTS.sub(r"\1WEB_PORT", block)
     return DATA_PATHS.sub("DATA_PATH", block)

@@ -30,7 +30,9 @@ def blocks() -> dict[str, str]:
 
 def swap(block: str) -> str:
     """The block with lazyllm_seed.py's table applied, its web UI line a no-op."""
-    return WEB_UI.sub("pass  # the web UI (fastrag serve serves a Document)", seed_swap(block))
+    return WEB_UI.sub(
+        "pass  # the web UI (its .wait() blocks: see block 27's test)", seed_swap(block)
+    )
 
 
 def test_blocks_are_the_seeds_text():

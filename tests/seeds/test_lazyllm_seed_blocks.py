@@ -10,10 +10,12 @@ words only.
 
 The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has their lines):
 
-(a) run as written, on their own (with the table), 24: 2, 3, 4, 5, 6, 7, 8, 9, 11, 14, 15,
+(a) run as written (with the table), 25: on their own 2, 3, 4, 5, 6, 7, 8, 9, 11, 14, 15,
     17, 18, 19, 20, 22, 24, 25, 34 and 36 (defs: called), 35, 39 (a class: used by 40) here; 26
-    and 28 in test_lazyllm_dataflow.py. 3 and 25 call ``llm.prompt(ChatPrompter(...))`` for
-    its effect, then ``llm(dict)``: fastrag's ``prompt`` sets the LLM's prompter, as LazyLLM's.
+    and 28 in test_lazyllm_dataflow.py; 27 (``lazyllm.WebModule(ppl, port=...).start().wait()``,
+    serving 26's ``ppl``: run after 26, in a thread until stopped, a chat message posted). 3
+    and 25 call ``llm.prompt(ChatPrompter(...))`` for its effect, then ``llm(dict)``:
+    fastrag's ``prompt`` sets the LLM's prompter, as LazyLLM's.
 (b) fragments, 17. Run with what they continue, 12: 16 uses ``lazyllm.config`` without
     importing lazyllm and reads a setting its comment says to declare (run with those two
     lines; ``fr.OnlineEmbeddingModuleBase``, ``fr.config``); 10 and 23 use names they never import
@@ -24,21 +26,24 @@ The 42 blocks (numbered in seed order; tests/seeds/blocks/lazyllm_004.txt has th
     undefined ``document`` / ``summary_llm`` / ``label_llm`` (run with those). Not Python, 5:
     1 (``pip install``), 30-32 (node listings; 31 and 32 do not parse, 30 names undefined
     ``Node`` / ``all_nodes``), 33 (a signature sketch, ``parser/nodes=``).
-(c) fail on fastrag, 1: 27 is ``lazyllm.WebModule`` (AttributeError, line 1; not carried
-    over: the message says ``fastrag serve``).
+(c) fail on fastrag: none.
 
 Block 5's ``set().update(hits)`` de-duplicates hits of the same node (NodeWithScore compares
 by node, as LazyLLM's nodes do).
 
-Count: 24 run as written / 17 fragments (12 run with their context, 5 not Python) / 1 fails on
-fastrag (27: ``WebModule``)."""
+Count: 25 run as written / 17 fragments (12 run with their context, 5 not Python) / 0 fail on
+fastrag."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import socket
+import threading
+import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from lazyllm_seed import DATA_PATHS, MODEL_CALL, blocks, swap
@@ -379,11 +384,48 @@ def test_block_25_rerank_rag(server, models, data_path, capsys):
     assert out == "Answer: 回答：2008年有哪些赛事？\n"
 
 
-def test_block_27_web_module_is_not_carried_over(models, data_path, capsys):
-    """(c) LazyLLM's WebModule: fastrag serves a Document with ``fastrag serve`` instead."""
+def test_block_27_web_module_serves_the_flow(models, data_path, capsys):
+    """LazyLLM's web UI for block 26's ``ppl``, run as written (the table puts a free port in
+    ``WEB_PORT``): its ``.wait()`` blocks, so it runs in a thread until the module is stopped."""
+    pytest.importorskip("fastapi")
     ns, _ = run(26, models, data_path, capsys)
-    with pytest.raises(AttributeError, match=r"no WebModule \(LazyLLM's\); use `fastrag serve`"):
-        run(27, models, data_path, capsys, ns=ns)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        ns["WEB_PORT"] = port = s.getsockname()[1]
+    code = swap(blocks()[26])
+    assert code.startswith("webpage = lazyllm.WebModule(ppl, port=WEB_PORT).start().wait()\n")
+    failed: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            exec(compile(code, "<seed 004 block 27>", "exec"), ns)
+        except BaseException as exc:  # shown by the assertions below
+            failed.append(exc)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not fr.WebModule.running() and not failed and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not failed, failed
+    (webpage,) = fr.WebModule.running()
+    assert webpage.flow is ns["ppl"] and webpage.url == f"http://127.0.0.1:{port}/"
+    try:
+        question = "2008年有哪些赛事？"
+        r = httpx.post(
+            webpage.url + "v1/chat/completions",
+            json={"messages": [{"role": "user", "content": question}]},
+            timeout=300,  # a cold numba cache compiles the BM25 kernels in this first search
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["message"]["content"] == ns["ppl"](question)
+        assert ns["ppl"](question) == "回答：2008年有哪些赛事？"
+        assert thread.is_alive()  # still in .wait()
+    finally:
+        webpage.stop()
+    thread.join(15)
+    assert not thread.is_alive() and not failed
+    assert ns["webpage"] is webpage and fr.WebModule.running() == ()
 
 
 @pytest.mark.parametrize(

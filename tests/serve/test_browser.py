@@ -7,8 +7,9 @@ LLM's reply) with its sources; asks a follow-up (the page sends the conversation
 uploads a text file with a unique word, waits for the upload task to finish, asks about the
 word and finds the file among the sources; sees server errors shown once, in the answer's turn
 (before the stream starts, and in the middle of it); against a server without an LLM, sees the
-extractive answer labelled as such; and, against a server with an API key, enters the key on
-the page, which sends it as a bearer token and keeps it in localStorage.
+extractive answer labelled as such; against a server with an API key, enters the key on
+the page, which sends it as a bearer token and keeps it in localStorage; and, served by
+``fastrag.WebModule`` for a flow, asks the flow.
 
 Needs Chromium and its driver (Debian: ``apt-get install chromium chromium-driver``) and
 selenium; skips, saying which is missing, only where the browser or its driver is not found.
@@ -31,6 +32,7 @@ import httpx
 import pytest
 from openai_server import OpenAIServer
 
+import fastrag as fr
 from fastrag.datasets import build_squad_kb, load_cmrc2018_dev
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -455,3 +457,31 @@ def test_chat_page_api_key(browser_paths, driver, store, llm, tmp_path):
         driver.refresh()
         assert driver.find_element(By.ID, "api-key").get_attribute("value") == key
         driver.execute_script("localStorage.clear()")
+
+
+def test_chat_page_of_a_web_module(driver):
+    """fastrag.WebModule serves the same page for a flow: no knowledge-base picker, no upload
+    box, and each question answered with the flow's answer to it."""
+    from selenium.webdriver.common.by import By
+
+    asked: list[str] = []
+
+    def flow(q: str) -> str:
+        asked.append(q)
+        return f"流的回答：{q}"
+
+    web = fr.WebModule(flow, title="Flow <QA>").start()
+    try:
+        driver.get(web.url)
+        assert driver.title == "Flow <QA>"
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Flow <QA>"
+        assert not driver.find_element(By.ID, "upload-box").is_displayed()
+        assert not driver.find_element(By.ID, "kb").is_displayed()
+        assert _ask(driver, "2008年有哪些赛事？")[-1] == "流的回答：2008年有哪些赛事？"
+        assert _ask(driver, "请再说一遍")[-1] == "流的回答：请再说一遍"
+        assert asked == ["2008年有哪些赛事？", "请再说一遍"]  # the last message only
+        turns = driver.find_elements(By.CSS_SELECTOR, ".turn.assistant")
+        assert [t.get_attribute("data-state") for t in turns] == ["done", "done"]
+        assert driver.find_element(By.ID, "error").is_displayed() is False
+    finally:
+        web.stop()
