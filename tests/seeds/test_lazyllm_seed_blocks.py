@@ -41,6 +41,7 @@ import shutil
 import socket
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import httpx
@@ -394,20 +395,20 @@ def test_block_27_web_module_serves_the_flow(models, data_path, capsys):
         ns["WEB_PORT"] = port = s.getsockname()[1]
     code = swap(blocks()[26])
     assert code.startswith("webpage = lazyllm.WebModule(ppl, port=WEB_PORT).start().wait()\n")
-    failed: list[BaseException] = []
+    failed: list[str] = []
 
     def serve() -> None:
         try:
             exec(compile(code, "<seed 004 block 27>", "exec"), ns)
-        except BaseException as exc:  # shown by the assertions below
-            failed.append(exc)
+        except BaseException:  # shown by the assertions below
+            failed.append(traceback.format_exc())
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
     while not fr.WebModule.running() and not failed and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not failed, failed
+    assert not failed, failed[0]
     (webpage,) = fr.WebModule.running()
     assert webpage.flow is ns["ppl"] and webpage.url == f"http://127.0.0.1:{port}/"
     try:

@@ -19,12 +19,18 @@ import typing
 
 import pytest
 import seed_imports
-from seed_blocks import SEEDS, port, python_blocks, run_block
+from seed_blocks import COPIES, SEEDS, port, python_blocks, run_block
 from seed_support import prompts
 
 import fastrag as fr
 
-pytestmark = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"no seed files at {SEEDS}")
+
+@pytest.mark.skipif(not SEEDS.is_dir(), reason=f"no seed files at {SEEDS} to compare with")
+@pytest.mark.parametrize("prefix", ["000", "003"])
+def test_the_checked_in_copies_are_the_seeds(prefix):
+    (copy,) = sorted(COPIES.glob(f"{prefix}_*.txt"))
+    assert copy.read_bytes() == (SEEDS / copy.name).read_bytes()
+
 
 LI_TEXT_QA = (
     "Context information is below.\n"
