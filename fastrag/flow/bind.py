@@ -47,7 +47,8 @@ class Input:
 
     def __repr__(self) -> str:
         tail = "".join(f"[{k!r}]" if kind == "item" else f".{k}" for kind, k in self.path)
-        return f"<input of {self.owner!r}{tail}>"
+        # the owner's kind and id, not its repr: the owner's stages hold this placeholder
+        return f"<input of {type(self.owner).__name__.lower()} {id(self.owner):#x}{tail}>"
 
 
 class Bind:

@@ -321,3 +321,15 @@ def test_a_flow_is_a_batch_retriever_of_a_ragpipeline(doc):
     out = rag.batch(QUERIES)
     assert [r.response for r in out] == ["ok"] * 4
     assert len(c.calls) == 1 and c.calls[0][0] == (QUERIES,)
+
+
+def test_repr_of_a_flow_whose_stage_binds_its_input_is_finite():
+    """``ppl.input`` inside a stage of ``ppl``: the repr names the owner without recursing
+    (a WebModule logs its flow's repr)."""
+    with fr.pipeline() as ppl:
+        ppl.a = str.upper
+        ppl.b = (lambda x, q: x + q) | fr.bind(q=ppl.input)
+    text = repr(ppl)
+    assert text.startswith("pipeline(a=") and f"<input of pipeline {id(ppl):#x}>" in text
+    assert repr(ppl.input["k"].x) == f"<input of pipeline {id(ppl):#x}['k'].x>"
+    assert ppl("ab") == "ABab"
