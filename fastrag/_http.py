@@ -211,6 +211,28 @@ def failure_summary(last: Failure, attempts: int) -> str:
     return f"{what}; last error: {last.detail}"
 
 
+def service_errors(
+    error: Callable[..., BaseException], who: str, what: str, where: str
+) -> tuple[Refuse, Callable[[Failure, int], BaseException]]:
+    """:func:`post_json`'s ``refuse`` and ``fail`` for a service: ``error(message, status=,
+    attempts=)`` saying the ``who`` refused the request, or the ``what`` request failed, and
+    ``where``."""
+
+    def refuse(detail: str, status: int, attempt: int) -> BaseException:
+        return error(
+            f"the {who} refused the request: {detail} {where}", status=status, attempts=attempt
+        )
+
+    def fail(last: Failure, attempts: int) -> BaseException:
+        return error(
+            f"{what} {failure_summary(last, attempts)} {where}",
+            status=last.status,
+            attempts=attempts,
+        )
+
+    return refuse, fail
+
+
 # -- per-loop clients ------------------------------------------------------------------------------
 class GlobalLimiter:
     """At most ``n`` holders at once across every event loop and thread (``async with``).

@@ -16,14 +16,13 @@ import numpy as np
 
 from fastrag._checks import check_int, check_number, check_str
 from fastrag._http import (
-    Failure,
     LoopClients,
     LoopState,
     PooledClient,
     check_api_key,
     check_headers,
-    failure_summary,
     post_json,
+    service_errors,
 )
 from fastrag.embeddings.base import BaseEmbedder, EmbeddingServiceError, validate_embeddings
 from fastrag.errors import ConfigError, EmbeddingError
@@ -98,19 +97,9 @@ class OnlineEmbeddingModuleBase(BaseEmbedder, PooledClient):
     async def _post_one(self, st: LoopState, text: str, i: int) -> Any:
         where = f"[{self.name}, url={self._embed_url!r}, text {i}]"
 
-        def refuse(detail: str, status: int, attempt: int) -> EmbeddingServiceError:
-            return EmbeddingServiceError(
-                f"the embedding service refused the request: {detail} {where}",
-                status=status,
-                attempts=attempt,
-            )
-
-        def fail(last: Failure, attempts: int) -> EmbeddingServiceError:
-            return EmbeddingServiceError(
-                f"embedding {failure_summary(last, attempts)} {where}",
-                status=last.status,
-                attempts=attempts,
-            )
+        refuse, fail = service_errors(
+            EmbeddingServiceError, "embedding service", "embedding", where
+        )
 
         body = self._encapsulated_data(text)
         resp = await post_json(

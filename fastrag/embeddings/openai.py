@@ -24,15 +24,14 @@ import numpy as np
 
 from fastrag._checks import check_int, check_number, check_str
 from fastrag._http import (
-    Failure,
     LoopClients,
     LoopState,
     PooledClient,
     check_api_key,
     check_base_url,
     check_headers,
-    failure_summary,
     post_json,
+    service_errors,
 )
 from fastrag.embeddings.base import (
     BaseEmbedder,
@@ -140,20 +139,7 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
         where = self._where(start, len(texts))
-
-        def refuse(detail: str, status: int, attempt: int) -> EmbeddingServiceError:
-            return EmbeddingServiceError(
-                f"the embedding server refused the request: {detail} {where}",
-                status=status,
-                attempts=attempt,
-            )
-
-        def fail(last: Failure, attempts: int) -> EmbeddingServiceError:
-            return EmbeddingServiceError(
-                f"embedding {failure_summary(last, attempts)} {where}",
-                status=last.status,
-                attempts=attempts,
-            )
+        refuse, fail = service_errors(EmbeddingServiceError, "embedding server", "embedding", where)
 
         resp = await post_json(
             st,

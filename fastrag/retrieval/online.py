@@ -19,15 +19,14 @@ import numpy as np
 from fastrag._async import run_sync
 from fastrag._checks import check_int, check_number, check_str
 from fastrag._http import (
-    Failure,
     LoopClients,
     LoopState,
     PooledClient,
     check_api_key,
     check_base_url,
     check_headers,
-    failure_summary,
     post_json,
+    service_errors,
 )
 from fastrag.errors import FastragError
 
@@ -136,21 +135,7 @@ class OpenAIRerank(PooledClient):
         self, st: LoopState, query: str, docs: list[str], q: int, start: int
     ) -> np.ndarray:
         where = self._where(q, start, len(docs))
-
-        def refuse(detail: str, status: int, attempt: int) -> RerankServiceError:
-            return RerankServiceError(
-                f"the rerank server refused the request: {detail} {where}",
-                status=status,
-                attempts=attempt,
-            )
-
-        def fail(last: Failure, attempts: int) -> RerankServiceError:
-            return RerankServiceError(
-                f"rerank {failure_summary(last, attempts)} {where}",
-                status=last.status,
-                attempts=attempts,
-            )
-
+        refuse, fail = service_errors(RerankServiceError, "rerank server", "rerank", where)
         body: dict[str, Any] = {"model": self.model, "query": query, "documents": docs}
         resp = await post_json(
             st,
