@@ -122,6 +122,50 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+# Run in the child by child_peak: the child's own peak RSS is VmHWM of the memory it maps after
+# exec. wait4's ru_maxrss is not: Linux folds the parent's peak into the child's at exec (a
+# child of a 1.5 GB pytest process reports at least 1.5 GB).
+_PEAK_MAIN = """import atexit, runpy, sys
+out, module = sys.argv[1], sys.argv[2]
+def _write_peak():
+    with open('/proc/self/status') as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith('VmHWM:'))
+    with open(out, 'w') as f:
+        f.write(str(kb))
+atexit.register(_write_peak)
+sys.argv = [module, *sys.argv[3:]]
+runpy.run_module(module, run_name='__main__', alter_sys=True)
+"""
+
+
+def child_peak(module: str, args: Sequence[str], **popen_kw: Any) -> dict[str, Any]:
+    """Run ``python -m MODULE ARGS`` in a child process until it exits: its exit code, peak RSS
+    (MiB, Linux), CPU and wall seconds, and stderr. ``popen_kw`` goes to ``subprocess.run``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "peak_kb"
+        t0 = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PEAK_MAIN, str(out), module, *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            **popen_kw,
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall = time.perf_counter() - t0
+        peak_kb = int(out.read_text()) if out.exists() else float("nan")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "returncode": proc.returncode,
+        "peak_rss_mb": peak_kb / 1024.0,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "stderr": proc.stderr.decode(errors="replace"),
+    }
+
+
 def current_rss_mb() -> float:
     """Current resident set size of this process, in MiB (Linux)."""
     try:

@@ -3,9 +3,9 @@
 Generates a seeded server log (``bench/gen_log.py``: nginx + syslog lines, ``--mb`` MB, one
 file) and runs ``fastrag ingest LOG_DIR --store STORE -q`` (the default ``chunk`` group,
 sentence:256:32, and its BM25 index) in a child process, ``--repeats`` times. Per run: the
-child's peak RSS (``os.wait4``'s ``ru_maxrss``), its wall and CPU seconds, the store's bytes
-(every file under it) against the log's, and the load average. The kernels are compiled first
-(``fastrag warmup``), so no run waits for a compile.
+child's peak RSS (its own ``VmHWM``, ``_harness.child_peak``), its wall and CPU seconds, the
+store's bytes (every file under it) against the log's, and the load average. The kernels are
+compiled first (``fastrag warmup``), so no run waits for a compile.
 
 Usage: ``python bench/bench_ingest_memory.py`` (50 MB, 3 repeats), ``--mb 5 --repeats 1``, or
 ``--smoke`` (2 MB, one run).
@@ -20,11 +20,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import WORK_DIR, machine_info, markdown_table, write_results
+from _harness import WORK_DIR, child_peak, machine_info, markdown_table, write_results
 from gen_log import write_log
 
 # The same command on the same 50 MB log before issue 42's changes (commit 7e5a8b9, with
@@ -46,19 +45,14 @@ def dir_bytes(path: Path) -> int:
 def run_ingest(log_dir: Path, store: Path) -> dict:
     """One ``fastrag ingest`` in a child process: peak RSS, seconds, store bytes, load."""
     shutil.rmtree(store, ignore_errors=True)
-    cmd = [sys.executable, "-m", "fastrag.cli", "ingest", str(log_dir), "--store", str(store)]
     load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([*cmd, "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"fastrag ingest failed:\n{err}")
+    run = child_peak("fastrag.cli", ["ingest", str(log_dir), "--store", str(store), "-q"])
+    if run["returncode"] != 0:
+        raise SystemExit(f"fastrag ingest failed:\n{run['stderr']}")
     return {
-        "peak_rss_mb": usage.ru_maxrss / 1024.0,
-        "wall_s": wall,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": run["peak_rss_mb"],
+        "wall_s": run["wall_s"],
+        "cpu_s": run["cpu_s"],
         "store_bytes": dir_bytes(store),
         "load_start": load0,
         "load_end": os.getloadavg()[0],
