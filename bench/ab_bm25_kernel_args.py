@@ -7,6 +7,9 @@ without a mask and a cutoff, for plain and packed (lazily decoded) indexes, with
 directories and impact heads; speed is compared by interleaved repeats at 1 and 2 threads.
 
     python bench/ab_bm25_kernel_args.py --base a34887e --docs 300000 --repeats 7
+
+``--aa`` measures the harness's own noise floor: a second copy of the working tree's kernels
+(git ``HEAD``) in place of the old ones, called the same way, so every ratio should be 1.
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ def old_kernels(base: str, where: Path):
     return importlib.import_module("kold.bm25.search")
 
 
-def run(kind, kern, index, qv, qo, strategy, mask, cutoff, threads):
-    """One batch through the old (``kind="old"``) or new kernels: ``(rows, scores, counts)``."""
+def run(style, kern, index, qv, qo, strategy, mask, cutoff, threads):
+    """One batch through kernels called the old (``style="old"``) or the new way:
+    ``(rows, scores, counts)``."""
     n_q = qo.shape[0] - 1
     rows = np.empty((n_q, K), np.int64)
     scores = np.empty((n_q, K), np.float32)
@@ -63,7 +67,7 @@ def run(kind, kern, index, qv, qo, strategy, mask, cutoff, threads):
     heads = (index._rank_slot, index._rank_dir, index._head_ptr, index._head_doc, index._head_w)
     ix = (index._lz, index.indptr, index.indices, index.data, index.term_max, index.base_weights)
     numba.set_num_threads(threads)
-    if kind == "new":
+    if style == "new":
         flt, out = (mask, has_mask, cut, has_cut), (rows, scores, counts)
         if threads == 1:
             kern.search_batch_serial(
@@ -93,9 +97,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tile", type=int, default=1, help="time the query batch repeated N times")
     ap.add_argument("--name", default="bm25_kernel_args_ab")
     ap.add_argument("--speed-only", action="store_true", help="skip the identity cases")
+    ap.add_argument("--aa", action="store_true", help="A/A: HEAD's kernels as the old ones")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="fastrag-ab-"))
-    old = old_kernels(args.base, tmp)
+    old = old_kernels("HEAD" if args.aa else args.base, tmp)
+    style = {"old": "new" if args.aa else "old", "new": "new"}
     kerns = {"old": old, "new": new_search}
     checks, speed = [], []
     for name in args.corpora.split(","):
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
             for strategy in ("auto", "maxscore", "touched", "dense"):
                 for m, cut in ((None, None), (mask, None), (None, 5.0), (mask, 5.0)):
                     for threads in (1, 2):
-                        a = run("old", old, index, qv, qo, strategy, m, cut, threads)
+                        a = run(style["old"], old, index, qv, qo, strategy, m, cut, threads)
                         b = run("new", new_search, index, qv, qo, strategy, m, cut, threads)
                         n_cases += 1
                         n_same += all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
@@ -125,12 +131,12 @@ def main(argv: list[str] | None = None) -> None:
         for threads in (1, 2):
             times = {"old": [], "new": []}
             for kind in ("old", "new"):  # warm (and compile) both first
-                run(kind, kerns[kind], plain, qv, qo, "auto", None, None, threads)
+                run(style[kind], kerns[kind], plain, qv, qo, "auto", None, None, threads)
             for r in range(args.repeats):
                 for kind in ("old", "new") if r % 2 == 0 else ("new", "old"):
                     t0 = time.process_time()
                     w0 = time.perf_counter()
-                    run(kind, kerns[kind], plain, qv, qo, "auto", None, None, threads)
+                    run(style[kind], kerns[kind], plain, qv, qo, "auto", None, None, threads)
                     times[kind].append((time.perf_counter() - w0, time.process_time() - t0))
             ratios = [o[0] / n[0] for o, n in zip(times["old"], times["new"], strict=True)]
             cpu = [o[1] / n[1] for o, n in zip(times["old"], times["new"], strict=True)]
@@ -149,9 +155,12 @@ def main(argv: list[str] | None = None) -> None:
     info = machine_info()
     md = "\n\n".join(
         [
-            f"# BM25 kernels: tuples of arrays vs positional arrays (A/B, {args.docs:,} docs)",
+            f"# BM25 kernels: tuples of arrays vs positional arrays (A/B, {args.docs:,} docs)"
+            if not args.aa
+            else f"# BM25 kernels: A/A, two copies of HEAD's kernels ({args.docs:,} docs)",
             f"`python bench/ab_bm25_kernel_args.py --base {args.base} --docs {args.docs} "
-            f"--repeats {args.repeats} --tile {args.tile}`; CPU {info.get('cpu')}, load at start "
+            f"--repeats {args.repeats} --tile {args.tile}{' --aa' if args.aa else ''}`; "
+            f"CPU {info.get('cpu')}, load at start "
             f"{info.get('loadavg_at_start')}; top-{K}, "
             f"{args.queries} queries (timed {args.tile} times over per batch); base {args.base}.",
             "Identical results (rows, float32 scores, counts; every strategy, with and without "

@@ -16,8 +16,9 @@ import pytest
 from wallclock import below
 
 import fastrag._coldstart as cs
-import fastrag.analysis.chinese as chinese
 import fastrag.analysis.cjk as cjk
+import fastrag.analysis.mixed as mixed
+import fastrag.analysis.segment as segment
 import fastrag.indexes.bm25.backend as bk
 from fastrag.analysis import get_analyzer
 from fastrag.datasets import load_cmrc2018_dev
@@ -109,16 +110,20 @@ def test_numpy_path_rejects_what_the_kernels_reject(monkeypatch):
         BM25Index.build(bad, off, 20)
 
 
-@pytest.mark.parametrize("name", ["bm25_chinese", "bm25_cjk"])
+@pytest.mark.parametrize("name", ["bm25_chinese", "bm25_cjk", "bm25"])
 def test_cold_analyzers_give_the_same_tokens(name, monkeypatch):
-    """While the kernels compile, the Chinese analyzers tokenize in Python (jieba itself for
-    bm25_chinese): the same vocabulary, ids and offsets on real CMRC text."""
+    """While the kernels compile, the analyzers tokenize in Python (jieba itself for
+    bm25_chinese and bm25's Han runs): the same vocabulary, ids and offsets on real CMRC text
+    (with English words and numbers in it)."""
     questions, _, contexts = squad_questions(load_cmrc2018_dev())
-    texts = contexts[:120] + questions[:300]
+    texts = contexts[:120] + questions[:300] + ["BM25 ranks iPhone 15 reviews, 3.14% 中文 かな"]
     an = get_analyzer(name)
     want = an.encode_chunk(texts)
-    monkeypatch.setattr(chinese, "kernels_ready", lambda: False)
+    assert segment.segmenter() is segment.get_segmenter()  # the port, before
+    monkeypatch.setattr(segment, "kernels_ready", lambda: False)
     monkeypatch.setattr(cjk, "kernels_ready", lambda: False)
+    monkeypatch.setattr(mixed, "kernels_ready", lambda: False)
+    assert isinstance(segment.segmenter(), segment.JiebaPython)
     got = get_analyzer(name).encode_chunk(texts)
     assert got[0] == want[0]
     assert np.array_equal(got[1], want[1]) and np.array_equal(got[2], want[2])

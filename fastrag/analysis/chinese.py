@@ -18,17 +18,20 @@ Latin words and numbers inside Chinese text stay whole (``iPhone6`` -> ``iphone6
 
 from __future__ import annotations
 
-import functools
-import logging
 import re
 from typing import Any
 
 import numpy as np
 
 from fastrag._checks import check_bool, check_choice
-from fastrag._coldstart import kernels_ready
 from fastrag.analysis.base import Analyzer
-from fastrag.analysis.segment import get_segmenter, imported_jieba, jieba_install
+from fastrag.analysis.segment import (
+    JiebaPython,
+    JiebaSegmenter,
+    imported_jieba,
+    jieba_install,
+    segmenter,
+)
 from fastrag.analysis.spans import expand_tokens
 from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
 from fastrag.errors import ConfigError
@@ -40,21 +43,6 @@ _ALL_HAN = re.compile("[\u4e00-\u9fd5]+")
 _MAX_CACHE = 2_000_000
 # Whether segmenter="auto" uses fastrag's numba segmenter (exactly jieba's tokens, faster).
 _AUTO_FAST = True
-
-
-@functools.lru_cache(maxsize=1)
-def jieba_tokenizer():
-    """jieba's default Tokenizer, initialised once per process (quietly)."""
-    import jieba
-
-    log = jieba.default_logger
-    level = log.level
-    log.setLevel(logging.WARNING)
-    try:
-        jieba.dt.initialize()
-    finally:
-        log.setLevel(level)
-    return jieba.dt
 
 
 def dictionary_tag() -> str:
@@ -121,34 +109,23 @@ class ChineseAnalyzer(Analyzer):
         return state
 
     def warmup(self) -> None:
-        if self._use_fast():
-            get_segmenter().warmup()
-        else:
-            jieba_tokenizer()
+        self._segmenter().warmup()
 
     # -- segmentation ---------------------------------------------------------------------
 
-    def _use_fast(self) -> bool:
-        if self.cut_for_search or self.segmenter == "jieba":
-            return False
-        # While the kernels compile in the background, jieba itself gives the same tokens.
-        return (self.segmenter == "fast" or _AUTO_FAST) and kernels_ready()
+    def _segmenter(self) -> JiebaSegmenter | JiebaPython:
+        return segmenter(
+            search=self.cut_for_search,
+            port=self.segmenter == "fast" or (self.segmenter == "auto" and _AUTO_FAST),
+        )
 
     def segment(self, text: str) -> list[str]:
         """jieba's raw tokens for ``text`` (before lowercasing and filtering)."""
-        if self._use_fast():
-            return get_segmenter().cut(text, hmm=self.hmm)
-        dt = jieba_tokenizer()
-        if self.cut_for_search:
-            return dt.lcut_for_search(text, HMM=self.hmm)
-        return dt.lcut(text, HMM=self.hmm)
+        return self._segmenter().cut(text, hmm=self.hmm)
 
     def _dict_freqs(self, words: list[str]) -> list[int]:
         """jieba's ``FREQ.get(w, 0)`` for each word."""
-        if self._use_fast():
-            return get_segmenter().freqs(words).tolist()
-        freq = jieba_tokenizer().FREQ
-        return [freq.get(w, 0) for w in words]
+        return self._segmenter().freqs(words).tolist()
 
     def _normalize_many(self, raws: list[str]) -> list[tuple[str, ...]]:
         """The output tokens of each raw jieba token (memoised per process)."""
@@ -192,18 +169,5 @@ class ChineseAnalyzer(Analyzer):
                 raise ConfigError(
                     f"text {i} is a {type(text).__name__}, not a str; analyzers take str"
                 )
-        if self._use_fast():
-            raw, ids, offsets = get_segmenter().encode(texts, hmm=self.hmm)
-        else:
-            raw, ids, offsets = Analyzer.encode_chunk(_RawJieba(self), texts)
+        raw, ids, offsets = self._segmenter().encode(texts, hmm=self.hmm)
         return expand_tokens(raw, ids, offsets, self._normalize_many(raw))
-
-
-class _RawJieba(Analyzer):
-    """The raw segmentation of a ChineseAnalyzer, as an analyzer (for encode_chunk)."""
-
-    def __init__(self, parent: ChineseAnalyzer):
-        self.parent = parent
-
-    def __call__(self, text: str) -> list[str]:
-        return self.parent.segment(text)

@@ -32,10 +32,10 @@ import numpy as np
 from fastrag._checks import check_bool, check_str
 from fastrag._coldstart import kernels_ready
 from fastrag.analysis.base import Analyzer
-from fastrag.analysis.chinese import dictionary_tag, jieba_tokenizer
+from fastrag.analysis.chinese import dictionary_tag
 from fastrag.analysis.cjk import char_classes
 from fastrag.analysis.english import AUTO, default_stemmer, make_stemmer
-from fastrag.analysis.segment import get_segmenter
+from fastrag.analysis.segment import get_segmenter, jieba_tokenizer, segmenter
 from fastrag.analysis.spans import expand_tokens, span_strings, text_kernels, texts_to_codepoints
 from fastrag.analysis.stopwords import DEFAULT, load_stopwords, resolve_stopwords, stopwords_option
 from fastrag.analysis.wordseg import SEG_RANGES, segment_run, segmenter_tags
@@ -209,11 +209,7 @@ class MixedAnalyzer(Analyzer):
             han = [r for r in missing if HAN_LO <= ord(r[0]) <= HAN_HI and r not in seg]
             oov = [r for r in han if self.oov_chars and len(r) > 1]
             if oov:
-                freqs = (
-                    get_segmenter().freqs(oov).tolist()
-                    if kernels_ready()
-                    else [jieba_tokenizer().FREQ.get(w, 0) for w in oov]
-                )
+                freqs = segmenter().freqs(oov).tolist()
                 invented = {w for w, f in zip(oov, freqs, strict=True) if f == 0}
             else:
                 invented = set()
@@ -267,20 +263,14 @@ class MixedAnalyzer(Analyzer):
             for w in words
         }
         cand = sorted({p for ps in parts.values() for p in ps})
-        freqs = (
-            get_segmenter().freqs(cand).tolist()
-            if kernels_ready()
-            else [jieba_tokenizer().FREQ.get(p, 0) for p in cand]
-        )
+        freqs = segmenter().freqs(cand).tolist()
         known = {p for p, f in zip(cand, freqs, strict=True) if f > 0}
         out = {w: [p for p in ps if p in known] for w, ps in parts.items()}
         return {w: ps for w, ps in out.items() if ps}
 
     def _cut_han(self, text: str) -> list[str]:
         """jieba's words of a Han run (the kernel port once compiled, else jieba itself)."""
-        if kernels_ready():
-            return get_segmenter().cut(text, hmm=self.hmm)
-        return jieba_tokenizer().lcut(text, HMM=self.hmm)
+        return segmenter().cut(text, hmm=self.hmm)
 
     def _spans_python(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         """The kernel's raw spans with ``re`` and the jieba package (same tokens)."""

@@ -1,5 +1,10 @@
 """A jieba-compatible Chinese segmenter compiled with numba (``fastrag._kernels.jieba``).
 
+``segmenter()`` is the one place that chooses between it and the jieba package: the numba port
+once its kernels are ready, jieba itself while they compile (or for jieba's search mode, which
+has no port). Both have the same methods (``cut``, ``freqs``, ``encode``, ``warmup``) and give
+the same tokens.
+
 ``get_segmenter().cut(text, hmm=True)`` returns exactly ``jieba.lcut(text, HMM=hmm)`` (tested
 on every CMRC paragraph and question), several times faster; ``encode(texts)`` returns the
 chunk's distinct tokens and local ids without building a str per token. It reads jieba's
@@ -19,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fastrag._coldstart import kernels_ready
 from fastrag.analysis.spans import span_strings, text_kernels, texts_to_codepoints
 
 _BLOCK_CHARS = "+#&._%-"  # with a-z, A-Z, 0-9 and U+4E00..U+9FD5: jieba's re_han_default
@@ -186,6 +192,15 @@ def _load_tables() -> dict[str, np.ndarray]:
     return tables
 
 
+@functools.lru_cache(maxsize=1)
+def jieba_tokenizer():
+    """jieba's default Tokenizer, initialised once per process (quietly)."""
+    import jieba
+
+    _quiet_initialize(jieba.dt)
+    return jieba.dt
+
+
 def _quiet_initialize(tokenizer) -> None:
     import logging
 
@@ -267,3 +282,50 @@ class JiebaSegmenter:
 def get_segmenter() -> JiebaSegmenter:
     """The process-wide segmenter (built on first use from jieba's dictionary)."""
     return JiebaSegmenter()
+
+
+class JiebaPython:
+    """The jieba package behind :class:`JiebaSegmenter`'s methods: the same tokens without
+    kernels. ``search=True`` cuts with jieba's ``cut_for_search``."""
+
+    def __init__(self, search: bool = False) -> None:
+        self.search = search
+
+    def freqs(self, words: list[str]) -> np.ndarray:
+        """jieba's ``FREQ.get(w, 0)`` of each word (int64)."""
+        freq = jieba_tokenizer().FREQ
+        return np.array([freq.get(w, 0) for w in words], dtype=np.int64)
+
+    def warmup(self) -> None:
+        """Load jieba's dictionary."""
+        jieba_tokenizer()
+
+    def cut(self, text: str, hmm: bool = True) -> list[str]:
+        """``jieba.lcut(text, HMM=hmm)`` (``lcut_for_search`` with ``search=True``)."""
+        dt = jieba_tokenizer()
+        return dt.lcut_for_search(text, HMM=hmm) if self.search else dt.lcut(text, HMM=hmm)
+
+    def encode(
+        self, texts: list[str], hmm: bool = True
+    ) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """As :meth:`JiebaSegmenter.encode`."""
+        local: dict[str, int] = {}
+        ids: list[int] = []
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        setdefault = local.setdefault
+        for i, text in enumerate(texts):
+            ids.extend([setdefault(tok, len(local)) for tok in self.cut(text, hmm)])
+            offsets[i + 1] = len(ids)
+        return list(local), np.asarray(ids, dtype=np.int32), offsets
+
+
+_PYTHON = (JiebaPython(), JiebaPython(search=True))
+
+
+def segmenter(*, search: bool = False, port: bool = True) -> JiebaSegmenter | JiebaPython:
+    """jieba's segmenter for this call: the numba port when ``port`` is set and its kernels are
+    ready (compiled or cached), else the jieba package (the same tokens; always for
+    ``search=True``, jieba's ``cut_for_search``, which has no port)."""
+    if port and not search and kernels_ready():
+        return get_segmenter()
+    return _PYTHON[search]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastrag.analysis.chinese import jieba_tokenizer
+from fastrag.analysis.segment import jieba_tokenizer
 from fastrag.analysis.segment import get_segmenter
 
 EDGE_CASES = [
