@@ -70,10 +70,26 @@ BM25_SIMS = ["bm25", "bm25_english", "bm25_chinese", "bm25_cjk"]
 DENSE_SIMS = ["cosine", "hybrid"]
 
 
-def _embedder():
-    from fastrag.embeddings.local import default_embedding
+EMBEDDERS = ("e5", "static-e5", "static-minilm")
+EMBEDDER = "e5"  # --embedder
 
-    return default_embedding()
+
+def _embedder():
+    """The dense paths' embedder (``--embedder``): the default e5-small, or a static table
+    distilled from e5-small or MiniLM (built into the cache on first use)."""
+    if EMBEDDER == "e5":
+        from fastrag.embeddings.local import default_embedding
+
+        return default_embedding()
+    from fastrag.embeddings.static import StaticEmbedding
+
+    return StaticEmbedding.from_model(EMBEDDER.removeprefix("static-"))
+
+
+def _work(name: str) -> Path:
+    """The store of set ``name`` for the current embedder (vectors differ per embedder)."""
+    base = WORK_DIR / "quality"
+    return base / name if EMBEDDER == "e5" else base / EMBEDDER / name
 
 
 def _page_ranks(hits, page_of) -> list[str]:
@@ -86,11 +102,15 @@ def _page_ranks(hits, page_of) -> list[str]:
 
 # -- mixed-language known items ---------------------------------------------------------------
 def _similarity(spec: str) -> tuple[str, dict]:
-    """``"bm25"`` or ``"bm25:stemmer=french+stopwords=none"`` -> (similarity, options)."""
+    """``"bm25"``, ``"bm25:stemmer=french+stopwords=none"`` or ``"hybrid:weights=0.8/0.2"``
+    -> (similarity, options)."""
     sim, _, opts = spec.partition(":")
     pairs = dict(kv.split("=", 1) for kv in opts.split("+") if kv)
     words = {"none": None, "true": True, "false": False}
-    return sim, {k: words.get(v.lower(), v) for k, v in pairs.items()}
+    out = {k: words.get(v.lower(), v) for k, v in pairs.items()}
+    if "weights" in out:  # hybrid:weights=0.8/0.2
+        out["weights"] = [float(w) for w in out["weights"].split("/")]
+    return sim, out
 
 
 def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all") -> dict:
@@ -105,7 +125,7 @@ def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all")
         for q in questions:
             per_lang[q["lang"]].append(q)
         questions = [q for qs in per_lang.values() for q in qs[:5]]
-    work = WORK_DIR / "quality" / name
+    work = _work(name)
     dense = any(_similarity(s)[0] in DENSE_SIMS for s in sims)
     doc = fr.Document(
         str(corpus), store=str(work), embed=_embedder() if dense else None, show_progress=False
@@ -123,7 +143,7 @@ def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all")
     out: dict = {"chunks": n_chunks, "questions": len(questions), "split": split, "rows": []}
     for spec in sims:
         sim, opts = _similarity(spec)
-        if set(opts) - {"stemmer"}:  # other analyzer options: build the analyzer here
+        if set(opts) - {"stemmer", "weights"}:  # other analyzer options: build it here
             opts = {"analyzer": fr.get_analyzer(sim, **opts)}
         ret = fr.Retriever(doc, group, sim, topk=50, **opts)
         t0 = time.perf_counter()
@@ -215,7 +235,7 @@ def run_cmrc(sims: list[str], smoke: bool, repeats: int, path: Path | None = Non
             [gold[i] for i in keep],
             contexts[:60],
         )
-    work = WORK_DIR / "quality" / (("cmrc_smoke" if smoke else "cmrc") + f"_{split}")
+    work = _work(("cmrc_smoke" if smoke else "cmrc") + f"_{split}")
     doc = fr.Document.from_texts(
         contexts,
         metadatas=[{"p": i} for i in range(len(contexts))],
@@ -240,7 +260,8 @@ def run_cmrc(sims: list[str], smoke: bool, repeats: int, path: Path | None = Non
         return ret, _recall(rows, gold)
 
     for sim in sims:
-        _, rec = run(sim)
+        name, opts = _similarity(sim)
+        _, rec = run(name, **opts)
         out["rows"].append({"similarity": sim, **rec})
         print(f"cmrc {sim}: {rec}", flush=True)
     if "hybrid" in sims and not smoke and split == "dev":
@@ -251,6 +272,9 @@ def run_cmrc(sims: list[str], smoke: bool, repeats: int, path: Path | None = Non
             ("relative", [0.7, 0.3], 50),
             ("relative", [0.6, 0.4], 20),
             ("relative", [0.6, 0.4], 100),
+            ("relative", [0.8, 0.2], 50),
+            ("relative", [0.85, 0.15], 50),
+            ("relative", [0.9, 0.1], 50),
         ]:
             _, rec = run("hybrid", fusion=fusion, weights=weights, depth=depth)
             out["fusion"].append({"fusion": fusion, "weights": weights, "depth": depth, **rec})
@@ -331,11 +355,12 @@ def run_scifact(root: Path, sims: list[str]) -> dict:
     doc = fr.Document.from_texts(
         texts,
         metadatas=[{"id": i} for i in ids],
-        store=str(WORK_DIR / "quality" / "scifact"),
+        store=str(_work("scifact")),
         embed=_embedder(),
     )
     for sim in sims:
-        res = fr.Retriever(doc, "root", sim, topk=10).batch(qtexts)
+        name, opts = _similarity(sim)
+        res = fr.Retriever(doc, "root", name, topk=10, **opts).batch(qtexts)
         out["rows"].append(
             {
                 "similarity": sim,
@@ -369,7 +394,8 @@ def report(results: dict, info: dict) -> str:
     lines = [
         "# Retrieval quality by similarity",
         "",
-        f"CPU: {info.get('cpu')}; commit {info.get('commit')}; {time.strftime('%Y-%m-%d')}",
+        f"CPU: {info.get('cpu')}; commit {info.get('commit')}; {time.strftime('%Y-%m-%d')}; "
+        f"cosine and hybrid embed with {EMBEDDER}",
         "",
     ]
     titles = {
@@ -477,7 +503,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
     ap.add_argument("--out", default="quality")
+    ap.add_argument(
+        "--embedder", choices=EMBEDDERS, default="e5", help="the embedder of cosine and hybrid"
+    )
     args = ap.parse_args()
+    global EMBEDDER
+    EMBEDDER = args.embedder
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     sims = [s.strip() for s in args.similarities.split(",") if s.strip()]
     unknown = set(sets) - {"mixed", "fastapi", "tldr", "vue", "cmrc", "scifact"}

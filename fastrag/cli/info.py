@@ -56,9 +56,11 @@ def print_info(path: Path, verify: bool = False, deep: bool = False) -> int:
             f"{len(g['segments']):>9} {size:>14,}{stale}"
         )
     for v in m["vectors"].values():
+        rec = v.get("embedder")
         print(
             f"vectors {v['group']!r} key {v['key']!r}: dim {v['dim']}, "
             f"{sum(s['rows'] for s in v['segments']):,} nodes"
+            + (f", embedder {rec.get('name')}" if isinstance(rec, dict) else "")
         )
     if m["indexes"]:
         print(f"{len(m['indexes'])} indexes: " + ", ".join(sorted(m["indexes"])))

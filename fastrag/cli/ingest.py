@@ -14,6 +14,7 @@ import pyarrow as pa
 from fastrag.cli.common import UsageError, is_stored, pick_group
 from fastrag.cli.info import print_info
 from fastrag.documents.document import Document
+from fastrag.embeddings.named import EMBEDDER_NAMES, embedder_by_name
 from fastrag.errors import ConfigError
 from fastrag.retrieval.retriever import Retriever
 from fastrag.transforms import (
@@ -97,6 +98,8 @@ def _ingest(args: argparse.Namespace) -> int:
         "show_progress": not args.quiet,
     }
     opts.update(_reader_options(args))
+    if args.embed:
+        opts["embed"] = embedder_by_name(args.embed)
     existed = (Path(args.store) / "manifest.json").exists()
     if args.add:
         if not existed:
@@ -152,6 +155,7 @@ def _ingest(args: argparse.Namespace) -> int:
                 print(f"note: group {name!r} was not updated: {exc}", file=sys.stderr)
             bar.update(1)
     _build_default_index(doc, names)
+    _embed_default_group(doc, names)
     report = doc.read_report
     if not args.add and report.entries:
         print(report.summary())
@@ -179,6 +183,19 @@ def _build_default_index(doc: Document, built: list[str]) -> None:
     if not len(doc.group(group)):
         return
     Retriever(doc, group, "bm25", topk=1)("index")
+
+
+def _embed_default_group(doc: Document, built: list[str]) -> None:
+    """Embed and store the vectors of the group ``fastrag search`` uses by default, for each
+    embedder of the Document (``--embed``, or the one the store records), so that search and
+    serve never embed a whole group themselves."""
+    if not doc.embed or doc.store is None or not doc.store.writable:
+        return
+    group = pick_group(doc, None, quiet=True)
+    if (group != "root" and group not in built) or not len(doc.group(group)):
+        return
+    for key in doc.embed:
+        doc.embeddings(group, key)
 
 
 def _reader_options(args: argparse.Namespace) -> dict:
@@ -260,6 +277,14 @@ def add_ingest_arguments(ing: argparse.ArgumentParser) -> None:
         default=[],
         metavar="GLOB",
         help="repeatable: skip files matching this glob",
+    )
+    ing.add_argument(
+        "--embed",
+        choices=EMBEDDER_NAMES,
+        default=None,
+        help="also embed the default group and store the vectors, recording the embedder, so "
+        "search and serve answer cosine and hybrid at once (static: a table distilled from "
+        "e5-small, thousands of texts per second; e5-small, minilm: the models, ~1-10 texts/s)",
     )
     ing.add_argument("--no-recursive", action="store_true", help="top-level files only")
     ing.add_argument("-v", "--verbose", action="store_true", help="list the files skipped")

@@ -46,6 +46,7 @@ from fastrag.documents.relink import (
 from fastrag.documents.sources import Planner, SourceView, check_texts
 from fastrag.documents.state import Committer, SourceState
 from fastrag.documents.store import Store, check_tag
+from fastrag.embeddings.named import recorded_embedders
 from fastrag.errors import ConfigError, StoreWarning
 from fastrag.schema import ROOT_GROUP, DocNode, NodeWithScore
 from fastrag.settings import DEFAULT_TOPK
@@ -68,7 +69,10 @@ class Document(BaseDocument):
     ``lock_timeout`` bounds the wait for another writer, ``verify=True`` checks every file's
     checksum when it is read. ``Document(store=PATH)`` re-opens a store with its sources and
     groups, reading no source file and writing nothing (files that are gone or changed on disk
-    are reported with a :class:`~fastrag.errors.StoreWarning` and served as stored).
+    are reported with a :class:`~fastrag.errors.StoreWarning` and served as stored). Without
+    ``embed=``, a store whose vectors record the embedder that made them (``fastrag ingest
+    --embed NAME``, or an embedder from :func:`~fastrag.embeddings.named.embedder_by_name`)
+    embeds with it again, loaded on first use.
     ``Document(PATHS, store=PATH)`` brings the store up to date with ``PATHS``: new and changed
     files are read, files found at a new place re-linked, and the store's other sources kept
     unless ``remove_missing=True`` (drop those not found) or ``replace=True`` (``PATHS`` become
@@ -164,6 +168,8 @@ class Document(BaseDocument):
         if self._store is not None:
             self._commits.load()
             self._register_stored_groups()
+            if not self.embed:  # the embedders the stored vectors record (fastrag ingest --embed)
+                self.embed = dict(recorded_embedders(self._store.manifest))
         if _texts is not None:
             texts, metadatas, ids = _texts
             self._commits.change(

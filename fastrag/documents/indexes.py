@@ -26,6 +26,7 @@ from tqdm import tqdm
 from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.documents.embedding import check_vectors, embedder_name, to_numpy, vector_schema
 from fastrag.documents.labels import LabelledIndex, hnsw_label_problem, label_rows
+from fastrag.embeddings.named import embedder_record
 from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stored import PACKED_NAMES
@@ -222,6 +223,19 @@ class DerivedData:
         n = len(g)
         ids_col = g.table.column("id")
         stored = self._stored_vectors(g, key)
+        record = embedder_record(emb)
+        made_by = None if stored is None else stored[2].get("embedder")
+        if made_by is not None and record is not None and made_by != record:
+            warnings.warn(
+                f"the vectors of group {g.name!r} (embed key {key!r}) were embedded by "
+                f"{made_by['name']} ({made_by}); the embedder is now {record['name']} "
+                f"({record}): embedding the group again",
+                StoreWarning,
+                stacklevel=4,
+            )
+            stored = made_by = None
+        if stored is not None and made_by != record:
+            record = None  # some vectors came from an embedder the store did not record
         if (
             stored is not None
             and stored[2].get("aligned") == g.fingerprint
@@ -263,11 +277,17 @@ class DerivedData:
             self._count("vectors")
         if out is None:
             out = np.zeros((n, int(getattr(emb, "dim", 0) or 0)), dtype=np.float32)
-        self._persist_vectors(g, key, out, stored, aligned_prefix)
+        self._persist_vectors(g, key, out, stored, aligned_prefix, record)
         return out
 
     def _persist_vectors(
-        self, g: NodeGroup, key: str, vecs: np.ndarray, stored, aligned_prefix: int
+        self,
+        g: NodeGroup,
+        key: str,
+        vecs: np.ndarray,
+        stored,
+        aligned_prefix: int,
+        record: dict | None,
     ) -> None:
         if vecs.shape[1] == 0:
             return
@@ -312,6 +332,7 @@ class DerivedData:
                 "dim": vecs.shape[1],
                 "aligned": g.fingerprint,
                 "segments": segs,
+                **({"embedder": record} if record is not None else {}),
             }
             txn.changed = True
 

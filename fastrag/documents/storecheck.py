@@ -198,6 +198,11 @@ def manifest_problems(m: Any, *, deep: bool = False) -> list[str]:
             f"{where}: group {v.get('group')!r} is not a group of the store",
         )
         need(isinstance(v.get("aligned", ""), str), f"{where}: aligned is not a string")
+        rec = v.get("embedder", {})
+        need(
+            isinstance(rec, dict) and all(isinstance(rec.get(f, ""), (str, int)) for f in rec),
+            f"{where}: embedder {rec!r} is not a record of names",
+        )
         segments(v.get("segments"), where)
     for key, idx in m["indexes"].items():
         where = f"index {key!r}"

@@ -33,6 +33,7 @@ __all__ = [
     "MiniLMEmbedding",
     "SentenceTransformerEmbedding",
     "default_embedding",
+    "default_model_of",
 ]
 
 
@@ -315,3 +316,13 @@ def default_embedding(model: str = "e5-small", **kwargs: Any) -> BaseEmbedder:
         if emb is None:
             emb = _default_cache[key] = DEFAULT_EMBEDDING_MODELS[model](**kwargs)
         return emb
+
+
+def default_model_of(emb: Any) -> str | None:
+    """The model name (``"e5-small"``, ``"minilm"``) when ``emb`` is that model's shared
+    instance from :func:`default_embedding` with no arguments, else None."""
+    with _default_lock:
+        for (model, kwargs), shared in _default_cache.items():
+            if shared is emb and not kwargs:
+                return model
+    return None
