@@ -133,6 +133,17 @@ def test_ingest_embeds_records_and_search_reuses_the_embedder(corpus, tmp_path, 
     ).stdout
     assert "embedder static-minilm" in info
 
+    # a later ingest embeds the new chunks with the recorded embedder, unasked
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "birds.md").write_text("Birds fly south in winter and sing in spring.\n")
+    _ingest(more, store, env, "--add")
+    manifest = json.loads((store / "manifest.json").read_text())
+    (entry,) = manifest["vectors"].values()
+    rows = sum(s["rows"] for s in entry["segments"])
+    assert rows == manifest["groups"]["chunk"]["nodes"] == len(texts) + 1
+    assert entry["embedder"] == want_record
+
 
 def test_serve_and_mcp_answer_hybrid_on_an_embedded_store(corpus, tmp_path, env):
     store = tmp_path / "store"
