@@ -62,13 +62,39 @@ def _version(dist: str) -> str:
 _LOCAL = threading.local()
 
 
+@functools.cache
+def _installed(*modules: str) -> bool:
+    """Whether every module is installed, without importing it (laonlp's import alone loads
+    its dictionary: 0.26 s that a search of text without Lao would pay)."""
+    from importlib.util import find_spec
+
+    return all(find_spec(m) is not None for m in modules)
+
+
+def _load(package: str, load: Callable[[], Any]) -> Any:
+    """``load()``, or a ConfigError when an installed segmenter fails to import (the index's
+    identity names it, so falling back to bigrams would give other tokens under its name)."""
+    try:
+        return load()
+    except ImportError as exc:
+        from fastrag.errors import ConfigError
+
+        raise ConfigError(
+            f"{package} is installed but fails to import ({exc}); reinstall it "
+            f"(pip install --force-reinstall {package}) or uninstall it"
+        ) from exc
+
+
 @functools.lru_cache(maxsize=1)
 def _has_mecab() -> bool:
-    try:
-        import fugashi  # noqa: F401
-        import unidic_lite  # noqa: F401  (the dictionary fugashi finds)
-    except ImportError:
+    if not _installed("fugashi", "unidic_lite"):  # unidic_lite: the dictionary fugashi finds
         return False
+    return _load("fugashi", _import_fugashi)
+
+
+def _import_fugashi() -> bool:
+    import fugashi  # noqa: F401
+
     return True
 
 
@@ -84,22 +110,26 @@ def _mecab() -> Any:
     return tagger
 
 
+def _thai_tokenize() -> Callable[[str], list[str]]:
+    from pythainlp.tokenize import word_tokenize
+
+    return functools.partial(word_tokenize, engine="newmm", keep_whitespace=False)
+
+
+def _lao_tokenize() -> Callable[[str], list[str]]:
+    from laonlp.tokenize import word_tokenize
+
+    return word_tokenize
+
+
 @functools.lru_cache(maxsize=1)
 def _thai() -> Callable[[str], list[str]] | None:
-    try:
-        from pythainlp.tokenize import word_tokenize
-    except ImportError:
-        return None
-    return functools.partial(word_tokenize, engine="newmm", keep_whitespace=False)
+    return _load("pythainlp", _thai_tokenize) if _installed("pythainlp") else None
 
 
 @functools.lru_cache(maxsize=1)
 def _lao() -> Callable[[str], list[str]] | None:
-    try:
-        from laonlp.tokenize import word_tokenize
-    except ImportError:
-        return None
-    return word_tokenize
+    return _load("laonlp", _lao_tokenize) if _installed("laonlp") else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,11 +137,11 @@ def segmenter_tags() -> dict[str, str]:
     """The segmenter used per script here (a package and version, or ``"bigrams"``)."""
     ja = (
         f"fugashi-{_version('fugashi')}+unidic-lite-{_version('unidic-lite')}"
-        if _has_mecab()
+        if _installed("fugashi", "unidic_lite")
         else "kana-runs+jieba"
     )
-    th = f"pythainlp-{_version('pythainlp')}-newmm" if _thai() is not None else "bigrams"
-    lo = f"laonlp-{_version('laonlp')}" if _lao() is not None else "bigrams"
+    th = f"pythainlp-{_version('pythainlp')}-newmm" if _installed("pythainlp") else "bigrams"
+    lo = f"laonlp-{_version('laonlp')}" if _installed("laonlp") else "bigrams"
     return {"ja": ja, "th": th, "lo": lo, "km": "bigrams", "my": "bigrams"}
 
 

@@ -9,18 +9,23 @@ import time
 from fastrag.embeddings.distill import STATIC_MODELS
 from fastrag.embeddings.static import StaticEmbedding
 
-__all__ = ["add_embed_arguments", "cmd_embed"]
+__all__ = ["TableProgress", "add_embed_arguments", "cmd_embed"]
 
 
-class _Progress:
-    """Prints ``done/total tokens, tokens/s, ETA`` at most every ``every`` seconds."""
+class TableProgress:
+    """Prints ``done/total tokens, tokens/s, ETA`` of a static table's build at most every
+    ``every`` seconds (after ``header``, printed on the first call)."""
 
-    def __init__(self, every: float = 2.0) -> None:
+    def __init__(self, every: float = 2.0, header: str = "") -> None:
         self.start = time.perf_counter()
         self.last = 0.0
         self.every = every
+        self.header = header
 
     def __call__(self, done: int, total: int) -> None:
+        if self.header:
+            print(self.header, file=sys.stderr, flush=True)
+            self.header = ""
         now = time.perf_counter() - self.start
         if done < total and now - self.last < self.every:
             return
@@ -44,7 +49,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         rebuild=args.rebuild,
         num_threads=args.threads,
-        progress=_Progress(),
+        progress=TableProgress(),
     )
     size = emb.table.nbytes()
     print(

@@ -33,9 +33,10 @@ EMBEDDER_NAMES = ("static", "static-e5-small", "static-minilm", "e5-small", "min
 _STATIC_DEFAULT = "static-e5-small"
 
 
-def embedder_by_name(name: str) -> Any:
+def embedder_by_name(name: str, progress: Any = None) -> Any:
     """The embedder called ``name`` (one of :data:`EMBEDDER_NAMES`). A static table is
-    distilled into the cache first if missing (``fastrag embed --build-static``)."""
+    distilled into the cache first if missing (as ``fastrag embed --build-static`` does;
+    ``progress(done, total)`` is called as it goes)."""
     if not isinstance(name, str) or name not in EMBEDDER_NAMES:
         raise ConfigError(
             f"unknown embedder {name!r}; choose one of {', '.join(EMBEDDER_NAMES)} "
@@ -44,7 +45,7 @@ def embedder_by_name(name: str) -> Any:
     if name == "static":
         name = _STATIC_DEFAULT
     if name.startswith("static-"):
-        return StaticEmbedding.from_model(name.removeprefix("static-"))
+        return StaticEmbedding.from_model(name.removeprefix("static-"), progress=progress)
     return default_embedding(name)
 
 

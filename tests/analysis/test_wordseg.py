@@ -88,3 +88,38 @@ def test_japanese_in_threads(an):
         got = list(pool.map(lambda t: MixedAnalyzer()(t), texts))
     assert got == expected
     assert expected[7] == ["ファイル", "所有", "者", "変える", "7", "回", "目"]
+
+
+def test_the_analyzer_identity_imports_no_segmenter():
+    """Naming the segmenters (the analyzer's identity, read by every search) imports none of
+    them: laonlp's import alone loads its dictionary (0.26 s)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from fastrag.analysis import get_analyzer\n"
+        "get_analyzer('bm25').identity()\n"
+        "get_analyzer('bm25')('search the docs')\n"
+        "print(sorted(m for m in ('laonlp', 'pythainlp', 'fugashi') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_an_installed_segmenter_that_fails_to_import_is_named(monkeypatch):
+    import fastrag.analysis.wordseg as ws
+    from fastrag.errors import ConfigError
+
+    pytest.importorskip("laonlp")
+
+    def broken():
+        raise ImportError("libfoo.so: cannot open shared object file")
+
+    monkeypatch.setattr(ws, "_lao_tokenize", broken)
+    ws._lao.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="laonlp is installed but fails to import.*libfoo"):
+            ws.segment_run("ສະບາຍດີ", list)
+    finally:
+        ws._lao.cache_clear()
