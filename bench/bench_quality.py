@@ -70,7 +70,7 @@ BM25_SIMS = ["bm25", "bm25_english", "bm25_chinese", "bm25_cjk"]
 DENSE_SIMS = ["cosine", "hybrid"]
 
 
-EMBEDDERS = ("e5", "static-e5", "static-minilm")
+EMBEDDERS = ("e5", "static-e5-small", "static-minilm")
 EMBEDDER = "e5"  # --embedder
 
 
@@ -81,9 +81,9 @@ def _embedder():
         from fastrag.embeddings.local import default_embedding
 
         return default_embedding()
-    from fastrag.embeddings.static import StaticEmbedding
+    from fastrag.embeddings.named import embedder_by_name
 
-    return StaticEmbedding.from_model(EMBEDDER.removeprefix("static-"))
+    return embedder_by_name(EMBEDDER)
 
 
 def _work(name: str) -> Path:

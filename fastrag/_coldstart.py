@@ -11,6 +11,10 @@ compile finishes, the next call loads the cached kernels.
 ``FASTRAG_BACKGROUND_COMPILE=0`` turns this off: kernels then compile in the calling process
 on first use, as plain numba does. ``fastrag warmup`` ahead of time (in an image build or CI)
 makes every process start warm.
+
+Even cached kernels cost something once per process: numba sets up its runtime at the first
+kernel call (:data:`NUMBA_START_S`). Work smaller than that (one query on a small store) runs
+on the NumPy and Python twins until a kernel has run (:func:`kernels_pay`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ _ready = False
 _proc: subprocess.Popen | None = None
 _spawned_at = 0.0
 _announced = False
+_serving = False
 
 
 def enabled() -> bool:
@@ -87,6 +92,34 @@ def mark_ready() -> Path:
     tmp.write_text("compiled by fastrag warmup\n")
     os.replace(tmp, path)
     return path
+
+
+#: CPU seconds numba spends at a process's first kernel call, before any kernel of ours loads
+#: (its runtime and ~230 modules of implementations; 0.38-0.45 s on AMD EPYC Zen 4)
+NUMBA_START_S = 0.4
+
+
+def numba_started() -> bool:
+    """Whether a kernel has run in this process (numba's runtime is set up)."""
+    runtime = sys.modules.get("numba.core.runtime")
+    if runtime is None:
+        return False
+    # numba's own flag; should a release rename it, count numba as started (kernels as before)
+    return bool(getattr(getattr(runtime, "rtsys", None), "_init", True))
+
+
+def serving() -> None:
+    """Say that this process will answer many requests (a server): kernels from now on, small
+    work included, since numba's start-up is paid once for all of them."""
+    global _serving
+    _serving = True
+
+
+def kernels_pay(numpy_s: float) -> bool:
+    """Whether to call kernels for work that takes about ``numpy_s`` seconds on its NumPy or
+    Python twin (the same results): once numba is started, in a server, or when the work
+    outweighs starting numba."""
+    return _serving or numpy_s > NUMBA_START_S or numba_started()
 
 
 def use_kernels() -> None:

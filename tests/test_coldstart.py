@@ -408,3 +408,52 @@ def test_a_failing_warmup_process_fails_the_warmup_naming_its_stages(monkeypatch
     assert marked == []
     with pytest.raises(ConfigError, match="unknown warm-up stages"):
         wu.run_stages(["no_such_stage"])
+
+
+SMALL_SEARCH = r"""
+import json, sys
+from fastrag.cli import main
+import fastrag._coldstart as cs
+main(["search", sys.argv[1], sys.argv[2], "--json", "--topk", "3"])
+print(json.dumps({"numba_started": cs.numba_started()}), file=sys.stderr)
+"""
+
+
+def test_one_query_on_a_small_store_starts_no_numba(tmp_path, monkeypatch):
+    """A process that searches a small store once runs the Python and NumPy twins (the same
+    hits) instead of starting numba (0.4 s): the store keeps a small BM25 index unpacked, the
+    analyzer spans one Latin query in Python, and BM25 scores it on NumPy."""
+    import fastrag as fr
+    import fastrag.documents.indexes as derived_mod
+
+    texts = [
+        f"page {i}: the store keeps cats, dogs and {w} notes"
+        for i, w in enumerate(["bird", "fish", "search", "kernel"] * 10)
+    ]
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    fr.Retriever(fr.Document.from_texts(texts, store=str(plain)), "root", "bm25")("x")
+    with monkeypatch.context() as mp:
+        mp.setattr(derived_mod, "PACK_MIN_POSTINGS", 0)
+        fr.Retriever(fr.Document.from_texts(texts, store=str(packed)), "root", "bm25")("x")
+    metas = [json.loads((p / "manifest.json").read_text())["indexes"] for p in (plain, packed)]
+    formats = [next(iter(m.values()))["meta"]["index"]["format"] for m in metas]
+    assert formats == ["fastrag.bm25/1", "fastrag.bm25/2"]  # unpacked, packed
+    got = {}
+    for store in (plain, packed):
+        out = subprocess.run(
+            [sys.executable, "-c", SMALL_SEARCH, str(store), "search kernel notes"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+        )
+        got[store.name] = [(h["id"], h["score"]) for h in map(json.loads, out.stdout.splitlines())]
+        assert json.loads(out.stderr.strip().splitlines()[-1])["numba_started"] is (
+            store is packed  # a packed index decodes its blocks with a kernel
+        )
+    doc = fr.Document(store=str(plain), mode="r")
+    want = [
+        (h.node.id, h.score)
+        for h in fr.Retriever(doc, "root", "bm25", topk=3)("search kernel notes")
+    ]
+    assert got["plain"] == got["packed"] == [(i, pytest.approx(s, abs=1e-6)) for i, s in want]

@@ -24,6 +24,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
+from fastrag.errors import ConfigError
+
 __all__ = ["SEG_RANGES", "japanese_without_dictionary", "segment_run", "segmenter_tags"]
 
 KANA_RANGES = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F))
@@ -77,8 +79,6 @@ def _load(package: str, load: Callable[[], Any]) -> Any:
     try:
         return load()
     except ImportError as exc:
-        from fastrag.errors import ConfigError
-
         raise ConfigError(
             f"{package} is installed but fails to import ({exc}); reinstall it "
             f"(pip install --force-reinstall {package}) or uninstall it"

@@ -34,6 +34,11 @@ from fastrag.indexes.sparse import SparseIndex, sparse_column
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
 from fastrag.schema import EMBEDDING_PREFIX
 
+#: A BM25 index with fewer postings is stored unpacked (8 bytes a posting: 2 MiB at most): a
+#: query on it then reads no packed block, and a process that searches a small store once
+#: needs no kernel (numba's start-up, 0.4 s, is most of such a search)
+PACK_MIN_POSTINGS = 1 << 18
+
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
     from fastrag.documents.group import NodeGroup
@@ -442,7 +447,8 @@ class DerivedData:
                 and (entry is None or cur["dir"] != entry["dir"])
             ):
                 return  # another writer stored it (and it is not the damaged one we read)
-            arrays = dict(index.to_arrays(packed=True))
+            packed = index.indices.shape[0] >= PACK_MIN_POSTINGS
+            arrays = dict(index.to_arrays(packed=packed))
             arrays["vocab_bytes"], arrays["vocab_offsets"] = encode_vocab(tc.vocab)
             txn.write_arrays(
                 key,
@@ -452,7 +458,7 @@ class DerivedData:
                     "group": g.name,
                     "fingerprint": g.fingerprint,
                     "analyzer": analyzer.identity(),
-                    "index": index.meta(packed=True),
+                    "index": index.meta(packed=packed),
                 },
             )
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fastrag._checks import check_int
+from fastrag._coldstart import serving
 from fastrag.chat import ChatMemory, MessageWindowChatMemory
 from fastrag.documents.document import Document
 from fastrag.errors import ConfigError
@@ -257,6 +258,7 @@ class ServeEngine:
         """First queries (one, then a batch of 64): the kernels load before a client waits.
         ``quiet`` (a background warm-up): a failure is logged; the request that meets it
         again reports it."""
+        serving()  # kernels for every query, however small (numba starts here, once)
         try:
             texts = [t for t in self.doc.group(ret.group_name).texts()[:64] if t.strip()]
             queries = [t[:24] for t in texts] or ["warm-up"]

@@ -32,6 +32,7 @@ import numba
 import numpy as np
 
 from fastrag._checks import readonly
+from fastrag._coldstart import kernels_pay, numba_started
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
 from fastrag._kernels.bm25 import build as bm25_build
 from fastrag._kernels.bm25 import heads as bm25_heads
@@ -294,6 +295,9 @@ class BM25Index(BM25Persistence):
         run = backend()
         if run is NUMPY:  # a batch slower on NumPy than the compile has left waits for it
             run = backend(estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1))
+        elif not numba_started():  # a small batch runs on NumPy rather than start numba
+            estimate = estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1)
+            run = KERNELS if kernels_pay(estimate) else NUMPY
         cold = run is NUMPY
         if self._unchecked is not None:
             if cold or self._lz is NO_LAZY:
