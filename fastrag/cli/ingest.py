@@ -291,7 +291,8 @@ def add_ingest_arguments(ing: argparse.ArgumentParser) -> None:
         default=None,
         help="also embed the default group and store the vectors, recording the embedder, so "
         "search and serve answer cosine and hybrid at once (static: a table distilled from "
-        "e5-small, thousands of texts per second; e5-small, minilm: the models, ~1-10 texts/s)",
+        "MiniLM, thousands of texts per second; static-e5-small: from e5-small; e5-small, "
+        "minilm: the models, ~1-10 texts/s)",
     )
     ing.add_argument("--no-recursive", action="store_true", help="top-level files only")
     ing.add_argument("-v", "--verbose", action="store_true", help="list the files skipped")
