@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from fastrag._cache import cache_root
 from fastrag.errors import StoreError
 
 __all__ = [
@@ -44,12 +45,7 @@ _FILES = ("table.i8", "scales.f32", "vocab.json")
 def static_cache_root() -> Path:
     """``$FASTRAG_CACHE_DIR/static`` (default ``$XDG_CACHE_HOME/fastrag`` or
     ``~/.cache/fastrag``): where :meth:`StaticEmbedding.from_model` keeps its tables."""
-    root = os.environ.get("FASTRAG_CACHE_DIR")
-    if not root:
-        root = os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "fastrag"
-        )
-    return Path(root) / "static"
+    return cache_root() / "static"
 
 
 @dataclass

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fastrag._blas import cpu_flags, single_threaded_blas
+from fastrag._cache import cache_root
 from fastrag._kernels import avx2, vnni
 from fastrag._kernels import dense_quant as _quant
 from fastrag.errors import ConfigError
@@ -400,12 +401,7 @@ def _cpu_model() -> str:
 def probe_cache_path() -> Path:
     """``$FASTRAG_CACHE_DIR`` or ``$XDG_CACHE_HOME/fastrag`` (``~/.cache/fastrag``), file
     ``cpu_probe.json``."""
-    root = os.environ.get("FASTRAG_CACHE_DIR")
-    if not root:
-        root = os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "fastrag"
-        )
-    return Path(root) / "cpu_probe.json"
+    return cache_root() / "cpu_probe.json"
 
 
 def _read_cache(path: Path, key: str) -> dict[str, Any] | None:

@@ -137,3 +137,33 @@ def test_a_records_own_language_wins_and_carries_no_score(tmp_path):
     metas = [m for _, m in read_file(p)]
     assert metas[0]["language"] == "xx" and "language_score" not in metas[0]
     assert (metas[1]["language"], metas[1]["language_score"]) == text_language(TLDR["de"])
+
+
+def test_the_model_loads_from_an_unpacked_copy_with_the_same_answers(tmp_path, monkeypatch):
+    """The first process unpacks py3langid's LZMA model into the cache folder (atomically);
+    later ones load the copy and answer exactly as the packaged model does. A damaged copy is
+    not used (the package's model answers) and is removed, so the next process writes it."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    monkeypatch.setenv("FASTRAG_CACHE_DIR", str(tmp_path))
+    texts = [
+        "Das ist ein kurzer deutscher Satz über Katzen.",
+        "这是一个关于猫的中文句子。",
+        "Ceci est une phrase en français sur les chats.",
+        "ls -la /tmp",
+    ]
+    packaged = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    want = [packaged.classify(t) for t in texts]
+    first = L._load_identifier()  # unpacks
+    (copy,) = (tmp_path / "langid").iterdir()
+    assert copy.suffix == ".npz" and copy.stat().st_size > 60_000_000
+    assert [x.name for x in (tmp_path / "langid").iterdir()] == [copy.name]  # no temp left
+    again = L._load_identifier()  # loads the copy
+    assert [first.classify(t) for t in texts] == [again.classify(t) for t in texts] == want
+
+    data = bytearray(copy.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a flipped byte inside a member: its CRC fails
+    copy.write_bytes(bytes(data))
+    damaged = L._load_identifier()
+    assert [damaged.classify(t) for t in texts] == want
+    assert not copy.exists()
