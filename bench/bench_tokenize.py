@@ -75,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from fastrag.analysis import get_analyzer, tokenize_corpus
-    from fastrag.analysis.segment import jieba_tokenizer
-    from fastrag.analysis.segment import get_segmenter
+    from fastrag.analysis.segment import get_segmenter, jieba_tokenizer
 
     info = machine_info(["jieba", "fastrag-engine"])
     contexts = cmrc_contexts()

@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastrag.analysis.segment import jieba_tokenizer
-from fastrag.analysis.segment import get_segmenter
+from fastrag.analysis.segment import get_segmenter, jieba_tokenizer
 
 EDGE_CASES = [
     "",
