@@ -46,6 +46,7 @@ _proc: subprocess.Popen | None = None
 _spawned_at = 0.0
 _announced = False
 _serving = False
+_twin_s = 0.0  # the estimated seconds this process spent on the twins instead of starting numba
 
 
 def enabled() -> bool:
@@ -117,9 +118,14 @@ def serving() -> None:
 
 def kernels_pay(numpy_s: float) -> bool:
     """Whether to call kernels for work that takes about ``numpy_s`` seconds on its NumPy or
-    Python twin (the same results): once numba is started, in a server, or when the work
-    outweighs starting numba."""
-    return _serving or numpy_s > NUMBA_START_S or numba_started()
+    Python twin (the same results): once numba is started, in a server, when the work
+    outweighs starting numba, or once this process has spent that much on the twins (a
+    service of many small calls then starts numba after at most ~0.4 s more)."""
+    global _twin_s
+    if _serving or numba_started() or numpy_s + _twin_s > NUMBA_START_S:
+        return True
+    _twin_s += numpy_s  # a race between threads loses a little of the sum: harmless
+    return False
 
 
 def use_kernels() -> None:

@@ -457,3 +457,40 @@ def test_one_query_on_a_small_store_starts_no_numba(tmp_path, monkeypatch):
         for h in fr.Retriever(doc, "root", "bm25", topk=3)("search kernel notes")
     ]
     assert got["plain"] == got["packed"] == [(i, pytest.approx(s, abs=1e-6)) for i, s in want]
+
+
+MANY_SMALL = r"""
+import json, sys
+import fastrag as fr
+import fastrag._coldstart as cs
+doc = fr.Document(store=sys.argv[1], mode="r")
+ret = fr.Retriever(doc, "root", "bm25", topk=3)
+first = [(h.node.id, h.score) for h in ret("search kernel notes")]
+started = [cs.numba_started()]
+for i in range(20000):  # a service: one small query at a time
+    ret("search kernel notes")
+    if cs.numba_started():
+        break
+started.append(cs.numba_started())
+last = [(h.node.id, h.score) for h in ret("search kernel notes")]
+print(json.dumps({"started": started, "queries": i + 1, "same": first == last}))
+"""
+
+
+def test_a_service_of_small_queries_starts_numba_after_a_bounded_cost(tmp_path):
+    """Small work runs on the twins only until the process has spent about numba's start-up
+    on them: a service answering one small query at a time then runs the kernels."""
+    import fastrag as fr
+
+    texts = [f"page {i}: the store keeps {w} notes" for i, w in enumerate(["a", "b", "c"] * 10)]
+    fr.Retriever(fr.Document.from_texts(texts, store=str(tmp_path / "s")), "root", "bm25")("x")
+    out = subprocess.run(
+        [sys.executable, "-c", MANY_SMALL, str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["started"] == [False, True] and res["same"]
+    assert res["queries"] < 20000
