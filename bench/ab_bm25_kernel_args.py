@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--name", default="bm25_kernel_args_ab")
     ap.add_argument("--speed-only", action="store_true", help="skip the identity cases")
     ap.add_argument("--aa", action="store_true", help="A/A: HEAD's kernels as the old ones")
+    ap.add_argument("--strategy", default="auto", help="the strategy timed (auto, maxscore, ...)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="fastrag-ab-"))
     old = old_kernels("HEAD" if args.aa else args.base, tmp)
@@ -132,12 +133,12 @@ def main(argv: list[str] | None = None) -> None:
         for threads in (1, 2):
             times = {"old": [], "new": []}
             for kind in ("old", "new"):  # warm (and compile) both first
-                run(style[kind], kerns[kind], plain, qv, qo, "auto", None, None, threads)
+                run(style[kind], kerns[kind], plain, qv, qo, args.strategy, None, None, threads)
             for r in range(args.repeats):
                 for kind in ("old", "new") if r % 2 == 0 else ("new", "old"):
                     t0 = time.process_time()
                     w0 = time.perf_counter()
-                    run(style[kind], kerns[kind], plain, qv, qo, "auto", None, None, threads)
+                    run(style[kind], kerns[kind], plain, qv, qo, args.strategy, None, None, threads)
                     times[kind].append((time.perf_counter() - w0, time.process_time() - t0))
             ratios = [o[0] / n[0] for o, n in zip(times["old"], times["new"], strict=True)]
             cpu = [o[1] / n[1] for o, n in zip(times["old"], times["new"], strict=True)]
@@ -160,7 +161,8 @@ def main(argv: list[str] | None = None) -> None:
             if not args.aa
             else f"# BM25 kernels: A/A, two copies of HEAD's kernels ({args.docs:,} docs)",
             f"`python bench/ab_bm25_kernel_args.py --base {args.base} --docs {args.docs} "
-            f"--repeats {args.repeats} --tile {args.tile}{' --aa' if args.aa else ''}`; "
+            f"--repeats {args.repeats} --tile {args.tile} --strategy {args.strategy}"
+            f"{' --aa' if args.aa else ''}{' --speed-only' if args.speed_only else ''}`; "
             f"CPU {info.get('cpu')}, load at start "
             f"{info.get('loadavg_at_start')}; top-{K}, "
             f"{args.queries} queries (timed {args.tile} times over per batch); base {args.base}.",
@@ -169,8 +171,8 @@ def main(argv: list[str] | None = None) -> None:
             if checks
             else "(--speed-only: identity not checked in this run)",
             markdown_table(["corpus", "cases", "identical"], checks) if checks else "",
-            "Speed (strategy auto, queries/s, medians of interleaved repeats; ratio = old "
-            "time / new time per pair, > 1 means the new kernels are faster):",
+            f"Speed (strategy {args.strategy}, queries/s, medians of interleaved repeats; ratio = "
+            "old time / new time per pair, > 1 means the new kernels are faster):",
             markdown_table(
                 [
                     "corpus",
