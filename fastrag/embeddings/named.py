@@ -28,8 +28,8 @@ __all__ = [
 ]
 
 #: ``static`` is the static table of MiniLM (built in ~20 s; better than e5-small's on four of
-#: the five sets of bench/results/quality_static_*.md, all but CMRC); ``e5-small`` and
-#: ``minilm`` are the packaged transformer models (the ``embed`` extra).
+#: the five sets of bench/results/quality_static_*.md at either fusion weighting); ``e5-small``
+#: and ``minilm`` are the packaged transformer models (the ``embed`` extra).
 EMBEDDER_NAMES = ("static", "static-minilm", "static-e5-small", "e5-small", "minilm")
 _STATIC_DEFAULT = "static-minilm"
 
