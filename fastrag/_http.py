@@ -52,6 +52,8 @@ __all__ = [
     "failure_summary",
     "parse_retry_after",
     "post_json",
+    "post_to_service",
+    "service_errors",
     "status_failure",
     "within",
 ]
@@ -231,6 +233,33 @@ def service_errors(
         )
 
     return refuse, fail
+
+
+async def post_to_service(
+    client: Any,
+    st: LoopState,
+    url: str,
+    body: dict[str, Any],
+    *,
+    error: Callable[..., BaseException],
+    who: str,
+    what: str,
+    where: str,
+) -> httpx.Response:
+    """:func:`post_json` with ``client``'s retry settings (``timeout``, ``max_retries``,
+    ``retry_backoff``, ``retry_max_wait``) and :func:`service_errors`' ``refuse``/``fail``."""
+    refuse, fail = service_errors(error, who, what, where)
+    return await post_json(
+        st,
+        url,
+        body,
+        timeout=client.timeout,
+        max_retries=client.max_retries,
+        backoff=client.retry_backoff,
+        max_wait=client.retry_max_wait,
+        refuse=refuse,
+        fail=fail,
+    )
 
 
 # -- per-loop clients ------------------------------------------------------------------------------

@@ -21,8 +21,7 @@ from fastrag._http import (
     PooledClient,
     check_api_key,
     check_headers,
-    post_json,
-    service_errors,
+    post_to_service,
 )
 from fastrag.embeddings.base import BaseEmbedder, EmbeddingServiceError, validate_embeddings
 from fastrag.errors import ConfigError, EmbeddingError
@@ -96,22 +95,15 @@ class OnlineEmbeddingModuleBase(BaseEmbedder, PooledClient):
     # -- requests -----------------------------------------------------------------------------
     async def _post_one(self, st: LoopState, text: str, i: int) -> Any:
         where = f"[{self.name}, url={self._embed_url!r}, text {i}]"
-
-        refuse, fail = service_errors(
-            EmbeddingServiceError, "embedding service", "embedding", where
-        )
-
-        body = self._encapsulated_data(text)
-        resp = await post_json(
+        resp = await post_to_service(
+            self,
             st,
             self._embed_url,
-            body,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            backoff=self.retry_backoff,
-            max_wait=self.retry_max_wait,
-            refuse=refuse,
-            fail=fail,
+            self._encapsulated_data(text),
+            error=EmbeddingServiceError,
+            who="embedding service",
+            what="embedding",
+            where=where,
         )
         try:
             answer = json.loads(resp.content)

@@ -30,8 +30,7 @@ from fastrag._http import (
     check_api_key,
     check_base_url,
     check_headers,
-    post_json,
-    service_errors,
+    post_to_service,
 )
 from fastrag.embeddings.base import (
     BaseEmbedder,
@@ -138,19 +137,15 @@ class OpenAIEmbedding(BaseEmbedder, PooledClient):
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
-        where = self._where(start, len(texts))
-        refuse, fail = service_errors(EmbeddingServiceError, "embedding server", "embedding", where)
-
-        resp = await post_json(
+        resp = await post_to_service(
+            self,
             st,
             self.url,
             body,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            backoff=self.retry_backoff,
-            max_wait=self.retry_max_wait,
-            refuse=refuse,
-            fail=fail,
+            error=EmbeddingServiceError,
+            who="embedding server",
+            what="embedding",
+            where=self._where(start, len(texts)),
         )
         return self._parse(resp.content, texts, start)
 

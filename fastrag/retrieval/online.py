@@ -25,8 +25,7 @@ from fastrag._http import (
     check_api_key,
     check_base_url,
     check_headers,
-    post_json,
-    service_errors,
+    post_to_service,
 )
 from fastrag.errors import FastragError
 
@@ -135,18 +134,16 @@ class OpenAIRerank(PooledClient):
         self, st: LoopState, query: str, docs: list[str], q: int, start: int
     ) -> np.ndarray:
         where = self._where(q, start, len(docs))
-        refuse, fail = service_errors(RerankServiceError, "rerank server", "rerank", where)
         body: dict[str, Any] = {"model": self.model, "query": query, "documents": docs}
-        resp = await post_json(
+        resp = await post_to_service(
+            self,
             st,
             self.url,
             body,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            backoff=self.retry_backoff,
-            max_wait=self.retry_max_wait,
-            refuse=refuse,
-            fail=fail,
+            error=RerankServiceError,
+            who="rerank server",
+            what="rerank",
+            where=where,
         )
         return self._parse(resp.content, len(docs), where)
 
