@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import pytest
 
@@ -167,3 +168,29 @@ def test_the_model_loads_from_an_unpacked_copy_with_the_same_answers(tmp_path, m
     damaged = L._load_identifier()
     assert [damaged.classify(t) for t in texts] == want
     assert not copy.exists()
+
+
+LOAD_CHILD = r"""
+import json
+import os
+from fastrag.analysis.language import _load_identifier
+m = _load_identifier()
+print(json.dumps(m.classify("Das ist ein kurzer deutscher Satz über Katzen.")))
+"""
+
+
+def test_two_processes_unpacking_the_model_at_once_agree(tmp_path):
+    """Two fresh processes on an empty cache folder unpack the model at the same time: both
+    answer, and one whole copy is left (each writes its own temporary file, then renames)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "FASTRAG_CACHE_DIR": str(tmp_path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", LOAD_CHILD], env=env, stdout=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs[0] == outs[1] and outs[0][0] == "de"
+    assert [x.suffix for x in (tmp_path / "langid").iterdir()] == [".npz"]
