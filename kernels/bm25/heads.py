@@ -154,9 +154,8 @@ def rank_term(
     """:func:`_rank_body` on decoded postings: when term ``t`` is not all decoded, the blocks
     of the candidates' postings are decoded first, in a loop of their own (a decoding call
     inside the lookup loop would slow it down several times)."""
-    lz, indptr = postings[0], postings[1]
-    if not plain_term(lz, t):
-        ready_ranked(lz, indptr, t, scratch[2], nt, rdir)
+    if not plain_term(postings[0], t):
+        ready_ranked(postings[0], postings[1], t, scratch[2], nt, rdir)
     return _rank_body(
         postings[3], start, w_mult, scratch, nt, rdir, heap, n_heap, k_eff, bar, base, base32
     )

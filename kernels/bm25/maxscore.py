@@ -314,11 +314,9 @@ def _candidates_term(
     A long list is scanned (against the bitmap ``live``, built on first need); when candidates
     are few, they are looked up in it by rank directory or galloping search (rows sorted once,
     by radix sort). Returns ``(n_heap, bar, is_sorted, has_live, live)``."""
-    lz, indptr, indices, data = postings
     acc, pos, touched = scratch
-    rank_slot, rank_dir = heads[0], heads[1]
     n_docs = acc.shape[0]
-    slot = rank_slot[t] if has_rank else -1
+    slot = heads[0][t] if has_rank else -1
     if slot >= 0 and nt * _RANK_FACTOR < end - start:
         n_heap, bar = rank_term(
             postings,
@@ -327,7 +325,7 @@ def _candidates_term(
             w_mult,
             scratch,
             nt,
-            rank_dir[slot],
+            heads[1][slot],
             heap,
             n_heap,
             k_eff,
@@ -349,7 +347,7 @@ def _candidates_term(
                 d = touched[j]
                 live[d >> 6] |= np.uint64(1) << np.uint64(d & 63)
             has_live = True
-        ensure_range(lz, indptr, t, start, end)
+        ensure_range(postings[0], postings[1], t, start, end)
         n_heap, bar = _scan_term(
             postings, start, end, w_mult, acc, live, pos, heap, n_heap, k_eff, bar, base, base32
         )
@@ -376,7 +374,7 @@ def search_pruned(
     ``rest[i]``: the sum of the bounds of terms ``i..``) into the empty heap
     ``heap_s``/``heap_d``. Returns the heap size; ``acc`` is all zero again. The tuples are
     those of :mod:`.search` (``query = (o_terms, o_mult, rest, m)``)."""
-    lz, indptr, indices, data = postings
+    indptr = postings[1]
     o_terms, o_mult, rest, m = query
     acc, pos, touched = scratch
     heap_s, heap_d = heap
@@ -479,7 +477,7 @@ def search_pruned(
                     is_sorted = False
                 nt = nt_new
         else:
-            ensure_range(lz, indptr, t, start, end)
+            ensure_range(postings[0], indptr, t, start, end)
             nt, n_heap, bar = _admit_term(
                 postings,
                 start,

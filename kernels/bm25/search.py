@@ -198,10 +198,10 @@ def search_one(ix, heads, q_terms, k, flt, strategy, scratch, heap, out_rows, ou
     ``>= cutoff`` when ``has_cutoff``. Query token ids repeat: each occurrence counts, as in
     bm25s. The tuples are described in the module docstring; ``acc`` and ``pos`` are restored
     before returning."""
-    lz, indptr, indices, data, term_max, base_weights = ix
-    rank_slot, rank_dir, head_ptr, head_doc, head_w = heads
+    indptr, term_max, base_weights = ix[1], ix[4], ix[5]
+    rank_slot, rank_dir = heads[0], heads[1]
     mask, has_mask, cutoff, has_cutoff = flt
-    acc, pos, _ = scratch
+    acc, pos = scratch[0], scratch[1]
     heap_s, heap_d = heap
     n_docs = acc.shape[0]
     k_eff = min(k, n_docs)
@@ -217,7 +217,7 @@ def search_one(ix, heads, q_terms, k, flt, strategy, scratch, heap, out_rows, ou
     n_heap = 0
     if m > 0 and k_eff > 0:
         o_terms, o_mult, rest = _order_terms(terms, mult, ub, m)
-        postings = (lz, indptr, indices, data)
+        postings = (ix[0], indptr, ix[2], ix[3])
         if strategy == STRATEGY_DENSE:
             n_heap = _search_dense(
                 postings, o_terms, o_mult, m, mask, has_mask, scratch, heap, k_eff, base
