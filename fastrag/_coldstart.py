@@ -14,7 +14,8 @@ makes every process start warm.
 
 Even cached kernels cost something once per process: numba sets up its runtime at the first
 kernel call (:data:`NUMBA_START_S`). Work smaller than that (one query on a small store) runs
-on the NumPy and Python twins until a kernel has run (:func:`kernels_pay`).
+on the NumPy and Python twins until a kernel has run (:func:`kernels_pay`). Every caller
+chooses through :func:`kernels_for`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fastrag import __version__
@@ -126,6 +128,20 @@ def kernels_pay(numpy_s: float) -> bool:
         return True
     _twin_s += numpy_s  # a race between threads loses a little of the sum: harmless
     return False
+
+
+def kernels_for(estimate: Callable[[], float] | None = None, *, wait: bool = True) -> bool:
+    """The numba-or-twin choice, made here for every caller: whether this call runs fastrag's
+    kernels rather than their NumPy or Python twin (the same results).
+
+    Kernels run once they are ready (:func:`kernels_ready`), except work that ``estimate()``
+    (its seconds on the twin, asked for only when it decides) puts below numba's start-up:
+    that runs on the twin until numba has started (:func:`kernels_pay`). While the kernels
+    compile in the background the twin runs, unless ``wait`` and the twin would take longer
+    than the compile has left: then this waits for the compile."""
+    if kernels_ready():
+        return estimate is None or numba_started() or kernels_pay(estimate())
+    return wait and estimate is not None and kernels_ready(estimate())
 
 
 def use_kernels() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,8 +17,6 @@ import pytest
 from wallclock import below
 
 import fastrag._coldstart as cs
-import fastrag.analysis.cjk as cjk
-import fastrag.analysis.mixed as mixed
 import fastrag.analysis.segment as segment
 import fastrag.indexes.bm25.backend as bk
 from fastrag.analysis import get_analyzer
@@ -46,7 +45,7 @@ def _queries(rng, n_q, n_vocab):
 
 
 def _set_ready(monkeypatch, ready: bool) -> None:
-    monkeypatch.setattr(bk, "kernels_ready", lambda numpy_s=0.0: ready)
+    monkeypatch.setattr(cs, "kernels_ready", lambda numpy_s=0.0: ready)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -120,9 +119,7 @@ def test_cold_analyzers_give_the_same_tokens(name, monkeypatch):
     an = get_analyzer(name)
     want = an.encode_chunk(texts)
     assert segment.segmenter() is segment.get_segmenter()  # the port, before
-    monkeypatch.setattr(segment, "kernels_ready", lambda: False)
-    monkeypatch.setattr(cjk, "kernels_ready", lambda: False)
-    monkeypatch.setattr(mixed, "kernels_ready", lambda: False)
+    monkeypatch.setattr(cs, "kernels_ready", lambda numpy_s=0.0: False)  # every analyzer asks it
     assert isinstance(segment.segmenter(), segment.JiebaPython)
     got = get_analyzer(name).encode_chunk(texts)
     assert got[0] == want[0]
@@ -351,7 +348,7 @@ def test_bm25_search_hands_its_numpy_estimate_to_the_compile_check(monkeypatch):
     qv, qo = _queries(rng, 500, 300)
     index = BM25Index.build(vals, off, 300)
     asked = []
-    monkeypatch.setattr(bk, "kernels_ready", lambda numpy_s=0.0: asked.append(numpy_s) or False)
+    monkeypatch.setattr(cs, "kernels_ready", lambda numpy_s=0.0: asked.append(numpy_s) or False)
     index.search_csr(qv, qo, 5)
     want = numpy_path.estimate_seconds(index.indptr, index.n_docs, qv, 500)
     assert want > 500 * 150e-6 and asked == [0.0, want]
@@ -494,3 +491,53 @@ def test_a_service_of_small_queries_starts_numba_after_a_bounded_cost(tmp_path):
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["started"] == [False, True] and res["same"]
     assert res["queries"] < 20000
+
+
+def test_kernels_for_is_the_one_rule(monkeypatch):
+    """Kernels once ready; small work (by the caller's estimate, asked for only then) on the
+    twin until numba has started; while compiling, the twin, or a wait for the compile when
+    the twin would take longer and the caller may wait."""
+    asked = []
+
+    def small():
+        asked.append(1)
+        return 0.01
+
+    monkeypatch.setattr(cs, "_serving", False)
+    monkeypatch.setattr(cs, "_twin_s", 0.0)
+    monkeypatch.setattr(cs, "kernels_ready", lambda numpy_s=0.0: False)
+    assert cs.kernels_for() is False and cs.kernels_for(small, wait=False) is False
+    assert asked == []
+    monkeypatch.setattr(cs, "kernels_ready", lambda numpy_s=0.0: True)
+    monkeypatch.setattr(cs, "numba_started", lambda: False)
+    assert cs.kernels_for() is True
+    assert cs.kernels_for(small) is False and asked == [1]
+    assert cs.kernels_for(lambda: cs.NUMBA_START_S + 0.1) is True
+    monkeypatch.setattr(cs, "numba_started", lambda: True)
+    assert cs.kernels_for(small) is True and asked == [1]
+    seen = []
+
+    def compiling(numpy_s=0.0):
+        seen.append(numpy_s)
+        return numpy_s > 5
+
+    monkeypatch.setattr(cs, "kernels_ready", compiling)
+    assert cs.kernels_for(lambda: 9.0) is True and seen == [0.0, 9.0]
+    assert cs.kernels_for(lambda: 9.0, wait=False) is False and seen == [0.0, 9.0, 0.0]
+
+
+def test_every_kernel_or_twin_choice_goes_through_kernels_for():
+    """Outside fastrag._coldstart no module applies the rules itself: kernels_pay and
+    numba_started are not called, kernels_ready only where evaluation waits for the compile."""
+    root = Path(cs.__file__).parent
+    waits = {"cli/evaluate.py", "eval/squad_run.py"}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "_coldstart.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for name in ("kernels_pay", "numba_started", "kernels_ready"):
+            if re.search(rf"\b{name}\(", text) and not (name == "kernels_ready" and rel in waits):
+                found.append(f"{rel}: {name}")
+    assert found == []

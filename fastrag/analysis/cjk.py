@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fastrag._coldstart import kernels_ready
+from fastrag._coldstart import kernels_for
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.spans import (
     expand_tokens,
@@ -97,7 +97,7 @@ class CJKAnalyzer(Analyzer):
         return out
 
     def warmup(self) -> None:
-        if not kernels_ready():
+        if not kernels_for():
             return
         k = text_kernels()
         char_classes()
@@ -113,7 +113,7 @@ class CJKAnalyzer(Analyzer):
                     f"text {i} is a {type(text).__name__}, not a str; analyzers take str"
                 )
             lowered.append(text.lower())
-        if not kernels_ready():  # compiling in the background: the same tokens in Python
+        if not kernels_for():  # compiling in the background: the same tokens in Python
             return Analyzer.encode_chunk(self, texts)
         k = text_kernels()
         joined, cps, doc_off = texts_to_codepoints(lowered)

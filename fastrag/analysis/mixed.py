@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from fastrag._checks import check_bool, check_str
-from fastrag._coldstart import kernels_pay, kernels_ready, numba_started
+from fastrag._coldstart import kernels_for
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.chinese import dictionary_tag
 from fastrag.analysis.cjk import char_classes
@@ -184,7 +184,7 @@ class MixedAnalyzer(Analyzer):
         return state
 
     def warmup(self) -> None:
-        if kernels_ready():
+        if kernels_for():
             get_segmenter().warmup()
             self.encode_chunk(["ab 中文 かな 한국 3.14"])
 
@@ -308,10 +308,9 @@ class MixedAnalyzer(Analyzer):
         return list(local), np.asarray(ids, dtype=np.int32), offsets
 
     def _spans(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-        if not kernels_ready():  # compiling in the background
+        # compiling in the background, or one query before numba has started
+        if not kernels_for(lambda: _python_seconds(texts), wait=False):
             return self._spans_python(texts)
-        if not numba_started() and not kernels_pay(_python_seconds(texts)):
-            return self._spans_python(texts)  # one query: no numba start-up
         from fastrag._kernels.mixed import mixed_spans  # lazy: numba
 
         seg = get_segmenter()

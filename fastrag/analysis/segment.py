@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fastrag._coldstart import kernels_ready
+from fastrag._coldstart import kernels_for
 from fastrag.analysis.spans import span_strings, text_kernels, texts_to_codepoints
 
 _BLOCK_CHARS = "+#&._%-"  # with a-z, A-Z, 0-9 and U+4E00..U+9FD5: jieba's re_han_default
@@ -326,6 +326,6 @@ def segmenter(*, search: bool = False, port: bool = True) -> JiebaSegmenter | Ji
     """jieba's segmenter for this call: the numba port when ``port`` is set and its kernels are
     ready (compiled or cached), else the jieba package (the same tokens; always for
     ``search=True``, jieba's ``cut_for_search``, which has no port)."""
-    if port and not search and kernels_ready():
+    if port and not search and kernels_for():
         return get_segmenter()
     return _PYTHON[search]

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastrag._coldstart import kernels_ready
+from fastrag._coldstart import kernels_for
 
 MAX_JSON_DEPTH = 512  # deeper metadata is refused (json.loads would recurse that deep)
 JSON_KERNEL_MIN_ROWS = 100_000  # fewer values are checked with json.loads (see below)
@@ -38,7 +38,7 @@ def check_json_objects(values: pa.Array | pa.ChunkedArray) -> int:
     # 0.5 s in a process that has not yet; json.loads takes ~6 us a value
     rows = np.flatnonzero(~np.asarray(pc.fill_null(pc.equal(values, "{}"), False)))
     many = len(rows) > JSON_KERNEL_MIN_ROWS or (len(rows) > 64 and "numba" in sys.modules)
-    if many and kernels_ready():
+    if many and kernels_for():
         start = 0
         for chunk in values.chunks if isinstance(values, pa.ChunkedArray) else [values]:
             bad = _check_chunk(chunk)

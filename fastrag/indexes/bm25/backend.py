@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fastrag._coldstart import kernels_ready
+from fastrag._coldstart import kernels_for
 from fastrag._kernels.bm25 import build as bm25_build
 from fastrag._kernels.bm25 import search as bm25_search
 from fastrag.indexes.bm25 import numpy_path
@@ -75,8 +75,8 @@ NUMPY = Backend(
 )
 
 
-def backend(numpy_s: float = 0.0) -> Backend:
-    """:data:`KERNELS` when they can run without a long compile in this process, else
-    :data:`NUMPY`; ``numpy_s``: the caller's estimate of its work's seconds on NumPy (a batch
-    slower on NumPy than the background compile has left waits for the compile)."""
-    return KERNELS if kernels_ready(numpy_s) else NUMPY
+def backend(estimate: Callable[[], float] | None = None) -> Backend:
+    """:data:`KERNELS` or :data:`NUMPY`, as :func:`fastrag._coldstart.kernels_for` chooses;
+    ``estimate``: the work's seconds on NumPy (small work stays on NumPy before numba has
+    started; a batch slower on NumPy than the background compile has left waits for it)."""
+    return KERNELS if kernels_for(estimate) else NUMPY

@@ -32,7 +32,6 @@ import numba
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._coldstart import kernels_pay, numba_started
 from fastrag._kernels._config import PARALLEL_MIN_QUERIES
 from fastrag._kernels.bm25 import build as bm25_build
 from fastrag._kernels.bm25 import heads as bm25_heads
@@ -292,12 +291,7 @@ class BM25Index(BM25Persistence):
         qo = ragged_array(q_offsets, "q_offsets", np.int64)
         if qo.shape[0] < 1:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
-        run = backend()
-        if run is NUMPY:  # a batch slower on NumPy than the compile has left waits for it
-            run = backend(estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1))
-        elif not numba_started():  # a small batch runs on NumPy rather than start numba
-            estimate = estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1)
-            run = KERNELS if kernels_pay(estimate) else NUMPY
+        run = backend(lambda: estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1))
         cold = run is NUMPY
         if self._unchecked is not None:
             if cold or self._lz is NO_LAZY:
