@@ -198,6 +198,8 @@ def search_one(ix, heads, q_terms, k, flt, strategy, scratch, heap, out_rows, ou
     ``>= cutoff`` when ``has_cutoff``. Query token ids repeat: each occurrence counts, as in
     bm25s. The tuples are described in the module docstring; ``acc`` and ``pos`` are restored
     before returning."""
+    # Members are taken where they are used: numba increfs and decrefs every array it unpacks
+    # from a tuple, per call (the lazy state is 17 arrays; docs/bm25.md, "Kernel arguments").
     indptr, term_max, base_weights = ix[1], ix[4], ix[5]
     rank_slot, rank_dir = heads[0], heads[1]
     mask, has_mask, cutoff, has_cutoff = flt
