@@ -76,13 +76,10 @@ def child(args: argparse.Namespace) -> None:
     print(f"cpu_s {time.process_time() - t0:.4f}")
 
 
-def profile_side(side: str, args: argparse.Namespace, work: Path) -> dict:
-    """Run one side under perf; samples by category and by kernel function."""
-    ctl, ack, data = work / f"ctl.{side}", work / f"ack.{side}", work / f"perf.{side}.data"
-    for fifo in (ctl, ack):
-        fifo.unlink(missing_ok=True)
-        os.mkfifo(fifo)
-    env = dict(os.environ, NUMBA_CACHE_DIR=tempfile.mkdtemp(prefix="fastrag-prof-nc-"))
+def _record(
+    side: str, args: argparse.Namespace, ctl: Path, ack: Path, data: Path, env: dict
+) -> str:
+    """One side's child under ``perf record`` (fresh numba cache in ``env``); its stdout."""
     cmd = [
         "perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-D", "-1",
         f"--control=fifo:{ctl},{ack}", "-o", str(data), "--",
@@ -90,8 +87,17 @@ def profile_side(side: str, args: argparse.Namespace, work: Path) -> dict:
         "--base", args.base, "--docs", str(args.docs), "--queries", str(args.queries),
         "--repeats", str(args.repeats), "--corpus", args.corpus, "--strategy", args.strategy,
     ]  # fmt: skip
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    shutil.rmtree(env["NUMBA_CACHE_DIR"], ignore_errors=True)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def profile_side(side: str, args: argparse.Namespace, work: Path) -> dict:
+    """Run one side under perf; samples by category and by kernel function."""
+    ctl, ack, data = work / f"ctl.{side}", work / f"ack.{side}", work / f"perf.{side}.data"
+    for fifo in (ctl, ack):
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+    with tempfile.TemporaryDirectory(prefix="fastrag-prof-nc-") as cache:
+        out = _record(side, args, ctl, ack, data, dict(os.environ, NUMBA_CACHE_DIR=cache))
     cpu_s = float(re.search(r"cpu_s ([\d.]+)", out).group(1))
     report = subprocess.run(
         ["perf", "report", "-i", str(data), "-n", "--sort", "sym", "--stdio"],
