@@ -25,7 +25,7 @@ def worse(s1, r1, s2, r2) -> bool:
     return s1 < s2 or (s1 == s2 and r1 > r2)
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def heap_sift_down(heap_scores, heap_rows, pos, track, n, i):
     """Move the item at slot ``i`` toward the leaves until both children rank above it."""
     s = heap_scores[i]
@@ -51,7 +51,7 @@ def heap_sift_down(heap_scores, heap_rows, pos, track, n, i):
         pos[r] = i
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def heap_sift_up(heap_scores, heap_rows, pos, track, i):
     """Move the item at slot ``i`` toward the root while it ranks below its parent."""
     s = heap_scores[i]
@@ -72,7 +72,7 @@ def heap_sift_up(heap_scores, heap_rows, pos, track, i):
         pos[r] = i
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def heap_offer(heap_scores, heap_rows, pos, track, n, k, score, row) -> int:
     """Offer ``(score, row)`` (row not in the heap) to a heap of ``n`` <= ``k`` items; return
     the new size. When full, it replaces the root only if it ranks above it."""

@@ -147,7 +147,7 @@ def build_head_rows(indptr, indices, data, terms, slots, head_ptr, head_doc, hea
 # --------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def rank_term(
     postings, t, start, w_mult, scratch, nt, rdir, heap, n_heap, k_eff, bar, base, base32
 ):
@@ -161,7 +161,7 @@ def rank_term(
     )
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def _rank_body(data, start, w_mult, scratch, nt, rdir, heap, n_heap, k_eff, bar, base, base32):
     """Add the postings from ``start`` of the rows ``touched[:nt]`` (any order), found through
     the term's rank directory ``rdir`` (see :func:`build_rank_rows`). Returns ``(n_heap, bar)``.
@@ -225,7 +225,7 @@ def _posting(lz, indptr, indices, t, d, rank_slot, rank_dir, n_docs):
     return -1
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def _head_seed(postings, query, oi, head, mask, has_mask, heads, top_s, n_top, k_eff, base, n_docs):
     """:func:`_head_seed_body`, without decoding when the query's terms are all decoded."""
     args = (query, oi, head, mask, has_mask, heads, top_s, n_top, k_eff, base, n_docs)
@@ -234,7 +234,7 @@ def _head_seed(postings, query, oi, head, mask, has_mask, heads, top_s, n_top, k
     return _head_seed_body(postings, *args)
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def _head_seed_body(
     postings, query, oi, head, mask, has_mask, heads, top_s, n_top, k_eff, base, n_docs
 ):
@@ -296,7 +296,7 @@ def _head_seed_body(
     return n_top
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def plan_head(
     postings, query, oi, base, heads, mask, has_mask, top_s, bars, heap_s, n_heap, k_eff, n_docs
 ):
@@ -351,7 +351,7 @@ def plan_head(
     return use_head, stop, j0, j1, rest_b, theta, theta_head
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def head_admit(
     head,
     w_mult,

@@ -34,7 +34,7 @@ _SHIFT = 7  # log2(BLOCK)
 assert BLOCK == 1 << _SHIFT
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=True)
 def decode_ready(lz, indptr, t, j):
     """Decode block ``j`` of term ``t`` into its place, check it (it must end at its skip
     entry, its weights be sound) and publish it in ``ready``; a damaged block is recorded in
@@ -82,7 +82,7 @@ def decode_ready(lz, indptr, t, j):
     ready[j] = 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _decode_range(lz, indptr, t, p0, p1):
     ready = lz[0]
     tb = lz[1]
@@ -107,7 +107,7 @@ def ensure_range(lz, indptr, t, p0, p1):
         fence_acquire()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def ensure_at(lz, indptr, t, p):
     """Position ``p`` of term ``t``'s postings decoded (its block); ``lz`` None: nothing to do
     (the plain twin of a lookup loop, see :func:`plain_terms`)."""
@@ -122,7 +122,7 @@ def ensure_at(lz, indptr, t, p):
         fence_acquire()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def plain_terms(lz, terms, i0, i1):
     """Whether the postings of ``terms[i0:i1]`` can be read as they are (an index that is not
     packed, or terms all decoded): a lookup loop then runs its twin compiled with ``lz`` None,
@@ -136,7 +136,7 @@ def plain_terms(lz, terms, i0, i1):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def ready_ranked(lz, indptr, t, touched, nt, rdir):
     """Decode the blocks of term ``t`` that hold the postings of the rows ``touched[:nt]``,
     found through its rank directory ``rdir`` (see ``heads.build_rank_rows``)."""
@@ -156,7 +156,7 @@ def ready_ranked(lz, indptr, t, touched, nt, rdir):
     fence_acquire()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def plain_term(lz, t):
     """:func:`plain_terms` for one term."""
     if lz[0].shape[0] == 0:
@@ -167,7 +167,7 @@ def plain_term(lz, t):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def find(lz, indptr, indices, t, lo, hi, d, g):
     """:func:`.primitives.gallop_find` in term ``t``'s postings ``[lo, hi)`` (guess ``g``):
     the first position whose doc id is >= ``d``, or ``hi``. Packed: the block that holds it is

@@ -237,7 +237,7 @@ def _prune(acc, touched, nt, r, theta, live, has_live):
     return np.int64(keep)
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def _gallop_term(
     postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32
 ):
@@ -248,7 +248,7 @@ def _gallop_term(
     return _gallop_body(postings, *args)
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def _gallop_body(
     postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32
 ):

@@ -107,7 +107,7 @@ fence_acquire = intrinsic(_fence("acquire"))
 # --------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True, inline="always")
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def raise_row(a, base32, d, heap_s, heap_d, pos, n_heap, k_eff):
     """Offer row ``d`` with new partial sum ``a`` to the heap (raising it in place when it is
     already there); return the heap size."""

@@ -145,7 +145,7 @@ def _order_terms(terms, mult, ub, m):
     return o_terms, o_mult, rest
 
 
-@njit(cache=True, fastmath=FASTMATH, nogil=True)
+@njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def _search_dense(postings, o_terms, o_mult, m, mask, has_mask, scratch, heap, k_eff, base):
     """The ``dense`` strategy: every posting of the ``m`` terms into ``acc``, then one scan of
     all rows into the empty heap. Returns the heap size; ``acc`` is all zero again."""
