@@ -10,6 +10,8 @@ directories and impact heads; speed is compared by interleaved repeats at 1 and 
 
 ``--aa`` measures the harness's own noise floor: a second copy of the working tree's kernels
 (git ``HEAD``) in place of the old ones, called the same way, so every ratio should be 1.
+``--base-tuples`` says the base revision's kernels already take tuples (a later change to the
+tuple kernels, e.g. ``--base 789408f --base-tuples`` for the borrowing kernels).
 """
 
 from __future__ import annotations
@@ -98,11 +100,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--name", default="bm25_kernel_args_ab")
     ap.add_argument("--speed-only", action="store_true", help="skip the identity cases")
     ap.add_argument("--aa", action="store_true", help="A/A: HEAD's kernels as the old ones")
+    ap.add_argument("--base-tuples", action="store_true", help="the base's kernels take tuples too")
     ap.add_argument("--strategy", default="auto", help="the strategy timed (auto, maxscore, ...)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="fastrag-ab-"))
     old = old_kernels("HEAD" if args.aa else args.base, tmp)
-    style = {"old": "new" if args.aa else "old", "new": "new"}
+    style = {"old": "new" if args.aa or args.base_tuples else "old", "new": "new"}
     kerns = {"old": old, "new": new_search}
     checks, speed = [], []
     for name in args.corpora.split(","):
@@ -157,12 +160,16 @@ def main(argv: list[str] | None = None) -> None:
     info = machine_info()
     md = "\n\n".join(
         [
-            f"# BM25 kernels: tuples of arrays vs positional arrays (A/B, {args.docs:,} docs)"
-            if not args.aa
-            else f"# BM25 kernels: A/A, two copies of HEAD's kernels ({args.docs:,} docs)",
+            f"# BM25 kernels: A/A, two copies of HEAD's kernels ({args.docs:,} docs)"
+            if args.aa
+            else f"# BM25 kernels: {args.base}'s tuple kernels vs the working tree's "
+            f"(A/B, {args.docs:,} docs)"
+            if args.base_tuples
+            else f"# BM25 kernels: tuples of arrays vs positional arrays (A/B, {args.docs:,} docs)",
             f"`python bench/ab_bm25_kernel_args.py --base {args.base} --docs {args.docs} "
             f"--repeats {args.repeats} --tile {args.tile} --strategy {args.strategy}"
-            f"{' --aa' if args.aa else ''}{' --speed-only' if args.speed_only else ''}`; "
+            f"{' --aa' if args.aa else ''}{' --base-tuples' if args.base_tuples else ''}"
+            f"{' --speed-only' if args.speed_only else ''}`; "
             f"CPU {info.get('cpu')}, load at start "
             f"{info.get('loadavg_at_start')}; top-{K}, "
             f"{args.queries} queries (timed {args.tile} times over per batch); base {args.base}.",
