@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from fastrag.errors import ConfigError
+from fastrag.errors import ConfigError, StoreWarning
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stream import build_packed, open_packed
 
@@ -74,3 +74,84 @@ def test_a_bad_chunk_leaves_nothing_behind(tmp_path):
     with pytest.raises(ConfigError, match="n_vocab"):
         build_packed(_chunks(values, offsets, [0, 500]), 0, tmp_path / "other")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+_BUILDER = """
+import os, signal, sys
+import numpy as np
+from fastrag.indexes.bm25.stream import build_packed
+
+def chunks():
+    yield np.array([1, 2, 3], np.int32), np.array([0, 2, 3])
+    print("spilled", flush=True)
+    if sys.argv[2] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.stdin.readline()
+    yield np.array([4], np.int32), np.array([0, 1])
+
+build_packed(chunks(), 10, sys.argv[1])
+"""
+
+
+def _builder(folder, how):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BUILDER, str(folder), how],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline() == "spilled\n"
+    return proc
+
+
+def _leftovers(tmp_path):
+    return sorted(p.name for p in tmp_path.iterdir() if p.name != "idx")
+
+
+def test_a_killed_build_is_removed_by_the_next_build_of_its_folder(tmp_path):
+    """A build killed mid-way (SIGKILL: no cleanup ran) leaves its spills; the next build of
+    the same folder removes them, says so, and writes the index. Another folder's build
+    leaves them alone."""
+    proc = _builder(tmp_path / "idx", "kill")
+    assert proc.wait(timeout=120) == -9
+    left = _leftovers(tmp_path)
+    assert len(left) == 2 and left[0].startswith(".idx.") and left[1] == left[0] + ".building"
+    assert any((tmp_path / left[0]).iterdir())  # the first chunk's spills
+    values, offsets, n_vocab = _zipf(300, 500)
+    build_packed(_chunks(values, offsets, [0, 300]), n_vocab, tmp_path / "idx.2")
+    assert _leftovers(tmp_path) == left + ["idx.2"]
+    with pytest.warns(StoreWarning, match=r"removed .*\.idx\..* interrupted"):
+        build_packed(_chunks(values, offsets, [0, 300]), n_vocab, tmp_path / "idx")
+    assert _leftovers(tmp_path) == ["idx.2"]
+    want = BM25Index.build(values, offsets, n_vocab).to_arrays(packed=True)
+    got = {f.stem: np.load(f) for f in (tmp_path / "idx").glob("*.npy")}
+    assert got.keys() == want.keys()
+    for name, arr in want.items():
+        np.testing.assert_array_equal(got[name], arr, err_msg=name)
+
+
+def test_a_running_build_keeps_its_spills(tmp_path):
+    """A build still running holds its lock: another build of the same folder leaves its
+    spills alone (and wins the rename; the first then fails and removes its own)."""
+    proc = _builder(tmp_path / "idx", "wait")
+    try:
+        left = _leftovers(tmp_path)
+        assert len(left) == 2
+        values, offsets, n_vocab = _zipf(300, 500)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", StoreWarning)
+            build_packed(_chunks(values, offsets, [0, 300]), n_vocab, tmp_path / "idx")
+        assert _leftovers(tmp_path) == left
+    finally:
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "was written by another build meanwhile" in err
+    assert _leftovers(tmp_path) == []

@@ -10,18 +10,21 @@ are merged term range by term range into the block codec, with each term's bound
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from fastrag._kernels.bm25 import build as kb
 from fastrag._kernels.bm25 import codec as kc
-from fastrag.errors import ConfigError
+from fastrag.errors import ConfigError, StoreWarning
 from fastrag.indexes.bm25.args import INT32_MAX, check_corpus, check_method, check_params
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stats import BM25Stats
@@ -47,7 +50,9 @@ def build_packed(
     chunks) into the new folder ``folder``: one ``<name>.npy`` per array of
     ``to_arrays(packed=True)`` and ``meta.json`` (:meth:`BM25Index.meta`). Open it with
     :func:`open_packed`. Spills go to a sibling temporary folder, removed in any case; the
-    index appears under ``folder`` only once complete. Returns the meta."""
+    index appears under ``folder`` only once complete. A build of ``folder`` killed before it
+    could clean up (its temporary folder no longer locked by a live process) is removed by the
+    next build of ``folder``, with a :class:`~fastrag.errors.StoreWarning`. Returns the meta."""
     method = check_method(method)
     k1, b, delta = check_params(k1, b, delta)
     if isinstance(n_vocab, bool) or not isinstance(n_vocab, int) or not 1 <= n_vocab <= INT32_MAX:
@@ -58,7 +63,10 @@ def build_packed(
     if folder.exists():
         raise ConfigError(f"{folder} exists; build_packed writes a new folder (remove it first)")
     folder.parent.mkdir(parents=True, exist_ok=True)
+    _remove_crashed_builds(folder)
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    lock = FileLock(f"{work}{_LOCK}")
+    lock.acquire()
     try:
         n_parts, doc_len, df, n_tokens = _spill(chunks, n_vocab, work)
         n_docs = int(doc_len.shape[0])
@@ -81,10 +89,49 @@ def build_packed(
         for f in work.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
-        os.rename(work, folder)
+        try:
+            os.rename(work, folder)
+        except OSError:
+            if folder.exists():
+                raise ConfigError(
+                    f"{folder} was written by another build meanwhile; this build's files are "
+                    "removed (build into a new folder)"
+                ) from None
+            raise
         return meta
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        lock.release()
+        Path(lock.lock_file).unlink(missing_ok=True)
+
+
+_LOCK = ".building"
+
+
+def _remove_crashed_builds(folder: Path) -> None:
+    """Remove the temporary folders of earlier builds of ``folder`` whose process died (their
+    lock file no longer held); a build still running keeps its folder."""
+    # mkdtemp's names: the prefix, then 8 random characters
+    for lock_path in folder.parent.glob(f".{glob.escape(folder.name)}.{'?' * 8}{_LOCK}"):
+        work = Path(str(lock_path)[: -len(_LOCK)])
+        lock = FileLock(str(lock_path))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            continue  # a live build
+        try:
+            if work.is_dir():
+                size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file())
+                shutil.rmtree(work)
+                warnings.warn(
+                    f"removed {work} ({size:,} bytes), left by a build of {folder} that was "
+                    "interrupted before it could clean up",
+                    StoreWarning,
+                    stacklevel=3,
+                )
+        finally:
+            lock.release()
+            lock_path.unlink(missing_ok=True)
 
 
 def _spill(
