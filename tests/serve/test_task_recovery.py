@@ -74,6 +74,15 @@ def _wait(url: str, task_id: str, statuses=("done", "failed"), timeout: float = 
         time.sleep(0.05)
 
 
+def _gone(path: Path, timeout: float = 60) -> bool:
+    """Whether ``path`` is removed within ``timeout`` s: a task's payload goes right after its
+    final status is recorded, so a client may see the status a moment first."""
+    deadline = time.monotonic() + timeout
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not path.exists()
+
+
 def _on_disk(tasks_dir: Path, task_id: str) -> dict:
     return json.loads((tasks_dir / f"{task_id}.json").read_text("utf-8"))
 
@@ -111,7 +120,7 @@ def test_killed_before_the_commit_fails_as_interrupted_and_its_key_resubmits(sto
     try:
         task = _wait(server.url, tid)
         assert task["status"] == "failed" and task["error"] == INTERRUPTED, task
-        assert not (tasks_dir / tid).exists()
+        assert _gone(tasks_dir / tid)
         assert "was interrupted by a crash" in server.text()
         # the failed task's key is free again: the retry is a new task, and it lands once
         resp = _upload(server.url, key="k-before")
@@ -144,7 +153,7 @@ def test_killed_after_the_commit_is_done_after_restart_with_its_doc_ids(store, t
         task = _wait(server.url, tid)
         assert task["status"] == "done" and task["doc_ids"] == [landed], task
         assert task["result"] == {"documents": 1, "texts": 1}
-        assert not (tasks_dir / tid).exists()
+        assert _gone(tasks_dir / tid)
         # the client's retry after the crash gets the finished task, not a second document
         retry = _upload(server.url, key="k-after")
         assert retry.status_code == 202 and retry.json()["task_id"] == tid
