@@ -9,6 +9,7 @@ normalization map) and a numba kernel sums the memory-mapped int8 rows (see
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Sequence
 from itertools import chain
@@ -28,6 +29,15 @@ __all__ = ["StaticEmbedding"]
 _build_lock = threading.Lock()
 _WORD_CACHE = 1 << 20  # words whose ids a StaticEmbedding keeps
 _WORD_CHARS = 32  # longer words (e.g. unspaced Chinese runs) are tokenized each time
+# The ideographs BERT's normalizer pads with spaces (handle_chinese_chars): each is a word of
+# its own to WordPiece, so splitting them out first lets the word cache hold them. ``\s`` and
+# ``str.split`` agree on whitespace (both Py_UNICODE_ISSPACE).
+_CJK = (
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
+    "\U0002a700-\U0002b73f\U0002b740-\U0002b81f\U0002b920-\U0002ceaf"
+    "\U0002f800-\U0002fa1f"
+)
+_CJK_WORDS = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 
 
 def _tokenizer(vocab: dict[str, Any]) -> tuple[Any, dict[int, str] | None]:
@@ -89,6 +99,7 @@ class StaticEmbedding(BaseEmbedder):
         self.model = str(table.meta.get("model", "custom"))
         self.name = f"static-{self.model}-d{self.dim}"
         self._tok, self._norm = _tokenizer(table.vocab)
+        self._split_cjk = table.vocab["kind"] == "wordpiece"
         self._word_ids: dict[str, list[int]] = {}
         self._cache_lock = threading.Lock()
 
@@ -137,7 +148,8 @@ class StaticEmbedding(BaseEmbedder):
     def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of ``texts`` as ragged arrays: ``(ids int32, offsets int64 (n + 1,))``.
 
-        A text is split at whitespace and each word's ids come from a per-embedder cache of
+        A text is split at whitespace (and, for WordPiece, around each CJK ideograph, as
+        BERT's normalizer does) and each word's ids come from a per-embedder cache of
         the model tokenizer's answer for that word (words of up to 32 characters; at most
         1M of them): the same ids as tokenizing the whole text, since both tokenizers split
         words at whitespace first (but for e5, a space at the start or end of a text gives no
@@ -146,7 +158,10 @@ class StaticEmbedding(BaseEmbedder):
         texts = check_texts(list(texts) if not isinstance(texts, str) else texts)
         if self._norm is not None:
             texts = [t.translate(self._norm) for t in texts]
-        split = [t.split() for t in texts]
+        if self._split_cjk:
+            split = [t.split() if t.isascii() else _CJK_WORDS.findall(t) for t in texts]
+        else:
+            split = [t.split() for t in texts]
         with self._cache_lock:  # one caller at a time may grow or clear the cache
             lists = self._word_lists(split)
         offsets = np.zeros(len(lists) + 1, dtype=np.int64)

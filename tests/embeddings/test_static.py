@@ -8,6 +8,7 @@ second or two; the full builds are marked slow.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -101,6 +102,44 @@ def test_word_cache_gives_the_whole_text_tokenization(minilm_table):
             want = ref.encode(t, add_special_tokens=False).ids
             assert ids[offsets[i] : offsets[i + 1]].tolist() == want, t
     assert "hello" in emb._word_ids and not any(len(w) > 32 for w in emb._word_ids)
+
+
+def test_cjk_ideographs_are_split_exactly_where_bert_pads_them(minilm_table):
+    """The characters split out before the word cache are exactly those BERT's normalizer pads
+    with spaces (every code point up to U+3FFFF checked), so real Chinese text (CMRC) gets the
+    whole-text ids, with each ideograph cached as a word of its own."""
+    from tokenizers.implementations import BertWordPieceTokenizer
+
+    from fastrag.datasets import load_cmrc2018_dev
+    from fastrag.embeddings.static import _CJK, _CJK_WORDS
+
+    emb = StaticEmbedding.load(minilm_table)
+    norm = emb._tok.normalizer
+    chars = [chr(c) for c in range(0x80, 0x40000) if not 0xD800 <= c < 0xE000]
+    padded = ((c, norm.normalize_str(c)) for c in chars)  # (compatibility ideographs change)
+    want = {c for c, n in padded if len(n) > 2 and n[0] == n[-1] == " " and n.strip()}
+    one = re.compile(f"[{_CJK}]")
+    got = {c for c in chars if one.fullmatch(c)}
+    assert got == want and len(got) > 80_000
+    spaces = [chr(c) for c in range(0x40000) if chr(c).isspace()]
+    assert all(_CJK_WORDS.findall(f"a{c}中b") == ["a", "中", "b"] for c in spaces)
+    assert not any(
+        _CJK_WORDS.findall(f"a{chr(c)}b") != ["a" + chr(c) + "b"]
+        for c in range(0x40000)
+        if not chr(c).isspace() and chr(c) not in want and not 0xD800 <= c < 0xE000
+    )
+    vocab = Path(__file__).parents[2] / "fastrag" / "embeddings" / "data" / "minilm_vocab.txt"
+    ref = BertWordPieceTokenizer(
+        str(vocab), lowercase=True, clean_text=True, handle_chinese_chars=True, strip_accents=None
+    )
+    data = load_cmrc2018_dev()
+    texts = [p["context"] for a in data["data"][:20] for p in a["paragraphs"]]
+    ids, offsets = emb.tokenize(texts)
+    for i, t in enumerate(texts):
+        assert (
+            ids[offsets[i] : offsets[i + 1]].tolist() == ref.encode(t, add_special_tokens=False).ids
+        )
+    assert "的" in emb._word_ids
 
 
 def test_batch_equals_one_by_one(minilm_table):
