@@ -30,6 +30,8 @@ from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stats import BM25Stats
 from fastrag.indexes.bm25.stored import FORMAT_PACKED
 
+# Suffix of the lock file a running build holds beside its temporary folder.
+_LOCK = ".building"
 # Postings merged (and encoded) per window: 8 bytes each gathered, plus their weights.
 MERGE_POSTINGS = 1 << 25
 
@@ -66,8 +68,8 @@ def build_packed(
     _remove_crashed_builds(folder)
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     lock = FileLock(f"{work}{_LOCK}")
-    lock.acquire()
     try:
+        lock.acquire()
         n_parts, doc_len, df, n_tokens = _spill(chunks, n_vocab, work)
         n_docs = int(doc_len.shape[0])
         nnz = _merge(work, n_parts, doc_len, df, method, k1, b, delta, merge_postings)
@@ -103,9 +105,6 @@ def build_packed(
         shutil.rmtree(work, ignore_errors=True)
         lock.release()
         Path(lock.lock_file).unlink(missing_ok=True)
-
-
-_LOCK = ".building"
 
 
 def _remove_crashed_builds(folder: Path) -> None:
