@@ -9,10 +9,8 @@ normalization map) and a numba kernel sums the memory-mapped int8 rows (see
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Sequence
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,8 @@ from fastrag._checks import check_int
 from fastrag.embeddings.base import BaseEmbedder, check_texts
 from fastrag.embeddings.distill import build_static_table, table_folder
 from fastrag.embeddings.static_table import StaticTable, load_table
+from fastrag.embeddings.word_ids import WordIds, cjk_units
+from fastrag.embeddings.wordpiece import bert_wordpiece
 from fastrag.errors import ConfigError, StoreError, missing_extra
 
 __all__ = ["StaticEmbedding"]
@@ -29,15 +29,6 @@ __all__ = ["StaticEmbedding"]
 _build_lock = threading.Lock()
 _WORD_CACHE = 1 << 20  # words whose ids a StaticEmbedding keeps
 _WORD_CHARS = 32  # longer words (e.g. unspaced Chinese runs) are tokenized each time
-# The ideographs BERT's normalizer pads with spaces (handle_chinese_chars): each is a word of
-# its own to WordPiece, so splitting them out first lets the word cache hold them. ``\s`` and
-# ``str.split`` agree on whitespace (both Py_UNICODE_ISSPACE).
-_CJK = (
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
-    "\U0002a700-\U0002b73f\U0002b740-\U0002b81f\U0002b920-\U0002ceaf"
-    "\U0002f800-\U0002fa1f"
-)
-_CJK_WORDS = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 
 
 def _tokenizer(vocab: dict[str, Any]) -> tuple[Any, dict[int, str] | None]:
@@ -100,7 +91,13 @@ class StaticEmbedding(BaseEmbedder):
         self.name = f"static-{self.model}-d{self.dim}"
         self._tok, self._norm = _tokenizer(table.vocab)
         self._split_cjk = table.vocab["kind"] == "wordpiece"
-        self._word_ids: dict[str, list[int]] = {}
+        self._fast_wordpiece = None
+        if self._split_cjk and table.vocab.get("lowercase", True):
+            tokens = table.vocab["tokens"]
+            self._fast_wordpiece = bert_wordpiece(
+                {t: i for i, t in enumerate(tokens)}, table.vocab["unk"]
+            )
+        self._words = WordIds(self._new_word_ids, max_words=_WORD_CACHE, max_chars=_WORD_CHARS)
         self._cache_lock = threading.Lock()
 
     @classmethod
@@ -158,32 +155,39 @@ class StaticEmbedding(BaseEmbedder):
         texts = check_texts(list(texts) if not isinstance(texts, str) else texts)
         if self._norm is not None:
             texts = [t.translate(self._norm) for t in texts]
-        if self._split_cjk:
-            split = [t.split() if t.isascii() else _CJK_WORDS.findall(t) for t in texts]
-        else:
-            split = [t.split() for t in texts]
-        with self._cache_lock:  # one caller at a time may grow or clear the cache
-            lists = self._word_lists(split)
-        offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in lists], out=offsets[1:])
-        ids = np.fromiter(chain.from_iterable(lists), dtype=np.int32, count=int(offsets[-1]))
-        return ids, offsets
+        if self._split_cjk and not all(t.isascii() for t in texts):
+            units = cjk_units(texts)
+            with self._cache_lock:  # one caller at a time may grow or clear the cache
+                return self._words.unit_ids(*units)
+        split = [t.split() for t in texts]
+        with self._cache_lock:
+            return self._words.ids(split)
 
-    def _word_lists(self, split: list[list[str]]) -> list[list[int]]:
-        cache = self._word_ids
-        new = {w for words in split for w in words if w not in cache}
-        if new:
-            if len(cache) + len(new) > _WORD_CACHE:
-                cache.clear()
-            new_words = list(new)
-            enc = self._tok.encode_batch_fast(new_words, add_special_tokens=False)
-            for w, e in zip(new_words, enc, strict=True):
-                cache[w] = e.ids
-        lists = [[i for w in words for i in cache[w]] for words in split]
-        for w in new:
-            if len(w) > _WORD_CHARS:
-                del cache[w]
-        return lists
+    def _new_word_ids(self, words: list[str]) -> tuple[list[str], list[int], list[int]]:
+        """The model tokenizer's ids of new words, as :class:`WordIds` takes them: the words
+        (reordered), their ids one after the other, and each one's count. For a lowercasing
+        WordPiece model, most words are tokenized by
+        :func:`~fastrag.embeddings.wordpiece.bert_wordpiece` (which equals it)."""
+        flat: list[int] = []
+        lens: list[int] = []
+        rest = words
+        done: list[str] = []
+        if self._fast_wordpiece is not None:
+            fast = self._fast_wordpiece
+            rest = []
+            for w in words:
+                n = len(flat)
+                if fast(w, flat):
+                    done.append(w)
+                    lens.append(len(flat) - n)
+                else:
+                    rest.append(w)
+        if rest:
+            for e in self._tok.encode_batch_fast(rest, add_special_tokens=False):
+                ids = e.ids
+                flat.extend(ids)
+                lens.append(len(ids))
+        return done + rest, flat, lens
 
     def embed_ids(self, ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Vectors ``(len(offsets) - 1, dim)`` of pre-tokenized texts (see :meth:`tokenize`)."""

@@ -101,7 +101,9 @@ def test_word_cache_gives_the_whole_text_tokenization(minilm_table):
         for i, t in enumerate(texts):
             want = ref.encode(t, add_special_tokens=False).ids
             assert ids[offsets[i] : offsets[i + 1]].tolist() == want, t
-    assert "hello" in emb._word_ids and not any(len(w) > 32 for w in emb._word_ids)
+            # alone: an ASCII text takes the whitespace split, the others the code points
+            assert emb.tokenize([t])[0].tolist() == want, t
+    assert "hello" in emb._words.index and not any(len(w) > 32 for w in emb._words.index)
 
 
 def test_cjk_ideographs_are_split_exactly_where_bert_pads_them(minilm_table):
@@ -111,7 +113,15 @@ def test_cjk_ideographs_are_split_exactly_where_bert_pads_them(minilm_table):
     from tokenizers.implementations import BertWordPieceTokenizer
 
     from fastrag.datasets import load_cmrc2018_dev
-    from fastrag.embeddings.static import _CJK, _CJK_WORDS
+    from fastrag.embeddings.word_ids import CJK_RANGES, cjk_units
+
+    _CJK = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)
+    _CJK_WORDS = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+
+    def units(text: str) -> list[str]:
+        codes, runs, offsets = cjk_units([text])
+        it = iter(runs)
+        return [chr(c) if c >= 0 else next(it) for c in codes.tolist()]
 
     emb = StaticEmbedding.load(minilm_table)
     norm = emb._tok.normalizer
@@ -128,6 +138,10 @@ def test_cjk_ideographs_are_split_exactly_where_bert_pads_them(minilm_table):
         for c in range(0x40000)
         if not chr(c).isspace() and chr(c) not in want and not 0xD800 <= c < 0xE000
     )
+    # the code-point split is the same split, character by character (lone surrogates too)
+    every = "".join(chr(c) for c in range(0x110000) if c % 7 == 0 or 0x3000 <= c < 0x3500)
+    for text in (every, f"x{every}y", "\ud800中\udfff ab", "  中 文\u3000ok \x1c", "", " "):
+        assert units(text) == _CJK_WORDS.findall(text)
     vocab = Path(__file__).parents[2] / "fastrag" / "embeddings" / "data" / "minilm_vocab.txt"
     ref = BertWordPieceTokenizer(
         str(vocab), lowercase=True, clean_text=True, handle_chinese_chars=True, strip_accents=None
@@ -139,7 +153,7 @@ def test_cjk_ideographs_are_split_exactly_where_bert_pads_them(minilm_table):
         assert (
             ids[offsets[i] : offsets[i + 1]].tolist() == ref.encode(t, add_special_tokens=False).ids
         )
-    assert "的" in emb._word_ids
+    assert "的" in emb._words.index
 
 
 def test_batch_equals_one_by_one(minilm_table):
@@ -269,3 +283,30 @@ def test_cli_builds_the_full_minilm_table(tmp_path):
     assert emb.table.meta["distilled_tokens"] == 30522 - 1000 + 1  # 999 [..] specials
     v = emb.embed(["a cat", "a kitten", "stock market"])
     assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_threads_share_one_word_cache(minilm_table, monkeypatch):
+    """Eight threads tokenizing Chinese and English batches at once, with a cache so small
+    that it starts again many times, each get the ids of a lone embedder."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastrag.datasets import load_cmrc2018_dev
+
+    data = load_cmrc2018_dev()
+    zh = [p["context"][:300] for a in data["data"][:8] for p in a["paragraphs"]]
+    en = [f"the dog {i} sat on mat{i % 7}, said the cat-{i}." for i in range(200)]
+    batches = [zh[i::4] for i in range(4)] + [en[i::4] for i in range(4)]
+    want = [StaticEmbedding.load(minilm_table).tokenize(b) for b in batches]
+    monkeypatch.setattr("fastrag.embeddings.static._WORD_CACHE", 300)
+    shared = StaticEmbedding.load(minilm_table)
+    assert shared._words.max_words == 300
+
+    def run(i: int):
+        return [shared.tokenize(batches[i]) for _ in range(5)]
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(run, range(8)))
+    for i, results in enumerate(got):
+        for ids, offsets in results:
+            assert np.array_equal(ids, want[i][0]) and np.array_equal(offsets, want[i][1])
+    assert len(shared._words) <= 2_000
