@@ -17,6 +17,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 import wallclock
 from openai_server import OpenAIServer
 
+# The checkout's root off sys.path (`python -m pytest` puts the working folder there): its
+# kernels/ folder, installed as fastrag._kernels, would shadow the `kernels` package that
+# transformers imports (sentence-transformers then fails to load). fastrag itself is installed.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
+
 # Set FASTRAG_TEST_WARMUP=0 to skip the session warm-up below (e.g. to run one quick test on a
 # fresh checkout without compiling every kernel first).
 WARMUP_ENV = "FASTRAG_TEST_WARMUP"
