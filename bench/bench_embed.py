@@ -15,7 +15,7 @@ MiniLM's vectors are compared with sentence-transformers' (cosine per text: min 
 
 Usage: ``python bench/bench_embed.py`` (threads 1 and 2, 3 repeats), ``--threads 2
 --repeats 5``, ``--smoke`` (30 texts, one repeat). Writes ``bench/results/embed.json`` and
-``.md`` (``embed_smoke.*`` for ``--smoke``).
+``.md`` (``embed_smoke.*`` for ``--smoke``; ``--name`` to change).
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--texts", type=int, default=300)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--name", default=None, help="results file name (default embed / embed_smoke)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -176,9 +177,12 @@ def main() -> None:
     md = (
         f"# Embedding throughput\n\n{args.texts} English passages (mean "
         f"{results[0]['chars']:.0f} characters), median of {args.repeats} calls after a "
-        f"warm-up; one subprocess per row.\n\n{table}\n"
+        f"warm-up; one subprocess per row.\n\nCPU: {info.get('cpu', '?')} "
+        f"({info.get('cpu_class', '?')}), load average at end "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; onnxruntime "
+        f"{info.get('onnxruntime', '?')}, torch {info.get('torch', '?')}.\n\n{table}\n"
     )
-    name = "embed_smoke" if args.smoke else "embed"
+    name = args.name or ("embed_smoke" if args.smoke else "embed")
     write_results(name, {"machine": info, "results": results}, md)
     print(md)
 
