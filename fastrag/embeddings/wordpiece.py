@@ -13,6 +13,9 @@ import re
 from collections.abc import Callable
 from unicodedata import category, normalize
 
+from fastrag._checks import check_int, check_str
+from fastrag.errors import ConfigError
+
 __all__ = ["bert_wordpiece"]
 
 # BERT's pre-tokenizer on lowercased printable ASCII: runs of letters and digits, and every
@@ -47,6 +50,14 @@ def bert_wordpiece(
     returns True, or leaves ``out`` as it was and returns False for a word it does not
     handle: one that is not printable ASCII without spaces once its accents are stripped, and
     is not one assigned CJK ideograph (the caller asks ``tokenizers``)."""
+    if not isinstance(vocab, dict) or not vocab:
+        raise ConfigError(
+            f"vocab must be a non-empty dict of token -> id, got {type(vocab).__name__}"
+            + (" (empty)" if isinstance(vocab, dict) else "")
+        )
+    unk = check_int("unk", unk, min=0)
+    prefix = check_str("prefix", prefix)
+    max_chars = check_int("max_chars", max_chars, min=1)
     get = vocab.get
     findall = _ASCII_PIECES.findall
     # no longer substring can be a piece
@@ -55,9 +66,15 @@ def bert_wordpiece(
     )
 
     def piece_ids(piece: str, out: list[int]) -> None:
+        """Append the ids of one pre-tokenized piece: the vocabulary entry it is, or its
+        longest-match-first split (``unk`` alone if a part matches nothing)."""
         n = len(piece)
         if n > max_chars:
             out.append(unk)
+            return
+        tid = get(piece)
+        if tid is not None:
+            out.append(tid)
             return
         found: list[int] = []
         start = 0
@@ -85,19 +102,8 @@ def bert_wordpiece(
         if not word.isprintable() or " " in word:
             return False
         low = word.lower()
-        if low.isalnum():  # one piece (most words)
-            tid = get(low)
-            if tid is not None and len(low) <= max_chars:
-                out.append(tid)
-            else:
-                piece_ids(low, out)
-            return True
-        for piece in findall(low):
-            tid = get(piece)
-            if tid is not None and len(piece) <= max_chars:
-                out.append(tid)
-            else:
-                piece_ids(piece, out)
+        for piece in (low,) if low.isalnum() else findall(low):  # most words: one piece
+            piece_ids(piece, out)
         return True
 
     def word_ids(word: str, out: list[int]) -> bool:
