@@ -18,6 +18,9 @@ from itertools import chain
 
 import numpy as np
 
+from fastrag._checks import check_int, check_str_list
+from fastrag.errors import ConfigError
+
 __all__ = ["CJK_RANGES", "WordIds", "cjk_units"]
 
 # The ideographs BERT's normalizer pads with spaces (handle_chinese_chars), inclusive ranges.
@@ -46,6 +49,7 @@ def cjk_units(texts: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
     spaces). Returns ``(codes, runs, offsets)``: ``codes`` int64 per unit, the ideograph's
     code point or -1 for a run; ``runs`` the runs' strings in order; ``offsets`` int64
     ``(n + 1,)``, each text's units."""
+    texts = check_str_list("texts", texts)
     joined = "\n".join(texts)
     cp = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
     clipped = np.minimum(cp, _TOP)
@@ -84,9 +88,14 @@ class WordIds:
         max_words: int = 1 << 20,
         max_chars: int = 32,
     ) -> None:
+        if not callable(tokenize_new):
+            raise ConfigError(
+                "tokenize_new must be a function of a list of words, "
+                f"got {type(tokenize_new).__name__}"
+            )
         self._tokenize_new = tokenize_new
-        self.max_words = max_words
-        self.max_chars = max_chars
+        self.max_words = check_int("max_words", max_words, min=1)
+        self.max_chars = check_int("max_chars", max_chars, min=1)
         self._clear()
 
     def _clear(self) -> None:

@@ -13,8 +13,9 @@ import pytest
 
 pytest.importorskip("tokenizers")
 
-from fastrag.embeddings.word_ids import WordIds
+from fastrag.embeddings.word_ids import WordIds, cjk_units
 from fastrag.embeddings.wordpiece import bert_wordpiece  # noqa: E402
+from fastrag.errors import ConfigError  # noqa: E402
 
 VOCAB = Path(__file__).parents[2] / "fastrag" / "embeddings" / "data" / "minilm_vocab.txt"
 SEEDS = Path(__file__).parents[3] / "shared" / "seeds"
@@ -131,3 +132,22 @@ def test_word_ids_equal_word_by_word(bert, max_words):
         assert calls == [5, 2, 2]
     empty_ids, empty_off = cache.ids([])
     assert empty_ids.shape == (0,) and empty_off.tolist() == [0]
+
+
+def test_bad_arguments_fail_clearly():
+    with pytest.raises(ConfigError, match="vocab must be a non-empty dict"):
+        bert_wordpiece(["a"], 0)
+    with pytest.raises(ConfigError, match="empty"):
+        bert_wordpiece({}, 0)
+    with pytest.raises(ConfigError, match="unk"):
+        bert_wordpiece({"a": 0}, -1)
+    with pytest.raises(ConfigError, match="max_chars"):
+        bert_wordpiece({"a": 0}, 0, max_chars=0)
+    with pytest.raises(ConfigError, match="tokenize_new must be a function"):
+        WordIds(None)
+    with pytest.raises(ConfigError, match="max_words"):
+        WordIds(lambda words: (words, [], []), max_words=0)
+    with pytest.raises(ConfigError, match=r"texts\[1\] must be a str"):
+        cjk_units(["ok", 3])
+    with pytest.raises(ConfigError, match="texts"):
+        cjk_units("one text")
