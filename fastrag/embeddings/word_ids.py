@@ -84,7 +84,7 @@ class WordIds:
 
     def __init__(
         self,
-        tokenize_new: Callable[[list[str]], tuple[list[str], list[int], list[int]]],
+        tokenize_new: Callable[[list[str]], tuple[list[str], Sequence[int], Sequence[int]]],
         max_words: int = 1 << 20,
         max_chars: int = 32,
     ) -> None:

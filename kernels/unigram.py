@@ -1,0 +1,232 @@
+"""Unigram (SentencePiece) tokenization of words over code points, equal to ``tokenizers``'.
+
+The vocabulary is a trie of code points: an edge ``(node, code point) -> child`` lives in an
+open-addressing hash table (``keys`` int64 ``node << 21 | code point``, -1 for empty;
+``children`` int32), and ``piece[node]`` is the id of the piece that ends at ``node`` (-1 for
+none). :func:`build_trie` fills them from the pieces' code points.
+
+:func:`encode_words` runs ``tokenizers``' ``Unigram.encode_optimized`` on each word with the
+metaspace ``"▁"`` prepended (``Metaspace(prepend_scheme="always")`` on a word without
+spaces): the best path by summed float64 log-probabilities, a candidate replacing the best
+only when strictly better (starts in order, shorter pieces first), a character no piece of
+one character covers costing ``min_score - 10`` as unknown, and consecutive unknowns fused
+into one unknown id. Matches of a code-point trie end where the byte trie's do, since every
+piece is whole characters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["build_trie", "encode_words", "map_code_points", "trie_capacity"]
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def trie_capacity(n_code_points: int) -> int:
+    """Hash table slots for pieces of ``n_code_points`` code points in all: a power of two
+    at least twice the edges."""
+    cap = 1024
+    while cap < 2 * n_code_points + 2:
+        cap *= 2
+    return cap
+
+
+@njit(cache=True)
+def _slot(key: np.int64, mask: np.int64) -> np.int64:
+    return np.int64((np.uint64(key) * _MIX) >> np.uint64(20)) & mask
+
+
+@njit(cache=True)
+def _child(keys: np.ndarray, children: np.ndarray, node: np.int64, cp: np.int64) -> np.int64:
+    mask = np.int64(keys.shape[0] - 1)
+    key = (node << 21) | cp
+    s = _slot(key, mask)
+    while True:
+        k = keys[s]
+        if k == key:
+            return np.int64(children[s])
+        if k < 0:
+            return np.int64(-1)
+        s = (s + 1) & mask
+
+
+@njit(cache=True)
+def build_trie(
+    cps: np.ndarray, offsets: np.ndarray, keys: np.ndarray, children: np.ndarray, piece: np.ndarray
+) -> int:
+    """Insert pieces ``cps[offsets[i]:offsets[i + 1]]`` (id ``i``; a later duplicate wins, as
+    in ``tokenizers``; empty pieces are never matched) into ``keys``/``children`` (all -1,
+    capacity from :func:`trie_capacity`) and ``piece`` (all -1, one more than the code
+    points). Returns the number of nodes."""
+    mask = np.int64(keys.shape[0] - 1)
+    nodes = np.int64(1)
+    for i in range(offsets.shape[0] - 1):
+        a = offsets[i]
+        b = offsets[i + 1]
+        if a == b:
+            continue
+        node = np.int64(0)
+        for j in range(a, b):
+            key = (node << 21) | np.int64(cps[j])
+            s = _slot(key, mask)
+            while keys[s] >= 0 and keys[s] != key:
+                s = (s + 1) & mask
+            if keys[s] == key:
+                node = np.int64(children[s])
+            else:
+                keys[s] = key
+                children[s] = nodes
+                node = nodes
+                nodes += 1
+        piece[node] = i
+    return nodes
+
+
+@njit(cache=True)
+def _viterbi(
+    text: np.ndarray,
+    m: int,
+    keys: np.ndarray,
+    children: np.ndarray,
+    piece: np.ndarray,
+    scores: np.ndarray,
+    unk_id: int,
+    unk_score: float,
+    best: np.ndarray,
+    start: np.ndarray,
+    tok: np.ndarray,
+    path: np.ndarray,
+    out: np.ndarray,
+    n_out: int,
+) -> int:
+    """The best path's ids of ``text[:m]`` appended to ``out`` at ``n_out``; the new end."""
+    for j in range(m + 1):
+        start[j] = -1
+    best[0] = 0.0
+    for s in range(m):
+        here = best[s]
+        single = False
+        node = np.int64(0)
+        e = s
+        while e < m:
+            node = _child(keys, children, node, text[e])
+            if node < 0:
+                break
+            e += 1
+            pid = piece[node]
+            if pid >= 0:
+                cand = scores[pid] + here
+                if start[e] < 0 or cand > best[e]:
+                    best[e] = cand
+                    start[e] = s
+                    tok[e] = pid
+                if e == s + 1:
+                    single = True
+        if not single:
+            cand = unk_score + here
+            if start[s + 1] < 0 or cand > best[s + 1]:
+                best[s + 1] = cand
+                start[s + 1] = s
+                tok[s + 1] = unk_id
+    k = 0
+    e = m
+    while e > 0:
+        t = tok[e]
+        if not (t == unk_id and k > 0 and path[k - 1] == unk_id):
+            path[k] = t
+            k += 1
+        e = start[e]
+    for j in range(k):
+        out[n_out + j] = path[k - 1 - j]
+    return n_out + k
+
+
+@njit(cache=True)
+def encode_words(
+    cps: np.ndarray,
+    offsets: np.ndarray,
+    keys: np.ndarray,
+    children: np.ndarray,
+    piece: np.ndarray,
+    scores: np.ndarray,
+    unk_id: int,
+    unk_score: float,
+    space: int,
+    out_ids: np.ndarray,
+    out_counts: np.ndarray,
+) -> int:
+    """Ids of each word ``cps[offsets[i]:offsets[i + 1]]`` into ``out_ids`` (room for
+    ``len(cps) + n_words`` ids), their number per word into ``out_counts``; returns the ids
+    written. As ``Metaspace``: ``space`` is prepended unless the word starts with it, and
+    the word is cut before each ``space`` into parts tokenized one by one; an empty word has
+    no ids."""
+    n_words = offsets.shape[0] - 1
+    longest = 0
+    for i in range(n_words):
+        longest = max(longest, offsets[i + 1] - offsets[i])
+    size = longest + 1
+    text = np.empty(size, np.int64)
+    best = np.empty(size + 1, np.float64)
+    start = np.empty(size + 1, np.int64)
+    tok = np.empty(size + 1, np.int32)
+    path = np.empty(size + 1, np.int32)
+    n_out = 0
+    for w in range(n_words):
+        end = offsets[w + 1]
+        first = n_out
+        j = offsets[w]
+        while j < end:  # one part: space, then the characters up to the next space
+            text[0] = space
+            m = 1
+            if cps[j] == space:
+                j += 1
+            while j < end and cps[j] != space:
+                text[m] = cps[j]
+                m += 1
+                j += 1
+            n_out = _viterbi(
+                text, m, keys, children, piece, scores, unk_id, unk_score,
+                best, start, tok, path, out_ids, n_out,
+            )  # fmt: skip
+        out_counts[w] = n_out - first
+    return n_out
+
+
+@njit(cache=True)
+def map_code_points(
+    cps: np.ndarray, offsets: np.ndarray, start: np.ndarray, count: np.ndarray, flat: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Texts ``cps[offsets[i]:offsets[i + 1]]`` with each code point ``c`` for which
+    ``count[c] >= 0`` replaced by ``flat[start[c]:start[c] + count[c]]`` (code points past
+    ``count`` and those with -1 kept). Returns the new code points and offsets, and whether
+    each text changed."""
+    top = count.shape[0]
+    n_texts = offsets.shape[0] - 1
+    changed = np.zeros(n_texts, np.bool_)
+    n = 0
+    for i in range(n_texts):
+        for j in range(offsets[i], offsets[i + 1]):
+            c = cps[j]
+            if c < top and count[c] >= 0:
+                n += count[c]
+                changed[i] = True
+            else:
+                n += 1
+    out = np.empty(n, np.uint32)
+    out_offsets = np.empty_like(offsets)
+    out_offsets[0] = 0
+    k = 0
+    for i in range(n_texts):
+        for j in range(offsets[i], offsets[i + 1]):
+            c = cps[j]
+            if c < top and count[c] >= 0:
+                for t in range(start[c], start[c] + count[c]):
+                    out[k] = flat[t]
+                    k += 1
+            else:
+                out[k] = c
+                k += 1
+        out_offsets[i + 1] = k
+    return out, out_offsets, changed
