@@ -169,12 +169,14 @@ def _static_embed(log: Callable[[str], None]) -> None:
     static_embed.pool_rows(rows, np.ones(4, np.float32), ids, offsets, out)
     log("  static embedding pooling")
     from fastrag.embeddings.unigram import CodePointMap, UnigramWords  # lazy: numba
+    from fastrag.embeddings.wordpiece import AsciiWordPiece  # lazy: numba
 
     UnigramWords(["<unk>", "\u2581a", "b"], [0.0, -1.0, -2.0], 0).encode(["ab", "a\u2581b"])
+    AsciiWordPiece({"[UNK]": 0, "a": 1, "##b": 2}, 0).encode(["ab", "A!"])
     cmap = CodePointMap({1: [], 0xFF21: [0x41]})
     cmap.apply(["a\x01"])  # ASCII batches as bytes
     cmap.apply(["\uff21"])  # the rest as UTF-32
-    log("  static embedding tokenizing (unigram, code-point map)")
+    log("  static embedding tokenizing (unigram, code-point map, ASCII WordPiece)")
 
 
 def _metrics(log: Callable[[str], None]) -> None:

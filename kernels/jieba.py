@@ -13,8 +13,7 @@ Same algorithm and the same float operations, in the same order, as jieba 0.42:
   ``(prob, state)``), other runs split like ``re.split("([a-zA-Z0-9]+(?:\\.\\d+)?%?)")``;
   without HMM, runs of single ASCII letters/digits are joined.
 
-The dictionary is a trie stored as an open-addressing hash table of edges: key
-``parent * 0x110000 + code_point`` -> child node. Tokens come out as spans into ``cps``.
+The dictionary is a code-point trie (:mod:`.trie`). Tokens come out as spans into ``cps``.
 """
 
 from __future__ import annotations
@@ -22,7 +21,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-CP_LIMIT = 0x110000
+from .trie import CP_LIMIT as CP_LIMIT  # re-exported for fastrag.analysis.segment
+from .trie import build_edge_table as build_edge_table
+from .trie import child
+
 HAN_LO = 0x4E00  # jieba.finalseg's Han range: U+4E00..U+9FD5
 HAN_HI = 0x9FD5
 MIN_FLOAT = -3.14e100
@@ -34,51 +36,11 @@ PREV = np.array([[ST_E, ST_S], [ST_M, ST_B], [ST_B, ST_M], [ST_S, ST_E]], dtype=
 
 
 @njit(cache=True)
-def build_edge_table(parents, cps, children):
-    """Hash table of trie edges: returns ``(keys int64, vals int32)`` of a power-of-2 size."""
-    n = parents.shape[0]
-    cap = 16
-    while cap < 2 * n:
-        cap *= 2
-    keys = np.full(cap, -1, dtype=np.int64)
-    vals = np.zeros(cap, dtype=np.int32)
-    mask = cap - 1
-    for i in range(n):
-        key = np.int64(parents[i]) * CP_LIMIT + np.int64(cps[i])
-        slot = _mix(key) & mask
-        while keys[slot] != -1:
-            slot = (slot + 1) & mask
-        keys[slot] = key
-        vals[slot] = children[i]
-    return keys, vals
-
-
-@njit(cache=True, inline="always")
-def _mix(key):
-    h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
-    return np.int64(h >> np.uint64(20))
-
-
-@njit(cache=True)
-def _child(keys, vals, node, cp):
-    key = np.int64(node) * CP_LIMIT + np.int64(cp)
-    mask = keys.shape[0] - 1
-    slot = _mix(key) & mask
-    while True:
-        k = keys[slot]
-        if k == key:
-            return vals[slot]
-        if k == -1:
-            return -1
-        slot = (slot + 1) & mask
-
-
-@njit(cache=True)
 def _lookup_freq(cps, s, e, keys, vals, freq):
     """jieba's ``FREQ.get(word)`` for ``cps[s:e]`` (0 when absent)."""
     node = np.int64(0)
     for i in range(s, e):
-        node = _child(keys, vals, node, cps[i])
+        node = child(keys, vals, node, cps[i])
         if node < 0:
             return 0
     return freq[node]
@@ -221,7 +183,7 @@ def cut_block(
         node = np.int64(0)
         i = idx
         while i < n:
-            node = _child(keys, vals, node, cps[s + i])
+            node = child(keys, vals, node, cps[s + i])
             if node < 0:
                 break
             if freq[node] > 0:
@@ -231,7 +193,7 @@ def cut_block(
                     best_x = i
             i += 1
         if best_x < 0:  # no word: the single character, freq(char) or 1
-            node = _child(keys, vals, np.int64(0), cps[s + idx])
+            node = child(keys, vals, np.int64(0), cps[s + idx])
             a = logp[node] if node >= 0 else logp[0]
             best = a + route_p[idx + 1]
             best_x = idx

@@ -1,9 +1,7 @@
 """Unigram (SentencePiece) tokenization of words over code points, equal to ``tokenizers``'.
 
-The vocabulary is a trie of code points: an edge ``(node, code point) -> child`` lives in an
-open-addressing hash table (``keys`` int64 ``node << 21 | code point``, -1 for empty;
-``children`` int32), and ``piece[node]`` is the id of the piece that ends at ``node`` (-1 for
-none). :func:`build_trie` fills them from the pieces' code points.
+The vocabulary is a code-point trie (:mod:`.trie`): ``keys`` and ``children`` its edges,
+``piece[node]`` the id of the piece that ends at ``node`` (-1 for none).
 
 :func:`encode_words` runs ``tokenizers``' ``Unigram.encode_optimized`` on each word with the
 metaspace ``"▁"`` prepended (``Metaspace(prepend_scheme="always")`` on a word without
@@ -19,69 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["build_trie", "encode_words", "map_code_points", "trie_capacity"]
+from .trie import child
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
-def trie_capacity(n_code_points: int) -> int:
-    """Hash table slots for pieces of ``n_code_points`` code points in all: a power of two
-    at least twice the edges."""
-    cap = 1024
-    while cap < 2 * n_code_points + 2:
-        cap *= 2
-    return cap
-
-
-@njit(cache=True)
-def _slot(key: np.int64, mask: np.int64) -> np.int64:
-    return np.int64((np.uint64(key) * _MIX) >> np.uint64(20)) & mask
-
-
-@njit(cache=True)
-def _child(keys: np.ndarray, children: np.ndarray, node: np.int64, cp: np.int64) -> np.int64:
-    mask = np.int64(keys.shape[0] - 1)
-    key = (node << 21) | cp
-    s = _slot(key, mask)
-    while True:
-        k = keys[s]
-        if k == key:
-            return np.int64(children[s])
-        if k < 0:
-            return np.int64(-1)
-        s = (s + 1) & mask
-
-
-@njit(cache=True)
-def build_trie(
-    cps: np.ndarray, offsets: np.ndarray, keys: np.ndarray, children: np.ndarray, piece: np.ndarray
-) -> int:
-    """Insert pieces ``cps[offsets[i]:offsets[i + 1]]`` (id ``i``; a later duplicate wins, as
-    in ``tokenizers``; empty pieces are never matched) into ``keys``/``children`` (all -1,
-    capacity from :func:`trie_capacity`) and ``piece`` (all -1, one more than the code
-    points). Returns the number of nodes."""
-    mask = np.int64(keys.shape[0] - 1)
-    nodes = np.int64(1)
-    for i in range(offsets.shape[0] - 1):
-        a = offsets[i]
-        b = offsets[i + 1]
-        if a == b:
-            continue
-        node = np.int64(0)
-        for j in range(a, b):
-            key = (node << 21) | np.int64(cps[j])
-            s = _slot(key, mask)
-            while keys[s] >= 0 and keys[s] != key:
-                s = (s + 1) & mask
-            if keys[s] == key:
-                node = np.int64(children[s])
-            else:
-                keys[s] = key
-                children[s] = nodes
-                node = nodes
-                nodes += 1
-        piece[node] = i
-    return nodes
+__all__ = ["encode_words", "map_code_points"]
 
 
 @njit(cache=True)
@@ -111,7 +49,7 @@ def _viterbi(
         node = np.int64(0)
         e = s
         while e < m:
-            node = _child(keys, children, node, text[e])
+            node = np.int64(child(keys, children, node, text[e]))
             if node < 0:
                 break
             e += 1

@@ -22,8 +22,8 @@ from fastrag.embeddings.base import BaseEmbedder, check_texts
 from fastrag.embeddings.distill import build_static_table, table_folder
 from fastrag.embeddings.static_table import StaticTable, load_table
 from fastrag.embeddings.unigram import CodePointMap, UnigramWords
-from fastrag.embeddings.word_ids import WordIds, cjk_units
-from fastrag.embeddings.wordpiece import bert_wordpiece
+from fastrag.embeddings.word_ids import WordIds, cjk_units, unit_table
+from fastrag.embeddings.wordpiece import BERT_PUNCT, AsciiWordPiece, bert_wordpiece
 from fastrag.errors import ConfigError, StoreError, missing_extra
 
 __all__ = ["StaticEmbedding"]
@@ -85,9 +85,12 @@ class StaticEmbedding(BaseEmbedder):
         self.name = f"static-{self.model}-d{self.dim}"
         v = table.vocab
         self._split_cjk = v["kind"] == "wordpiece"
-        self._tok = self._norm = self._unigram = self._fast_wordpiece = None
+        self._tok = self._norm = self._unigram = None
+        self._fast_wordpiece = self._ascii_wordpiece = None
         if self._split_cjk:
             self._tok = _wordpiece(v)
+            # BERT splits off each ideograph and each punctuation mark whatever surrounds it
+            self._units = unit_table(BERT_PUNCT)
         else:  # e5's SentencePiece: its normalization map, then Unigram word by word
             table = {int(cp): out for cp, out in v["normalize"].items()}
             # whitespace to a space changes no split: only the other entries are applied
@@ -96,10 +99,9 @@ class StaticEmbedding(BaseEmbedder):
             )
             self._unigram = UnigramWords(v["tokens"], v["scores"], v["unk"])
         if self._split_cjk and v.get("lowercase", True):
-            tokens = table.vocab["tokens"]
-            self._fast_wordpiece = bert_wordpiece(
-                {t: i for i, t in enumerate(tokens)}, table.vocab["unk"]
-            )
+            ids = {t: i for i, t in enumerate(v["tokens"])}
+            self._fast_wordpiece = bert_wordpiece(ids, v["unk"])
+            self._ascii_wordpiece = AsciiWordPiece(ids, v["unk"])
         self._words = WordIds(self._new_word_ids, max_words=_WORD_CACHE, max_chars=_WORD_CHARS)
         self._cache_lock = threading.Lock()
 
@@ -148,18 +150,19 @@ class StaticEmbedding(BaseEmbedder):
     def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of ``texts`` as ragged arrays: ``(ids int32, offsets int64 (n + 1,))``.
 
-        A text is split at whitespace (and, for WordPiece, around each CJK ideograph, as
-        BERT's normalizer does) and each word's ids come from a per-embedder cache of
-        the model tokenizer's answer for that word (words of up to 32 characters; at most
-        1M of them): the same ids as tokenizing the whole text, since both tokenizers split
-        words at whitespace first (but for e5, a space at the start or end of a text gives no
-        lone ``"▁"`` piece here), at a fraction of the cost on text that repeats words.
+        A text is split at whitespace (and, for WordPiece, around each CJK ideograph and
+        each non-ASCII punctuation mark, as BERT does) and each word's ids come from a
+        per-embedder cache of the model tokenizer's answer for that word (words of up to 32
+        characters; at most 1M of them): the same ids as tokenizing the whole text, since
+        both tokenizers split words at whitespace first (but for e5, a space at the start or
+        end of a text gives no lone ``"▁"`` piece here), at a fraction of the cost on text
+        that repeats words.
         """
         texts = check_texts(list(texts) if not isinstance(texts, str) else texts)
         if self._norm is not None:
             texts = self._norm.apply(texts)
         if self._split_cjk and not all(t.isascii() for t in texts):
-            units = cjk_units(texts)
+            units = cjk_units(texts, self._units)
             with self._cache_lock:  # one caller at a time may grow or clear the cache
                 return self._words.unit_ids(*units)
         split = [t.split() for t in texts]
@@ -169,8 +172,9 @@ class StaticEmbedding(BaseEmbedder):
     def _new_word_ids(self, words: list[str]) -> tuple[list[str], Sequence[int], Sequence[int]]:
         """The model tokenizer's ids of new words, as :class:`WordIds` takes them: the words
         (reordered), their ids one after the other, and each one's count. For a lowercasing
-        WordPiece model, most words are tokenized by
-        :func:`~fastrag.embeddings.wordpiece.bert_wordpiece` (which equals it); a Unigram
+        WordPiece model, printable-ASCII words are tokenized by
+        :class:`~fastrag.embeddings.wordpiece.AsciiWordPiece` and most others by
+        :func:`~fastrag.embeddings.wordpiece.bert_wordpiece` (both equal it); a Unigram
         model's by :class:`~fastrag.embeddings.unigram.UnigramWords`."""
         if self._unigram is not None:
             return words, *self._unigram.encode(words)
@@ -178,7 +182,16 @@ class StaticEmbedding(BaseEmbedder):
         lens: list[int] = []
         rest = words
         done: list[str] = []
+        ascii_ids = ascii_counts = None
         if self._fast_wordpiece is not None:
+            simple = [w.isascii() and w.isprintable() for w in words]
+            if any(simple):
+                ascii_words = [w for w, ok in zip(words, simple, strict=True) if ok]
+                ascii_ids, ascii_counts = self._ascii_wordpiece.encode(ascii_words)
+                if len(ascii_words) == len(words):
+                    return words, ascii_ids, ascii_counts
+                done = ascii_words
+                words = [w for w, ok in zip(words, simple, strict=True) if not ok]
             fast = self._fast_wordpiece
             rest = []
             for w in words:
@@ -193,6 +206,9 @@ class StaticEmbedding(BaseEmbedder):
                 ids = e.ids
                 flat.extend(ids)
                 lens.append(len(ids))
+        if ascii_ids is not None:
+            flat = np.concatenate([ascii_ids, np.array(flat, np.int32)])
+            lens = np.concatenate([ascii_counts, np.array(lens, np.int64)])
         return done + rest, flat, lens
 
     def embed_ids(self, ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -15,9 +15,32 @@ import numpy as np
 from fastrag._checks import check_int, check_str_list
 from fastrag.errors import ConfigError
 
-__all__ = ["CodePointMap", "UnigramWords"]
+__all__ = ["CodePointMap", "UnigramWords", "code_point_trie"]
 
 METASPACE = 0x2581  # "▁"
+
+
+def code_point_trie(pieces: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The trie of ``pieces`` (:mod:`fastrag._kernels.trie`): ``(keys, vals, piece)``, its
+    hash table of edges sized to them and the id of the piece ending at each node."""
+    from fastrag._kernels.trie import build_trie, trie_capacity  # lazy: numba
+
+    try:
+        cps = np.frombuffer("".join(pieces).encode("utf-32-le"), np.uint32)
+    except UnicodeEncodeError:
+        raise ConfigError("pieces must not contain lone surrogates") from None
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, pieces), np.int64, count=len(pieces)), out=offsets[1:])
+    edges = len(cps)  # at most; shared prefixes make far fewer (e5: 505k of 1.39M)
+    while True:
+        cap = trie_capacity(edges)
+        keys = np.full(cap, -1, np.int64)
+        vals = np.full(cap, -1, np.int32)
+        piece = np.full(edges + 1, -1, np.int32)
+        nodes = build_trie(cps, offsets, keys, vals, piece)
+        if trie_capacity(nodes - 1) == cap:
+            return keys, vals, piece[:nodes]
+        edges = nodes - 1  # built again in a table of the right size
 
 
 class UnigramWords:
@@ -32,8 +55,6 @@ class UnigramWords:
     """
 
     def __init__(self, pieces: Sequence[str], scores: Sequence[float], unk: int) -> None:
-        from fastrag._kernels.unigram import build_trie, trie_capacity  # lazy: numba
-
         pieces = check_str_list("pieces", list(pieces))
         scores = np.asarray(scores, dtype=np.float64)
         if scores.shape != (len(pieces),):
@@ -43,23 +64,7 @@ class UnigramWords:
         if not len(pieces) or not np.isfinite(scores).all():
             raise ConfigError("pieces must not be empty and scores must be finite")
         self.unk = check_int("unk", unk, min=0, max=len(pieces) - 1)
-        joined = "".join(pieces)
-        try:
-            cps = np.frombuffer(joined.encode("utf-32-le"), np.uint32)
-        except UnicodeEncodeError:
-            raise ConfigError("pieces must not contain lone surrogates") from None
-        offsets = np.zeros(len(pieces) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, pieces), np.int64, count=len(pieces)), out=offsets[1:])
-        edges = len(cps)  # at most; shared prefixes make far fewer (e5: 505k of 1.39M)
-        while True:
-            cap = trie_capacity(edges)
-            self._keys = np.full(cap, -1, np.int64)
-            self._children = np.full(cap, -1, np.int32)
-            self._piece = np.full(edges + 1, -1, np.int32)
-            nodes = build_trie(cps, offsets, self._keys, self._children, self._piece)
-            if trie_capacity(nodes - 1) == cap:
-                break
-            edges = nodes - 1  # built again in a table of the right size
+        self._keys, self._children, self._piece = code_point_trie(pieces)
         self._scores = scores
         self._unk_score = float(scores.min()) - 10.0  # tokenizers' K_UNK_PENALTY
         for a in (self._keys, self._children, self._piece, self._scores):

@@ -13,7 +13,7 @@ in a table by code point.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from fastrag._checks import check_int, check_str_list
 from fastrag.errors import ConfigError
 
-__all__ = ["CJK_RANGES", "WordIds", "cjk_units"]
+__all__ = ["CJK_RANGES", "WordIds", "cjk_units", "unit_table"]
 
 # The ideographs BERT's normalizer pads with spaces (handle_chinese_chars), inclusive ranges.
 CJK_RANGES = (
@@ -43,17 +43,35 @@ _SPACE_TABLE = np.zeros(_TOP + 1, np.bool_)
 _SPACE_TABLE[[c for c in range(0x3001) if chr(c).isspace()]] = True
 
 
-def cjk_units(texts: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """``texts`` split into units: each CJK ideograph, and each run of other characters
-    between whitespace and ideographs (``text.split()`` after padding the ideographs with
-    spaces). Returns ``(codes, runs, offsets)``: ``codes`` int64 per unit, the ideograph's
-    code point or -1 for a run; ``runs`` the runs' strings in order; ``offsets`` int64
-    ``(n + 1,)``, each text's units."""
+def unit_table(singles: Iterable[str] = ()) -> np.ndarray:
+    """The characters :func:`cjk_units` makes units of their own: the CJK ideographs and
+    ``singles`` (characters below U+30000 that are not whitespace), as a bool table by code
+    point."""
+    table = _CJK_TABLE.copy()
+    for c in singles:
+        if not isinstance(c, str) or len(c) != 1 or ord(c) >= _TOP or c.isspace():
+            raise ConfigError(f"singles must be characters below U+30000, not spaces: {c!r}")
+        table[ord(c)] = True
+    return table
+
+
+def cjk_units(
+    texts: Sequence[str], table: np.ndarray | None = None
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """``texts`` split into units: each CJK ideograph (and each other character ``table``
+    from :func:`unit_table` marks), and each run of other characters between whitespace and
+    those (``text.split()`` after padding them with spaces). Returns ``(codes, runs,
+    offsets)``: ``codes`` int64 per unit, the character's code point or -1 for a run;
+    ``runs`` the runs' strings in order; ``offsets`` int64 ``(n + 1,)``, each text's units."""
     texts = check_str_list("texts", texts)
+    if table is None:
+        table = _CJK_TABLE
+    elif not isinstance(table, np.ndarray) or table.shape != _CJK_TABLE.shape:
+        raise ConfigError("table must come from unit_table()")
     joined = "\n".join(texts)
     cp = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
     clipped = np.minimum(cp, _TOP)
-    cjk = _CJK_TABLE[clipped]
+    cjk = table[clipped]
     other = ~(cjk | _SPACE_TABLE[clipped])
     edges = np.diff(other.view(np.int8), prepend=np.int8(0), append=np.int8(0))
     run_start = np.flatnonzero(edges == 1)

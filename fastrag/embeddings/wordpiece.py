@@ -1,5 +1,6 @@
-"""BERT's WordPiece in Python for the words most text is made of.
+"""BERT's WordPiece in Python and numba for the words most text is made of.
 
+:class:`AsciiWordPiece` tokenizes printable-ASCII words in a numba kernel, a batch at a time.
 :func:`bert_wordpiece` is a WordPiece tokenizer for the printable-ASCII words of a
 lowercasing BERT model (BERT's normalizer and pre-tokenizer, then greedy longest-match-first
 pieces) and for the words that are such once their accents are stripped (most Latin-script
@@ -10,13 +11,15 @@ times faster per new word; other words go to ``tokenizers``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from unicodedata import category, normalize
 
-from fastrag._checks import check_int, check_str
+import numpy as np
+
+from fastrag._checks import check_int, check_str, check_str_list
 from fastrag.errors import ConfigError
 
-__all__ = ["bert_wordpiece"]
+__all__ = ["BERT_PUNCT", "AsciiWordPiece", "bert_wordpiece"]
 
 # BERT's pre-tokenizer on lowercased printable ASCII: runs of letters and digits, and every
 # other character (all ASCII punctuation to BERT) on its own.
@@ -39,6 +42,7 @@ _PUNCT = frozenset(
     for c in range(lo, hi + 1)
     if category(chr(c)).startswith("P")
 )
+BERT_PUNCT = _PUNCT  # each its own piece: a tokenizer may split texts at them first
 _PUNCT_SPLIT = re.compile("([" + re.escape("".join(sorted(_PUNCT))) + "])").split
 
 
@@ -50,11 +54,7 @@ def bert_wordpiece(
     returns True, or leaves ``out`` as it was and returns False for a word it does not
     handle: one that is not printable ASCII without spaces once its accents are stripped, and
     is not one assigned CJK ideograph (the caller asks ``tokenizers``)."""
-    if not isinstance(vocab, dict) or not vocab:
-        raise ConfigError(
-            f"vocab must be a non-empty dict of token -> id, got {type(vocab).__name__}"
-            + (" (empty)" if isinstance(vocab, dict) else "")
-        )
+    _check_vocab(vocab)
     unk = check_int("unk", unk, min=0)
     prefix = check_str("prefix", prefix)
     max_chars = check_int("max_chars", max_chars, min=1)
@@ -127,3 +127,67 @@ def bert_wordpiece(
         return True
 
     return word_ids
+
+
+def _check_vocab(vocab: dict[str, int]) -> None:
+    if not isinstance(vocab, dict) or not vocab:
+        raise ConfigError(
+            f"vocab must be a non-empty dict of token -> id, got {type(vocab).__name__}"
+            + (" (empty)" if isinstance(vocab, dict) else "")
+        )
+
+
+class AsciiWordPiece:
+    """A lowercasing BERT model's WordPiece for printable-ASCII words, in a numba kernel:
+    :meth:`encode` gives the ids ``tokenizers`` gives each word (BERT's normalizer and
+    pre-tokenizer, then greedy longest-match-first pieces).
+
+    Args:
+        vocab: token -> id.
+        unk: the unknown token's id.
+        prefix: the continuation pieces' prefix.
+        max_chars: longer parts are the unknown token.
+
+    Immutable after construction, so one instance serves any number of threads.
+    """
+
+    def __init__(
+        self, vocab: dict[str, int], unk: int, *, prefix: str = "##", max_chars: int = 100
+    ) -> None:
+        from fastrag.embeddings.unigram import code_point_trie
+
+        _check_vocab(vocab)
+        self.unk = check_int("unk", unk, min=0)
+        prefix = check_str("prefix", prefix)
+        self.max_chars = check_int("max_chars", max_chars, min=1)
+        n = max(vocab.values()) + 1
+        head = [""] * n
+        tail = [""] * n  # empty: in no trie
+        for t, i in vocab.items():
+            if t.startswith(prefix):
+                tail[i] = t[len(prefix) :]
+            else:
+                head[i] = t
+        self._head = code_point_trie(head)
+        self._tail = code_point_trie(tail)
+        for a in (*self._head, *self._tail):
+            a.flags.writeable = False
+
+    def encode(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids int32, counts int64)``: each word's ids one after the other, and how many
+        each has. Every word must be printable ASCII without spaces."""
+        from fastrag._kernels.wordpiece import encode_ascii_words  # lazy: numba
+
+        words = check_str_list("words", list(words))
+        joined = "".join(words)
+        if not (joined.isascii() and joined.isprintable()) or " " in joined:
+            raise ConfigError("words must be printable ASCII without spaces")
+        chars = np.frombuffer(joined.encode("ascii"), np.uint8)
+        offsets = np.zeros(len(words) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, words), np.int64, count=len(words)), out=offsets[1:])
+        ids = np.empty(len(chars), np.int32)
+        counts = np.empty(len(words), np.int64)
+        n = encode_ascii_words(
+            chars, offsets, *self._head, *self._tail, self.unk, self.max_chars, ids, counts
+        )
+        return ids[:n], counts

@@ -1,6 +1,7 @@
-"""WordIds and bert_wordpiece: the Python WordPiece equals ``tokenizers``' on every word it
-takes (real words of the seed documents, fuzzed ASCII, the 100-character limit), and the flat
-word cache gives the same ids as tokenizing each word, across clears and long words."""
+"""WordIds, bert_wordpiece and AsciiWordPiece: the Python and numba WordPieces equal
+``tokenizers``' on every word they take (real words of the seed documents, fuzzed ASCII, the
+100-character limit), and the flat word cache gives the same ids as tokenizing each word,
+across clears and long words."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 
 pytest.importorskip("tokenizers")
 
-from fastrag.embeddings.word_ids import WordIds, cjk_units
-from fastrag.embeddings.wordpiece import bert_wordpiece  # noqa: E402
+from fastrag.embeddings.word_ids import WordIds, cjk_units, unit_table
+from fastrag.embeddings.wordpiece import AsciiWordPiece, bert_wordpiece  # noqa: E402
 from fastrag.errors import ConfigError  # noqa: E402
 
 VOCAB = Path(__file__).parents[2] / "fastrag" / "embeddings" / "data" / "minilm_vocab.txt"
@@ -99,6 +100,34 @@ def test_a_wrong_piece_is_caught(bert):
     assert fast("tokenization") != enc.ids
 
 
+def _split(ids: np.ndarray, counts: np.ndarray) -> list[list[int]]:
+    off = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=off[1:])
+    return [ids[a:b].tolist() for a, b in zip(off[:-1], off[1:], strict=True)]
+
+
+def test_ascii_wordpiece_equals_tokenizers(bert):
+    ref, _ = bert
+    vocab = ref.get_vocab()
+    words = [w for w in _words() if w.isascii() and w.isprintable() and " " not in w]
+    words += [string.punctuation, "A" * 100, "Z9" * 50 + "!", "##", "###ing"]
+    assert len(words) > 10_000
+    want = [e.ids for e in ref.encode_batch(words, add_special_tokens=False)]
+    assert _split(*AsciiWordPiece(vocab, vocab["[UNK]"]).encode(words)) == want
+    # the comparison can fail: without one of a word's pieces, its ids change
+    enc = ref.encode("tokenization", add_special_tokens=False)
+    del vocab[enc.tokens[-1]]
+    assert _split(*AsciiWordPiece(vocab, vocab["[UNK]"]).encode(["tokenization"])) != [enc.ids]
+    with pytest.raises(ConfigError, match="printable ASCII"):
+        AsciiWordPiece(vocab, 0).encode(["ok", "caf\u00e9"])
+    with pytest.raises(ConfigError, match="printable ASCII"):
+        AsciiWordPiece(vocab, 0).encode(["a b"])
+    with pytest.raises(ConfigError, match="vocab must be a non-empty dict"):
+        AsciiWordPiece({}, 0)
+    with pytest.raises(ConfigError, match="max_chars"):
+        AsciiWordPiece(vocab, 0, max_chars=0)
+
+
 @pytest.mark.parametrize("max_words", [3, 1 << 20])
 def test_word_ids_equal_word_by_word(bert, max_words):
     ref, _ = bert
@@ -132,6 +161,20 @@ def test_word_ids_equal_word_by_word(bert, max_words):
         assert calls == [5, 2, 2]
     empty_ids, empty_off = cache.ids([])
     assert empty_ids.shape == (0,) and empty_off.tolist() == [0]
+
+
+def test_unit_table_adds_characters_of_their_own():
+    codes, runs, offsets = cjk_units(["a\uff0cb\u4e2d c", "\uff0c"], unit_table(["\uff0c"]))
+    assert codes.tolist() == [-1, 0xFF0C, -1, 0x4E2D, -1, 0xFF0C]
+    assert runs == ["a", "b", "c"] and offsets.tolist() == [0, 5, 6]
+    codes, runs, _ = cjk_units(["a\uff0cb"])  # not a unit of its own by default
+    assert codes.tolist() == [-1] and runs == ["a\uff0cb"]
+    with pytest.raises(ConfigError, match="singles"):
+        unit_table(["ab"])
+    with pytest.raises(ConfigError, match="singles"):
+        unit_table(["\u3000"])
+    with pytest.raises(ConfigError, match="unit_table"):
+        cjk_units(["x"], np.zeros(3, bool))
 
 
 def test_bad_arguments_fail_clearly():
