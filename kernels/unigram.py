@@ -110,7 +110,7 @@ def encode_words(
     start = np.empty(size + 1, np.int64)
     tok = np.empty(size + 1, np.int32)
     path = np.empty(size + 1, np.int32)
-    n_out = 0
+    n_out = np.int64(0)
     for w in range(n_words):
         end = offsets[w + 1]
         first = n_out

@@ -63,7 +63,7 @@ def encode_ascii_words(
     for i in range(offsets.shape[0] - 1):
         longest = max(longest, offsets[i + 1] - offsets[i])
     text = np.empty(longest, np.int64)
-    n_out = 0
+    n_out = np.int64(0)
     for w in range(offsets.shape[0] - 1):
         a = offsets[w]
         m = offsets[w + 1] - a
@@ -71,7 +71,7 @@ def encode_ascii_words(
             c = np.int64(chars[a + j])
             text[j] = c + 32 if 65 <= c <= 90 else c
         first = n_out
-        s = 0
+        s = np.int64(0)
         while s < m:
             e = s + 1
             if _alnum(text[s]):

@@ -17,6 +17,7 @@ from unicodedata import category, normalize
 import numpy as np
 
 from fastrag._checks import check_int, check_str, check_str_list
+from fastrag.embeddings.unigram import code_point_trie
 from fastrag.errors import ConfigError
 
 __all__ = ["BERT_PUNCT", "AsciiWordPiece", "bert_wordpiece"]
@@ -154,8 +155,6 @@ class AsciiWordPiece:
     def __init__(
         self, vocab: dict[str, int], unk: int, *, prefix: str = "##", max_chars: int = 100
     ) -> None:
-        from fastrag.embeddings.unigram import code_point_trie
-
         _check_vocab(vocab)
         self.unk = check_int("unk", unk, min=0)
         prefix = check_str("prefix", prefix)
