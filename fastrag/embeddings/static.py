@@ -10,6 +10,7 @@ are not truncated.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ __all__ = ["StaticEmbedding"]
 _build_lock = threading.Lock()
 _WORD_CACHE = 1 << 20  # words whose ids a StaticEmbedding keeps
 _WORD_CHARS = 32  # longer words (e.g. unspaced Chinese runs) are tokenized each time
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _wordpiece(vocab: dict[str, Any]) -> Any:
@@ -156,7 +158,8 @@ class StaticEmbedding(BaseEmbedder):
         characters; at most 1M of them): the same ids as tokenizing the whole text, since
         both tokenizers split words at whitespace first (but for e5, a space at the start or
         end of a text gives no lone ``"▁"`` piece here), at a fraction of the cost on text
-        that repeats words.
+        that repeats words. A lone surrogate, which ``tokenizers`` refuses, is unknown: the
+        word that holds it is the unknown token (WordPiece) or it is an unknown piece (e5).
         """
         texts = check_texts(list(texts) if not isinstance(texts, str) else texts)
         if self._norm is not None:
@@ -202,10 +205,17 @@ class StaticEmbedding(BaseEmbedder):
                 else:
                     rest.append(w)
         if rest:
+            # tokenizers refuses lone surrogates: a word with one is the unknown token
+            bad = [w for w in rest if _SURROGATE.search(w)]
+            if bad:
+                rest = [w for w in rest if not _SURROGATE.search(w)]
             for e in self._tok.encode_batch_fast(rest, add_special_tokens=False):
                 ids = e.ids
                 flat.extend(ids)
                 lens.append(len(ids))
+            rest += bad
+            flat.extend([self.table.vocab["unk"]] * len(bad))
+            lens.extend([1] * len(bad))
         if ascii_ids is not None:
             flat = np.concatenate([ascii_ids, np.array(flat, np.int32)])
             lens = np.concatenate([ascii_counts, np.array(lens, np.int64)])

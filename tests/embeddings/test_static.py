@@ -310,3 +310,22 @@ def test_threads_share_one_word_cache(minilm_table, monkeypatch):
         for ids, offsets in results:
             assert np.array_equal(ids, want[i][0]) and np.array_equal(offsets, want[i][1])
     assert len(shared._words) <= 2_000
+
+
+def test_a_lone_surrogate_is_an_unknown_word(minilm_table):
+    """tokenizers raises a TypeError on a lone surrogate; the static embedder does not."""
+    emb = StaticEmbedding.load(minilm_table)
+    tokens = emb.table.vocab["tokens"]
+    ids, offsets = emb.tokenize(["ok \ud800 x", "\u4e2d\udfff\u6587 ok", "a\ud800b"])
+    assert [tokens[i] for i in ids] == [
+        "ok",
+        "[UNK]",
+        "x",
+        "\u4e2d",
+        "[UNK]",
+        "\u6587",
+        "ok",
+        "[UNK]",
+    ]
+    assert offsets.tolist() == [0, 3, 7, 8]
+    assert emb.embed(["a\ud800b"]).shape == (1, DIM)
