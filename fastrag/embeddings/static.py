@@ -94,10 +94,13 @@ class StaticEmbedding(BaseEmbedder):
             # BERT splits off each ideograph and each punctuation mark whatever surrounds it
             self._units = unit_table(BERT_PUNCT)
         else:  # e5's SentencePiece: its normalization map, then Unigram word by word
-            table = {int(cp): out for cp, out in v["normalize"].items()}
             # whitespace to a space changes no split: only the other entries are applied
             self._norm = CodePointMap(
-                {cp: out for cp, out in table.items() if out != [32] or not chr(cp).isspace()}
+                {
+                    int(cp): out
+                    for cp, out in v["normalize"].items()
+                    if out != [32] or not chr(int(cp)).isspace()
+                }
             )
             self._unigram = UnigramWords(v["tokens"], v["scores"], v["unk"])
         if self._split_cjk and v.get("lowercase", True):

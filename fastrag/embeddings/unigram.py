@@ -15,9 +15,22 @@ import numpy as np
 from fastrag._checks import check_int, check_str_list
 from fastrag.errors import ConfigError
 
-__all__ = ["CodePointMap", "UnigramWords", "code_point_trie"]
+__all__ = ["CodePointMap", "UnigramWords", "code_point_trie", "code_points"]
 
 METASPACE = 0x2581  # "▁"
+
+
+def code_points(strings: list[str], *, narrow: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``strings``' code points one after the other (uint32, lone surrogates kept; uint8
+    when ``narrow`` and all are ASCII) and where each string starts (int64, ``n + 1``)."""
+    joined = "".join(strings)
+    if narrow and joined.isascii():
+        cps = np.frombuffer(joined.encode("ascii"), np.uint8)
+    else:
+        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+    offsets = np.zeros(len(strings) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, strings), np.int64, count=len(strings)), out=offsets[1:])
+    return cps, offsets
 
 
 def code_point_trie(pieces: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -25,12 +38,9 @@ def code_point_trie(pieces: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     hash table of edges sized to them and the id of the piece ending at each node."""
     from fastrag._kernels.trie import build_trie, trie_capacity  # lazy: numba
 
-    try:
-        cps = np.frombuffer("".join(pieces).encode("utf-32-le"), np.uint32)
-    except UnicodeEncodeError:
-        raise ConfigError("pieces must not contain lone surrogates") from None
-    offsets = np.zeros(len(pieces) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, pieces), np.int64, count=len(pieces)), out=offsets[1:])
+    cps, offsets = code_points(pieces)
+    if ((cps >= 0xD800) & (cps < 0xE000)).any():
+        raise ConfigError("pieces must not contain lone surrogates")
     edges = len(cps)  # at most; shared prefixes make far fewer (e5: 505k of 1.39M)
     while True:
         cap = trie_capacity(edges)
@@ -78,9 +88,7 @@ class UnigramWords:
         from fastrag._kernels.unigram import encode_words  # lazy: numba
 
         words = check_str_list("words", list(words))
-        cps = np.frombuffer("".join(words).encode("utf-32-le", "surrogatepass"), np.uint32)
-        offsets = np.zeros(len(words) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, words), np.int64, count=len(words)), out=offsets[1:])
+        cps, offsets = code_points(words)
         ids = np.empty(len(cps) + len(words), np.int32)
         counts = np.empty(len(words), np.int64)
         n = encode_words(
@@ -132,13 +140,7 @@ class CodePointMap:
         from fastrag._kernels.unigram import map_code_points  # lazy: numba
 
         texts = check_str_list("texts", list(texts))
-        joined = "".join(texts)
-        if joined.isascii():
-            cps = np.frombuffer(joined.encode("ascii"), np.uint8)
-        else:
-            cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
-        offsets = np.zeros(len(texts) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, texts), np.int64, count=len(texts)), out=offsets[1:])
+        cps, offsets = code_points(texts, narrow=True)  # ASCII batches as bytes
         out, off, changed = map_code_points(cps, offsets, self._start, self._count, self._flat)
         for i in np.flatnonzero(changed).tolist():
             texts[i] = out[off[i] : off[i + 1]].tobytes().decode("utf-32-le", "surrogatepass")

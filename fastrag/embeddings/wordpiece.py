@@ -17,7 +17,7 @@ from unicodedata import category, normalize
 import numpy as np
 
 from fastrag._checks import check_int, check_str, check_str_list
-from fastrag.embeddings.unigram import code_point_trie
+from fastrag.embeddings.unigram import code_point_trie, code_points
 from fastrag.errors import ConfigError
 
 __all__ = ["BERT_PUNCT", "AsciiWordPiece", "bert_wordpiece"]
@@ -35,16 +35,16 @@ _UNIFIED = re.compile(
 # off Latin, Greek and Cyrillic letters; other marks are left to ``tokenizers``, whose Unicode
 # tables may be older than Python's.
 _DIACRITICS = dict.fromkeys(range(0x300, 0x370))
-# Punctuation BERT splits off as a piece of its own, from blocks whose characters have kept
-# their category: Latin-1, general punctuation, CJK and fullwidth forms.
-_PUNCT = frozenset(
+# Punctuation BERT splits off as a piece of its own (a tokenizer may split texts at it first),
+# from blocks whose characters have kept their category: Latin-1, general punctuation, CJK and
+# fullwidth forms.
+BERT_PUNCT = frozenset(
     chr(c)
     for lo, hi in ((0xA1, 0xBF), (0x2010, 0x205E), (0x3001, 0x301F), (0xFF01, 0xFF65))
     for c in range(lo, hi + 1)
     if category(chr(c)).startswith("P")
 )
-BERT_PUNCT = _PUNCT  # each its own piece: a tokenizer may split texts at them first
-_PUNCT_SPLIT = re.compile("([" + re.escape("".join(sorted(_PUNCT))) + "])").split
+_PUNCT_SPLIT = re.compile("([" + re.escape("".join(sorted(BERT_PUNCT))) + "])").split
 
 
 def bert_wordpiece(
@@ -111,7 +111,7 @@ def bert_wordpiece(
         n0 = len(out)
         if word.isascii():
             return ascii_ids(word, out)
-        if len(word) == 1 and (word in _PUNCT or (unified(word) and category(word) == "Lo")):
+        if len(word) == 1 and (word in BERT_PUNCT or (unified(word) and category(word) == "Lo")):
             out.append(get(word, unk))
             return True
         # BERT strips accents (NFD, then no nonspacing marks) before it lowercases, and splits
@@ -120,7 +120,7 @@ def bert_wordpiece(
         if word.isascii():
             return ascii_ids(word, out)
         for part in split_punct(word):
-            if part in _PUNCT:
+            if part in BERT_PUNCT:
                 out.append(get(part, unk))
             elif part and not (part.isascii() and ascii_ids(part, out)):
                 del out[n0:]
@@ -181,9 +181,7 @@ class AsciiWordPiece:
         joined = "".join(words)
         if not (joined.isascii() and joined.isprintable()) or " " in joined:
             raise ConfigError("words must be printable ASCII without spaces")
-        chars = np.frombuffer(joined.encode("ascii"), np.uint8)
-        offsets = np.zeros(len(words) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, words), np.int64, count=len(words)), out=offsets[1:])
+        chars, offsets = code_points(words, narrow=True)
         ids = np.empty(len(chars), np.int32)
         counts = np.empty(len(words), np.int64)
         n = encode_ascii_words(
