@@ -113,6 +113,14 @@ def _similarity(spec: str) -> tuple[str, dict]:
     return sim, out
 
 
+def _retriever_options(spec: str) -> tuple[str, dict]:
+    """``_similarity``, analyzer options (``han_search``, ``compounds``, ...) as an analyzer."""
+    sim, opts = _similarity(spec)
+    if set(opts) - {"stemmer", "weights"}:
+        opts = {"analyzer": fr.get_analyzer(sim, **opts)}
+    return sim, opts
+
+
 def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all") -> dict:
     """Known-item search over a multi-language docs folder: ``corpus/<lang>/<page>.md``."""
     root = KNOWN_ITEM_SETS[name]
@@ -142,9 +150,7 @@ def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all")
 
     out: dict = {"chunks": n_chunks, "questions": len(questions), "split": split, "rows": []}
     for spec in sims:
-        sim, opts = _similarity(spec)
-        if set(opts) - {"stemmer", "weights"}:  # other analyzer options: build it here
-            opts = {"analyzer": fr.get_analyzer(sim, **opts)}
+        sim, opts = _retriever_options(spec)
         ret = fr.Retriever(doc, group, sim, topk=50, **opts)
         t0 = time.perf_counter()
         results = ret.batch([q["question"] for q in questions])
@@ -260,7 +266,7 @@ def run_cmrc(sims: list[str], smoke: bool, repeats: int, path: Path | None = Non
         return ret, _recall(rows, gold)
 
     for sim in sims:
-        name, opts = _similarity(sim)
+        name, opts = _retriever_options(sim)
         _, rec = run(name, **opts)
         out["rows"].append({"similarity": sim, **rec})
         print(f"cmrc {sim}: {rec}", flush=True)
@@ -359,7 +365,7 @@ def run_scifact(root: Path, sims: list[str]) -> dict:
         embed=_embedder(),
     )
     for sim in sims:
-        name, opts = _similarity(sim)
+        name, opts = _retriever_options(sim)
         res = fr.Retriever(doc, "root", name, topk=10, **opts).batch(qtexts)
         out["rows"].append(
             {

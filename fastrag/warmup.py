@@ -93,8 +93,10 @@ def _analysis(log: Callable[[str], None]) -> None:
     )
     ret = fastrag.Retriever(en, "chunk", "bm25", topk=5)
     ret.prepare()
-    encode_queries(
-        ["checksum of a file", "running queries"], ret.bm25_analyzer(), ret.bm25_vocabulary()
+    encode_queries(  # a compound: derives the word lists into the cache (compounds.py)
+        ["checksum of a file", "running queries", "Datenbankverbindung"],
+        ret.bm25_analyzer(),
+        ret.bm25_vocabulary(),
     )
     ret.mask("n >= 10")
     log("  bm25 (English), splitters, filters")

@@ -9,7 +9,9 @@ changes: stores use it as a fingerprint to decide whether an index must be rebui
 chunk's local vocabulary (tokens in first-occurrence order) and each text's tokens as local
 ids, so no list of lists of str is kept. Subclasses override it when they can do better than
 calling ``self(text)`` per text (the Chinese analyzers normalise each distinct raw token once;
-``bm25_cjk`` does the whole chunk in a numba kernel).
+``bm25_cjk`` does the whole chunk in a numba kernel). Queries go through
+``encode_query_chunk``, which may add tokens an index never holds (``bm25``'s compound parts);
+``query_options()`` names what changes only queries, so it is not part of ``identity()``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ class Analyzer:
         )
         return body
 
+    def query_options(self) -> dict[str, Any]:
+        """Options that change only the tokens of queries (not an index's: not in identity)."""
+        return {}
+
     def warmup(self) -> None:
         """Load dictionaries / compile kernels now (called once in each worker process)."""
 
@@ -68,15 +74,29 @@ class Analyzer:
             offsets[i + 1] = len(ids)
         return list(local), np.asarray(ids, dtype=np.int32), offsets
 
+    def encode_query_chunk(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Tokens of queries, as :meth:`encode_chunk` (the same unless a subclass expands
+        queries)."""
+        return self.encode_chunk(texts)
+
+    def query_tokens(self, text: str) -> list[str]:
+        """The tokens of one query (what a search looks up)."""
+        vocab, ids, _ = self.encode_query_chunk([text])
+        return [vocab[i] for i in ids.tolist()]
+
     def __repr__(self) -> str:
-        opts = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
+        items = {**self.options(), **self.query_options()}.items()
+        opts = ", ".join(f"{k}={v!r}" for k, v in items)
         return f"{type(self).__name__}({opts})"
 
+    def _key(self) -> tuple[str, str]:
+        return self.identity(), json.dumps(self.query_options(), sort_keys=True, default=str)
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Analyzer) and self.identity() == other.identity()
+        return isinstance(other, Analyzer) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self.identity())
+        return hash(self._key())
 
 
 class CallableAnalyzer(Analyzer):

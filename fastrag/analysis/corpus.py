@@ -278,7 +278,8 @@ def encode_queries(
     analyzer: str | Analyzer | Callable[[str], list[str]],
     vocab: dict[str, int],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids of ``queries`` under a fixed ``vocab``; tokens not in it are dropped.
+    """Token ids of ``queries`` (``Analyzer.encode_query_chunk``) under a fixed ``vocab``;
+    tokens not in it are dropped.
 
     Returns ``(values int32, offsets int64[len(queries) + 1])``; repeated query tokens are
     kept (BM25 scorers decide whether repeats count).
@@ -289,7 +290,7 @@ def encode_queries(
         raise ConfigError(f"vocab must be a dict[str, int], got {type(vocab).__name__}")
     if len(queries) == 0:
         return np.zeros(0, np.int32), np.zeros(1, np.int64)
-    local_vocab, ids, offs = an.encode_chunk(list(queries))
+    local_vocab, ids, offs = an.encode_query_chunk(list(queries))
     get = vocab.get
     mapping = np.fromiter((get(t, -1) for t in local_vocab), dtype=np.int64, count=len(local_vocab))
     gids = mapping[ids] if len(ids) else np.zeros(0, np.int64)

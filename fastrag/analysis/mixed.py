@@ -15,6 +15,12 @@ The text is lowercased and cut by script, in one numba pass (``fastrag._kernels.
   ``.`` between digits kept (``3.14``, ``v1.2``), and words are Snowball-stemmed by script:
   Latin with English (or the ``stemmer`` given), Cyrillic with Russian, Greek with Greek.
 
+In a query (``encode_query_chunk``), a Latin-script compound is also followed by its parts
+(``compounds``, :mod:`fastrag.analysis.compounds`: ``hochladen`` -> ``hochladen, hoch,
+laden``), so ``Datenbankverbindung`` finds pages that say ``Verbindung zur Datenbank``;
+indexes keep whole words (splitting both sides was measured worse: Spanish and Chinese
+pages lost to German parts).
+
 Stopwords (NLTK's 179 English words and the Chinese list ``bm25_chinese`` uses) are dropped
 before stemming (not from segmented-script words). With ``han_search=False`` the tokens of
 Chinese text equal ``bm25_chinese``'s except around the few dictionary words that mix Latin
@@ -34,6 +40,7 @@ from fastrag._coldstart import kernels_for
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.chinese import dictionary_tag
 from fastrag.analysis.cjk import char_classes
+from fastrag.analysis.compounds import compounds_tag, decompounder
 from fastrag.analysis.english import AUTO, default_stemmer, make_stemmer
 from fastrag.analysis.segment import get_segmenter, jieba_tokenizer, segmenter
 from fastrag.analysis.spans import expand_tokens, span_strings, text_kernels, texts_to_codepoints
@@ -119,7 +126,9 @@ class MixedAnalyzer(Analyzer):
     is on. ``hmm`` and ``oov_chars`` are ``bm25_chinese``'s options for Han text;
     ``han_search`` (default True) follows each jieba word of three or more characters by the
     2- and 3-character dictionary words inside it (``压缩文件`` -> ``压缩文件, 压缩, 文件``),
-    so a query's compound finds the page's parts and vice versa; ``han_chars=True`` adds
+    so a query's compound finds the page's parts and vice versa; ``compounds`` (default True)
+    follows a query's Latin-script compounds by their parts (``hochladen`` -> ``hochladen,
+    hoch, laden``; queries only, see :mod:`fastrag.analysis.compounds`); ``han_chars=True`` adds
     every multi-character word's characters too (better on short pages, worse on long ones:
     tldr Chinese MRR@10 0.735 with the Chinese stopwords off, CMRC R@1 0.9487); with
     ``han_search=False`` Chinese tokens equal ``bm25_chinese``'s. Runs of kana (with kanji),
@@ -138,6 +147,7 @@ class MixedAnalyzer(Analyzer):
         oov_chars: bool = True,
         han_search: bool = True,
         han_chars: bool = False,
+        compounds: bool = True,
     ):
         check_str(
             "stemmer",
@@ -150,6 +160,7 @@ class MixedAnalyzer(Analyzer):
         self.oov_chars = check_bool("oov_chars", oov_chars)
         self.han_search = check_bool("han_search", han_search)
         self.han_chars = check_bool("han_chars", han_chars)
+        self.compounds = check_bool("compounds", compounds)
         self.stopwords = resolve_stopwords(stopwords, _DEFAULT_LISTS, lowercase=self.lowercase)
         # the default lists are English and Chinese: Japanese/Thai/... words skip them
         # (``所有`` is a Chinese stopword, not a Japanese one)
@@ -161,6 +172,7 @@ class MixedAnalyzer(Analyzer):
             make_stemmer(self.stemmer)  # an unknown language fails here, by name
         self._stemmers: dict[str, Any] = {}
         self._cache: dict[str, tuple[str, ...]] = {}
+        self._qcache: dict[str, tuple[str, ...]] = {}
 
     def options(self) -> dict[str, Any]:
         return {
@@ -177,10 +189,14 @@ class MixedAnalyzer(Analyzer):
             "segmenters": segmenter_tags(),
         }
 
+    def query_options(self) -> dict[str, Any]:
+        return {"compounds": compounds_tag() if self.compounds else None}
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_stemmers"] = {}
         state["_cache"] = {}
+        state["_qcache"] = {}
         return state
 
     def warmup(self) -> None:
@@ -262,6 +278,37 @@ class MixedAnalyzer(Analyzer):
             cache.update(new)
         return [cache[r] for r in raws]
 
+    def _query_many(self, raws: list[str]) -> list[tuple[str, ...]]:
+        """:meth:`_normalize_many`'s tokens, each compound word followed by its parts."""
+        base = self._normalize_many(raws)
+        if not self.compounds:
+            return base
+        cache = self._qcache
+        missing = {r: t for r, t in zip(raws, base, strict=True) if r not in cache}
+        if missing:
+            classes = mixed_classes()
+            words = [r for r, t in missing.items() if len(t) == 1 and classes[ord(r[0])] == 1]
+            parts = self._compound_parts(words)
+            new = {r: (*t, *(p for p in parts.get(r, ()) if p != t[0])) for r, t in missing.items()}
+            if len(cache) + len(new) > 200_000:
+                self._qcache = cache = {}
+            cache.update(new)
+        return [cache[r] for r in raws]
+
+    def _compound_parts(self, words: list[str]) -> dict[str, list[str]]:
+        """The stemmed parts of each Latin-script compound among ``words`` (stopwords out)."""
+        dc = decompounder() if words else None
+        if dc is None:
+            return {}
+        latin = [w for w in words if w.isascii() or _script_stemmer(w) is None]
+        split = {
+            w: [p for p in (w[a:b] for a, b in spans) if p.lower() not in self.stopwords]
+            for w, spans in dc.split_many(latin).items()
+        }
+        flat = [p for ps in split.values() for p in ps]
+        stems = iter(self._stem_many(flat))
+        return {w: [next(stems) for _ in ps] for w, ps in split.items()}
+
     def _han_subwords(self, words: list[str]) -> dict[str, list[str]]:
         """The dictionary words inside each long Han word, as jieba's ``cut_for_search`` adds
         them (2- and 3-character ones): ``压缩文件`` also gives ``压缩, 文件``."""
@@ -332,6 +379,14 @@ class MixedAnalyzer(Analyzer):
         return span_strings(joined, cps, starts[first], lens[first]), ids, tok_off
 
     def encode_chunk(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        raw, ids, offsets = self._spans(self._prepare(texts))
+        return expand_tokens(raw, ids, offsets, self._normalize_many(raw))
+
+    def encode_query_chunk(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        raw, ids, offsets = self._spans(self._prepare(texts))
+        return expand_tokens(raw, ids, offsets, self._query_many(raw))
+
+    def _prepare(self, texts: list[str]) -> list[str]:
         prepared = []
         for i, text in enumerate(texts):
             if not isinstance(text, str):
@@ -339,8 +394,7 @@ class MixedAnalyzer(Analyzer):
                     f"text {i} is a {type(text).__name__}, not a str; analyzers take str"
                 )
             prepared.append(text.lower() if self.lowercase else text)
-        raw, ids, offsets = self._spans(prepared)
-        return expand_tokens(raw, ids, offsets, self._normalize_many(raw))
+        return prepared
 
     def __call__(self, text: str) -> list[str]:
         if not isinstance(text, str):

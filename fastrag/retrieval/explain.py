@@ -62,7 +62,7 @@ def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -
     cut = ret.similarity_cut_off
     if ret.sim.path.analyzed:
         analyzer = ret.bm25_analyzer()
-        terms = analyzer(query)
+        terms = analyzer.query_tokens(query)
         if not terms:
             return (
                 f"the query has no indexable terms: the {analyzer.name!r} analyzer drops "
