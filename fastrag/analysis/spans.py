@@ -11,7 +11,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["expand_tokens", "span_strings", "text_kernels", "texts_to_codepoints"]
+__all__ = ["append_tokens", "expand_tokens", "span_strings", "text_kernels", "texts_to_codepoints"]
 
 
 def text_kernels() -> ModuleType:
@@ -84,3 +84,35 @@ def expand_tokens(
         starts = exp_off[ids] - cum[:-1]
         values = exp_values[np.repeat(starts, lens) + np.arange(total, dtype=np.int64)]
     return list(final), values.astype(np.int32, copy=False), cum[offsets]
+
+
+def append_tokens(
+    a: tuple[list[str], np.ndarray, np.ndarray], b: tuple[list[str], np.ndarray, np.ndarray]
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Each text's tokens of ``a`` followed by its tokens of ``b`` (both ``(vocab, ids,
+    offsets)`` over the same texts), the vocabulary again in first-occurrence order."""
+    va, ia, oa = a
+    vb, ib, ob = b
+    if len(ib) == 0:
+        return a
+    index = {t: i for i, t in enumerate(va)}
+    vocab = list(va)
+    remap = np.empty(len(vb), dtype=np.int64)
+    for j, t in enumerate(vb):
+        k = index.setdefault(t, len(vocab))
+        if k == len(vocab):
+            vocab.append(t)
+        remap[j] = k
+    n = len(oa) - 1
+    la, lb = np.diff(oa), np.diff(ob)
+    off = oa + ob
+    out = np.empty(len(ia) + len(ib), dtype=np.int64)
+    doc = np.repeat(np.arange(n), la)
+    out[off[doc] + np.arange(len(ia)) - oa[doc]] = ia
+    doc = np.repeat(np.arange(n), lb)
+    out[off[doc] + la[doc] + np.arange(len(ib)) - ob[doc]] = remap[ib]
+    uniq, first = np.unique(out, return_index=True)
+    order = uniq[np.argsort(first, kind="stable")]
+    renum = np.empty(len(vocab), dtype=np.int64)
+    renum[order] = np.arange(len(order))
+    return [vocab[i] for i in order.tolist()], renum[out].astype(np.int32), off

@@ -41,13 +41,14 @@ def test_tokens_by_script():
         "getusernam",
         "v1.2.3",
         "3.14",
+        *("如何", "何上", "上传", "传文", "文件"),  # then the pairs of adjacent Han characters
     ]
     # a kana-with-kanji run by MeCab/UniDic: content words' base forms, particles dropped;
     # without it katakana words whole, kanji by jieba, hiragana dropped
     if segmenter_tags()["ja"].startswith("fugashi"):
-        assert an(MIXED[1]) == ["東京", "タワー", "行く"]
+        assert an(MIXED[1]) == ["東京", "タワー", "行く", "東京"]
     else:
-        assert an(MIXED[1]) == ["東京", "タワー", "行"]
+        assert an(MIXED[1]) == ["東京", "タワー", "行", "東京"]
     assert an(MIXED[2])[:5] == ["한", "한국", "국", "국어", "어"]
     # Cyrillic with the Russian stemmer, Latin with the English one
     assert an(MIXED[3]) == ["привет", "мир", "программирован", "на", "python"]
@@ -55,6 +56,8 @@ def test_tokens_by_script():
     # stopwords of both lists go ("的", "获得", "the"); full-width digits stay one number
     assert an(MIXED[5]) == [
         *("北京大学", "北京", "大学", "学生", "2018", "年", "参加", "比赛", "１９７９", "分"),
+        *("北京", "京大", "大学", "学的", "的学", "学生", "生在"),
+        *("年参", "参加", "加了", "了比", "比赛", "获得"),
     ]
     assert an(MIXED[6]) == ["ελλην", "κειμεν", "κα", "προγραμμ"]
     assert an(MIXED[7]) == [] and an(MIXED[8]) == []
@@ -116,7 +119,8 @@ def test_equals_bm25_chinese_on_chinese_text(cmrc):
         if all("\u4e00" <= ch <= "\u9fd5" for ch in re.findall(r"\w", t))
     ]
     assert len(han_only) > 2_000
-    mixed, chinese = get_analyzer("bm25", han_search=False), get_analyzer("bm25_chinese")
+    mixed = get_analyzer("bm25", han_search=False, han_bigrams=False)
+    chinese = get_analyzer("bm25_chinese")
     assert [mixed(t) for t in han_only] == [chinese(t) for t in han_only]
 
 
@@ -144,16 +148,38 @@ def test_corpus_tokens_equal_calls(cmrc):
 
 def test_han_search_subwords_and_chars():
     text = "把文件夹打包成压缩文件"
-    assert get_analyzer("bm25")(text) == [
-        *("文件夹", "文件", "件夹", "打包", "成", "压缩文件", "压缩", "文件"),
-    ]
-    assert get_analyzer("bm25", han_search=False)(text) == [
+    words = [*("文件夹", "文件", "件夹", "打包", "成", "压缩文件", "压缩", "文件")]
+    pairs = [*("把文", "文件", "件夹", "夹打", "打包", "包成", "成压", "压缩", "缩文", "文件")]
+    assert get_analyzer("bm25")(text) == words + pairs
+    assert get_analyzer("bm25", han_bigrams=False)(text) == words
+    assert get_analyzer("bm25", han_search=False, han_bigrams=False)(text) == [
         *("文件夹", "打包", "成", "压缩文件"),
     ]
     # characters too (stopword characters such as 打 stay dropped)
-    assert get_analyzer("bm25", han_chars=True)(text) == [
+    assert get_analyzer("bm25", han_chars=True, han_bigrams=False)(text) == [
         *("文件夹", "文件", "件夹", "文", "件", "夹", "打包", "包", "成"),
         *("压缩文件", "压缩", "文件", "压", "缩", "文", "件"),
     ]
-    ids = {get_analyzer("bm25", **o).identity() for o in ({}, {"han_chars": True})}
-    assert len(ids) == 2
+    opts = ({}, {"han_chars": True}, {"han_bigrams": False})
+    assert len({get_analyzer("bm25", **o).identity() for o in opts}) == 3
+
+
+def test_han_bigrams_follow_each_text_and_match_without_kernels(monkeypatch):
+    an = MixedAnalyzer()
+    texts = ["北京大学", "abc", "上传文件，打包", "", "中"]
+    vocab, ids, offsets = an.encode_chunk(texts)
+    got = [[vocab[i] for i in ids[offsets[k] : offsets[k + 1]]] for k in range(len(texts))]
+    assert got == [
+        ["北京大学", "北京", "大学", "北京", "京大", "大学"],
+        ["abc"],
+        ["上传", "文件", "打包", "上传", "传文", "文件", "打包"],  # no pair across "，"
+        [],
+        ["中"],
+    ]
+    assert vocab == list(dict.fromkeys(t for toks in got for t in toks))  # first occurrence
+    import fastrag.analysis.mixed as mixed_module
+
+    monkeypatch.setattr(mixed_module, "kernels_for", lambda *a, **k: False)
+    plain = MixedAnalyzer()
+    assert [plain(t) for t in texts] == got
+    assert plain.query_tokens("上传文件") == ["上传", "文件", "上传", "传文", "文件"]

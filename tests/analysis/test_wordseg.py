@@ -11,7 +11,8 @@ from fastrag.analysis.wordseg import japanese_without_dictionary, segmenter_tags
 
 @pytest.fixture(scope="module")
 def an():
-    return get_analyzer("bm25")
+    """The default analyzer without its Han bigrams (test_mixed.py checks those)."""
+    return get_analyzer("bm25", han_bigrams=False)
 
 
 def test_japanese_content_words_not_kana_bigrams(an):
@@ -59,7 +60,7 @@ def test_khmer_and_myanmar_by_cluster_bigrams(an):
 
 
 def test_segmenters_in_identity(an):
-    assert '"segmenters":' in an.identity() and '"version":4' in an.identity()
+    assert '"segmenters":' in an.identity() and '"version":5' in an.identity()
 
 
 def test_regex_path_equals_kernel(an):
@@ -87,7 +88,19 @@ def test_japanese_in_threads(an):
     with ThreadPoolExecutor(4) as pool:  # fresh analyzers: no shared span cache
         got = list(pool.map(lambda t: MixedAnalyzer()(t), texts))
     assert got == expected
-    assert expected[7] == ["ファイル", "所有", "者", "変える", "7", "回", "目"]
+    # MeCab's words, then the pairs of adjacent kanji
+    assert expected[7] == [
+        "ファイル",
+        "所有",
+        "者",
+        "変える",
+        "7",
+        "回",
+        "目",
+        "所有",
+        "有者",
+        "回目",
+    ]
 
 
 def test_the_analyzer_identity_imports_no_segmenter():
