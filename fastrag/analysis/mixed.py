@@ -7,9 +7,9 @@ The text is lowercased and cut by script, in one numba pass (``fastrag._kernels.
   other words of three or more characters are followed by the dictionary words inside them
   (``han_search``, as jieba's ``cut_for_search``: tldr Chinese MRR@10 0.658 -> 0.703, CMRC
   R@1 0.9717 -> 0.9708); after a text's tokens come the overlapping pairs of adjacent Han
-  characters (``han_bigrams``, as ``bm25_cjk``'s bigrams: a query and a page segmented
-  differently by jieba still share them; ant-design Chinese MRR@10 0.836 -> 0.889, tldr dev
-  0.762 -> 0.809, CMRC R@1 0.9708 -> 0.9751);
+  characters outside Japanese runs (``han_bigrams``, as ``bm25_cjk``'s bigrams: a query and a
+  page segmented differently by jieba still share them; ant-design Chinese MRR@10 0.836 ->
+  0.889, tldr dev 0.762 -> 0.809, Vue 0.532 -> 0.594, CMRC R@1 0.9708 -> 0.9751);
 * a run of kana (with the kanji around it), Thai, Lao, Khmer or Myanmar is cut into words by
   :mod:`fastrag.analysis.wordseg` (MeCab/UniDic for Japanese, PyThaiNLP's newmm for Thai,
   LaoNLP for Lao when installed; character bigrams otherwise);
@@ -393,9 +393,19 @@ class MixedAnalyzer(Analyzer):
         return span_strings(joined, cps, starts[first], lens[first]), ids, tok_off
 
     def _bigrams(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """Each text's overlapping pairs of adjacent Han characters, as ``encode_chunk``."""
+        """Each text's overlapping pairs of adjacent Han characters outside Japanese (a run
+        of Han and kana, Thai, ... holding any kana: MeCab's words serve it better), as
+        ``encode_chunk``."""
         joined, cps, doc_off = texts_to_codepoints(texts)
-        han = (cps >= HAN_LO) & (cps <= HAN_HI)
+        cls = mixed_classes()[cps]
+        han, seg = cls == 3, cls == 4
+        if seg.any():
+            run = han | seg
+            start = run.copy()
+            start[1:] &= ~run[:-1]
+            rid = np.cumsum(start) - 1
+            with_seg = np.bincount(rid[seg], minlength=int(start.sum())) > 0
+            han &= ~with_seg[np.maximum(rid, 0)]
         starts = np.flatnonzero(han[:-1] & han[1:])  # texts end in '\n': no pair spans two
         offsets = np.searchsorted(starts, doc_off).astype(np.int64)
         if not len(starts):

@@ -46,9 +46,9 @@ def test_tokens_by_script():
     # a kana-with-kanji run by MeCab/UniDic: content words' base forms, particles dropped;
     # without it katakana words whole, kanji by jieba, hiragana dropped
     if segmenter_tags()["ja"].startswith("fugashi"):
-        assert an(MIXED[1]) == ["東京", "タワー", "行く", "東京"]
+        assert an(MIXED[1]) == ["東京", "タワー", "行く"]
     else:
-        assert an(MIXED[1]) == ["東京", "タワー", "行", "東京"]
+        assert an(MIXED[1]) == ["東京", "タワー", "行"]
     assert an(MIXED[2])[:5] == ["한", "한국", "국", "국어", "어"]
     # Cyrillic with the Russian stemmer, Latin with the English one
     assert an(MIXED[3]) == ["привет", "мир", "программирован", "на", "python"]
@@ -166,16 +166,19 @@ def test_han_search_subwords_and_chars():
 
 def test_han_bigrams_follow_each_text_and_match_without_kernels(monkeypatch):
     an = MixedAnalyzer()
-    texts = ["北京大学", "abc", "上传文件，打包", "", "中"]
+    texts = ["北京大学", "abc", "上传文件，打包", "", "中", "所有者を変える 北京"]
     vocab, ids, offsets = an.encode_chunk(texts)
     got = [[vocab[i] for i in ids[offsets[k] : offsets[k + 1]]] for k in range(len(texts))]
+    japanese = an("所有者を変える")
     assert got == [
         ["北京大学", "北京", "大学", "北京", "京大", "大学"],
         ["abc"],
         ["上传", "文件", "打包", "上传", "传文", "文件", "打包"],  # no pair across "，"
         [],
         ["中"],
+        [*japanese, "北京", "北京"],  # no pairs in a run with kana
     ]
+    assert "有者" not in japanese and "所有者" in an("所有者")
     assert vocab == list(dict.fromkeys(t for toks in got for t in toks))  # first occurrence
     import fastrag.analysis.mixed as mixed_module
 
