@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from fastrag._cache import cache_root
+from fastrag._checksum import checksum_file
 
 __all__ = [
     "MIN_ENGLISH_FREQ",
@@ -178,16 +179,6 @@ def _derive(folder: Path) -> None:
     (folder / "english.json").write_text(json.dumps(common, ensure_ascii=False), "utf-8")
 
 
-def _digest(path: Path) -> str:
-    import xxhash
-
-    h = xxhash.xxh3_64()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -206,7 +197,7 @@ def compounds_tag() -> str | None:
 def _open(folder: Path) -> Decompounder:
     meta = json.loads((folder / "meta.json").read_text("utf-8"))
     for name in _FILES:
-        if meta.get(name) != _digest(folder / name):
+        if meta.get(name) != checksum_file(folder / name):
             raise ValueError(f"{name} does not match its checksum")
     german = np.load(folder / "german.npy", mmap_mode="r")
     logp = np.load(folder / "german_logp.npy", mmap_mode="r")
@@ -220,7 +211,7 @@ def _build(folder: Path) -> Decompounder:
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
         _derive(tmp)
-        meta = {name: _digest(tmp / name) for name in _FILES}
+        meta = {name: checksum_file(tmp / name) for name in _FILES}
         (tmp / "meta.json").write_text(json.dumps(meta), "utf-8")
         if folder.exists():  # damaged: replaced (another process may have just fixed it)
             shutil.rmtree(folder, ignore_errors=True)

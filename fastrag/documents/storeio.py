@@ -14,6 +14,7 @@ from typing import Any
 
 import xxhash
 
+from fastrag._checksum import checksum_file  # noqa: F401 - store.py imports it from here
 from fastrag.errors import StoreError, StoreIOError
 
 TMP_PREFIX = ".tmp-"
@@ -46,14 +47,6 @@ class HashingFile:
 
     def tell(self) -> int:
         return self.n
-
-
-def checksum_file(path: Path) -> str:
-    h = xxhash.xxh3_64()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def atomic_write_bytes(path: Path, write: Callable) -> dict[str, Any]:

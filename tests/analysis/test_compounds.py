@@ -133,7 +133,7 @@ def test_a_damaged_list_is_derived_again(fresh_cache, caplog):
     assert "damaged" in caplog.text and "german.npy does not match its checksum" in caplog.text
     assert _parts(dc, "datenbankverbindung") == ["daten", "bank", "verbindung"]
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["german.npy"] == compounds._digest(path)
+    assert meta["german.npy"] == compounds.checksum_file(path)
 
 
 def test_an_unwritable_cache_still_splits(tmp_path, monkeypatch, caplog):
@@ -187,7 +187,7 @@ def test_processes_deriving_at_once_agree(tmp_path):
     assert outs == ["[['hilfe', 'seiten'], ['hoch', 'laden']]"] * 3
     folder = tmp_path / "cache" / "compounds" / compounds_tag()
     meta = json.loads((folder / "meta.json").read_text())
-    assert all(meta[n] == compounds._digest(folder / n) for n in meta)
+    assert all(meta[n] == compounds.checksum_file(folder / n) for n in meta)
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary left
 
 
