@@ -207,3 +207,11 @@ def test_the_word_list_is_pyspellcheckers():
     got = dc._lookup(["verbindung", "hilfe", "zzzqx"])
     assert set(got) == {"verbindung", "hilfe"}
     assert got["hilfe"] == pytest.approx(np.log(de["hilfe"] / total), abs=1e-12)
+
+
+@pytest.mark.parametrize("option", ["compounds", "han_bigrams"])
+def test_bad_options_are_refused_by_name(option):
+    from fastrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"{option} must be True or False, got str 'yes'"):
+        MixedAnalyzer(**{option: "yes"})
