@@ -89,7 +89,7 @@ class Decompounder:
 
     def split_many(self, words: Iterable[str]) -> dict[str, list[tuple[int, int]]]:
         """:meth:`split` of each word, only the words that split, in one array lookup."""
-        todo = []
+        todo = {}
         for word in dict.fromkeys(words):
             low = word.lower()
             if (
@@ -98,17 +98,17 @@ class Decompounder:
                 and len(low) == len(word)
                 and low not in self._english
             ):
-                todo.append(word)
+                todo[word] = low
         subs = {
             low[a:b]
-            for low in map(str.lower, todo)
+            for low in todo.values()
             for a in range(len(low))
             for b in range(a + MIN_PART, len(low) + 1)
         }
         logs = self._lookup(list(subs))
         out = {}
-        for word in todo:
-            spans = self._best(word.lower(), 0, logs, {})[1]
+        for word, low in todo.items():
+            spans = self._best(low, 0, logs, {})[1]
             if len(spans) > 1:
                 out[word] = spans
         return out
@@ -194,15 +194,19 @@ def compounds_tag() -> str | None:
     return f"pyspellchecker-{v}-r{RECIPE}" if v else None
 
 
+def _load(folder: Path, mmap_mode: str | None) -> Decompounder:
+    german = np.load(folder / "german.npy", mmap_mode=mmap_mode)
+    logp = np.load(folder / "german_logp.npy", mmap_mode=mmap_mode)
+    english = json.loads((folder / "english.json").read_text("utf-8"))
+    return Decompounder(german, logp, english)
+
+
 def _open(folder: Path) -> Decompounder:
     meta = json.loads((folder / "meta.json").read_text("utf-8"))
     for name in _FILES:
         if meta.get(name) != checksum_file(folder / name):
             raise ValueError(f"{name} does not match its checksum")
-    german = np.load(folder / "german.npy", mmap_mode="r")
-    logp = np.load(folder / "german_logp.npy", mmap_mode="r")
-    english = json.loads((folder / "english.json").read_text("utf-8"))
-    return Decompounder(german, logp, english)
+    return _load(folder, "r")
 
 
 def _build(folder: Path) -> Decompounder:
@@ -238,12 +242,11 @@ def _decompounder(tag: str) -> Decompounder:
     except OSError as exc:  # a read-only cache: derive into a temporary folder per process
         log.warning("cannot cache the compound word lists at %s (%s)", folder, exc)
         tmp = Path(tempfile.mkdtemp(prefix="fastrag-compounds-"))
-        _derive(tmp)
-        german = np.load(tmp / "german.npy")
-        logp = np.load(tmp / "german_logp.npy")
-        english = json.loads((tmp / "english.json").read_text("utf-8"))
-        shutil.rmtree(tmp, ignore_errors=True)
-        return Decompounder(german, logp, english)
+        try:
+            _derive(tmp)
+            return _load(tmp, None)  # read into memory: the folder goes
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def decompounder() -> Decompounder | None:
