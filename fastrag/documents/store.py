@@ -44,12 +44,12 @@ import xxhash
 from pyarrow import ipc
 
 from fastrag._checks import check_choice, check_number
+from fastrag._checksum import checksum_file
 from fastrag.documents.chunksums import ChunkCheck, file_digests
 from fastrag.documents.storecheck import check_json_objects, check_offsets, manifest_problems
 from fastrag.documents.storeio import (
     TMP_PREFIX,
     atomic_write_bytes,
-    checksum_file,
     fsync_dir,
     os_errors,
     remove_new_store,

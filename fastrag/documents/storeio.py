@@ -14,7 +14,6 @@ from typing import Any
 
 import xxhash
 
-from fastrag._checksum import checksum_file  # noqa: F401 - store.py imports it from here
 from fastrag.errors import StoreError, StoreIOError
 
 TMP_PREFIX = ".tmp-"

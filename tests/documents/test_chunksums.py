@@ -21,7 +21,7 @@ def big_file(tmp_path, monkeypatch):
 
 
 def test_digests_record_the_chunk_size_and_each_chunk(big_file):
-    from fastrag.documents.storeio import checksum_file
+    from fastrag._checksum import checksum_file
 
     whole, rec = chunksums.file_digests(big_file)
     head, _, digests = rec.partition(":")
