@@ -20,11 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import math
-import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from fastrag._cache import cache_root
-from fastrag._checksum import checksum_file
+from fastrag._derived import open_derived
 
 __all__ = [
     "MIN_ENGLISH_FREQ",
@@ -42,8 +38,6 @@ __all__ = [
     "compounds_tag",
     "decompounder",
 ]
-
-log = logging.getLogger(__name__)
 
 MIN_WORD = 6
 MIN_PART = 3
@@ -201,52 +195,10 @@ def _load(folder: Path, mmap_mode: str | None) -> Decompounder:
     return Decompounder(german, logp, english)
 
 
-def _open(folder: Path) -> Decompounder:
-    meta = json.loads((folder / "meta.json").read_text("utf-8"))
-    for name in _FILES:
-        if meta.get(name) != checksum_file(folder / name):
-            raise ValueError(f"{name} does not match its checksum")
-    return _load(folder, "r")
-
-
-def _build(folder: Path) -> Decompounder:
-    """Derive the lists into a temporary sibling of ``folder``, then rename it into place."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
-        _derive(tmp)
-        meta = {name: checksum_file(tmp / name) for name in _FILES}
-        (tmp / "meta.json").write_text(json.dumps(meta), "utf-8")
-        if folder.exists():  # damaged: replaced (another process may have just fixed it)
-            shutil.rmtree(folder, ignore_errors=True)
-        try:
-            os.rename(tmp, folder)
-        except OSError:  # another process renamed its copy first: use that one
-            shutil.rmtree(tmp, ignore_errors=True)
-        return _open(folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 @functools.cache
 def _decompounder(tag: str) -> Decompounder:
     folder = cache_root() / "compounds" / tag
-    if folder.is_dir():
-        try:
-            return _open(folder)
-        except (OSError, ValueError) as exc:
-            log.warning("compound word lists at %s damaged (%s); deriving them", folder, exc)
-    try:
-        return _build(folder)
-    except OSError as exc:  # a read-only cache: derive into a temporary folder per process
-        log.warning("cannot cache the compound word lists at %s (%s)", folder, exc)
-        tmp = Path(tempfile.mkdtemp(prefix="fastrag-compounds-"))
-        try:
-            _derive(tmp)
-            return _load(tmp, None)  # read into memory: the folder goes
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    return open_derived(folder, _FILES, _derive, _load, "compound word lists")
 
 
 def decompounder() -> Decompounder | None:

@@ -14,23 +14,20 @@ replaced erred on 55% (they knew 13 languages; 4.5% on the eight of issue 42).
 from __future__ import annotations
 
 import contextlib
-import logging
+import json
 import lzma
-import os
 import re
 import shutil
 import tempfile
 import threading
-import zipfile
-from array import array
 from collections.abc import Sequence
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fastrag._cache import cache_root
+from fastrag._derived import open_derived
 
 __all__ = [
     "UNCERTAIN",
@@ -70,7 +67,10 @@ _LETTER = re.compile(r"[^\W\d_]")
 _FOLD = {"wuu": "zh", "yue": "zh", "ary": "ar", "arz": "ar", "uzs": "uz"}
 _NOT_LANGUAGE = "zxx"  # the model's label for code and symbols
 
-_log = logging.getLogger("fastrag")
+# bumped when the derived model files change (part of their cache folder's name)
+_MODEL_RECIPE = 2
+_MODEL_ARRAYS = ("ptc", "pc", "nextmove", "nextmove_row", "out_feat")
+_MODEL_FILES = (*(f"{n}.npy" for n in _MODEL_ARRAYS), "classes.json")
 _model = None
 _model_lock = threading.Lock()
 
@@ -85,53 +85,49 @@ def _identifier():
     return _model
 
 
+def _derive_model(folder: Path) -> None:
+    """py3langid's packaged model (an LZMA-packed ``.npz``) as one ``.npy`` per array."""
+    from py3langid.langid import MODEL_DIR, MODEL_FILE  # lazy: its import
+
+    with tempfile.TemporaryFile(suffix=".npz") as npz:
+        with lzma.open(MODEL_DIR / MODEL_FILE) as packed:
+            shutil.copyfileobj(packed, npz, length=1 << 20)
+        npz.seek(0)
+        with np.load(npz, allow_pickle=False) as data:  # zip members are CRC-checked
+            for name in _MODEL_ARRAYS:
+                np.save(folder / f"{name}.npy", data[name])
+            classes = data["classes"].tolist()
+    (folder / "classes.json").write_text(json.dumps(classes), "utf-8")
+
+
+def _load_model(folder: Path, mmap_mode: str | None) -> Any:
+    from py3langid.langid import LanguageIdentifier  # lazy: its import
+
+    arrays = {n: np.load(folder / f"{n}.npy", mmap_mode=mmap_mode) for n in _MODEL_ARRAYS}
+    # memoryviews index as fast as the stdlib arrays py3langid's byte loop expects
+    return LanguageIdentifier(
+        arrays["ptc"],
+        np.array(arrays["pc"]),
+        json.loads((folder / "classes.json").read_text("utf-8")),
+        memoryview(arrays["nextmove"]),
+        memoryview(arrays["out_feat"]),
+        norm_probs=True,
+        tk_row=memoryview(arrays["nextmove_row"]),
+    )
+
+
 def _load_identifier() -> Any:
-    """From the unpacked copy of py3langid's model in the cache folder (0.27 s of CPU instead
-    of 0.9 s: its LZMA is undone once per install), written there first if missing; from
-    the packaged model itself when the copy cannot be written or read."""
-    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier  # lazy: its import
+    """py3langid's model, derived once per version into the cache folder as memory-mapped
+    arrays: a process opens it in milliseconds and holds only the pages its texts touch
+    (instead of its 65 MB)."""
+    from py3langid import __version__  # lazy: its import
 
-    path = cache_root() / "langid" / f"py3langid-{version('py3langid')}.npz"
-    try:
-        if not path.exists():
-            _unpack(MODEL_DIR / MODEL_FILE, path)
-        with np.load(path, allow_pickle=False) as data:  # zip members are CRC-checked
-            parts = (
-                data["ptc"],
-                data["pc"],
-                data["classes"].tolist(),
-                _uint_array(data["nextmove"]),
-                data["out_feat"].tolist(),
-            )
-            row = _uint_array(data["nextmove_row"])
-        return LanguageIdentifier(*parts, norm_probs=True, tk_row=row)
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
-        _log.debug("fastrag: py3langid's model loads from its package (%s)", exc)
-        if not isinstance(exc, OSError):  # a damaged copy: the next process writes it again
-            with contextlib.suppress(OSError):
-                path.unlink()
-        return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-
-
-def _unpack(src: Path, dest: Path) -> None:
-    """``src`` (an ``.npz.xz``) decompressed to ``dest``, atomically (a reader sees the whole
-    file or none)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out, lzma.open(src) as packed:
-            shutil.copyfileobj(packed, out, length=1 << 20)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _uint_array(arr: np.ndarray) -> array:
-    """An unsigned NumPy array as a stdlib ``array`` (what py3langid's byte loop indexes)."""
-    out = array({2: "H", 4: "I", 8: "L"}[arr.dtype.itemsize])
-    out.frombytes(np.ascontiguousarray(arr).tobytes())
-    return out
+    folder = cache_root() / "langid" / f"py3langid-{__version__}-r{_MODEL_RECIPE}"
+    model = open_derived(folder, _MODEL_FILES, _derive_model, _load_model, "language model")
+    for old in folder.parent.glob("py3langid-*.npz"):  # the copy an older fastrag kept
+        with contextlib.suppress(OSError):
+            old.unlink()
+    return model
 
 
 def text_language(text: str, sample: int = 4000) -> tuple[str | None, float]:

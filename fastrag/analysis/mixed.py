@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,27 @@ def mixed_classes() -> np.ndarray:
         cls[a : b + 1] = 4
     cls.setflags(write=False)
     return cls
+
+
+def _has_han(cps: np.ndarray) -> bool:
+    """Whether code points hold a character jieba segments."""
+    return bool(cps.size and cps.max() >= HAN_LO and ((cps >= HAN_LO) & (cps <= HAN_HI)).any())
+
+
+@functools.lru_cache(maxsize=1)
+def _no_segmenter() -> SimpleNamespace:
+    """Empty tables of jieba's dtypes, for batches without Han (``mixed_spans`` reads them
+    only in Han runs): an English corpus never loads jieba's dictionary."""
+    f8, i8 = np.float64, np.int64
+    return SimpleNamespace(
+        keys=np.zeros(0, i8),
+        vals=np.zeros(0, np.int32),
+        freq=np.zeros(0, i8),
+        logp=np.zeros(0, f8),
+        start_p=np.zeros(4, f8),
+        trans_p=np.zeros((4, 4), f8),
+        emit_p=np.zeros((0, 4), f8),
+    )
 
 
 def _script_stemmer(word: str) -> str | None:
@@ -374,8 +396,8 @@ class MixedAnalyzer(Analyzer):
             return self._spans_python(texts)
         from fastrag._kernels.mixed import mixed_spans  # lazy: numba
 
-        seg = get_segmenter()
         joined, cps, doc_off = texts_to_codepoints(texts)
+        seg = get_segmenter() if _has_han(cps) else _no_segmenter()
         starts, lens, tok_off = mixed_spans(
             cps,
             doc_off,

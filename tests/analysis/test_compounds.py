@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fastrag as fr
+from fastrag._checksum import checksum_file
 from fastrag.analysis import compounds, encode_queries
 from fastrag.analysis.compounds import compounds_tag, decompounder
 from fastrag.analysis.mixed import MixedAnalyzer
@@ -128,12 +129,12 @@ def test_a_damaged_list_is_derived_again(fresh_cache, caplog):
     raw[len(raw) // 2] ^= 0xFF
     path.write_bytes(bytes(raw))
     compounds._decompounder.cache_clear()
-    with caplog.at_level(logging.WARNING, logger="fastrag.analysis.compounds"):
+    with caplog.at_level(logging.WARNING, logger="fastrag"):
         dc = decompounder()
     assert "damaged" in caplog.text and "german.npy does not match its checksum" in caplog.text
     assert _parts(dc, "datenbankverbindung") == ["daten", "bank", "verbindung"]
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["german.npy"] == compounds.checksum_file(path)
+    assert meta["german.npy"] == checksum_file(path)
 
 
 def test_an_unwritable_cache_still_splits(tmp_path, monkeypatch, caplog):
@@ -142,7 +143,7 @@ def test_an_unwritable_cache_still_splits(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("FASTRAG_CACHE_DIR", str(blocker / "cache"))
     compounds._decompounder.cache_clear()
     try:
-        with caplog.at_level(logging.WARNING, logger="fastrag.analysis.compounds"):
+        with caplog.at_level(logging.WARNING, logger="fastrag"):
             dc = decompounder()
         assert "cannot cache the compound word lists" in caplog.text
         assert _parts(dc, "hilfeseiten") == ["hilfe", "seiten"]
@@ -187,7 +188,7 @@ def test_processes_deriving_at_once_agree(tmp_path):
     assert outs == ["[['hilfe', 'seiten'], ['hoch', 'laden']]"] * 3
     folder = tmp_path / "cache" / "compounds" / compounds_tag()
     meta = json.loads((folder / "meta.json").read_text())
-    assert all(meta[n] == compounds.checksum_file(folder / n) for n in meta)
+    assert all(meta[n] == checksum_file(folder / n) for n in meta)
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary left
 
 

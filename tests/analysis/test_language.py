@@ -11,6 +11,7 @@ import json
 import logging
 import os
 
+import numpy as np
 import pytest
 
 import fastrag as fr
@@ -140,34 +141,53 @@ def test_a_records_own_language_wins_and_carries_no_score(tmp_path):
     assert (metas[1]["language"], metas[1]["language_score"]) == text_language(TLDR["de"])
 
 
-def test_the_model_loads_from_an_unpacked_copy_with_the_same_answers(tmp_path, monkeypatch):
-    """The first process unpacks py3langid's LZMA model into the cache folder (atomically);
-    later ones load the copy and answer exactly as the packaged model does. A damaged copy is
-    not used (the package's model answers) and is removed, so the next process writes it."""
+def test_the_model_is_derived_once_and_memory_mapped_with_the_same_answers(
+    tmp_path, monkeypatch, caplog
+):
+    """The first process derives py3langid's LZMA model into the cache folder as .npy arrays
+    (atomically); later ones memory-map them and answer exactly as the packaged model does. A
+    damaged array fails its checksum and is derived again, with a warning; the whole .npz an
+    older fastrag unpacked is removed."""
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     monkeypatch.setenv("FASTRAG_CACHE_DIR", str(tmp_path))
+    (tmp_path / "langid").mkdir()
+    (tmp_path / "langid" / "py3langid-0.4.0.npz").write_bytes(b"old copy")
     texts = [
         "Das ist ein kurzer deutscher Satz über Katzen.",
         "这是一个关于猫的中文句子。",
         "Ceci est une phrase en français sur les chats.",
+        "ファイルの所有者を変える",
         "ls -la /tmp",
+        "",
     ]
     packaged = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    want = [packaged.classify(t) for t in texts]
-    first = L._load_identifier()  # unpacks
-    (copy,) = (tmp_path / "langid").iterdir()
-    assert copy.suffix == ".npz" and copy.stat().st_size > 60_000_000
-    assert [x.name for x in (tmp_path / "langid").iterdir()] == [copy.name]  # no temp left
-    again = L._load_identifier()  # loads the copy
-    assert [first.classify(t) for t in texts] == [again.classify(t) for t in texts] == want
+    want = [packaged.rank(t) for t in texts]
+    first = L._load_identifier()  # derives
+    (folder,) = (tmp_path / "langid").iterdir()  # no temporary folder, no old copy left
+    assert sorted(x.name for x in folder.iterdir()) == sorted([*L._MODEL_FILES, "meta.json"])
+    again = L._load_identifier()  # maps the arrays
+    assert isinstance(again.nb_ptc, np.memmap)
+    assert [first.rank(t) for t in texts] == [again.rank(t) for t in texts] == want
 
-    data = bytearray(copy.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # a flipped byte inside a member: its CRC fails
-    copy.write_bytes(bytes(data))
+    nextmove = folder / "nextmove.npy"
+    data = bytearray(nextmove.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    nextmove.write_bytes(bytes(data))
     damaged = L._load_identifier()
-    assert [damaged.classify(t) for t in texts] == want
-    assert not copy.exists()
+    assert "nextmove.npy does not match its checksum" in caplog.text
+    assert [damaged.rank(t) for t in texts] == want
+    assert L._load_identifier().rank(texts[0]) == want[0]  # the folder was derived again
+
+
+def test_an_unwritable_cache_still_identifies_in_memory(tmp_path, monkeypatch, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FASTRAG_CACHE_DIR", str(blocker))
+    m = L._load_identifier()
+    assert not isinstance(m.nb_ptc, np.memmap)
+    assert m.classify("Das ist ein kurzer deutscher Satz über Katzen.")[0] == "de"
+    assert "cannot cache the language model" in caplog.text
 
 
 LOAD_CHILD = r"""
@@ -193,4 +213,5 @@ def test_two_processes_unpacking_the_model_at_once_agree(tmp_path):
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     assert outs[0] == outs[1] and outs[0][0] == "de"
-    assert [x.suffix for x in (tmp_path / "langid").iterdir()] == [".npz"]
+    (folder,) = (tmp_path / "langid").iterdir()
+    assert not folder.name.startswith(".")

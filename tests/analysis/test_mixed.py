@@ -186,3 +186,42 @@ def test_han_bigrams_follow_each_text_and_match_without_kernels(monkeypatch):
     plain = MixedAnalyzer()
     assert [plain(t) for t in texts] == got
     assert plain.query_tokens("上传文件") == ["上传", "文件", "上传", "传文", "文件"]
+
+
+NO_HAN_CHILD = r"""
+import json
+from fastrag._coldstart import kernels_for
+from fastrag.analysis import MixedAnalyzer
+from fastrag.analysis import segment
+kernels_for(lambda: 100.0, wait=True)
+a = MixedAnalyzer()
+english = a.encode_chunk(["Running 3.14 dogs; Straße ok", "ファイル 한국어"])
+loaded = segment.get_segmenter.cache_info().currsize
+chinese = a.encode_chunk(["中文分词 running"])
+print(json.dumps([loaded, segment.get_segmenter.cache_info().currsize,
+                  english[0], english[1].tolist(), chinese[0]]))
+"""
+
+
+def test_batches_without_han_never_load_jiebas_tables():
+    """jieba's dictionary (~20 MB) loads on the first batch holding Han characters, not
+    before: English, kana and Hangul batches tokenize with empty tables, as with full ones."""
+    import json
+    import subprocess
+    import sys
+
+    from fastrag.analysis.segment import get_segmenter
+
+    out = subprocess.run(
+        [sys.executable, "-c", NO_HAN_CHILD],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    loaded_before, loaded_after, vocab, ids, chinese = json.loads(out.stdout)
+    assert (loaded_before, loaded_after) == (0, 1)
+    get_segmenter()  # here the full tables
+    want = MixedAnalyzer().encode_chunk(["Running 3.14 dogs; Straße ok", "ファイル 한국어"])
+    assert (vocab, ids) == (want[0], want[1].tolist())
+    assert chinese[:3] == ["中文", "分词", "run"]
