@@ -116,7 +116,7 @@ def _similarity(spec: str) -> tuple[str, dict]:
 def _retriever_options(spec: str) -> tuple[str, dict]:
     """``_similarity``, analyzer options (``han_search``, ``compounds``, ...) as an analyzer."""
     sim, opts = _similarity(spec)
-    if set(opts) - {"stemmer", "weights"}:
+    if set(opts) - {"stemmer", "weights", "coverage"}:
         opts = {"analyzer": fr.get_analyzer(sim, **opts)}
     return sim, opts
 

@@ -71,6 +71,9 @@ class StaticEmbedding(BaseEmbedder):
     """
 
     texts_per_call = 4096
+    #: the vectors' weight in ``hybrid``'s default fusion (BM25 0.8): a bag of tokens is a
+    #: weaker signal than BM25 (``bench/results/quality_static_minilm_coverage.md``)
+    hybrid_share = 0.2
 
     def __init__(self, table: StaticTable | str | os.PathLike, num_threads: int | None = None):
         super().__init__()
@@ -109,6 +112,7 @@ class StaticEmbedding(BaseEmbedder):
             self._ascii_wordpiece = AsciiWordPiece(ids, v["unk"])
         self._words = WordIds(self._new_word_ids, max_words=_WORD_CACHE, max_chars=_WORD_CHARS)
         self._cache_lock = threading.Lock()
+        self._reads_mask: np.ndarray | None = None
 
     @classmethod
     def load(cls, folder: str | os.PathLike, num_threads: int | None = None) -> StaticEmbedding:
@@ -223,6 +227,38 @@ class StaticEmbedding(BaseEmbedder):
             flat = np.concatenate([ascii_ids, np.array(flat, np.int32)])
             lens = np.concatenate([ascii_counts, np.array(lens, np.int64)])
         return done + rest, flat, lens
+
+    def query_coverage(self, texts: Sequence[str]) -> np.ndarray:
+        """The share of each text's tokens that the table reads as more than one character
+        (float64 in [0, 1]; 0 for a text without tokens). A lone character (a kana, an
+        ideograph or a Hangul jamo for MiniLM's English WordPiece), the unknown token and
+        special tokens carry little of a text's meaning in a bag of tokens: ``hybrid``
+        scales this embedder's weight by it, so a query in a script the table cannot read
+        is ranked by BM25 alone."""
+        ids, offsets = self.tokenize(texts)
+        good = self._reads()[ids].astype(np.float64)
+        counts = np.diff(offsets)
+        sums = np.add.reduceat(good, offsets[:-1]) if len(ids) else np.zeros(len(counts))
+        sums = np.where(counts > 0, sums, 0.0)  # reduceat repeats a value for an empty text
+        return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+
+    def _reads(self) -> np.ndarray:
+        """Per token id: whether it stands for more than one character of text."""
+        reads = self._reads_mask
+        if reads is None:  # two threads may both compute it: the same array
+            v = self.table.vocab
+            marks = ("##",) if self._split_cjk else ("\u2581",)
+            lens = []
+            for t in v["tokens"]:
+                for m in marks:
+                    if t.startswith(m):
+                        t = t[len(m) :]
+                lens.append(len(t))
+            reads = np.array(lens, dtype=np.int64) >= 2
+            for i in (v["unk"], *v.get("special", ())):
+                reads[i] = False
+            self._reads_mask = reads
+        return reads
 
     def embed_ids(self, ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Vectors ``(len(offsets) - 1, dim)`` of pre-tokenized texts (see :meth:`tokenize`)."""

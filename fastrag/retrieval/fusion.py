@@ -18,23 +18,44 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fastrag._checks import check_choice, check_int, check_number
+from fastrag._checks import check_bool, check_choice, check_int, check_number
 from fastrag.errors import ConfigError
 from fastrag.indexes.base import Hits
 
-__all__ = ["DEFAULT_FUSION", "FUSIONS", "check_fusion", "default_weights", "fuse_hits"]
+__all__ = [
+    "DEFAULT_FUSION",
+    "FUSIONS",
+    "check_fusion",
+    "coverage_weights",
+    "default_weights",
+    "fuse_hits",
+]
 
 FUSIONS = ("rrf", "relative")
 #: ``similarity="hybrid"``'s defaults, chosen on CMRC dev (bench/bench_quality.py): relative
 #: score fusion of the top 50 of each path; weights None = 0.6 for BM25 and 0.4 shared by the
 #: embed keys (R@1 0.980-0.981 for BM25 weights 0.55-0.65 and depths 20-50; RRF 0.967-0.969)
-DEFAULT_FUSION: dict = {"fusion": "relative", "weights": None, "rrf_k": 60.0, "depth": 50}
+#: ``coverage``: an embed key has no weight for a query its embedder cannot read (see
+#: :func:`coverage_weights`; static tables' ``query_coverage``, other embedders read all)
+DEFAULT_FUSION: dict = {
+    "fusion": "relative",
+    "weights": None,
+    "rrf_k": 60.0,
+    "depth": 50,
+    "coverage": True,
+}
 BM25_SHARE = 0.6
+#: the share of a query's tokens an embedder must read for its scores to count in ``hybrid``
+READS_MIN = 0.5
 
 
-def default_weights(n_dense: int) -> list[float]:
-    """BM25's weight, then each of ``n_dense`` embed keys' (summing to 1)."""
-    return [BM25_SHARE] + [(1.0 - BM25_SHARE) / n_dense] * n_dense
+def default_weights(n_dense: int, shares: Sequence[float | None] | None = None) -> list[float]:
+    """BM25's weight, then each of ``n_dense`` embed keys' (summing to 1). A key's share of
+    the vectors' part is its embedder's ``hybrid_share`` where it has one (``shares``; a
+    static table: 0.2), else ``1 - BM25_SHARE``; BM25 has the rest."""
+    shares = [None] * n_dense if shares is None else list(shares)
+    dense = [(1.0 - BM25_SHARE if s is None else float(s)) / n_dense for s in shares]
+    return [1.0 - sum(dense), *dense]
 
 
 def check_fusion(params: dict, other: tuple[str, ...]) -> dict:
@@ -48,6 +69,7 @@ def check_fusion(params: dict, other: tuple[str, ...]) -> dict:
     opts["depth"] = check_int(
         "depth", opts["depth"], min=1, note="hits taken from each path before fusing"
     )
+    opts["coverage"] = check_bool("coverage", opts["coverage"])
     w = opts["weights"]
     if w is not None:
         if isinstance(w, (str, bytes)) or not isinstance(w, Sequence) or not w:
@@ -58,11 +80,14 @@ def check_fusion(params: dict, other: tuple[str, ...]) -> dict:
     return opts
 
 
-def _contributions(rows, scores, counts, method: str, weight: float, rrf_k: float):
-    """``(query, row, contribution)`` of every valid hit of one list."""
+def _contributions(rows, scores, counts, method: str, weight, rrf_k: float):
+    """``(query, row, contribution)`` of every valid hit of one list (``weight``: a number,
+    or one per query)."""
     d = rows.shape[1]
     valid = np.arange(d)[None, :] < counts[:, None]
     q, rank = np.nonzero(valid)
+    if np.ndim(weight):
+        weight = np.asarray(weight, dtype=np.float64)[q]
     if method == "rrf":
         contrib = weight / (rrf_k + rank + 1.0)
     else:
@@ -76,16 +101,43 @@ def _contributions(rows, scores, counts, method: str, weight: float, rrf_k: floa
     return q, rows[valid], contrib
 
 
+def _weight(x, nq: int):
+    if np.ndim(x) == 0:
+        return float(x)
+    a = np.asarray(x, dtype=np.float64)
+    if a.shape != (nq,):
+        raise ConfigError(f"a per-query weight needs one number per query ({nq}), got {a.shape}")
+    return a
+
+
+def coverage_weights(weights: Sequence[float], coverage: Sequence[np.ndarray | None]) -> list:
+    """Per-query weights: an embed key whose embedder reads less than :data:`READS_MIN` of a
+    query's tokens (``coverage``; None: all of them) gets no weight for that query, and each
+    query's weights are rescaled to their original sum (a query no embedder reads is ranked
+    by BM25 alone)."""
+    if all(c is None for c in coverage):
+        return list(weights)
+    nq = len(next(c for c in coverage if c is not None))
+    w = [np.full(nq, float(weights[0]))]
+    for wi, c in zip(weights[1:], coverage, strict=True):
+        reads = np.ones(nq) if c is None else (np.asarray(c) >= READS_MIN).astype(np.float64)
+        w.append(float(wi) * reads)
+    total = np.sum(w, axis=0)
+    scale = np.where(total > 0, float(sum(weights)) / np.where(total > 0, total, 1.0), 0.0)
+    return [x * scale for x in w]
+
+
 def fuse_hits(
     results: Sequence[Hits],
     k: int,
     method: str = "rrf",
-    weights: Sequence[float] | None = None,
+    weights: Sequence[float | np.ndarray] | None = None,
     rrf_k: float = 60.0,
 ) -> Hits:
-    """The top ``k`` of each query after fusing ``results`` (one ``Hits`` per path)."""
+    """The top ``k`` of each query after fusing ``results`` (one ``Hits`` per path; a
+    path's weight is a number or an array of one per query)."""
     nq = results[0][0].shape[0]
-    w = [1.0] * len(results) if weights is None else [float(x) for x in weights]
+    w = [1.0] * len(results) if weights is None else [_weight(x, nq) for x in weights]
     parts = [
         _contributions(r, s, c, method, wi, rrf_k) for (r, s, c), wi in zip(results, w, strict=True)
     ]

@@ -329,3 +329,27 @@ def test_a_lone_surrogate_is_an_unknown_word(minilm_table):
     ]
     assert offsets.tolist() == [0, 3, 7, 8]
     assert emb.embed(["a\ud800b"]).shape == (1, DIM)
+
+
+def test_query_coverage_is_the_share_of_tokens_read_as_words(minilm_table):
+    """Tokens of two or more characters count; the unknown token, special tokens and lone
+    characters (``##`` pieces measured without the marks) do not; a text without tokens
+    reads 0. hybrid's default share for a static table is 0.2."""
+    emb = StaticEmbedding.load(minilm_table)
+    vocab = emb.table.vocab
+    tokens, unk = vocab["tokens"], vocab["unk"]
+    texts = ["hello world", "hello ファイル", "", "   ", "the cat sat on a mat", "所有者"]
+    ids, offsets = emb.tokenize(texts)
+    want = []
+    for i in range(len(texts)):
+        own = ids[offsets[i] : offsets[i + 1]].tolist()
+        read = [
+            t != unk and t not in vocab["special"] and len(tokens[t].removeprefix("##")) > 1
+            for t in own
+        ]
+        want.append(sum(read) / len(read) if read else 0.0)
+    got = emb.query_coverage(texts)
+    np.testing.assert_allclose(got, want)
+    assert got[0] == 1.0 and got[2] == got[3] == 0.0 and got[5] == 0.0
+    assert 0.0 < got[1] < 1.0 and 0.0 < got[4] < 1.0
+    assert emb.hybrid_share == 0.2

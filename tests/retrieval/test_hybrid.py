@@ -10,7 +10,7 @@ import pytest
 
 import fastrag as fr
 from fastrag.errors import ConfigError
-from fastrag.retrieval.fusion import default_weights, fuse_hits
+from fastrag.retrieval.fusion import coverage_weights, default_weights, fuse_hits
 
 TEXTS = [
     "Stores are folders of Arrow files with a manifest.",
@@ -103,6 +103,51 @@ def test_hybrid_retriever_is_its_two_paths_fused(doc):
             np.testing.assert_allclose(
                 [h.score for h in hybrid[q]], [s for _, s in want], rtol=1e-6
             )
+
+
+class AsciiReader(BagEmbedder):
+    """Reads ASCII words only, and says so; a static table's share in hybrid."""
+
+    name = "ascii16"
+    hybrid_share = 0.2
+
+    def query_coverage(self, texts):
+        return np.array([1.0 if t.isascii() and t.strip() else 0.0 for t in texts])
+
+
+def test_default_weights_and_coverage_weights():
+    assert default_weights(1) == [0.6, 0.4]
+    assert default_weights(1, [0.2]) == [0.8, 0.2]
+    assert default_weights(2, [None, 0.2]) == pytest.approx([0.7, 0.2, 0.1])
+    assert coverage_weights([0.8, 0.2], [None]) == [0.8, 0.2]
+    got = coverage_weights([0.8, 0.2], [np.array([1.0, 0.49, 0.5, 0.0])])
+    np.testing.assert_allclose(got[0], [0.8, 1.0, 0.8, 1.0])  # BM25 alone where unread
+    np.testing.assert_allclose(got[1], [0.2, 0.0, 0.2, 0.0])
+    got = coverage_weights([0.6, 0.2, 0.2], [np.array([0.0, 1.0]), None])
+    np.testing.assert_allclose(np.array(got), [[0.75, 0.6], [0.0, 0.2], [0.25, 0.2]])
+
+
+def test_hybrid_ignores_an_embedder_on_queries_it_cannot_read():
+    """A query the embedder reads is fused with its ``hybrid_share`` (0.8/0.2); one it cannot
+    read ranks and scores as BM25 alone (relative scores over BM25's top ``depth``)."""
+    doc = fr.Document.from_texts(TEXTS, embed=AsciiReader())
+    queries = ["store write atomic", "上传文件", "dense meaning passages"]
+    depth = len(TEXTS)
+    bm25 = fr.Retriever(doc, "root", "bm25", topk=depth).batch(queries)
+    dense = fr.Retriever(doc, "root", "cosine", topk=depth).batch(queries)
+    ids = doc.group("root").table.column("id").to_pylist()
+    for coverage in (True, False):
+        hybrid = fr.Retriever(doc, "root", "hybrid", topk=3, coverage=coverage).batch(queries)
+        for q, text in enumerate(queries):
+            lists = [[(ids.index(h.id), h.score) for h in path[q]] for path in (bm25, dense)]
+            reads = text.isascii() or not coverage
+            want = _reference(lists, 3, "relative", [0.8, 0.2] if reads else [1.0, 0.0])
+            assert [ids.index(h.id) for h in hybrid[q]] == [r for r, _ in want]
+            np.testing.assert_allclose(
+                [h.score for h in hybrid[q]], [s for _, s in want], rtol=1e-6
+            )
+    with pytest.raises(ConfigError, match=r"coverage"):
+        fr.Retriever(doc, "root", "hybrid", coverage="yes")
 
 
 def test_hybrid_options_filter_cutoff_and_errors(doc):

@@ -11,7 +11,13 @@ import numpy as np
 from fastrag.errors import ConfigError
 from fastrag.indexes.base import Hits
 from fastrag.indexes.bm25.args import check_bm25_params
-from fastrag.retrieval.fusion import DEFAULT_FUSION, check_fusion, default_weights, fuse_hits
+from fastrag.retrieval.fusion import (
+    DEFAULT_FUSION,
+    check_fusion,
+    coverage_weights,
+    default_weights,
+    fuse_hits,
+)
 from fastrag.retrieval.paths.base import PathState, SearchPath
 from fastrag.retrieval.paths.bm25 import BM25_PARAMS, BM25Path
 from fastrag.retrieval.paths.dense import HNSW_PARAMS, DensePath
@@ -21,7 +27,7 @@ __all__ = ["HybridPath"]
 
 class HybridPath(SearchPath):
     """BM25 fused with cosine over the Document's embeddings (``fusion``, ``weights``,
-    ``rrf_k``, ``depth``, and the BM25 and HNSW parameters of its two paths)."""
+    ``rrf_k``, ``depth``, ``coverage``, and the BM25 and HNSW parameters of its two paths)."""
 
     kind = "hybrid"
     analyzed = True
@@ -57,16 +63,32 @@ class HybridPath(SearchPath):
     def prepare(self, doc: Any, group: Any) -> tuple[Any, Any, int]:
         return self.bm25.prepare(doc, group), self.dense.prepare(doc, group), len(group)
 
+    def _embedder(self, key: str) -> Any:
+        """The embedder of ``key`` (None where the Document does not say)."""
+        embedder = getattr(self.state.doc, "embedder", None)
+        return embedder(key) if embedder else None
+
     def search(self, prepared: Any, queries: Sequence[str], k: int, mask: Any) -> Hits:
         bm25, dense, n = prepared
         opts = self.fusion
         depth = min(max(k, opts["depth"]), n)
         paths = [self.bm25.search(bm25, queries, depth, mask, fused=True)]
         paths += self.dense.search_each(dense, queries, depth, mask, fused=True)
-        weights = opts["weights"] or default_weights(len(paths) - 1)
+        embedders = [self._embedder(key) for key, _ in dense]
+        weights = opts["weights"] or default_weights(
+            len(dense), [getattr(e, "hybrid_share", None) for e in embedders]
+        )
+        if opts["coverage"]:
+            weights = coverage_weights(weights, [_coverage(e, queries) for e in embedders])
         rows, scores, counts = fuse_hits(paths, k, opts["fusion"], weights, opts["rrf_k"])
         cut = self.state.cutoff_for(None)
         if cut is not None:
             counts = np.minimum(counts, (scores >= cut).sum(axis=1).astype(np.int32))
             rows[np.arange(k)[None, :] >= counts[:, None]] = -1
         return rows, scores, counts
+
+
+def _coverage(embedder: Any, queries: Sequence[str]) -> np.ndarray | None:
+    """How much of each query ``embedder`` reads (None: all of it)."""
+    fn = getattr(embedder, "query_coverage", None)
+    return None if fn is None else np.asarray(fn(list(queries)), dtype=np.float64)
