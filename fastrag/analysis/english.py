@@ -28,7 +28,36 @@ def default_stemmer() -> str | None:
     return "english"
 
 
+MINIMAL = "minimal"
+
+
+class PluralStemmer:
+    """English plurals to the singular and nothing else (Harman's S-stemmer, 1991): ``-ies``
+    to ``-y`` (not ``-eies``, ``-aies``), ``-es`` to ``-e`` (not ``-aes``, ``-ees``,
+    ``-oes``), ``-s`` dropped (not ``-us``, ``-ss``); words under three letters kept.
+    ``stemWords`` as PyStemmer's stemmers. Stateless (safe across threads)."""
+
+    def stemWords(self, words: list[str]) -> list[str]:  # noqa: N802 (PyStemmer's name)
+        return [_plural(w) for w in words]
+
+
+def _plural(w: str) -> str:
+    if len(w) < 3 or w[-1] != "s":
+        return w
+    if w.endswith("ies") and len(w) > 3 and not w.endswith(("eies", "aies")):
+        return w[:-3] + "y"
+    if w.endswith("es") and not w.endswith(("aes", "ees", "oes")):
+        return w[:-1]
+    if w.endswith(("us", "ss")):
+        return w
+    return w[:-1]
+
+
 def make_stemmer(language: str):
+    """PyStemmer's Snowball stemmer of ``language``, or :class:`PluralStemmer` for
+    ``"minimal"``."""
+    if language == MINIMAL:
+        return PluralStemmer()
     try:
         import Stemmer  # PyStemmer
     except ImportError:
@@ -38,7 +67,7 @@ def make_stemmer(language: str):
     except KeyError:
         raise ConfigError(
             f"unknown Snowball stemmer language {language!r}; known: "
-            f"{', '.join(sorted(Stemmer.algorithms()))}"
+            f"{', '.join(sorted(Stemmer.algorithms()))}, or {MINIMAL!r} (plurals only)"
         ) from None
 
 
@@ -63,7 +92,7 @@ class EnglishAnalyzer(Analyzer):
             "stemmer",
             stemmer,
             none="no stemming",
-            note="'auto' or a Snowball language such as 'english'",
+            note="'auto', 'minimal' or a Snowball language such as 'english'",
         )
         if stemmer == AUTO:
             stemmer = default_stemmer()

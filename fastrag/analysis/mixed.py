@@ -152,7 +152,8 @@ class MixedAnalyzer(Analyzer):
     ``stopwords``: ``"default"`` (English + Chinese lists; kana, Thai, Lao, Khmer and Myanmar
     words skip them), None to keep all, or an iterable.
     ``stemmer``: the Snowball language for Latin-script words, ``"auto"`` (the default) being
-    ``"english"`` (None if PyStemmer cannot be imported), or None (no stemming at all);
+    ``"english"`` (None if PyStemmer cannot be imported), ``"minimal"`` (English plurals to
+    the singular only), or None (no stemming at all);
     Cyrillic, Greek and Arabic words are stemmed by their script's language whenever stemming
     is on. ``hmm`` and ``oov_chars`` are ``bm25_chinese``'s options for Han text;
     ``han_search`` (default True) follows each jieba word of three or more characters by the
@@ -187,7 +188,7 @@ class MixedAnalyzer(Analyzer):
             "stemmer",
             stemmer,
             none="no stemming",
-            note="'auto' or a Snowball language such as 'english'",
+            note="'auto', 'minimal' or a Snowball language such as 'english'",
         )
         self.lowercase = check_bool("lowercase", lowercase)
         self.hmm = check_bool("hmm", hmm)
