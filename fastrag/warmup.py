@@ -33,6 +33,7 @@ from fastrag._coldstart import BUSY_EXIT, ENV, cache_dir, mark_ready, marker, us
 from fastrag._kernels import dense_quant, static_embed, store_check
 from fastrag._kernels.topk import topk_rows
 from fastrag.analysis import encode_queries
+from fastrag.analysis.language import text_language
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.errors import ConfigError
 from fastrag.eval.loaders import squad_questions
@@ -100,6 +101,8 @@ def _analysis(log: Callable[[str], None]) -> None:
     )
     ret.mask("n >= 10")
     log("  bm25 (English), splitters, filters")
+    text_language(_EN)  # derives the language model into the cache (language.py)
+    log("  language detection")
 
 
 def _bm25_rank() -> None:
