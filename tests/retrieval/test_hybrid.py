@@ -149,6 +149,18 @@ def test_hybrid_ignores_an_embedder_on_queries_it_cannot_read():
     with pytest.raises(ConfigError, match=r"coverage"):
         fr.Retriever(doc, "root", "hybrid", coverage="yes")
 
+    class BadShare(AsciiReader):
+        hybrid_share = 2.0
+
+    class BadCoverage(AsciiReader):
+        def query_coverage(self, texts):
+            return np.ones(len(texts) + 1)
+
+    for bad, match in ((BadShare(), "hybrid_share must be"), (BadCoverage(), "one finite")):
+        other = fr.Document.from_texts(TEXTS, embed=bad)
+        with pytest.raises(ConfigError, match=match):
+            fr.Retriever(other, "root", "hybrid", topk=3)("store write")
+
 
 def test_hybrid_options_filter_cutoff_and_errors(doc):
     ret = fr.Retriever(doc, "root", "hybrid", topk=4, filter="n >= 4")

@@ -75,9 +75,7 @@ class HybridPath(SearchPath):
         paths = [self.bm25.search(bm25, queries, depth, mask, fused=True)]
         paths += self.dense.search_each(dense, queries, depth, mask, fused=True)
         embedders = [self._embedder(key) for key, _ in dense]
-        weights = opts["weights"] or default_weights(
-            len(dense), [getattr(e, "hybrid_share", None) for e in embedders]
-        )
+        weights = opts["weights"] or default_weights(len(dense), [_share(e) for e in embedders])
         if opts["coverage"]:
             weights = coverage_weights(weights, [_coverage(e, queries) for e in embedders])
         rows, scores, counts = fuse_hits(paths, k, opts["fusion"], weights, opts["rrf_k"])
@@ -88,7 +86,27 @@ class HybridPath(SearchPath):
         return rows, scores, counts
 
 
+def _share(embedder: Any) -> float | None:
+    """The embedder's ``hybrid_share`` (None when it has none)."""
+    share = getattr(embedder, "hybrid_share", None)
+    if share is None:
+        return None
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise ConfigError(
+            f"{type(embedder).__name__}.hybrid_share must be a number in (0, 1], got {share!r}"
+        )
+    return float(share)
+
+
 def _coverage(embedder: Any, queries: Sequence[str]) -> np.ndarray | None:
     """How much of each query ``embedder`` reads (None: all of it)."""
     fn = getattr(embedder, "query_coverage", None)
-    return None if fn is None else np.asarray(fn(list(queries)), dtype=np.float64)
+    if not callable(fn):
+        return None
+    cov = np.asarray(fn(list(queries)), dtype=np.float64)
+    if cov.shape != (len(queries),) or not np.isfinite(cov).all():
+        raise ConfigError(
+            f"{type(embedder).__name__}.query_coverage must give one finite number per query "
+            f"({len(queries)}), got shape {cov.shape}"
+        )
+    return cov
