@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import xxhash
@@ -10,9 +11,6 @@ __all__ = ["checksum_file"]
 
 
 def checksum_file(path: Path) -> str:
-    """xxh3-64 of the file's bytes, read in 4 MiB blocks, as 16 hex digits."""
-    h = xxhash.xxh3_64()
+    """xxh3-64 of the file's bytes, as 16 hex digits."""
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, xxhash.xxh3_64).hexdigest()

@@ -82,11 +82,8 @@ def quantize_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def write_table(
