@@ -189,7 +189,7 @@ def _build_default_index(doc: Document, built: list[str]) -> None:
         return
     if not len(doc.group(group)):
         return
-    Retriever(doc, group, "bm25", topk=1)("index")
+    Retriever(doc, group, "bm25", topk=1).prepare()
 
 
 def _embed_default_group(doc: Document, built: list[str]) -> None:

@@ -16,6 +16,7 @@ import json
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from fastrag.embeddings.named import embedder_record
 from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stored import PACKED_NAMES
+from fastrag.indexes.bm25.stream import count_postings, pack_tokens
 from fastrag.indexes.sparse import SparseIndex, sparse_column
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
 from fastrag.schema import EMBEDDING_PREFIX
@@ -413,28 +415,17 @@ class DerivedData:
             and entry["dir"] not in self._bad_dirs
         ):
             try:
-                arrays, meta = store.read_arrays(key)
-                vocab = decode_vocab(arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets"))
-                index = BM25Index.from_arrays(arrays, meta["index"])
-                index.verify_postings_with(
-                    {
-                        n: (check, int(getattr(arrays[n], "offset", 0)))
-                        for n in ("indices", "data", *PACKED_NAMES)
-                        if n in arrays and (check := store.chunk_check(key, f"{n}.npy")) is not None
-                    }
-                )
-                if index.n_docs != len(g) or index.n_vocab != len(vocab):
-                    raise StoreError(
-                        f"index covers {index.n_docs} nodes and {index.n_vocab} "
-                        f"terms, the group has {len(g)} and the vocabulary "
-                        f"{len(vocab)}"
-                    )
-                return index, vocab
+                return self._load_bm25(g, key)
             except (StoreError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
         with self._stage(f"bm25 index of {g.name!r}", 2) as bar:
             tc = self.tokens(g, analyzer, num_workers)
             bar.update(1)
+            packed = self._pack_in_store(g, key, analyzer, params, tc, entry)
+            if packed is not None:
+                with contextlib.suppress(StoreError, KeyError, ValueError, TypeError):
+                    # the vocabulary in memory is the stored one if this build wrote it
+                    return self._load_bm25(g, key, tc.vocab if packed else None)
             index = BM25Index.build(tc.values, tc.offsets, len(tc.vocab), **params)
             bar.update(1)
         self._count("bm25")
@@ -464,6 +455,77 @@ class DerivedData:
 
         self._persist(write)
         return index, tc.vocab
+
+    def _load_bm25(self, g: NodeGroup, key: str, vocab: dict[str, int] | None = None):
+        """(BM25Index, vocab) of ``key`` as stored (memory-mapped), checked against ``g``;
+        ``vocab``: the stored vocabulary, already in memory (it is not decoded again)."""
+        store = self.doc.store
+        arrays, meta = store.read_arrays(key)
+        if meta.get("fingerprint") != g.fingerprint:
+            raise StoreError(f"the stored index is of another version of group {g.name!r}")
+        vocab_arrays = arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets")
+        if vocab is None:
+            vocab = decode_vocab(*vocab_arrays)
+        index = BM25Index.from_arrays(arrays, meta["index"])
+        index.verify_postings_with(
+            {
+                n: (check, int(getattr(arrays[n], "offset", 0)))
+                for n in ("indices", "data", *PACKED_NAMES)
+                if n in arrays and (check := store.chunk_check(key, f"{n}.npy")) is not None
+            }
+        )
+        if index.n_docs != len(g) or index.n_vocab != len(vocab):
+            raise StoreError(
+                f"index covers {index.n_docs} nodes and {index.n_vocab} "
+                f"terms, the group has {len(g)} and the vocabulary "
+                f"{len(vocab)}"
+            )
+        return index, vocab
+
+    def _pack_in_store(self, g, key: str, analyzer, params: dict, tc, entry) -> bool | None:
+        """Write a large group's BM25 index straight into the store in packed form
+        (``stream.pack_tokens``: bounded memory, the same arrays as packing a whole build).
+        True once written, False when another writer had stored it, None (nothing written)
+        where the index would be kept unpacked, the parameters name global statistics, or
+        the store is not writable."""
+        store = self.doc.store
+        if (
+            store is None
+            or not store.writable
+            or not set(params) <= {"method", "k1", "b", "delta"}
+            or int(tc.offsets[-1] - tc.offsets[0]) < PACK_MIN_POSTINGS
+            or count_postings(tc.values, tc.offsets, len(tc.vocab)) < PACK_MIN_POSTINGS
+        ):
+            return None
+        wrote = []
+
+        def write(txn: Transaction) -> None:
+            cur = txn.manifest["indexes"].get(key)
+            if (
+                cur is not None
+                and cur["meta"].get("fingerprint") == g.fingerprint
+                and (entry is None or cur["dir"] != entry["dir"])
+            ):
+                return  # another writer stored it (and it is not the damaged one we read)
+            meta = {
+                "kind": "bm25",
+                "group": g.name,
+                "fingerprint": g.fingerprint,
+                "analyzer": analyzer.identity(),
+            }
+
+            def files(folder: Path) -> None:
+                meta["index"] = pack_tokens(tc.values, tc.offsets, len(tc.vocab), folder, **params)
+                self._count("bm25")
+                wrote.append(True)
+                vocab_bytes, vocab_offsets = encode_vocab(tc.vocab)
+                np.save(folder / "vocab_bytes.npy", vocab_bytes, allow_pickle=False)
+                np.save(folder / "vocab_offsets.npy", vocab_offsets, allow_pickle=False)
+
+            txn.write_index(key, files, meta)
+
+        self._persist(write)
+        return bool(wrote)
 
     def tokens(self, g: NodeGroup, analyzer, num_workers: int = 0):
         """The group's token ids for ``analyzer`` (a TokenizedCorpus, kept in memory only).
@@ -685,7 +747,19 @@ def _tokenize_column(column: pa.ChunkedArray, analyzer, num_workers: int) -> Tok
         offsets.append(part.offsets[1:] + base)
         base += int(part.offsets[-1])
     return TokenizedCorpus(
-        vocab=vocab,
-        values=np.concatenate(values).astype(np.int32, copy=False),
-        offsets=np.concatenate(offsets),
+        vocab=vocab, values=_join(values, np.int32), offsets=np.concatenate(offsets)
     )
+
+
+def _join(parts: list[np.ndarray], dtype) -> np.ndarray:
+    """``np.concatenate(parts)``, emptying ``parts`` as they are copied: the pages of the
+    result are touched part by part, so memory peaks at the result plus one part, not twice
+    the result."""
+    out = np.empty(sum(len(p) for p in parts), dtype)
+    pos = 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        out[pos : pos + len(part)] = part
+        pos += len(part)
+    return out

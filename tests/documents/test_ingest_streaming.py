@@ -16,9 +16,11 @@ import pytest
 import fastrag as fr
 import fastrag.documents.building as building_mod
 import fastrag.documents.indexes as indexes_mod
+import fastrag.indexes.bm25.stream as stream_mod
 import fastrag.transforms.sentence as sentence_mod
 from fastrag.documents import store as store_mod
 from fastrag.documents.store import Store
+from fastrag.indexes.bm25.stored import FORMAT_PACKED
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,3 +125,38 @@ def test_a_50_mb_log_ingests_with_bounded_memory_into_a_compact_store(tmp_path):
     # README's extras, 814-830 MiB with CI's full install; planning the whole text at once
     # (before issue 42) took 1,418 MiB
     assert peak_mb < 1000, peak_mb
+
+
+def _bm25_files(store: Path) -> tuple[dict, dict[str, bytes]]:
+    st = Store(store, mode="r")
+    (key,) = [k for k in st.manifest["indexes"] if "/bm25/" in k]
+    entry = st.manifest["indexes"][key]
+    folder = store / entry["dir"]
+    return entry["meta"], {f.name: f.read_bytes() for f in sorted(folder.iterdir())}
+
+
+def test_a_large_groups_bm25_index_is_packed_into_the_store_in_pieces(tmp_path, monkeypatch):
+    """The store's packed BM25 index is written from the tokens chunk by chunk
+    (``stream.pack_tokens``; its memory: tests/indexes/test_bm25_stream.py): the same files,
+    byte for byte, as packing the whole index built in memory, and the same results."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 400_000)
+    queries = ["ERROR request_id login", "GET /cart/billing 500", "health took ms"]
+    monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
+    with monkeypatch.context() as m:  # the path it replaces: build whole, then pack
+        m.setattr(indexes_mod.DerivedData, "_pack_in_store", lambda *a: None)
+        whole = _ingest(kb, tmp_path / "whole")
+        want = fr.Retriever(whole, "chunk", "bm25", topk=5).batch_arrow(queries)
+    monkeypatch.setattr(stream_mod, "PACK_TOKENS", 3000)  # many chunks and merge windows
+    pieces = _ingest(kb, tmp_path / "pieces")
+    got = fr.Retriever(pieces, "chunk", "bm25", topk=5).batch_arrow(queries)
+    assert pieces.derived.builds == {"bm25": 1} and whole.derived.builds == {"bm25": 1}
+    assert got.equals(want)
+    meta, files = _bm25_files(tmp_path / "pieces")
+    assert (meta, files) == _bm25_files(tmp_path / "whole")  # byte for byte
+    assert {"blk_word.npy", "words.npy", "vocab_bytes.npy"} <= files.keys()
+    assert meta["index"]["format"] == FORMAT_PACKED and meta["index"]["nnz"] > 50_000
+    # a new process answers the same from the stored index
+    again = fr.Retriever(fr.Document(kb, store=tmp_path / "pieces"), "chunk", "bm25", topk=5)
+    assert again.batch_arrow(queries).equals(want)

@@ -155,3 +155,39 @@ def test_a_running_build_keeps_its_spills(tmp_path):
     assert proc.returncode == 1
     assert "was written by another build meanwhile" in err
     assert _leftovers(tmp_path) == []
+
+
+def test_pack_tokens_writes_the_packed_index_in_bounded_memory(tmp_path, monkeypatch):
+    """``pack_tokens`` (a store's large BM25 index): the arrays of ``to_arrays(packed=True)``
+    of the whole build, while the memory it allocates stays far below the uncompressed
+    postings (8 bytes each) that the whole build holds."""
+    import tracemalloc
+
+    import fastrag.indexes.bm25.stream as stream_mod
+    from fastrag.indexes.bm25.stream import count_postings, pack_tokens
+
+    values, offsets, n_vocab = _zipf(30_000, 20_000, seed=5)
+    nnz = count_postings(values, offsets, n_vocab)
+    assert nnz > 2_000_000
+    monkeypatch.setattr(stream_mod, "PACK_TOKENS", 1 << 15)
+    (tmp_path / "idx").mkdir()
+    tracemalloc.start()
+    try:
+        meta = pack_tokens(values, offsets, n_vocab, tmp_path / "idx", k1=1.2)
+        streamed = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        whole = BM25Index.build(values, offsets, n_vocab, k1=1.2)
+        want = whole.to_arrays(packed=True)
+        built = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert meta == whole.meta(packed=True) and meta["nnz"] == nnz
+    got = {f.stem: np.load(f) for f in (tmp_path / "idx").glob("*.npy")}
+    assert got.keys() == want.keys()
+    for name, arr in want.items():
+        assert got[name].dtype == arr.dtype, name
+        np.testing.assert_array_equal(got[name], arr, err_msg=name)
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == sorted(
+        f"{n}.npy" for n in want
+    )  # no spills, no meta.json, no work folder
+    assert built > 8 * nnz > 4 * streamed, (built, nnz, streamed)

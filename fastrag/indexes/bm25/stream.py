@@ -25,7 +25,13 @@ from filelock import FileLock, Timeout
 from fastrag._kernels.bm25 import build as kb
 from fastrag._kernels.bm25 import codec as kc
 from fastrag.errors import ConfigError, StoreWarning
-from fastrag.indexes.bm25.args import INT32_MAX, check_corpus, check_method, check_params
+from fastrag.indexes.bm25.args import (
+    INT32_MAX,
+    check_corpus,
+    check_method,
+    check_params,
+    raise_bad_token,
+)
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stats import BM25Stats
 from fastrag.indexes.bm25.stored import FORMAT_PACKED
@@ -34,6 +40,9 @@ from fastrag.indexes.bm25.stored import FORMAT_PACKED
 _LOCK = ".building"
 # Postings merged (and encoded) per window: 8 bytes each gathered, plus their weights.
 MERGE_POSTINGS = 1 << 25
+#: Tokens per spilled chunk and postings per merge window of :func:`pack_tokens`: its working
+#: memory is about 40 MiB whatever the corpus's size.
+PACK_TOKENS = 1 << 21
 
 
 def build_packed(
@@ -105,6 +114,63 @@ def build_packed(
         shutil.rmtree(work, ignore_errors=True)
         lock.release()
         Path(lock.lock_file).unlink(missing_ok=True)
+
+
+def count_postings(values: np.ndarray, offsets: np.ndarray, n_vocab: int) -> int:
+    """The number of postings (distinct terms per document, summed) of a token-id corpus."""
+    values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
+    df, bad = kb.count_document_frequencies(values, offsets, n_vocab)
+    raise_bad_token(bad, values, n_vocab)
+    return int(df.sum())
+
+
+def pack_tokens(
+    values: np.ndarray,
+    offsets: np.ndarray,
+    n_vocab: int,
+    folder: str | os.PathLike,
+    *,
+    method: str = "lucene",
+    k1: float = 1.5,
+    b: float = 0.75,
+    delta: float = 0.5,
+) -> dict:
+    """Write the packed index of a token-id corpus held in memory (as :meth:`BM25Index.build`
+    takes it) into the existing folder ``folder``: one ``<name>.npy`` per array of
+    ``to_arrays(packed=True)``, equal to packing ``BM25Index.build`` of the corpus. Built by
+    :func:`build_packed` from chunks of about :data:`PACK_TOKENS` tokens, so the uncompressed
+    index is never held whole. Returns the meta (:meth:`BM25Index.meta` with
+    ``packed=True``)."""
+    folder = Path(folder)
+    values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
+    out = folder / "packed"
+    meta = build_packed(
+        _token_chunks(values, offsets),
+        n_vocab,
+        out,
+        method=method,
+        k1=k1,
+        b=b,
+        delta=delta,
+        merge_postings=PACK_TOKENS,
+    )
+    for f in out.glob("*.npy"):
+        os.replace(f, folder / f.name)
+    (out / "meta.json").unlink()
+    out.rmdir()
+    return meta
+
+
+def _token_chunks(values: np.ndarray, offsets: np.ndarray):
+    """``(values, offsets)`` chunks of whole documents of about :data:`PACK_TOKENS` tokens
+    (offsets into the whole ``values``: nothing is copied)."""
+    n_docs = offsets.shape[0] - 1
+    lo = 0
+    while lo < n_docs:
+        end = int(np.searchsorted(offsets, offsets[lo] + PACK_TOKENS, "right")) - 1
+        hi = min(max(end, lo + 1), n_docs)
+        yield values, offsets[lo : hi + 1]
+        lo = hi
 
 
 def _remove_crashed_builds(folder: Path) -> None:
@@ -245,7 +311,7 @@ def _merge(
             f.close()
     with open(work / "words.npy", "wb") as f, open(work / "words.raw", "rb") as raw:
         _npy_header(f, np.uint32, word0 + 1)
-        shutil.copyfileobj(raw, f, 1 << 24)
+        shutil.copyfileobj(raw, f, 1 << 20)
         f.write(np.uint32(0).tobytes())  # the reader's pad word
     for f in work.iterdir():  # the spills
         if f.suffix in (".bin", ".raw"):
