@@ -40,7 +40,8 @@ from fastrag.errors import ConfigError
 _HAS_ALNUM = re.compile(r"[^\W_]")
 # A token made only of CJK unified ideographs (the characters jieba's HMM works on).
 _ALL_HAN = re.compile("[\u4e00-\u9fd5]+")
-_MAX_CACHE = 2_000_000
+#: Distinct raw tokens whose output tokens an analyzer memoises (a fresh memo when full)
+SPAN_CACHE = 1 << 18
 # Whether segmenter="auto" uses fastrag's numba segmenter (exactly jieba's tokens, faster).
 _AUTO_FAST = True
 
@@ -150,8 +151,8 @@ class ChineseAnalyzer(Analyzer):
             else:
                 new[raw] = () if word in stop else (word,)
         out = [cache[r] if r in cache else new[r] for r in raws]
-        if len(cache) + len(new) > _MAX_CACHE:
-            cache.clear()
+        if len(cache) + len(new) > SPAN_CACHE:  # a fresh dict: a reader of the old one is fine
+            self._cache = cache = {}
         cache.update(new)
         return out
 

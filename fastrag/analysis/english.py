@@ -16,6 +16,8 @@ from fastrag.errors import ConfigError, missing_extra
 _WORD = re.compile(r"\w+")
 
 AUTO = "auto"
+#: Distinct words whose stems an analyzer memoises (a fresh memo when full)
+STEM_CACHE = 1 << 18
 
 
 def default_stemmer() -> str | None:
@@ -124,9 +126,12 @@ class EnglishAnalyzer(Analyzer):
         cache = self._stem_cache
         missing = [w for w in set(words) if w not in cache]
         if missing:
-            if len(cache) > 1_000_000:  # a fresh dict: a thread still reading the old one is fine
+            new = dict(zip(missing, self._stem.stemWords(missing), strict=True))
+            if len(cache) + len(new) > STEM_CACHE:
+                # a fresh dict (a thread reading the old one is unaffected) with these words
+                new.update((w, cache[w]) for w in set(words) if w not in new)
                 self._stem_cache = cache = {}
-            cache.update(zip(missing, self._stem.stemWords(missing), strict=True))
+            cache.update(new)
         return [cache[w] for w in words]
 
     def __call__(self, text: str) -> list[str]:

@@ -81,6 +81,10 @@ _SCRIPT_STEMMERS = (
 # NLTK's 179 English stopwords (Lucene's 33 scored 0.6889 vs 0.6908 nDCG@10 on SciFact test,
 # 0.6945 vs 0.6982 on train) and the Chinese list bm25_chinese uses
 _DEFAULT_LISTS = ("en_nltk", "zh")
+#: Distinct raw spans whose tokens an analyzer memoises (a fresh memo when full), and query
+#: spans whose compound parts it memoises
+SPAN_CACHE = 1 << 18
+QUERY_CACHE = 200_000
 _HAS_ALNUM = re.compile(r"[^\W_]")
 _CJK_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES)
 _HAN_CLASS = f"{chr(HAN_LO)}-{chr(HAN_HI)}"
@@ -310,7 +314,9 @@ class MixedAnalyzer(Analyzer):
                     new[r] = ()
                 else:
                     new[r] = (r,)
-            if len(cache) + len(new) > 2_000_000:
+            if len(cache) + len(new) > SPAN_CACHE:
+                # a fresh dict (a thread reading the old one is unaffected) with this call's spans
+                new.update((r, cache[r]) for r in raws if r not in new)
                 self._cache = cache = {}
             cache.update(new)
         return [cache[r] for r in raws]
@@ -327,7 +333,8 @@ class MixedAnalyzer(Analyzer):
             words = [r for r, t in missing.items() if len(t) == 1 and classes[ord(r[0])] == 1]
             parts = self._compound_parts(words)
             new = {r: (*t, *(p for p in parts.get(r, ()) if p != t[0])) for r, t in missing.items()}
-            if len(cache) + len(new) > 200_000:
+            if len(cache) + len(new) > QUERY_CACHE:
+                new.update((r, cache[r]) for r in raws if r not in new)
                 self._qcache = cache = {}
             cache.update(new)
         return [cache[r] for r in raws]

@@ -1,0 +1,72 @@
+"""The analyzers' memos (span tokens, stems, query compound parts) are replaced by a fresh one
+when full: every text tokenizes as with an unbounded memo, including the spans an earlier
+batch memoised and the call that found the memo full (it raised KeyError before)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import fastrag.analysis.chinese as chinese_mod
+import fastrag.analysis.english as english_mod
+import fastrag.analysis.mixed as mixed_mod
+from fastrag.analysis import get_analyzer, tokenize_corpus
+
+WORDS = (
+    "Datenbankverbindung hochladen running runs runner configured configuration servers "
+    "Passwort ändern Benutzerkonten files filed filing élèves écoles cherche dépôts "
+    "búsqueda archivos обновления пакетов 数据库 连接 上传 文件 配置 服务器 かなカナ 한국어"
+).split()
+
+
+def _batches(seed: int = 4, n: int = 12) -> list[list[str]]:
+    """Batches of texts mixing words every batch repeats with words new in each batch."""
+    rng = random.Random(seed)
+    out = []
+    for b in range(n):
+        fresh = [f"{rng.choice(WORDS)}{b}x{i}" for i in range(40)]
+        out.append([" ".join(rng.sample(WORDS, 8) + rng.sample(fresh, 6)) for _ in range(30)])
+    return out
+
+
+def _corpus(an, batches):
+    """The batches tokenized as a corpus, then each text alone (``an(text)``)."""
+    vocab: dict[str, int] = {}
+    values, offsets = [], []
+    for texts in batches:
+        part = tokenize_corpus(texts, an, vocab=vocab)
+        vocab = part.vocab
+        values.append(part.values.tolist())
+        offsets.append(part.offsets.tolist())
+    return vocab, values, offsets, [an(t) for texts in batches for t in texts]
+
+
+@pytest.mark.parametrize(
+    ("name", "mod", "cap"),
+    [
+        ("bm25", mixed_mod, "SPAN_CACHE"),
+        ("bm25_english", english_mod, "STEM_CACHE"),
+        ("bm25_chinese", chinese_mod, "SPAN_CACHE"),
+    ],
+)
+def test_a_full_memo_is_replaced_without_changing_tokens(monkeypatch, name, mod, cap):
+    batches = _batches()
+    want = _corpus(get_analyzer(name), batches)
+    monkeypatch.setattr(mod, cap, 50)  # far below one batch's distinct spans
+    an = get_analyzer(name)
+    assert _corpus(an, batches) == want
+    memo = {"bm25": "_cache", "bm25_english": "_stem_cache", "bm25_chinese": "_cache"}[name]
+    assert 0 < len(getattr(an, memo)) <= 50 + 30 * 14  # one batch's spans at most
+
+
+def test_a_full_query_memo_is_replaced_without_changing_query_tokens(monkeypatch):
+    queries = [t for b in _batches(seed=7) for t in b[:5]]
+    want = [get_analyzer("bm25").encode_query_chunk(queries[i : i + 10]) for i in range(0, 60, 10)]
+    monkeypatch.setattr(mixed_mod, "QUERY_CACHE", 20)
+    monkeypatch.setattr(mixed_mod, "SPAN_CACHE", 30)
+    an = get_analyzer("bm25")
+    got = [an.encode_query_chunk(queries[i : i + 10]) for i in range(0, 60, 10)]
+    for (v1, i1, o1), (v2, i2, o2) in zip(got, want, strict=True):
+        assert v1 == v2 and i1.tolist() == i2.tolist() and o1.tolist() == o2.tolist()
+    assert len(an._qcache) <= 20 + 10 * 14
