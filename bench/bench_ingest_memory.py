@@ -9,12 +9,15 @@ compiled first (``fastrag warmup``), so no run waits for a compile.
 
 Usage: ``python bench/bench_ingest_memory.py`` (50 MB, 3 repeats), ``--mb 5 --repeats 1``, or
 ``--smoke`` (2 MB, one run).
-Writes ``bench/results/ingest_memory.json`` and ``.md`` (``--name`` to change).
+Writes ``bench/results/ingest_memory.json`` and ``.md`` (``--name`` to change). Run it with the
+Python of the environment to measure: a core install (``pip install -e .``) lacks pandas and
+scipy, which pyarrow and numba import when present.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import statistics
@@ -79,6 +82,9 @@ def main() -> None:
         [sys.executable, "-m", "fastrag.cli", "warmup"], check=True, stdout=subprocess.DEVNULL
     )
     info = machine_info()
+    # installed in this environment, so imported by the ingest: pyarrow imports pandas at its
+    # first array, numba imports scipy's BLAS (neither is a dependency of fastrag)
+    present = {m: importlib.util.find_spec(m) is not None for m in ("pandas", "scipy")}
     runs = [run_ingest(log_dir, work / "store") for _ in range(a.repeats)]
     shutil.rmtree(work / "store", ignore_errors=True)
 
@@ -117,14 +123,25 @@ def main() -> None:
         f"`python bench/bench_ingest_memory.py --mb {a.mb:g} --repeats {a.repeats}`; "
         f"{info['cpu']} ({info['usable_cores']} usable cores), commit {info['commit']}, "
         f"{info['date']}. Median peak RSS {med('peak_rss_mb'):.0f} MiB, store "
-        f"{med('store_bytes') / text_bytes:.2f}x the text, {med('cpu_s'):.1f} CPU s.",
+        f"{med('store_bytes') / text_bytes:.2f}x the text, {med('cpu_s'):.1f} CPU s. "
+        f"Environment: {sys.prefix}; "
+        + ", ".join(f"{m} {'installed' if ok else 'not installed'}" for m, ok in present.items())
+        + " (pyarrow imports pandas at its first array and numba scipy's BLAS when they are "
+        "installed; fastrag's own dependencies pull neither).",
         "",
         markdown_table(
             ["run", "peak RSS MiB", "store bytes", "store / text", "wall s", "CPU s", "load 1 min"],
             rows,
         ),
     ]
-    payload = {"machine": info, "text_bytes": text_bytes, "mb": a.mb, "seed": a.seed, "runs": runs}
+    payload = {
+        "machine": info,
+        "installed": present,
+        "text_bytes": text_bytes,
+        "mb": a.mb,
+        "seed": a.seed,
+        "runs": runs,
+    }
     _, mp = write_results(a.name, payload, "\n".join(md))
     print(mp.read_text())
 
