@@ -67,11 +67,12 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=50.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--name", default="ingest_memory")
+    ap.add_argument("--name", default=None, help="results name (default: ingest_memory[_smoke])")
     ap.add_argument("--smoke", action="store_true", help="2 MB, one run (CI)")
     a = ap.parse_args()
     if a.smoke:
-        a.mb, a.repeats, a.name = 2.0, 1, "ingest_memory_smoke"
+        a.mb, a.repeats = 2.0, 1
+    a.name = a.name or ("ingest_memory_smoke" if a.smoke else "ingest_memory")
     work = WORK_DIR / "ingest_memory"
     log_dir = work / f"log_{a.mb:g}mb_s{a.seed}"
     log = log_dir / "server.log"
