@@ -1,8 +1,8 @@
 """Crash a writer at every os.replace / os.fsync / os.unlink of the writes that
 test_store_crash.py does not cover: the first dense query (vectors segment), the first HNSW
-query (index folder), add + delete followed by BM25, flat and HNSW queries (incremental vector
-and HNSW updates), an add that compacts segments, and reopening a store built from files after
-the files changed. After each kill:
+query (index folder), a BM25 index packed from the tokens in pieces, add + delete followed by
+BM25, flat and HNSW queries (incremental vector and HNSW updates), an add that compacts
+segments, and reopening a store built from files after the files changed. After each kill:
 
 * a reader (``mode="r"``) sees the state before or after the operation and changes nothing on
   disk (file names, sizes and mtimes are the same before and after it), with no StoreWarning;
@@ -29,6 +29,7 @@ from store_probe import CHILD_PRELUDE
 import fastrag as fr
 from fastrag.documents.store import LOCK, Store
 from fastrag.errors import StoreWarning
+from fastrag.indexes.bm25.stored import FORMAT_PACKED
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [f"doc {i} cat dog\nline two {i} bird" for i in range(18)]
@@ -56,6 +57,16 @@ OPS = {
     """),
     "compact": "d = fr.Document(store=st); d.add([NEW]); query(d, [('bm25', 'default')])",
     "reread": "query(fr.Document(kb, store=st), [('bm25', 'default')])",
+    # a BM25 index packed into the store from the tokens (stream.pack_tokens), in many chunks
+    "packed": textwrap.dedent("""
+        import fastrag.documents.indexes as _ix, fastrag.indexes.bm25.stream as _bs
+        _saved = _ix.PACK_MIN_POSTINGS, _bs.PACK_TOKENS
+        _ix.PACK_MIN_POSTINGS, _bs.PACK_TOKENS = 1, 16
+        try:
+            query(fr.Document(store=st), [('bm25', 'default')])
+        finally:
+            _ix.PACK_MIN_POSTINGS, _bs.PACK_TOKENS = _saved
+    """),
 }
 
 # For each planned case: copy the template store, fork a writer that dies with os._exit(137)
@@ -198,6 +209,10 @@ def templates(tmp_path_factory):
     kb.mkdir()
     for i in range(5):
         (kb / f"f{i}.txt").write_text(f"file {i} cat\nline {i} bird two")
+    t["packed"] = base / "t-packed"  # roots and the line group, no index
+    doc = fr.Document.from_texts(TEXTS, store=t["packed"])
+    doc.create_node_group("line", transform=LINE)
+    doc.group("line")
     t["reread"] = base / "t-reread"
     query(fr.Document(kb, store=t["reread"]), [("bm25", "default")])
     time.sleep(0.01)
@@ -209,7 +224,7 @@ def templates(tmp_path_factory):
 
 def expected_states(op: str, template: Path, kb: Path) -> list[list[str]]:
     before = committed_roots(template)
-    if op in ("dense", "hnsw"):
+    if op in ("dense", "hnsw", "packed"):
         return [before]
     if op == "update":
         added = before + [NEW]
@@ -240,6 +255,8 @@ def test_kill_at_every_replace_fsync_unlink(templates):
         }
 
     counts = run_server([item(op, "none", 0) for op in OPS])
+    packed = Store(base / "packed-none-0", mode="r").manifest["indexes"]
+    assert [e["meta"]["index"]["format"] for e in packed.values()] == [FORMAT_PACKED]
     plan = []
     for c in counts:
         assert c["exit"] == 0 and c["calls"]["replace"] >= 1, c
