@@ -126,6 +126,8 @@ def _build_rows(
     if store is not None and store.writable:
         new_rows = table if dropped is None else table.slice(keep.num_rows)
         group.segments = _persist_group(store, d, group, old, dropped, new_rows)
+    if store is not None:  # the parent's texts were read whole: their pages may go
+        store.release_pages()
     return group
 
 

@@ -49,6 +49,7 @@ from fastrag.documents.chunksums import ChunkCheck, file_digests
 from fastrag.documents.storecheck import check_json_objects, check_offsets, manifest_problems
 from fastrag.documents.storeio import (
     TMP_PREFIX,
+    FileMaps,
     atomic_write_bytes,
     fsync_dir,
     os_errors,
@@ -148,6 +149,7 @@ class Store:
                 stacklevel=3,
             )
         self._verified: set[tuple[str, str]] = set()
+        self._maps = FileMaps()
         if not (self.path / MANIFEST).exists() and any(
             (self.path / sub).is_dir() and any((self.path / sub).iterdir())
             for sub in (DATA, INDEXES)
@@ -369,7 +371,7 @@ class Store:
     def _read_segment(self, seg: dict, schema: pa.Schema | None = None) -> pa.Table:
         path = self.check_file(seg["file"], seg)
         try:
-            table = ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+            table = ipc.open_file(pa.BufferReader(self._maps.open(path))).read_all()
             if schema is not None and not table.schema.equals(schema):
                 raise ValueError(f"schema {table.schema} is not the expected {schema}")
             table.validate()  # buffer sizes agree with lengths and types (cheap)
@@ -410,6 +412,11 @@ class Store:
                 f"{seg['rows']}: it is damaged"
             )
         return table
+
+    def release_pages(self) -> int:
+        """Drop this process's resident pages of the segments it has memory-mapped (they are
+        read-only: nothing is lost, a later read maps them again); returns the bytes mapped."""
+        return self._maps.release()
 
     def index_folder(self, key: str, *, full: bool | None = None) -> tuple[Path, dict] | None:
         """(folder, meta) of a derived index after checking its files, or None."""

@@ -5,18 +5,54 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import shutil
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import xxhash
 
 from fastrag.errors import StoreError, StoreIOError
 
 TMP_PREFIX = ".tmp-"
+
+
+class FileMaps:
+    """Read-only memory maps of a store's files as Arrow buffers, whose resident pages can be
+    dropped from the process once read (a later read maps them again from the page cache)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+
+    def open(self, path: Path) -> pa.Buffer:
+        """The bytes of ``path``, memory-mapped read-only (empty files read as no bytes)."""
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return pa.py_buffer(b"")
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        with self._lock:
+            self._maps.add(mm)
+        return pa.py_buffer(mm)
+
+    def release(self) -> int:
+        """Drop this process's resident pages of every live map (MADV_DONTNEED: the maps are
+        read-only, so nothing is lost); returns the bytes mapped (0 where madvise lacks it)."""
+        if not hasattr(mmap, "MADV_DONTNEED"):
+            return 0
+        with self._lock:
+            maps = list(self._maps)
+        total = 0
+        for mm in maps:
+            with contextlib.suppress(ValueError, OSError):  # closed meanwhile
+                mm.madvise(mmap.MADV_DONTNEED)
+                total += len(mm)
+        return total
 
 
 def fsync_dir(path: Path) -> None:

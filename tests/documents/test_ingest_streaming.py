@@ -5,9 +5,11 @@ path; a 50 MB log ingests under a memory bound into a store under twice its text
 
 from __future__ import annotations
 
+import mmap
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -160,3 +162,67 @@ def test_a_large_groups_bm25_index_is_packed_into_the_store_in_pieces(tmp_path, 
     # a new process answers the same from the stored index
     again = fr.Retriever(fr.Document(kb, store=tmp_path / "pieces"), "chunk", "bm25", topk=5)
     assert again.batch_arrow(queries).equals(want)
+
+
+def _resident(path: Path) -> int | None:
+    """KiB of ``path``'s maps resident in this process (None when it is not mapped)."""
+    total, mine = None, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            mine = line.endswith(str(path))
+        elif mine and head[0] == "Rss:":
+            total = (total or 0) + int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc")
+def test_a_parents_mapped_pages_are_released_once_a_group_is_built(tmp_path):
+    """A child group is built from its parent's texts, read from memory-mapped segments; once
+    built, those pages leave the process (Store.release_pages) and the texts still read the
+    same, byte for byte."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 3_000_000)
+    fr.Document(kb, store=tmp_path / "st").group("root")  # the store holds the root
+    doc = fr.Document(kb, store=tmp_path / "st")
+    (seg,) = Store(tmp_path / "st", mode="r").manifest["groups"]["root"]["segments"]
+    path = (tmp_path / "st" / seg["file"]).resolve()
+    text = doc.group("root").texts()[0]
+    assert _resident(path) > 2_000  # KiB: the text was read from the map
+    doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
+    assert len(doc.group("chunk")) > 1000
+    assert _resident(path) < 200
+    assert doc.group("root").texts()[0] == text == (kb / "server.log").read_text()
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MADV_DONTNEED"), reason="needs madvise(MADV_DONTNEED)")
+def test_pages_released_while_threads_read_them_read_the_same(tmp_path):
+    """Store.release_pages while other threads read the mapped texts: every read is whole."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 1_000_000)
+    fr.Document(kb, store=tmp_path / "st").group("root")
+    doc = fr.Document(kb, store=tmp_path / "st", mode="r")
+    want = (kb / "server.log").read_text()
+    table = doc.group("root").table
+    stop, bad, reads = threading.Event(), [], [0]
+
+    def reader():
+        while not stop.is_set():
+            if table.column("text")[0].as_py() != want:
+                bad.append(1)
+            reads[0] += 1
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    released = 0
+    try:
+        for _ in range(200):
+            released += doc.store.release_pages()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert released >= 200 * 1_000_000 and reads[0] > 0 and bad == []
