@@ -41,7 +41,8 @@ _LOCK = ".building"
 # Postings merged (and encoded) per window: 8 bytes each gathered, plus their weights.
 MERGE_POSTINGS = 1 << 25
 #: Tokens per spilled chunk and postings per merge window of :func:`pack_tokens`: its working
-#: memory is about 40 MiB whatever the corpus's size.
+#: memory is one chunk's and one window's postings, whatever the corpus's size (31 MiB measured
+#: at 7.9M postings, tests/indexes/test_bm25_stream.py), plus arrays of 8 bytes a term.
 PACK_TOKENS = 1 << 21
 
 
