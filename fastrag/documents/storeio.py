@@ -30,6 +30,9 @@ class FileMaps:
         self._lock = threading.Lock()
         self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
 
+    def __reduce__(self) -> tuple:
+        return (FileMaps, ())  # a copy in another process maps its own files
+
     def open(self, path: Path) -> pa.Buffer:
         """The bytes of ``path``, memory-mapped read-only (empty files read as no bytes)."""
         with open(path, "rb") as f:

@@ -226,3 +226,20 @@ def test_pages_released_while_threads_read_them_read_the_same(tmp_path):
         for t in threads:
             t.join()
     assert released >= 200 * 1_000_000 and reads[0] > 0 and bad == []
+
+
+def test_a_store_with_mapped_segments_pickles(tmp_path):
+    """A Store that has mapped segments still pickles (to worker processes); the copy maps its
+    own."""
+    import pickle
+
+    doc = fr.Document.from_texts(["alpha beta", "gamma delta"], store=tmp_path / "st")
+    store = Store(tmp_path / "st", mode="r")
+    segs = store.manifest["groups"]["root"]["segments"]
+    want = store.read_segments(segs)
+    copy = pickle.loads(pickle.dumps(store))
+    got = copy.read_segments(segs)
+    assert got.equals(want)
+    if hasattr(mmap, "MADV_DONTNEED"):  # while the tables live, each store holds its maps
+        assert copy.release_pages() > 0 and store.release_pages() > 0
+    assert [n.text for n in doc.group("root")] == ["alpha beta", "gamma delta"]
