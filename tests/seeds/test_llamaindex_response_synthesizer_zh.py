@@ -31,6 +31,12 @@ def _counter_model(prefix: str = "answer"):
     return reply
 
 
+def _chunk_model(messages: list[dict]) -> str:
+    """A model answering ``answer1`` to a prompt that holds "text one", else ``answer2``: the
+    same answers whatever order concurrent calls arrive in."""
+    return "answer1" if "text one" in messages[-1]["content"] else "answer2"
+
+
 # -- 使用模式: a standalone synthesizer, then in a query engine --
 def test_standalone_synthesizer_response_mode_compact(server, settings_llm):
     # response_synthesizer = get_response_synthesizer(response_mode=ResponseMode.COMPACT)
@@ -345,7 +351,8 @@ def test_the_listed_response_modes_run_as_described(server, llm):
     assert _listed_modes() == list(LISTED_CALLS)
     for mode in _listed_modes():
         server.reset()
-        server.reply = _counter_model()
+        # accumulate asks both chunks at once: its calls may arrive in either order
+        server.reply = _chunk_model if mode == "accumulate" else _counter_model()
         syn = fr.get_response_synthesizer(response_mode=mode, llm=llm)
         nodes = [fr.Node(text="text one"), fr.Node(text="text two")]
         response = syn.synthesize("query text", nodes=nodes)
