@@ -431,26 +431,15 @@ class DerivedData:
         self._count("bm25")
 
         def write(txn: Transaction) -> None:
-            cur = txn.manifest["indexes"].get(key)
-            if (
-                cur is not None
-                and cur["meta"].get("fingerprint") == g.fingerprint
-                and (entry is None or cur["dir"] != entry["dir"])
-            ):
-                return  # another writer stored it (and it is not the damaged one we read)
+            if _stored_meanwhile(txn, key, g, entry):
+                return
             packed = index.indices.shape[0] >= PACK_MIN_POSTINGS
             arrays = dict(index.to_arrays(packed=packed))
             arrays["vocab_bytes"], arrays["vocab_offsets"] = encode_vocab(tc.vocab)
             txn.write_arrays(
                 key,
                 arrays,
-                {
-                    "kind": "bm25",
-                    "group": g.name,
-                    "fingerprint": g.fingerprint,
-                    "analyzer": analyzer.identity(),
-                    "index": index.meta(packed=packed),
-                },
+                {**_bm25_meta(g, analyzer), "index": index.meta(packed=packed)},
             )
 
         self._persist(write)
@@ -500,19 +489,9 @@ class DerivedData:
         wrote = []
 
         def write(txn: Transaction) -> None:
-            cur = txn.manifest["indexes"].get(key)
-            if (
-                cur is not None
-                and cur["meta"].get("fingerprint") == g.fingerprint
-                and (entry is None or cur["dir"] != entry["dir"])
-            ):
-                return  # another writer stored it (and it is not the damaged one we read)
-            meta = {
-                "kind": "bm25",
-                "group": g.name,
-                "fingerprint": g.fingerprint,
-                "analyzer": analyzer.identity(),
-            }
+            if _stored_meanwhile(txn, key, g, entry):
+                return
+            meta = _bm25_meta(g, analyzer)
 
             def files(folder: Path) -> None:
                 meta["index"] = pack_tokens(tc.values, tc.offsets, len(tc.vocab), folder, **params)
@@ -716,6 +695,27 @@ def _merge_tokens(old, pos: np.ndarray, new_rows: np.ndarray, fresh, corpus_cls)
         within = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
         values[np.repeat(offsets[rows], n) + within] = src_values[np.repeat(src_start, n) + within]
     return corpus_cls(vocab=vocab, values=values, offsets=offsets)
+
+
+def _stored_meanwhile(txn: Transaction, key: str, g: NodeGroup, entry: dict | None) -> bool:
+    """Whether another writer stored index ``key`` of this version of ``g`` (and it is not
+    the damaged ``entry`` this process read)."""
+    cur = txn.manifest["indexes"].get(key)
+    return (
+        cur is not None
+        and cur["meta"].get("fingerprint") == g.fingerprint
+        and (entry is None or cur["dir"] != entry["dir"])
+    )
+
+
+def _bm25_meta(g: NodeGroup, analyzer: Any) -> dict:
+    """The stored meta of a BM25 index of ``g``, but its ``index`` entry."""
+    return {
+        "kind": "bm25",
+        "group": g.name,
+        "fingerprint": g.fingerprint,
+        "analyzer": analyzer.identity(),
+    }
 
 
 def _files(entry: dict | None) -> list[str] | None:
