@@ -239,3 +239,21 @@ def test_pack_tokens_memory_is_one_chunk_not_the_index(tmp_path):
     nnz = peaks["stream"]["nnz"]
     assert nnz > 7_000_000
     assert peaks["stream"]["peak"] < 48 << 20 < 8 * nnz < peaks["whole"]["peak"], peaks
+
+
+def test_pack_tokens_and_count_postings_reject_bad_input(tmp_path):
+    from fastrag.indexes.bm25.stream import count_postings, pack_tokens
+
+    values, offsets, n_vocab = _zipf(50, 100)
+    bad = values.copy()
+    bad[3] = n_vocab
+    with pytest.raises(ConfigError, match="outside the vocabulary"):
+        count_postings(bad, offsets, n_vocab)
+    with pytest.raises(ConfigError, match="n_vocab"):
+        count_postings(values, offsets, 0)
+    (tmp_path / "idx").mkdir()
+    with pytest.raises(ConfigError, match="method"):
+        pack_tokens(values, offsets, n_vocab, tmp_path / "idx", method="tfidf")
+    with pytest.raises(ConfigError, match="outside the vocabulary"):
+        pack_tokens(bad, offsets, n_vocab, tmp_path / "idx")
+    assert list((tmp_path / "idx").iterdir()) == []  # nothing half-written
