@@ -73,10 +73,11 @@ def run(style, kern, index, qv, qo, strategy, mask, cutoff, threads):
         flt, out = (mask, has_mask, cut, has_cut), (rows, scores, counts)
         if threads == 1:
             kern.search_batch_serial(
-                ix, heads, (qv, qo), K, flt, code, (acc[0], pos[0], touched[0]), out
+                ix, heads, (qv, qo), K, flt, (code, 0), (acc[0], pos[0], touched[0]), out
             )
         else:
-            kern.search_batch_parallel(ix, heads, (qv, qo), K, flt, code, (acc, pos, touched), out)
+            plan = (code, 0)
+            kern.search_batch_parallel(ix, heads, (qv, qo), K, flt, plan, (acc, pos, touched), out)
     else:
         lz, *arrays = ix
         common = (*arrays, qv, qo, K, mask, has_mask, cut, has_cut, code)

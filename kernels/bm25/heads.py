@@ -369,14 +369,18 @@ def head_admit(
     bar,
     base,
     base32,
+    win,
 ):
-    """Admit as new rows the documents of head entries from ``j0`` on (heaviest first) whose
-    weight plus ``rest_b`` (the later terms' bounds and the base) can still reach ``theta``;
-    rows already touched are skipped (they got this term from their own lookup), and so are
-    dropped rows still in the heap. Returns ``(nt, n_heap, bar)``."""
+    """Admit as new rows the documents of head entries from ``j0`` on (heaviest first) in the
+    window of rows ``win = (w0, w1)`` whose weight plus ``rest_b`` (the later terms' bounds and
+    the base) can still reach ``theta``; rows already touched are skipped (they got this term
+    from their own lookup), and so are dropped rows still in the heap. Returns
+    ``(nt, n_heap, bar)``."""
     head_doc, head_w, j0, j1 = head
     acc, pos, touched = scratch
     heap_s, heap_d = heap
+    w0 = np.uint32(win[0])
+    w1 = np.uint32(win[1])
     last = j1 - 1
     j = j0
     while j < j1:
@@ -388,7 +392,7 @@ def head_admit(
         prefetch(pos, dn)
         d = np.uint32(head_doc[j])
         j += 1
-        if has_mask and not mask[d]:
+        if d < w0 or d >= w1 or (has_mask and not mask[d]):
             continue
         if acc[d] != 0.0 or pos[d] >= 0:
             continue

@@ -1,7 +1,9 @@
 """The ``touched`` and ``maxscore`` strategies of BM25 search (see :mod:`.search`): the
 query's terms in decreasing order of their upper bound, each added to the accumulator by the
 step that suits it (admitting new rows, or adding to the candidates by scan, galloping search
-or rank directory), with the current top rows completed early to raise the bar.
+or rank directory), with the current top rows completed early to raise the bar. On a large
+corpus ``maxscore`` runs over one window of rows at a time, each window starting with the bar
+of the earlier ones.
 
 Hot loops stay free of data-dependent branches and calls where they can (a new row is appended
 by bumping a counter; rows above the heap's bar are queued and offered in bursts), live in small
@@ -37,6 +39,9 @@ _PF_GALLOP = 4
 _QUEUE = 64
 # Complete the current top rows early (a true k-th score to prune with) when k is at most this.
 _SEED_MAX_K = 100
+# ``maxscore``'s automatic window: this many rows (4 MiB of accumulator), on corpora of at least
+# two of them.
+_WINDOW = 1 << 20
 # Finish a remaining posting list by galloping search when candidates * this < its length.
 _GALLOP_FACTOR = 12
 # ... or, for a term with a rank directory, by rank lookups when candidates * this < its
@@ -45,17 +50,18 @@ _RANK_FACTOR = 4
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _seed_heap_rows(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff):
+def _seed_heap_rows(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff, win):
     """:func:`_seed_body`, without decoding when the remaining terms are all decoded."""
+    args = (query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff, win)
     if plain_terms(postings[0], query[0], done, query[3]):
-        postings = (None, postings[1], postings[2], postings[3])
-        return _seed_body(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff)
-    return _seed_body(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff)
+        return _seed_body((None, postings[1], postings[2], postings[3]), *args)
+    return _seed_body(postings, *args)
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _seed_body(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff):
-    """Complete the full score of the rows now in the heap that are not seeds yet: their
+def _seed_body(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed, k_eff, win):
+    """Complete the full score of the rows now in the heap that are not seeds yet and lie in
+    the window ``win = (w0, w1)`` (rows of earlier windows are complete already): their
     partial sum over the first ``done`` terms (``acc``) plus the remaining terms, found by
     galloping from an interpolated guess in each posting list (all guesses prefetched first).
     Return ``(n_seed, theta_seed)``: ``theta_seed`` is the k-th best full score among the seeds
@@ -77,10 +83,13 @@ def _seed_body(postings, query, done, acc, base32, heap_d, n_heap, seeds, n_seed
                 prefetch(data, g)
                 prefetch(indices, max(g - 16, lo))
                 prefetch(indices, min(g + 16, hi - 1))
+    w0, w1 = win
     for h in range(n_heap):
         if n_seed == cap:
             break
         d = heap_d[h]
+        if d < w0 or d >= w1:
+            continue
         known = False
         for s in range(n_seed):
             if seed_rows[s] == d:
@@ -239,10 +248,10 @@ def _prune(acc, touched, nt, r, theta, live, has_live):
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def _gallop_term(
-    postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32
+    postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32, span
 ):
     """:func:`_gallop_body`, without decoding when term ``t`` is all decoded."""
-    args = (t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32)
+    args = (t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32, span)
     if plain_term(postings[0], t):
         return _gallop_body((None, postings[1], postings[2], postings[3]), *args)
     return _gallop_body(postings, *args)
@@ -250,16 +259,16 @@ def _gallop_term(
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True, _nrt=False)
 def _gallop_body(
-    postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32
+    postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32, span
 ):
     """Add the postings ``[start, end)`` of the rows ``touched[:nt]`` (ascending), found by
-    interpolated galloping search. Returns ``(n_heap, bar)``."""
+    interpolated galloping search (the postings span ``span`` rows). Returns
+    ``(n_heap, bar)``."""
     lz, indptr, indices, data = postings
     acc, pos, touched = scratch
     heap_s, heap_d = heap
-    n_docs = acc.shape[0]
     p = start
-    dens = (end - start) / n_docs  # postings per row
+    dens = (end - start) / span  # postings per row
     last = np.uint64(nt - 1)
     pf = np.uint64(_PF_GALLOP)
     if start < end:
@@ -309,19 +318,22 @@ def _candidates_term(
     bar,
     base,
     base32,
+    win,
 ):
-    """Add term ``t``'s postings ``[start, end)`` to the ``nt > 0`` candidates ``touched[:nt]``.
-    A long list is scanned (against the bitmap ``live``, built on first need); when candidates
-    are few, they are looked up in it by rank directory or galloping search (rows sorted once,
-    by radix sort). Returns ``(n_heap, bar, is_sorted, has_live, live)``."""
+    """Add term ``t``'s postings ``[start, end)`` (those of the rows of the window
+    ``win = (w0, w1)``) to the ``nt > 0`` candidates ``touched[:nt]``. A long list is scanned
+    (against the bitmap ``live``, built on first need); when candidates are few, they are
+    looked up in it by rank directory or galloping search (rows sorted once, by radix sort).
+    Returns ``(n_heap, bar, is_sorted, has_live, live)``."""
     acc, pos, touched = scratch
     n_docs = acc.shape[0]
+    w0, w1 = win
     slot = heads[0][t] if has_rank else -1
     if slot >= 0 and nt * _RANK_FACTOR < end - start:
         n_heap, bar = rank_term(
             postings,
             t,
-            start,
+            postings[1][t],  # the directory counts from the term's first posting
             w_mult,
             scratch,
             nt,
@@ -338,11 +350,28 @@ def _candidates_term(
             sort_rows(touched, nt, n_docs)
             is_sorted = True
         n_heap, bar = _gallop_term(
-            postings, t, start, end, w_mult, scratch, nt, heap, n_heap, k_eff, bar, base, base32
+            postings,
+            t,
+            start,
+            end,
+            w_mult,
+            scratch,
+            nt,
+            heap,
+            n_heap,
+            k_eff,
+            bar,
+            base,
+            base32,
+            max(w1 - w0, 1),
         )
     else:
         if not has_live:
-            live = np.zeros((n_docs + 63) >> 6, np.uint64)
+            # One bitmap per search; a build clears the words of its window only.
+            if live.shape[0] == 0:
+                live = np.zeros((n_docs + 63) >> 6, np.uint64)
+            else:
+                live[w0 >> 6 : (w1 + 63) >> 6] = 0
             for j in range(nt):
                 d = touched[j]
                 live[d >> 6] |= np.uint64(1) << np.uint64(d & 63)
@@ -368,42 +397,132 @@ def search_pruned(
     base,
     has_rank,
     heads,
+    window,
 ):
     """The ``touched`` strategy, or ``maxscore`` when ``maxscore`` is True, over the ``m``
     query terms ``o_terms`` (decreasing upper bound, with multiplicities ``o_mult``;
     ``rest[i]``: the sum of the bounds of terms ``i..``) into the empty heap
     ``heap_s``/``heap_d``. Returns the heap size; ``acc`` is all zero again. The tuples are
-    those of :mod:`.search` (``query = (o_terms, o_mult, rest, m)``)."""
+    those of :mod:`.search` (``query = (o_terms, o_mult, rest, m)``).
+
+    ``maxscore`` searches ``window`` rows at a time (0: ``_WINDOW`` rows on a corpus of at
+    least two such windows, else all rows at once), the heap and the bars carried from one
+    window to the next: each window's rows are complete when it ends, so a later window starts
+    with the bar of all the earlier ones (fewer of its terms are admitted), and its
+    accumulator rows stay in cache."""
+    indptr = postings[1]
+    o_terms, _, rest, m = query
+    n_docs = scratch[0].shape[0]
+    heap_s = heap[0]
+    seeding = maxscore and k_eff <= _SEED_MAX_K
+    n_seed_cap = 4 * k_eff if seeding else 1
+    seeds = (np.empty(n_seed_cap, np.int64), np.empty(n_seed_cap, np.float64))
+    top_s = np.empty(k_eff if seeding else 1, np.float64)
+    if window <= 0:
+        window = _WINDOW if n_docs >= 2 * _WINDOW else n_docs
+    if not maxscore:
+        window = n_docs
+    starts = np.empty(m, np.int64)
+    ends = np.empty(m, np.int64)
+    for oi in range(m):
+        starts[oi] = indptr[o_terms[oi]]
+    state = (np.int64(0), np.int64(0), -np.inf, -np.inf)
+    live = np.zeros(0, np.uint64)
+    for w0 in range(0, n_docs, window):
+        w1 = min(w0 + window, n_docs)
+        if w0 > 0:
+            n_heap, _, theta_seed, theta_head = state
+            theta = final_bar(theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff)
+            if (rest[0] + base) * BOUND_SLACK < theta:
+                break  # no row of a later window can reach the top-k
+        _window_ends(postings, o_terms, m, starts, ends, w0, w1, n_docs)
+        state, live = _search_window(
+            postings,
+            query,
+            (starts, ends),
+            (w0, w1),
+            maxscore,
+            mask,
+            has_mask,
+            theta_floor,
+            scratch,
+            heap,
+            k_eff,
+            base,
+            has_rank,
+            heads,
+            (seeds, top_s, live),
+            state,
+        )
+        for oi in range(m):
+            starts[oi] = ends[oi]
+    return state[0]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _window_ends(postings, o_terms, m, starts, ends, w0, w1, n_docs):
+    """``ends[i]``: the first posting of term ``o_terms[i]`` from ``starts[i]`` on whose row is
+    ``>= w1`` (the window ``[w0, w1)`` starts at ``starts[i]``)."""
+    lz, indptr, indices = postings[0], postings[1], postings[2]
+    for oi in range(m):
+        t = o_terms[oi]
+        hi = indptr[t + 1]
+        if w1 == n_docs:
+            ends[oi] = hi
+        else:
+            lo = starts[oi]
+            g = lo + int((w1 - w0) * ((hi - indptr[t]) / n_docs))
+            ends[oi] = find(lz, indptr, indices, t, lo, hi, w1, g)
+
+
+@njit(cache=True, fastmath=FASTMATH, nogil=True)
+def _search_window(
+    postings,
+    query,
+    ranges,
+    win,
+    maxscore,
+    mask,
+    has_mask,
+    theta_floor,
+    scratch,
+    heap,
+    k_eff,
+    base,
+    has_rank,
+    heads,
+    bufs,
+    state,
+):
+    """:func:`search_pruned` over the rows ``win = (w0, w1)``, whose postings of term
+    ``o_terms[i]`` are ``[starts[i], ends[i])`` (``ranges``). ``state = (n_heap, n_seed,
+    theta_seed, theta_head)`` comes from the earlier windows and is returned with the bitmap
+    ``live``; the window's ``acc`` rows are all zero again."""
     indptr = postings[1]
     o_terms, o_mult, rest, m = query
+    starts, ends = ranges
     acc, pos, touched = scratch
     heap_s, heap_d = heap
     rank_slot, rank_dir, head_ptr, head_doc, head_w = heads
+    seeds, top_s, live = bufs
+    n_heap, n_seed, theta_seed, theta_head = state
     base32 = np.float32(base)
-    n_heap = np.int64(0)
     seeding = maxscore and k_eff <= _SEED_MAX_K
-    n_seed_cap = 4 * k_eff if seeding else 1
-    seed_rows = np.empty(n_seed_cap, np.int64)
-    seed_full = np.empty(n_seed_cap, np.float64)
-    n_seed = np.int64(0)
-    theta_seed = -np.inf
-    theta_head = -np.inf
-    top_s = np.empty(k_eff if seeding else 1, np.float64)
+    n_seed_cap = seeds[0].shape[0]
     has_heads = seeding and has_rank and head_ptr.shape[0] > 0 and head_w.shape[0] > 0
     j0 = 0
     j1 = 0
     rest_b = 0.0
     nt = np.int64(0)
-    bar = np.float32(0.0)
+    bar = offer_bar(heap_s, n_heap, k_eff, base)
     stopped = np.bool_(False)
     is_sorted = np.bool_(False)
     has_live = np.bool_(False)
-    live = np.zeros(0, np.uint64)
     for oi in range(m):
         t = o_terms[oi]
         w_mult = o_mult[oi]
-        start = indptr[t]
-        end = indptr[t + 1]
+        start = starts[oi]
+        end = ends[oi]
         theta = final_bar(theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff)
         if maxscore and not stopped and (rest[oi] + base) * BOUND_SLACK < theta:
             # No untouched row can reach the top-k any more: from here on, only the
@@ -452,6 +571,7 @@ def search_pruned(
                     bar,
                     base,
                     base32,
+                    win,
                 )
             if use_head:
                 theta = final_bar(theta_floor, max(theta_seed, theta_head), heap_s, n_heap, k_eff)
@@ -472,6 +592,7 @@ def search_pruned(
                     bar,
                     base,
                     base32,
+                    win,
                 )
                 if nt_new > nt:
                     is_sorted = False
@@ -507,10 +628,11 @@ def search_pruned(
                 base32,
                 heap_d,
                 n_heap,
-                (seed_rows, seed_full),
+                seeds,
                 n_seed,
                 k_eff,
+                win,
             )
     for j in range(nt):
         acc[touched[j]] = 0.0
-    return n_heap
+    return (n_heap, n_seed, theta_seed, theta_head), live

@@ -39,6 +39,8 @@ The kernels take their arrays in tuples, unpacked on their first line:
 * ``heads = (rank_slot, rank_dir, head_ptr, head_doc, head_w)``: rank directories and impact
   heads (:mod:`.heads`; empty arrays for none).
 * ``flt = (mask, has_mask, cutoff, has_cutoff)``: which rows and scores a hit may have.
+* ``plan = (strategy, window)``: a ``STRATEGY_*`` code, and the rows per window of ``maxscore``
+  (0: chosen by corpus size, see :func:`.maxscore.search_pruned`).
 * ``scratch = (acc, pos, touched)``: float32 ``[n_docs]`` all 0, int32 ``[n_docs]`` all -1,
   int32 ``[n_docs + 1]``; a batch kernel's parallel twin takes one row per slot.
 * ``heap = (heap_s, heap_d)``: ``[>= min(k, n_docs)]``; ``queries = (q_values, q_offsets)``;
@@ -189,7 +191,7 @@ def _write_hits(heap_s, heap_d, pos, n_heap, cutoff, has_cutoff, out_rows, out_s
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def search_one(ix, heads, q_terms, k, flt, strategy, scratch, heap, out_rows, out_scores):
+def search_one(ix, heads, q_terms, k, flt, plan, scratch, heap, out_rows, out_scores):
     """Exact top-``k`` of one query. Returns the number of hits written to ``out_rows`` /
     ``out_scores`` (best first, ties by row; the rest padded with -1 / -inf).
 
@@ -203,6 +205,7 @@ def search_one(ix, heads, q_terms, k, flt, strategy, scratch, heap, out_rows, ou
     indptr, term_max, base_weights = ix[1], ix[4], ix[5]
     rank_slot, rank_dir = heads[0], heads[1]
     mask, has_mask, cutoff, has_cutoff = flt
+    strategy, window = plan
     acc, pos = scratch[0], scratch[1]
     heap_s, heap_d = heap
     n_docs = acc.shape[0]
@@ -238,6 +241,7 @@ def search_one(ix, heads, q_terms, k, flt, strategy, scratch, heap, out_rows, ou
                 base,
                 has_rank,
                 heads,
+                window,
             )
     return _write_hits(heap_s, heap_d, pos, n_heap, cutoff, has_cutoff, out_rows, out_scores)
 
@@ -265,7 +269,7 @@ def check_queries(q_values, q_offsets, n_vocab):
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def _search_run(ix, heads, queries, k, flt, strategy, scratch, heap, q0, q1, out):
+def _search_run(ix, heads, queries, k, flt, plan, scratch, heap, q0, q1, out):
     """:func:`search_one` for queries ``q0..q1-1`` of the batch ``queries``, into ``out``: the
     body both batch kernels share."""
     q_values, q_offsets = queries
@@ -273,12 +277,12 @@ def _search_run(ix, heads, queries, k, flt, strategy, scratch, heap, q0, q1, out
     for qi in range(q0, q1):
         q = q_values[q_offsets[qi] : q_offsets[qi + 1]]
         out_counts[qi] = search_one(
-            ix, heads, q, k, flt, strategy, scratch, heap, out_rows[qi], out_scores[qi]
+            ix, heads, q, k, flt, plan, scratch, heap, out_rows[qi], out_scores[qi]
         )
 
 
 @njit(cache=True, fastmath=FASTMATH, nogil=True)
-def search_batch_serial(ix, heads, queries, k, flt, strategy, scratch, out):
+def search_batch_serial(ix, heads, queries, k, flt, plan, scratch, out):
     """:func:`search_one` for each query ``q_values[q_offsets[i]:q_offsets[i+1]]`` in turn,
     reusing the caller's scratch (``acc`` zeros and ``pos`` -1, ``[n_docs]``; ``touched``
     ``[n_docs + 1]``). Returns :func:`check_queries`'s code; nothing is scored unless -1."""
@@ -289,12 +293,12 @@ def search_batch_serial(ix, heads, queries, k, flt, strategy, scratch, out):
     kk = max(min(k, scratch[0].shape[0]), 1)
     heap = (np.empty(kk, np.float32), np.empty(kk, np.int64))
     n_q = q_offsets.shape[0] - 1
-    _search_run(ix, heads, queries, k, flt, strategy, scratch, heap, np.int64(0), n_q, out)
+    _search_run(ix, heads, queries, k, flt, plan, scratch, heap, np.int64(0), n_q, out)
     return -1
 
 
 @njit(cache=True, fastmath=FASTMATH, parallel=True)
-def search_batch_parallel(ix, heads, queries, k, flt, strategy, scratch2, out):
+def search_batch_parallel(ix, heads, queries, k, flt, plan, scratch2, out):
     """Batch scoring, ``prange`` over ``n_slots = acc2.shape[0]`` slots that take the queries
     in small runs from a shared atomic counter (a slot whose core is slowed by other work just
     takes fewer); slot ``c`` uses scratch row ``c`` of ``scratch2 = (acc2, pos2, touched2)``
@@ -305,6 +309,7 @@ def search_batch_parallel(ix, heads, queries, k, flt, strategy, scratch2, out):
     lz, indptr, indices, data, term_max, base_weights = ix
     rank_slot, rank_dir, head_ptr, head_doc, head_w = heads
     mask, has_mask, cutoff, has_cutoff = flt
+    strategy, window = plan
     q_values, q_offsets = queries
     out_rows, out_scores, out_counts = out
     acc2, pos2, touched2 = scratch2
@@ -324,6 +329,7 @@ def search_batch_parallel(ix, heads, queries, k, flt, strategy, scratch2, out):
         ix_c = (lz, indptr, indices, data, term_max, base_weights)
         heads_c = (rank_slot, rank_dir, head_ptr, head_doc, head_w)
         flt_c = (mask, has_mask, cutoff, has_cutoff)
+        plan_c = (strategy, window)
         queries_c = (q_values, q_offsets)
         out_c = (out_rows, out_scores, out_counts)
         while True:
@@ -331,5 +337,5 @@ def search_batch_parallel(ix, heads, queries, k, flt, strategy, scratch2, out):
             if q0 >= n_q:
                 break
             q1 = min(q0 + run, n_q)
-            _search_run(ix_c, heads_c, queries_c, k, flt_c, strategy, scratch, heap, q0, q1, out_c)
+            _search_run(ix_c, heads_c, queries_c, k, flt_c, plan_c, scratch, heap, q0, q1, out_c)
     return -1

@@ -287,7 +287,7 @@ def test_parallel_slots_share_the_queries_dynamically(n_slots, n_queries):
         (qv, qo),
         6,
         (_frozen(np.zeros(0, np.bool_)), False, 0.0, False),
-        kb.STRATEGY_AUTO,
+        (kb.STRATEGY_AUTO, 0),
         scratch2,
         (rows, scores, counts),
     )

@@ -77,6 +77,19 @@ def strategy_code(strategy: object) -> int:
     return code
 
 
+def check_window(window: object) -> int:
+    """``window`` as the kernels take it: rows per window of the ``maxscore`` search, 0 for
+    the automatic choice (``None``)."""
+    if window is None:
+        return 0
+    if isinstance(window, bool) or not isinstance(window, int | np.integer) or window < 1:
+        raise ConfigError(
+            f"window must be a positive number of rows (or None: chosen by the corpus size); "
+            f"got {window!r}"
+        )
+    return int(window)
+
+
 def ragged_array(x: object, name: str, dtype: type) -> np.ndarray:
     """``x`` as a read-only, contiguous 1-D array of ``dtype`` (fast path: already is)."""
     arr = x if isinstance(x, np.ndarray) else np.asarray(x)

@@ -53,6 +53,7 @@ from fastrag.indexes.bm25.args import (
     check_method,
     check_params,
     check_queries,
+    check_window,
     ragged_array,
     raise_bad_token,
     raise_query_error,
@@ -244,6 +245,7 @@ class BM25Index(BM25Persistence):
         cutoff: float | None = None,
         num_threads: int | None = None,
         strategy: str = "auto",
+        window: int | None = None,
     ) -> Hits:
         """Exact top-``k`` of each query of a batch of token-id sequences (one sequence of
         token ids is a batch of one): :meth:`search_csr` of the batch laid end to end."""
@@ -261,6 +263,7 @@ class BM25Index(BM25Persistence):
             cutoff=cutoff,
             num_threads=num_threads,
             strategy=strategy,
+            window=window,
         )
 
     def search_csr(
@@ -273,6 +276,7 @@ class BM25Index(BM25Persistence):
         cutoff: float | None = None,
         num_threads: int | None = None,
         strategy: str = "auto",
+        window: int | None = None,
     ) -> Hits:
         """Exact top-``k`` of a batch of queries ``q_values[q_offsets[i]:q_offsets[i+1]]``.
 
@@ -283,7 +287,9 @@ class BM25Index(BM25Persistence):
         a bool ``mask`` ``[n_docs]`` is given, and a score ``>= cutoff`` when given.
         ``num_threads``: numba threads for this call (default: numba's current setting);
         batches below ``PARALLEL_MIN_QUERIES`` queries run serially. ``strategy``: one of
-        :data:`SEARCH_STRATEGIES` (all exact; the default ``auto`` is the fastest)."""
+        :data:`SEARCH_STRATEGIES` (all exact; the default ``auto`` is the fastest). ``window``:
+        rows per window of ``maxscore``, which searches the rows a window at a time (default:
+        windows of 2^20 rows on corpora of at least two; same results for any window)."""
         # Kept lean: one query is a batch of one, and this wrapper is most of its latency.
         # Token-id range and offset order are checked inside the kernel (error code).
         k = check_k(k)
@@ -308,7 +314,7 @@ class BM25Index(BM25Persistence):
         cut = check_cutoff(cutoff)
         has_cutoff = cut != -np.inf
         cut = cut if has_cutoff else 0.0  # the kernels read it only with has_cutoff
-        code = strategy_code(strategy)
+        plan = (strategy_code(strategy), check_window(window))
         threads = search_threads(check_num_threads(num_threads))
         rows = np.empty((n_q, k), np.int64)
         scores = np.empty((n_q, k), np.float32)
@@ -323,14 +329,14 @@ class BM25Index(BM25Persistence):
         try:
             if cold or slots == 1:
                 err = run.search_batch_serial(
-                    ix, heads, (qv, qo), k, flt, code, tuple(a[0] for a in scratch), out
+                    ix, heads, (qv, qo), k, flt, plan, tuple(a[0] for a in scratch), out
                 )
             else:
                 before = numba.get_num_threads()
                 numba.set_num_threads(threads)
                 try:
                     err = bm25_search.search_batch_parallel(
-                        ix, heads, (qv, qo), k, flt, code, tuple(a[:slots] for a in scratch), out
+                        ix, heads, (qv, qo), k, flt, plan, tuple(a[:slots] for a in scratch), out
                     )
                 finally:
                     numba.set_num_threads(before)

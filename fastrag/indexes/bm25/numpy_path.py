@@ -97,8 +97,8 @@ def estimate_seconds(
     return n_queries * (150e-6 + 4e-9 * n_docs) + terms.size * 6e-6 + postings * 5e-9
 
 
-def search_batch_serial(ix, heads, queries, k, flt, strategy, scratch, out) -> int:
-    """``search_batch_serial`` of the kernels, same arguments (``heads``, ``strategy`` and
+def search_batch_serial(ix, heads, queries, k, flt, plan, scratch, out) -> int:
+    """``search_batch_serial`` of the kernels, same arguments (``heads``, ``plan`` and
     ``scratch`` unused): exact top-``k`` of each query (best first, ties by row, padded with
     -1 / -inf); returns :func:`check_queries`'s code."""
     _, indptr, indices, data, term_max, base_weights = ix
