@@ -2,9 +2,10 @@
 
 Issue 13, goal 4 ("PISA is the bar"). For each corpus of ``gen_bm25_corpus.CORPORA`` (``zipf``:
 synthetic Zipf token ids; ``cmrc_jieba``: tiled CMRC with fastrag's jieba analyzer;
-``english``: tiled English prose with fastrag's English analyzer) and each size, every system
-indexes the same pre-analysed token ids and answers the same queries, top-10, so only
-retrieval is timed. One process; per repeat each system runs back to back at each thread count
+``english``: tiled English prose with fastrag's English analyzer; ``scifact``: tiled SciFact
+abstracts, its claims as queries, files from ``gen_bm25_corpus.SCIFACT_DIR``) and each size,
+every system indexes the same pre-analysed token ids and answers the same queries, top-10, so
+only retrieval is timed. One process; per repeat each system runs back to back at each thread count
 (medians of ``--repeats``; "paired" ratios are medians of per-repeat time ratios).
 
 * **fastrag**: ``BM25Index.search_csr`` on int32 token ids, exact; its top-10 must equal bm25s's

@@ -18,6 +18,8 @@ Tiled corpora (``make_corpus``; deterministic for a given ``seed`` and ``n_docs`
 3. Documents: a stream of sentence ids made by concatenating independent random permutations
    of all sentences (tiling), cut into documents of ``SENTENCES_PER_DOC`` (uniform) sentences.
    The document layout depends only on the seed, so both CMRC analyzers see the same texts.
+   ``scifact``: the sentences of SciFact abstracts (``SCIFACT_DIR``, split as the English
+   text; ``english``'s analyzer), with SciFact's claims as the queries.
 4. Queries. CMRC: the dev questions, tokenized by the same analyzer. English: held-out
    sentences (a seeded ``ENGLISH_HOLDOUT`` share of the unique sentences, never in a
    document), the first ``ENGLISH_QUERIES`` of them. Tokens outside the corpus vocabulary are
@@ -61,6 +63,12 @@ SEEDS_DIR = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 ENGLISH_SEEDS = ("002_66d54c4f055a7260.txt",)  # LlamaIndex "Response Synthesizer", English
 ENGLISH_HOLDOUT = 0.1  # share of the unique English sentences held out as queries
 ENGLISH_QUERIES = 2000
+# SciFact (BEIR) abstracts and claims: the 2,101 abstracts of 9-25 sentences and 237 claims
+# that github.com/nice-hku-coder/coder_data (commit a8f2ddf) keeps whole
+# (scifact_antonym/corpus_candidate.jsonl, scifact/claim_contradict_topic_relevant.jsonl),
+# copied into this folder; the full 5,183-abstract corpus is not reachable from here.
+SCIFACT_DIR = Path(os.environ.get("FASTRAG_SCIFACT_DIR", str(WORK_DIR / "scifact")))
+SCIFACT_FILES = ("corpus_candidate.jsonl", "claim_contradict_topic_relevant.jsonl")
 ZIPF_VOCAB = 1_000_000
 ZIPF_S = 1.1
 ZIPF_DOC_LEN = (50, 250)  # inclusive range of tokens per document (mean 150)
@@ -141,6 +149,28 @@ def english_sentences() -> list[str]:
     return out
 
 
+def scifact_text() -> tuple[list[str], list[str]]:
+    """Unique sentences of the SciFact abstracts in ``SCIFACT_DIR`` (split as the English
+    text) and its claims, which are the queries."""
+    paths = [SCIFACT_DIR / f for f in SCIFACT_FILES]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise SystemExit(
+            f"SciFact files not found: {', '.join(missing)}; copy {', '.join(SCIFACT_FILES)} "
+            "from github.com/nice-hku-coder/coder_data (scifact_antonym/ and scifact/) into "
+            f"{SCIFACT_DIR} or set FASTRAG_SCIFACT_DIR"
+        )
+    out, seen = [], set()
+    for line in paths[0].read_text(encoding="utf-8").splitlines():
+        text = " ".join(json.loads(line)["text"].split())
+        for sent in re.split(r"(?<=[.!?])\s+", text):
+            if len(sent.split()) >= 3 and sent not in seen:
+                seen.add(sent)
+                out.append(sent)
+    claims = [json.loads(x)["claim"] for x in paths[1].read_text(encoding="utf-8").splitlines()]
+    return out, claims
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``, each keeping its closing punctuation; whitespace-only dropped."""
     return [s for s in _SENT_RE.findall(text) if s.strip()]
@@ -170,17 +200,19 @@ def _local_english(text: str) -> list[str]:
 def get_tokenizer(kind: str):
     """``(callable str -> list[str], name)`` for ``kind`` in {"jieba", "cjk", "english"}:
     fastrag's analyzer when ``fastrag.analysis`` provides it, else a small local equivalent."""
-    name = {"jieba": "bm25_chinese", "cjk": "bm25_cjk", "english": "bm25"}.get(kind)
+    name = {"jieba": "bm25_chinese", "cjk": "bm25_cjk", "english": "bm25", "scifact": "bm25"}
+    name = name.get(kind)
     if name is None:
-        raise SystemExit(f"unknown analyzer kind {kind!r}; use jieba, cjk or english")
+        raise SystemExit(f"unknown analyzer kind {kind!r}; use jieba, cjk, english or scifact")
     try:
         from fastrag.analysis import get_analyzer
 
         fn = get_analyzer(name)
-        fn("测试" if kind != "english" else "tests")
+        fn("测试" if kind in ("jieba", "cjk") else "tests")
         return fn, f"fastrag.analysis:{name}"
     except Exception:  # noqa: BLE001 - any failure: use the local twin
         local = {"jieba": _local_jieba, "cjk": _local_cjk, "english": _local_english}
+        local["scifact"] = _local_english
         return local[kind], f"local:{kind}"
 
 
@@ -200,6 +232,9 @@ def tokenized_sentences(kind: str, refresh: bool = False) -> dict:
     if kind == "english":  # the text depends on the interpreter's standard library
         all_sents = english_sentences()
         ident += hashlib.sha1("\n".join(all_sents).encode()).hexdigest()
+    elif kind == "scifact":
+        sents, questions = scifact_text()
+        ident += hashlib.sha1("\n".join(sents + questions).encode()).hexdigest()
     key = hashlib.sha1(ident.encode()).hexdigest()[:10]
     cache = WORK_DIR / f"bm25_sentences_{kind}_v{CACHE_VERSION}_{key}.npz"
     if cache.exists() and not refresh:
@@ -209,7 +244,7 @@ def tokenized_sentences(kind: str, refresh: bool = False) -> dict:
         held = np.random.default_rng(0).random(len(all_sents)) < ENGLISH_HOLDOUT
         sents = [s for s, h in zip(all_sents, held, strict=True) if not h]
         questions = [s for s, h in zip(all_sents, held, strict=True) if h]
-    else:
+    elif kind != "scifact":
         contexts, questions = load_cmrc()
         sents, seen = [], set()
         for c in contexts:
@@ -342,6 +377,7 @@ CORPORA = {
     "zipf": make_zipf_corpus,
     "cmrc_jieba": lambda n_docs, seed=0: make_corpus(n_docs, "jieba", seed),
     "cmrc_cjk": lambda n_docs, seed=0: make_corpus(n_docs, "cjk", seed),
+    "scifact": lambda n_docs, seed=0: make_corpus(n_docs, "scifact", seed),
     "english": lambda n_docs, seed=0: make_corpus(n_docs, "english", seed),
 }
 
