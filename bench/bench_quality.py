@@ -23,8 +23,9 @@
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
 * **scifact**: BEIR SciFact test (5,183 abstracts, 300 queries; ``--scifact DIR`` holding
-  BEIR's ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` or ``qrels_test.tsv``):
-  nDCG@10, with bm25s (English stopwords + Snowball stemmer) as the reference.
+  BEIR's ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` or ``qrels_test.tsv``, or
+  the part of SciFact reachable here, ``bench/data/scifact/build_subset.py``): nDCG@10, with
+  bm25s (English stopwords + Snowball stemmer) as the reference.
 
 Dense paths use the offline multilingual-e5-small (``[embed]`` extra); vectors are cached in
 stores under ``bench/.work/quality`` so re-runs embed only the queries. BM25 speed on CMRC
@@ -326,7 +327,7 @@ def run_scifact(root: Path, sims: list[str]) -> dict:
     texts = [(d.get("title", "") + " " + d["text"]).strip() for d in corpus]
     ids = [d["_id"] for d in corpus]
     qtexts = [q["text"] for q in queries]
-    out: dict = {"docs": len(corpus), "queries": len(queries), "rows": []}
+    out: dict = {"docs": len(corpus), "queries": len(queries), "folder": str(root), "rows": []}
 
     def score(ranked_lists) -> float:
         return float(
@@ -361,7 +362,7 @@ def run_scifact(root: Path, sims: list[str]) -> dict:
     doc = fr.Document.from_texts(
         texts,
         metadatas=[{"id": i} for i in ids],
-        store=str(_work("scifact")),
+        store=str(_work(f"scifact_{root.resolve().name}")),
         embed=_embedder(),
     )
     for sim in sims:
@@ -470,9 +471,9 @@ def report(results: dict, info: dict) -> str:
     if "scifact" in results:
         s = results["scifact"]
         lines += [
-            "## BEIR SciFact test",
+            "## SciFact (BEIR format)",
             "",
-            f"{s['docs']} docs, {s['queries']} queries.",
+            f"{s['docs']} docs, {s['queries']} queries, from `{s.get('folder', '?')}`.",
             "",
             "| similarity | nDCG@10 |",
             "|---|---|",
