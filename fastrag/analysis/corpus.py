@@ -237,11 +237,34 @@ def tokenize_corpus(
     'forkserver'); None picks 'fork' on Linux when no other thread runs, else 'spawn'. The
     output does not depend on it, nor on ``num_workers`` or ``chunk_chars``.
     """
+    out_vocab: dict[str, int] = dict(_check_vocab(vocab)) if vocab is not None else {}
+    return tokenize_into(
+        texts,
+        analyzer,
+        out_vocab,
+        num_workers=num_workers,
+        chunk_chars=chunk_chars,
+        mp_context=mp_context,
+    )
+
+
+def tokenize_into(
+    texts: Sequence[str],
+    analyzer: str | Analyzer | Callable[[str], list[str]],
+    vocab: dict[str, int],
+    num_workers: int = 0,
+    *,
+    chunk_chars: int | None = None,
+    mp_context: str | None = None,
+) -> TokenizedCorpus:
+    """:func:`tokenize_corpus` extending ``vocab`` in place (it must be a vocabulary this
+    function built, ids ``0..len-1``; it is not checked), so a corpus tokenized in parts
+    holds one vocabulary, not a copy per part. The result's ``vocab`` is ``vocab``."""
     texts = _check_texts(texts, "texts")
     an = _resolve(analyzer)
     check_int("num_workers", num_workers, min=0, note="0 = tokenize in this process")
     check_int("chunk_chars", chunk_chars, min=1, none=True)
-    out_vocab: dict[str, int] = dict(_check_vocab(vocab)) if vocab is not None else {}
+    out_vocab = vocab
 
     if chunk_chars is None:
         chunk_chars = DEFAULT_CHUNK_CHARS

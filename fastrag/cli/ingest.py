@@ -127,6 +127,7 @@ def _ingest(args: argparse.Namespace) -> int:
             remove_missing=args.sync,
             **opts,
         )
+    doc.derived.keep_tokens = False  # one shot: a large index is packed part by part
     if not len(doc.group("root")) and not existed:
         report = doc.read_report
         print(report.summary(), file=sys.stderr)

@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import hashlib
 import json
+import os
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Iterator
@@ -27,11 +28,12 @@ from tqdm import tqdm
 from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.documents.embedding import check_vectors, embedder_name, to_numpy, vector_schema
 from fastrag.documents.labels import LabelledIndex, hnsw_label_problem, label_rows
+from fastrag.documents.tokenparts import TokenStream, tokenize_column
 from fastrag.embeddings.named import embedder_record
 from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stored import PACKED_NAMES
-from fastrag.indexes.bm25.stream import count_postings, pack_tokens
+from fastrag.indexes.bm25.stream import count_postings, pack_token_parts, pack_tokens
 from fastrag.indexes.sparse import SparseIndex, sparse_column
 from fastrag.indexes.vocab import decode_vocab, encode_vocab
 from fastrag.schema import EMBEDDING_PREFIX
@@ -85,6 +87,10 @@ class DerivedData:
         self.builds: dict[str, int] = {}  # artifact kind -> builds in this process
         self._bad_dirs: set[str] = set()  # stored index folders found damaged
         self._missing: dict[tuple[str, str], tuple[Any, int | None]] = {}
+        # False: a large group's BM25 tokens go part by part into its packed index (memory
+        # bounded; an update then tokenizes the whole group again) rather than staying in
+        # memory for updates. For one-shot processes (fastrag ingest).
+        self.keep_tokens = True
 
     def _cached(self, key: tuple, fingerprint: str, build: Callable[[Any], Any]) -> Any:
         hit = self._cache.get(key)
@@ -419,7 +425,19 @@ class DerivedData:
             except (StoreError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
         with self._stage(f"bm25 index of {g.name!r}", 2) as bar:
-            tc = self.tokens(g, analyzer, num_workers)
+            if self.keep_tokens or not _packable(store, params):
+                tc = self.tokens(g, analyzer, num_workers)
+            else:
+                stream = TokenStream(
+                    g.table.column("text"), analyzer, num_workers, PACK_MIN_POSTINGS
+                )
+                if stream.large:
+                    streamed = self._pack_stream(g, key, analyzer, params, stream, entry)
+                    if streamed is not None:
+                        return streamed
+                    tc = self.tokens(g, analyzer, num_workers)
+                else:
+                    tc = stream.whole()
             bar.update(1)
             packed = self._pack_in_store(g, key, analyzer, params, tc, entry)
             if packed is not None:
@@ -471,6 +489,37 @@ class DerivedData:
             )
         return index, vocab
 
+    def _pack_stream(self, g, key: str, analyzer, params: dict, stream: TokenStream, entry):
+        """(BM25Index, vocab) of a large group tokenized part by part into a packed index
+        (``stream.pack_token_parts``), built in the store's private folder outside the
+        writers' lock and moved in by a short transaction; None if it could not be opened
+        after (the caller builds it again from the tokens)."""
+        store = self.doc.store
+        wrote = []
+        with store.building() as work:
+            index_meta = pack_token_parts(stream, work, **params)
+            vocab_bytes, vocab_offsets = encode_vocab(stream.vocab)
+            np.save(work / "vocab_bytes.npy", vocab_bytes, allow_pickle=False)
+            np.save(work / "vocab_offsets.npy", vocab_offsets, allow_pickle=False)
+            del vocab_bytes, vocab_offsets
+
+            def write(txn: Transaction) -> None:
+                if _stored_meanwhile(txn, key, g, entry):
+                    return
+
+                def files(folder: Path) -> None:
+                    for f in sorted(work.iterdir()):
+                        os.replace(f, folder / f.name)
+
+                txn.write_index(key, files, {**_bm25_meta(g, analyzer), "index": index_meta})
+                wrote.append(True)
+
+            self._persist(write)
+        self._count("bm25")
+        with contextlib.suppress(StoreError, KeyError, ValueError, TypeError):
+            return self._load_bm25(g, key, stream.vocab if wrote else None)
+        return None
+
     def _pack_in_store(self, g, key: str, analyzer, params: dict, tc, entry) -> bool | None:
         """Write a large group's BM25 index straight into the store in packed form
         (``stream.pack_tokens``: bounded memory, the same arrays as packing a whole build).
@@ -479,9 +528,7 @@ class DerivedData:
         the store is not writable."""
         store = self.doc.store
         if (
-            store is None
-            or not store.writable
-            or not set(params) <= {"method", "k1", "b", "delta"}
+            not _packable(store, params)
             or int(tc.offsets[-1] - tc.offsets[0]) < PACK_MIN_POSTINGS
             or count_postings(tc.values, tc.offsets, len(tc.vocab)) < PACK_MIN_POSTINGS
         ):
@@ -525,7 +572,7 @@ class DerivedData:
                 or np.count_nonzero(pos < 0) > len(pos) // 2
                 or len(old.vocab) > 2 * len(old.values) + 1024
             ):
-                tc = _tokenize_column(g.table.column("text"), analyzer, num_workers)
+                tc = tokenize_column(g.table.column("text"), analyzer, num_workers)
             else:
                 new_rows = np.flatnonzero(pos < 0)
                 texts = g.table.column("text").take(pa.array(new_rows)).to_pylist()
@@ -697,6 +744,11 @@ def _merge_tokens(old, pos: np.ndarray, new_rows: np.ndarray, fresh, corpus_cls)
     return corpus_cls(vocab=vocab, values=values, offsets=offsets)
 
 
+def _packable(store, params: dict) -> bool:
+    """Whether a large BM25 index with ``params`` is written packed into ``store``."""
+    return store is not None and store.writable and set(params) <= {"method", "k1", "b", "delta"}
+
+
 def _stored_meanwhile(txn: Transaction, key: str, g: NodeGroup, entry: dict | None) -> bool:
     """Whether another writer stored index ``key`` of this version of ``g`` (and it is not
     the damaged ``entry`` this process read)."""
@@ -720,46 +772,3 @@ def _bm25_meta(g: NodeGroup, analyzer: Any) -> dict:
 
 def _files(entry: dict | None) -> list[str] | None:
     return None if entry is None else [seg["file"] for seg in entry["segments"]]
-
-
-TOKENIZE_ROWS = 16384  # texts converted to Python strings at a time for tokenizing
-
-
-def _tokenize_column(column: pa.ChunkedArray, analyzer, num_workers: int) -> TokenizedCorpus:
-    """``tokenize_corpus`` of a text column, ``TOKENIZE_ROWS`` texts at a time (the same
-    corpus: ids follow first occurrence), so a large group is never a list of strings whole."""
-    n = len(column)
-    if n <= TOKENIZE_ROWS:
-        return tokenize_corpus(column.to_pylist(), analyzer, num_workers=num_workers)
-    vocab: dict[str, int] = {}
-    values: list[np.ndarray] = []
-    offsets: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
-    base = 0
-    for lo in range(0, n, TOKENIZE_ROWS):
-        part = tokenize_corpus(
-            column.slice(lo, TOKENIZE_ROWS).to_pylist(),
-            analyzer,
-            num_workers=num_workers,
-            vocab=vocab,
-        )
-        vocab = part.vocab
-        values.append(part.values)
-        offsets.append(part.offsets[1:] + base)
-        base += int(part.offsets[-1])
-    return TokenizedCorpus(
-        vocab=vocab, values=_join(values, np.int32), offsets=np.concatenate(offsets)
-    )
-
-
-def _join(parts: list[np.ndarray], dtype) -> np.ndarray:
-    """``np.concatenate(parts)``, emptying ``parts`` as they are copied: the pages of the
-    result are touched part by part, so memory peaks at the result plus one part, not twice
-    the result."""
-    out = np.empty(sum(len(p) for p in parts), dtype)
-    pos = 0
-    parts.reverse()
-    while parts:
-        part = parts.pop()
-        out[pos : pos + len(part)] = part
-        pos += len(part)
-    return out

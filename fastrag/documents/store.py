@@ -56,7 +56,7 @@ from fastrag.documents.storeio import (
     remove_new_store,
     why_read_only,
 )
-from fastrag.documents.storelock import HOLDER, LOCK, writer_lock
+from fastrag.documents.storelock import HOLDER, LOCK, building, is_building, writer_lock
 from fastrag.errors import ConfigError, StoreError, StoreWarning
 
 FORMAT_VERSION = 3
@@ -239,6 +239,13 @@ class Store:
     def _locked(self, timeout: float | None = None) -> contextlib.AbstractContextManager[None]:
         return writer_lock(self.path, self.lock_timeout if timeout is None else timeout)
 
+    def building(self) -> contextlib.AbstractContextManager[Path]:
+        """A private folder under the store for work done before a transaction, outside the
+        writers' lock (a large index): no writer's garbage collection removes it while this
+        process lives; it is removed on exit. Move its files in with the transaction."""
+        self.check_writable()
+        return building(self.path, INDEXES, self.lock_timeout)
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """Lock, re-read the manifest, let the caller change it, commit, collect garbage.
@@ -305,6 +312,8 @@ class Store:
                             ]
                             continue
                     elif srel in refs:
+                        continue
+                    if is_building(sub):  # a live writer's work before its transaction
                         continue
                     removed.append(srel)
             elif rel.startswith(TMP_PREFIX):

@@ -84,3 +84,52 @@ def holder(path: Path) -> str:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return "a process that did not record itself"
+
+
+BUILDING = ".building-"  # a folder of work done outside the writers' lock (see `building`)
+
+
+@contextlib.contextmanager
+def building(path: Path, folder: str, timeout: float) -> Iterator[Path]:
+    """A new private folder ``path/folder/.building-<random>`` for work a writer does before
+    its transaction (a large index built without holding the writers' lock). Garbage
+    collection keeps it while this process holds its lock file beside it (:func:`is_building`)
+    and removes it once that process has died; it is removed on exit."""
+    import uuid  # lazy: only builds use it
+
+    base = path / folder
+    name = f"{BUILDING}{uuid.uuid4().hex}"
+    lock = FileLock(str(base / f"{name}.lock"))
+    # created and locked under the writers' lock: no collection sees the lock file unlocked
+    with writer_lock(path, timeout):
+        base.mkdir(exist_ok=True)
+        lock.acquire()
+        (base / name).mkdir()
+    try:
+        yield base / name
+    finally:
+        import shutil  # lazy: as uuid
+
+        shutil.rmtree(base / name, ignore_errors=True)
+        lock.release()
+        with contextlib.suppress(OSError):
+            Path(lock.lock_file).unlink()
+
+
+def is_building(entry: Path) -> bool:
+    """Whether ``entry`` (a :func:`building` folder or its lock file) belongs to a build whose
+    process is alive (holds the lock file). Call with the writers' lock held."""
+    name = entry.name
+    if not name.startswith(BUILDING):
+        return False
+    stem = name[: -len(".lock")] if name.endswith(".lock") else name
+    lock_path = entry.parent / f"{stem}.lock"
+    if not lock_path.exists():
+        return False
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False

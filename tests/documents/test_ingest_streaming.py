@@ -18,6 +18,7 @@ import pytest
 import fastrag as fr
 import fastrag.documents.building as building_mod
 import fastrag.documents.indexes as indexes_mod
+import fastrag.documents.tokenparts as tokenparts_mod
 import fastrag.indexes.bm25.stream as stream_mod
 import fastrag.transforms.sentence as sentence_mod
 from fastrag.documents import store as store_mod
@@ -76,7 +77,7 @@ def test_a_log_ingested_in_pieces_equals_the_whole_file_path(tmp_path, monkeypat
 
     monkeypatch.setattr(sentence_mod, "WINDOW_CHARS", 20_000)
     monkeypatch.setattr(building_mod, "SPAN_BATCH", 500)
-    monkeypatch.setattr(indexes_mod, "TOKENIZE_ROWS", 300)
+    monkeypatch.setattr(tokenparts_mod, "TOKENIZE_ROWS", 300)
     monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 96 << 10)
     pieces = _ingest(kb, tmp_path / "pieces")
     got = fr.Retriever(pieces, "chunk", "bm25", topk=5).batch_arrow(queries)
@@ -243,3 +244,88 @@ def test_a_store_with_mapped_segments_pickles(tmp_path):
     if hasattr(mmap, "MADV_DONTNEED"):  # while the tables live, each store holds its maps
         assert copy.release_pages() > 0 and store.release_pages() > 0
     assert [n.text for n in doc.group("root")] == ["alpha beta", "gamma delta"]
+
+
+def test_a_one_shot_build_streams_tokens_into_the_same_index(tmp_path, monkeypatch):
+    """With ``keep_tokens=False`` (fastrag ingest), a large group is tokenized part by part
+    into its packed index, built in the store's private folder outside the writers' lock:
+    the same files, byte for byte, as the path that holds all tokens; nothing left behind;
+    no tokens kept in memory."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 400_000)
+    queries = ["ERROR request_id login", "GET /cart/billing 500", "health took ms"]
+    monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
+    monkeypatch.setattr(tokenparts_mod, "TOKENIZE_ROWS", 300)  # many parts
+    monkeypatch.setattr(stream_mod, "PACK_TOKENS", 3000)
+    held = _ingest(kb, tmp_path / "held")
+    want = fr.Retriever(held, "chunk", "bm25", topk=5).batch_arrow(queries)
+    streams = []
+    real = tokenparts_mod.TokenStream
+
+    def spy(*a, **kw):
+        streams.append(real(*a, **kw))
+        return streams[-1]
+
+    monkeypatch.setattr(indexes_mod, "TokenStream", spy)
+    doc = fr.Document(kb, store=tmp_path / "streamed")
+    doc.derived.keep_tokens = False
+    doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
+    got = fr.Retriever(doc, "chunk", "bm25", topk=5).batch_arrow(queries)
+    assert len(streams) == 1 and streams[0].large and doc.derived.builds == {"bm25": 1}
+    assert got.equals(want)
+    assert _bm25_files(tmp_path / "streamed") == _bm25_files(tmp_path / "held")
+    assert not [k for k in doc.derived._cache if k[0] == "tok"]  # no tokens kept
+    assert not list((tmp_path / "streamed" / "indexes").glob(".building-*"))
+    again = fr.Retriever(fr.Document(kb, store=tmp_path / "streamed"), "chunk", "bm25", topk=5)
+    assert again.batch_arrow(queries).equals(want)
+
+
+def test_a_small_group_in_a_one_shot_build_is_built_in_memory(tmp_path):
+    """Below PACK_MIN_POSTINGS nothing is streamed: the index is stored unpacked, as before."""
+    doc = fr.Document.from_texts(["alpha beta", "gamma delta alpha"], store=tmp_path / "st")
+    doc.derived.keep_tokens = False
+    assert fr.Retriever(doc, "root", "bm25", topk=1)("alpha")[0].text == "alpha beta"
+    meta, files = _bm25_files(tmp_path / "st")
+    assert meta["index"]["format"] != FORMAT_PACKED and "indices.npy" in files
+
+
+_BUILDER = """
+import os, sys, time
+from fastrag.documents.store import Store
+with Store(sys.argv[1]).building() as work:
+    (work / "part.bin").write_bytes(b"x" * 1000)
+    print(work, flush=True)
+    if sys.argv[2] == "die":
+        os._exit(0)  # no clean-up: as a killed process
+    time.sleep(60)
+"""
+
+
+def test_a_live_builds_folder_survives_other_writers_and_a_dead_ones_is_collected(tmp_path):
+    """Store.building: other writers' transactions keep the folder of a build whose process
+    lives, and remove it (with its lock file) once that process has died."""
+    st = tmp_path / "st"
+    doc = fr.Document.from_texts(["alpha"], store=st)
+    live = subprocess.Popen(
+        [sys.executable, "-c", _BUILDER, str(st), "live"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        work = Path(live.stdout.readline().strip())
+        assert (work / "part.bin").exists()
+        doc.add(["beta"])  # a transaction: collects garbage
+        assert (work / "part.bin").read_bytes() == b"x" * 1000
+    finally:
+        live.kill()
+        live.wait()
+    dead = subprocess.run(
+        [sys.executable, "-c", _BUILDER, str(st), "die"], capture_output=True, text=True
+    )
+    work2 = Path(dead.stdout.strip())
+    assert work2.exists() and work.exists()  # both processes died without cleaning up
+    doc.add(["gamma"])
+    assert not list((st / "indexes").glob(".building-*"))
+    assert sorted(n.text for n in doc.group("root")) == ["alpha", "beta", "gamma"]
+    with Store(st).building() as mine:  # this process's own: removed on exit
+        assert mine.is_dir() and mine.name.startswith(".building-")
+    assert not list((st / "indexes").glob(".building-*"))

@@ -182,6 +182,64 @@ def test_pack_tokens_writes_the_packed_index_of_the_whole_build(tmp_path, monkey
     )  # no spills, no meta.json, no work folder
 
 
+def _first_occurrence(values):
+    """Term ids renumbered in order of first occurrence, as a tokenizer's growing vocabulary
+    numbers them."""
+    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    rank = np.empty(first.shape[0], np.int32)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0], dtype=np.int32)
+    return rank[inverse].astype(np.int32)
+
+
+@pytest.mark.parametrize("pack_tokens_per_chunk", [700, 1 << 21])
+def test_pack_token_parts_with_a_growing_vocabulary_equals_packing_the_whole(
+    tmp_path, monkeypatch, pack_tokens_per_chunk
+):
+    """Parts tokenized one after another (each with the vocabulary's size at its end, so
+    later parts name terms earlier ones did not know): byte-identical files to
+    ``pack_tokens`` of the joined corpus, including terms of the last vocabulary that no
+    document uses."""
+    import fastrag.indexes.bm25.stream as stream_mod
+    from fastrag.indexes.bm25.stream import pack_token_parts, pack_tokens
+
+    values, offsets, _ = _zipf(3000, 8000, seed=7)
+    values = _first_occurrence(values)
+    n_vocab = int(values.max()) + 1 + 5  # 5 terms without postings
+    monkeypatch.setattr(stream_mod, "PACK_TOKENS", pack_tokens_per_chunk)
+    cuts = [0, 1, 1, 900, 2000, 3000]  # a 1-document part and an empty one
+    parts = []
+    for i, (v, o) in enumerate(_chunks(values, offsets, cuts)):
+        seen = int(offsets[cuts[i + 1]])
+        nv = int(values[:seen].max()) + 1 if seen else 1
+        parts.append((v, o, n_vocab if i == len(cuts) - 2 else nv))
+    assert len({p[2] for p in parts}) > 3  # the vocabulary really grows
+    for name in ("whole", "parts"):
+        (tmp_path / name).mkdir()
+    want_meta = pack_tokens(values, offsets, n_vocab, tmp_path / "whole", k1=1.3, b=0.7)
+    meta = pack_token_parts(iter(parts), tmp_path / "parts", k1=1.3, b=0.7)
+    assert meta == want_meta and meta["n_vocab"] == n_vocab
+    want = sorted((tmp_path / "whole").iterdir())
+    got = sorted((tmp_path / "parts").iterdir())
+    assert [f.name for f in got] == [f.name for f in want]
+    for a, b in zip(got, want, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_pack_token_parts_rejects_a_shrinking_vocabulary_and_unknown_ids(tmp_path):
+    from fastrag.indexes.bm25.stream import pack_token_parts
+
+    v = np.array([0, 1, 2], np.int32)
+    o = np.array([0, 3])
+    (tmp_path / "idx").mkdir()
+    with pytest.raises(ConfigError, match="never shrinks"):
+        pack_token_parts([(v, o, 3), (v, o, 2)], tmp_path / "idx")
+    with pytest.raises(ConfigError, match="outside the vocabulary"):
+        pack_token_parts([(v, o, 3), (v + 1, o, 3)], tmp_path / "idx")
+    with pytest.raises(ConfigError, match="n_vocab"):
+        pack_token_parts([(v, o, 0)], tmp_path / "idx")
+    assert list((tmp_path / "idx").iterdir()) == []  # nothing half-written
+
+
 _PEAK = """
 import json, sys
 from pathlib import Path

@@ -47,8 +47,8 @@ PACK_TOKENS = 1 << 21
 
 
 def build_packed(
-    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
-    n_vocab: int,
+    chunks: Iterable[tuple],
+    n_vocab: int | None,
     folder: str | os.PathLike,
     *,
     method: str = "lucene",
@@ -59,7 +59,9 @@ def build_packed(
 ) -> dict:
     """Build the packed BM25 index of the documents of ``chunks`` (each ``(values,
     offsets)`` as :meth:`BM25Index.build` takes them; documents are numbered on across
-    chunks) into the new folder ``folder``: one ``<name>.npy`` per array of
+    chunks; with ``n_vocab=None`` each chunk is ``(values, offsets, n_vocab)``, for a
+    vocabulary that grows from chunk to chunk: earlier ids keep their terms) into the new
+    folder ``folder``: one ``<name>.npy`` per array of
     ``to_arrays(packed=True)`` and ``meta.json`` (:meth:`BM25Index.meta`). Open it with
     :func:`open_packed`. Spills go to a sibling temporary folder, removed in any case; the
     index appears under ``folder`` only once complete. A build of ``folder`` killed before it
@@ -67,8 +69,8 @@ def build_packed(
     next build of ``folder``, with a :class:`~fastrag.errors.StoreWarning`. Returns the meta."""
     method = check_method(method)
     k1, b, delta = check_params(k1, b, delta)
-    if isinstance(n_vocab, bool) or not isinstance(n_vocab, int) or not 1 <= n_vocab <= INT32_MAX:
-        raise ConfigError(f"n_vocab={n_vocab!r} must be an int in [1, {INT32_MAX}]")
+    if n_vocab is not None:
+        _check_n_vocab(n_vocab)
     if not isinstance(merge_postings, int) or merge_postings < 1:
         raise ConfigError(f"merge_postings={merge_postings!r} must be a positive int")
     folder = Path(folder)
@@ -80,9 +82,10 @@ def build_packed(
     lock = FileLock(f"{work}{_LOCK}")
     try:
         lock.acquire()
-        n_parts, doc_len, df, n_tokens = _spill(chunks, n_vocab, work)
-        n_docs = int(doc_len.shape[0])
-        nnz = _merge(work, n_parts, doc_len, df, method, k1, b, delta, merge_postings)
+        part_vocab, doc_len, df, n_tokens = _spill(chunks, n_vocab, work)
+        n_docs, n_vocab = int(doc_len.shape[0]), int(df.shape[0])
+        _check_n_vocab(n_vocab)
+        nnz = _merge(work, part_vocab, doc_len, df, method, k1, b, delta, merge_postings)
         meta = {
             "format": FORMAT_PACKED,
             "method": method,
@@ -117,6 +120,11 @@ def build_packed(
         Path(lock.lock_file).unlink(missing_ok=True)
 
 
+def _check_n_vocab(n_vocab) -> None:
+    if isinstance(n_vocab, bool) or not isinstance(n_vocab, int) or not 1 <= n_vocab <= INT32_MAX:
+        raise ConfigError(f"n_vocab={n_vocab!r} must be an int in [1, {INT32_MAX}]")
+
+
 def count_postings(values: np.ndarray, offsets: np.ndarray, n_vocab: int) -> int:
     """The number of postings (distinct terms per document, summed) of a token-id corpus."""
     values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
@@ -142,24 +150,47 @@ def pack_tokens(
     :func:`build_packed` from chunks of about :data:`PACK_TOKENS` tokens, so the uncompressed
     index is never held whole. Returns the meta (:meth:`BM25Index.meta` with
     ``packed=True``)."""
-    folder = Path(folder)
     values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
+    params = {"method": method, "k1": k1, "b": b, "delta": delta}
+    return _pack_into(_token_chunks(values, offsets), n_vocab, Path(folder), params)
+
+
+def pack_token_parts(
+    parts: Iterable[tuple[np.ndarray, np.ndarray, int]],
+    folder: str | os.PathLike,
+    *,
+    method: str = "lucene",
+    k1: float = 1.5,
+    b: float = 0.75,
+    delta: float = 0.5,
+) -> dict:
+    """:func:`pack_tokens` of a corpus that arrives in parts ``(values, offsets, n_vocab)``
+    (documents numbered on across parts; ``n_vocab``: the vocabulary's size when the part was
+    tokenized, never shrinking), so the corpus's tokens are never held whole: the files equal
+    ``pack_tokens`` of the joined parts with the last part's ``n_vocab``. Returns the meta."""
+    params = {"method": method, "k1": k1, "b": b, "delta": delta}
+    return _pack_into(_split_parts(parts), None, Path(folder), params)
+
+
+def _pack_into(chunks: Iterable[tuple], n_vocab: int | None, folder: Path, params: dict) -> dict:
     out = folder / "packed"
-    meta = build_packed(
-        _token_chunks(values, offsets),
-        n_vocab,
-        out,
-        method=method,
-        k1=k1,
-        b=b,
-        delta=delta,
-        merge_postings=PACK_TOKENS,
-    )
+    meta = build_packed(chunks, n_vocab, out, merge_postings=PACK_TOKENS, **params)
     for f in out.glob("*.npy"):
         os.replace(f, folder / f.name)
     (out / "meta.json").unlink()
     out.rmdir()
     return meta
+
+
+def _split_parts(parts: Iterable[tuple[np.ndarray, np.ndarray, int]]):
+    """Each part's :func:`_token_chunks`, with its vocabulary's size."""
+    for values, offsets, n_vocab in parts:
+        if np.shape(offsets) == (1,) and np.size(values) == 0:
+            yield values, offsets, n_vocab  # no documents, but its vocabulary counts
+            continue
+        values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
+        for v, o in _token_chunks(values, offsets):
+            yield v, o, n_vocab
 
 
 def _token_chunks(values: np.ndarray, offsets: np.ndarray):
@@ -201,44 +232,55 @@ def _remove_crashed_builds(folder: Path) -> None:
 
 
 def _spill(
-    chunks: Iterable[tuple[np.ndarray, np.ndarray]], n_vocab: int, work: Path
-) -> tuple[int, np.ndarray, np.ndarray, int]:
+    chunks: Iterable[tuple], n_vocab: int | None, work: Path
+) -> tuple[list[int], np.ndarray, np.ndarray, int]:
     """Spill each chunk's postings (raw ``<i>.indptr/indices/tf.bin``: int64 offsets, int32
-    global doc ids, uint32 term frequencies); returns
-    ``(chunks, document lengths, document frequencies, tokens)``."""
+    global doc ids, uint32 term frequencies); returns ``(each spill's vocabulary size,
+    document lengths, document frequencies, tokens)``. ``n_vocab=None``: chunks carry their
+    vocabulary's size (see :func:`build_packed`)."""
 
-    doc_len, df = [], np.zeros(n_vocab, np.int64)
+    doc_len, df, part_vocab = [], np.zeros(n_vocab or 0, np.int64), []
     n_docs = n_tokens = 0
-    for i, (values, offsets) in enumerate(chunks):
+    for i, chunk in enumerate(chunks):
+        values, offsets, nv = chunk if n_vocab is None else (*chunk, n_vocab)
+        if n_vocab is None:
+            _check_n_vocab(nv)
+            if nv < df.shape[0]:
+                raise ConfigError(
+                    f"chunk {i} has a vocabulary of {nv} terms, an earlier one {df.shape[0]}: "
+                    "a growing vocabulary never shrinks"
+                )
+            df = np.concatenate([df, np.zeros(nv - df.shape[0], np.int64)])
         if np.shape(offsets) == (1,) and np.size(values) == 0:
             continue  # a chunk of no documents
-        values, offsets, _ = check_corpus(values, offsets, n_vocab)
-        local, bad = kb.count_document_frequencies(values, offsets, n_vocab)
+        values, offsets, _ = check_corpus(values, offsets, nv)
+        local, bad = kb.count_document_frequencies(values, offsets, nv)
         if bad != -1:
             raise ConfigError(
                 f"token id {int(values[bad])} of chunk {i} is outside the vocabulary "
-                f"[0, {n_vocab}); map tokens to ids below n_vocab"
+                f"[0, {nv}); map tokens to ids below n_vocab"
             )
         if n_docs + offsets.shape[0] - 1 > INT32_MAX:
             raise ConfigError(f"more than {INT32_MAX} documents: build shards instead")
-        indptr, indices, tf = kb.build_postings(values, offsets, n_vocab, local)
+        indptr, indices, tf = kb.build_postings(values, offsets, nv, local)
         indices += np.int32(n_docs)
         part = len(doc_len)
+        part_vocab.append(nv)
         indptr.tofile(work / f"{part}.indptr.bin")
         indices.tofile(work / f"{part}.indices.bin")
         tf.astype(np.uint32).tofile(work / f"{part}.tf.bin")
         doc_len.append(np.diff(offsets).astype(np.uint32))
-        df += local
+        df[:nv] += local
         n_docs += offsets.shape[0] - 1
         n_tokens += int(offsets[-1] - offsets[0])
     if not doc_len:
         raise ConfigError("chunks yielded no chunk of documents")
-    return len(doc_len), np.concatenate(doc_len), df, n_tokens
+    return part_vocab, np.concatenate(doc_len), df, n_tokens
 
 
 def _merge(
     work: Path,
-    n_parts: int,
+    part_vocab: list[int],
     doc_len: np.ndarray,
     df: np.ndarray,
     method: str,
@@ -248,7 +290,8 @@ def _merge(
     merge_postings: int,
 ) -> int:
     """Merge the spills into the packed arrays' files in ``work`` (and remove the spills);
-    returns the number of postings."""
+    returns the number of postings. ``part_vocab``: each spill's vocabulary size (its terms'
+    ids are below it)."""
 
     n_vocab, n_docs = df.shape[0], doc_len.shape[0]
     idf = kb.idf_weights(method, df, n_docs)
@@ -275,8 +318,12 @@ def _merge(
                 w_idx = np.empty(int(w_indptr[-1]), np.int32)
                 w_tf = np.empty(int(w_indptr[-1]), np.uint32)
                 cursor = w_indptr[:-1].copy()
-                for i in range(n_parts):  # chunk by chunk: each term's doc ids ascend
-                    c_indptr = _read(work / f"{i}.indptr.bin", np.int64, t0, t1 + 1)
+                for i, nv in enumerate(part_vocab):  # chunk by chunk: doc ids ascend
+                    if nv <= t0:
+                        continue  # the window's terms came after this chunk
+                    c_indptr = _read(work / f"{i}.indptr.bin", np.int64, t0, min(t1, nv) + 1)
+                    if nv < t1:  # terms after the chunk's vocabulary: no postings in it
+                        c_indptr = np.pad(c_indptr, (0, t1 - nv), mode="edge")
                     lo, hi = int(c_indptr[0]), int(c_indptr[-1])
                     kc.gather_window(
                         c_indptr,

@@ -1,0 +1,109 @@
+"""A group's text column as token ids, a part of ``TOKENIZE_ROWS`` texts at a time: joined into
+one corpus for an index built in memory, or read part by part into a packed BM25 index, so a
+large group's tokens are never held whole."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from fastrag.analysis import TokenizedCorpus, tokenize_corpus
+from fastrag.analysis.corpus import tokenize_into
+from fastrag.indexes.bm25.stream import count_postings
+
+TOKENIZE_ROWS = 16384  # texts converted to Python strings at a time for tokenizing
+
+
+def token_parts(
+    column: pa.ChunkedArray, analyzer, num_workers: int
+) -> Iterator[tuple[TokenizedCorpus, int]]:
+    """``(corpus, vocabulary size)`` of each ``TOKENIZE_ROWS`` texts of ``column``: one
+    vocabulary (every part's ``vocab``) grows from part to part, ids following first
+    occurrence as for the whole column; each part's offsets start at 0."""
+    vocab: dict[str, int] = {}
+    for lo in range(0, len(column), TOKENIZE_ROWS):
+        texts = column.slice(lo, TOKENIZE_ROWS).to_pylist()
+        part = tokenize_into(texts, analyzer, vocab, num_workers=num_workers)
+        del texts
+        yield part, len(vocab)
+
+
+def tokenize_column(column: pa.ChunkedArray, analyzer, num_workers: int) -> TokenizedCorpus:
+    """``tokenize_corpus`` of a text column, ``TOKENIZE_ROWS`` texts at a time (the same
+    corpus), so a large group is never a list of strings whole."""
+    if len(column) <= TOKENIZE_ROWS:
+        return tokenize_corpus(column.to_pylist(), analyzer, num_workers=num_workers)
+    return join_parts([part for part, _ in token_parts(column, analyzer, num_workers)])
+
+
+def join_parts(parts: list[TokenizedCorpus]) -> TokenizedCorpus:
+    """The corpus of :func:`token_parts`' parts, in order (``parts`` is emptied)."""
+    vocab = parts[-1].vocab
+    offsets = [np.zeros(1, dtype=np.int64)]
+    base = 0
+    for part in parts:
+        offsets.append(part.offsets[1:] + base)
+        base += int(part.offsets[-1])
+    values = [part.values for part in parts]
+    parts.clear()
+    return TokenizedCorpus(
+        vocab=vocab, values=_join(values, np.int32), offsets=np.concatenate(offsets)
+    )
+
+
+def _join(parts: list[np.ndarray], dtype) -> np.ndarray:
+    """``np.concatenate(parts)``, emptying ``parts`` as they are copied: the pages of the
+    result are touched part by part, so memory peaks at the result plus one part, not twice
+    the result."""
+    out = np.empty(sum(len(p) for p in parts), dtype)
+    pos = 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        out[pos : pos + len(part)] = part
+        pos += len(part)
+    return out
+
+
+class TokenStream:
+    """The token parts of a text column, tokenized ahead only until they hold
+    ``min_postings`` postings. ``large``: whether they do; then iterating gives the parts as
+    ``(values, offsets, n_vocab)`` (for ``stream.pack_token_parts``), each tokenized when
+    asked for, and ``vocab`` is the vocabulary; else :meth:`whole` is the corpus."""
+
+    def __init__(
+        self, column: pa.ChunkedArray, analyzer, num_workers: int, min_postings: int
+    ) -> None:
+        self._parts = token_parts(column, analyzer, num_workers)
+        self._held: list[tuple[TokenizedCorpus, int]] = []
+        self._analyzer, self._workers = analyzer, num_workers
+        self.vocab: dict[str, int] = {}
+        postings = 0
+        for part, n_vocab in self._parts:
+            self._held.append((part, n_vocab))
+            self.vocab = part.vocab
+            if n_vocab:
+                postings += count_postings(part.values, part.offsets, n_vocab)
+            if postings >= min_postings:
+                break
+        self.large = postings >= min_postings
+
+    def whole(self) -> TokenizedCorpus:
+        """The column's corpus (for a stream that is not ``large``: all of it is read)."""
+        if self.large:
+            raise RuntimeError("a large TokenStream is read part by part")
+        if not self._held:  # no rows
+            return tokenize_corpus([], self._analyzer, num_workers=self._workers)
+        parts = [part for part, _ in self._held]
+        self._held.clear()
+        return join_parts(parts)
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
+        while self._held:
+            part, n_vocab = self._held.pop(0)
+            yield part.values, part.offsets, n_vocab
+        for part, n_vocab in self._parts:
+            self.vocab = part.vocab
+            yield part.values, part.offsets, n_vocab
