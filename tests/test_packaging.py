@@ -90,3 +90,39 @@ def test_token_counting_works_offline_with_an_empty_cache(tmp_path):
     assert enc.encode_ordinary("hello world") == [15339, 1917]  # cl100k_base's ids
     assert out.stdout.split() == ["2", str(len(enc.encode_ordinary("你好，世界")))]
     assert list(empty.iterdir()) == []  # nothing downloaded or cached
+
+
+def test_shipped_encoding_pickles_by_name_without_its_rank_dict():
+    """The shipped cl100k_base drops tiktoken's Python copy of the ranks (~19 MiB a process)
+    and still pickles (as multiprocessing and Ray workers do): to the same cached encoding."""
+    import pickle
+
+    from fastrag.analysis.tokens import get_encoding
+
+    enc = get_encoding()
+    assert not hasattr(enc, "_mergeable_ranks")
+    blob = pickle.dumps(enc)
+    assert len(blob) < 200  # by name, not 100k ranks
+    assert pickle.loads(blob) is enc
+    assert get_encoding("cl100k_base") is enc
+    assert get_encoding("gpt-4") is enc  # one instance per process, whichever name asks
+    text = "Größe 大小 size 🙂"
+    assert enc.decode(enc.encode_ordinary(text)) == text
+    assert enc.n_vocab == 100277
+
+
+def test_models_of_another_encoding_are_not_counted_with_cl100k(tmp_path, monkeypatch):
+    """gpt-4o counts with o200k_base (tiktoken's model table): offline and uncached it is a
+    ConfigError naming the fix, not cl100k_base's counts under gpt-4o's name."""
+    import pytest
+
+    from fastrag.analysis.tokens import get_encoding, is_shipped
+    from fastrag.errors import ConfigError
+
+    assert [is_shipped(n) for n in ("gpt-4", "gpt-4-turbo", "gpt-3.5-turbo")] == [True] * 3
+    assert [is_shipped(n) for n in ("gpt-4o", "gpt-4o-mini", "o200k_base")] == [False] * 3
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    with pytest.raises(ConfigError, match="not available offline.*cl100k_base"):
+        get_encoding("gpt-4o-mini")

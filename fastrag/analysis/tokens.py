@@ -30,24 +30,53 @@ _CL100K_SPECIAL = {
 }
 _CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 
-# Models whose tokenizer is cl100k_base (the ones this package can serve offline).
-_CL100K_MODELS = ("gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada-002")
-
 DEFAULT_ENCODING = "cl100k_base"
 
 
 def is_shipped(name: str) -> bool:
-    """Whether encoding (or model) ``name`` is served by the cl100k_base file fastrag ships."""
-    return name == DEFAULT_ENCODING or name.startswith(_CL100K_MODELS)
+    """Whether encoding (or model) ``name`` is served by the cl100k_base file fastrag ships:
+    the encoding itself, or a model tiktoken maps to it (gpt-4 and gpt-3.5-turbo are, gpt-4o
+    is not: it counts with o200k_base)."""
+    if name == DEFAULT_ENCODING:
+        return True
+    from tiktoken.model import encoding_name_for_model  # lazy: tiktoken's model table
+
+    try:
+        return encoding_name_for_model(name) == DEFAULT_ENCODING
+    except KeyError:
+        return False
+
+
+def _shipped_encoding_class():
+    import tiktoken
+
+    class ShippedEncoding(tiktoken.Encoding):
+        """cl100k_base built from fastrag's copy; pickled by name, rebuilt by ``get_encoding``."""
+
+        def __init__(self, **kwargs) -> None:
+            super().__init__(**kwargs)
+            # tiktoken keeps the Python dict only to pickle the encoding (its Rust core holds
+            # a copy): ~19 MiB per process. This encoding pickles by name instead.
+            del self._mergeable_ranks
+
+        def __reduce__(self):
+            return get_encoding, (DEFAULT_ENCODING,)
+
+    return ShippedEncoding
+
+
+def get_encoding(name: str = DEFAULT_ENCODING):
+    """A ``tiktoken.Encoding`` by encoding name or model name; cl100k_base works offline (one
+    instance per process, whichever name asked for it)."""
+    check_str("encoding", name)
+    return _encoding(DEFAULT_ENCODING if is_shipped(name) else name)
 
 
 @functools.lru_cache(maxsize=8)
-def get_encoding(name: str = DEFAULT_ENCODING):
-    """A ``tiktoken.Encoding`` by encoding name or model name; cl100k_base works offline."""
+def _encoding(name: str):
     import tiktoken
 
-    check_str("encoding", name)
-    if is_shipped(name):
+    if name == DEFAULT_ENCODING:
         path = resources.files("fastrag.analysis").joinpath("data/cl100k_base.tiktoken")
         data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != _CL100K_SHA256:
@@ -57,7 +86,7 @@ def get_encoding(name: str = DEFAULT_ENCODING):
             base64.b64decode(tok): int(rank)
             for tok, rank in (line.split() for line in data.splitlines() if line)
         }
-        return tiktoken.Encoding(
+        return _shipped_encoding_class()(
             name=DEFAULT_ENCODING,
             pat_str=_CL100K_PAT,
             mergeable_ranks=ranks,
