@@ -329,3 +329,65 @@ def test_a_live_builds_folder_survives_other_writers_and_a_dead_ones_is_collecte
     with Store(st).building() as mine:  # this process's own: removed on exit
         assert mine.is_dir() and mine.name.startswith(".building-")
     assert not list((st / "indexes").glob(".building-*"))
+
+
+def _cli_ingest(kb: Path, store: Path, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fastrag.cli", "ingest", str(kb), "--store", str(store), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def _index_state(store: Path) -> tuple[list[str], dict[str, bytes]]:
+    building = sorted(p.name for p in (store / "indexes").glob(".building-*"))
+    return building, _bm25_files(store)[1]
+
+
+def test_two_ingests_of_one_store_at_once_leave_one_index_and_no_build_folder(tmp_path):
+    """Two `fastrag ingest` processes of one folder into one store, started together: both
+    succeed, the store holds one BM25 index equal byte for byte to a lone ingest's, and no
+    private build folder is left."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 3_000_000)  # ~400k postings: packed, streamed
+    lone = _cli_ingest(kb, tmp_path / "lone")
+    assert lone.wait(120) == 0, lone.stderr.read()
+    procs = [_cli_ingest(kb, tmp_path / "both") for _ in range(2)]
+    for p in procs:
+        assert p.wait(120) == 0, p.stderr.read()
+    assert _index_state(tmp_path / "both") == ([], _index_state(tmp_path / "lone")[1])
+    m = Store(tmp_path / "both", mode="r").manifest
+    assert [k for k in m["indexes"] if "/bm25/" in k] == [k for k in m["indexes"]]
+    assert len(m["indexes"]) == 1
+
+
+@pytest.mark.slow  # an 8 MB ingest, killed, and a second one (~10 s)
+def test_an_ingest_killed_while_it_builds_its_index_is_repaired_by_the_next(tmp_path):
+    """SIGKILL while the index is built in the store's private folder (outside the writers'
+    lock): the store keeps its groups, the next ingest removes the folder and stores the same
+    index as an uninterrupted ingest."""
+    import signal
+    import time
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 8_000_000)
+    lone = _cli_ingest(kb, tmp_path / "lone")
+    assert lone.wait(300) == 0, lone.stderr.read()
+    st = tmp_path / "st"
+    proc = _cli_ingest(kb, st)
+    deadline = time.monotonic() + 300
+    while not list((st / "indexes").glob(".building-*/*")) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(60) == -signal.SIGKILL  # killed while building, not finished
+    assert list((st / "indexes").glob(".building-*"))
+    m = Store(st, mode="r").manifest
+    assert m["groups"]["chunk"]["nodes"] > 1000 and not m["indexes"]
+    again = _cli_ingest(kb, st)
+    assert again.wait(300) == 0, again.stderr.read()
+    assert _index_state(st) == ([], _index_state(tmp_path / "lone")[1])
