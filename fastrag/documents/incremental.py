@@ -122,12 +122,13 @@ def _build_rows(
         keep = keep.select(GROUP_SCHEMA.names)
         new = run_transform(d, ptable, _full_meta(parent, ptable, st))
         table = keep if new.num_rows == 0 else pa.concat_tables([keep, new])
+    if store is not None:  # the parent's texts were read whole: their pages may go
+        store.release_pages()
     group = NodeGroup(doc, d.name, d.parent, table, built_gen=parent.built_gen)
     if store is not None and store.writable:
         new_rows = table if dropped is None else table.slice(keep.num_rows)
         group.segments = _persist_group(store, d, group, old, dropped, new_rows)
-    if store is not None:  # the parent's texts were read whole: their pages may go
-        store.release_pages()
+        store.release_pages()  # and those the writing touched
     return group
 
 
