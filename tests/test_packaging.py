@@ -126,3 +126,18 @@ def test_models_of_another_encoding_are_not_counted_with_cl100k(tmp_path, monkey
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     with pytest.raises(ConfigError, match="not available offline.*cl100k_base"):
         get_encoding("gpt-4o-mini")
+
+
+def test_released_encodings_are_built_again_and_count_the_same():
+    """release_encodings (fastrag ingest, once its groups are built) drops the cached
+    encoding; holders keep theirs and the next get_encoding builds an equal one."""
+    from fastrag.analysis.tokens import count_tokens, get_encoding, release_encodings
+
+    held = get_encoding()
+    text = "Größe 大小 size 🙂 " * 20
+    want = held.encode_ordinary(text)
+    release_encodings()
+    again = get_encoding()
+    assert again is not held and get_encoding("gpt-4") is again
+    assert again.encode_ordinary(text) == held.encode_ordinary(text) == want
+    assert count_tokens(text) == len(want)

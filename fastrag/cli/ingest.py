@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from fastrag.analysis.tokens import release_encodings
 from fastrag.cli.common import UsageError, is_stored, pick_group
 from fastrag.cli.embed import TableProgress
 from fastrag.cli.info import print_info
@@ -162,6 +163,7 @@ def _ingest(args: argparse.Namespace) -> int:
                     raise
                 print(f"note: group {name!r} was not updated: {exc}", file=sys.stderr)
             bar.update(1)
+    release_encodings()  # chunking is done: ~26 MiB less at the index build's peak
     _build_default_index(doc, names)
     _embed_default_group(doc, names)
     report = doc.read_report
