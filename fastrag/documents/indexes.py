@@ -491,14 +491,45 @@ class DerivedData:
 
     def _pack_stream(self, g, key: str, analyzer, params: dict, stream: TokenStream, entry):
         """(BM25Index, vocab) of a large group tokenized part by part into a packed index
-        (``stream.pack_token_parts``), built in the store's private folder outside the
-        writers' lock and moved in by a short transaction; None if it could not be opened
-        after (the caller builds it again from the tokens)."""
+        (``stream.pack_token_parts``); None if it could not be opened after (the caller
+        builds it again from the tokens)."""
+
+        def build(work: Path) -> tuple[dict, dict[str, int]]:
+            return pack_token_parts(stream, work, **params), stream.vocab
+
+        wrote = self._write_packed(g, key, analyzer, entry, build)
+        with contextlib.suppress(StoreError, KeyError, ValueError, TypeError):
+            return self._load_bm25(g, key, stream.vocab if wrote else None)
+        return None
+
+    def _pack_in_store(self, g, key: str, analyzer, params: dict, tc, entry) -> bool | None:
+        """Write a large group's BM25 index into the store in packed form
+        (``stream.pack_tokens``: bounded memory, the same arrays as packing a whole build).
+        True once written, False when another writer had stored it, None (nothing written)
+        where the index would be kept unpacked, the parameters name global statistics, or
+        the store is not writable."""
+        if (
+            not _packable(self.doc.store, params)
+            or int(tc.offsets[-1] - tc.offsets[0]) < PACK_MIN_POSTINGS
+            or count_postings(tc.values, tc.offsets, len(tc.vocab)) < PACK_MIN_POSTINGS
+        ):
+            return None
+
+        def build(work: Path) -> tuple[dict, dict[str, int]]:
+            return pack_tokens(tc.values, tc.offsets, len(tc.vocab), work, **params), tc.vocab
+
+        return self._write_packed(g, key, analyzer, entry, build)
+
+    def _write_packed(self, g, key: str, analyzer, entry, build) -> bool:
+        """Build a packed BM25 index (``build(folder)`` -> (index meta, vocabulary)) in the
+        store's private folder, outside the writers' lock, and move it in with a short
+        transaction; False when another writer had stored it meanwhile."""
         store = self.doc.store
         wrote = []
         with store.building() as work:
-            index_meta = pack_token_parts(stream, work, **params)
-            vocab_bytes, vocab_offsets = encode_vocab(stream.vocab)
+            index_meta, vocab = build(work)
+            self._count("bm25")
+            vocab_bytes, vocab_offsets = encode_vocab(vocab)
             np.save(work / "vocab_bytes.npy", vocab_bytes, allow_pickle=False)
             np.save(work / "vocab_offsets.npy", vocab_offsets, allow_pickle=False)
             del vocab_bytes, vocab_offsets
@@ -515,42 +546,6 @@ class DerivedData:
                 wrote.append(True)
 
             self._persist(write)
-        self._count("bm25")
-        with contextlib.suppress(StoreError, KeyError, ValueError, TypeError):
-            return self._load_bm25(g, key, stream.vocab if wrote else None)
-        return None
-
-    def _pack_in_store(self, g, key: str, analyzer, params: dict, tc, entry) -> bool | None:
-        """Write a large group's BM25 index straight into the store in packed form
-        (``stream.pack_tokens``: bounded memory, the same arrays as packing a whole build).
-        True once written, False when another writer had stored it, None (nothing written)
-        where the index would be kept unpacked, the parameters name global statistics, or
-        the store is not writable."""
-        store = self.doc.store
-        if (
-            not _packable(store, params)
-            or int(tc.offsets[-1] - tc.offsets[0]) < PACK_MIN_POSTINGS
-            or count_postings(tc.values, tc.offsets, len(tc.vocab)) < PACK_MIN_POSTINGS
-        ):
-            return None
-        wrote = []
-
-        def write(txn: Transaction) -> None:
-            if _stored_meanwhile(txn, key, g, entry):
-                return
-            meta = _bm25_meta(g, analyzer)
-
-            def files(folder: Path) -> None:
-                meta["index"] = pack_tokens(tc.values, tc.offsets, len(tc.vocab), folder, **params)
-                self._count("bm25")
-                wrote.append(True)
-                vocab_bytes, vocab_offsets = encode_vocab(tc.vocab)
-                np.save(folder / "vocab_bytes.npy", vocab_bytes, allow_pickle=False)
-                np.save(folder / "vocab_offsets.npy", vocab_offsets, allow_pickle=False)
-
-            txn.write_index(key, files, meta)
-
-        self._persist(write)
         return bool(wrote)
 
     def tokens(self, g: NodeGroup, analyzer, num_workers: int = 0):

@@ -391,3 +391,37 @@ def test_an_ingest_killed_while_it_builds_its_index_is_repaired_by_the_next(tmp_
     again = _cli_ingest(kb, st)
     assert again.wait(300) == 0, again.stderr.read()
     assert _index_state(st) == ([], _index_state(tmp_path / "lone")[1])
+
+
+@pytest.mark.parametrize("keep_tokens", [True, False])
+def test_a_large_index_is_packed_while_the_writers_lock_is_free(tmp_path, monkeypatch, keep_tokens):
+    """Both ways to a packed index (tokens kept, tokens streamed) pack with the store's OS
+    lock free, so another writer could commit meanwhile; the files land in the store."""
+    from filelock import FileLock
+
+    from fastrag.documents.storelock import LOCK
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 200_000)
+    monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
+    st = tmp_path / "st"
+    free = []
+    name = "pack_tokens" if keep_tokens else "pack_token_parts"
+    real = getattr(indexes_mod, name)
+
+    def spy(*a, **kw):
+        lock = FileLock(str(st / LOCK))
+        lock.acquire(timeout=0)  # Timeout if this process held the writers' lock
+        lock.release()
+        free.append(True)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(indexes_mod, name, spy)
+    doc = fr.Document(kb, store=st)
+    doc.derived.keep_tokens = keep_tokens
+    doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
+    assert fr.Retriever(doc, "chunk", "bm25", topk=3)("ERROR request_id login")
+    assert free == [True]
+    meta, files = _bm25_files(st)
+    assert meta["index"]["format"] == FORMAT_PACKED and "words.npy" in files
