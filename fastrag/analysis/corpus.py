@@ -258,8 +258,13 @@ def tokenize_into(
     mp_context: str | None = None,
 ) -> TokenizedCorpus:
     """:func:`tokenize_corpus` extending ``vocab`` in place (it must be a vocabulary this
-    function built, ids ``0..len-1``; it is not checked), so a corpus tokenized in parts
+    function built, ids ``0..len-1``; only its type is checked), so a corpus tokenized in parts
     holds one vocabulary, not a copy per part. The result's ``vocab`` is ``vocab``."""
+    if not isinstance(vocab, dict):
+        raise ConfigError(
+            f"vocab must be a dict[str, int] to extend (start with {{}}), got "
+            f"{type(vocab).__name__}"
+        )
     texts = _check_texts(texts, "texts")
     an = _resolve(analyzer)
     check_int("num_workers", num_workers, min=0, note="0 = tokenize in this process")

@@ -33,6 +33,7 @@ _CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2
 DEFAULT_ENCODING = "cl100k_base"
 
 
+@functools.lru_cache(maxsize=64)
 def is_shipped(name: str) -> bool:
     """Whether encoding (or model) ``name`` is served by the cl100k_base file fastrag ships:
     the encoding itself, or a model tiktoken maps to it (gpt-4 and gpt-3.5-turbo are, gpt-4o

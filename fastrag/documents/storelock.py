@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,8 +97,6 @@ def building(path: Path, folder: str, timeout: float) -> Iterator[Path]:
     its transaction (a large index built without holding the writers' lock). Garbage
     collection keeps it while this process holds its lock file beside it (:func:`is_building`)
     and removes it once that process has died; it is removed on exit."""
-    import uuid  # lazy: only builds use it
-
     base = path / folder
     name = f"{BUILDING}{uuid.uuid4().hex}"
     lock = FileLock(str(base / f"{name}.lock"))
@@ -108,8 +108,6 @@ def building(path: Path, folder: str, timeout: float) -> Iterator[Path]:
     try:
         yield base / name
     finally:
-        import shutil  # lazy: as uuid
-
         shutil.rmtree(base / name, ignore_errors=True)
         lock.release()
         with contextlib.suppress(OSError):

@@ -83,7 +83,7 @@ class TokenStream:
         postings = 0
         for part, n_vocab in self._parts:
             self._held.append((part, n_vocab))
-            self.vocab = part.vocab
+            self.vocab = part.vocab  # one dict for all parts: it grows as they are read
             if n_vocab:
                 postings += count_postings(part.values, part.offsets, n_vocab)
             if postings >= min_postings:
@@ -105,5 +105,4 @@ class TokenStream:
             part, n_vocab = self._held.pop(0)
             yield part.values, part.offsets, n_vocab
         for part, n_vocab in self._parts:
-            self.vocab = part.vocab
             yield part.values, part.offsets, n_vocab

@@ -124,3 +124,18 @@ def test_workers_odd_tokens():
     only_empty = tokenize_corpus(["", ""], odd_tokens, num_workers=1, chunk_chars=1)
     assert only_empty.vocab == {"": 0}
     assert [only_empty.tokens(i) for i in range(2)] == [[""], [""]]
+
+
+def test_tokenize_into_extends_one_vocabulary_and_rejects_a_non_dict():
+    """Parts tokenized into one vocabulary: the same ids as the whole corpus at once."""
+    from fastrag.analysis.corpus import tokenize_into
+
+    texts = ["alpha beta", "beta gamma", "delta alpha", "gamma epsilon"]
+    whole = tokenize_corpus(texts, "bm25")
+    vocab: dict[str, int] = {}
+    first = tokenize_into(texts[:2], "bm25", vocab)
+    second = tokenize_into(texts[2:], "bm25", vocab)
+    assert first.vocab is vocab and second.vocab is vocab and vocab == whole.vocab
+    np.testing.assert_array_equal(np.concatenate([first.values, second.values]), whole.values)
+    with pytest.raises(ConfigError, match=r"vocab must be a dict\[str, int\] to extend"):
+        tokenize_into(["a"], "bm25", None)

@@ -23,6 +23,7 @@ import fastrag.indexes.bm25.stream as stream_mod
 import fastrag.transforms.sentence as sentence_mod
 from fastrag.documents import store as store_mod
 from fastrag.documents.store import Store
+from fastrag.errors import StoreError
 from fastrag.indexes.bm25.stored import FORMAT_PACKED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -293,6 +294,7 @@ def test_a_small_group_in_a_one_shot_build_is_built_in_memory(tmp_path):
 _BUILDER = """
 import os, sys, time
 from fastrag.documents.store import Store
+from fastrag.errors import StoreError
 with Store(sys.argv[1]).building() as work:
     (work / "part.bin").write_bytes(b"x" * 1000)
     print(work, flush=True)
@@ -326,6 +328,8 @@ def test_a_live_builds_folder_survives_other_writers_and_a_dead_ones_is_collecte
     doc.add(["gamma"])
     assert not list((st / "indexes").glob(".building-*"))
     assert sorted(n.text for n in doc.group("root")) == ["alpha", "beta", "gamma"]
+    with pytest.raises(StoreError, match="read-only"):
+        Store(st, mode="r").building()
     with Store(st).building() as mine:  # this process's own: removed on exit
         assert mine.is_dir() and mine.name.startswith(".building-")
     assert not list((st / "indexes").glob(".building-*"))

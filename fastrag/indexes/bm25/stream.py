@@ -151,8 +151,9 @@ def pack_tokens(
     index is never held whole. Returns the meta (:meth:`BM25Index.meta` with
     ``packed=True``)."""
     values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
-    params = {"method": method, "k1": k1, "b": b, "delta": delta}
-    return _pack_into(_token_chunks(values, offsets), n_vocab, Path(folder), params)
+    return pack_token_parts(
+        [(values, offsets, n_vocab)], folder, method=method, k1=k1, b=b, delta=delta
+    )
 
 
 def pack_token_parts(
@@ -168,15 +169,19 @@ def pack_token_parts(
     (documents numbered on across parts; ``n_vocab``: the vocabulary's size when the part was
     tokenized, never shrinking), so the corpus's tokens are never held whole: the files equal
     ``pack_tokens`` of the joined parts with the last part's ``n_vocab``. Returns the meta."""
-    params = {"method": method, "k1": k1, "b": b, "delta": delta}
-    return _pack_into(_split_parts(parts), None, Path(folder), params)
-
-
-def _pack_into(chunks: Iterable[tuple], n_vocab: int | None, folder: Path, params: dict) -> dict:
-    out = folder / "packed"
-    meta = build_packed(chunks, n_vocab, out, merge_postings=PACK_TOKENS, **params)
+    out = Path(folder) / "packed"
+    meta = build_packed(
+        _split_parts(parts),
+        None,
+        out,
+        method=method,
+        k1=k1,
+        b=b,
+        delta=delta,
+        merge_postings=PACK_TOKENS,
+    )
     for f in out.glob("*.npy"):
-        os.replace(f, folder / f.name)
+        os.replace(f, out.parent / f.name)
     (out / "meta.json").unlink()
     out.rmdir()
     return meta
