@@ -261,7 +261,8 @@ class MixedAnalyzer(Analyzer):
             if stem is None:
                 stem = self._stemmers[lang] = make_stemmer(lang)
             for i, s in zip(idx, stem.stemWords([words[i] for i in idx]), strict=True):
-                out[i] = s
+                if s != out[i]:  # an unchanged word stays one string (memo key, term, vocab)
+                    out[i] = s
         return out
 
     def _normalize_many(self, raws: list[str]) -> list[tuple[str, ...]]:

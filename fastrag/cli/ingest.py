@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import sys
 import time
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from fastrag.analysis.language import release_language_model
 from fastrag.analysis.tokens import release_encodings
 from fastrag.cli.common import UsageError, is_stored, pick_group
 from fastrag.cli.embed import TableProgress
@@ -153,17 +156,22 @@ def _ingest(args: argparse.Namespace) -> int:
     names = [
         n for n in doc.group_names[1:] if n not in builtin or n in args.builtin or is_stored(doc, n)
     ]
+    groups = []
     with _progress("building groups", len(names), args.quiet) as bar:
         for name in names:
             bar.set_postfix_str(name)
             try:
-                doc.group(name)
+                groups.append(doc.group(name))
             except ConfigError as exc:
                 if not doc.is_stored_only(name):
                     raise
                 print(f"note: group {name!r} was not updated: {exc}", file=sys.stderr)
             bar.update(1)
     release_encodings()  # chunking is done: ~26 MiB less at the index build's peak
+    release_language_model()  # reading is done: ~20 MiB of mapped model pages
+    for group in groups:  # stored: the index build reads their texts a segment at a time
+        group.release_table()
+    _trim_heap()
     _build_default_index(doc, names)
     _embed_default_group(doc, names)
     report = doc.read_report
@@ -180,6 +188,16 @@ def _ingest(args: argparse.Namespace) -> int:
         f"in {time.perf_counter() - t0:.2f} s"
     )
     return print_info(Path(args.store))
+
+
+def _trim_heap() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; elsewhere
+    nothing): the groups' tables and texts freed above would otherwise stay resident under
+    the index build (~100 MiB for a 50 MB log)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _build_default_index(doc: Document, built: list[str]) -> None:

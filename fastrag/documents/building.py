@@ -235,16 +235,24 @@ def resolve_transform(name: str, transform: Any, kwargs: dict):
     return fn, callable_identity(fn), None
 
 
-def run_transform(d: GroupDef, ptable: pa.Table, full_meta: list[str] | None = None) -> pa.Table:
+def run_transform(
+    d: GroupDef,
+    ptable: pa.Table,
+    full_meta: list[str] | None = None,
+    read: Callable[[], object] | None = None,
+) -> pa.Table:
     """The child rows of every row of ``ptable`` (in ``ptable`` order). ``full_meta``: each
     parent's complete metadata JSON when the parent is not the root group (whose rows hold
-    their documents' metadata)."""
+    their documents' metadata). ``read``: called once the parents' texts are copied out of
+    ``ptable`` (a store drops the pages it mapped for them)."""
     n = ptable.num_rows
     if n == 0:
         return GROUP_SCHEMA.empty_table()
     ids = ptable.column("id").to_pylist()
     docs = ptable.column("doc_id").to_pylist()
     texts = ptable.column("text").to_pylist()
+    if read is not None:
+        read()
     if full_meta is None:  # parents are documents: children inherit, carrying nothing
         full_meta = ptable.column("metadata").to_pylist()
         own = ["{}"] * n

@@ -6,6 +6,7 @@ import decimal
 import functools
 import hashlib
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fastrag.schema import DocNode, dump_metadata
+from fastrag._checks import check_int
+from fastrag.errors import StoreError
+from fastrag.schema import GROUP_SCHEMA, DocNode, dump_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
@@ -35,12 +38,76 @@ class NodeGroup:
         self.document = document
         self.name = name
         self.parent_name = parent_name
+        self._lock = threading.Lock()
         self.table = table  # replaced (copy-on-write) when a vector column is attached
         self.built_gen = built_gen  # the root generation this group reflects
         self.segments = segments  # the store segments it was read from or written to
 
+    @property
+    def table(self) -> pa.Table:
+        """The nodes as an Arrow table (read back from the store after :meth:`release_table`)."""
+        table = self._table
+        if table is None:
+            with self._lock:
+                table = self._table
+                if table is None:
+                    table = self._table = _concat([read() for read in self._readers or ()])
+        return table
+
+    @table.setter
+    def table(self, table: pa.Table) -> None:
+        with self._lock:
+            self._table, self._rows = table, table.num_rows
+            self._readers = self._stored = None
+
+    def hold_stored(self, segments: list[dict]) -> None:
+        """Record that the store's ``segments`` (just written) hold this very table, so
+        :meth:`release_table` may drop it."""
+        with self._lock:
+            self._stored = list(segments)
+
+    def release_table(self) -> bool:
+        """Drop the table (and the lookups made from it) of a group this process wrote to the
+        store as it is: its segment files are mapped now, so :attr:`table` reads these bytes
+        back when next used (:meth:`text_parts` a segment at a time) even after a writer has
+        replaced them. False, nothing dropped, where there is no such copy (or it cannot be
+        mapped)."""
+        store = self.document.store
+        with self._lock:
+            if not self._stored or store is None:
+                return False
+            try:
+                readers = store.segment_readers(self._stored, GROUP_SCHEMA)
+            except StoreError:  # collected by another writer already: keep the table
+                return False
+            self._table, self._readers = None, readers
+            for name in ("ids", "_row_by_id", "_texts"):
+                self.__dict__.pop(name, None)
+            return True
+
+    def text_parts(self, rows: int | None = None) -> Iterator[pa.ChunkedArray]:
+        """The ``text`` column in pieces of at most ``rows`` texts (None: whole). After
+        :meth:`release_table` the pieces are read a store segment at a time, and the store's
+        mapped pages are dropped as each piece is done with, so the texts are never all in
+        memory."""
+        check_int("rows", rows, min=1, none=True)
+        table, readers = self._table, self._readers
+        store = self.document.store
+        if table is not None or not readers:
+            readers, store = [lambda: self.table], None
+        for read in readers:
+            column = read().column("text")
+            step = rows or max(len(column), 1)
+            for lo in range(0, len(column), step):
+                if store is not None:
+                    store.release_pages()  # the pieces before: decoded, or read and done with
+                yield column.slice(lo, step)
+            del column
+        if store is not None:
+            store.release_pages()
+
     def __len__(self) -> int:
-        return self.table.num_rows
+        return self._rows
 
     def __iter__(self) -> Iterator[DocNode]:
         return (DocNode.from_row(self, i) for i in range(self.table.num_rows))
@@ -143,6 +210,10 @@ class NodeGroup:
     def metadata_table(self) -> pa.Table:
         """One column per metadata key (nulls where a node lacks it), one row per node."""
         return self._metadata_table
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
 def _metadata_column(values: list) -> pa.Array:

@@ -9,6 +9,7 @@ result (appending the new rows to the old segments where it can).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -96,7 +97,8 @@ def _build_rows(
 ) -> NodeGroup:
     ptable = parent.table
     if old is None:
-        table, dropped = run_transform(d, ptable, _full_meta(parent, ptable, st)), None
+        table = run_transform(d, ptable, _full_meta(parent, ptable, st), _released(store))
+        dropped = None
     else:
         touched = touched_docs(st.sources, old.built_gen)
         dropped = set(touched)
@@ -120,7 +122,7 @@ def _build_rows(
         else:
             ptable = ptable.slice(0, 0)
         keep = keep.select(GROUP_SCHEMA.names)
-        new = run_transform(d, ptable, _full_meta(parent, ptable, st))
+        new = run_transform(d, ptable, _full_meta(parent, ptable, st), _released(store))
         table = keep if new.num_rows == 0 else pa.concat_tables([keep, new])
     if store is not None:  # the parent's texts were read whole: their pages may go
         store.release_pages()
@@ -128,8 +130,15 @@ def _build_rows(
     if store is not None and store.writable:
         new_rows = table if dropped is None else table.slice(keep.num_rows)
         group.segments = _persist_group(store, d, group, old, dropped, new_rows)
+        if group.segments and dropped is None and table.schema.equals(GROUP_SCHEMA):
+            group.hold_stored(group.segments)
         store.release_pages()  # and those the writing touched
     return group
+
+
+def _released(store: Store | None) -> Callable[[], object] | None:
+    """What drops the store's mapped pages of the parents' texts once they are read."""
+    return None if store is None else store.release_pages
 
 
 def _full_meta(parent: NodeGroup, ptable: pa.Table, st: SourceState) -> list[str] | None:

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.documents.embedding import check_vectors, embedder_name, to_numpy, vector_schema
 from fastrag.documents.labels import LabelledIndex, hnsw_label_problem, label_rows
-from fastrag.documents.tokenparts import TokenStream, tokenize_column
+from fastrag.documents.tokenparts import TOKENIZE_ROWS, TokenStream, tokenize_column
 from fastrag.embeddings.named import embedder_record
 from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
 from fastrag.indexes.bm25.index import BM25Index
@@ -429,7 +429,7 @@ class DerivedData:
                 tc = self.tokens(g, analyzer, num_workers)
             else:
                 stream = TokenStream(
-                    g.table.column("text"), analyzer, num_workers, PACK_MIN_POSTINGS
+                    g.text_parts(TOKENIZE_ROWS), analyzer, num_workers, PACK_MIN_POSTINGS
                 )
                 if stream.large:
                     streamed = self._pack_stream(g, key, analyzer, params, stream, entry)

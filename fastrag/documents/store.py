@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import os
 import re
@@ -377,10 +378,25 @@ class Store:
                 f"share a schema: {exc}; the store is damaged"
             ) from exc
 
-    def _read_segment(self, seg: dict, schema: pa.Schema | None = None) -> pa.Table:
-        path = self.check_file(seg["file"], seg)
+    def segment_readers(
+        self, segments: list[dict], schema: pa.Schema | None = None
+    ) -> list[Callable[[], pa.Table]]:
+        """A reader of each segment's table that maps its file now: it reads these bytes even
+        after a writer has replaced the segments and collected their files."""
+        maps = [self._maps.open(self.check_file(seg["file"], seg, full=False)) for seg in segments]
+        return [
+            functools.partial(self._read_segment, seg, schema, buf)
+            for seg, buf in zip(segments, maps, strict=True)
+        ]
+
+    def _read_segment(
+        self, seg: dict, schema: pa.Schema | None = None, mapped: pa.Buffer | None = None
+    ) -> pa.Table:
+        path = self.check_file(seg["file"], seg) if mapped is None else self.path / seg["file"]
         try:
-            table = ipc.open_file(pa.BufferReader(self._maps.open(path))).read_all()
+            if mapped is None:
+                mapped = self._maps.open(path)
+            table = ipc.open_file(pa.BufferReader(mapped)).read_all()
             if schema is not None and not table.schema.equals(schema):
                 raise ValueError(f"schema {table.schema} is not the expected {schema}")
             table.validate()  # buffer sizes agree with lengths and types (cheap)

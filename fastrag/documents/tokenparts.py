@@ -4,7 +4,7 @@ large group's tokens are never held whole."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -17,17 +17,20 @@ TOKENIZE_ROWS = 16384  # texts converted to Python strings at a time for tokeniz
 
 
 def token_parts(
-    column: pa.ChunkedArray, analyzer, num_workers: int
+    columns: Iterable[pa.ChunkedArray], analyzer, num_workers: int
 ) -> Iterator[tuple[TokenizedCorpus, int]]:
-    """``(corpus, vocabulary size)`` of each ``TOKENIZE_ROWS`` texts of ``column``: one
-    vocabulary (every part's ``vocab``) grows from part to part, ids following first
-    occurrence as for the whole column; each part's offsets start at 0."""
+    """``(corpus, vocabulary size)`` of each ``TOKENIZE_ROWS`` texts of ``columns`` (the
+    pieces of one text column, in order, each read when reached): one vocabulary (every
+    part's ``vocab``) grows from part to part, ids following first occurrence as for the whole
+    column; each part's offsets start at 0."""
     vocab: dict[str, int] = {}
-    for lo in range(0, len(column), TOKENIZE_ROWS):
-        texts = column.slice(lo, TOKENIZE_ROWS).to_pylist()
-        part = tokenize_into(texts, analyzer, vocab, num_workers=num_workers)
-        del texts
-        yield part, len(vocab)
+    for column in columns:
+        for lo in range(0, len(column), TOKENIZE_ROWS):
+            texts = column.slice(lo, TOKENIZE_ROWS).to_pylist()
+            part = tokenize_into(texts, analyzer, vocab, num_workers=num_workers)
+            del texts
+            yield part, len(vocab)
+        del column
 
 
 def tokenize_column(column: pa.ChunkedArray, analyzer, num_workers: int) -> TokenizedCorpus:
@@ -35,7 +38,7 @@ def tokenize_column(column: pa.ChunkedArray, analyzer, num_workers: int) -> Toke
     corpus), so a large group is never a list of strings whole."""
     if len(column) <= TOKENIZE_ROWS:
         return tokenize_corpus(column.to_pylist(), analyzer, num_workers=num_workers)
-    return join_parts([part for part, _ in token_parts(column, analyzer, num_workers)])
+    return join_parts([part for part, _ in token_parts([column], analyzer, num_workers)])
 
 
 def join_parts(parts: list[TokenizedCorpus]) -> TokenizedCorpus:
@@ -68,15 +71,16 @@ def _join(parts: list[np.ndarray], dtype) -> np.ndarray:
 
 
 class TokenStream:
-    """The token parts of a text column, tokenized ahead only until they hold
-    ``min_postings`` postings. ``large``: whether they do; then iterating gives the parts as
+    """The token parts of a text column (given as its pieces in order:
+    ``NodeGroup.text_parts()``), tokenized ahead only until they hold ``min_postings``
+    postings. ``large``: whether they do; then iterating gives the parts as
     ``(values, offsets, n_vocab)`` (for ``stream.pack_token_parts``), each tokenized when
     asked for, and ``vocab`` is the vocabulary; else :meth:`whole` is the corpus."""
 
     def __init__(
-        self, column: pa.ChunkedArray, analyzer, num_workers: int, min_postings: int
+        self, columns: Iterable[pa.ChunkedArray], analyzer, num_workers: int, min_postings: int
     ) -> None:
-        self._parts = token_parts(column, analyzer, num_workers)
+        self._parts = token_parts(columns, analyzer, num_workers)
         self._held: list[tuple[TokenizedCorpus, int]] = []
         self._analyzer, self._workers = analyzer, num_workers
         self.vocab: dict[str, int] = {}

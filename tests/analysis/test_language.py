@@ -215,3 +215,16 @@ def test_two_processes_unpacking_the_model_at_once_agree(tmp_path):
     assert outs[0] == outs[1] and outs[0][0] == "de"
     (folder,) = (tmp_path / "langid").iterdir()
     assert not folder.name.startswith(".")
+
+
+def test_a_released_model_is_opened_again_and_answers_the_same(monkeypatch):
+    """release_language_model() drops the process's model; the next detection loads it once
+    more (a spy counts the loads) and detects exactly as before."""
+    texts = [TLDR["de"], "这是一个关于猫的中文句子。", "ls -la /tmp"]
+    want = [text_language(t) for t in texts]
+    loads = []
+    real = L._load_identifier
+    monkeypatch.setattr(L, "_load_identifier", lambda: loads.append(1) or real())
+    assert [text_language(t) for t in texts] == want and loads == []  # held
+    L.release_language_model()
+    assert [text_language(t) for t in texts] == want and loads == [1]  # loaded once again
