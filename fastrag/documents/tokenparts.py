@@ -24,13 +24,14 @@ def token_parts(
     part's ``vocab``) grows from part to part, ids following first occurrence as for the whole
     column; each part's offsets start at 0."""
     vocab: dict[str, int] = {}
-    for column in columns:
+    pieces = iter(columns)
+    while (column := next(pieces, None)) is not None:
         for lo in range(0, len(column), TOKENIZE_ROWS):
             texts = column.slice(lo, TOKENIZE_ROWS).to_pylist()
             part = tokenize_into(texts, analyzer, vocab, num_workers=num_workers)
             del texts
             yield part, len(vocab)
-        del column
+        del column  # before the next piece is read: one piece's texts at a time
 
 
 def tokenize_column(column: pa.ChunkedArray, analyzer, num_workers: int) -> TokenizedCorpus:
