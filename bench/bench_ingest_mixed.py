@@ -286,7 +286,7 @@ def child_store(folder: str, store: str, files: str | None, expect_root: str) ->
 
     _check_root(expect_root)
     import fastrag as fr
-    from fastrag.documents import store as store_module
+    from fastrag.documents import transaction as store_module
 
     codec = getattr(store_module, "COMPRESSION", None)
     src: Any = [ln for ln in Path(files).read_text().splitlines() if ln] if files else folder

@@ -135,6 +135,7 @@ def _ingest(args: argparse.Namespace) -> int:
             **opts,
         )
     doc.derived.keep_tokens = False  # one shot: a large index is packed part by part
+    release_language_model()  # reading is done: ~20 MiB of mapped model pages
     if not len(doc.group("root")) and not existed:
         report = doc.read_report
         print(report.summary(), file=sys.stderr)
@@ -171,7 +172,6 @@ def _ingest(args: argparse.Namespace) -> int:
                 print(f"note: group {name!r} was not updated: {exc}", file=sys.stderr)
             bar.update(1)
     release_encodings()  # chunking is done: ~26 MiB less at the index build's peak
-    release_language_model()  # reading is done: ~20 MiB of mapped model pages
     for group in groups:  # stored: the index build reads their texts a segment at a time
         group.release_table()
     _trim_heap()

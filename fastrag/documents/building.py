@@ -9,7 +9,7 @@ import inspect
 import json
 import math
 import pickle
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -245,6 +245,18 @@ def run_transform(
     parent's complete metadata JSON when the parent is not the root group (whose rows hold
     their documents' metadata). ``read``: called once the parents' texts are copied out of
     ``ptable`` (a store drops the pages it mapped for them)."""
+    rows = transform_rows(d, ptable, full_meta, read)
+    return rows.table() if isinstance(rows, SpanRows) else rows
+
+
+def transform_rows(
+    d: GroupDef,
+    ptable: pa.Table,
+    full_meta: list[str] | None = None,
+    read: Callable[[], object] | None = None,
+) -> pa.Table | SpanRows:
+    """:func:`run_transform`'s rows: those of a span transform as :class:`SpanRows` (made a
+    batch at a time as they are read), any other transform's as a table."""
     n = ptable.num_rows
     if n == 0:
         return GROUP_SCHEMA.empty_table()
@@ -259,7 +271,7 @@ def run_transform(
     else:
         own = ptable.column("metadata").to_pylist()
     if d.spans is not None:
-        return _transform_spans(d, ids, docs, texts, own)
+        return SpanRows(d, ids, docs, texts, own)
     parents = list(zip(ids, docs, texts, own, full_meta, strict=True))
     if has_batch(d.fn):  # one call for every parent (e.g. concurrent LLM calls)
         parsed = [json.loads(m) for m in full_meta]
@@ -301,30 +313,55 @@ def run_transform(
 SPAN_BATCH = 8192  # child rows turned into Arrow at a time (a long parent's chunks stream)
 
 
-def _transform_spans(d, ids, docs, texts, metas) -> pa.Table:
-    all_spans = d.spans(texts)
-    name = d.name
-    parts: list[pa.Table] = []
-    cols: dict[str, list] = {c: [] for c in GROUP_SCHEMA.names}
-    for pid, doc_id, text, meta, spans in zip(ids, docs, texts, metas, all_spans, strict=True):
-        i = 0  # child number within the parent (kept chunks only, as node ids count them)
-        for lo in range(0, len(spans), SPAN_BATCH):
-            kept = [(s, e, c) for s, e in spans[lo : lo + SPAN_BATCH] if (c := text[s:e]).strip()]
-            n = len(kept)
-            cols["id"] += [node_id(name, pid, i + k, c) for k, (_, _, c) in enumerate(kept)]
-            cols["text"] += [c for _, _, c in kept]
-            cols["start"] += [s for s, _, _ in kept]
-            cols["end"] += [e for _, e, _ in kept]
-            cols["doc_id"] += [doc_id] * n
-            cols["parent_id"] += [pid] * n
-            cols["metadata"] += [meta] * n
-            i += n
-            if len(cols["id"]) >= SPAN_BATCH:
-                parts.append(_cols_table(cols, name))
-                cols = {c: [] for c in GROUP_SCHEMA.names}
-    if cols["id"] or not parts:
-        parts.append(_cols_table(cols, name))
-    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+class SpanRows:
+    """The child rows of a span transform's parents: the spans are found at once (so their
+    size is known before any row is made), the rows are made :data:`SPAN_BATCH` at a time
+    when :meth:`batches` is read."""
+
+    def __init__(self, d: GroupDef, ids, docs, texts, metas) -> None:
+        self.name = d.name
+        self.spans = d.spans(texts)
+        self._parents = (ids, docs, texts, metas)
+        chars = sum(e - s for spans in self.spans for s, e in spans)
+        meta = sum(len(m) * len(spans) for m, spans in zip(metas, self.spans, strict=True))
+        rows = sum(len(spans) for spans in self.spans)
+        #: the Arrow bytes of the rows' table, about (texts counted a byte a character)
+        self.nbytes = chars + meta + rows * _ROW_BYTES
+
+    def batches(self) -> Iterator[pa.Table]:
+        """The rows as tables of about :data:`SPAN_BATCH` rows, in order (at least one)."""
+        name = self.name
+        cols: dict[str, list] = {c: [] for c in GROUP_SCHEMA.names}
+        made = False
+        for pid, doc_id, text, meta, spans in zip(*self._parents, self.spans, strict=True):
+            i = 0  # child number within the parent (kept chunks only, as node ids count them)
+            for lo in range(0, len(spans), SPAN_BATCH):
+                kept = [
+                    (s, e, c) for s, e in spans[lo : lo + SPAN_BATCH] if (c := text[s:e]).strip()
+                ]
+                n = len(kept)
+                cols["id"] += [node_id(name, pid, i + k, c) for k, (_, _, c) in enumerate(kept)]
+                cols["text"] += [c for _, _, c in kept]
+                cols["start"] += [s for s, _, _ in kept]
+                cols["end"] += [e for _, e, _ in kept]
+                cols["doc_id"] += [doc_id] * n
+                cols["parent_id"] += [pid] * n
+                cols["metadata"] += [meta] * n
+                i += n
+                if len(cols["id"]) >= SPAN_BATCH:
+                    yield _cols_table(cols, name)
+                    made = True
+                    cols = {c: [] for c in GROUP_SCHEMA.names}
+        if cols["id"] or not made:
+            yield _cols_table(cols, name)
+
+    def table(self) -> pa.Table:
+        """All the rows as one table."""
+        parts = list(self.batches())
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+_ROW_BYTES = 4 * 32 + 5 * 4 + 2 * 8  # ids (32 hex digits), string offsets, start and end
 
 
 def _cols_table(cols: dict[str, list], name: str) -> pa.Table:

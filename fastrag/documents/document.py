@@ -45,7 +45,8 @@ from fastrag.documents.relink import (
 )
 from fastrag.documents.sources import Planner, SourceView, check_texts
 from fastrag.documents.state import Committer, SourceState
-from fastrag.documents.store import Store, check_tag
+from fastrag.documents.store import Store
+from fastrag.documents.transaction import check_tag
 from fastrag.embeddings.named import recorded_embedders
 from fastrag.errors import ConfigError, StoreWarning
 from fastrag.schema import ROOT_GROUP, DocNode, NodeWithScore

@@ -7,7 +7,7 @@ import functools
 import hashlib
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -42,6 +42,27 @@ class NodeGroup:
         self.table = table  # replaced (copy-on-write) when a vector column is attached
         self.built_gen = built_gen  # the root generation this group reflects
         self.segments = segments  # the store segments it was read from or written to
+
+    @classmethod
+    def read_back(
+        cls,
+        document: Document,
+        name: str,
+        parent_name: str | None,
+        readers: list[Callable[[], pa.Table]],
+        rows: int,
+        fingerprint: str,
+        *,
+        built_gen: int = 0,
+    ) -> NodeGroup:
+        """A group whose table is not in memory: ``readers`` read it back a piece each, in
+        order (``Store.segment_readers``), when it is used; ``rows`` and ``fingerprint``
+        (:func:`ids_fingerprint` of its ids) are known without it."""
+        group = cls(document, name, parent_name, GROUP_SCHEMA.empty_table(), built_gen=built_gen)
+        with group._lock:
+            group._table, group._rows, group._readers = None, rows, list(readers)
+        group.__dict__["fingerprint"] = fingerprint
+        return group
 
     @property
     def table(self) -> pa.Table:
@@ -168,13 +189,7 @@ class NodeGroup:
     @functools.cached_property
     def fingerprint(self) -> str:
         """Changes whenever any node id changes (ids hash the text and lineage)."""
-        h = hashlib.blake2b(digest_size=16)
-        ids = self.table.column("id").combine_chunks()
-        for buf in ids.buffers()[1:]:
-            if buf is not None:
-                h.update(memoryview(buf))
-        h.update(str(len(ids)).encode())
-        return h.hexdigest()
+        return ids_fingerprint(self.table.column("id"))
 
     # -- metadata ----------------------------------------------------------------------------
     def doc_metadata(self, doc_id: str) -> dict:
@@ -210,6 +225,17 @@ class NodeGroup:
     def metadata_table(self) -> pa.Table:
         """One column per metadata key (nulls where a node lacks it), one row per node."""
         return self._metadata_table
+
+
+def ids_fingerprint(ids: pa.ChunkedArray) -> str:
+    """:attr:`NodeGroup.fingerprint` of a group whose ids are ``ids``."""
+    h = hashlib.blake2b(digest_size=16)
+    ids = ids.combine_chunks()
+    for buf in ids.buffers()[1:]:
+        if buf is not None:
+            h.update(memoryview(buf))
+    h.update(str(len(ids)).encode())
+    return h.hexdigest()
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

@@ -16,8 +16,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm import tqdm
 
-from fastrag.documents.building import STORED_ONLY, GroupDef, run_transform
+from fastrag.documents.building import (
+    STORED_ONLY,
+    GroupDef,
+    SpanRows,
+    run_transform,
+    transform_rows,
+)
 from fastrag.documents.group import NodeGroup, full_metadata_json
+from fastrag.documents.groupstream import stream_group, streams
 from fastrag.documents.relink import user_paths
 from fastrag.documents.sources import drop_mask
 from fastrag.documents.state import SourceState, drop_stale_indexes, touched_docs
@@ -97,7 +104,20 @@ def _build_rows(
 ) -> NodeGroup:
     ptable = parent.table
     if old is None:
-        table = run_transform(d, ptable, _full_meta(parent, ptable, st), _released(store))
+        rows = transform_rows(d, ptable, _full_meta(parent, ptable, st), _released(store))
+        if isinstance(rows, SpanRows) and streams(store, d, rows):
+            group = stream_group(
+                doc,
+                d,
+                parent,
+                rows,
+                store,
+                lambda g, pieces: _persist_group(store, d, g, None, None, None, pieces),
+            )
+            store.release_pages()
+            return group
+        table = rows.table() if isinstance(rows, SpanRows) else rows
+        del rows
         dropped = None
     else:
         touched = touched_docs(st.sources, old.built_gen)
@@ -153,8 +173,12 @@ def _persist_group(
     group: NodeGroup,
     old: NodeGroup | None,
     dropped: set[str] | None,
-    new_rows: pa.Table,
+    new_rows: pa.Table | None,
+    pieces: list[dict] | None = None,
 ) -> list[dict] | None:
+    """Commit ``group``: ``new_rows`` appended to the old segments where only they changed,
+    else the whole table, or the ``pieces`` already written (``groupstream``); its segments,
+    or None when another writer stored it (or a newer one) meanwhile."""
     with store.transaction() as txn:
         m = txn.manifest
         cur = m["groups"].get(d.name)
@@ -174,13 +198,15 @@ def _persist_group(
         ):
             segs = txn.filter(cur["segments"], d.name, drop_mask("doc_id", dropped))
             segs = txn.append(segs, d.name, new_rows)
+        elif pieces is not None:
+            segs = txn.adopt(pieces, d.name)
         else:
             segs = txn.append([], d.name, group.table.select(GROUP_SCHEMA.names))
         m["groups"][d.name] = {
             "segments": segs,
             "parent": d.parent,
             "identity": d.identity,
-            "nodes": group.table.num_rows,
+            "nodes": len(group),
             "root_gen": group.built_gen,
             "spec": d.spec,
         }

@@ -46,7 +46,7 @@ PACK_MIN_POSTINGS = 1 << 18
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.document import Document
     from fastrag.documents.group import NodeGroup
-    from fastrag.documents.store import Transaction
+    from fastrag.documents.transaction import Transaction
 
 
 class KeyLocks:

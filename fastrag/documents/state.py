@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 from fastrag.documents.group import NodeGroup
 from fastrag.documents.relink import user_paths
 from fastrag.documents.sources import SOURCE_SCHEMA, Change, apply_sources, drop_mask
-from fastrag.documents.store import MissingFile, Store, Transaction
+from fastrag.documents.store import MissingFile, Store
+from fastrag.documents.transaction import Transaction
 from fastrag.schema import GROUP_SCHEMA, ROOT_GROUP
 
 Plan = Callable[[pa.Table, pa.Table, int], Change]

@@ -1,7 +1,8 @@
 """A group this process wrote to its store can drop its table (``NodeGroup.release_table``) and
 read it back from the segment files mapped at that moment, whole or a segment at a time
 (``text_parts``); ``fastrag ingest`` does so before its BM25 index build, which then reads
-the chunk texts in pieces (issue 42, goal 7)."""
+the chunk texts in pieces. A large group is written as its rows are made, piece by piece,
+outside the writers' lock (``groupstream``). Issue 42, goal 7."""
 
 from __future__ import annotations
 
@@ -16,16 +17,21 @@ import pytest
 from test_ingest_streaming import _bm25_files, _log
 
 import fastrag as fr
+import fastrag.documents.building as building_mod
+import fastrag.documents.groupstream as groupstream_mod
+import fastrag.documents.incremental as incremental_mod
 import fastrag.documents.indexes as indexes_mod
 from fastrag.cli import main as cli_main
 from fastrag.documents import group as group_mod
-from fastrag.documents import store as store_mod
+from fastrag.documents import transaction as layout_mod
 from fastrag.documents.store import Store
 from fastrag.errors import ConfigError
 
 
 def _chunked(kb: Path, store: Path, monkeypatch) -> fr.Document:
-    monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 96 << 10)  # several compressed segments
+    monkeypatch.setattr(layout_mod, "COMPRESS_BELOW", 96 << 10)  # several compressed segments
+    monkeypatch.setattr(groupstream_mod, "PIECE_BYTES", 40 << 10)
+    monkeypatch.setattr(building_mod, "SPAN_BATCH", 50)
     doc = fr.Document(kb, store=store)
     doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
     doc.group("chunk")
@@ -131,7 +137,9 @@ def test_ingest_builds_its_index_from_the_released_chunk_texts(tmp_path, kb, mon
     """``fastrag ingest`` releases the chunk table before the BM25 build, which reads the
     texts a segment at a time (never the table whole): the same index files, byte for byte,
     as a build from the table in memory."""
-    monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 96 << 10)
+    monkeypatch.setattr(layout_mod, "COMPRESS_BELOW", 96 << 10)
+    monkeypatch.setattr(groupstream_mod, "PIECE_BYTES", 40 << 10)
+    monkeypatch.setattr(building_mod, "SPAN_BATCH", 50)
     monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
     spec = ["--group", "chunk=sentence:128:16"]
     held = fr.Document(kb, store=tmp_path / "held")
@@ -177,3 +185,142 @@ def test_ingest_allocates_arrow_memory_from_the_c_heap(tmp_path, kb, env):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split()[-1] == (env or "system")
+
+
+def test_a_large_group_is_written_piece_by_piece_with_the_lock_free(tmp_path, kb, monkeypatch):
+    """A chunk group big enough for compressed pieces is written as its rows are made, each
+    piece with the store's OS lock free, then moved in by a short transaction: the stored
+    table, the group's fingerprint and the search results equal the in-memory path's."""
+    from filelock import FileLock
+
+    from fastrag.documents.storelock import LOCK
+
+    monkeypatch.setattr(layout_mod, "COMPRESS_BELOW", 96 << 10)
+    monkeypatch.setattr(groupstream_mod, "PIECE_BYTES", 40 << 10)
+    monkeypatch.setattr(building_mod, "SPAN_BATCH", 50)
+    with monkeypatch.context() as m:
+        m.setattr(incremental_mod, "streams", lambda *a: False)
+        whole = _chunked(kb, tmp_path / "whole", monkeypatch)
+    st = tmp_path / "st"
+    free = []
+    real = groupstream_mod.write_table_file
+
+    def spy(path, name, table):
+        lock = FileLock(str(st / LOCK))
+        lock.acquire(timeout=0)  # Timeout if this process held the writers' lock
+        lock.release()
+        free.append(Path(path).parent.name)
+        return real(path, name, table)
+
+    monkeypatch.setattr(groupstream_mod, "write_table_file", spy)
+    doc = _chunked(kb, st, monkeypatch)
+    g = doc.group("chunk")
+    assert len(free) >= 3 and all(f.startswith(".building-") for f in free)
+    stored = Store(st, mode="r")
+    segs = stored.manifest["groups"]["chunk"]["segments"]
+    assert len(segs) == len(free) and not stored.verify()
+    assert not list((st / "indexes").glob(".building-*"))
+    want = whole.group("chunk")
+    assert stored.read_segments(segs).equals(want.table)
+    assert len(g) == len(want) and g.fingerprint == want.fingerprint
+    assert g.table.equals(want.table)  # read back from the pieces
+    queries = ["ERROR request_id login", "GET /cart/billing 500"]
+    got = fr.Retriever(doc, "chunk", "bm25", topk=5).batch_arrow(queries)
+    assert got.equals(fr.Retriever(whole, "chunk", "bm25", topk=5).batch_arrow(queries))
+
+
+def test_a_group_another_writer_stored_meanwhile_reads_its_own_pieces(tmp_path, kb, monkeypatch):
+    """While this process writes its pieces, another process stores the same group: this
+    one commits nothing, reads its group back from its own pieces (equal to the stored
+    group), and leaves no building folder or stray file."""
+    monkeypatch.setattr(layout_mod, "COMPRESS_BELOW", 96 << 10)
+    monkeypatch.setattr(groupstream_mod, "PIECE_BYTES", 40 << 10)
+    monkeypatch.setattr(building_mod, "SPAN_BATCH", 50)
+    st = tmp_path / "st"
+    fr.Document(kb, store=st).group("root")
+    other = (
+        "import sys, fastrag as fr\n"
+        "doc = fr.Document(sys.argv[1], store=sys.argv[2])\n"
+        "doc.create_node_group('chunk', transform=fr.SentenceSplitter("
+        "chunk_size=128, chunk_overlap=16))\n"
+        "doc.group('chunk')\n"
+    )
+    real = groupstream_mod.write_table_file
+    ran = []
+
+    def spy(path, name, table):
+        if not ran:  # the other writer commits the group before this one's first piece
+            subprocess.run([sys.executable, "-c", other, str(kb), str(st)], check=True)
+            ran.append(True)
+        return real(path, name, table)
+
+    monkeypatch.setattr(groupstream_mod, "write_table_file", spy)
+    doc = _chunked(kb, st, monkeypatch)
+    g = doc.group("chunk")
+    stored = Store(st, mode="r")
+    entry = stored.manifest["groups"]["chunk"]
+    assert ran and g.segments is None and not g.release_table()
+    assert g.table.equals(stored.read_segments(entry["segments"]))
+    assert not list((st / "indexes").glob(".building-*")) and not stored.verify()
+    named = {s["file"] for s in stored.manifest["groups"]["root"]["segments"]}
+    named |= {s["file"] for s in entry["segments"]} | {
+        s["file"] for s in stored.manifest["sources"]
+    }
+    on_disk = {p.relative_to(st).as_posix() for p in (st / "data").iterdir()}
+    assert on_disk == named
+
+
+_PATCHED_INGEST = """
+import sys
+import fastrag.documents.building as building
+import fastrag.documents.groupstream as groupstream
+import fastrag.documents.transaction as store
+store.COMPRESS_BELOW, groupstream.PIECE_BYTES, building.SPAN_BATCH = 96 << 10, 8 << 10, 10
+from fastrag.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_an_ingest_killed_while_it_writes_pieces_is_repaired_by_the_next(tmp_path):
+    """SIGKILL while a group's pieces are written in the store's private folder: the store
+    holds no part of the group, and the next ingest removes the folder and stores the group
+    as an uninterrupted ingest does."""
+    import signal
+    import time
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 2_000_000)
+    args = ["ingest", str(kb), "-q", "--group", "chunk=sentence:128:16"]
+    lone = subprocess.run(
+        [sys.executable, "-m", "fastrag.cli", *args, "--store", str(tmp_path / "lone")],
+        capture_output=True,
+        text=True,
+    )
+    assert lone.returncode == 0, lone.stderr
+    st = tmp_path / "st"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PATCHED_INGEST, *args, "--store", str(st)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while not list((st / "indexes").glob(".building-*/chunk.*.arrow")) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(60) == -signal.SIGKILL, proc.stderr.read()  # killed while writing
+    assert list((st / "indexes").glob(".building-*"))
+    assert "chunk" not in Store(st, mode="r").manifest["groups"]
+    again = subprocess.run(
+        [sys.executable, "-m", "fastrag.cli", *args, "--store", str(st)],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0, again.stderr
+    assert not list((st / "indexes").glob(".building-*"))
+    got, want = Store(st, mode="r"), Store(tmp_path / "lone", mode="r")
+    assert not got.verify()
+    assert got.read_segments(got.manifest["groups"]["chunk"]["segments"]).equals(
+        want.read_segments(want.manifest["groups"]["chunk"]["segments"])
+    )

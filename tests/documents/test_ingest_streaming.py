@@ -17,11 +17,13 @@ import pytest
 
 import fastrag as fr
 import fastrag.documents.building as building_mod
+import fastrag.documents.groupstream as groupstream_mod
+import fastrag.documents.incremental as incremental_mod
 import fastrag.documents.indexes as indexes_mod
 import fastrag.documents.tokenparts as tokenparts_mod
 import fastrag.indexes.bm25.stream as stream_mod
 import fastrag.transforms.sentence as sentence_mod
-from fastrag.documents import store as store_mod
+from fastrag.documents import transaction as layout_mod
 from fastrag.documents.store import Store
 from fastrag.errors import StoreError
 from fastrag.indexes.bm25.stored import FORMAT_PACKED
@@ -68,7 +70,10 @@ def _stored(store: Path, name: str) -> tuple[pa.Table, int]:
     return st.read_segments(segs), len(segs)
 
 
-def test_a_log_ingested_in_pieces_equals_the_whole_file_path(tmp_path, monkeypatch):
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_log_ingested_in_pieces_equals_the_whole_file_path(tmp_path, monkeypatch, streamed):
+    """The chunk group of a large text equals the whole-file path's, row for row, written as
+    compressed pieces either way: as its rows are made (``groupstream``) or from its table."""
     kb = tmp_path / "kb"
     kb.mkdir()
     _log(kb / "server.log", 150_000)
@@ -79,7 +84,12 @@ def test_a_log_ingested_in_pieces_equals_the_whole_file_path(tmp_path, monkeypat
     monkeypatch.setattr(sentence_mod, "WINDOW_CHARS", 20_000)
     monkeypatch.setattr(building_mod, "SPAN_BATCH", 500)
     monkeypatch.setattr(tokenparts_mod, "TOKENIZE_ROWS", 300)
-    monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 96 << 10)
+    monkeypatch.setattr(layout_mod, "COMPRESS_BELOW", 96 << 10)
+    monkeypatch.setattr(groupstream_mod, "PIECE_BYTES", 40 << 10)
+    if streamed:
+        monkeypatch.setattr(building_mod, "SPAN_BATCH", 50)
+    else:
+        monkeypatch.setattr(incremental_mod, "streams", lambda *a: False)
     pieces = _ingest(kb, tmp_path / "pieces")
     got = fr.Retriever(pieces, "chunk", "bm25", topk=5).batch_arrow(queries)
 

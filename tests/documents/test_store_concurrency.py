@@ -451,7 +451,7 @@ def test_manifest_stays_small_and_add_touches_few_files(tmp_path):
 
 
 def test_segments_are_compacted(tmp_path):
-    from fastrag.documents.store import MAX_SEGMENTS
+    from fastrag.documents.transaction import MAX_SEGMENTS
 
     st = tmp_path / "st"
     doc = fr.Document.from_texts(["first"], store=st)

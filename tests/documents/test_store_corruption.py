@@ -17,6 +17,7 @@ from store_probe import CHILD_PRELUDE, emb
 
 import fastrag as fr
 from fastrag.cli import main
+from fastrag.documents import transaction as layout_mod
 from fastrag.documents.store import Store
 
 # these tests damage packed BM25 indexes: stores here pack every index
@@ -163,7 +164,7 @@ def test_large_files_are_checked_by_size_always_by_checksum_on_request(
     from fastrag.errors import StoreError
 
     st = tmp_path / "st"
-    monkeypatch.setattr(store_mod, "COMPRESSION", None)  # so a flipped letter stays readable
+    monkeypatch.setattr(layout_mod, "COMPRESSION", None)  # so a flipped letter stays readable
     fr.Document.from_texts(TEXTS, store=st)
     rel = next(f for f in sorted(Store(st).referenced()) if "/root" in f)
     data = bytearray((st / rel).read_bytes())

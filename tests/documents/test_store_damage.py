@@ -20,6 +20,7 @@ from store_probe import CHILD_PRELUDE
 
 import fastrag as fr
 from fastrag.cli import main
+from fastrag.documents import transaction as layout_mod
 from fastrag.documents.store import LOCK, Store
 
 # these tests damage packed BM25 indexes: stores here pack every index
@@ -288,9 +289,8 @@ def _large_probe(template: Path, tmp_path: Path, rel_kind: str, edit) -> dict:
 def test_large_files_unseen_flip_in_text_bytes_is_harmless(template, tmp_path, monkeypatch):
     """A flipped ASCII letter in a large (uncompressed) root segment is not detected without
     verify=True (by design), and does not disturb anything else."""
-    from fastrag.documents import store as store_mod
 
-    monkeypatch.setattr(store_mod, "COMPRESSION", None)  # the letter must be findable
+    monkeypatch.setattr(layout_mod, "COMPRESSION", None)  # the letter must be findable
     plain = tmp_path / "plain"
     copy_of(template, plain)
     doc = fr.Document(store=plain)

@@ -15,6 +15,7 @@ import pytest
 
 import fastrag as fr
 from fastrag.documents import store as store_mod
+from fastrag.documents import transaction as layout_mod
 from fastrag.documents.store import Store
 from fastrag.errors import ConfigError, StoreLockTimeout, TransformError
 
@@ -267,8 +268,8 @@ def test_small_text_segments_are_compressed_large_ones_stay_mappable(tmp_path, m
     doc, line, root = build(tmp_path / "small")
     assert b"lazy dog" not in line  # zstd
     assert b"number 1999 jumps" in root  # the root table, read by every open, stays plain
-    monkeypatch.setattr(store_mod, "COMPRESS_BELOW", 1024)  # every table counts as large
-    monkeypatch.setattr(store_mod, "SPLIT_BELOW", 1024)  # ... and too large for zstd pieces
+    monkeypatch.setattr(layout_mod, "COMPRESS_BELOW", 1024)  # every table counts as large
+    monkeypatch.setattr(layout_mod, "SPLIT_BELOW", 1024)  # ... and too large for zstd pieces
     big, plain, _ = build(tmp_path / "large")
     assert b"number 1999 jumps" in plain and len(line) < 0.5 * len(plain)
     assert big.group("line").texts() == doc.group("line").texts()
