@@ -89,7 +89,7 @@ def _identifier():
 def release_language_model() -> None:
     """Drop this process's language model (its mapped pages: ~20 MiB after a few thousand
     texts); the next detection opens it again (milliseconds). For a one-shot process done
-    reading, such as ``fastrag ingest`` once its groups are built."""
+    reading, such as ``fastrag ingest`` once its files are read."""
     global _model
     with _model_lock:
         _model = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import sys
 import time
 from pathlib import Path
@@ -193,6 +194,7 @@ def _ingest(args: argparse.Namespace) -> int:
     return print_info(Path(args.store))
 
 
+@functools.cache
 def _libc() -> Any:
     """glibc, or None (another C library, another system)."""
     if not sys.platform.startswith("linux"):

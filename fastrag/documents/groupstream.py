@@ -15,11 +15,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from fastrag.documents import transaction as layout
 from fastrag.documents.building import GroupDef, SpanRows
 from fastrag.documents.group import NodeGroup, ids_fingerprint
 from fastrag.documents.store import Store
-from fastrag.documents.transaction import PLAIN_TABLES, write_table_file
+from fastrag.documents.transaction import halves, split_into_pieces, write_table_file
 from fastrag.schema import GROUP_SCHEMA
 
 #: Arrow bytes of rows written per piece: at most 16 pieces below SPLIT_BELOW, so a stored
@@ -29,12 +28,7 @@ PIECE_BYTES = 16 << 20
 
 def streams(store: Store | None, d: GroupDef, rows: SpanRows) -> bool:
     """Whether group ``d``'s rows go to ``store`` piece by piece."""
-    return (
-        store is not None
-        and store.writable
-        and d.name not in PLAIN_TABLES
-        and layout.COMPRESS_BELOW <= rows.nbytes < layout.SPLIT_BELOW
-    )
+    return store is not None and store.writable and split_into_pieces(d.name, rows.nbytes)
 
 
 def stream_group(
@@ -56,14 +50,9 @@ def stream_group(
         size = 0
 
         def flush() -> None:
-            todo = [pa.concat_tables(held) if len(held) > 1 else held[0]]
+            whole = pa.concat_tables(held) if len(held) > 1 else held[0]
             held.clear()
-            while todo:  # halved while over twice a piece (a batch of very long texts)
-                table = todo.pop()
-                if table.nbytes >= 2 * PIECE_BYTES and table.num_rows > 1:
-                    half = table.num_rows // 2
-                    todo += [table.slice(half), table.slice(0, half)]
-                    continue
+            for table in halves(whole, 2 * PIECE_BYTES):  # a batch of very long texts
                 path = work / f"{d.name}.{len(pieces)}.arrow"
                 entry = write_table_file(path, d.name, table)
                 pieces.append({"file": path.relative_to(store.path).as_posix(), **entry})

@@ -171,8 +171,7 @@ def write_table_file(path: Path, name: str, table: pa.Table) -> dict[str, Any]:
     when it holds text, is under ``COMPRESS_BELOW`` bytes and is not one of ``PLAIN_TABLES``;
     returns its ``rows``, ``size`` and ``checksum``."""
     # text tables compress 2-4x (hex ids, repeated doc ids, prose); vectors do not
-    textual = any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types)
-    packed = textual and table.nbytes < COMPRESS_BELOW and name not in PLAIN_TABLES
+    packed = _textual(table.schema) and table.nbytes < COMPRESS_BELOW and name not in PLAIN_TABLES
     if table.nbytes < COMPRESS_BELOW:  # one record batch per 64k rows, not one per append
         table = table.combine_chunks()
     options = ipc.IpcWriteOptions(compression=COMPRESSION if packed else None)
@@ -184,22 +183,36 @@ def write_table_file(path: Path, name: str, table: pa.Table) -> dict[str, Any]:
     return {"rows": table.num_rows, **atomic_write_bytes(path, write)}
 
 
-def _pieces(name: str, table: pa.Table) -> list[pa.Table]:
-    """``table`` cut into pieces under ``COMPRESS_BELOW`` bytes, so each is written
-    compressed, when it holds text, is not one of ``PLAIN_TABLES`` and is under
-    ``SPLIT_BELOW`` (a chunk group of a 50 MB log: 72 MB plain, 16 MB as zstd pieces);
-    otherwise ``[table]`` (a larger table stays one plain, memory-mapped segment)."""
-    textual = any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types)
-    size = table.nbytes
-    if not textual or name in PLAIN_TABLES or not COMPRESS_BELOW <= size < SPLIT_BELOW:
-        return [table]
+def split_into_pieces(name: str, nbytes: int, textual: bool = True) -> bool:
+    """Whether a table of group ``name`` of ``nbytes`` Arrow bytes is stored as compressed
+    pieces: it holds text, is not one of ``PLAIN_TABLES`` and is from ``COMPRESS_BELOW`` up to
+    ``SPLIT_BELOW`` (a chunk group of a 50 MB log: 72 MB plain, 16 MB as zstd pieces); a
+    larger table stays one plain, memory-mapped segment."""
+    return textual and name not in PLAIN_TABLES and COMPRESS_BELOW <= nbytes < SPLIT_BELOW
+
+
+def halves(table: pa.Table, below: int) -> list[pa.Table]:
+    """``table`` cut in halves, in order, until each piece is under ``below`` bytes (or one
+    row)."""
     out: list[pa.Table] = []
     todo = [table]
     while todo:
         t = todo.pop()
-        if t.nbytes < COMPRESS_BELOW // 2 or t.num_rows < 2:
+        if t.nbytes < below or t.num_rows < 2:
             out.append(t)
         else:
             half = t.num_rows // 2
             todo += [t.slice(half), t.slice(0, half)]
     return out
+
+
+def _pieces(name: str, table: pa.Table) -> list[pa.Table]:
+    """``table`` as the segments :func:`split_into_pieces` asks for: pieces under
+    ``COMPRESS_BELOW / 2`` bytes, each written compressed, or ``[table]``."""
+    if not split_into_pieces(name, table.nbytes, _textual(table.schema)):
+        return [table]
+    return halves(table, COMPRESS_BELOW // 2)
+
+
+def _textual(schema: pa.Schema) -> bool:
+    return any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in schema.types)
