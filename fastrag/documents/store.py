@@ -15,7 +15,9 @@ committed state, writes new files under fresh names (temp file, fsync, rename), 
 manifest last (the commit point) and then removes every file the manifest does not name. Since
 no other writer can be inside a transaction at that moment, anything unnamed is garbage: a
 superseded file, or a leftover of a crashed writer. The first transaction creates the store
-folder (and removes it again if it fails).
+folder and commits an empty manifest before its first file, so files without a manifest mean
+damage (never another writer's first commit); if it fails, it removes the folder again unless
+another writer committed or is building there meanwhile.
 
 **Reads.** Opening never writes, locks or creates anything, in either mode; ``mode="a"`` on a
 folder this process cannot write opens read-only with a StoreWarning. Files are memory-mapped; sizes
@@ -133,15 +135,7 @@ class Store:
             )
         self._verified: set[tuple[str, str]] = set()
         self._maps = FileMaps()
-        if not (self.path / MANIFEST).exists() and any(
-            (self.path / sub).is_dir() and any((self.path / sub).iterdir())
-            for sub in (DATA, INDEXES)
-        ):
-            raise StoreError(
-                f"{str(self.path / MANIFEST)!r} is missing but {str(self.path)!r} holds store "
-                "files: the store is damaged; restore manifest.json from a backup or rebuild the "
-                "store into a new directory (nothing was changed or removed)"
-            )
+        self._check_not_headless()
         self.manifest = self._read_manifest()
 
     @property
@@ -227,6 +221,9 @@ class Store:
         writers' lock (a large index): no writer's garbage collection removes it while this
         process lives; it is removed on exit. Move its files in with the transaction."""
         self.check_writable()
+        self.path.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            self.claim()
         return building(self.path, INDEXES, self.lock_timeout)
 
     @contextlib.contextmanager
@@ -243,8 +240,8 @@ class Store:
             with os_errors(self.path), self._transaction() as txn:
                 yield txn
         except BaseException:
-            if created and not (self.path / MANIFEST).exists():
-                remove_new_store(self.path, (LOCK, HOLDER), (DATA, INDEXES))
+            if created:
+                self._remove_if_unused()
             raise
 
     @contextlib.contextmanager
@@ -252,6 +249,7 @@ class Store:
         self.path.mkdir(parents=True, exist_ok=True)
         with self._locked():
             self.manifest = self._read_manifest()
+            self._check_not_headless()  # collecting would remove every file
             self._collect_garbage()  # a crashed writer's files may carry the names we pick
             txn = Transaction(self, copy.deepcopy(self.manifest))
             try:
@@ -259,12 +257,7 @@ class Store:
                 if txn.changed:
                     txn.manifest["generation"] = txn.gen
                     txn.manifest["format_version"] = FORMAT_VERSION
-                    body = txn.manifest
-                    data = json.dumps(
-                        {**body, "checksum": _manifest_checksum(body)}, ensure_ascii=False, indent=1
-                    ).encode()
-                    atomic_write_bytes(self.path / MANIFEST, lambda f: f.write(data))
-                    self.manifest = body
+                    self._write_manifest(txn.manifest)
                 else:
                     self.manifest = txn.base
             except BaseException:
@@ -273,6 +266,53 @@ class Store:
                         shutil.rmtree(path) if path.is_dir() else path.unlink()
                 raise
             self._collect_garbage()
+
+    def _write_manifest(self, body: dict[str, Any]) -> None:
+        data = json.dumps(
+            {**body, "checksum": _manifest_checksum(body)}, ensure_ascii=False, indent=1
+        ).encode()
+        atomic_write_bytes(self.path / MANIFEST, lambda f: f.write(data))
+        self.manifest = body
+
+    def claim(self) -> None:
+        """Commit an empty manifest to a store that has none yet, before its first file is
+        written: an opener never sees store files without a manifest, except where the store
+        is damaged. Only call with the lock held."""
+        if (self.path / MANIFEST).exists():
+            return
+        self._check_not_headless()
+        self._write_manifest(empty_manifest())
+
+    def _check_not_headless(self) -> None:
+        if not (self.path / MANIFEST).exists() and any(
+            (self.path / sub).is_dir() and any((self.path / sub).iterdir())
+            for sub in (DATA, INDEXES)
+        ):
+            raise StoreError(
+                f"{str(self.path / MANIFEST)!r} is missing but {str(self.path)!r} holds store "
+                "files: the store is damaged; restore manifest.json from a backup or rebuild the "
+                "store into a new directory (nothing was changed or removed)"
+            )
+
+    def _remove_if_unused(self) -> None:
+        """Remove a store folder this process created for a transaction that failed, unless
+        another writer committed to it or is building in it meanwhile."""
+        with contextlib.suppress(OSError, StoreError), self._locked(timeout=0):
+            if (self.path / MANIFEST).exists():
+                if self._read_manifest()["generation"] != 0:
+                    return
+                if any(is_building(e) for e in self._entries(INDEXES)):
+                    return
+            elif any(self._entries(DATA)) or any(self._entries(INDEXES)):
+                return
+            for sub in (DATA, INDEXES):  # files before the manifest: never one without other
+                shutil.rmtree(self.path / sub, ignore_errors=True)
+            (self.path / MANIFEST).unlink(missing_ok=True)
+        remove_new_store(self.path, (LOCK, HOLDER), ())
+
+    def _entries(self, sub: str) -> list[Path]:
+        folder = self.path / sub
+        return list(folder.iterdir()) if folder.is_dir() else []
 
     def _collect_garbage(self) -> list[str]:
         """Remove what the manifest does not name. Only call with the lock held."""

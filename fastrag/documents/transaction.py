@@ -65,6 +65,8 @@ class Transaction:
         self.changed = False
 
     def _fresh(self, folder: str, name: str, suffix: str = "") -> str:
+        if not self._n:
+            self.store.claim()
         (self.store.path / folder).mkdir(exist_ok=True)
         self._n += 1
         self.changed = True

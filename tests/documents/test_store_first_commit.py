@@ -1,0 +1,120 @@
+"""A store's first commit: other processes open it meanwhile, a failed first write, a store
+whose manifest is gone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import fastrag as fr
+from fastrag.documents import store as store_mod
+from fastrag.documents.store import Store
+from fastrag.errors import StoreError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# writes the first store of a folder and stops after each segment file until told to go on
+PAUSING_WRITER = textwrap.dedent(
+    """
+    import sys
+    import fastrag as fr
+    from fastrag.documents import transaction
+
+    write = transaction.Transaction.write_segment
+
+    def pausing(self, name, table):
+        entry = write(self, name, table)
+        print("written", flush=True)
+        sys.stdin.readline()
+        return entry
+
+    transaction.Transaction.write_segment = pausing
+    fr.Document.from_texts(["alpha beta", "gamma delta"], store=sys.argv[1])
+    print("done", flush=True)
+    """
+)
+
+
+def store_files(st: Path) -> list[str]:
+    return sorted(str(p.relative_to(st)) for p in (st / "data").rglob("*") if p.is_file())
+
+
+def test_opening_a_store_during_another_writers_first_commit(tmp_path):
+    """The first commit's files are written after an empty manifest: an opener sees an empty
+    store, never a store it calls damaged."""
+    st = tmp_path / "st"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", PAUSING_WRITER, str(st)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout.readline().strip() == "written", writer.stderr.read()
+        assert store_files(st)  # a segment is on disk, not yet committed
+        for mode in ("a", "r"):
+            opened = Store(st, mode=mode)
+            assert opened.manifest["generation"] == 0 and opened.manifest["groups"] == {}
+        assert len(fr.Document(store=st, mode="r").group("root")) == 0
+        assert Store(st, mode="r").verify() == []
+        out, err = writer.communicate("\n" * 50, timeout=120)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert writer.returncode == 0 and out.split()[-1] == "done", err
+    doc = fr.Document(store=st, mode="r")
+    assert doc.group("root").texts() == ["alpha beta", "gamma delta"]
+
+
+def test_a_transaction_refuses_a_store_whose_manifest_is_gone(tmp_path):
+    """Collecting garbage against a missing manifest would remove every file: refused."""
+    st = tmp_path / "st"
+    doc = fr.Document.from_texts(["one", "two"], store=st)
+    before = store_files(st)
+    (st / store_mod.MANIFEST).unlink()
+    with pytest.raises(StoreError, match=r"manifest.json' is missing.*holds store files"):
+        doc.add(texts=["three"])
+    with pytest.raises(StoreError, match=r"is missing.*nothing was changed or removed"):
+        Store(st)
+    assert store_files(st) == before
+
+
+def test_a_failed_first_write_keeps_what_another_writer_committed(tmp_path, monkeypatch):
+    """A writer whose first transaction fails removes the store folder it created only while
+    nothing was committed to it: here another writer commits in between."""
+    st = tmp_path / "st"
+    remove = Store._remove_if_unused
+
+    def another_writer_first(self):
+        fr.Document.from_texts(["kept"], store=st)
+        remove(self)
+
+    monkeypatch.setattr(Store, "_remove_if_unused", another_writer_first)
+    with pytest.raises(RuntimeError, match="boom"), Store(st).transaction() as txn:
+        txn.write_segment("root", fr.Document.from_texts(["lost"]).group("root").table)
+        raise RuntimeError("boom")
+    assert fr.Document(store=st, mode="r").group("root").texts() == ["kept"]
+    assert Store(st, mode="r").verify() == []
+
+
+def test_a_failed_first_write_leaves_no_folder(tmp_path):
+    st = tmp_path / "st"
+    with pytest.raises(RuntimeError, match="boom"), Store(st).transaction() as txn:
+        txn.write_segment("root", fr.Document.from_texts(["lost"]).group("root").table)
+        assert (st / store_mod.MANIFEST).is_file()  # claimed before the first file
+        raise RuntimeError("boom")
+    assert not st.exists()
+
+
+def test_building_claims_a_new_store_first(tmp_path):
+    st = tmp_path / "st"
+    with Store(st).building() as folder:
+        (folder / "part.npy").write_bytes(b"x")
+        assert Store(st, mode="r").manifest["generation"] == 0
+    assert Store(st).manifest["generation"] == 0
