@@ -297,18 +297,27 @@ class Store:
     def _remove_if_unused(self) -> None:
         """Remove a store folder this process created for a transaction that failed, unless
         another writer committed to it or is building in it meanwhile."""
-        with contextlib.suppress(OSError, StoreError), self._locked(timeout=0):
-            if (self.path / MANIFEST).exists():
-                if self._read_manifest()["generation"] != 0:
+        try:
+            with self._locked(timeout=0):  # a writer holding it is using the store
+                if (self.path / MANIFEST).exists():
+                    if self._read_manifest()["generation"] != 0:
+                        return
+                    if any(is_building(e) for e in self._entries(INDEXES)):
+                        return
+                elif any(self._entries(DATA)) or any(self._entries(INDEXES)):
                     return
-                if any(is_building(e) for e in self._entries(INDEXES)):
-                    return
-            elif any(self._entries(DATA)) or any(self._entries(INDEXES)):
-                return
-            for sub in (DATA, INDEXES):  # files before the manifest: never one without other
-                shutil.rmtree(self.path / sub, ignore_errors=True)
-            (self.path / MANIFEST).unlink(missing_ok=True)
-        remove_new_store(self.path, (LOCK, HOLDER), ())
+                for sub in (DATA, INDEXES):  # files before the manifest: never one without other
+                    if (self.path / sub).is_dir():
+                        shutil.rmtree(self.path / sub)
+                (self.path / MANIFEST).unlink(missing_ok=True)
+        except (OSError, StoreError):
+            return
+        # the lock file goes last, and only while no other writer holds it (it would have
+        # recorded itself) and nothing else arrived
+        with contextlib.suppress(OSError):
+            names = {e.name for e in self.path.iterdir() if not e.name.startswith(TMP_PREFIX)}
+            if names <= {LOCK} and not (self.path / HOLDER).exists():
+                remove_new_store(self.path, (LOCK,), ())
 
     def _entries(self, sub: str) -> list[Path]:
         folder = self.path / sub

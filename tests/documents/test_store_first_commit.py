@@ -118,3 +118,46 @@ def test_building_claims_a_new_store_first(tmp_path):
         (folder / "part.npy").write_bytes(b"x")
         assert Store(st, mode="r").manifest["generation"] == 0
     assert Store(st).manifest["generation"] == 0
+
+
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from fastrag.documents.store import Store
+    s = Store(sys.argv[1])
+    with s._locked():
+        print("locked", flush=True)
+        time.sleep(60)
+    """
+)
+
+
+def test_a_failed_first_write_leaves_another_writers_lock_alone(tmp_path, monkeypatch):
+    """When another process holds the writers' lock by the time the failed writer cleans up,
+    nothing is removed: not the store, not that writer's lock file or its note."""
+    st = tmp_path / "st"
+    remove = Store._remove_if_unused
+    holders = []
+
+    def another_writer_locks_first(self):
+        holder = subprocess.Popen(
+            [sys.executable, "-c", LOCK_HOLDER, str(st)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        holders.append(holder)
+        assert holder.stdout.readline().strip() == "locked"
+        remove(self)
+
+    monkeypatch.setattr(Store, "_remove_if_unused", another_writer_locks_first)
+    try:
+        with pytest.raises(RuntimeError, match="boom"), Store(st).transaction() as txn:
+            txn.write_segment("root", fr.Document.from_texts(["lost"]).group("root").table)
+            raise RuntimeError("boom")
+        assert (st / store_mod.LOCK).is_file() and (st / store_mod.HOLDER).is_file()
+        assert Store(st, mode="r").manifest["generation"] == 0
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
