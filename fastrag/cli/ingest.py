@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import ctypes
-import functools
 import sys
 import time
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from fastrag._heap import map_large_blocks, trim_heap
 from fastrag.analysis.language import release_language_model
 from fastrag.analysis.tokens import release_encodings
 from fastrag.cli.common import UsageError, is_stored, pick_group
@@ -89,14 +88,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     # buffers keep the pool they came from.
     pool = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
-    _map_large_blocks()
+    map_large_blocks()
     try:
         return _ingest(args)
     finally:
         pa.set_memory_pool(pool)
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -175,7 +171,7 @@ def _ingest(args: argparse.Namespace) -> int:
     release_encodings()  # chunking is done: ~26 MiB less at the index build's peak
     for group in groups:  # stored: the index build reads their texts a segment at a time
         group.release_table()
-    _trim_heap()
+    trim_heap()  # the groups' tables and texts freed above (~100 MiB for a 50 MB log)
     _build_default_index(doc, names)
     _embed_default_group(doc, names)
     report = doc.read_report
@@ -192,38 +188,6 @@ def _ingest(args: argparse.Namespace) -> int:
         f"in {time.perf_counter() - t0:.2f} s"
     )
     return print_info(Path(args.store))
-
-
-@functools.cache
-def _libc() -> Any:
-    """glibc, or None (another C library, another system)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
-    except OSError:
-        return None
-
-
-def _map_large_blocks() -> None:
-    """Allocate blocks of 4 MiB and more as their own maps, returned to the system when freed
-    (glibc's threshold otherwise rises to the largest block freed, up to 32 MiB, and such
-    blocks then stay in the heap: ~50 MiB at a 50 MB log's index build, a segment's texts at a
-    time; 1 MiB saved no more and cost ~0.5 CPU s). Set once per process: glibc has no way
-    back to the moving threshold."""
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_THRESHOLD, 4 << 20)
-
-
-def _trim_heap() -> None:
-    """Return the C heap's free pages to the system (glibc's ``malloc_trim``): the groups'
-    tables and texts freed above would otherwise stay resident under the index build (~100
-    MiB for a 50 MB log)."""
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
 
 
 def _build_default_index(doc: Document, built: list[str]) -> None:

@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from fastrag.documents.sources import rows_to_table
@@ -271,7 +272,7 @@ def transform_rows(
     else:
         own = ptable.column("metadata").to_pylist()
     if d.spans is not None:
-        return SpanRows(d, ids, docs, texts, own)
+        return SpanRows(d, ids, docs, texts, own, ptable.column("text"), read)
     parents = list(zip(ids, docs, texts, own, full_meta, strict=True))
     if has_batch(d.fn):  # one call for every parent (e.g. concurrent LLM calls)
         parsed = [json.loads(m) for m in full_meta]
@@ -316,11 +317,29 @@ SPAN_BATCH = 8192  # child rows turned into Arrow at a time (a long parent's chu
 class SpanRows:
     """The child rows of a span transform's parents: the spans are found at once (so their
     size is known before any row is made), the rows are made :data:`SPAN_BATCH` at a time
-    when :meth:`batches` is read."""
+    when :meth:`batches` is read.
 
-    def __init__(self, d: GroupDef, ids, docs, texts, metas) -> None:
+    ``column``: the parents' text column; once the spans are found, a long ASCII text is read
+    from its Arrow buffer a chunk at a time instead of held as a str, and ``release`` (a
+    store's ``release_pages``) is called after each batch, so a mapped parent's pages come
+    and go."""
+
+    def __init__(
+        self,
+        d: GroupDef,
+        ids,
+        docs,
+        texts,
+        metas,
+        column: pa.ChunkedArray | None = None,
+        release: Callable[[], object] | None = None,
+    ) -> None:
         self.name = d.name
         self.spans = d.spans(texts)
+        views = 0
+        if column is not None:
+            views = _buffer_views(texts, column)
+        self._release = release if views else None
         self._parents = (ids, docs, texts, metas)
         chars = sum(e - s for spans in self.spans for s, e in spans)
         meta = sum(len(m) * len(spans) for m, spans in zip(metas, self.spans, strict=True))
@@ -352,6 +371,8 @@ class SpanRows:
                     yield _cols_table(cols, name)
                     made = True
                     cols = {c: [] for c in GROUP_SCHEMA.names}
+                    if self._release is not None:
+                        self._release()
         if cols["id"] or not made:
             yield _cols_table(cols, name)
 
@@ -362,6 +383,48 @@ class SpanRows:
 
 
 _ROW_BYTES = 4 * 32 + 5 * 4 + 2 * 8  # ids (32 hex digits), string offsets, start and end
+LONG_TEXT = 1 << 20  # characters from which a parent's text is read from its buffer
+
+
+class BufferText:
+    """An ASCII text in an Arrow buffer, sliced like the str (character offsets are byte
+    offsets): each slice is decoded on its own."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def __getitem__(self, part: slice) -> str:
+        return str(self._view[part], "ascii")
+
+
+def _buffer_views(texts: list, column: pa.ChunkedArray) -> int:
+    """Replace each text of ``texts`` of at least :data:`LONG_TEXT` characters that is
+    ASCII by a :class:`BufferText` of its bytes in ``column`` (the column ``texts`` was read
+    from); returns how many were replaced."""
+    long = [i for i, t in enumerate(texts) if len(t) >= LONG_TEXT and t.isascii()]
+    if not long:
+        return 0
+    starts, base = [], 0
+    for chunk in column.chunks:
+        starts.append(base)
+        base += len(chunk)
+    replaced = 0
+    for i in long:
+        c = next(c for c in range(len(starts) - 1, -1, -1) if starts[c] <= i)
+        chunk, k = column.chunks[c], i - starts[c]
+        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=width)
+        lo, hi = int(offsets[chunk.offset + k]), int(offsets[chunk.offset + k + 1])
+        if hi - lo != len(texts[i]):  # pragma: no cover - to_pylist decoded these bytes
+            continue
+        texts[i] = BufferText(memoryview(chunk.buffers()[2])[lo:hi])
+        replaced += 1
+    return replaced
 
 
 def _cols_table(cols: dict[str, list], name: str) -> pa.Table:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm import tqdm
 
+from fastrag._heap import trim_heap
 from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.documents.embedding import check_vectors, embedder_name, to_numpy, vector_schema
 from fastrag.documents.labels import LabelledIndex, hnsw_label_problem, label_rows
@@ -88,8 +89,9 @@ class DerivedData:
         self._bad_dirs: set[str] = set()  # stored index folders found damaged
         self._missing: dict[tuple[str, str], tuple[Any, int | None]] = {}
         # False: a large group's BM25 tokens go part by part into its packed index (memory
-        # bounded; an update then tokenizes the whole group again) rather than staying in
-        # memory for updates. For one-shot processes (fastrag ingest).
+        # bounded, the C heap trimmed after each part; an update then tokenizes the whole group
+        # again) rather than staying in memory for updates. For one-shot processes (fastrag
+        # ingest).
         self.keep_tokens = True
 
     def _cached(self, key: tuple, fingerprint: str, build: Callable[[Any], Any]) -> Any:
@@ -429,7 +431,11 @@ class DerivedData:
                 tc = self.tokens(g, analyzer, num_workers)
             else:
                 stream = TokenStream(
-                    g.text_parts(TOKENIZE_ROWS), analyzer, num_workers, PACK_MIN_POSTINGS
+                    g.text_parts(TOKENIZE_ROWS),
+                    analyzer,
+                    num_workers,
+                    PACK_MIN_POSTINGS,
+                    after_part=trim_heap,
                 )
                 if stream.large:
                     streamed = self._pack_stream(g, key, analyzer, params, stream, entry)

@@ -4,7 +4,7 @@ large group's tokens are never held whole."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -13,16 +13,22 @@ from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.analysis.corpus import tokenize_into
 from fastrag.indexes.bm25.stream import count_postings
 
-TOKENIZE_ROWS = 16384  # texts converted to Python strings at a time for tokenizing
+# texts converted to Python strings at a time for tokenizing: a 50 MB log's index build peaks
+# 14 MiB lower than at 16384 with the heap trimmed after each part (fastrag ingest)
+TOKENIZE_ROWS = 4096
 
 
 def token_parts(
-    columns: Iterable[pa.ChunkedArray], analyzer, num_workers: int
+    columns: Iterable[pa.ChunkedArray],
+    analyzer,
+    num_workers: int,
+    after_part: Callable[[], object] | None = None,
 ) -> Iterator[tuple[TokenizedCorpus, int]]:
     """``(corpus, vocabulary size)`` of each ``TOKENIZE_ROWS`` texts of ``columns`` (the
     pieces of one text column, in order, each read when reached): one vocabulary (every
     part's ``vocab``) grows from part to part, ids following first occurrence as for the whole
-    column; each part's offsets start at 0."""
+    column; each part's offsets start at 0. ``after_part`` is called once a part's texts are
+    let go (e.g. to trim the C heap)."""
     vocab: dict[str, int] = {}
     pieces = iter(columns)
     while (column := next(pieces, None)) is not None:
@@ -30,6 +36,8 @@ def token_parts(
             texts = column.slice(lo, TOKENIZE_ROWS).to_pylist()
             part = tokenize_into(texts, analyzer, vocab, num_workers=num_workers)
             del texts
+            if after_part is not None:
+                after_part()
             yield part, len(vocab)
         del column  # before the next piece is read: one piece's texts at a time
 
@@ -76,12 +84,18 @@ class TokenStream:
     ``NodeGroup.text_parts()``), tokenized ahead only until they hold ``min_postings``
     postings. ``large``: whether they do; then iterating gives the parts as
     ``(values, offsets, n_vocab)`` (for ``stream.pack_token_parts``), each tokenized when
-    asked for, and ``vocab`` is the vocabulary; else :meth:`whole` is the corpus."""
+    asked for, and ``vocab`` is the vocabulary; else :meth:`whole` is the corpus.
+    ``after_part``: as for :func:`token_parts`."""
 
     def __init__(
-        self, columns: Iterable[pa.ChunkedArray], analyzer, num_workers: int, min_postings: int
+        self,
+        columns: Iterable[pa.ChunkedArray],
+        analyzer,
+        num_workers: int,
+        min_postings: int,
+        after_part: Callable[[], object] | None = None,
     ) -> None:
-        self._parts = token_parts(columns, analyzer, num_workers)
+        self._parts = token_parts(columns, analyzer, num_workers, after_part)
         self._held: list[tuple[TokenizedCorpus, int]] = []
         self._analyzer, self._workers = analyzer, num_workers
         self.vocab: dict[str, int] = {}

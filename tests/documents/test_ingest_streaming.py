@@ -279,12 +279,16 @@ def test_a_one_shot_build_streams_tokens_into_the_same_index(tmp_path, monkeypat
         return streams[-1]
 
     monkeypatch.setattr(indexes_mod, "TokenStream", spy)
+    trims = []
+    monkeypatch.setattr(indexes_mod, "trim_heap", lambda: trims.append(1))
     doc = fr.Document(kb, store=tmp_path / "streamed")
     doc.derived.keep_tokens = False
     doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
     got = fr.Retriever(doc, "chunk", "bm25", topk=5).batch_arrow(queries)
     assert len(streams) == 1 and streams[0].large and doc.derived.builds == {"bm25": 1}
     assert got.equals(want)
+    segments = Store(tmp_path / "streamed", mode="r").manifest["groups"]["chunk"]["segments"]
+    assert len(trims) == sum(-(-seg["rows"] // 300) for seg in segments)  # after each part
     assert _bm25_files(tmp_path / "streamed") == _bm25_files(tmp_path / "held")
     assert not [k for k in doc.derived._cache if k[0] == "tok"]  # no tokens kept
     assert not list((tmp_path / "streamed" / "indexes").glob(".building-*"))
