@@ -14,9 +14,9 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
+from fastrag.documents.buffertext import buffer_views
 from fastrag.documents.sources import rows_to_table
 from fastrag.errors import ConfigError, FastragError, TransformError
 from fastrag.schema import GROUP_SCHEMA, DocNode, dump_metadata, node_id
@@ -319,7 +319,7 @@ class SpanRows:
     size is known before any row is made), the rows are made :data:`SPAN_BATCH` at a time
     when :meth:`batches` is read.
 
-    ``column``: the parents' text column; once the spans are found, a long ASCII text is read
+    ``column``: the parents' text column; once the spans are found, a long text is read
     from its Arrow buffer a chunk at a time instead of held as a str, and ``release`` (a
     store's ``release_pages``) is called after each batch, so a mapped parent's pages come
     and go."""
@@ -338,7 +338,7 @@ class SpanRows:
         self.spans = d.spans(texts)
         views = 0
         if column is not None:
-            views = _buffer_views(texts, column)
+            views = buffer_views(texts, self.spans, column)
         self._release = release if views else None
         self._parents = (ids, docs, texts, metas)
         chars = sum(e - s for spans in self.spans for s, e in spans)
@@ -383,48 +383,6 @@ class SpanRows:
 
 
 _ROW_BYTES = 4 * 32 + 5 * 4 + 2 * 8  # ids (32 hex digits), string offsets, start and end
-LONG_TEXT = 1 << 20  # characters from which a parent's text is read from its buffer
-
-
-class BufferText:
-    """An ASCII text in an Arrow buffer, sliced like the str (character offsets are byte
-    offsets): each slice is decoded on its own."""
-
-    __slots__ = ("_view",)
-
-    def __init__(self, view: memoryview) -> None:
-        self._view = view
-
-    def __len__(self) -> int:
-        return len(self._view)
-
-    def __getitem__(self, part: slice) -> str:
-        return str(self._view[part], "ascii")
-
-
-def _buffer_views(texts: list, column: pa.ChunkedArray) -> int:
-    """Replace each text of ``texts`` of at least :data:`LONG_TEXT` characters that is
-    ASCII by a :class:`BufferText` of its bytes in ``column`` (the column ``texts`` was read
-    from); returns how many were replaced."""
-    long = [i for i, t in enumerate(texts) if len(t) >= LONG_TEXT and t.isascii()]
-    if not long:
-        return 0
-    starts, base = [], 0
-    for chunk in column.chunks:
-        starts.append(base)
-        base += len(chunk)
-    replaced = 0
-    for i in long:
-        c = next(c for c in range(len(starts) - 1, -1, -1) if starts[c] <= i)
-        chunk, k = column.chunks[c], i - starts[c]
-        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=width)
-        lo, hi = int(offsets[chunk.offset + k]), int(offsets[chunk.offset + k + 1])
-        if hi - lo != len(texts[i]):  # pragma: no cover - to_pylist decoded these bytes
-            continue
-        texts[i] = BufferText(memoryview(chunk.buffers()[2])[lo:hi])
-        replaced += 1
-    return replaced
 
 
 def _cols_table(cols: dict[str, list], name: str) -> pa.Table:

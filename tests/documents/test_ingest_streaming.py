@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 import fastrag as fr
+import fastrag.documents.buffertext as buffertext_mod
 import fastrag.documents.building as building_mod
 import fastrag.documents.groupstream as groupstream_mod
 import fastrag.documents.incremental as incremental_mod
@@ -88,6 +89,7 @@ def test_a_log_ingested_in_pieces_equals_the_whole_file_path(tmp_path, monkeypat
     monkeypatch.setattr(groupstream_mod, "PIECE_BYTES", 40 << 10)
     if streamed:
         monkeypatch.setattr(building_mod, "SPAN_BATCH", 50)
+        monkeypatch.setattr(buffertext_mod, "LONG_TEXT", 1000)  # the log read from its buffer
     else:
         monkeypatch.setattr(incremental_mod, "streams", lambda *a: False)
     pieces = _ingest(kb, tmp_path / "pieces")
