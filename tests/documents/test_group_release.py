@@ -187,6 +187,24 @@ def test_ingest_allocates_arrow_memory_from_the_c_heap(tmp_path, kb, env):
     assert run.stdout.split()[-1] == (env or "system")
 
 
+def test_ingest_does_not_load_pandas_but_to_pandas_still_works(tmp_path, kb):
+    """pyarrow would import pandas (38 MiB) at ingest's first list conversion, only to check
+    for pandas objects; after the ingest, asking pyarrow for pandas still works."""
+    pytest.importorskip("pandas")
+    code = (
+        "import sys; from fastrag.cli import main; rc = main(sys.argv[1:]); "
+        "print('pandas' in sys.modules); import pyarrow as pa; "
+        "print(pa.table({'a': [1, 2]}).to_pandas()['a'].sum()); sys.exit(rc)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, "ingest", str(kb), "--store", str(tmp_path / "s"), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[-2:] == ["False", "3"]
+
+
 def test_a_large_group_is_written_piece_by_piece_with_the_lock_free(tmp_path, kb, monkeypatch):
     """A chunk group big enough for compressed pieces is written as its rows are made, each
     piece with the store's OS lock free, then moved in by a short transaction: the stored
