@@ -29,7 +29,7 @@ from fastrag._heap import trim_heap
 from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.documents.embedding import check_vectors, embedder_name, to_numpy, vector_schema
 from fastrag.documents.labels import LabelledIndex, hnsw_label_problem, label_rows
-from fastrag.documents.tokenparts import TOKENIZE_ROWS, TokenStream, tokenize_column
+from fastrag.documents.tokenparts import STREAM_ROWS, TokenStream, tokenize_column
 from fastrag.embeddings.named import embedder_record
 from fastrag.errors import ConfigError, EmbeddingError, StoreError, StoreWarning
 from fastrag.indexes.bm25.index import BM25Index
@@ -431,11 +431,12 @@ class DerivedData:
                 tc = self.tokens(g, analyzer, num_workers)
             else:
                 stream = TokenStream(
-                    g.text_parts(TOKENIZE_ROWS),
+                    g.text_parts(STREAM_ROWS),
                     analyzer,
                     num_workers,
                     PACK_MIN_POSTINGS,
                     after_part=trim_heap,
+                    rows=STREAM_ROWS,
                 )
                 if stream.large:
                     streamed = self._pack_stream(g, key, analyzer, params, stream, entry)

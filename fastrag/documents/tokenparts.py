@@ -13,9 +13,10 @@ from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.analysis.corpus import tokenize_into
 from fastrag.indexes.bm25.stream import count_postings
 
-# texts converted to Python strings at a time for tokenizing: a 50 MB log's index build peaks
-# 14 MiB lower than at 16384 with the heap trimmed after each part (fastrag ingest)
-TOKENIZE_ROWS = 4096
+TOKENIZE_ROWS = 16384  # texts converted to Python strings at a time for tokenizing
+# the same for a one-shot build streamed into its packed index (fastrag ingest): with the C heap
+# trimmed after each part, a 50 MB log's index build peaks 14 MiB lower than at 16384
+STREAM_ROWS = 4096
 
 
 def token_parts(
@@ -23,17 +24,20 @@ def token_parts(
     analyzer,
     num_workers: int,
     after_part: Callable[[], object] | None = None,
+    rows: int | None = None,
 ) -> Iterator[tuple[TokenizedCorpus, int]]:
-    """``(corpus, vocabulary size)`` of each ``TOKENIZE_ROWS`` texts of ``columns`` (the
+    """``(corpus, vocabulary size)`` of each ``rows`` (default :data:`TOKENIZE_ROWS`) texts
+    of ``columns`` (the
     pieces of one text column, in order, each read when reached): one vocabulary (every
     part's ``vocab``) grows from part to part, ids following first occurrence as for the whole
     column; each part's offsets start at 0. ``after_part`` is called once a part's texts are
     let go (e.g. to trim the C heap)."""
+    rows = rows or TOKENIZE_ROWS
     vocab: dict[str, int] = {}
     pieces = iter(columns)
     while (column := next(pieces, None)) is not None:
-        for lo in range(0, len(column), TOKENIZE_ROWS):
-            texts = column.slice(lo, TOKENIZE_ROWS).to_pylist()
+        for lo in range(0, len(column), rows):
+            texts = column.slice(lo, rows).to_pylist()
             part = tokenize_into(texts, analyzer, vocab, num_workers=num_workers)
             del texts
             if after_part is not None:
@@ -85,7 +89,7 @@ class TokenStream:
     postings. ``large``: whether they do; then iterating gives the parts as
     ``(values, offsets, n_vocab)`` (for ``stream.pack_token_parts``), each tokenized when
     asked for, and ``vocab`` is the vocabulary; else :meth:`whole` is the corpus.
-    ``after_part``: as for :func:`token_parts`."""
+    ``after_part`` and ``rows``: as for :func:`token_parts`."""
 
     def __init__(
         self,
@@ -94,8 +98,9 @@ class TokenStream:
         num_workers: int,
         min_postings: int,
         after_part: Callable[[], object] | None = None,
+        rows: int | None = None,
     ) -> None:
-        self._parts = token_parts(columns, analyzer, num_workers, after_part)
+        self._parts = token_parts(columns, analyzer, num_workers, after_part, rows)
         self._held: list[tuple[TokenizedCorpus, int]] = []
         self._analyzer, self._workers = analyzer, num_workers
         self.vocab: dict[str, int] = {}

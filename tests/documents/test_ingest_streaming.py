@@ -270,6 +270,7 @@ def test_a_one_shot_build_streams_tokens_into_the_same_index(tmp_path, monkeypat
     queries = ["ERROR request_id login", "GET /cart/billing 500", "health took ms"]
     monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
     monkeypatch.setattr(tokenparts_mod, "TOKENIZE_ROWS", 300)  # many parts
+    monkeypatch.setattr(indexes_mod, "STREAM_ROWS", 300)
     monkeypatch.setattr(stream_mod, "PACK_TOKENS", 3000)
     held = _ingest(kb, tmp_path / "held")
     want = fr.Retriever(held, "chunk", "bm25", topk=5).batch_arrow(queries)
