@@ -90,7 +90,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     pool = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     map_large_blocks()
-    _skip_pandas_detection()
+    if getattr(args, "own_process", False):  # an in-process caller keeps pyarrow's detection
+        _skip_pandas_detection()
     try:
         return _ingest(args)
     finally:
@@ -195,8 +196,9 @@ def _ingest(args: argparse.Namespace) -> int:
 def _skip_pandas_detection() -> None:
     """pyarrow imports pandas, where installed, at its first conversion of a Python list, to
     check whether it was given pandas objects (38 MiB of an ingest's peak; ingest gives it
-    none): that first check runs with pandas hidden, so pyarrow takes it as absent. Code that
-    asks pyarrow for pandas (``to_pandas``) still imports it."""
+    none): that first check runs with pandas hidden, so pyarrow takes it as absent for the
+    rest of the process (``to_pandas`` still imports pandas; ``pa.table(data_frame)`` would
+    not recognize one), hence only where ``fastrag ingest`` is the process's own command."""
     if "pandas" in sys.modules:
         return
     hide = _NoPandas()

@@ -150,7 +150,9 @@ def _one_line_warnings(category: type) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``fastrag`` command line ``argv`` (default: ``sys.argv[1:]``); the exit status."""
+    """Run the ``fastrag`` command line ``argv`` (default: ``sys.argv[1:]``, the process's own
+    command, which may then change process-wide settings for it); the exit status."""
+    own_process = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     if command_of(argv) == "ingest" and "pyarrow" not in sys.modules:
         # Arrow's C++ code (IPC, compression) allocates from this pool, chosen once when
@@ -158,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         # mimalloc (pyarrow's default) kept ~30 MiB more at a 50 MB log's peak
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     args = _parse(argv)
+    args.own_process = own_process
     _one_line_warnings(StoreWarning)
     try:
         load_plugins(args.plugin)

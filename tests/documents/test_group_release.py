@@ -187,14 +187,19 @@ def test_ingest_allocates_arrow_memory_from_the_c_heap(tmp_path, kb, env):
     assert run.stdout.split()[-1] == (env or "system")
 
 
-def test_ingest_does_not_load_pandas_but_to_pandas_still_works(tmp_path, kb):
+@pytest.mark.parametrize("own_process", [True, False])
+def test_ingest_does_not_load_pandas_but_to_pandas_still_works(tmp_path, kb, own_process):
     """pyarrow would import pandas (38 MiB) at ingest's first list conversion, only to check
-    for pandas objects; after the ingest, asking pyarrow for pandas still works."""
+    for pandas objects: not where ingest is the process's own command (``main()``); after it,
+    asking pyarrow for pandas still works. An in-process ``main(argv)`` leaves pyarrow's
+    detection alone: ``pa.table(data_frame)`` works after it."""
     pytest.importorskip("pandas")
+    call = "main()" if own_process else "main(sys.argv[1:])"
     code = (
-        "import sys; from fastrag.cli import main; rc = main(sys.argv[1:]); "
+        f"import sys; from fastrag.cli import main; rc = {call}; "
         "print('pandas' in sys.modules); import pyarrow as pa; "
-        "print(pa.table({'a': [1, 2]}).to_pandas()['a'].sum()); sys.exit(rc)"
+        "print(pa.table({'a': [1, 2]}).to_pandas()['a'].sum()); "
+        "import pandas as pd; print(pa.table(pd.DataFrame({'b': [4]})).num_rows); sys.exit(rc)"
     )
     run = subprocess.run(
         [sys.executable, "-c", code, "ingest", str(kb), "--store", str(tmp_path / "s"), "-q"],
@@ -202,7 +207,7 @@ def test_ingest_does_not_load_pandas_but_to_pandas_still_works(tmp_path, kb):
         text=True,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split()[-2:] == ["False", "3"]
+    assert run.stdout.split()[-3:] == [str(not own_process), "3", "1"]
 
 
 def test_a_large_group_is_written_piece_by_piece_with_the_lock_free(tmp_path, kb, monkeypatch):
