@@ -4,6 +4,8 @@ while its child rows are made."""
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 import pyarrow as pa
 
@@ -49,13 +51,10 @@ def buffer_views(texts: list, spans: list[list[tuple[int, int]]], column: pa.Chu
     long = [i for i, t in enumerate(texts) if len(t) >= LONG_TEXT]
     if not long:
         return 0
-    starts, base = [], 0
-    for chunk in column.chunks:
-        starts.append(base)
-        base += len(chunk)
+    starts = np.cumsum([0] + [len(chunk) for chunk in column.chunks])
     for i in long:
-        c = next(c for c in range(len(starts) - 1, -1, -1) if starts[c] <= i)
-        chunk, k = column.chunks[c], i - starts[c]
+        c = bisect.bisect_right(starts, i) - 1  # the last chunk starting at or before row i
+        chunk, k = column.chunks[c], i - int(starts[c])
         width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
         offsets = np.frombuffer(chunk.buffers()[1], dtype=width)
         lo, hi = int(offsets[chunk.offset + k]), int(offsets[chunk.offset + k + 1])

@@ -284,10 +284,7 @@ class Store:
         self._write_manifest(empty_manifest())
 
     def _check_not_headless(self) -> None:
-        if not (self.path / MANIFEST).exists() and any(
-            (self.path / sub).is_dir() and any((self.path / sub).iterdir())
-            for sub in (DATA, INDEXES)
-        ):
+        if not (self.path / MANIFEST).exists() and self._holds_files():
             raise StoreError(
                 f"{str(self.path / MANIFEST)!r} is missing but {str(self.path)!r} holds store "
                 "files: the store is damaged; restore manifest.json from a backup or rebuild the "
@@ -304,7 +301,7 @@ class Store:
                         return
                     if any(is_building(e) for e in self._entries(INDEXES)):
                         return
-                elif any(self._entries(DATA)) or any(self._entries(INDEXES)):
+                elif self._holds_files():
                     return
                 for sub in (DATA, INDEXES):  # files before the manifest: never one without other
                     if (self.path / sub).is_dir():
@@ -317,11 +314,14 @@ class Store:
         with contextlib.suppress(OSError):
             names = {e.name for e in self.path.iterdir() if not e.name.startswith(TMP_PREFIX)}
             if names <= {LOCK} and not (self.path / HOLDER).exists():
-                remove_new_store(self.path, (LOCK,), ())
+                remove_new_store(self.path, (LOCK,))
 
     def _entries(self, sub: str) -> list[Path]:
         folder = self.path / sub
         return list(folder.iterdir()) if folder.is_dir() else []
+
+    def _holds_files(self) -> bool:
+        return any(self._entries(DATA)) or any(self._entries(INDEXES))
 
     def _collect_garbage(self) -> list[str]:
         """Remove what the manifest does not name. Only call with the lock held."""

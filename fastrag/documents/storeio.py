@@ -7,7 +7,6 @@ import contextlib
 import errno
 import mmap
 import os
-import shutil
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -157,15 +156,12 @@ def why_read_only(path: Path) -> str:
     return "not writable by this user"
 
 
-def remove_new_store(path: Path, files: tuple[str, ...], folders: tuple[str, ...]) -> None:
-    """Remove a store folder a failed first write created: ``files`` and ``folders`` (what a
-    store puts there), temp files, then the folder if it is empty."""
+def remove_new_store(path: Path, files: tuple[str, ...]) -> None:
+    """Remove a store folder a failed first write created: ``files`` (what a store puts
+    there), temp files, then the folder if it is empty."""
     for name in files:
         with contextlib.suppress(OSError):
             (path / name).unlink()
-    for sub in folders:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(path / sub)
     with contextlib.suppress(OSError):
         for entry in path.iterdir():
             if entry.name.startswith(TMP_PREFIX):
