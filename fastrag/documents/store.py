@@ -307,14 +307,13 @@ class Store:
                     if (self.path / sub).is_dir():
                         shutil.rmtree(self.path / sub)
                 (self.path / MANIFEST).unlink(missing_ok=True)
+                # the lock file goes while it is held: a writer that locks the unlinked file
+                # after this sees so and takes a new one (filelock >= 3.21)
+                remove_new_store(self.path, LOCK, HOLDER)
         except (OSError, StoreError):
             return
-        # the lock file goes last, and only while no other writer holds it (it would have
-        # recorded itself) and nothing else arrived
         with contextlib.suppress(OSError):
-            names = {e.name for e in self.path.iterdir() if not e.name.startswith(TMP_PREFIX)}
-            if names <= {LOCK} and not (self.path / HOLDER).exists():
-                remove_new_store(self.path, (LOCK,))
+            self.path.rmdir()  # unless another writer has arrived meanwhile
 
     def _entries(self, sub: str) -> list[Path]:
         folder = self.path / sub

@@ -156,14 +156,14 @@ def why_read_only(path: Path) -> str:
     return "not writable by this user"
 
 
-def remove_new_store(path: Path, files: tuple[str, ...]) -> None:
-    """Remove a store folder a failed first write created: ``files`` (what a store puts
-    there), temp files, then the folder if it is empty."""
-    for name in files:
-        with contextlib.suppress(OSError):
-            (path / name).unlink()
-    with contextlib.suppress(OSError):
-        for entry in path.iterdir():
-            if entry.name.startswith(TMP_PREFIX):
-                entry.unlink()
-        path.rmdir()
+def remove_new_store(path: Path, lock: str, note: str) -> None:
+    """Empty the folder of a store a failed first write created, with its ``lock`` file held:
+    temp files, then the lock file, and only when nothing but those and the holder's
+    ``note`` is there."""
+    entries = list(path.iterdir())
+    if any(e.name not in (lock, note) and not e.name.startswith(TMP_PREFIX) for e in entries):
+        return
+    for entry in entries:
+        if entry.name.startswith(TMP_PREFIX):
+            entry.unlink()
+    (path / lock).unlink(missing_ok=True)

@@ -3,9 +3,11 @@ whose manifest is gone."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ import pytest
 import fastrag as fr
 from fastrag.documents import store as store_mod
 from fastrag.documents.store import Store
-from fastrag.errors import StoreError
+from fastrag.documents.storelock import writer_lock
+from fastrag.errors import StoreError, StoreLockTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,3 +164,71 @@ def test_a_failed_first_write_leaves_another_writers_lock_alone(tmp_path, monkey
         for holder in holders:
             holder.kill()
             holder.wait()
+
+
+# takes the writers' lock once told to, then stops before recording itself until told to go on
+LATE_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from fastrag.documents import storelock
+
+    st, go, locked, done = map(Path, sys.argv[1:5])
+    record = storelock._write_holder
+
+    def pausing(path):
+        locked.write_text("x")
+        while not done.exists():
+            time.sleep(0.01)
+        record(path)
+
+    storelock._write_holder = pausing
+    while not go.exists():
+        time.sleep(0.01)
+    with storelock.writer_lock(st, 60):
+        print("held", flush=True)
+    """
+)
+
+
+def test_a_writer_that_locks_as_the_failed_writer_cleans_up_keeps_the_lock(tmp_path, monkeypatch):
+    """The clean-up after a failed first write removes the lock file while it still holds it:
+    a writer that takes the lock the moment it is let go (before it records itself) holds the
+    one lock file there is, so no third process can take the lock beside it."""
+    st = tmp_path / "st"
+    go, locked, done = (tmp_path / n for n in ("go", "locked", "done"))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", LATE_WRITER, *map(str, (st, go, locked, done))],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    take = Store._locked
+
+    @contextlib.contextmanager
+    def handing_over(self, timeout=None):
+        with take(self, timeout):
+            yield
+        if timeout == 0:  # the clean-up's lock, let go: the waiting writer takes it now
+            go.write_text("x")
+            deadline = time.monotonic() + 60
+            while not locked.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+    monkeypatch.setattr(Store, "_locked", handing_over)
+    try:
+        with pytest.raises(RuntimeError, match="boom"), Store(st).transaction() as txn:
+            txn.write_segment("root", fr.Document.from_texts(["lost"]).group("root").table)
+            raise RuntimeError("boom")
+        assert locked.exists(), writer.stderr.read()
+        with pytest.raises(StoreLockTimeout):  # the waiting writer holds the lock
+            with writer_lock(st, 0):
+                pass
+        done.write_text("x")
+        out, err = writer.communicate(timeout=60)
+    finally:
+        done.write_text("x")
+        writer.kill()
+        writer.wait()
+    assert writer.returncode == 0 and out.strip() == "held", err
