@@ -41,6 +41,10 @@ BEFORE = {
 }
 
 
+NON_ASCII = " user=José région=東京"  # --non-ascii: appended to every NON_ASCII_EVERY-th line
+NON_ASCII_EVERY = 500
+
+
 def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -69,15 +73,26 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--name", default=None, help="results name (default: ingest_memory[_smoke])")
     ap.add_argument("--smoke", action="store_true", help="2 MB, one run (CI)")
+    ap.add_argument(
+        "--non-ascii",
+        action="store_true",
+        help=f"append {NON_ASCII!r} to every {NON_ASCII_EVERY}th line (a text Python keeps at "
+        "2 bytes a character)",
+    )
     a = ap.parse_args()
     if a.smoke:
         a.mb, a.repeats = 2.0, 1
     a.name = a.name or ("ingest_memory_smoke" if a.smoke else "ingest_memory")
     work = WORK_DIR / "ingest_memory"
-    log_dir = work / f"log_{a.mb:g}mb_s{a.seed}"
+    log_dir = work / f"log_{a.mb:g}mb_s{a.seed}{'_nonascii' if a.non_ascii else ''}"
     log = log_dir / "server.log"
     if not log.exists():
         write_log(log, int(a.mb * 1e6), a.seed)
+        if a.non_ascii:
+            lines = log.read_text("utf-8").splitlines(keepends=True)
+            for i in range(NON_ASCII_EVERY - 1, len(lines), NON_ASCII_EVERY):
+                lines[i] = lines[i].rstrip("\n") + NON_ASCII + "\n"
+            log.write_text("".join(lines), "utf-8")
     text_bytes = log.stat().st_size
     subprocess.run(
         [sys.executable, "-m", "fastrag.cli", "warmup"], check=True, stdout=subprocess.DEVNULL
@@ -104,7 +119,7 @@ def main() -> None:
         ]
         for i, r in enumerate(runs)
     ]
-    if a.mb == 50.0 and a.seed == 0:
+    if a.mb == 50.0 and a.seed == 0 and not a.non_ascii:
         b = BEFORE
         rows.insert(
             0,
@@ -121,7 +136,8 @@ def main() -> None:
     md = [
         f"# fastrag ingest of one {text_bytes / 1e6:.1f} MB log file",
         "",
-        f"`python bench/bench_ingest_memory.py --mb {a.mb:g} --repeats {a.repeats}`; "
+        f"`python bench/bench_ingest_memory.py --mb {a.mb:g} --repeats {a.repeats}"
+        f"{' --non-ascii' if a.non_ascii else ''}`; "
         f"{info['cpu']} ({info['usable_cores']} usable cores), commit {info['commit']}, "
         f"{info['date']}. Median peak RSS {med('peak_rss_mb'):.0f} MiB, store "
         f"{med('store_bytes') / text_bytes:.2f}x the text, {med('cpu_s'):.1f} CPU s. "

@@ -1,77 +1,81 @@
-"""Long parent texts read from their Arrow buffer a chunk at a time: once a span transform has
-found its spans, the parent need not stay a Python ``str`` (a 50 MB log's text is 50 MB as one)
-while its child rows are made."""
+"""Long parent texts read from their Arrow buffer a window at a time, never as one Python
+``str`` (a 50 MB log is 50-200 MB as one): a span transform that reads long texts
+(``NodeTransform.reads_long_texts``) finds its spans through them, and every span transform's
+child rows are cut from the bytes."""
 
 from __future__ import annotations
 
-import bisect
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 
-LONG_TEXT = 1 << 20  # characters from which a parent's text is read from its buffer
+from fastrag.transforms.longtext import BufferText
+
+LONG_TEXT = 1 << 20  # UTF-8 bytes from which a parent's text is read from its buffer
 
 
-class BufferText:
-    """A text's UTF-8 bytes in an Arrow buffer, sliced like the str at the character offsets
-    given (``bounds``, sorted; None for an ASCII text, whose character offsets are its byte
-    offsets): each slice is decoded on its own. Slicing elsewhere raises ValueError."""
-
-    __slots__ = ("_view", "_chars", "_bytes", "_n")
-
-    def __init__(
-        self, view: memoryview, n_chars: int, bounds: tuple[np.ndarray, np.ndarray] | None
-    ) -> None:
-        self._view = view
-        self._n = n_chars
-        self._chars, self._bytes = bounds if bounds is not None else (None, None)
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, part: slice) -> str:
-        if self._chars is None:
-            return str(self._view[part], "ascii")
-        start, stop = part.start or 0, self._n if part.stop is None else part.stop
-        i, j = np.searchsorted(self._chars, (start, stop))
-        if (
-            part.step is not None
-            or j >= len(self._chars)
-            or self._chars[i] != start
-            or self._chars[j] != stop
-        ):
-            raise ValueError(f"slice [{start}:{stop}] is not at the offsets this text was made for")
-        return str(self._view[self._bytes[i] : self._bytes[j]], "utf-8")
+def _long_rows(column: pa.ChunkedArray) -> list[tuple[int, memoryview]]:
+    """``(row, bytes)`` of each text of ``column`` of at least :data:`LONG_TEXT` bytes."""
+    out = []
+    row = 0
+    for chunk in column.chunks:
+        n = len(chunk)
+        if n:
+            width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[chunk.offset :][: n + 1]
+            for i in np.flatnonzero(np.diff(offsets) >= LONG_TEXT).tolist():
+                lo, hi = int(offsets[i]), int(offsets[i + 1])
+                out.append((row + i, memoryview(chunk.buffers()[2])[lo:hi]))
+        row += n
+    return out
 
 
-def buffer_views(texts: list, spans: list[list[tuple[int, int]]], column: pa.ChunkedArray) -> int:
-    """Replace each text of ``texts`` of at least :data:`LONG_TEXT` characters by a
-    :class:`BufferText` of its bytes in ``column`` (the column ``texts`` was read from) that
-    can be sliced at its ``spans``; returns how many were replaced."""
-    long = [i for i, t in enumerate(texts) if len(t) >= LONG_TEXT]
+def read_texts(column: pa.ChunkedArray, release: Callable[[], object] | None = None) -> list:
+    """The texts of ``column``: a :class:`BufferText` for each long one (never decoded
+    whole), a ``str`` for the others."""
+    long = _long_rows(column)
     if not long:
-        return 0
-    starts = np.cumsum([0] + [len(chunk) for chunk in column.chunks])
-    for i in long:
-        c = bisect.bisect_right(starts, i) - 1  # the last chunk starting at or before row i
-        chunk, k = column.chunks[c], i - int(starts[c])
-        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=width)
-        lo, hi = int(offsets[chunk.offset + k]), int(offsets[chunk.offset + k + 1])
-        text = texts[i]
-        bounds = None if text.isascii() else byte_bounds(text, spans[i])
-        texts[i] = BufferText(memoryview(chunk.buffers()[2])[lo:hi], len(text), bounds)
-    return len(long)
+        return column.to_pylist()
+    out: list = []
+    at = 0
+    for row, view in long:
+        out += column.slice(at, row - at).to_pylist()
+        out.append(BufferText(view, release))
+        at = row + 1
+    return out + column.slice(at).to_pylist()
 
 
-def byte_bounds(text: str, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted character offsets of ``spans``' ends and their byte offsets in ``text``'s
-    UTF-8."""
-    chars = np.unique(np.fromiter((x for span in spans for x in span), np.int64))
-    out = np.empty_like(chars)
-    pos = at = 0
-    for n, c in enumerate(chars.tolist()):
-        piece = text[pos:c]
-        at += len(piece) if piece.isascii() else len(piece.encode("utf-8"))
-        out[n], pos = at, c
-    return chars, out
+def buffer_views(
+    texts: list, column: pa.ChunkedArray, release: Callable[[], object] | None = None
+) -> int:
+    """Replace each ``str`` of ``texts`` (read from ``column``) of at least
+    :data:`LONG_TEXT` bytes by a :class:`BufferText` of its bytes; returns how many texts
+    are BufferTexts now."""
+    views = 0
+    for row, view in _long_rows(column):
+        if isinstance(texts[row], str):
+            texts[row] = BufferText(view, release)
+        views += 1
+    return views
+
+
+def text_column(texts: list) -> list | pa.ChunkedArray:
+    """``texts`` as they go into a table's text column: a list of ``str``, or, where some are
+    :class:`BufferText`, a string column whose chunks of those share their bytes (no copy)."""
+    if not any(isinstance(t, BufferText) for t in texts):
+        return texts
+    chunks, run = [], []
+    for t in texts:
+        if isinstance(t, BufferText):
+            if run:
+                chunks.append(pa.array(run, pa.string()))
+                run = []
+            data = pa.py_buffer(t.utf8)
+            ends = pa.py_buffer(np.array([0, data.size], dtype=np.int32))
+            chunks.append(pa.Array.from_buffers(pa.string(), 1, [None, ends, data]))
+        else:
+            run.append(t)
+    if run:
+        chunks.append(pa.array(run, pa.string()))
+    return pa.chunked_array(chunks, pa.string())

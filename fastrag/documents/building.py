@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from fastrag.documents.buffertext import buffer_views
+from fastrag.documents.buffertext import buffer_views, read_texts
 from fastrag.documents.sources import rows_to_table
 from fastrag.errors import ConfigError, FastragError, TransformError
 from fastrag.schema import GROUP_SCHEMA, DocNode, dump_metadata, node_id
@@ -263,7 +263,10 @@ def transform_rows(
         return GROUP_SCHEMA.empty_table()
     ids = ptable.column("id").to_pylist()
     docs = ptable.column("doc_id").to_pylist()
-    texts = ptable.column("text").to_pylist()
+    if d.spans is not None and getattr(d.fn, "reads_long_texts", False):
+        texts = read_texts(ptable.column("text"), read)  # long ones never decoded whole
+    else:
+        texts = ptable.column("text").to_pylist()
     if read is not None:
         read()
     if full_meta is None:  # parents are documents: children inherit, carrying nothing
@@ -338,7 +341,7 @@ class SpanRows:
         self.spans = d.spans(texts)
         views = 0
         if column is not None:
-            views = buffer_views(texts, self.spans, column)
+            views = buffer_views(texts, column, release)
         self._release = release if views else None
         self._parents = (ids, docs, texts, metas)
         chars = sum(e - s for spans in self.spans for s, e in spans)

@@ -187,6 +187,25 @@ def decode_text(data: bytes, path: Any = None) -> tuple[str, str]:
     return data.decode(enc), enc
 
 
+def plain_utf8(data: bytes) -> bool:
+    """Whether :func:`decode_text` reads ``data`` as plain UTF-8 (no byte-order mark, not
+    binary, valid UTF-8): its text is then exactly these bytes, checked a MiB at a time
+    without decoding them whole."""
+    if data.startswith(tuple(bom for bom, _ in _BOMS)) or b"\x00" in data:
+        return False
+    if binary_kind(data[:SNIFF_BYTES]) not in (None, "control bytes"):
+        return False
+    check = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    try:
+        for i in range(0, len(view), 1 << 20):
+            check.decode(view[i : i + (1 << 20)])
+        check.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _is_cjk(enc: str) -> bool:
     return enc in _CJK or enc.startswith("iso2022")
 

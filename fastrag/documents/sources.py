@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm import tqdm
 
+from fastrag.documents.buffertext import text_column
 from fastrag.documents.readers import ReadReport, iter_source_files, read_file
 from fastrag.documents.readers.walk import relative_key, resolved_roots
 from fastrag.documents.relink import SourceChanges, match_moved
@@ -82,11 +83,10 @@ def rows_to_table(rows: list[tuple], group: str) -> pa.Table:
     """Node rows ``(id, doc_id, parent_id, text, start, end, metadata)`` as a group table."""
     if not rows:
         return GROUP_SCHEMA.empty_table()
-    cols = list(zip(*rows, strict=True))
+    cols: list = [list(c) for c in zip(*rows, strict=True)]
+    cols[3] = text_column(cols[3])
     try:
-        return pa.table(
-            {n: list(c) for n, c in zip(GROUP_SCHEMA.names, cols, strict=True)}, schema=GROUP_SCHEMA
-        )
+        return pa.table(dict(zip(GROUP_SCHEMA.names, cols, strict=True)), schema=GROUP_SCHEMA)
     except (pa.ArrowException, UnicodeError) as exc:
         bad = next((r[0] for r in rows if not _is_utf8(r[3]) or not _is_utf8(r[6])), None)
         raise ConfigError(
@@ -253,6 +253,7 @@ class Planner:
             metadata_fields=self.metadata_fields,
             report=self.report,
             relative_to=self.roots,
+            long_texts=True,  # a long log stays its bytes until its Arrow column shares them
         )
         gone = set(deleted)
         rows = []

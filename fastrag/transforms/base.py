@@ -20,6 +20,10 @@ class NodeTransform:
     """
 
     trans_node: bool = False
+    #: whether :meth:`batch_spans` also takes a long text as a
+    #: :class:`~fastrag.transforms.longtext.BufferText` (read a window at a time from its
+    #: stored bytes) instead of a ``str``; a group's long parents then never become one str
+    reads_long_texts: bool = False
 
     def __init__(self, num_workers: int = 0) -> None:
         # LazyLLM's NodeTransform(num_workers=...): groups are built by fastrag's own workers

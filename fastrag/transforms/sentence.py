@@ -27,6 +27,7 @@ from fastrag._checks import check_int, check_str, check_str_list
 from fastrag.analysis.tokens import DEFAULT_ENCODING, get_encoding, is_shipped
 from fastrag.errors import ConfigError
 from fastrag.transforms.base import NodeTransform
+from fastrag.transforms.longtext import BufferText
 
 # Version of the chunking algorithm: part of identity(), so stores re-split after a change.
 _ALGORITHM_VERSION = 1
@@ -113,6 +114,7 @@ class _TokenBudgetSplitter(NodeTransform):
     """Shared machinery of the splitters: validation, tokenization, planning, verification."""
 
     _mode = 0  # fastrag._kernels.split.MODE_SENTENCE (imported lazily: numba loads on use)
+    reads_long_texts = True  # a long text is planned window by window: a BufferText will do
 
     def __init__(
         self,
@@ -175,9 +177,9 @@ class _TokenBudgetSplitter(NodeTransform):
             list(zip(s.tolist(), e.tolist(), strict=True)) for s, e in self.batch_span_arrays(texts)
         ]
 
-    def span_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+    def span_arrays(self, text: str | BufferText) -> tuple[np.ndarray, np.ndarray]:
         """Chunk ``(starts, ends)`` of one text as int64 arrays."""
-        if not isinstance(text, str):
+        if not isinstance(text, (str, BufferText)):
             raise ConfigError(f"{type(self).__name__} splits str, got {type(text).__name__}")
         return self._plan(text)
 
@@ -188,7 +190,10 @@ class _TokenBudgetSplitter(NodeTransform):
                 "batch_span_arrays takes a list of texts, got one str; "
                 "wrap it in a list or call span_arrays()"
             )
-        texts = check_str_list("texts", texts)
+        if isinstance(texts, list) and any(isinstance(t, BufferText) for t in texts):
+            check_str_list("texts", ["" if isinstance(t, BufferText) else t for t in texts])
+        else:
+            texts = check_str_list("texts", texts)
         threads = self._num_threads or min(8, os.cpu_count() or 1)
         if threads <= 1 or len(texts) <= 1:
             return [self._plan(t) for t in texts]
@@ -201,13 +206,14 @@ class _TokenBudgetSplitter(NodeTransform):
         return out
 
     # -- planning ----------------------------------------------------------------------------
-    def _plan(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+    def _plan(self, text: str | BufferText) -> tuple[np.ndarray, np.ndarray]:
         if not text or text.isspace():
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty
         if len(text) > WINDOW_CHARS:
             return self._plan_windows(text, WINDOW_CHARS)
-        starts, ends, *_ = self._plan_window(text, {}, -1, -1, False, -1)
+        whole = text[:] if isinstance(text, BufferText) else text
+        starts, ends, *_ = self._plan_window(whole, {}, -1, -1, False, -1)
         return starts, ends
 
     def _plan_window(
@@ -251,7 +257,7 @@ class _TokenBudgetSplitter(NodeTransform):
             if not changed:  # all within budget (or one character alone is over it)
                 return starts, ends, int(s), int(prev), bool(stopped)
 
-    def _plan_windows(self, text: str, window: int) -> tuple[np.ndarray, np.ndarray]:
+    def _plan_windows(self, text: str | BufferText, window: int) -> tuple[np.ndarray, np.ndarray]:
         """The plan of a long text, made window by window (memory bounded by the window, not
         the text) and equal to the whole text's: windows begin and end at safe cuts, and each
         resumes where the previous stopped, ahead of any look past its end."""
@@ -293,7 +299,7 @@ class _TokenBudgetSplitter(NodeTransform):
 WINDOW_CHARS = 1 << 20  # texts longer than this are planned window by window
 
 
-def _safe_cut_after(text: str, p: int) -> int:
+def _safe_cut_after(text: str | BufferText, p: int) -> int:
     """The first safe cut at or after ``p``, else ``len(text)``: a position after a line
     break and before a non-space, where tiktoken's pre-tokenizer (and the splitters' classes)
     break whatever the text around it."""
@@ -308,7 +314,7 @@ def _safe_cut_after(text: str, p: int) -> int:
         i += 1
 
 
-def _safe_cut_before(text: str, p: int, lo: int) -> int:
+def _safe_cut_before(text: str | BufferText, p: int, lo: int) -> int:
     """The last safe cut in ``(lo, p]``, else ``lo``."""
     i = p
     while i > lo:

@@ -12,9 +12,19 @@ import pytest
 import fastrag as fr
 import fastrag.documents.buffertext as buffertext_mod
 import fastrag.documents.building as building_mod
-from fastrag.documents.buffertext import BufferText, buffer_views
+import fastrag.transforms.longtext as longtext_mod
+import fastrag.transforms.sentence as sentence_mod
 from fastrag.documents.building import SpanRows
 from fastrag.documents.store import Store
+from fastrag.errors import ConfigError
+from fastrag.transforms import TokenTextSplitter
+from fastrag.transforms.longtext import BufferText
+
+TEXTS = [
+    "alpha beta gamma. delta error login!\n" * 400,
+    "héllo wörld, 中文字符 and 🙂 emoji.\n  indented line\n\n" * 150,
+    "中文字符，句子。日本語のテキスト！\n" * 300,
+]
 
 
 def _texts() -> list[str]:
@@ -51,9 +61,9 @@ def test_long_ascii_parents_give_the_rows_of_the_str_path(tmp_path, monkeypatch,
     made = []
 
     class Spy(BufferText):
-        def __init__(self, view, n_chars, bounds):
-            made.append(n_chars)
-            super().__init__(view, n_chars, bounds)
+        def __init__(self, view, release=None):
+            super().__init__(view, release)
+            made.append(len(self))
 
     monkeypatch.setattr(buffertext_mod, "BufferText", Spy)
     monkeypatch.setattr(buffertext_mod, "LONG_TEXT", 5_000)
@@ -126,14 +136,72 @@ def test_a_stored_parents_pages_are_dropped_after_each_batch(tmp_path, monkeypat
     assert without - len(dropped) == table.num_rows // 25
 
 
-def test_a_buffer_text_slices_like_its_str_at_its_offsets_only():
-    text = "héllo wörld, 中文字符 and 🙂 emoji.\n" * 40
-    spans = [(0, 7), (5, 30), (30, 30), (29, len(text) - 3), (len(text) - 3, len(text))]
-    column = pa.chunked_array([pa.array(["x", text], pa.large_string())])
-    texts = column.to_pylist()
-    assert buffer_views(texts, [[], spans], column) == 0  # shorter than LONG_TEXT
-    view = BufferText(memoryview(text.encode()), len(text), buffertext_mod.byte_bounds(text, spans))
-    assert [view[s:e] for s, e in spans] == [text[s:e] for s, e in spans]
-    assert len(view) == len(text)
-    with pytest.raises(ValueError, match=r"slice \[6:30\] is not at the offsets"):
-        view[6:30]
+@pytest.mark.parametrize("text", TEXTS, ids=["ascii", "mixed", "wide"])
+def test_a_buffer_text_reads_like_its_str(monkeypatch, text):
+    """Slices, characters, find, rfind and isspace equal the str's, at random offsets across
+    the character index's blocks and the search windows' edges."""
+    monkeypatch.setattr(longtext_mod, "BLOCK", 64)
+    monkeypatch.setattr(longtext_mod, "WINDOW", 16)
+    view = BufferText(memoryview(text.encode()))
+    assert len(view) == len(text) and view.isascii() == text.isascii()
+    assert view[:] == text and view[-1] == text[-1] and view[5:5] == ""
+    rng = random.Random(3)
+    n = len(text)
+    for _ in range(300):
+        a, b = sorted(rng.randint(-5, n + 5) for _ in range(2))
+        assert view[a:b] == text[a:b]
+        sub = rng.choice(["\n", "中文", "🙂", "é", "alpha", "xyz", "", "a\nb"])
+        assert view.find(sub, a, b) == text.find(sub, a, b), (sub, a, b)
+        assert view.rfind(sub, a, b) == text.rfind(sub, a, b), (sub, a, b)
+    assert view.find("\n") == text.find("\n") and view.rfind("\n") == text.rfind("\n")
+    with pytest.raises(IndexError):
+        view[n]
+    with pytest.raises(ValueError, match="step 1"):
+        view[::2]
+    assert not view.isspace()
+    blank = " \n\u3000\t" * 50
+    assert BufferText(memoryview(blank.encode())).isspace() and not BufferText(memoryview(b""))
+
+
+def test_a_buffer_text_calls_release_as_it_is_read(monkeypatch):
+    monkeypatch.setattr(longtext_mod, "RELEASE_BYTES", 1000)
+    calls = []
+    text = "line of text\n" * 1000  # 13,000 bytes
+    view = BufferText(memoryview(text.encode()), lambda: calls.append(1))
+    assert len(calls) == 1  # the character count read every byte once
+    for i in range(0, len(text), 500):
+        view[i : i + 500]
+    assert len(calls) == 14
+
+
+@pytest.mark.parametrize("text", TEXTS, ids=["ascii", "mixed", "wide"])
+def test_the_splitters_plan_a_buffer_text_as_its_str(monkeypatch, text):
+    """A long text planned window by window through a BufferText gets the str's spans."""
+    monkeypatch.setattr(sentence_mod, "WINDOW_CHARS", 3000)
+    monkeypatch.setattr(longtext_mod, "WINDOW", 100)
+    for splitter in (fr.SentenceSplitter(64, 8), TokenTextSplitter(48, 6)):
+        view = BufferText(memoryview(text.encode()))
+        want = splitter.batch_spans([text, "short one."])
+        assert splitter.batch_spans([view, "short one."]) == want
+        assert len(want[0]) > 10
+
+
+def test_a_splitter_group_never_decodes_a_long_parent_whole(monkeypatch):
+    """The group's splitter receives the long parents as BufferTexts; the rows are the
+    str path's."""
+    texts = _texts()
+    monkeypatch.setattr(buffertext_mod, "LONG_TEXT", 10**9)
+    want = _chunks(fr.Document.from_texts(texts))
+    seen = []
+    spans = fr.SentenceSplitter.batch_spans
+
+    def spy(self, batch):
+        seen.append([type(t).__name__ for t in batch])
+        return spans(self, batch)
+
+    monkeypatch.setattr(fr.SentenceSplitter, "batch_spans", spy)
+    monkeypatch.setattr(buffertext_mod, "LONG_TEXT", 5_000)
+    assert _chunks(fr.Document.from_texts(texts)).equals(want)
+    assert seen == [["BufferText", "str", "BufferText", "str", "BufferText"]]
+    with pytest.raises(ConfigError, match=r"texts\[1\] must be a str"):
+        fr.SentenceSplitter().batch_spans([BufferText(memoryview(b"x")), 3])

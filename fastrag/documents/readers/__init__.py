@@ -107,6 +107,7 @@ def read_file(
     metadata_fields: Sequence[str] | None = None,
     report: ReadReport | None = None,
     relative_to: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    long_texts: bool = False,
 ) -> list[tuple[str, dict]]:
     """``(text, metadata)`` of each root document in the file at ``path``.
 
@@ -121,7 +122,9 @@ def read_file(
     :class:`MissingExtraError` (recorded in ``report`` as failed, reason "missing extra", with
     the install command). ``report`` records the outcome. ``relative_to``: the folder(s) the
     file was found under; metadata ``file_path`` is relative to the deepest holding it (else
-    the file's name), ``abs_path`` is absolute.
+    the file's name), ``abs_path`` is absolute. ``long_texts=True`` (a store's ingest): a
+    plain UTF-8 file of ``LONG_TEXT`` bytes or more comes as a
+    :class:`~fastrag.transforms.longtext.BufferText` of its bytes instead of a ``str``.
     """
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error={on_error!r} is not one of {ON_ERROR}")
@@ -138,7 +141,7 @@ def read_file(
     custom = check_readers(readers)
     p = Path(path).expanduser()
     ext = p.suffix.lower()
-    ctx = ReadContext(p, json_text_field, fields)
+    ctx = ReadContext(p, json_text_field, fields, long_texts=bool(long_texts))
     fn = custom.get(ext) or REGISTERED.get(ext)
     try:
         try:

@@ -17,11 +17,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, ClassVar
 
+from fastrag.documents.buffertext import LONG_TEXT
 from fastrag.documents.decoding import (
     SNIFF_BYTES,
     BinaryContentError,
     binary_kind,
     decode_text,
+    plain_utf8,
 )
 from fastrag.documents.inflate import InflateBudget, check_zip, pypdf_budget
 from fastrag.documents.readers.registry import REGISTERED
@@ -29,6 +31,7 @@ from fastrag.documents.readers.report import ReaderFn, logger
 from fastrag.documents.storecheck import MAX_JSON_DEPTH, json_too_deep
 from fastrag.documents.xmltext import XML_READERS
 from fastrag.errors import MissingExtraError, ReaderError
+from fastrag.transforms.longtext import BufferText
 
 
 # -- reading context --------------------------------------------------------------------------
@@ -41,9 +44,20 @@ class ReadContext:
     metadata_fields: tuple[str, ...] | None
     encoding: str | None = None
     left_out: int = 0
+    long_texts: bool = False  # a long plain UTF-8 file may come as a BufferText of its bytes
 
     def text(self) -> str:
         text, self.encoding = decode_text(self.path.read_bytes(), self.path)
+        return text
+
+    def plain_text(self) -> str | BufferText:
+        """The file's text; with ``long_texts``, a UTF-8 file of :data:`LONG_TEXT` bytes or
+        more as a :class:`BufferText` of its bytes (never decoded whole)."""
+        data = self.path.read_bytes()
+        if self.long_texts and LONG_TEXT <= len(data) < 1 << 31 and plain_utf8(data):
+            self.encoding = "utf-8"
+            return BufferText(memoryview(data))
+        text, self.encoding = decode_text(data, self.path)
         return text
 
     def pick(self, fields: dict) -> dict:
@@ -54,8 +68,8 @@ class ReadContext:
 
 
 # -- built-in readers: ReadContext -> list[(text, metadata)] ---------------------------------
-def _read_plain(ctx: ReadContext) -> list[tuple[str, dict]]:
-    return [(ctx.text(), {})]
+def _read_plain(ctx: ReadContext) -> list[tuple[str | BufferText, dict]]:
+    return [(ctx.plain_text(), {})]
 
 
 def read_unknown(ctx: ReadContext) -> list[tuple[str, dict]]:
