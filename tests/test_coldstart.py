@@ -421,7 +421,7 @@ def test_one_query_on_a_small_store_starts_no_numba(tmp_path, monkeypatch):
     hits) instead of starting numba (0.4 s): the store keeps a small BM25 index unpacked, the
     analyzer spans one Latin query in Python, and BM25 scores it on NumPy."""
     import fastrag as fr
-    import fastrag.documents.indexes as derived_mod
+    import fastrag.documents.bm25data as derived_mod
 
     texts = [
         f"page {i}: the store keeps cats, dogs and {w} notes"

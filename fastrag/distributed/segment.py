@@ -24,8 +24,8 @@ import pyarrow as pa
 
 from fastrag.analysis import TokenizedCorpus
 from fastrag.documents.building import transform_from_spec
+from fastrag.documents.derivedkeys import params_key
 from fastrag.documents.document import Document
-from fastrag.documents.indexes import params_key
 from fastrag.errors import FastragError, StoreError, StoreWarning
 from fastrag.indexes.base import Hits
 from fastrag.indexes.bm25.index import BM25Index

@@ -23,10 +23,11 @@ from fastrag._checks import check_choice, check_int, check_str
 from fastrag.documents import lineage
 from fastrag.documents.base import BaseDocument
 from fastrag.documents.building import STORED_ONLY, GroupDef, resolve_transform, stored_def
+from fastrag.documents.derivedkeys import KeyLocks
 from fastrag.documents.embedding import embed_query_vectors, normalize_embed
 from fastrag.documents.group import NodeGroup
 from fastrag.documents.incremental import build_group
-from fastrag.documents.indexes import DerivedData, KeyLocks
+from fastrag.documents.indexes import DerivedData
 from fastrag.documents.paths import (
     check_path_arg,
     input_keys,

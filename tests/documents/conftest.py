@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import fastrag.documents.indexes as derived_mod
+import fastrag.documents.bm25data as derived_mod
 
 
 @pytest.fixture(scope="module")

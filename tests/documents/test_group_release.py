@@ -17,10 +17,10 @@ import pytest
 from test_ingest_streaming import _bm25_files, _log
 
 import fastrag as fr
+import fastrag.documents.bm25data as bm25data_mod
 import fastrag.documents.building as building_mod
 import fastrag.documents.groupstream as groupstream_mod
 import fastrag.documents.incremental as incremental_mod
-import fastrag.documents.indexes as indexes_mod
 from fastrag.cli import main as cli_main
 from fastrag.documents import group as group_mod
 from fastrag.documents import transaction as layout_mod
@@ -140,7 +140,7 @@ def test_ingest_builds_its_index_from_the_released_chunk_texts(tmp_path, kb, mon
     monkeypatch.setattr(layout_mod, "COMPRESS_BELOW", 96 << 10)
     monkeypatch.setattr(groupstream_mod, "PIECE_BYTES", 40 << 10)
     monkeypatch.setattr(building_mod, "SPAN_BATCH", 50)
-    monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
+    monkeypatch.setattr(bm25data_mod, "PACK_MIN_POSTINGS", 1000)
     spec = ["--group", "chunk=sentence:128:16"]
     held = fr.Document(kb, store=tmp_path / "held")
     held.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))

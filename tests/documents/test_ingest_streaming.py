@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 import fastrag as fr
+import fastrag.documents.bm25data as bm25data_mod
 import fastrag.documents.buffertext as buffertext_mod
 import fastrag.documents.building as building_mod
 import fastrag.documents.groupstream as groupstream_mod
@@ -159,7 +160,7 @@ def test_a_large_groups_bm25_index_is_packed_into_the_store_in_pieces(tmp_path, 
     kb.mkdir()
     _log(kb / "server.log", 400_000)
     queries = ["ERROR request_id login", "GET /cart/billing 500", "health took ms"]
-    monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
+    monkeypatch.setattr(bm25data_mod, "PACK_MIN_POSTINGS", 1000)
     with monkeypatch.context() as m:  # the path it replaces: build whole, then pack
         m.setattr(indexes_mod.DerivedData, "_pack_in_store", lambda *a: None)
         whole = _ingest(kb, tmp_path / "whole")
@@ -268,9 +269,9 @@ def test_a_one_shot_build_streams_tokens_into_the_same_index(tmp_path, monkeypat
     kb.mkdir()
     _log(kb / "server.log", 400_000)
     queries = ["ERROR request_id login", "GET /cart/billing 500", "health took ms"]
-    monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
+    monkeypatch.setattr(bm25data_mod, "PACK_MIN_POSTINGS", 1000)
     monkeypatch.setattr(tokenparts_mod, "TOKENIZE_ROWS", 300)  # many parts
-    monkeypatch.setattr(indexes_mod, "STREAM_ROWS", 300)
+    monkeypatch.setattr(bm25data_mod, "STREAM_ROWS", 300)
     monkeypatch.setattr(stream_mod, "PACK_TOKENS", 3000)
     held = _ingest(kb, tmp_path / "held")
     want = fr.Retriever(held, "chunk", "bm25", topk=5).batch_arrow(queries)
@@ -281,9 +282,9 @@ def test_a_one_shot_build_streams_tokens_into_the_same_index(tmp_path, monkeypat
         streams.append(real(*a, **kw))
         return streams[-1]
 
-    monkeypatch.setattr(indexes_mod, "TokenStream", spy)
+    monkeypatch.setattr(bm25data_mod, "TokenStream", spy)
     trims = []
-    monkeypatch.setattr(indexes_mod, "trim_heap", lambda: trims.append(1))
+    monkeypatch.setattr(bm25data_mod, "trim_heap", lambda: trims.append(1))
     doc = fr.Document(kb, store=tmp_path / "streamed")
     doc.derived.keep_tokens = False
     doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
@@ -425,11 +426,11 @@ def test_a_large_index_is_packed_while_the_writers_lock_is_free(tmp_path, monkey
     kb = tmp_path / "kb"
     kb.mkdir()
     _log(kb / "server.log", 200_000)
-    monkeypatch.setattr(indexes_mod, "PACK_MIN_POSTINGS", 1000)
+    monkeypatch.setattr(bm25data_mod, "PACK_MIN_POSTINGS", 1000)
     st = tmp_path / "st"
     free = []
     name = "pack_tokens" if keep_tokens else "pack_token_parts"
-    real = getattr(indexes_mod, name)
+    real = getattr(bm25data_mod, name)
 
     def spy(*a, **kw):
         lock = FileLock(str(st / LOCK))
@@ -438,7 +439,7 @@ def test_a_large_index_is_packed_while_the_writers_lock_is_free(tmp_path, monkey
         free.append(True)
         return real(*a, **kw)
 
-    monkeypatch.setattr(indexes_mod, name, spy)
+    monkeypatch.setattr(bm25data_mod, name, spy)
     doc = fr.Document(kb, store=st)
     doc.derived.keep_tokens = keep_tokens
     doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))

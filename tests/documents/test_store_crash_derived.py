@@ -59,7 +59,7 @@ OPS = {
     "reread": "query(fr.Document(kb, store=st), [('bm25', 'default')])",
     # a BM25 index packed into the store from the tokens (stream.pack_tokens), in many chunks
     "packed": textwrap.dedent("""
-        import fastrag.documents.indexes as _ix, fastrag.indexes.bm25.stream as _bs
+        import fastrag.documents.bm25data as _ix, fastrag.indexes.bm25.stream as _bs
         _saved = _ix.PACK_MIN_POSTINGS, _bs.PACK_TOKENS
         _ix.PACK_MIN_POSTINGS, _bs.PACK_TOKENS = 1, 16
         try:
