@@ -126,6 +126,8 @@ def peak_rss_mb() -> float:
 # exec. wait4's ru_maxrss is not: Linux folds the parent's peak into the child's at exec (a
 # child of a 1.5 GB pytest process reports at least 1.5 GB).
 _PEAK_MAIN = """import atexit, runpy, sys
+if sys.path and sys.path[0] == '':  # not the working directory's copy: PYTHONPATH's, or installed
+    del sys.path[0]
 out, module = sys.argv[1], sys.argv[2]
 def _write_peak():
     with open('/proc/self/status') as f:
@@ -140,7 +142,9 @@ runpy.run_module(module, run_name='__main__', alter_sys=True)
 
 def child_peak(module: str, args: Sequence[str], **popen_kw: Any) -> dict[str, Any]:
     """Run ``python -m MODULE ARGS`` in a child process until it exits: its exit code, peak RSS
-    (MiB, Linux), CPU and wall seconds, and stderr. ``popen_kw`` goes to ``subprocess.run``."""
+    (MiB, Linux), CPU and wall seconds, and stderr. ``popen_kw`` goes to ``subprocess.run``.
+    MODULE is imported as installed or from ``PYTHONPATH``, never from the working directory,
+    so ``PYTHONPATH=<other checkout>`` measures that checkout from anywhere."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
