@@ -24,9 +24,10 @@ def _long_rows(column: pa.ChunkedArray) -> list[tuple[int, memoryview]]:
         if n:
             width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
             offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[chunk.offset :][: n + 1]
-            for i in np.flatnonzero(np.diff(offsets) >= LONG_TEXT).tolist():
-                lo, hi = int(offsets[i]), int(offsets[i + 1])
-                out.append((row + i, memoryview(chunk.buffers()[2])[lo:hi]))
+            long = np.flatnonzero(np.diff(offsets) >= LONG_TEXT).tolist()
+            data = memoryview(chunk.buffers()[2]) if long else None
+            for i in long:
+                out.append((row + i, data[int(offsets[i]) : int(offsets[i + 1])]))
         row += n
     return out
 

@@ -15,6 +15,7 @@ from fastrag.documents.buffertext import text_column
 from fastrag.documents.decoding import decode_text, plain_utf8
 from fastrag.documents.readers import read_file
 from fastrag.documents.sources import rows_to_table
+from fastrag.errors import ConfigError
 from fastrag.transforms.longtext import BufferText
 
 LOG = "".join(
@@ -74,6 +75,8 @@ def test_read_file_gives_long_utf8_as_its_bytes(tmp_path, monkeypatch, data, lon
     assert got[:] == want and len(got) == len(want) and meta == want_meta
     monkeypatch.setattr(formats_mod, "LONG_TEXT", len(data) + 1)  # shorter: a str
     assert isinstance(read_file(path, long_texts=True)[0][0], str)
+    with pytest.raises(ConfigError, match="long_texts"):
+        read_file(path, long_texts="yes")
 
 
 def test_a_text_column_shares_the_bytes_of_its_buffer_texts():

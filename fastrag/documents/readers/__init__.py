@@ -32,6 +32,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from fastrag._checks import check_bool
 from fastrag.analysis.language import texts_languages
 from fastrag.documents.decoding import (
     BinaryContentError,
@@ -50,6 +51,7 @@ from fastrag.documents.readers.walk import (
 )
 from fastrag.documents.xmltext import NoText
 from fastrag.errors import ConfigError, MissingExtraError, ReaderError
+from fastrag.transforms.longtext import BufferText
 
 __all__ = [
     "ReadEntry",
@@ -108,7 +110,7 @@ def read_file(
     report: ReadReport | None = None,
     relative_to: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     long_texts: bool = False,
-) -> list[tuple[str, dict]]:
+) -> list[tuple[str | BufferText, dict]]:
     """``(text, metadata)`` of each root document in the file at ``path``.
 
     ``json_text_field`` names the text field of JSON, JSONL and CSV records (the other fields
@@ -133,6 +135,7 @@ def read_file(
             f"json_text_field must be a non-empty field name, got {json_text_field!r}"
         )
     fields = check_str_list(metadata_fields, "metadata_fields", "['author', 'date']")
+    long_texts = check_bool("long_texts", long_texts)
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"path must be a str or Path, got {type(path).__name__}")
     if report is not None and not isinstance(report, ReadReport):
@@ -141,7 +144,7 @@ def read_file(
     custom = check_readers(readers)
     p = Path(path).expanduser()
     ext = p.suffix.lower()
-    ctx = ReadContext(p, json_text_field, fields, long_texts=bool(long_texts))
+    ctx = ReadContext(p, json_text_field, fields, long_texts=long_texts)
     fn = custom.get(ext) or REGISTERED.get(ext)
     try:
         try:
