@@ -59,6 +59,10 @@ class Analyzer:
     def warmup(self) -> None:
         """Load dictionaries / compile kernels now (called once in each worker process)."""
 
+    def release_memo(self) -> None:
+        """Drop what this analyzer memoised of the texts it has seen (the memory back; the
+        tokens stay the same). For a one-shot build done tokenizing a large corpus."""
+
     def encode_chunk(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Tokens of ``texts`` as ``(local_vocab, ids int32, offsets int64)``.
 

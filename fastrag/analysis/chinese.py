@@ -109,6 +109,9 @@ class ChineseAnalyzer(Analyzer):
         state["_cache"] = {}
         return state
 
+    def release_memo(self) -> None:
+        self._cache = {}  # a fresh dict: a thread reading the old one is unaffected
+
     def warmup(self) -> None:
         self._segmenter().warmup()
 

@@ -117,6 +117,9 @@ class EnglishAnalyzer(Analyzer):
         state["_stem_cache"] = {}
         return state
 
+    def release_memo(self) -> None:
+        self._stem_cache = {}  # a fresh dict: a thread reading the old one is unaffected
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if self.stemmer:

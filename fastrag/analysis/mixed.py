@@ -211,7 +211,8 @@ class MixedAnalyzer(Analyzer):
         if self.stemmer:
             make_stemmer(self.stemmer)  # an unknown language fails here, by name
         self._stemmers: dict[str, Any] = {}
-        self._cache: dict[str, tuple[str, ...]] = {}
+        # raw span -> its tokens; None: the span itself, one token (no tuple kept per entry)
+        self._cache: dict[str, tuple[str, ...] | None] = {}
         self._qcache: dict[str, tuple[str, ...]] = {}
 
     def options(self) -> dict[str, Any]:
@@ -239,6 +240,10 @@ class MixedAnalyzer(Analyzer):
         state["_cache"] = {}
         state["_qcache"] = {}
         return state
+
+    def release_memo(self) -> None:
+        self._cache = {}  # fresh dicts: a thread reading the old ones is unaffected
+        self._qcache = {}
 
     def warmup(self) -> None:
         if kernels_for():
@@ -295,13 +300,14 @@ class MixedAnalyzer(Analyzer):
                 and classes[ord(r[0])] == 1
             ]
             stems = dict(zip(words, self._stem_many(words), strict=True))
-            new: dict[str, tuple[str, ...]] = {}
+            new: dict[str, tuple[str, ...] | None] = {}
             for r in missing:
                 if r in seg:
                     segstop = self._seg_stop
                     new[r] = tuple(w for w in segment_run(r, self._cut_han) if w not in segstop)
                 elif r in stems:
-                    new[r] = (stems[r],)
+                    s = stems[r]
+                    new[r] = None if s is r else (s,)
                 elif r in invented:
                     new[r] = tuple(p for p in (r, *r) if p not in stop)
                 elif r not in stop and (
@@ -314,13 +320,13 @@ class MixedAnalyzer(Analyzer):
                 elif r in stop or not _HAS_ALNUM.search(r):
                     new[r] = ()
                 else:
-                    new[r] = (r,)
+                    new[r] = None
             if len(cache) + len(new) > SPAN_CACHE:
                 # a fresh dict (a thread reading the old one is unaffected) with this call's spans
                 new.update((r, cache[r]) for r in raws if r not in new)
                 self._cache = cache = {}
             cache.update(new)
-        return [cache[r] for r in raws]
+        return [(r,) if (t := cache[r]) is None else t for r in raws]
 
     def _query_many(self, raws: list[str]) -> list[tuple[str, ...]]:
         """:meth:`_normalize_many`'s tokens, each compound word followed by its parts."""

@@ -54,7 +54,8 @@ def stream_group(
             held.clear()
             for table in halves(whole, 2 * PIECE_BYTES):  # a batch of very long texts
                 path = work / f"{d.name}.{len(pieces)}.arrow"
-                entry = write_table_file(path, d.name, table)
+                # SpanRows.batches() makes chunks of SPAN_BATCH rows: kept, not copied whole
+                entry = write_table_file(path, d.name, table, combine=False)
                 pieces.append({"file": path.relative_to(store.path).as_posix(), **entry})
 
         for batch in rows.batches():

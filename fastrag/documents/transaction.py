@@ -168,13 +168,16 @@ class Transaction:
         return out
 
 
-def write_table_file(path: Path, name: str, table: pa.Table) -> dict[str, Any]:
+def write_table_file(
+    path: Path, name: str, table: pa.Table, *, combine: bool = True
+) -> dict[str, Any]:
     """Write ``table`` of group ``name`` atomically as the segment file ``path``: compressed
     when it holds text, is under ``COMPRESS_BELOW`` bytes and is not one of ``PLAIN_TABLES``;
-    returns its ``rows``, ``size`` and ``checksum``."""
+    returns its ``rows``, ``size`` and ``checksum``. ``combine=False`` writes the table's
+    chunks as its record batches (for chunks of thousands of rows: no copy of the table)."""
     # text tables compress 2-4x (hex ids, repeated doc ids, prose); vectors do not
     packed = _textual(table.schema) and table.nbytes < COMPRESS_BELOW and name not in PLAIN_TABLES
-    if table.nbytes < COMPRESS_BELOW:  # one record batch per 64k rows, not one per append
+    if combine and table.nbytes < COMPRESS_BELOW:  # a record batch per 64k rows, not per append
         table = table.combine_chunks()
     options = ipc.IpcWriteOptions(compression=COMPRESSION if packed else None)
 

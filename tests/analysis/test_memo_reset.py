@@ -4,7 +4,9 @@ batch memoised and the call that found the memo full (it raised KeyError before)
 
 from __future__ import annotations
 
+import gc
 import random
+import tracemalloc
 
 import pytest
 
@@ -70,3 +72,52 @@ def test_a_full_query_memo_is_replaced_without_changing_query_tokens(monkeypatch
     for (v1, i1, o1), (v2, i2, o2) in zip(got, want, strict=True):
         assert v1 == v2 and i1.tolist() == i2.tolist() and o1.tolist() == o2.tolist()
     assert len(an._qcache) <= 20 + 10 * 14
+
+
+@pytest.mark.parametrize(
+    ("name", "memos"),
+    [
+        ("bm25", ("_cache", "_qcache")),
+        ("bm25_english", ("_stem_cache",)),
+        ("bm25_chinese", ("_cache",)),
+    ],
+)
+def test_a_released_memo_is_empty_and_tokens_stay_the_same(name, memos):
+    """``release_memo`` (called by a one-shot build once it has tokenized its corpus) empties
+    the memos; the next texts and queries tokenize as before."""
+    batches = _batches(seed=9)
+    an = get_analyzer(name)
+    want = _corpus(an, batches)
+    queries = [t for texts in batches[:3] for t in texts]
+    want_q = an.encode_query_chunk(queries)
+    assert all(len(getattr(an, m)) for m in memos)
+    an.release_memo()
+    assert all(getattr(an, m) == {} for m in memos)
+    assert _corpus(an, batches) == want
+    got_q = an.encode_query_chunk(queries)
+    assert got_q[0] == want_q[0] and got_q[1].tolist() == want_q[1].tolist()
+
+
+def test_the_span_memo_keeps_no_tuple_for_a_span_that_is_its_own_token():
+    """A log's spans are mostly their own tokens (ids, numbers, unstemmed words): the memo
+    keeps such a span as its key alone. 50,000 distinct spans, half words the stemmer leaves
+    alone, half numbers: the memo frees under 60 bytes a span (86 with a 1-tuple each)."""
+    an = mixed_mod.MixedAnalyzer()
+    texts = [
+        " ".join(f"{'n' if j % 2 else ''}{i * 100 + j:07d}" for j in range(100)) for i in range(500)
+    ]
+    tracemalloc.start()
+    try:
+        vocab, ids, _ = an.encode_chunk(texts)  # vocab holds the span strings themselves
+        first = [vocab[i] for i in ids[:4].tolist()]
+        assert first == ["0000000", "n0000001", "0000002", "n0000003"]
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        n = len(an._cache)
+        an.release_memo()
+        gc.collect()
+        freed = held - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert n == len(vocab) == 50_000
+    assert freed / n < 60, freed / n

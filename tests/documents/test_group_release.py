@@ -228,12 +228,12 @@ def test_a_large_group_is_written_piece_by_piece_with_the_lock_free(tmp_path, kb
     free = []
     real = groupstream_mod.write_table_file
 
-    def spy(path, name, table):
+    def spy(path, name, table, **kw):
         lock = FileLock(str(st / LOCK))
         lock.acquire(timeout=0)  # Timeout if this process held the writers' lock
         lock.release()
         free.append(Path(path).parent.name)
-        return real(path, name, table)
+        return real(path, name, table, **kw)
 
     monkeypatch.setattr(groupstream_mod, "write_table_file", spy)
     doc = _chunked(kb, st, monkeypatch)
@@ -271,11 +271,11 @@ def test_a_group_another_writer_stored_meanwhile_reads_its_own_pieces(tmp_path, 
     real = groupstream_mod.write_table_file
     ran = []
 
-    def spy(path, name, table):
+    def spy(path, name, table, **kw):
         if not ran:  # the other writer commits the group before this one's first piece
             subprocess.run([sys.executable, "-c", other, str(kb), str(st)], check=True)
             ran.append(True)
-        return real(path, name, table)
+        return real(path, name, table, **kw)
 
     monkeypatch.setattr(groupstream_mod, "write_table_file", spy)
     doc = _chunked(kb, st, monkeypatch)

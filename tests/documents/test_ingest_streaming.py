@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pytest
 
 import fastrag as fr
@@ -25,6 +26,7 @@ import fastrag.documents.indexes as indexes_mod
 import fastrag.documents.tokenparts as tokenparts_mod
 import fastrag.indexes.bm25.stream as stream_mod
 import fastrag.transforms.sentence as sentence_mod
+from fastrag.analysis.mixed import MixedAnalyzer
 from fastrag.documents import transaction as layout_mod
 from fastrag.documents.store import Store
 from fastrag.errors import StoreError
@@ -105,16 +107,22 @@ def test_a_log_ingested_in_pieces_equals_the_whole_file_path(tmp_path, monkeypat
     texts = a.column("text").to_pylist()
     assert all(root[s:e] == t for s, e, t in zip(starts, ends, texts, strict=True))
     assert got.equals(want)
-    # each piece was written compressed, under the (patched) size limit
+    # each piece was written compressed, under the (patched) size limit; a streamed piece's
+    # record batches are the rows' batches (SPAN_BATCH), not a copy of the whole piece
     for seg in Store(tmp_path / "pieces", mode="r").manifest["groups"]["chunk"]["segments"]:
         assert seg["size"] < (96 << 10)
+        with pa.memory_map(str(tmp_path / "pieces" / seg["file"])) as f:
+            reader = ipc.open_file(f)
+            rows = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
+        assert sum(rows) == seg["rows"]
+        assert (len(rows) > 1 and max(rows) <= 50) if streamed else len(rows) == 1
 
 
 @pytest.mark.slow
 def test_a_50_mb_log_ingests_with_bounded_memory_into_a_compact_store(tmp_path):
     """``fastrag ingest`` of one 50 MB log (bench/gen_log.py) in a child process: its peak RSS
-    and the store's size. Before issue 42: 1,418 MiB and 2.76x the text (138 MB); now 315-318
-    MiB in the bench's venv (300-302 with `pip install -e .` alone), 1.62x."""
+    and the store's size. Before issue 42: 1,418 MiB and 2.76x the text (138 MB); now 280-283
+    MiB with `pip install -e .` alone, 1.61x."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         from _harness import child_peak
@@ -285,6 +293,22 @@ def test_a_one_shot_build_streams_tokens_into_the_same_index(tmp_path, monkeypat
     monkeypatch.setattr(bm25data_mod, "TokenStream", spy)
     trims = []
     monkeypatch.setattr(bm25data_mod, "trim_heap", lambda: trims.append(1))
+    released = []  # parts tokenized when the analyzer's memo was released
+    real_release = MixedAnalyzer.release_memo
+
+    def release(an):
+        released.append(len(trims))
+        real_release(an)
+
+    monkeypatch.setattr(MixedAnalyzer, "release_memo", release)
+    merges = []  # memos released when the postings merge began
+    real_merge = stream_mod._merge
+
+    def merge(*a, **kw):
+        merges.append(len(released))
+        return real_merge(*a, **kw)
+
+    monkeypatch.setattr(stream_mod, "_merge", merge)
     doc = fr.Document(kb, store=tmp_path / "streamed")
     doc.derived.keep_tokens = False
     doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
@@ -293,6 +317,7 @@ def test_a_one_shot_build_streams_tokens_into_the_same_index(tmp_path, monkeypat
     assert got.equals(want)
     segments = Store(tmp_path / "streamed", mode="r").manifest["groups"]["chunk"]["segments"]
     assert len(trims) == sum(-(-seg["rows"] // 300) for seg in segments)  # after each part
+    assert released == [len(trims)] and merges == [1]  # after the last part, before the merge
     assert _bm25_files(tmp_path / "streamed") == _bm25_files(tmp_path / "held")
     assert not [k for k in doc.derived._cache if k[0] == "tok"]  # no tokens kept
     assert not list((tmp_path / "streamed" / "indexes").glob(".building-*"))
