@@ -1,6 +1,6 @@
 """fastrag's cache folder: ``$FASTRAG_CACHE_DIR``, else ``$XDG_CACHE_HOME/fastrag`` (by default
 ``~/.cache/fastrag``). What lives there can be rebuilt: static embedding tables, the CPU probe,
-the unpacked language model."""
+the unpacked language model, the tables of jieba's dictionary."""
 
 from __future__ import annotations
 

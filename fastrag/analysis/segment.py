@@ -19,19 +19,24 @@ import math
 import os
 import re
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
 import numpy as np
 
+from fastrag._cache import cache_root
 from fastrag._coldstart import kernels_for
+from fastrag._derived import open_derived
 from fastrag.analysis.spans import span_strings, text_kernels, texts_to_codepoints
 
 _BLOCK_CHARS = "+#&._%-"  # with a-z, A-Z, 0-9 and U+4E00..U+9FD5: jieba's re_han_default
 _STATES = "BMES"
 
 
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
+# the arrays of _build_tables, one cached .npy each
+_TABLES = ("keys", "vals", "freq", "logp", "start_p", "trans_p", "emit_p", "meta")
 
 
 def jieba_kernels() -> ModuleType:
@@ -91,18 +96,17 @@ def _dictionary_path() -> str:
     return os.path.join(install.package_dir, install.default_dict)
 
 
-def _cache_file() -> str:
-    """Where the built tables are cached: jieba's temp dir, keyed by the dictionary file."""
+def tables_folder() -> Path:
+    """Where the tables built from jieba's dictionary are cached: one ``.npy`` per table
+    (checksummed, memory-mapped), in fastrag's cache folder, keyed by the dictionary file."""
     import hashlib
-    import tempfile
 
     path = _dictionary_path()
     st = os.stat(path)
-    key = f"{_CACHE_FORMAT}|{jieba_install().version}|{path}|{st.st_size}|{st.st_mtime_ns}"
+    version = jieba_install().version
+    key = f"{_CACHE_FORMAT}|{version}|{path}|{st.st_size}|{st.st_mtime_ns}"
     digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
-    jieba = imported_jieba()
-    tmp_dir = jieba.dt.tmp_dir if jieba is not None else None
-    return os.path.join(tmp_dir or tempfile.gettempdir(), f"fastrag_jieba_{digest}.npz")
+    return cache_root() / "jieba" / f"jieba-{version}-{digest}"
 
 
 def _build_tables(dt) -> dict[str, np.ndarray]:
@@ -151,38 +155,37 @@ def _build_tables(dt) -> dict[str, np.ndarray]:
     }
 
 
+def _derive_tables(folder: Path) -> None:
+    """Build the tables from a pristine ``jieba.Tokenizer`` of the dictionary file."""
+    import jieba
+
+    pristine = jieba.Tokenizer(jieba.dt.dictionary or jieba.DEFAULT_DICT)
+    pristine.tmp_dir = jieba.dt.tmp_dir
+    _quiet_initialize(pristine)
+    for name, table in _build_tables(pristine).items():
+        np.save(folder / f"{name}.npy", table, allow_pickle=False)
+
+
+def _open_tables(folder: Path, mmap_mode: str | None) -> dict[str, np.ndarray]:
+    # copy-on-write maps: pages stay the file's (shared between processes, resident only once
+    # read) and the arrays are writable, the type the kernels are compiled for
+    mode = "c" if mmap_mode else None
+    return {n: np.load(folder / f"{n}.npy", mmap_mode=mode, allow_pickle=False) for n in _TABLES}
+
+
 def _load_tables() -> dict[str, np.ndarray]:
-    """Tables of jieba's dictionary: from the on-disk cache (built from a pristine
-    ``jieba.Tokenizer`` of the same dictionary file), or from ``jieba.dt`` itself when it is
-    loaded in this process and differs from the file (``jieba.add_word``, user dicts)."""
-    import tempfile
-
-    tables = None
+    """Tables of jieba's dictionary: from the cache (:func:`tables_folder`, built from a
+    pristine ``jieba.Tokenizer`` of the same dictionary file), or from ``jieba.dt`` itself when
+    it is loaded in this process and differs from the file (``jieba.add_word``, user dicts)."""
+    files = [f"{n}.npy" for n in _TABLES]
     try:
-        path = _cache_file()
-    except OSError:
-        path = None
-    if path is not None:
-        try:
-            with np.load(path) as z:
-                tables = {k: z[k] for k in z.files}
-        except (OSError, ValueError, KeyError):
-            tables = None
-    if tables is None:
-        import jieba
-
-        pristine = jieba.Tokenizer(jieba.dt.dictionary or jieba.DEFAULT_DICT)
-        pristine.tmp_dir = jieba.dt.tmp_dir
-        _quiet_initialize(pristine)
-        tables = _build_tables(pristine)
-        if path is not None:
-            try:
-                fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".npz")
-                with os.fdopen(fd, "wb") as f:
-                    np.savez(f, **tables)
-                os.replace(tmp, path)
-            except OSError:
-                pass
+        folder = tables_folder()
+    except OSError:  # the dictionary file cannot be read: jieba's own tables, in memory
+        folder = None
+    if folder is None:
+        tables = _build_tables(jieba_tokenizer())
+    else:
+        tables = open_derived(folder, files, _derive_tables, _open_tables, "jieba tables")
     jieba = imported_jieba()
     if jieba is not None and jieba.dt.initialized:
         dt = jieba.dt

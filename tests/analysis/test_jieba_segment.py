@@ -89,7 +89,7 @@ def test_fast_path_does_not_import_jieba():
             "seen = [m for m in ('jieba', 'pkg_resources') if m in sys.modules]\n"
             "print(json.dumps({'cuts': cuts, 'dictionary': opts['dictionary'], 'imported': seen,\n"
             "                  'path': segment._dictionary_path(),\n"
-            "                  'cache': segment._cache_file()}))"
+            "                  'cache': str(segment.tables_folder())}))"
         )
     )
     from fastrag.analysis import segment
@@ -100,7 +100,7 @@ def test_fast_path_does_not_import_jieba():
     assert out["cuts"] == [dt.lcut(t, HMM=True) for t in texts]
     assert out["dictionary"] == ChineseAnalyzer().options()["dictionary"]
     assert out["path"] == segment._dictionary_path()
-    assert out["cache"] == segment._cache_file()
+    assert out["cache"] == str(segment.tables_folder())
 
 
 def test_install_read_from_source_matches_jieba():
@@ -131,3 +131,36 @@ def test_custom_dictionary_still_changes_identity(tmp_path):
         )
     )
     assert out == [str(mine), f"jieba-{jieba.__version__}:mydict.txt"]
+
+
+def test_the_tables_are_cached_checksummed_and_memory_mapped(tmp_path, monkeypatch, caplog):
+    """The dictionary's tables are derived once into the cache folder as .npy files with
+    checksums; later segmenters map them copy-on-write (file pages, shared between processes,
+    writable arrays as the kernels take them) and cut exactly as jieba; a damaged table is
+    derived again, with a warning."""
+    from fastrag.analysis import segment
+
+    monkeypatch.setenv("FASTRAG_CACHE_DIR", str(tmp_path))
+    texts = [*EDGE_CASES, "北京大学的乡里大辅先生", "亚硫酸盐有什么作用？"]
+    want = [jieba_tokenizer().lcut(t, HMM=True) for t in texts]
+    first = segment.JiebaSegmenter()  # derives
+    folder = segment.tables_folder()
+    assert folder.parent == tmp_path / "jieba" and [p.name for p in folder.parent.iterdir()] == [
+        folder.name
+    ]  # no temporary folder left
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [*(f"{n}.npy" for n in segment._TABLES), "meta.json"]
+    )
+    again = segment.JiebaSegmenter()
+    for name in ("keys", "vals", "freq", "logp", "emit_p"):
+        table = getattr(again, name)
+        assert isinstance(table, np.memmap) and table.mode == "c" and table.flags.writeable
+    assert [first.cut(t) for t in texts] == [again.cut(t) for t in texts] == want
+
+    keys = folder / "keys.npy"
+    data = bytearray(keys.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    keys.write_bytes(bytes(data))
+    damaged = segment.JiebaSegmenter()
+    assert "keys.npy does not match its checksum" in caplog.text
+    assert [damaged.cut(t) for t in texts] == want
