@@ -162,3 +162,38 @@ def test_the_tables_are_cached_checksummed_and_memory_mapped(tmp_path, monkeypat
     damaged = segment.JiebaSegmenter()
     assert "keys.npy does not match its checksum" in caplog.text
     assert [damaged.cut(t) for t in texts] == want
+
+
+def test_processes_deriving_the_tables_at_once_agree(tmp_path):
+    """Two processes with an empty cache folder derive the tables at once: both cut as jieba
+    does and one whole folder is left, every file matching its checksum."""
+    from fastrag._checksum import checksum_file
+    from fastrag.analysis import segment
+
+    text = "北京大学的乡里大辅先生因故去世"
+    code = f"from fastrag.analysis import segment\nprint(segment.JiebaSegmenter().cut({text!r}))\n"
+    env = {**os.environ, "FASTRAG_CACHE_DIR": str(tmp_path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs == [str(jieba_tokenizer().lcut(text, HMM=True))] * 2
+    (folder,) = (tmp_path / "jieba").iterdir()  # no temporary folder left
+    meta = json.loads((folder / "meta.json").read_text())
+    assert sorted(meta) == sorted(f"{n}.npy" for n in segment._TABLES)
+    assert all(meta[n] == checksum_file(folder / n) for n in meta)
+
+
+def test_an_unwritable_cache_still_segments_in_memory(tmp_path, monkeypatch, caplog):
+    from fastrag.analysis import segment
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FASTRAG_CACHE_DIR", str(blocker / "cache"))
+    seg = segment.JiebaSegmenter()
+    assert "cannot cache the jieba tables" in caplog.text
+    assert not isinstance(seg.keys, np.memmap)  # derived into a temporary folder, read in
+    texts = ["北京大学的乡里大辅先生", "亚硫酸盐有什么作用？"]
+    assert [seg.cut(t) for t in texts] == [jieba_tokenizer().lcut(t, HMM=True) for t in texts]
