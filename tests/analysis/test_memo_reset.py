@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import random
+import threading
 import tracemalloc
 
 import pytest
@@ -121,3 +122,42 @@ def test_the_span_memo_keeps_no_tuple_for_a_span_that_is_its_own_token():
         tracemalloc.stop()
     assert n == len(vocab) == 50_000
     assert freed / n < 60, freed / n
+
+
+@pytest.mark.parametrize("name", ["bm25", "bm25_english", "bm25_chinese"])
+def test_threads_tokenizing_while_the_memo_is_released_get_the_same_tokens(name):
+    """Threads share one analyzer: while they tokenize, another thread releases its memo
+    again and again; every result equals the single-threaded one."""
+    batches = _batches(seed=11)
+    an = get_analyzer(name)
+    want = [_encoded(an, texts) for texts in batches]
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            for _ in range(3):
+                for texts, expected in zip(batches, want, strict=True):
+                    assert _encoded(an, texts) == expected
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    def release() -> None:
+        while not done.is_set():
+            an.release_memo()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    workers = [threading.Thread(target=work) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    done.set()
+    releaser.join()
+    assert errors == []
+
+
+def _encoded(an, texts: list[str]) -> list[list[str]]:
+    vocab, ids, offsets = an.encode_chunk(texts)
+    return [[vocab[i] for i in ids[offsets[k] : offsets[k + 1]]] for k in range(len(texts))]
