@@ -432,7 +432,21 @@ class MixedAnalyzer(Analyzer):
     def _bigrams(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Each text's overlapping pairs of adjacent Han characters outside Japanese (a run
         of Han and kana, Thai, ... holding any kana: MeCab's words serve it better), as
-        ``encode_chunk``."""
+        ``encode_chunk``. Only the texts holding a Han character are read again: in a log
+        with a few such lines, the pass costs those lines, not the chunk."""
+        which = [i for i, t in enumerate(texts) if _HAN_RUN.search(t)]
+        if not which:
+            return [], np.zeros(0, np.int32), np.zeros(len(texts) + 1, np.int64)
+        if len(which) == len(texts):
+            return self._text_bigrams(texts)
+        vocab, ids, sub_off = self._text_bigrams([texts[i] for i in which])
+        counts = np.zeros(len(texts), dtype=np.int64)
+        counts[which] = np.diff(sub_off)
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return vocab, ids, offsets
+
+    def _text_bigrams(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         joined, cps, doc_off = texts_to_codepoints(texts)
         cls = mixed_classes()[cps]
         han, seg = cls == 3, cls == 4
@@ -464,7 +478,7 @@ class MixedAnalyzer(Analyzer):
         raw, ids, offsets = self._spans(prepared)
         norm = self._query_many(raw) if query else self._normalize_many(raw)
         out = expand_tokens(raw, ids, offsets, norm)
-        if self.han_bigrams and any(_HAN_RUN.search(t) for t in prepared):
+        if self.han_bigrams:
             out = append_tokens(out, self._bigrams(prepared))
         return out
 

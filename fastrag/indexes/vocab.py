@@ -16,10 +16,11 @@ def encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     tokens = [""] * len(vocab)
     for tok, i in vocab.items():
         tokens[i] = tok
-    encoded = [t.encode("utf-8") for t in tokens]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
+    # no bytes object per term: a large vocabulary's would cost ~45 bytes each at once
+    sizes = (len(t) if t.isascii() else len(t.encode("utf-8")) for t in tokens)
+    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(sizes, dtype=np.int64, count=len(tokens)), out=offsets[1:])
+    return np.frombuffer("".join(tokens).encode("utf-8"), dtype=np.uint8), offsets
 
 
 def decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:

@@ -188,6 +188,31 @@ def test_han_bigrams_follow_each_text_and_match_without_kernels(monkeypatch):
     assert plain.query_tokens("上传文件") == ["上传", "文件", "上传", "传文", "文件"]
 
 
+def test_han_bigrams_read_only_the_texts_holding_han(monkeypatch):
+    """A chunk where a few texts hold Han characters: the pair pass reads those texts alone
+    (a log with a few such lines pays for them, not for the chunk), and every text's tokens
+    are those it has tokenized alone, in the same order."""
+    an = MixedAnalyzer()
+    texts = ["GET /a 200 user=José", "東京 région=東京都", "", "plain words", "上传文件", "abc"]
+    want = [an(t) for t in texts]
+    seen: list[list[str]] = []
+    real = MixedAnalyzer._text_bigrams
+
+    def spy(self, sub):
+        seen.append(list(sub))
+        return real(self, sub)
+
+    monkeypatch.setattr(MixedAnalyzer, "_text_bigrams", spy)
+    vocab, ids, offsets = an.encode_chunk(texts)
+    got = [[vocab[i] for i in ids[offsets[k] : offsets[k + 1]]] for k in range(len(texts))]
+    assert got == want
+    assert want[1][-3:] == ["東京", "東京", "京都"] and want[4][-3:] == ["上传", "传文", "文件"]
+    assert seen == [[texts[1], texts[4]]]
+    seen.clear()
+    assert an.encode_chunk(["no han here", "none"])[0] == ["han", "none"]
+    assert seen == []
+
+
 NO_HAN_CHILD = r"""
 import json
 from fastrag._coldstart import kernels_for
