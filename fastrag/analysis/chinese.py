@@ -87,7 +87,8 @@ class ChineseAnalyzer(Analyzer):
         self.lowercase = check_bool("lowercase", lowercase)
         self.segmenter = check_choice("segmenter", segmenter, ("auto", "fast", "jieba"))
         self.stopwords = resolve_stopwords(stopwords, ("zh", "en"), lowercase=self.lowercase)
-        self._cache: dict[str, tuple[str, ...]] = {}
+        # a raw token that is its own output token maps to None, not to a 1-tuple (48 bytes)
+        self._cache: dict[str, tuple[str, ...] | None] = {}
 
     # -- identity / pickling --------------------------------------------------------------
 
@@ -133,6 +134,11 @@ class ChineseAnalyzer(Analyzer):
 
     def _normalize_many(self, raws: list[str]) -> list[tuple[str, ...]]:
         """The output tokens of each raw jieba token (memoised per process)."""
+        return [(r,) if t is None else t for r, t in zip(raws, self._memo_many(raws), strict=True)]
+
+    def _memo_many(self, raws: list[str]) -> list[tuple[str, ...] | None]:
+        """:meth:`_normalize_many` as the memo keeps it: None for a raw token that is its own
+        output token."""
         cache = self._cache
         missing = [r for r in dict.fromkeys(raws) if r not in cache]
         if not missing:
@@ -144,15 +150,17 @@ class ChineseAnalyzer(Analyzer):
         lower = self.lowercase
         stop = self.stopwords
         has_alnum = _HAS_ALNUM.search
-        new: dict[str, tuple[str, ...]] = {}
+        new: dict[str, tuple[str, ...] | None] = {}
         for raw in missing:
             word = raw.lower() if lower else raw
             if not has_alnum(word):
                 new[raw] = ()
             elif raw in in_dict and in_dict[raw] == 0:  # HMM-invented: back off to characters
                 new[raw] = tuple(p for p in (word, *word) if p not in stop)
+            elif word in stop:
+                new[raw] = ()
             else:
-                new[raw] = () if word in stop else (word,)
+                new[raw] = None if word == raw else (word,)
         out = [cache[r] if r in cache else new[r] for r in raws]
         if len(cache) + len(new) > SPAN_CACHE:  # a fresh dict: a reader of the old one is fine
             self._cache = cache = {}
@@ -174,4 +182,4 @@ class ChineseAnalyzer(Analyzer):
                     f"text {i} is a {type(text).__name__}, not a str; analyzers take str"
                 )
         raw, ids, offsets = self._segmenter().encode(texts, hmm=self.hmm)
-        return expand_tokens(raw, ids, offsets, self._normalize_many(raw))
+        return expand_tokens(raw, ids, offsets, self._memo_many(raw))

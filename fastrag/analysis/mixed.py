@@ -272,6 +272,11 @@ class MixedAnalyzer(Analyzer):
 
     def _normalize_many(self, raws: list[str]) -> list[tuple[str, ...]]:
         """The output tokens of each distinct raw span (memoised per process)."""
+        return [(r,) if t is None else t for r, t in zip(raws, self._memo_many(raws), strict=True)]
+
+    def _memo_many(self, raws: list[str]) -> list[tuple[str, ...] | None]:
+        """:meth:`_normalize_many` as the memo keeps it: None for a span that is its own
+        output token."""
         cache = self._cache
         missing = [r for r in raws if r not in cache]
         if missing:
@@ -326,7 +331,7 @@ class MixedAnalyzer(Analyzer):
                 new.update((r, cache[r]) for r in raws if r not in new)
                 self._cache = cache = {}
             cache.update(new)
-        return [(r,) if (t := cache[r]) is None else t for r in raws]
+        return [cache[r] for r in raws]
 
     def _query_many(self, raws: list[str]) -> list[tuple[str, ...]]:
         """:meth:`_normalize_many`'s tokens, each compound word followed by its parts."""
@@ -476,7 +481,7 @@ class MixedAnalyzer(Analyzer):
     def _encode(self, texts: list[str], query: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
         prepared = self._prepare(texts)
         raw, ids, offsets = self._spans(prepared)
-        norm = self._query_many(raw) if query else self._normalize_many(raw)
+        norm = self._query_many(raw) if query else self._memo_many(raw)
         out = expand_tokens(raw, ids, offsets, norm)
         if self.han_bigrams:
             out = append_tokens(out, self._bigrams(prepared))

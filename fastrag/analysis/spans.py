@@ -52,10 +52,11 @@ def span_strings(joined: str, cps: np.ndarray, starts: np.ndarray, lens: np.ndar
 
 
 def expand_tokens(
-    raw: list[str], ids: np.ndarray, offsets: np.ndarray, parts: list[tuple[str, ...]]
+    raw: list[str], ids: np.ndarray, offsets: np.ndarray, parts: list[tuple[str, ...] | None]
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Replace each distinct raw token ``raw[r]`` by the tokens ``parts[r]`` and rebuild
-    ``(vocab, ids, offsets)`` without a per-occurrence Python loop.
+    """Replace each distinct raw token ``raw[r]`` by the tokens ``parts[r]`` (None: ``raw[r]``
+    itself, as an analyzer's memo keeps it) and rebuild ``(vocab, ids, offsets)`` without a
+    per-occurrence Python loop.
 
     The new vocabulary is in first-occurrence order of the expanded stream, because ``raw``
     is in first-occurrence order and each raw token's parts keep their order.
@@ -65,6 +66,10 @@ def expand_tokens(
     exp_vals: list[int] = []
     setdefault = final.setdefault
     for r, toks in enumerate(parts):
+        if toks is None:
+            exp_len[r] = 1
+            exp_vals.append(setdefault(raw[r], len(final)))
+            continue
         exp_len[r] = len(toks)
         exp_vals.extend([setdefault(p, len(final)) for p in toks])
     exp_values = np.asarray(exp_vals, dtype=np.int32)

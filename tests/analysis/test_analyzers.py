@@ -293,6 +293,26 @@ def test_expand_tokens_same_count_is_not_identity():
     assert ids.tolist() == [2, 0, 1] and off.tolist() == [0, 3]
 
 
+def test_expand_tokens_reads_none_as_the_raw_token_itself():
+    """An analyzer's memo keeps a raw token that is its own output token as None: it expands
+    to that token, exactly as a 1-tuple of it, in the identity and the remapped paths."""
+    import numpy as np
+
+    from fastrag.analysis.spans import expand_tokens
+
+    raw, ids, off = ["a", "b", "c"], np.array([0, 2, 1, 0], np.int32), np.array([0, 1, 4])
+    for parts in ([None, None, None], [None, ("x", "b"), ()], [("a",), None, ("c", "c")]):
+        want = expand_tokens(
+            raw, ids, off, [(r,) if p is None else p for r, p in zip(raw, parts, strict=True)]
+        )
+        got = expand_tokens(raw, ids, off, parts)
+        assert got[0] == want[0] and got[1].tolist() == want[1].tolist()
+        assert got[2].tolist() == want[2].tolist()
+    vocab, values, offsets = expand_tokens(raw, ids, off, [None, ("x", "b"), ()])
+    assert [vocab[i] for i in values.tolist()] == ["a", "x", "b", "a"]
+    assert offsets.tolist() == [0, 1, 4]
+
+
 def test_chinese_encode_equals_call_alone_and_in_a_batch():
     """A question whose dropped stopwords offset its back-off characters (found by the serve
     benchmark: its hits differed alone and in a batch)."""
