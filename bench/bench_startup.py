@@ -1,7 +1,8 @@
 """Start-up: wall and CPU seconds of fresh ``fastrag`` processes (issue 42, goal 4).
 
-Three cases, each a fresh ``python -m fastrag.cli`` process on a warm numba cache (run
-``fastrag warmup`` first), medians of ``--runs``:
+Three cases, each a fresh ``python -m fastrag.cli`` process on a warm numba cache (each tree's
+``fastrag warmup`` runs first, untimed: a tree with cold kernels would otherwise compile them in
+a background process during the timing), medians of ``--runs``:
 
 * ``fastrag --help``: until the process exits;
 * ``fastrag search STORE QUERY`` on a 3-file store (built here, or ``--store``): until it exits;
@@ -15,12 +16,20 @@ touches them alike. ``python -c pass`` is the floor. Goals: --help <= 0.3 s, sea
 MCP initialize <= 1.5 s wall on a quiet 2-core machine. Under load, CPU seconds compare better
 than wall seconds; the load average is recorded before and after each case.
 
-    python bench/bench_startup.py [--runs 5] [--tree [LABEL=]DIR ...] [--smoke]
+A worktree has ``kernels/`` but no ``fastrag/_kernels`` (an editable install maps that name
+to its own checkout): the bench links ``fastrag/_kernels`` to the tree's ``kernels`` for the
+run, so each tree runs its own kernels. ``--cases`` picks cases (``mcp`` needs the ``mcp``
+extra); whether pandas is installed is recorded (pyarrow imports it, when it is, on its first
+array or compute call: ~0.2 s of ``search``).
+
+    python bench/bench_startup.py [--runs 5] [--tree [LABEL=]DIR ...] [--cases help,search]
+        [--name startup] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -51,6 +60,7 @@ FILES = {
     "c.txt": "df shows free disk space.\n",
 }
 GOALS = {"help": 0.3, "search": 0.8, "mcp": 1.5}
+CASES = ("python -c pass", "help", "search", "mcp")
 
 
 def _env(tree: Path) -> dict[str, str]:
@@ -101,6 +111,13 @@ def _mcp(tree: Path, store: Path) -> tuple[float, float]:
     return wall, cpu
 
 
+def _link_kernels(tree: Path) -> None:
+    """Give a worktree its own ``fastrag/_kernels`` (a link to its ``kernels``)."""
+    link = tree / "fastrag" / "_kernels"
+    if tree != ROOT and (tree / "kernels").is_dir() and not link.exists():
+        link.symlink_to(tree / "kernels", target_is_directory=True)
+
+
 def _store(tmp: Path, tree: Path) -> Path:
     kb = tmp / "kb"
     kb.mkdir()
@@ -120,14 +137,24 @@ def main() -> None:
     ap.add_argument("--store", help="a store to search (default: 3 files ingested here)")
     ap.add_argument("--smoke", action="store_true", help="1 run each")
     ap.add_argument("--out", help="results folder (default bench/results)")
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ",".join(CASES))
+    ap.add_argument("--name", help="results name (default startup, startup_smoke with --smoke)")
     args = ap.parse_args()
+    chosen = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(chosen) - set(CASES))
+    if unknown or not chosen:
+        ap.error(f"--cases: unknown {unknown or 'none given'}; choose from {', '.join(CASES)}")
     runs = 1 if args.smoke else args.runs
     labels = {ROOT: f"this checkout ({git_commit()})"}
     for spec in args.tree:
         label, _, folder = spec.rpartition("=")
         labels[Path(folder).resolve()] = label or folder
     trees = list(labels)
+    for tree in trees:
+        _link_kernels(tree)
+        _run(tree, ["-m", "fastrag.cli", "warmup"])  # untimed: no background compile below
     info = machine_info()
+    info["pandas_installed"] = importlib.util.find_spec("pandas") is not None
     with tempfile.TemporaryDirectory(prefix="fastrag-startup-") as tmp:
         store = Path(args.store) if args.store else _store(Path(tmp), ROOT)
         cases = {
@@ -137,7 +164,7 @@ def main() -> None:
             "mcp": lambda tree: _mcp(tree, store),
         }
         results = []
-        for case, fn in cases.items():
+        for case, fn in ((c, cases[c]) for c in chosen):
             for tree in trees:
                 fn(tree)  # untimed: the page cache holds what it loads
             load = [os.getloadavg()[0]]
@@ -178,14 +205,15 @@ def main() -> None:
     md = (
         f"# Start-up of fresh fastrag processes\n\nMachine: {info['cpu']}, "
         f"{info['usable_cores']} cores, {info.get('mem_total_gb')} GB, Python {info['python']}, "
-        f"numba {info.get('numba')}; {info['date']}; medians of {runs} runs, trees "
+        f"numba {info.get('numba')}; pandas installed: {info['pandas_installed']}; "
+        f"{info['date']}; medians of {runs} runs, trees "
         "interleaved; load is /proc/loadavg's 1-minute figure before and after each case.\n\n"
         + markdown_table(
             ["case", "tree", "wall s", "wall range", "CPU s", "load (1 min)", "goal s"], rows
         )
         + "\n\nReproduce: `python bench/bench_startup.py [--tree LABEL=DIR]`\n"
     )
-    name = "startup_smoke" if args.smoke else "startup"
+    name = args.name or ("startup_smoke" if args.smoke else "startup")
     out = Path(args.out) if args.out else None
     write_results(name, {"machine": info, "results": results}, md, out)
 

@@ -19,7 +19,9 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import numba
+from fastrag._lazy import LazyModule
+
+numba = LazyModule("numba")  # on first use: a process that runs no kernel loads no numba
 
 # SIMD level of OpenBLAS kernels (architecture names as threadpoolctl reports them)
 _KERNEL_LEVEL = {

@@ -138,10 +138,17 @@ def kernels_for(estimate: Callable[[], float] | None = None, *, wait: bool = Tru
     (its seconds on the twin, asked for only when it decides) puts below numba's start-up:
     that runs on the twin until numba has started (:func:`kernels_pay`). While the kernels
     compile in the background the twin runs, unless ``wait`` and the twin would take longer
-    than the compile has left: then this waits for the compile."""
-    if kernels_ready():
-        return estimate is None or numba_started() or kernels_pay(estimate())
-    return wait and estimate is not None and kernels_ready(estimate())
+    than the compile has left: then this waits for the compile.
+
+    Small work is decided before the kernels are looked for (which loads numba, ~0.2 s): a
+    process whose work is all small imports no numba, and the first larger call starts the
+    background compile if one is needed."""
+    if estimate is None or numba_started():
+        return kernels_ready() or (wait and estimate is not None and kernels_ready(estimate()))
+    numpy_s = estimate()
+    if not kernels_pay(numpy_s):
+        return False
+    return kernels_ready() or (wait and kernels_ready(numpy_s))
 
 
 def use_kernels() -> None:

@@ -412,14 +412,16 @@ import json, sys
 from fastrag.cli import main
 import fastrag._coldstart as cs
 main(["search", sys.argv[1], sys.argv[2], "--json", "--topk", "3"])
-print(json.dumps({"numba_started": cs.numba_started()}), file=sys.stderr)
+print(json.dumps({"numba_started": cs.numba_started(), "numba": "numba" in sys.modules}),
+      file=sys.stderr)
 """
 
 
 def test_one_query_on_a_small_store_starts_no_numba(tmp_path, monkeypatch):
     """A process that searches a small store once runs the Python and NumPy twins (the same
     hits) instead of starting numba (0.4 s): the store keeps a small BM25 index unpacked, the
-    analyzer spans one Latin query in Python, and BM25 scores it on NumPy."""
+    analyzer spans one Latin query in Python, and BM25 scores it on NumPy. It does not even
+    import numba (0.2 s): kernel modules load on first use."""
     import fastrag as fr
     import fastrag.documents.bm25data as derived_mod
 
@@ -445,9 +447,9 @@ def test_one_query_on_a_small_store_starts_no_numba(tmp_path, monkeypatch):
             check=True,
         )
         got[store.name] = [(h["id"], h["score"]) for h in map(json.loads, out.stdout.splitlines())]
-        assert json.loads(out.stderr.strip().splitlines()[-1])["numba_started"] is (
-            store is packed  # a packed index decodes its blocks with a kernel
-        )
+        state = json.loads(out.stderr.strip().splitlines()[-1])
+        # a packed index decodes its blocks with a kernel
+        assert state == {"numba_started": store is packed, "numba": store is packed}
     doc = fr.Document(store=str(plain), mode="r")
     want = [
         (h.node.id, h.score)
@@ -505,16 +507,21 @@ def test_kernels_for_is_the_one_rule(monkeypatch):
 
     monkeypatch.setattr(cs, "_serving", False)
     monkeypatch.setattr(cs, "_twin_s", 0.0)
+    monkeypatch.setattr(cs, "numba_started", lambda: True)
     monkeypatch.setattr(cs, "kernels_ready", lambda numpy_s=0.0: False)
     assert cs.kernels_for() is False and cs.kernels_for(small, wait=False) is False
     assert asked == []
-    monkeypatch.setattr(cs, "kernels_ready", lambda numpy_s=0.0: True)
+    # before numba has started, small work goes to the twin without asking for the kernels
+    # (looking for them loads numba)
     monkeypatch.setattr(cs, "numba_started", lambda: False)
-    assert cs.kernels_for() is True
-    assert cs.kernels_for(small) is False and asked == [1]
+    ready_asked = []
+    monkeypatch.setattr(cs, "kernels_ready", lambda numpy_s=0.0: ready_asked.append(1) or True)
+    assert cs.kernels_for(small) is False and asked == [1] and ready_asked == []
+    assert cs.kernels_for() is True and ready_asked == [1]
+    asked.clear()
     assert cs.kernels_for(lambda: cs.NUMBA_START_S + 0.1) is True
     monkeypatch.setattr(cs, "numba_started", lambda: True)
-    assert cs.kernels_for(small) is True and asked == [1]
+    assert cs.kernels_for(small) is True and asked == []  # started: not even asked
     seen = []
 
     def compiling(numpy_s=0.0):

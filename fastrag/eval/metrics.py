@@ -38,9 +38,12 @@ from typing import Any
 import numpy as np
 
 from fastrag._checks import check_int, check_number, check_str
-from fastrag._kernels import edit as _edit
-from fastrag._kernels._config import PARALLEL_MIN_QUERIES
+from fastrag._lazy import kernels
 from fastrag.errors import ConfigError
+
+# on first use: importing the metrics (every CLI command does) loads no numba
+_edit = kernels("edit")
+_config = kernels("_config")
 
 __all__ = [
     "ContextRelevance",
@@ -296,7 +299,7 @@ def _similar(texts: list[str], left: np.ndarray, right: np.ndarray, threshold: f
     if left.shape[0]:
         kernel = (
             _edit.pairs_within_parallel
-            if left.shape[0] >= 64 * PARALLEL_MIN_QUERIES
+            if left.shape[0] >= 64 * _config.PARALLEL_MIN_QUERIES
             else _edit.pairs_within_serial
         )
         kernel(values, sorted_values, offsets, left, right, kmax, out)

@@ -35,10 +35,11 @@ import numpy as np
 
 from fastrag._blas import numba_threads
 from fastrag._checks import check_int, check_number, check_str, check_str_list, readonly
-from fastrag._kernels import sparse as sparse_kernels
+from fastrag._lazy import kernels
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.base import Hits, check_cutoff, check_k, check_mask, check_num_threads
 
+sparse_kernels = kernels("sparse")  # on first use: importing this module loads no numba
 FORMAT = "fastrag.sparse/1"
 
 _INT32_MAX = 2**31 - 1

@@ -2,7 +2,8 @@
 
 The public kernels, gathered from the modules that own them:
 
-* :mod:`.build`: index layout, document frequencies, postings, BM25 weights.
+* :mod:`.build`: index layout, document frequencies, postings, BM25 weights (the idf and
+  the variants' codes are ``fastrag.indexes.bm25.weights``, plain NumPy).
 * :mod:`.heads`: rank directories and impact heads of terms in many documents.
 * :mod:`.search`: one query and batches, the scoring strategies (design notes there),
   dense scores; :mod:`.maxscore` holds the ``touched`` and ``maxscore`` strategies.
@@ -16,14 +17,7 @@ callers compile again.
 from __future__ import annotations
 
 from .._config import PARALLEL_MIN_QUERIES
-from .build import (
-    METHOD_CODES,
-    base_weights_for,
-    build_postings,
-    count_document_frequencies,
-    idf_weights,
-    weigh_postings,
-)
+from .build import build_postings, count_document_frequencies, weigh_postings
 from .heads import build_head_rows, build_rank_rows
 from .primitives import sort_rows
 from .search import (
@@ -39,19 +33,16 @@ from .search import (
 )
 
 __all__ = [
-    "METHOD_CODES",
     "PARALLEL_MIN_QUERIES",
     "STRATEGY_AUTO",
     "STRATEGY_DENSE",
     "STRATEGY_MAXSCORE",
     "STRATEGY_TOUCHED",
-    "base_weights_for",
     "build_head_rows",
     "build_postings",
     "build_rank_rows",
     "check_queries",
     "count_document_frequencies",
-    "idf_weights",
     "score_dense",
     "search_batch_parallel",
     "search_batch_serial",

@@ -10,6 +10,7 @@ from fastrag._kernels.bm25 import codec as kc
 
 from fastrag.analysis import tokenize_corpus
 from fastrag.datasets import load_cmrc2018_dev
+from fastrag.indexes.bm25 import weights as bm25_weights
 from fastrag.indexes.bm25.index import BM25Index
 
 
@@ -87,16 +88,16 @@ def _exact_check(values, offsets, n_vocab, method):
     df, _ = kb.count_document_frequencies(values, offsets, n_vocab)
     indptr, indices, tf = kb.build_postings(values, offsets, n_vocab, df)
     enc = kc.encode_postings(indptr, indices, tf)
-    idf = kb.idf_weights(method, df, offsets.shape[0] - 1)
+    idf = bm25_weights.idf_weights(method, df, offsets.shape[0] - 1)
     delta = index.params["delta"]
-    base = kb.base_weights_for(method, idf, 1.2, delta)
+    base = bm25_weights.base_weights_for(method, idf, 1.2, delta)
     got_idx, got_w = kc.decode_postings(
         *enc,
         indptr,
         np.diff(offsets).astype(np.int64),
         idf,
         base,
-        kb.METHOD_CODES[method],
+        bm25_weights.METHOD_CODES[method],
         float(index.stats.avgdl),
         1.2,
         0.75,
@@ -125,7 +126,7 @@ def _exact_check(values, offsets, n_vocab, method):
         np.diff(offsets).astype(np.int64),
         idf[t],
         base[t],
-        kb.METHOD_CODES[method],
+        bm25_weights.METHOD_CODES[method],
         float(index.stats.avgdl),
         1.2,
         0.75,

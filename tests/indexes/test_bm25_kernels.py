@@ -10,6 +10,8 @@ from fastrag._kernels import bm25 as kbm25
 from fastrag._kernels import topk as ktopk
 from fastrag._kernels.bm25.primitives import cmov, heapsort, order_desc_stable
 
+from fastrag.indexes.bm25 import weights as bm25_weights
+
 
 def topk_reference(scores, k):
     """Best ``k`` (row, score) pairs, ties by row; -inf and NaN never selected."""
@@ -75,17 +77,17 @@ def test_idf_and_base_weights_follow_the_formulas():
     df = np.array([0, 1, 5, 10])
     n = 10
     np.testing.assert_allclose(
-        kbm25.idf_weights("lucene", df, n)[1:], np.log1p((n - df[1:] + 0.5) / (df[1:] + 0.5))
+        bm25_weights.idf_weights("lucene", df, n)[1:], np.log1p((n - df[1:] + 0.5) / (df[1:] + 0.5))
     )
-    assert kbm25.idf_weights("robertson", df, n)[3] == 0.0  # clamped, never negative
-    np.testing.assert_allclose(kbm25.idf_weights("atire", df, n)[1:], np.log(n / df[1:]))
-    idf = kbm25.idf_weights("bm25l", df, n)
+    assert bm25_weights.idf_weights("robertson", df, n)[3] == 0.0  # clamped, never negative
+    np.testing.assert_allclose(bm25_weights.idf_weights("atire", df, n)[1:], np.log(n / df[1:]))
+    idf = bm25_weights.idf_weights("bm25l", df, n)
     np.testing.assert_allclose(
-        kbm25.base_weights_for("bm25l", idf, 1.5, 0.5), idf * 2.5 * 0.5 / 2.0
+        bm25_weights.base_weights_for("bm25l", idf, 1.5, 0.5), idf * 2.5 * 0.5 / 2.0
     )
-    np.testing.assert_allclose(kbm25.base_weights_for("bm25+", idf, 1.5, 0.5), idf * 0.5)
-    assert not kbm25.base_weights_for("lucene", idf, 1.5, 0.5).any()
-    assert kbm25.idf_weights("lucene", df, n)[0] == 0.0
+    np.testing.assert_allclose(bm25_weights.base_weights_for("bm25+", idf, 1.5, 0.5), idf * 0.5)
+    assert not bm25_weights.base_weights_for("lucene", idf, 1.5, 0.5).any()
+    assert bm25_weights.idf_weights("lucene", df, n)[0] == 0.0
 
 
 def test_small_sorts_match_numpy():

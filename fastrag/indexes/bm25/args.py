@@ -11,7 +11,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._kernels.bm25 import search as bm25_search
+from fastrag._lazy import kernels
 from fastrag.errors import ConfigError
 
 BM25_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -21,11 +21,12 @@ SEARCH_STRATEGIES: tuple[str, ...] = ("auto", "maxscore", "touched", "dense")
 """Exact scoring strategies (same results); ``auto`` picks per query, the others are forced
 choices for benchmarks (see ``fastrag._kernels.bm25.search``)."""
 
-_STRATEGY_CODES = {
-    "auto": bm25_search.STRATEGY_AUTO,
-    "maxscore": bm25_search.STRATEGY_MAXSCORE,
-    "touched": bm25_search.STRATEGY_TOUCHED,
-    "dense": bm25_search.STRATEGY_DENSE,
+bm25_search = kernels("bm25.search")
+_STRATEGY_NAMES = {
+    "auto": "STRATEGY_AUTO",
+    "maxscore": "STRATEGY_MAXSCORE",
+    "touched": "STRATEGY_TOUCHED",
+    "dense": "STRATEGY_DENSE",
 }
 
 INT32_MAX = int(np.iinfo(np.int32).max)
@@ -66,15 +67,19 @@ def check_bm25_params(
     return {"method": check_method(method), "k1": k1, "b": b, "delta": delta}
 
 
-def strategy_code(strategy: object) -> int:
-    """The kernels' ``STRATEGY_*`` code of one of :data:`SEARCH_STRATEGIES`."""
-    code = _STRATEGY_CODES.get(strategy) if isinstance(strategy, str) else None
-    if code is None:
+def check_strategy(strategy: object) -> str:
+    """``strategy`` if it is one of :data:`SEARCH_STRATEGIES` (ConfigError otherwise)."""
+    if not isinstance(strategy, str) or strategy not in _STRATEGY_NAMES:
         raise ConfigError(
             f"unknown search strategy {strategy!r}; known strategies: "
             f"{', '.join(SEARCH_STRATEGIES)}"
         )
-    return code
+    return strategy
+
+
+def strategy_code(strategy: object) -> int:
+    """The kernels' ``STRATEGY_*`` code of one of :data:`SEARCH_STRATEGIES` (imports them)."""
+    return int(getattr(bm25_search, _STRATEGY_NAMES[check_strategy(strategy)]))
 
 
 def check_window(window: object) -> int:

@@ -1,24 +1,29 @@
 """Which code runs BM25: the numba kernels (:data:`KERNELS`) or their NumPy twins
 (:data:`NUMPY`, while the kernels compile in the background, :mod:`fastrag._coldstart`).
 
-Both are a :class:`Backend` with the same functions, signatures and results (bit for bit,
+Both are a :class:`Backend` (``KERNELS`` made on first use, so that a process on the NumPy
+path imports no numba) with the same functions, signatures and results (bit for bit,
 ``tests/test_coldstart.py``); :func:`backend` makes the choice, once per call of a build,
 a search or a scoring, so no other code asks which one runs.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from fastrag._coldstart import kernels_for
-from fastrag._kernels.bm25 import build as bm25_build
-from fastrag._kernels.bm25 import search as bm25_search
+from fastrag._lazy import kernels
 from fastrag.indexes.bm25 import numpy_path
 
 __all__ = ["KERNELS", "NUMPY", "Backend", "backend"]
+
+# imported with the first kernel call: the NumPy path alone loads no numba
+bm25_build = kernels("bm25.build")
+bm25_search = kernels("bm25.search")
 
 
 class Backend(NamedTuple):
@@ -57,14 +62,27 @@ def _numpy_document_frequencies(
     return df, bad
 
 
-KERNELS = Backend(
-    "numba",
-    _kernel_postings,
-    bm25_build.count_document_frequencies,
-    bm25_build.weigh_postings,
-    bm25_search.search_batch_serial,
-    bm25_search.score_dense,
-)
+@functools.cache
+def _kernels() -> Backend:
+    return Backend(
+        "numba",
+        _kernel_postings,
+        bm25_build.count_document_frequencies,
+        bm25_build.weigh_postings,
+        bm25_search.search_batch_serial,
+        bm25_search.score_dense,
+    )
+
+
+KERNELS: Backend  # the kernels' Backend: made by __getattr__ on first read
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KERNELS":  # made on first use: it holds the kernels themselves
+        return _kernels()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 NUMPY = Backend(
     "numpy",
     numpy_path.postings,
@@ -79,4 +97,4 @@ def backend(estimate: Callable[[], float] | None = None) -> Backend:
     """:data:`KERNELS` or :data:`NUMPY`, as :func:`fastrag._coldstart.kernels_for` chooses;
     ``estimate``: the work's seconds on NumPy (small work stays on NumPy before numba has
     started; a batch slower on NumPy than the background compile has left waits for it)."""
-    return KERNELS if kernels_for(estimate) else NUMPY
+    return _kernels() if kernels_for(estimate) else NUMPY

@@ -28,14 +28,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import numba
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._kernels._config import PARALLEL_MIN_QUERIES
-from fastrag._kernels.bm25 import build as bm25_build
-from fastrag._kernels.bm25 import heads as bm25_heads
-from fastrag._kernels.bm25 import search as bm25_search
+from fastrag._lazy import LazyModule, kernels
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.base import (
     Hits,
@@ -53,6 +49,7 @@ from fastrag.indexes.bm25.args import (
     check_method,
     check_params,
     check_queries,
+    check_strategy,
     check_window,
     ragged_array,
     raise_bad_token,
@@ -60,12 +57,19 @@ from fastrag.indexes.bm25.args import (
     strategy_code,
     token_batch,
 )
-from fastrag.indexes.bm25.backend import KERNELS, NUMPY, backend
+from fastrag.indexes.bm25.backend import NUMPY, backend
 from fastrag.indexes.bm25.numpy_path import estimate_seconds
 from fastrag.indexes.bm25.packed import PackedPostings, no_lazy, raise_problem
 from fastrag.indexes.bm25.persist import BM25Persistence
 from fastrag.indexes.bm25.stats import BM25Stats, check_stats
 from fastrag.indexes.bm25.stored import check_postings
+from fastrag.indexes.bm25.weights import METHOD_CODES, base_weights_for, idf_weights
+
+# on first use: a search that runs on the NumPy twin (one query, a small index) loads no numba
+numba = LazyModule("numba")
+kernel_config = kernels("_config")
+bm25_heads = kernels("bm25.heads")
+bm25_search = kernels("bm25.search")
 
 # Rank directories (see ``fastrag._kernels.bm25.heads.build_rank_rows``): for the terms in at
 # least 1/RANK_DF_DIVISOR of the documents of an index of at least RANK_MIN_DOCS documents,
@@ -141,8 +145,8 @@ class BM25Index(BM25Persistence):
         self._lz = NO_LAZY
         self._unverified: np.ndarray | None = None
         self._decode_lock = threading.Lock()
-        self._idf = bm25_build.idf_weights(method, stats.df, stats.n_docs)
-        self._base = bm25_build.base_weights_for(method, self._idf, float(k1), float(delta))
+        self._idf = idf_weights(method, stats.df, stats.n_docs)
+        self._base = base_weights_for(method, self._idf, float(k1), float(delta))
         self.base_weights = readonly(self._base.astype(np.float32))
         self._pool: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._lock = threading.Lock()
@@ -202,8 +206,8 @@ class BM25Index(BM25Persistence):
             use = BM25Stats(n_docs, n_tokens, local_df)
         else:
             use = check_stats(stats, local_df, n_docs, n_tokens)
-        idf = bm25_build.idf_weights(method, use.df, use.n_docs)
-        base = bm25_build.base_weights_for(method, idf, k1, delta)
+        idf = idf_weights(method, use.df, use.n_docs)
+        base = base_weights_for(method, idf, k1, delta)
         term_max = run.weigh_postings(
             indptr,
             indices,
@@ -211,7 +215,7 @@ class BM25Index(BM25Persistence):
             offsets,
             idf,
             base,
-            bm25_build.METHOD_CODES[method],
+            METHOD_CODES[method],
             k1,
             b,
             delta,
@@ -314,12 +318,15 @@ class BM25Index(BM25Persistence):
         cut = check_cutoff(cutoff)
         has_cutoff = cut != -np.inf
         cut = cut if has_cutoff else 0.0  # the kernels read it only with has_cutoff
-        plan = (strategy_code(strategy), check_window(window))
-        threads = search_threads(check_num_threads(num_threads))
+        # the NumPy twin reads no plan and runs serially: it needs no numba (its import, 0.2 s,
+        # would be most of one query on a small index)
+        name, threads = check_strategy(strategy), check_num_threads(num_threads)
+        plan = (-1 if cold else strategy_code(name), check_window(window))
+        threads = 1 if cold else search_threads(threads)
         rows = np.empty((n_q, k), np.int64)
         scores = np.empty((n_q, k), np.float32)
         counts = np.empty(n_q, np.int32)
-        slots = threads if (threads > 1 and n_q >= PARALLEL_MIN_QUERIES) else 1
+        slots = threads if (threads > 1 and n_q >= kernel_config.PARALLEL_MIN_QUERIES) else 1
         scratch = self._acquire(slots)
         ok = False
         ix = (self._lz, self.indptr, self.indices, self.data, self.term_max, self.base_weights)
@@ -380,7 +387,7 @@ class BM25Index(BM25Persistence):
         pending = self._rank_pending
         if pending is None or not np.take(pending, qv, mode="clip").any():
             return
-        if not (force or backend() is KERNELS):  # the NumPy path does not use them
+        if not (force or backend() is not NUMPY):  # the NumPy path does not use them
             return
         with self._rank_lock:
             t = np.unique(qv[(qv >= 0) & (qv < self.n_vocab)])

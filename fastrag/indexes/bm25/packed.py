@@ -15,11 +15,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._kernels.bm25 import build as kb
-from fastrag._kernels.bm25 import codec as bm25_codec
+from fastrag._lazy import kernels
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.bm25.args import check_corpus, raise_bad_token
 from fastrag.indexes.bm25.stored import FORMAT_PACKED, checked_arrays
+
+kb = kernels("bm25.build")  # on first use: an unpacked index loads no numba
+bm25_codec = kernels("bm25.codec")
 
 _PROBLEMS = {  # the problem codes of ``bm25_codec.decode_terms``
     1: "do not decode to their skip entries",

@@ -10,13 +10,15 @@ from typing import Any
 import numpy as np
 
 from fastrag._checks import readonly
-from fastrag._kernels.bm25 import build as bm25_build
-from fastrag._kernels.bm25 import codec as bm25_codec
+from fastrag._lazy import kernels
 from fastrag.errors import ConfigError
 from fastrag.indexes.bm25.args import check_method, check_params
 from fastrag.indexes.bm25.packed import PackedPostings, Weighing, raise_problem, remap
 from fastrag.indexes.bm25.stats import BM25Stats, check_stats
 from fastrag.indexes.bm25.stored import FORMAT, FORMAT_PACKED, PACKED_NAMES, checked_arrays
+from fastrag.indexes.bm25.weights import METHOD_CODES
+
+bm25_codec = kernels("bm25.codec")  # on first use: loading a small index needs no numba
 
 
 class BM25Persistence:
@@ -92,7 +94,7 @@ class BM25Persistence:
         return Weighing(
             self._idf,
             self._base,
-            bm25_build.METHOD_CODES[self.method],
+            METHOD_CODES[self.method],
             float(self.stats.avgdl),
             self.params["k1"],
             self.params["b"],

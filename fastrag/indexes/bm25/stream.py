@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock, Timeout
 
-from fastrag._kernels.bm25 import build as kb
-from fastrag._kernels.bm25 import codec as kc
+from fastrag._lazy import kernels
 from fastrag.errors import ConfigError, StoreWarning
 from fastrag.indexes.bm25.args import (
     INT32_MAX,
@@ -35,6 +34,10 @@ from fastrag.indexes.bm25.args import (
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stats import BM25Stats
 from fastrag.indexes.bm25.stored import FORMAT_PACKED
+from fastrag.indexes.bm25.weights import METHOD_CODES, base_weights_for, idf_weights
+
+kb = kernels("bm25.build")  # on first use: importing this module loads no numba
+kc = kernels("bm25.codec")
 
 # Suffix of the lock file a running build holds beside its temporary folder.
 _LOCK = ".building"
@@ -299,8 +302,8 @@ def _merge(
     ids are below it)."""
 
     n_vocab, n_docs = df.shape[0], doc_len.shape[0]
-    idf = kb.idf_weights(method, df, n_docs)
-    base = kb.base_weights_for(method, idf, k1, delta)
+    idf = idf_weights(method, df, n_docs)
+    base = base_weights_for(method, idf, k1, delta)
     avgdl = BM25Stats(n_docs, int(doc_len.sum(dtype=np.int64)), df).avgdl
     indptr = np.zeros(n_vocab + 1, np.int64)
     np.cumsum(df, out=indptr[1:])
@@ -345,7 +348,7 @@ def _merge(
                     doc_off,
                     idf[t0:t1],
                     base[t0:t1],
-                    kb.METHOD_CODES[method],
+                    METHOD_CODES[method],
                     k1,
                     b,
                     delta,
