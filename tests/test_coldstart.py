@@ -458,6 +458,46 @@ def test_one_query_on_a_small_store_starts_no_numba(tmp_path, monkeypatch):
     assert got["plain"] == got["packed"] == [(i, pytest.approx(s, abs=1e-6)) for i, s in want]
 
 
+TINY_BUILD = r"""
+import json, sys
+import fastrag as fr
+import fastrag._coldstart as cs
+texts = json.loads(sys.argv[1])
+ret = fr.Retriever(fr.Document.from_texts(texts), "root", "bm25", topk=3)
+hits = [(h.node.id, h.score) for h in ret("search kernel notes")]
+print(json.dumps({"hits": hits, "numba": "numba" in sys.modules, "started": cs.numba_started()}))
+"""
+
+
+def test_a_small_build_in_memory_and_one_query_import_no_numba():
+    """A fresh process that builds a small BM25 index in memory and asks one query runs the
+    build's and the search's NumPy twins (the same hits) without importing numba."""
+    import fastrag as fr
+
+    texts = [
+        f"page {i}: the store keeps cats, dogs and {w} notes"
+        for i, w in enumerate(["bird", "fish", "search", "kernel"] * 10)
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", TINY_BUILD, json.dumps(texts)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["numba"] is False and res["started"] is False
+    want = [
+        [h.node.id, h.score]
+        for h in fr.Retriever(fr.Document.from_texts(texts), "root", "bm25", topk=3)(
+            "search kernel notes"
+        )
+    ]
+    assert len(want) == 3
+    assert [h[0] for h in res["hits"]] == [h[0] for h in want]
+    assert [h[1] for h in res["hits"]] == pytest.approx([h[1] for h in want], abs=1e-6)
+
+
 MANY_SMALL = r"""
 import json, sys
 import fastrag as fr

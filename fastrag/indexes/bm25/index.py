@@ -58,7 +58,7 @@ from fastrag.indexes.bm25.args import (
     token_batch,
 )
 from fastrag.indexes.bm25.backend import NUMPY, backend
-from fastrag.indexes.bm25.numpy_path import estimate_seconds
+from fastrag.indexes.bm25.numpy_path import build_seconds, estimate_seconds
 from fastrag.indexes.bm25.packed import PackedPostings, no_lazy, raise_problem
 from fastrag.indexes.bm25.persist import BM25Persistence
 from fastrag.indexes.bm25.stats import BM25Stats, check_stats
@@ -197,11 +197,12 @@ class BM25Index(BM25Persistence):
         method = check_method(method)
         k1, b, delta = check_params(k1, b, delta)
         values, offsets, n_vocab = check_corpus(values, offsets, n_vocab)
-        run = backend()
+        n_tokens = int(offsets[-1] - offsets[0])
+        # a small build runs on the NumPy twin until numba has started (the same arrays)
+        run = backend(lambda: build_seconds(n_tokens, n_vocab))
         local_df, bad, (indptr, indices, data) = run.postings(values, offsets, n_vocab)
         raise_bad_token(bad, values, n_vocab)
         n_docs = int(offsets.shape[0] - 1)
-        n_tokens = int(offsets[-1] - offsets[0])
         if stats is None:
             use = BM25Stats(n_docs, n_tokens, local_df)
         else:

@@ -12,6 +12,13 @@ from __future__ import annotations
 import numpy as np
 
 
+def build_seconds(n_tokens: int, n_vocab: int) -> float:
+    """Rough seconds of :func:`postings` plus :func:`weigh_postings` for a corpus of
+    ``n_tokens`` tokens (85-90 ns a token from 50,000 to 2M Zipf tokens on AMD EPYC Zen 4,
+    rounded up; 0.1 ms for a few hundred)."""
+    return 1e-4 + 1e-7 * n_tokens + 1e-9 * n_vocab
+
+
 def postings(
     values: np.ndarray, offsets: np.ndarray, n_vocab: int
 ) -> tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
