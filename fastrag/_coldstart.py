@@ -135,10 +135,11 @@ def kernels_for(estimate: Callable[[], float] | None = None, *, wait: bool = Tru
     kernels rather than their NumPy or Python twin (the same results).
 
     Kernels run once they are ready (:func:`kernels_ready`), except work that ``estimate()``
-    (its seconds on the twin, asked for only when it decides) puts below numba's start-up:
-    that runs on the twin until numba has started (:func:`kernels_pay`). While the kernels
-    compile in the background the twin runs, unless ``wait`` and the twin would take longer
-    than the compile has left: then this waits for the compile.
+    (its seconds on the twin; not asked once numba has started and the kernels are ready)
+    puts below numba's start-up: that runs on the twin until numba has started
+    (:func:`kernels_pay`). While the kernels compile in the background the twin runs, unless
+    ``wait`` and the twin would take longer than the compile has left: then this waits for
+    the compile.
 
     Small work is decided before the kernels are looked for (which loads numba, ~0.2 s): a
     process whose work is all small imports no numba, and the first larger call starts the
