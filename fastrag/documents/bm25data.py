@@ -6,7 +6,9 @@ outside the writers' lock) and reloaded. A mixin of
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +20,7 @@ from fastrag._heap import trim_heap
 from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.documents.derivedkeys import params_key
 from fastrag.documents.tokenparts import STREAM_ROWS, TokenStream, tokenize_column
-from fastrag.errors import StoreError
+from fastrag.errors import StoreError, StoreWarning
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stored import PACKED_NAMES
 from fastrag.indexes.bm25.stream import count_postings, pack_token_parts, pack_tokens
@@ -73,6 +75,8 @@ class BM25Data:
                 return self._load_bm25(g, key)
             except (StoreError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
+        elif entry is None and store is not None:
+            _warn_other_configuration(store.manifest["indexes"], g, analyzer)
         with self._stage(f"bm25 index of {g.name!r}", 2) as bar:
             if self.keep_tokens or not _packable(store, params):
                 tc = self.tokens(g, analyzer, num_workers)
@@ -274,6 +278,60 @@ def _stored_meanwhile(txn: Transaction, key: str, g: NodeGroup, entry: dict | No
         and cur["meta"].get("fingerprint") == g.fingerprint
         and (entry is None or cur["dir"] != entry["dir"])
     )
+
+
+def _warn_other_configuration(indexes: dict, g: NodeGroup, analyzer: Any) -> None:
+    """Say so when the store holds a BM25 index of ``g`` for the same analyzer with other
+    options (often a word segmenter the writer had installed and this process lacks): the
+    index for this configuration is built instead, and on a read-only store that happens in
+    every process."""
+    mine = _identity(analyzer.identity())
+    for entry in indexes.values():
+        meta = entry.get("meta", {}) if isinstance(entry, dict) else {}
+        if meta.get("kind") != "bm25" or meta.get("group") != g.name:
+            continue
+        theirs = _identity(meta.get("analyzer"))
+        if theirs.get("analyzer") != mine.get("analyzer") or theirs == mine:
+            continue
+        a, b = _flat(theirs), _flat(mine)
+        diff = [
+            f"{k}: {a.get(k, '-')} there, {b.get(k, '-')} here"
+            for k in sorted(a.keys() | b.keys())
+            if a.get(k) != b.get(k)
+        ]
+        fix = (
+            "install the segmenters the writer had (the fastrag extras ja, thai, lao or languages)"
+            if any(".segmenters." in k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            else "pass the options it was built with"
+        )
+        warnings.warn(
+            f"the store's BM25 index of group {g.name!r} was built by analyzer "
+            f"{mine.get('analyzer')!r} with other options ({'; '.join(diff)}): building one "
+            "for this configuration (a read-only store builds it in memory, in every "
+            f"process). To use the stored one, {fix}; or ingest again with this configuration.",
+            StoreWarning,
+            stacklevel=5,
+        )
+        return
+
+
+def _identity(value: Any) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _bm25_meta(g: NodeGroup, analyzer: Any) -> dict:

@@ -239,3 +239,28 @@ def test_a_writable_open_reads_each_file_once(tmp_path, monkeypatch):
         "text 4",
         "changed",
     ]
+
+
+def test_a_stored_bm25_index_for_other_analyzer_options_is_named(tmp_path):
+    """A store whose BM25 index was built with other options of the same analyzer (e.g. a
+    segmenter the writer had) says so, naming each differing option, before it builds one for
+    this configuration; the same configuration, or another analyzer, warns nothing."""
+    import warnings
+
+    texts = ["running cats follow the log", "dogs changed the owner", "free disk space"]
+    store = str(tmp_path / "s")
+    fr.Retriever(fr.Document.from_texts(texts, store=store), "root", "bm25")("cats")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StoreWarning)
+        doc = fr.Document(store=store, mode="r")
+        assert fr.Retriever(doc, "root", "bm25")("cats")  # stored one: no warning
+        assert fr.Retriever(doc, "root", "bm25_chinese")("cats")  # another analyzer
+    doc = fr.Document(store=store, mode="r")
+    with pytest.warns(StoreWarning) as caught:
+        hits = fr.Retriever(doc, "root", "bm25", stemmer=None)("running")
+    assert [h.node.text for h in hits] == [texts[0]]
+    (w,) = [w for w in caught if "built by analyzer 'bm25'" in str(w.message)]
+    msg = str(w.message)
+    assert "group 'root'" in msg and "options.stemmer: english there, None here" in msg
+    assert msg.count(" there, ") == 1  # only the option that differs
+    assert "pass the options it was built with" in msg  # not a segmenter: nothing to install
