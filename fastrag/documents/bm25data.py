@@ -76,7 +76,7 @@ class BM25Data:
             except (StoreError, KeyError, ValueError, TypeError, AttributeError) as exc:
                 self._damaged(f"BM25 index {key!r}", exc)
         elif entry is None and store is not None:
-            _warn_other_configuration(store.manifest["indexes"], g, analyzer)
+            _warn_other_configuration(store.manifest["indexes"], g, analyzer, store.writable)
         with self._stage(f"bm25 index of {g.name!r}", 2) as bar:
             if self.keep_tokens or not _packable(store, params):
                 tc = self.tokens(g, analyzer, num_workers)
@@ -280,11 +280,12 @@ def _stored_meanwhile(txn: Transaction, key: str, g: NodeGroup, entry: dict | No
     )
 
 
-def _warn_other_configuration(indexes: dict, g: NodeGroup, analyzer: Any) -> None:
+def _warn_other_configuration(indexes: dict, g: NodeGroup, analyzer: Any, writable: bool) -> None:
     """Say so when the store holds a BM25 index of ``g`` for the same analyzer with other
-    options (often a word segmenter the writer had installed and this process lacks): the
-    index for this configuration is built instead, and on a read-only store that happens in
-    every process."""
+    options and none for these: the index for this configuration is built instead. Always
+    when a word segmenter differs (one the writer had installed and this process lacks, or
+    the reverse: tokens differ without anyone asking); for other options (``stemmer=``, a
+    choice) only on a read-only store, which builds it in memory in every process."""
     mine = _identity(analyzer.identity())
     for entry in indexes.values():
         meta = entry.get("meta", {}) if isinstance(entry, dict) else {}
@@ -294,21 +295,21 @@ def _warn_other_configuration(indexes: dict, g: NodeGroup, analyzer: Any) -> Non
         if theirs.get("analyzer") != mine.get("analyzer") or theirs == mine:
             continue
         a, b = _flat(theirs), _flat(mine)
-        diff = [
-            f"{k}: {a.get(k, '-')} there, {b.get(k, '-')} here"
-            for k in sorted(a.keys() | b.keys())
-            if a.get(k) != b.get(k)
-        ]
+        differ = [k for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+        segmenters = any(".segmenters." in k for k in differ)
+        if writable and not segmenters:
+            return  # a choice made here, built once and stored
         fix = (
             "install the segmenters the writer had (the fastrag extras ja, thai, lao or languages)"
-            if any(".segmenters." in k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            if segmenters
             else "pass the options it was built with"
         )
+        diff = "; ".join(f"{k}: {a.get(k, '-')} there, {b.get(k, '-')} here" for k in differ)
         warnings.warn(
             f"the store's BM25 index of group {g.name!r} was built by analyzer "
-            f"{mine.get('analyzer')!r} with other options ({'; '.join(diff)}): building one "
-            "for this configuration (a read-only store builds it in memory, in every "
-            f"process). To use the stored one, {fix}; or ingest again with this configuration.",
+            f"{mine.get('analyzer')!r} with other options ({diff}): building one for this "
+            "configuration (a read-only store builds it in memory, in every process). To use "
+            f"the stored one, {fix}; or ingest again with this configuration.",
             StoreWarning,
             stacklevel=5,
         )

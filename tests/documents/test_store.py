@@ -264,3 +264,25 @@ def test_a_stored_bm25_index_for_other_analyzer_options_is_named(tmp_path):
     assert "group 'root'" in msg and "options.stemmer: english there, None here" in msg
     assert msg.count(" there, ") == 1  # only the option that differs
     assert "pass the options it was built with" in msg  # not a segmenter: nothing to install
+
+
+def test_a_writable_store_names_only_a_segmenter_that_differs(tmp_path, monkeypatch):
+    """On a writable store another stemmer is a choice (built once, stored) and warns nothing;
+    a segmenter the writer had and this process lacks warns, naming it and the extra."""
+    import warnings
+
+    import fastrag.analysis.mixed as mixed
+
+    texts = ["running cats follow the log", "dogs changed the owner", "free disk space"]
+    store = str(tmp_path / "s")
+    fr.Retriever(fr.Document.from_texts(texts, store=store), "root", "bm25")("cats")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StoreWarning)
+        fr.Retriever(fr.Document(store=store), "root", "bm25", stemmer=None)("running")
+    tags = dict(mixed.segmenter_tags(), th="pythainlp-0.0-newmm-elsewhere")
+    monkeypatch.setattr(mixed, "segmenter_tags", lambda: tags)
+    with pytest.warns(StoreWarning, match="built by analyzer 'bm25'") as caught:
+        fr.Retriever(fr.Document(store=store), "root", "bm25")("cats")
+    msg = next(str(w.message) for w in caught if "built by analyzer" in str(w.message))
+    assert "here" in msg and "options.segmenters.th: " in msg
+    assert "pythainlp-0.0-newmm-elsewhere here" in msg and "the fastrag extras" in msg
