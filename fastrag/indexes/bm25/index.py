@@ -321,9 +321,9 @@ class BM25Index(BM25Persistence):
         cut = cut if has_cutoff else 0.0  # the kernels read it only with has_cutoff
         # the NumPy twin reads no plan and runs serially: it needs no numba (its import, 0.2 s,
         # would be most of one query on a small index)
-        name, threads = check_strategy(strategy), check_num_threads(num_threads)
+        name, asked = check_strategy(strategy), check_num_threads(num_threads)
         plan = (-1 if cold else strategy_code(name), check_window(window))
-        threads = 1 if cold else search_threads(threads)
+        threads = 1 if cold else search_threads(asked)
         rows = np.empty((n_q, k), np.int64)
         scores = np.empty((n_q, k), np.float32)
         counts = np.empty(n_q, np.int32)
@@ -388,7 +388,7 @@ class BM25Index(BM25Persistence):
         pending = self._rank_pending
         if pending is None or not np.take(pending, qv, mode="clip").any():
             return
-        if not (force or backend() is not NUMPY):  # the NumPy path does not use them
+        if not force and backend() is NUMPY:  # the NumPy path does not use them
             return
         with self._rank_lock:
             t = np.unique(qv[(qv >= 0) & (qv < self.n_vocab)])
