@@ -8,7 +8,9 @@ store's bytes (every file under it) against the log's, and the load average. The
 compiled first (``fastrag warmup``), so no run waits for a compile.
 
 Usage: ``python bench/bench_ingest_memory.py`` (50 MB, 3 repeats), ``--mb 5 --repeats 1``, or
-``--smoke`` (2 MB, one run).
+``--smoke`` (2 MB, one run). ``--tree before=/path/to/checkout`` (repeatable) runs that
+checkout's fastrag (``PYTHONPATH``) too, interleaved with this one in every repeat, each
+checkout warmed up first; the table then names each run's tree and gives each tree's median.
 Writes ``bench/results/ingest_memory.json`` and ``.md`` (``--name`` to change). Run it with the
 Python of the environment to measure: a core install (``pip install -e .``) lacks pandas and
 scipy, which pyarrow and numba import when present.
@@ -48,11 +50,20 @@ def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def run_ingest(log_dir: Path, store: Path) -> dict:
-    """One ``fastrag ingest`` in a child process: peak RSS, seconds, store bytes, load."""
+def _env(tree: str | None) -> dict | None:
+    if tree is None:
+        return None
+    return {**os.environ, "PYTHONPATH": tree}
+
+
+def run_ingest(log_dir: Path, store: Path, tree: str | None = None) -> dict:
+    """One ``fastrag ingest`` in a child process (of checkout ``tree``, else the installed or
+    this one): peak RSS, seconds, store bytes, load."""
     shutil.rmtree(store, ignore_errors=True)
     load0 = os.getloadavg()[0]
-    run = child_peak("fastrag.cli", ["ingest", str(log_dir), "--store", str(store), "-q"])
+    run = child_peak(
+        "fastrag.cli", ["ingest", str(log_dir), "--store", str(store), "-q"], env=_env(tree)
+    )
     if run["returncode"] != 0:
         raise SystemExit(f"fastrag ingest failed:\n{run['stderr']}")
     return {
@@ -72,6 +83,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--name", default=None, help="results name (default: ingest_memory[_smoke])")
     ap.add_argument("--smoke", action="store_true", help="2 MB, one run (CI)")
+    ap.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="also run the fastrag of checkout PATH, interleaved",
+    )
     ap.add_argument(
         "--non-ascii",
         action="store_true",
@@ -93,21 +111,30 @@ def main() -> None:
                 lines[i] = lines[i].rstrip("\n") + NON_ASCII + "\n"
             log.write_text("".join(lines), "utf-8")
     text_bytes = log.stat().st_size
-    if child_peak("fastrag.cli", ["warmup"])["returncode"] != 0:  # the fastrag measured below
-        raise SystemExit("fastrag warmup failed")
+    trees: list[tuple[str, str | None]] = [
+        (name, path) for name, _, path in (t.partition("=") for t in a.tree)
+    ]
+    trees.append(("this" if trees else "", None))
+    for _, tree in trees:  # the fastrag measured below
+        if child_peak("fastrag.cli", ["warmup"], env=_env(tree))["returncode"] != 0:
+            raise SystemExit(f"fastrag warmup failed ({tree or 'this checkout'})")
     info = machine_info()
     # installed in this environment, so imported by the ingest: pyarrow imports pandas at its
     # first array, numba imports scipy's BLAS (neither is a dependency of fastrag)
     present = {m: importlib.util.find_spec(m) is not None for m in ("pandas", "scipy")}
-    runs = [run_ingest(log_dir, work / "store") for _ in range(a.repeats)]
+    runs = [
+        {"tree": name, **run_ingest(log_dir, work / "store", tree)}
+        for _ in range(a.repeats)
+        for name, tree in trees
+    ]
     shutil.rmtree(work / "store", ignore_errors=True)
 
-    def med(k: str) -> float:
-        return statistics.median(r[k] for r in runs)
+    def med(k: str, tree: str = trees[-1][0]) -> float:
+        return statistics.median(r[k] for r in runs if r["tree"] == tree)
 
     rows = [
         [
-            i + 1,
+            f"{i // len(trees) + 1} {r['tree']}".strip(),
             r["peak_rss_mb"],
             r["store_bytes"],
             r["store_bytes"] / text_bytes,
@@ -135,7 +162,7 @@ def main() -> None:
         f"# fastrag ingest of one {text_bytes / 1e6:.1f} MB log file",
         "",
         f"`python bench/bench_ingest_memory.py --mb {a.mb:g} --repeats {a.repeats}"
-        f"{' --non-ascii' if a.non_ascii else ''}`; "
+        f"{' --non-ascii' if a.non_ascii else ''}{''.join(f' --tree {t}' for t in a.tree)}`; "
         f"{info['cpu']} ({info['usable_cores']} usable cores), commit {info['commit']}, "
         f"{info['date']}. Median peak RSS {med('peak_rss_mb'):.0f} MiB, store "
         f"{med('store_bytes') / text_bytes:.2f}x the text, {med('cpu_s'):.1f} CPU s. "
@@ -149,6 +176,17 @@ def main() -> None:
             rows,
         ),
     ]
+    if len(trees) > 1:
+        named = ", ".join(f"{n}: {p or 'this checkout'}" for n, p in trees)
+        per_tree = [
+            [n, med("peak_rss_mb", n), med("cpu_s", n), med("store_bytes", n)] for n, _ in trees
+        ]
+        md += [
+            "",
+            f"Medians per tree ({named}):",
+            "",
+            markdown_table(["tree", "peak RSS MiB", "CPU s", "store bytes"], per_tree),
+        ]
     payload = {
         "machine": info,
         "installed": present,
@@ -156,6 +194,7 @@ def main() -> None:
         "mb": a.mb,
         "seed": a.seed,
         "runs": runs,
+        "trees": dict(trees),
     }
     _, mp = write_results(a.name, payload, "\n".join(md))
     print(mp.read_text())

@@ -29,6 +29,7 @@ import numpy as np
 from fastrag._checks import check_int
 from fastrag.analysis.base import Analyzer, CallableAnalyzer
 from fastrag.analysis.registry import get_analyzer
+from fastrag.analysis.vocabtable import VocabTable
 from fastrag.errors import ConfigError
 
 __all__ = ["TokenizedCorpus", "encode_queries", "tokenize_corpus"]
@@ -204,9 +205,11 @@ def _map_chunks(
             yield _unpacked(window.popleft().result())
 
 
-def _merge_vocab(vocab: dict[str, int], local_vocab: list[str]) -> np.ndarray:
+def _merge_vocab(vocab: dict[str, int] | VocabTable, local_vocab: list[str]) -> np.ndarray:
     """Add ``local_vocab``'s new tokens to ``vocab`` (in order) and return the global id of
     each local token (int32), with C-level dict operations only."""
+    if isinstance(vocab, VocabTable):
+        return vocab.add(local_vocab)
     n = len(local_vocab)
     if not vocab:
         vocab.update(zip(local_vocab, range(n), strict=True))
@@ -251,7 +254,7 @@ def tokenize_corpus(
 def tokenize_into(
     texts: Sequence[str],
     analyzer: str | Analyzer | Callable[[str], list[str]],
-    vocab: dict[str, int],
+    vocab: dict[str, int] | VocabTable,
     num_workers: int = 0,
     *,
     chunk_chars: int | None = None,
@@ -259,10 +262,11 @@ def tokenize_into(
 ) -> TokenizedCorpus:
     """:func:`tokenize_corpus` extending ``vocab`` in place (it must be a vocabulary this
     function built, ids ``0..len-1``; only its type is checked), so a corpus tokenized in parts
-    holds one vocabulary, not a copy per part. The result's ``vocab`` is ``vocab``."""
-    if not isinstance(vocab, dict):
+    holds one vocabulary, not a copy per part. The result's ``vocab`` is ``vocab``: a
+    :class:`~fastrag.analysis.vocabtable.VocabTable` keeps a large vocabulary compact."""
+    if not isinstance(vocab, dict | VocabTable):
         raise ConfigError(
-            f"vocab must be a dict[str, int] to extend (start with {{}}), got "
+            f"vocab must be a dict[str, int] or a VocabTable to extend (start with {{}}), got "
             f"{type(vocab).__name__}"
         )
     texts = _check_texts(texts, "texts")

@@ -226,7 +226,7 @@ def _build_default_index(doc: Document, built: list[str]) -> None:
         return
     if not len(doc.group(group)):
         return
-    Retriever(doc, group, "bm25", topk=1).prepare()
+    Retriever(doc, group, "bm25", topk=1).prepare(load=False)
 
 
 def _embed_default_group(doc: Document, built: list[str]) -> None:

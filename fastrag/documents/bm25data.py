@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from fastrag._heap import trim_heap
 from fastrag.analysis import TokenizedCorpus, tokenize_corpus
+from fastrag.analysis.vocabtable import VocabTable
 from fastrag.documents.derivedkeys import params_key
 from fastrag.documents.tokenparts import STREAM_ROWS, TokenStream, tokenize_column
 from fastrag.errors import StoreError, StoreWarning
@@ -63,7 +64,25 @@ class BM25Data:
             self._cache.pop(("bm25", key), None)
         return self.bm25(g, analyzer, params, num_workers)
 
-    def _build_bm25(self, g: NodeGroup, key: str, analyzer, params: dict, num_workers: int):
+    def store_bm25(self, g: NodeGroup, analyzer: Any, params: dict, num_workers: int = 0) -> None:
+        """Build and store group ``g``'s BM25 index for one analyzer and parameter set unless
+        the store (or this process) holds it, as :meth:`bm25` does, but without loading an
+        index streamed into the store (its vocabulary as a dict: ~120 bytes a term), which
+        the process that searches it loads (``fastrag ingest``)."""
+        key = f"{g.name}/bm25/{params_key(analyzer.identity(), params)}"
+        with self._locks(("bm25", key)):
+            hit = self._cache.get(("bm25", key))
+            if hit is not None and hit[0] == g.fingerprint:
+                return
+            value = self._build_bm25(g, key, analyzer, params, num_workers, load=False)
+            if value is not None:
+                self._cache[("bm25", key)] = (g.fingerprint, value)
+
+    def _build_bm25(
+        self, g: NodeGroup, key: str, analyzer, params: dict, num_workers: int, load: bool = True
+    ):
+        """(BM25Index, vocab) of ``g``, loaded from the store or built (and stored); with
+        ``load=False``, None where the index is in the store (found, or streamed into it)."""
         store = self.doc.store
         entry = None if store is None else store.manifest["indexes"].get(key)
         if (
@@ -71,6 +90,8 @@ class BM25Data:
             and entry["meta"].get("fingerprint") == g.fingerprint
             and entry["dir"] not in self._bad_dirs
         ):
+            if not load:
+                return None
             try:
                 return self._load_bm25(g, key)
             except (StoreError, KeyError, ValueError, TypeError, AttributeError) as exc:
@@ -90,8 +111,8 @@ class BM25Data:
                     rows=STREAM_ROWS,
                 )
                 if stream.large:
-                    streamed = self._pack_stream(g, key, analyzer, params, stream, entry)
-                    if streamed is not None:
+                    streamed = self._pack_stream(g, key, analyzer, params, stream, entry, load)
+                    if streamed is not None or not load:
                         return streamed
                     tc = self.tokens(g, analyzer, num_workers)
                 else:
@@ -147,21 +168,25 @@ class BM25Data:
             )
         return index, vocab
 
-    def _pack_stream(self, g, key: str, analyzer, params: dict, stream: TokenStream, entry):
+    def _pack_stream(
+        self, g, key: str, analyzer, params: dict, stream: TokenStream, entry, load: bool
+    ):
         """(BM25Index, vocab) of a large group tokenized part by part into a packed index
         (``stream.pack_token_parts``); None if it could not be opened after (the caller
-        builds it again from the tokens)."""
+        builds it again from the tokens), or not ``load``."""
 
         def parts():
             yield from stream
             analyzer.release_memo()  # tokenizing is done: the memo's ~29 MiB before the merge
 
-        def build(work: Path) -> tuple[dict, dict[str, int]]:
-            return pack_token_parts(parts(), work, **params), stream.vocab
+        def build(work: Path) -> tuple[dict, VocabTable]:
+            return pack_token_parts(parts(), work, **params), stream.take_vocab()
 
-        wrote = self._write_packed(g, key, analyzer, entry, build)
+        self._write_packed(g, key, analyzer, entry, build)
+        if not load:
+            return None
         with contextlib.suppress(StoreError, KeyError, ValueError, TypeError):
-            return self._load_bm25(g, key, stream.vocab if wrote else None)
+            return self._load_bm25(g, key)
         return None
 
     def _pack_in_store(self, g, key: str, analyzer, params: dict, tc, entry) -> bool | None:
@@ -191,7 +216,11 @@ class BM25Data:
         with store.building() as work:
             index_meta, vocab = build(work)
             self._count("bm25")
-            vocab_bytes, vocab_offsets = encode_vocab(vocab)
+            if isinstance(vocab, VocabTable):
+                vocab_bytes, vocab_offsets = vocab.arrays()
+            else:
+                vocab_bytes, vocab_offsets = encode_vocab(vocab)
+            del vocab
             np.save(work / "vocab_bytes.npy", vocab_bytes, allow_pickle=False)
             np.save(work / "vocab_offsets.npy", vocab_offsets, allow_pickle=False)
             del vocab_bytes, vocab_offsets

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from fastrag.analysis import TokenizedCorpus, tokenize_corpus
 from fastrag.analysis.corpus import tokenize_into
+from fastrag.analysis.vocabtable import VocabTable
 from fastrag.indexes.bm25.stream import count_postings
 
 TOKENIZE_ROWS = 16384  # texts converted to Python strings at a time for tokenizing
@@ -26,15 +27,17 @@ def token_parts(
     num_workers: int,
     after_part: Callable[[], object] | None = None,
     rows: int | None = None,
+    table: bool = False,
 ) -> Iterator[tuple[TokenizedCorpus, int]]:
     """``(corpus, vocabulary size)`` of each ``rows`` (default :data:`TOKENIZE_ROWS`) texts
     of ``columns`` (the
     pieces of one text column, in order, each read when reached): one vocabulary (every
     part's ``vocab``) grows from part to part, ids following first occurrence as for the whole
     column; each part's offsets start at 0. ``after_part`` is called once a part's texts are
-    let go (e.g. to trim the C heap)."""
+    let go (e.g. to trim the C heap). ``table``: the vocabulary is a :class:`VocabTable`
+    (compact) instead of a dict."""
     rows = rows or TOKENIZE_ROWS
-    vocab: dict[str, int] = {}
+    vocab: dict[str, int] | VocabTable = VocabTable() if table else {}
     pieces = iter(columns)
     while (column := next(pieces, None)) is not None:
         for lo in range(0, len(column), rows):
@@ -89,7 +92,8 @@ class TokenStream:
     ``NodeGroup.text_parts()``), tokenized ahead only until they hold ``min_postings``
     postings. ``large``: whether they do; then iterating gives the parts as
     ``(values, offsets, n_vocab)`` (for ``stream.pack_token_parts``), each tokenized when
-    asked for, and ``vocab`` is the vocabulary; else :meth:`whole` is the corpus.
+    asked for, and ``vocab`` is the vocabulary (a :class:`VocabTable`: ~30 bytes a term, where
+    a dict takes ~120); else :meth:`whole` is the corpus (its vocabulary a dict).
     ``after_part`` and ``rows``: as for :func:`token_parts`."""
 
     def __init__(
@@ -101,14 +105,14 @@ class TokenStream:
         after_part: Callable[[], object] | None = None,
         rows: int | None = None,
     ) -> None:
-        self._parts = token_parts(columns, analyzer, num_workers, after_part, rows)
+        self._parts = token_parts(columns, analyzer, num_workers, after_part, rows, table=True)
         self._held: list[tuple[TokenizedCorpus, int]] = []
         self._analyzer, self._workers = analyzer, num_workers
-        self.vocab: dict[str, int] = {}
+        self.vocab = VocabTable()
         postings = 0
         for part, n_vocab in self._parts:
             self._held.append((part, n_vocab))
-            self.vocab = part.vocab  # one dict for all parts: it grows as they are read
+            self.vocab = part.vocab  # one table for all parts: it grows as they are read
             if n_vocab:
                 postings += count_postings(part.values, part.offsets, n_vocab)
             if postings >= min_postings:
@@ -123,7 +127,16 @@ class TokenStream:
             return tokenize_corpus([], self._analyzer, num_workers=self._workers)
         parts = [part for part, _ in self._held]
         self._held.clear()
-        return join_parts(parts)
+        corpus = join_parts(parts)
+        return TokenizedCorpus(
+            vocab=corpus.vocab.to_dict(), values=corpus.values, offsets=corpus.offsets
+        )
+
+    def take_vocab(self) -> VocabTable:
+        """The vocabulary, handed over: the stream keeps none (so it is freed with its
+        taker's reference)."""
+        vocab, self.vocab = self.vocab, VocabTable()
+        return vocab
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
         while self._held:

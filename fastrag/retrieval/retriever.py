@@ -326,10 +326,18 @@ class Retriever:
         flt = filter if filter is not None else self.filter
         return self._mask(self.doc.group(self.group_name), flt)
 
-    def prepare(self) -> None:
+    def prepare(self, load: bool = True) -> None:
         """Build what this retriever searches now (the BM25 or dense index, stored when the
-        store is writable) instead of at the first query."""
-        self.path.prepare(self.doc, self.doc.group(self.group_name))
+        store is writable) instead of at the first query. ``load=False``: for a process that
+        only writes the store (``fastrag ingest``): a BM25 index streamed into the store is
+        not loaded into this one (its vocabulary as a dict takes ~120 bytes a term)."""
+        if not isinstance(load, bool):
+            raise ConfigError(f"load must be True or False, got {load!r}")
+        group = self.doc.group(self.group_name)
+        if load:
+            self.path.prepare(self.doc, group)
+        else:
+            self.path.store(self.doc, group)
 
     # -- core --------------------------------------------------------------------------------
     def _run(self, queries, filter, topk) -> tuple[NodeGroup, Hits]:

@@ -137,5 +137,5 @@ def test_tokenize_into_extends_one_vocabulary_and_rejects_a_non_dict():
     second = tokenize_into(texts[2:], "bm25", vocab)
     assert first.vocab is vocab and second.vocab is vocab and vocab == whole.vocab
     np.testing.assert_array_equal(np.concatenate([first.values, second.values]), whole.values)
-    with pytest.raises(ConfigError, match=r"vocab must be a dict\[str, int\] to extend"):
+    with pytest.raises(ConfigError, match=r"vocab must be a dict\[str, int\] or a VocabTable"):
         tokenize_into(["a"], "bm25", None)

@@ -325,6 +325,35 @@ def test_a_one_shot_build_streams_tokens_into_the_same_index(tmp_path, monkeypat
     assert again.batch_arrow(queries).equals(want)
 
 
+def test_prepare_without_load_stores_a_streamed_index_and_keeps_none(tmp_path, monkeypatch):
+    """``Retriever.prepare(load=False)`` (fastrag ingest): a large group's index is streamed
+    into the store and not loaded (no vocabulary dict in the writing process); a second call
+    builds nothing; searches in this process and a new one answer as from a held build."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _log(kb / "server.log", 400_000)
+    queries = ["ERROR request_id login", "GET /cart/billing 500", "health took ms"]
+    monkeypatch.setattr(bm25data_mod, "PACK_MIN_POSTINGS", 1000)
+    monkeypatch.setattr(bm25data_mod, "STREAM_ROWS", 300)  # many parts, one vocabulary table
+    want = fr.Retriever(_ingest(kb, tmp_path / "held"), "chunk", "bm25", topk=5).batch_arrow(
+        queries
+    )
+    doc = fr.Document(kb, store=tmp_path / "st")
+    doc.derived.keep_tokens = False
+    doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=128, chunk_overlap=16))
+    ret = fr.Retriever(doc, "chunk", "bm25", topk=5)
+    ret.prepare(load=False)
+    ret.prepare(load=False)
+    assert doc.derived.builds == {"bm25": 1}
+    assert not [k for k in doc.derived._cache if k[0] == "bm25"]  # stored, not loaded
+    assert _bm25_files(tmp_path / "st") == _bm25_files(tmp_path / "held")
+    assert ret.batch_arrow(queries).equals(want) and doc.derived.builds == {"bm25": 1}
+    again = fr.Retriever(fr.Document(kb, store=tmp_path / "st"), "chunk", "bm25", topk=5)
+    assert again.batch_arrow(queries).equals(want)
+    with pytest.raises(fr.ConfigError, match="load must be True or False"):
+        ret.prepare(load="no")
+
+
 def test_a_small_group_in_a_one_shot_build_is_built_in_memory(tmp_path):
     """Below PACK_MIN_POSTINGS nothing is streamed: the index is stored unpacked, as before."""
     doc = fr.Document.from_texts(["alpha beta", "gamma delta alpha"], store=tmp_path / "st")

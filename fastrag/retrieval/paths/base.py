@@ -80,6 +80,11 @@ class SearchPath:
         """What searching ``group`` needs (built or loaded through ``doc.derived``)."""
         return group
 
+    def store(self, doc: Any, group: Any) -> None:
+        """Build what searching ``group`` needs into ``doc``'s store, keeping in memory only
+        what :meth:`prepare` would (a path that can leave it in the store overrides this)."""
+        self.prepare(doc, group)
+
     def search(self, prepared: Any, queries: Sequence[str], k: int, mask: Any) -> Hits:
         """Top-``k`` rows of ``prepared``'s group for each query, allowed by ``mask``."""
         raise NotImplementedError

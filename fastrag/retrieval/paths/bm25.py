@@ -54,6 +54,13 @@ class BM25Path(SearchPath):
         index, vocab = doc.derived.bm25(group, analyzer, self.bm25_params(), self.state.num_workers)
         return BM25Prepared(doc, group, index, vocab, analyzer)
 
+    def store(self, doc: Any, group: Any) -> None:
+        """Build and store the index (``doc.derived.store_bm25``): one streamed into the store
+        is not loaded."""
+        doc.derived.store_bm25(
+            group, self.state.analyzer(), self.bm25_params(), self.state.num_workers
+        )
+
     def search(
         self, prepared: BM25Prepared, queries: Sequence[str], k: int, mask: Any, *, fused=False
     ) -> Hits:
