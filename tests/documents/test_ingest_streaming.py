@@ -121,7 +121,7 @@ def test_a_log_ingested_in_pieces_equals_the_whole_file_path(tmp_path, monkeypat
 @pytest.mark.slow
 def test_a_50_mb_log_ingests_with_bounded_memory_into_a_compact_store(tmp_path):
     """``fastrag ingest`` of one 50 MB log (bench/gen_log.py) in a child process: its peak RSS
-    and the store's size. Before issue 42: 1,418 MiB and 2.76x the text (138 MB); now 280-283
+    and the store's size. Before issue 42: 1,418 MiB and 2.76x the text (138 MB); now 273-274
     MiB with `pip install -e .` alone, 1.61x."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
