@@ -9,6 +9,7 @@ a background process during the timing), medians of ``--runs``:
 * ``fastrag mcp STORE`` over stdio: until the ``initialize`` response arrives (the client's
   first wait); CPU is the server's at that moment.
 
+Each case records the process's peak RSS too (``wait4``; for MCP, at ``initialize``).
 ``--tree [LABEL=]DIR`` (repeatable) times other source trees too, e.g. ``git worktree add
 /tmp/before COMMIT`` then ``--tree before=/tmp/before``: the processes of all trees run
 interleaved, one of each in turn, so machine load
@@ -68,8 +69,8 @@ def _env(tree: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tree), path) if p)}
 
 
-def _run(tree: Path, args: list[str]) -> tuple[float, float]:
-    """(wall s, CPU s) of ``python ARGS`` run in ``tree`` until it exits."""
+def _run(tree: Path, args: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MiB) of ``python ARGS`` run in ``tree`` until it exits."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, *args],
@@ -83,11 +84,12 @@ def _run(tree: Path, args: list[str]) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{args} in {tree} exited with {proc.returncode}")
-    return wall, usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def _mcp(tree: Path, store: Path) -> tuple[float, float]:
-    """(wall s, CPU s) of ``fastrag mcp STORE`` until its ``initialize`` response."""
+def _mcp(tree: Path, store: Path) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MiB) of ``fastrag mcp STORE`` until its ``initialize``
+    response."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fastrag.cli", "mcp", str(store)],
@@ -104,11 +106,13 @@ def _mcp(tree: Path, store: Path) -> tuple[float, float]:
     wall = time.perf_counter() - t0
     fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
     cpu = (int(fields[11]) + int(fields[12])) / TICK
+    status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+    peak = next(int(x.split()[1]) for x in status if x.startswith("VmHWM:")) / 1024
     proc.stdin.close()
     proc.wait(timeout=60)
     if '"result"' not in line:
         raise SystemExit(f"fastrag mcp in {tree} answered {line!r}")
-    return wall, cpu
+    return wall, cpu, peak
 
 
 def _link_kernels(tree: Path) -> None:
@@ -168,13 +172,13 @@ def main() -> None:
             for tree in trees:
                 fn(tree)  # untimed: the page cache holds what it loads
             load = [os.getloadavg()[0]]
-            timed: dict[Path, list[tuple[float, float]]] = {t: [] for t in trees}
+            timed: dict[Path, list[tuple[float, float, float]]] = {t: [] for t in trees}
             for _ in range(runs):
                 for tree in trees:
                     timed[tree].append(fn(tree))
             load.append(os.getloadavg()[0])
             for tree in trees:
-                walls = [w for w, _ in timed[tree]]
+                walls = [w for w, _, _ in timed[tree]]
                 results.append(
                     {
                         "case": case,
@@ -183,7 +187,8 @@ def main() -> None:
                         "wall_s": median(walls),
                         "wall_min_s": min(walls),
                         "wall_max_s": max(walls),
-                        "cpu_s": median([c for _, c in timed[tree]]),
+                        "cpu_s": median([c for _, c, _ in timed[tree]]),
+                        "peak_rss_mib": median([m for _, _, m in timed[tree]]),
                         "runs": runs,
                         "load_1min": load,
                         "goal_s": GOALS.get(case),
@@ -197,6 +202,7 @@ def main() -> None:
             r["wall_s"],
             f"{r['wall_min_s']:.3f}-{r['wall_max_s']:.3f}",
             r["cpu_s"],
+            r["peak_rss_mib"],
             f"{r['load_1min'][0]:.2f} -> {r['load_1min'][1]:.2f}",
             r["goal_s"],
         ]
@@ -209,9 +215,21 @@ def main() -> None:
         f"{info['date']}; medians of {runs} runs, trees "
         "interleaved; load is /proc/loadavg's 1-minute figure before and after each case.\n\n"
         + markdown_table(
-            ["case", "tree", "wall s", "wall range", "CPU s", "load (1 min)", "goal s"], rows
+            [
+                "case",
+                "tree",
+                "wall s",
+                "wall range",
+                "CPU s",
+                "peak RSS MiB",
+                "load (1 min)",
+                "goal s",
+            ],
+            rows,
         )
-        + "\n\nReproduce: `python bench/bench_startup.py [--tree LABEL=DIR]`\n"
+        + "\n\nReproduce: `python bench/bench_startup.py "
+        + " ".join(sys.argv[1:])
+        + "`\n"
     )
     name = args.name or ("startup_smoke" if args.smoke else "startup")
     out = Path(args.out) if args.out else None

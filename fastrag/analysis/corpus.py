@@ -19,7 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -308,23 +308,31 @@ def tokenize_into(
 def encode_queries(
     queries: Sequence[str],
     analyzer: str | Analyzer | Callable[[str], list[str]],
-    vocab: dict[str, int],
+    vocab: Mapping[str, int],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids of ``queries`` (``Analyzer.encode_query_chunk``) under a fixed ``vocab``;
-    tokens not in it are dropped.
+    """Token ids of ``queries`` (``Analyzer.encode_query_chunk``) under a fixed ``vocab`` (a
+    dict, or a :class:`~fastrag.analysis.vocabtable.VocabTable`); tokens not in it are
+    dropped.
 
     Returns ``(values int32, offsets int64[len(queries) + 1])``; repeated query tokens are
     kept (BM25 scorers decide whether repeats count).
     """
     queries = _check_texts(queries, "queries")
     an = _resolve(analyzer)
-    if not isinstance(vocab, dict):
-        raise ConfigError(f"vocab must be a dict[str, int], got {type(vocab).__name__}")
+    if not isinstance(vocab, dict | VocabTable):
+        raise ConfigError(
+            f"vocab must be a dict[str, int] or a VocabTable, got {type(vocab).__name__}"
+        )
     if len(queries) == 0:
         return np.zeros(0, np.int32), np.zeros(1, np.int64)
     local_vocab, ids, offs = an.encode_query_chunk(list(queries))
-    get = vocab.get
-    mapping = np.fromiter((get(t, -1) for t in local_vocab), dtype=np.int64, count=len(local_vocab))
+    if isinstance(vocab, VocabTable):
+        mapping = vocab.find(local_vocab).astype(np.int64)
+    else:
+        get = vocab.get
+        mapping = np.fromiter(
+            (get(t, -1) for t in local_vocab), dtype=np.int64, count=len(local_vocab)
+        )
     gids = mapping[ids] if len(ids) else np.zeros(0, np.int64)
     keep = gids >= 0
     kept = np.zeros(len(gids) + 1, dtype=np.int64)

@@ -1,16 +1,41 @@
 """A vocabulary (term -> id, ids in order of first addition) held as flat arrays: the terms'
 UTF-8 bytes with their offsets (the arrays a store keeps) and the terms' hashes, sorted, with
-their ids. About 30 bytes a term where a ``dict[str, int]`` takes ~120, so a corpus tokenized
-part by part into a packed index keeps a vocabulary of millions of terms in tens of MB."""
+their ids. About 30 bytes a term where a ``dict[str, int]`` takes ~120: a corpus tokenized part
+by part into a packed index keeps a vocabulary of millions of terms in tens of MB, and a stored
+index is searched through its arrays, never decoded into a dict."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
+from fastrag.errors import ConfigError, StoreError
+from fastrag.indexes.vocab import check_vocab_arrays
+
 # hits whose bytes are compared at once: the comparison's index arrays stay near 1 MB
 _COMPARE_TERMS = 1 << 14
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+def hash_terms(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The 64-bit FNV-1a hash of each term ``blob[offsets[i]:offsets[i + 1]]`` (int64), the
+    same in every process; one pass over the bytes, the terms longest first."""
+    lengths = np.diff(offsets)
+    order = np.argsort(-lengths, kind="stable")
+    longest_first = lengths[order]
+    starts = np.asarray(offsets[:-1])[order]
+    h = np.full(len(lengths), _FNV_OFFSET, dtype=np.uint64)
+    neg = -longest_first  # ascending: the terms longer than p are the first searchsorted(-p)
+    for p in range(int(longest_first[0]) if len(lengths) else 0):
+        k = int(np.searchsorted(neg, -p, side="left"))
+        head = h[:k]
+        head ^= blob[starts[:k] + p]
+        head *= _FNV_PRIME
+    out = np.empty_like(h)
+    out[order] = h
+    return out.view(np.int64)
 
 
 def _utf8(tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -31,9 +56,12 @@ def _utf8(tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer("".join(tokens).encode("utf-8"), dtype=np.uint8), offsets
 
 
-class VocabTable:
-    """A growing vocabulary of unique terms; :meth:`add` gives each of a list of terms its id,
-    adding the new ones, as a ``dict`` filled with ``setdefault`` in the same order would."""
+class VocabTable(Mapping[str, int]):
+    """A vocabulary of unique terms, read like a ``dict[str, int]`` (``in``, ``[]``, ``get``,
+    iteration in id order). :meth:`add` gives each of a list of terms its id, adding the new
+    ones, as a dict filled with ``setdefault`` in the same order would; :meth:`find` looks
+    many up at once. A table nobody adds to may be read from many threads; one read from a
+    store (:meth:`from_arrays`) is read-only."""
 
     def __init__(self) -> None:
         self._n = 0
@@ -42,9 +70,53 @@ class VocabTable:
         self._offsets = np.zeros(1 << 12, dtype=np.int64)
         self._keys = np.zeros(0, dtype=np.int64)  # hash of each term, sorted
         self._ids = np.zeros(0, dtype=np.int32)  # the id of each key
+        self._frozen = False
+
+    @classmethod
+    def from_arrays(cls, blob: np.ndarray, offsets: np.ndarray) -> VocabTable:
+        """The read-only table of the arrays ``fastrag.indexes.vocab.encode_vocab`` wrote (kept,
+        not copied: memory maps stay maps); StoreError when they are damaged (dtypes, offsets,
+        invalid UTF-8, a term cut inside a character, duplicate terms)."""
+        off = check_vocab_arrays(blob, offsets)
+        if off.dtype != np.int64:
+            off = off.astype(np.int64)
+        try:
+            bytes(blob).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StoreError(f"BM25 vocabulary is not valid UTF-8: {exc}") from exc
+        inner = off[(off > 0) & (off < blob.size)]
+        if inner.size and np.any((blob[inner] & 0xC0) == 0x80):
+            raise StoreError("BM25 vocabulary is not valid UTF-8: a term ends inside a character")
+        table = cls()
+        table._n, table._size = len(off) - 1, int(blob.size)
+        table._bytes, table._offsets = blob, off
+        keys = hash_terms(blob, off)
+        order = np.argsort(keys, kind="stable")
+        table._keys, table._ids = keys[order], order.astype(np.int32)
+        same_key = np.flatnonzero(table._keys[1:] == table._keys[:-1])
+        if same_key.size:
+            first, second = table._ids[same_key], table._ids[same_key + 1]
+            if np.any(table._equal(first, blob, off, second)):
+                raise StoreError("BM25 vocabulary has duplicate terms")
+        table._frozen = True
+        return table
 
     def __len__(self) -> int:
         return self._n
+
+    def __iter__(self) -> Iterator[str]:
+        return (self.term(i) for i in range(self._n))
+
+    def __getitem__(self, term: str) -> int:
+        if not isinstance(term, str):
+            raise KeyError(term)
+        i = int(self.find([term])[0])
+        if i < 0:
+            raise KeyError(term)
+        return i
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and int(self.find([term])[0]) >= 0
 
     def __repr__(self) -> str:
         return f"VocabTable({self._n:,} terms, {self.nbytes:,} bytes)"
@@ -71,13 +143,21 @@ class VocabTable:
         o = self._offsets[: self._n + 1].tolist()
         return {data[o[i] : o[i + 1]].decode("utf-8"): i for i in range(self._n)}
 
+    def find(self, tokens: Sequence[str]) -> np.ndarray:
+        """The id of each of ``tokens`` (int32), -1 for those not in the table."""
+        if not len(tokens):
+            return np.zeros(0, dtype=np.int32)
+        blob, offs = _utf8(tokens)
+        return self._find(hash_terms(blob, offs), blob, offs)
+
     def add(self, tokens: Sequence[str]) -> np.ndarray:
         """The id of each of ``tokens`` (distinct terms; int32), new ones added in order."""
-        n = len(tokens)
-        if n == 0:
+        if self._frozen:
+            raise ConfigError("this VocabTable was read from a store and is read-only")
+        if not len(tokens):
             return np.zeros(0, dtype=np.int32)
-        keys = np.fromiter(map(hash, tokens), dtype=np.int64, count=n)
         blob, offs = _utf8(tokens)
+        keys = hash_terms(blob, offs)
         ids = self._find(keys, blob, offs)
         new = np.flatnonzero(ids < 0)
         if new.size:
@@ -93,14 +173,14 @@ class VocabTable:
         np.minimum(pos, len(self._keys) - 1, out=pos)
         hit = np.flatnonzero(self._keys[pos] == keys)
         cand = self._ids[pos[hit]]
-        same = self._same(cand, hit, blob, offs)
+        same = self._equal(cand, blob, offs, hit)
         ids[hit[same]] = cand[same]
         for i in hit[~same].tolist():  # another term with the same 64-bit hash
             ids[i] = self._find_slow(int(keys[i]), blob[offs[i] : offs[i + 1]])
         return ids
 
-    def _same(self, cand: np.ndarray, hit: np.ndarray, blob: np.ndarray, offs: np.ndarray):
-        """Whether term ``cand[j]`` has the bytes of token ``hit[j]`` (bool array)."""
+    def _equal(self, cand: np.ndarray, blob: np.ndarray, offs: np.ndarray, hit: np.ndarray):
+        """Whether term ``cand[j]`` equals ``blob``'s term ``hit[j]`` (offsets ``offs``)."""
         held = self._offsets
         g_lo, l_lo = held[cand], offs[hit]
         size = offs[hit + 1] - l_lo

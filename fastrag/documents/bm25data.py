@@ -25,7 +25,7 @@ from fastrag.errors import StoreError, StoreWarning
 from fastrag.indexes.bm25.index import BM25Index
 from fastrag.indexes.bm25.stored import PACKED_NAMES
 from fastrag.indexes.bm25.stream import count_postings, pack_token_parts, pack_tokens
-from fastrag.indexes.vocab import decode_vocab, encode_vocab
+from fastrag.indexes.vocab import encode_vocab
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastrag.documents.group import NodeGroup
@@ -144,14 +144,15 @@ class BM25Data:
 
     def _load_bm25(self, g: NodeGroup, key: str, vocab: dict[str, int] | None = None):
         """(BM25Index, vocab) of ``key`` as stored (memory-mapped), checked against ``g``;
-        ``vocab``: the stored vocabulary, already in memory (it is not decoded again)."""
+        ``vocab``: the stored vocabulary, already in memory (else a VocabTable of the stored
+        arrays)."""
         store = self.doc.store
         arrays, meta = store.read_arrays(key)
         if meta.get("fingerprint") != g.fingerprint:
             raise StoreError(f"the stored index is of another version of group {g.name!r}")
         vocab_arrays = arrays.pop("vocab_bytes"), arrays.pop("vocab_offsets")
-        if vocab is None:
-            vocab = decode_vocab(*vocab_arrays)
+        if vocab is None:  # searched through its arrays: no dict of ~120 bytes a term
+            vocab = VocabTable.from_arrays(*vocab_arrays)
         index = BM25Index.from_arrays(arrays, meta["index"])
         index.verify_postings_with(
             {

@@ -7,7 +7,7 @@ import numpy as np
 
 from fastrag.errors import StoreError
 
-__all__ = ["decode_vocab", "encode_vocab"]
+__all__ = ["check_vocab_arrays", "decode_vocab", "encode_vocab"]
 
 
 def encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -23,9 +23,9 @@ def encode_vocab(vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer("".join(tokens).encode("utf-8"), dtype=np.uint8), offsets
 
 
-def decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
-    """The vocabulary :func:`encode_vocab` wrote; StoreError when the arrays are damaged
-    (wrong dtypes, offsets out of range, invalid UTF-8, duplicate terms)."""
+def check_vocab_arrays(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The offsets of :func:`encode_vocab`'s arrays as an array, once their dtypes and ranges
+    are checked (StoreError when damaged)."""
     off = np.asarray(offsets)
     if blob.dtype != np.uint8 or blob.ndim != 1 or off.dtype.kind not in "iu":
         raise StoreError(
@@ -40,6 +40,13 @@ def decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
         or np.any(np.diff(off) < 0)
     ):
         raise StoreError("BM25 vocabulary offsets are out of range")
+    return off
+
+
+def decode_vocab(blob: np.ndarray, offsets: np.ndarray) -> dict[str, int]:
+    """The vocabulary :func:`encode_vocab` wrote; StoreError when the arrays are damaged
+    (wrong dtypes, offsets out of range, invalid UTF-8, duplicate terms)."""
+    off = check_vocab_arrays(blob, offsets)
     data = bytes(blob)
     o = off.tolist()
     try:

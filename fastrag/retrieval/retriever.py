@@ -314,8 +314,10 @@ class Retriever:
             raise ConfigError(f"similarity {self.similarity!r} has no BM25 analyzer")
         return self._analyzer()
 
-    def bm25_vocabulary(self) -> dict[str, int]:
-        """The BM25 index's terms (token -> id) of this retriever's group."""
+    def bm25_vocabulary(self) -> Mapping[str, int]:
+        """The BM25 index's terms (token -> id) of this retriever's group: a dict, or for an
+        index read from a store a read-only
+        :class:`~fastrag.analysis.vocabtable.VocabTable`, read the same way."""
         if not self.sim.path.analyzed:
             raise ConfigError(f"similarity {self.similarity!r} has no BM25 index")
         return BM25Path(self.path.state).prepare(self.doc, self.doc.group(self.group_name)).vocab

@@ -23,7 +23,7 @@ class BM25Prepared(NamedTuple):
     doc: Any
     group: Any
     index: Any
-    vocab: dict[str, int]
+    vocab: Mapping[str, int]  # a dict, or a stored index's VocabTable
     analyzer: Any
 
 
