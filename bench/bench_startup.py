@@ -9,7 +9,9 @@ a background process during the timing), medians of ``--runs``:
 * ``fastrag mcp STORE`` over stdio: until the ``initialize`` response arrives (the client's
   first wait); CPU is the server's at that moment.
 
-Each case records the process's peak RSS too (``wait4``; for MCP, at ``initialize``).
+Each case records the process's peak RSS too (``wait4``'s ``ru_maxrss``: the child starts
+from this process's memory map, so it reads at least this process's RSS, ~90 MiB: a floor, not
+the child's figure, for the small cases; for MCP, ``VmHWM`` at ``initialize``).
 ``--tree [LABEL=]DIR`` (repeatable) times other source trees too, e.g. ``git worktree add
 /tmp/before COMMIT`` then ``--tree before=/tmp/before``: the processes of all trees run
 interleaved, one of each in turn, so machine load
@@ -213,7 +215,9 @@ def main() -> None:
         f"{info['usable_cores']} cores, {info.get('mem_total_gb')} GB, Python {info['python']}, "
         f"numba {info.get('numba')}; pandas installed: {info['pandas_installed']}; "
         f"{info['date']}; medians of {runs} runs, trees "
-        "interleaved; load is /proc/loadavg's 1-minute figure before and after each case.\n\n"
+        "interleaved; load is /proc/loadavg's 1-minute figure before and after each case; "
+        "peak RSS is wait4's, at least this bench's own RSS at the spawn (a floor for small "
+        "cases).\n\n"
         + markdown_table(
             [
                 "case",
