@@ -176,12 +176,15 @@ class BM25Data:
         (``stream.pack_token_parts``); None if it could not be opened after (the caller
         builds it again from the tokens), or not ``load``."""
 
-        def parts():
-            yield from stream
-            analyzer.release_memo()  # tokenizing is done: the memo's ~29 MiB before the merge
+        def build(work: Path) -> tuple[dict, None]:
+            def parts():
+                yield from stream
+                # tokenizing is done: the memo (~29 MiB) and the vocabulary (written now)
+                # leave memory before the postings merge
+                analyzer.release_memo()
+                _save_vocab(work, stream.take_vocab())
 
-        def build(work: Path) -> tuple[dict, VocabTable]:
-            return pack_token_parts(parts(), work, **params), stream.take_vocab()
+            return pack_token_parts(parts(), work, **params), None
 
         self._write_packed(g, key, analyzer, entry, build)
         if not load:
@@ -209,22 +212,18 @@ class BM25Data:
         return self._write_packed(g, key, analyzer, entry, build)
 
     def _write_packed(self, g, key: str, analyzer, entry, build) -> bool:
-        """Build a packed BM25 index (``build(folder)`` -> (index meta, vocabulary)) in the
-        store's private folder, outside the writers' lock, and move it in with a short
-        transaction; False when another writer had stored it meanwhile."""
+        """Build a packed BM25 index (``build(folder)`` -> (index meta, vocabulary, or None
+        where ``build`` wrote it)) in the store's private folder, outside the writers' lock,
+        and move it in with a short transaction; False when another writer had stored it
+        meanwhile."""
         store = self.doc.store
         wrote = []
         with store.building() as work:
             index_meta, vocab = build(work)
             self._count("bm25")
-            if isinstance(vocab, VocabTable):
-                vocab_bytes, vocab_offsets = vocab.arrays()
-            else:
-                vocab_bytes, vocab_offsets = encode_vocab(vocab)
+            if vocab is not None:
+                _save_vocab(work, vocab)
             del vocab
-            np.save(work / "vocab_bytes.npy", vocab_bytes, allow_pickle=False)
-            np.save(work / "vocab_offsets.npy", vocab_offsets, allow_pickle=False)
-            del vocab_bytes, vocab_offsets
 
             def write(txn: Transaction) -> None:
                 if _stored_meanwhile(txn, key, g, entry):
@@ -373,3 +372,10 @@ def _bm25_meta(g: NodeGroup, analyzer: Any) -> dict:
         "fingerprint": g.fingerprint,
         "analyzer": analyzer.identity(),
     }
+
+
+def _save_vocab(folder: Path, vocab: dict[str, int] | VocabTable) -> None:
+    """Write ``vocab`` as a stored index's two vocabulary arrays into ``folder``."""
+    blob, offsets = vocab.arrays() if isinstance(vocab, VocabTable) else encode_vocab(vocab)
+    np.save(folder / "vocab_bytes.npy", blob, allow_pickle=False)
+    np.save(folder / "vocab_offsets.npy", offsets, allow_pickle=False)
