@@ -101,6 +101,14 @@ class VocabTable(Mapping[str, int]):
         table._frozen = True
         return table
 
+    def freeze(self) -> None:
+        """Make the table read-only (:meth:`add` raises), e.g. before threads share it; its
+        arrays shrink to what they hold."""
+        if not self._frozen:
+            self._bytes = self._bytes[: self._size].copy()
+            self._offsets = self._offsets[: self._n + 1].copy()
+            self._frozen = True
+
     def __len__(self) -> int:
         return self._n
 
@@ -153,7 +161,7 @@ class VocabTable(Mapping[str, int]):
     def add(self, tokens: Sequence[str]) -> np.ndarray:
         """The id of each of ``tokens`` (distinct terms; int32), new ones added in order."""
         if self._frozen:
-            raise ConfigError("this VocabTable was read from a store and is read-only")
+            raise ConfigError("this VocabTable is read-only (read from a store, or frozen)")
         if not len(tokens):
             return np.zeros(0, dtype=np.int32)
         blob, offs = _utf8(tokens)

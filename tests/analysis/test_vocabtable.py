@@ -49,6 +49,11 @@ def test_ids_and_arrays_equal_a_dicts(alphabet):
     np.testing.assert_array_equal(offsets, want_offsets)
     assert decode_vocab(blob, offsets) == want
     assert table.nbytes < 40 * len(want) + (1 << 17)  # a dict takes ~120 bytes a term
+    held = blob.nbytes + offsets.nbytes + 12 * len(want)  # bytes, offsets, hashes and ids
+    table.freeze()  # read-only, its arrays trimmed to what they hold
+    assert table.nbytes == held and table.to_dict() == want
+    with pytest.raises(ConfigError, match="read-only"):
+        table.add(["new"])
 
 
 def _weak_hash(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:

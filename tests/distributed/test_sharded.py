@@ -16,7 +16,8 @@ import pytest
 
 import fastrag as fr
 from fastrag.datasets import load_cmrc2018_dev, squad_questions
-from fastrag.distributed.sharded import ranks_of
+from fastrag.distributed.sharded import merge_stats, ranks_of
+from fastrag.errors import ConfigError
 from fastrag.ray import ShardedRetriever, build_index, open_index
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -463,3 +464,22 @@ def test_segments_without_or_with_damaged_packed_postings_use_their_tokens(tmp_p
     assert any(
         issubclass(c.category, StoreWarning) and "skip entries" in str(c.message) for c in caught
     ), [str(c.message) for c in caught]
+
+
+def test_merge_stats_gives_a_dicts_ids_in_a_read_only_table():
+    """The global vocabulary of the segments' terms: ids in order of first occurrence (as a
+    dict filled segment by segment), each segment's map to them, the summed frequencies."""
+    parts = [
+        (["b", "a", "東京"], np.array([3, 1, 2]), 5, 20),
+        (["c", "a"], np.array([4, 4]), 6, 30),
+        ([], np.zeros(0, np.int64), 1, 0),
+        (["東京", "d", "b"], np.array([1, 1, 1]), 2, 9),
+    ]
+    vocab, maps, stats = merge_stats(parts)
+    want: dict[str, int] = {}
+    want_maps = [[want.setdefault(t, len(want)) for t in terms] for terms, _, _, _ in parts]
+    assert dict(vocab.items()) == want and [m.tolist() for m in maps] == want_maps
+    assert all(m.dtype == np.int64 for m in maps)
+    assert stats.df.tolist() == [4, 5, 3, 4, 1] and (stats.n_docs, stats.n_tokens) == (14, 59)
+    with pytest.raises(ConfigError, match="read-only"):
+        vocab.add(["e"])
