@@ -66,9 +66,9 @@ class BM25Data:
 
     def store_bm25(self, g: NodeGroup, analyzer: Any, params: dict, num_workers: int = 0) -> None:
         """Build and store group ``g``'s BM25 index for one analyzer and parameter set unless
-        the store (or this process) holds it, as :meth:`bm25` does, but without loading an
-        index streamed into the store (its vocabulary as a dict: ~120 bytes a term), which
-        the process that searches it loads (``fastrag ingest``)."""
+        the store (or this process) holds it, as :meth:`bm25` does, but without opening an
+        index streamed into the store: the process that searches it does (``fastrag
+        ingest``)."""
         key = f"{g.name}/bm25/{params_key(analyzer.identity(), params)}"
         with self._locks(("bm25", key)):
             hit = self._cache.get(("bm25", key))

@@ -332,7 +332,7 @@ class Retriever:
         """Build what this retriever searches now (the BM25 or dense index, stored when the
         store is writable) instead of at the first query. ``load=False``: for a process that
         only writes the store (``fastrag ingest``): a BM25 index streamed into the store is
-        not loaded into this one (its vocabulary as a dict takes ~120 bytes a term)."""
+        not opened in this one."""
         if not isinstance(load, bool):
             raise ConfigError(f"load must be True or False, got {load!r}")
         group = self.doc.group(self.group_name)
