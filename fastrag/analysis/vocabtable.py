@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 
 from fastrag.errors import ConfigError, StoreError
-from fastrag.indexes.vocab import check_vocab_arrays
+from fastrag.indexes.vocab import check_vocab_arrays, decode_vocab
 
 # hits whose bytes are compared at once: the comparison's index arrays stay near 1 MB
 _COMPARE_TERMS = 1 << 14
@@ -147,9 +147,7 @@ class VocabTable(Mapping[str, int]):
 
     def to_dict(self) -> dict[str, int]:
         """The vocabulary as ``{term: id}``."""
-        data = self._bytes[: self._size].tobytes()
-        o = self._offsets[: self._n + 1].tolist()
-        return {data[o[i] : o[i + 1]].decode("utf-8"): i for i in range(self._n)}
+        return decode_vocab(self._bytes[: self._size], self._offsets[: self._n + 1])
 
     def find(self, tokens: Sequence[str]) -> np.ndarray:
         """The id of each of ``tokens`` (int32), -1 for those not in the table."""
