@@ -98,7 +98,8 @@ class DocNode:
 
     # -- columns -----------------------------------------------------------------------------
     def _col(self, name: str) -> Any:
-        return self._group.table.column(name)[self._row].as_py()
+        table, row = self._group.row_table(self._row)
+        return table.column(name)[row].as_py()
 
     @property
     def id(self) -> str:
@@ -155,7 +156,8 @@ class DocNode:
     @property
     def embedding(self) -> dict[str, list[float]] | None:
         if self._group is not None and self._embedding is None:
-            cols = [c for c in self._group.table.column_names if c.startswith(EMBEDDING_PREFIX)]
+            names = self._group.row_table(self._row)[0].column_names
+            cols = [c for c in names if c.startswith(EMBEDDING_PREFIX)]
             if cols:
                 self._embedding = {c[len(EMBEDDING_PREFIX) :]: self._col(c) for c in cols}
         return self._embedding

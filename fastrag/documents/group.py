@@ -54,14 +54,22 @@ class NodeGroup:
         fingerprint: str,
         *,
         built_gen: int = 0,
+        piece_rows: Sequence[int] | None = None,
+        segments: list[dict] | None = None,
     ) -> NodeGroup:
         """A group whose table is not in memory: ``readers`` read it back a piece each, in
         order (``Store.segment_readers``), when it is used; ``rows`` and ``fingerprint``
-        (:func:`ids_fingerprint` of its ids) are known without it."""
+        (:func:`ids_fingerprint` of its ids) are known without it. With ``piece_rows`` (each
+        piece's rows), a node's columns are read from its piece alone (:meth:`row_table`)."""
         group = cls(document, name, parent_name, GROUP_SCHEMA.empty_table(), built_gen=built_gen)
         with group._lock:
             group._table, group._rows, group._readers = None, rows, list(readers)
+            if piece_rows is not None:
+                if len(piece_rows) != len(group._readers) or sum(piece_rows) != rows:
+                    raise ValueError(f"piece_rows {list(piece_rows)} do not match {rows} rows")
+                group._starts = np.cumsum([0, *piece_rows], dtype=np.int64)
         group.__dict__["fingerprint"] = fingerprint
+        group.segments = segments
         return group
 
     @property
@@ -72,14 +80,35 @@ class NodeGroup:
             with self._lock:
                 table = self._table
                 if table is None:
-                    table = self._table = _concat([read() for read in self._readers or ()])
+                    pieces = self._pieces
+                    readers = enumerate(self._readers or ())
+                    table = _concat([pieces.get(i) or read() for i, read in readers])
+                    self._table, self._pieces = table, {}
         return table
 
     @table.setter
     def table(self, table: pa.Table) -> None:
         with self._lock:
             self._table, self._rows = table, table.num_rows
-            self._readers = self._stored = None
+            self._readers = self._stored = self._starts = None
+            self._pieces = {}
+
+    def row_table(self, row: int) -> tuple[pa.Table, int]:
+        """(table, row in it) holding node ``row``: the group's table when it is in memory,
+        else the one stored piece that holds the row, read alone (and kept)."""
+        table, starts = self._table, self._starts
+        if table is not None or starts is None:
+            return self.table, row
+        piece = int(np.searchsorted(starts, row, side="right")) - 1
+        found = self._pieces.get(piece)
+        if found is None:
+            with self._lock:
+                if self._table is not None:
+                    return self._table, row
+                found = self._pieces.get(piece)
+                if found is None:
+                    found = self._pieces[piece] = self._readers[piece]()
+        return found, row - int(starts[piece])
 
     def hold_stored(self, segments: list[dict]) -> None:
         """Record that the store's ``segments`` (just written) hold this very table, so
@@ -131,10 +160,10 @@ class NodeGroup:
         return self._rows
 
     def __iter__(self) -> Iterator[DocNode]:
-        return (DocNode.from_row(self, i) for i in range(self.table.num_rows))
+        return (DocNode.from_row(self, i) for i in range(len(self)))
 
     def __getitem__(self, row: int) -> DocNode:
-        n = self.table.num_rows
+        n = len(self)
         if not -n <= row < n:
             raise IndexError(f"row {row} out of range for group {self.name!r} of {n} nodes")
         return DocNode.from_row(self, row % n)

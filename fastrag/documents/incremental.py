@@ -8,6 +8,7 @@ result (appending the new rows to the old segments where it can).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,7 @@ from fastrag.documents.building import (
     run_transform,
     transform_rows,
 )
-from fastrag.documents.group import NodeGroup, full_metadata_json
+from fastrag.documents.group import NodeGroup, full_metadata_json, ids_fingerprint
 from fastrag.documents.groupstream import stream_group, streams
 from fastrag.documents.relink import user_paths
 from fastrag.documents.sources import drop_mask
@@ -75,8 +76,9 @@ def stored_group(
     entry = store.manifest["groups"].get(d.name)
     if entry is None or entry.get("identity") != d.identity or entry.get("parent") != d.parent:
         return None
+    segments = entry["segments"]
     try:
-        table = store.read_segments(entry["segments"], GROUP_SCHEMA)
+        readers, ids = store.open_segments(segments, GROUP_SCHEMA, "id")
     except MissingFile as exc:  # rewritten by another process since we read the manifest?
         store.reload()
         again = store.manifest["groups"].get(d.name)
@@ -88,10 +90,23 @@ def stored_group(
             )
         return None
     if sources is not None:
-        table = user_paths(table, sources, store.manifest.get("inputs") or [])
-    return NodeGroup(
-        doc, d.name, d.parent, table, built_gen=entry["root_gen"], segments=entry["segments"]
+        inputs = store.manifest.get("inputs") or []
+        readers = [functools.partial(_user_paths, read, sources, inputs) for read in readers]
+    return NodeGroup.read_back(
+        doc,
+        d.name,
+        d.parent,
+        readers,
+        len(ids),
+        ids_fingerprint(ids),
+        built_gen=entry["root_gen"],
+        piece_rows=[seg["rows"] for seg in segments],
+        segments=segments,
     )
+
+
+def _user_paths(read: Callable[[], pa.Table], sources: pa.Table, inputs: list) -> pa.Table:
+    return user_paths(read(), sources, inputs)
 
 
 def _build_rows(

@@ -419,6 +419,45 @@ class Store:
             for seg, buf in zip(segments, maps, strict=True)
         ]
 
+    def open_segments(
+        self, segments: list[dict], schema: pa.Schema, key: str
+    ) -> tuple[list[Callable[[], pa.Table]], pa.ChunkedArray]:
+        """A reader of each segment's table and their column ``key`` (e.g. the ids), read now
+        without decoding the other columns. Sizes and checksums are checked now, as
+        :meth:`read_segments` does; a table's structure when its reader first reads it. The
+        files are mapped now, so the readers read these bytes even after a writer has replaced
+        the segments and collected their files."""
+        maps = [self._maps.open(self.check_file(seg["file"], seg)) for seg in segments]
+        keys = [
+            self._read_column(seg, schema, key, buf)
+            for seg, buf in zip(segments, maps, strict=True)
+        ]
+        readers = [
+            functools.partial(self._read_segment, seg, schema, buf)
+            for seg, buf in zip(segments, maps, strict=True)
+        ]
+        return readers, pa.chunked_array(keys, schema.field(key).type)
+
+    def _read_column(self, seg: dict, schema: pa.Schema, name: str, mapped: pa.Buffer) -> pa.Array:
+        path = self.path / seg["file"]
+        try:
+            field = schema.get_field_index(name)
+            options = ipc.IpcReadOptions(included_fields=[field])
+            table = ipc.open_file(pa.BufferReader(mapped), options=options).read_all()
+            if not table.schema.equals(pa.schema([schema.field(name)])):
+                raise ValueError(f"column {name!r} is {table.schema}, expected {schema}")
+            col = table.column(0)
+            col.validate(full=True)
+            if not schema.field(name).nullable and col.null_count:
+                raise ValueError(f"column {name!r} holds {col.null_count} nulls but allows none")
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise StoreError(f"cannot read {path}: {exc}; the store is damaged") from exc
+        if len(col) != seg["rows"]:
+            raise StoreError(
+                f"{path} has {len(col)} rows, the manifest records {seg['rows']}: it is damaged"
+            )
+        return col.combine_chunks()
+
     def _read_segment(
         self, seg: dict, schema: pa.Schema | None = None, mapped: pa.Buffer | None = None
     ) -> pa.Table:
