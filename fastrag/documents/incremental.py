@@ -78,7 +78,7 @@ def stored_group(
         return None
     segments = entry["segments"]
     try:
-        readers, ids = store.open_segments(segments, GROUP_SCHEMA, "id")
+        readers, ids, piece_rows = store.open_segments(segments, GROUP_SCHEMA, "id")
     except MissingFile as exc:  # rewritten by another process since we read the manifest?
         store.reload()
         again = store.manifest["groups"].get(d.name)
@@ -100,7 +100,7 @@ def stored_group(
         len(ids),
         ids_fingerprint(ids),
         built_gen=entry["root_gen"],
-        piece_rows=[seg["rows"] for seg in segments],
+        piece_rows=piece_rows,
         segments=segments,
     )
 

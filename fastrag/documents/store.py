@@ -421,51 +421,68 @@ class Store:
 
     def open_segments(
         self, segments: list[dict], schema: pa.Schema, key: str
-    ) -> tuple[list[Callable[[], pa.Table]], pa.ChunkedArray]:
-        """A reader of each segment's table and their column ``key`` (e.g. the ids), read now
-        without decoding the other columns. Sizes and checksums are checked now, as
-        :meth:`read_segments` does; a table's structure when its reader first reads it. The
+    ) -> tuple[list[Callable[[], pa.Table]], pa.ChunkedArray, list[int]]:
+        """(readers, keys, rows): a reader of each record batch of the segments, in order, as a
+        table; their column ``key`` (e.g. the ids), read now without decoding the other
+        columns; each batch's rows. Sizes and checksums are checked now, as
+        :meth:`read_segments` does; a batch's structure when its reader first reads it. The
         files are mapped now, so the readers read these bytes even after a writer has replaced
         the segments and collected their files."""
-        maps = [self._maps.open(self.check_file(seg["file"], seg)) for seg in segments]
-        keys = [
-            self._read_column(seg, schema, key, buf)
-            for seg, buf in zip(segments, maps, strict=True)
-        ]
-        readers = [
-            functools.partial(self._read_segment, seg, schema, buf)
-            for seg, buf in zip(segments, maps, strict=True)
-        ]
-        return readers, pa.chunked_array(keys, schema.field(key).type)
+        readers: list[Callable[[], pa.Table]] = []
+        keys: list[pa.Array] = []
+        for seg in segments:
+            buf = self._maps.open(self.check_file(seg["file"], seg))
+            column = self._read_column(seg, schema, key, buf)
+            for i, part in enumerate(column):
+                readers.append(
+                    functools.partial(self._read_segment, seg, schema, buf, (i, len(part)))
+                )
+            keys.extend(column)
+        return readers, pa.chunked_array(keys, schema.field(key).type), [len(k) for k in keys]
 
-    def _read_column(self, seg: dict, schema: pa.Schema, name: str, mapped: pa.Buffer) -> pa.Array:
+    def _read_column(
+        self, seg: dict, schema: pa.Schema, name: str, mapped: pa.Buffer
+    ) -> list[pa.Array]:
+        """Column ``name`` of a segment alone, a piece per record batch, checked in full."""
         path = self.path / seg["file"]
+        field = schema.field(name)
         try:
-            field = schema.get_field_index(name)
-            options = ipc.IpcReadOptions(included_fields=[field])
-            table = ipc.open_file(pa.BufferReader(mapped), options=options).read_all()
-            if not table.schema.equals(pa.schema([schema.field(name)])):
-                raise ValueError(f"column {name!r} is {table.schema}, expected {schema}")
-            col = table.column(0)
-            col.validate(full=True)
-            if not schema.field(name).nullable and col.null_count:
-                raise ValueError(f"column {name!r} holds {col.null_count} nulls but allows none")
+            options = ipc.IpcReadOptions(included_fields=[schema.get_field_index(name)])
+            reader = ipc.open_file(pa.BufferReader(mapped), options=options)
+            if not reader.schema.equals(pa.schema([field])):
+                raise ValueError(f"column {name!r} is {reader.schema}, expected {field}")
+            parts = [reader.get_batch(i).column(0) for i in range(reader.num_record_batches)]
+            for part in parts:
+                part.validate(full=True)
+                if not field.nullable and part.null_count:
+                    raise ValueError(f"column {name!r} holds {part.null_count} nulls")
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise StoreError(f"cannot read {path}: {exc}; the store is damaged") from exc
-        if len(col) != seg["rows"]:
+        rows = sum(len(p) for p in parts)
+        if rows != seg["rows"]:
             raise StoreError(
-                f"{path} has {len(col)} rows, the manifest records {seg['rows']}: it is damaged"
+                f"{path} has {rows} rows, the manifest records {seg['rows']}: it is damaged"
             )
-        return col.combine_chunks()
+        return parts
 
     def _read_segment(
-        self, seg: dict, schema: pa.Schema | None = None, mapped: pa.Buffer | None = None
+        self,
+        seg: dict,
+        schema: pa.Schema | None = None,
+        mapped: pa.Buffer | None = None,
+        batch: tuple[int, int] | None = None,
     ) -> pa.Table:
+        """A segment's table, checked; ``batch`` = (index, rows): that record batch alone."""
         path = self.check_file(seg["file"], seg) if mapped is None else self.path / seg["file"]
+        rows = seg["rows"] if batch is None else batch[1]
         try:
             if mapped is None:
                 mapped = self._maps.open(path)
-            table = ipc.open_file(pa.BufferReader(mapped)).read_all()
+            reader = ipc.open_file(pa.BufferReader(mapped))
+            if batch is None:
+                table = reader.read_all()
+            else:
+                table = pa.Table.from_batches([reader.get_batch(batch[0])])
             if schema is not None and not table.schema.equals(schema):
                 raise ValueError(f"schema {table.schema} is not the expected {schema}")
             table.validate()  # buffer sizes agree with lengths and types (cheap)
@@ -474,7 +491,8 @@ class Store:
             # read whole for its checksum (it stays memory-mapped; verify=True checks them):
             # their offsets only.
             whole = (seg["file"], seg["checksum"]) in self._verified
-            checked = (f"{seg['file']}#structure{int(whole)}", seg["checksum"])  # once per file
+            part = "" if batch is None else f"#{batch[0]}"
+            checked = (f"{seg['file']}#structure{int(whole)}{part}", seg["checksum"])  # once
             if checked not in self._verified:
                 for field, col in zip(table.schema, table.columns, strict=True):
                     if whole or field.name != "text":
@@ -500,11 +518,9 @@ class Store:
             ) from exc
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise StoreError(f"cannot read {path}: {exc}; the store is damaged") from exc
-        if table.num_rows != seg["rows"]:
-            raise StoreError(
-                f"{path} has {table.num_rows} rows, the manifest records "
-                f"{seg['rows']}: it is damaged"
-            )
+        if table.num_rows != rows:
+            where = "the manifest records" if batch is None else f"batch {batch[0]}'s ids hold"
+            raise StoreError(f"{path} has {table.num_rows} rows, {where} {rows}: it is damaged")
         return table
 
     def release_pages(self) -> int:

@@ -1,16 +1,19 @@
 """A stored group is opened without reading its table: its ids are read alone (the group's
-fingerprint), and a node's columns come from the one stored piece that holds it, so a search
-on a large store reads the pieces holding its hits, not the whole group. The nodes, the table
-and the hits are the same as the whole table's; damage is still reported."""
+fingerprint), and a node's columns come from the one record batch of a stored segment that
+holds it, so a search on a large store reads the batches holding its hits, not the group. The
+nodes, the table and the hits are the same as the whole table's; damage is still reported."""
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.ipc as ipc
 import pytest
 
 import fastrag as fr
+import fastrag.documents.building as building_mod
 import fastrag.documents.groupstream as groupstream_mod
 import fastrag.documents.store as store_mod
 import fastrag.documents.transaction as layout_mod
@@ -45,6 +48,7 @@ def pieces_store(tmp_path, monkeypatch) -> tuple[Path, Path]:
     _log(kb / "server.log", 3000)
     monkeypatch.setattr(groupstream_mod, "PIECE_BYTES", 40 << 10)
     monkeypatch.setattr(layout_mod, "COMPRESS_BELOW", 16 << 10)
+    monkeypatch.setattr(building_mod, "SPAN_BATCH", 40)  # several record batches a segment
     doc = fr.Document(kb, store=tmp_path / "store")
     doc.create_node_group("chunk", transform=fr.SentenceSplitter(chunk_size=64, chunk_overlap=8))
     doc.group("chunk")
@@ -52,21 +56,30 @@ def pieces_store(tmp_path, monkeypatch) -> tuple[Path, Path]:
     return tmp_path / "store", kb
 
 
-def _reads(monkeypatch) -> list[str]:
-    """The chunk group's segment files read whole from now on."""
-    seen: list[str] = []
+def _batches(store: Path, segments: list[dict]) -> list[tuple[str, int | None]]:
+    """(file, batch) of every record batch of ``segments``."""
+    out = []
+    for seg in segments:
+        with pa.memory_map(str(store / seg["file"])) as f:
+            out += [(seg["file"], i) for i in range(ipc.open_file(f).num_record_batches)]
+    return sorted(out)
+
+
+def _reads(monkeypatch) -> list[tuple[str, int | None]]:
+    """(file, record batch or None: whole) of each read of a chunk segment from now on."""
+    seen: list[tuple[str, int | None]] = []
     real = Store._read_segment
 
-    def counted(self, seg, *args, **kwargs):
+    def counted(self, seg, schema=None, mapped=None, batch=None):
         if Path(seg["file"]).name.startswith("chunk."):
-            seen.append(seg["file"])
-        return real(self, seg, *args, **kwargs)
+            seen.append((seg["file"], None if batch is None else batch[0]))
+        return real(self, seg, schema, mapped, batch)
 
     monkeypatch.setattr(Store, "_read_segment", counted)
     return seen
 
 
-def test_a_search_reads_only_the_pieces_holding_its_hits(pieces_store, monkeypatch):
+def test_a_search_reads_only_the_batches_holding_its_hits(pieces_store, monkeypatch):
     store, _ = pieces_store
     segments = Store(store, mode="r").manifest["groups"]["chunk"]["segments"]
     assert len(segments) >= 4
@@ -83,15 +96,16 @@ def test_a_search_reads_only_the_pieces_holding_its_hits(pieces_store, monkeypat
     row = whole.column("id").to_pylist().index(hit.id)
     assert hit.text == whole.column("text")[row].as_py()
     assert hit.node.metadata["file_path"] == "server.log"
-    assert len(reads) == 1  # the piece holding the hit, nothing else
-    # every node read piece by piece equals the whole table's row
+    assert len(reads) == 1 and reads[0][1] is not None  # the batch holding the hit alone
+    # every node read batch by batch equals the whole table's row
     rows = range(0, whole.num_rows, 7)
     want = [(whole.column("id")[r].as_py(), whole.column("text")[r].as_py()) for r in rows]
     assert [(group[r].id, group[r].text) for r in rows] == want
-    assert sorted(set(reads)) == sorted(s["file"] for s in segments)
-    assert len(reads) == len(segments)  # each piece read once, then kept
-    assert group.table.equals(whole)  # the pieces read are reused
-    assert len(reads) == len(segments)
+    batches = _batches(store, segments)
+    assert len(batches) > 2 * len(segments)
+    assert sorted(reads) == batches  # each batch read once, then kept
+    assert group.table.equals(whole)  # the batches read are reused
+    assert sorted(reads) == batches
 
 
 def test_hits_from_pieces_equal_the_hits_of_the_whole_table(pieces_store):
@@ -131,7 +145,7 @@ def test_threads_reading_nodes_of_a_group_in_pieces(pieces_store, monkeypatch):
     for t in threads:
         t.join()
     assert errors == []
-    assert sorted(reads) == sorted(s["file"] for s in segments)  # each piece read once
+    assert sorted(reads) == _batches(store, segments)  # each batch read once
 
 
 def test_a_damaged_piece_is_reported_when_the_group_is_opened(pieces_store):
