@@ -130,7 +130,7 @@ class NodeGroup:
                 readers = store.segment_readers(self._stored, GROUP_SCHEMA)
             except StoreError:  # collected by another writer already: keep the table
                 return False
-            self._table, self._readers = None, readers
+            self._table, self._readers, self._starts, self._pieces = None, readers, None, {}
             for name in ("ids", "_row_by_id", "_texts"):
                 self.__dict__.pop(name, None)
             return True
