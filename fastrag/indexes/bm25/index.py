@@ -58,7 +58,7 @@ from fastrag.indexes.bm25.args import (
     token_batch,
 )
 from fastrag.indexes.bm25.backend import NUMPY, backend
-from fastrag.indexes.bm25.numpy_path import build_seconds, estimate_seconds
+from fastrag.indexes.bm25.numpy_path import build_seconds, decode_seconds, estimate_seconds
 from fastrag.indexes.bm25.packed import PackedPostings, no_lazy, raise_problem
 from fastrag.indexes.bm25.persist import BM25Persistence
 from fastrag.indexes.bm25.stats import BM25Stats, check_stats
@@ -302,11 +302,11 @@ class BM25Index(BM25Persistence):
         qo = ragged_array(q_offsets, "q_offsets", np.int64)
         if qo.shape[0] < 1:
             raise ConfigError("q_offsets needs at least 1 entry (n + 1 for n queries); got 0")
-        run = backend(lambda: estimate_seconds(self.indptr, self.n_docs, qv, qo.shape[0] - 1))
+        run = backend(lambda: self._numpy_seconds(qv, qo.shape[0] - 1))
         cold = run is NUMPY
         if self._unchecked is not None:
             if cold or self._lz is NO_LAZY:
-                self._check_postings(qv)
+                self._check_postings(qv, twin=cold)
             else:  # packed: the kernels decode the blocks they reach
                 self._verify(qv)
                 self._promote(qv)
@@ -457,7 +457,16 @@ class BM25Index(BM25Persistence):
         array's first byte in its file."""
         self._byte_checks = dict(checks)
 
-    def _check_postings(self, terms: np.ndarray) -> None:
+    def _numpy_seconds(self, qv: np.ndarray, n_queries: int) -> float:
+        """Rough seconds of these queries on the NumPy path: the search, plus decoding the
+        packed postings of their terms not decoded yet."""
+        seconds = estimate_seconds(self.indptr, self.n_docs, qv, n_queries)
+        unchecked = self._unchecked
+        if unchecked is not None and self._writable is not None:
+            seconds += decode_seconds(self.indptr, qv, unchecked)
+        return seconds
+
+    def _check_postings(self, terms: np.ndarray, *, twin: bool = False) -> None:
         """Bounds-check the postings of ``terms`` that were not checked yet. An index loaded
         from arrays is checked lazily, term by term, before any kernel reads a posting: a fresh
         process reads only the postings its queries read (memory-mapped pages stay cold)."""
@@ -465,7 +474,7 @@ class BM25Index(BM25Persistence):
         if unchecked is None:
             return
         if self._writable is not None:
-            self._decode(terms, unchecked)
+            self._decode(terms, unchecked, twin=twin)
         else:
             check_postings(
                 self.indptr,
@@ -480,9 +489,9 @@ class BM25Index(BM25Persistence):
         if not unchecked.any():
             self._unchecked = None
 
-    def _decode(self, terms: np.ndarray, unchecked: np.ndarray) -> None:
+    def _decode(self, terms: np.ndarray, unchecked: np.ndarray, *, twin: bool = False) -> None:
         """Decode, then check, the packed postings of ``terms`` not decoded yet (once per term:
-        a term's flag clears only after its postings are in place)."""
+        a term's flag clears only after its postings are in place; ``twin``: in NumPy)."""
         t = np.unique(terms)
         t = t[(t >= 0) & (t < self.n_vocab)]
         if not unchecked[t].any():
@@ -491,7 +500,7 @@ class BM25Index(BM25Persistence):
             t = t[unchecked[t]].astype(np.int64)
             if t.size:
                 indices, data = self._writable
-                self._packed.decode(t, indices, data, self._byte_checks)
+                self._packed.decode(t, indices, data, self._byte_checks, twin=twin)
                 unchecked[t] = False
 
     def _promote(self, qv: np.ndarray) -> None:

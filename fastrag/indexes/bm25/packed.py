@@ -17,6 +17,7 @@ import numpy as np
 from fastrag._checks import readonly
 from fastrag._lazy import kernels
 from fastrag.errors import ConfigError, StoreError
+from fastrag.indexes.bm25 import numpy_path
 from fastrag.indexes.bm25.args import check_corpus, raise_bad_token
 from fastrag.indexes.bm25.stored import FORMAT_PACKED, checked_arrays
 
@@ -282,17 +283,21 @@ class PackedPostings:
         indices: np.ndarray,
         data: np.ndarray,
         byte_checks: dict[str, tuple[Any, int]] | None = None,
+        *,
+        twin: bool = False,
     ) -> None:
         """Decode the postings of ``terms`` (int64, in the vocabulary) into their places in
         the writable uncompressed ``indices`` / ``data``, checked as the kernels need them
         (and marked decoded for :meth:`lazy`'s kernels). ``byte_checks`` maps array names to
         ``(checker, offset)`` (a store's chunk checksums, see
         ``BM25Index.verify_postings_with``): the bytes the decoder reads are verified first.
-        StoreError naming the first bad term and what is wrong with it."""
+        StoreError naming the first bad term and what is wrong with it. ``twin``: decode with
+        the NumPy twin (the same postings; no numba)."""
         a = self.arrays
         tb = a["term_block"]
         self.verify(terms, byte_checks or {})
-        bad, problem = bm25_codec.decode_terms(
+        decode_terms = numpy_path.decode_terms if twin else bm25_codec.decode_terms
+        bad, problem = decode_terms(
             tb,
             a["blk_last"],
             a["blk_word"],
