@@ -78,6 +78,7 @@ def test_the_twin_decodes_every_term_as_the_kernel_does(method, corpus, cmrc):
     terms = np.arange(n_vocab, dtype=np.int64)
     (kc_code, kc_i, kc_d), (np_code, np_i, np_d) = _decode_both(pp, terms, int(index.indptr[-1]))
     assert kc_code == np_code == (-1, 0)
+    assert numpy_path.BLOCK == kc.BLOCK
     np.testing.assert_array_equal(np_i, kc_i)
     np.testing.assert_array_equal(np_d.view(np.uint32), kc_d.view(np.uint32))
     np.testing.assert_array_equal(np_i, index.indices)  # and the uncompressed index's

@@ -11,6 +11,7 @@ import numpy as np
 
 from fastrag.errors import ConfigError, StoreError
 from fastrag.indexes.bm25.args import BM25_METHODS, check_params
+from fastrag.indexes.bm25.numpy_path import BLOCK
 
 FORMAT = "fastrag.bm25/1"
 # Postings in the block codec of ``fastrag._kernels.bm25.codec`` (doc-id gaps and tf codes,
@@ -92,8 +93,6 @@ def _packed_problem(a: dict[str, np.ndarray], meta: dict) -> str | None:
     """What makes the arrays of a packed index unsafe to decode (shapes, dtypes, offsets, bit
     widths and block sizes; the doc ids themselves are checked as they are decoded), or
     None. Sets ``a["term_block"]``, each term's first block (derived, not stored)."""
-    from fastrag.indexes.bm25.numpy_path import BLOCK  # the codec's, without numba
-
     n_vocab, nnz, n_docs = int(meta["n_vocab"]), int(meta["nnz"]), int(meta["n_docs"])
     indptr = a["indptr"]
     want = {
