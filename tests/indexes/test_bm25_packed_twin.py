@@ -155,21 +155,30 @@ def test_a_cold_search_of_a_packed_index_decodes_in_numpy(monkeypatch):
     """A process that chose the NumPy path (small work, kernels not started) decodes a packed
     index's query terms with the twin, never the kernel, and answers as the kernels do."""
     values, offsets, n_vocab = _zipf()
+    monkeypatch.setattr(index_mod, "RANK_MIN_DOCS", 1000)  # common terms get rank directories
     index = BM25Index.build(values, offsets, n_vocab)
     rng = np.random.default_rng(3)
     qv = rng.integers(0, 300, 40).astype(np.int32)
+    qv[::4] = np.argsort(-np.diff(index.indptr))[:10]  # each query holds a common term
     qo = np.arange(0, 41, 4, dtype=np.int64)
     want = _packed(index).search_csr(qv, qo, 10)
     cold = _packed(index)
-    monkeypatch.setattr(index_mod, "backend", lambda estimate=None: NUMPY)
-    calls = []
-    real = kc.decode_terms
-    monkeypatch.setattr(kc, "decode_terms", lambda *a: calls.append(1) or real(*a))
-    got = cold.search_csr(qv, qo, 10)
-    assert calls == []
+    assert cold._rank_pending[qv[::4]].all()
+    real_backend = index_mod.backend
+    with monkeypatch.context() as m:
+        # small work goes to NumPy; asked without an estimate, the kernels are there
+        m.setattr(index_mod, "backend", lambda e=None: NUMPY if e is not None else real_backend())
+        calls = []
+        for name in ("decode_terms", "decode_term_checked"):
+            real = getattr(kc, name)
+            m.setattr(kc, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+        got = cold.search_csr(qv, qo, 10)
+    assert calls == []  # no kernel: the twin decoded, no rank directory was built
+    assert cold._rank_pending[qv[::4]].all()
     for x, y in zip(got, want, strict=True):
         np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
     # a damaged term is refused on the NumPy path too
+    monkeypatch.setattr(index_mod, "backend", lambda estimate=None: NUMPY)
     broken = _packed(index)
     t = int(np.argmax(np.diff(index.indptr)))
     a = dict(broken._packed.arrays)

@@ -310,7 +310,7 @@ class BM25Index(BM25Persistence):
             else:  # packed: the kernels decode the blocks they reach
                 self._verify(qv)
                 self._promote(qv)
-        if self._rank_pending is not None and qv.shape[0]:
+        if self._rank_pending is not None and qv.shape[0] and not cold:  # NumPy reads none
             self._build_rank(qv)
         n_q = qo.shape[0] - 1
         mask_arr = check_mask(mask, self.n_docs)
