@@ -431,7 +431,14 @@ class Store:
         readers: list[Callable[[], pa.Table]] = []
         keys: list[pa.Array] = []
         for seg in segments:
-            buf = self._maps.open(self.check_file(seg["file"], seg))
+            path = self.check_file(seg["file"], seg)
+            try:
+                buf = self._maps.open(path)
+            except FileNotFoundError as exc:  # collected by a writer after the check
+                raise MissingFile(
+                    f"store file {str(path)!r} is missing ({exc}); if another process "
+                    "is writing the store, call doc.refresh()"
+                ) from exc
             column = self._read_column(seg, schema, key, buf)
             for i, part in enumerate(column):
                 readers.append(

@@ -183,3 +183,28 @@ def test_an_unchecked_piece_with_bad_structure_fails_when_its_node_is_read(tmp_p
     assert group[0].text and group[len(group) - 1].text
     with pytest.raises(StoreError, match="is not a JSON object.*damaged"):
         _ = group[segments[0]["rows"]].metadata
+
+
+def test_a_segment_collected_while_the_group_opens_is_missing_not_a_crash(
+    pieces_store, monkeypatch
+):
+    """A segment file that disappears between its check and its mapping (a writer collected
+    it) is a MissingFile, which the group's opening handles as before: it re-reads the
+    manifest and, when the manifest still names the file, warns and rebuilds the group."""
+    from fastrag.documents.storeio import FileMaps
+    from fastrag.errors import StoreWarning
+
+    store, _ = pieces_store
+    want = fr.Document(store=store, mode="r").group("chunk").ids
+    real = FileMaps.open
+
+    def gone(self, path):
+        if Path(path).name.startswith("chunk."):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real(self, path)
+
+    monkeypatch.setattr(FileMaps, "open", gone)
+    doc = fr.Document(store=store, mode="r")
+    with pytest.warns(StoreWarning, match="is damaged and is rebuilt from its parent"):
+        group = doc.group("chunk")
+    assert group.ids == want
