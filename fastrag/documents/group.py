@@ -82,7 +82,7 @@ class NodeGroup:
                 if table is None:
                     pieces = self._pieces
                     readers = enumerate(self._readers or ())
-                    table = _concat([pieces.get(i) or read() for i, read in readers])
+                    table = _concat([pieces[i] if i in pieces else read() for i, read in readers])
                     self._table, self._pieces = table, {}
         return table
 
@@ -96,6 +96,8 @@ class NodeGroup:
     def row_table(self, row: int) -> tuple[pa.Table, int]:
         """(table, row in it) holding node ``row``: the group's table when it is in memory,
         else the one stored piece that holds the row, read alone (and kept)."""
+        if not 0 <= row < self._rows:
+            raise IndexError(f"row {row} out of range for group {self.name!r} of {len(self)} nodes")
         table, starts = self._table, self._starts
         if table is not None or starts is None:
             return self.table, row

@@ -90,6 +90,9 @@ def test_a_search_reads_only_the_batches_holding_its_hits(pieces_store, monkeypa
     assert reads == []  # the ids alone were read
     assert len(group) == whole.num_rows
     assert group.fingerprint == ids_fingerprint(whole.column("id"))
+    for bad in (-1, len(group)):
+        with pytest.raises(IndexError, match=f"row {bad} out of range for group 'chunk'"):
+            group.row_table(bad)
     ret = fr.Retriever(doc, "chunk", "bm25", topk=1)
     hits = ret.batch(QUERIES[:1])[0]
     (hit,) = hits

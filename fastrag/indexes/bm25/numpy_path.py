@@ -268,19 +268,19 @@ def decode_terms(
         blocks = np.arange(j0, j1, dtype=np.int64)
         n = np.minimum(BLOCK, df - (blocks - j0) * BLOCK)
         first = np.cumsum(n) - n  # each block's first posting
-        jj = np.repeat(blocks, n)
-        i = np.arange(df, dtype=np.int64) - np.repeat(first, n)
+        blk = np.repeat(np.arange(blocks.size), n)  # each posting's block (of this term)
+        i = np.arange(df, dtype=np.int64) - first[blk]
         dw = blk_dw[blocks].astype(np.uint64)
         tw = blk_tw[blocks].astype(np.uint64)
         w0 = blk_word[blocks].astype(np.int64)
         t0 = w0 + (n.astype(np.uint64) * dw + np.uint64(31)).astype(np.int64) // 32
-        step = _bits(words, w0[jj - j0], i, dw[jj - j0]) + 1
-        tf = _bits(words, t0[jj - j0], i, tw[jj - j0]) + 1
+        step = _bits(words, w0[blk], i, dw[blk]) + 1
+        tf = _bits(words, t0[blk], i, tw[blk]) + 1
         prev = np.empty(blocks.size, np.int64)
         prev[0] = -1
         prev[1:] = blk_last[blocks[:-1]].astype(np.int64)
         run = np.cumsum(step)  # int64 sums wrap as the kernel's do
-        docs = np.repeat(prev - (run[first] - step[first]), n) + run
+        docs = (prev - (run[first] - step[first]))[blk] + run
         dl = doc_len[np.clip(docs, 0, top)].astype(np.float64)
         w = (idf[t] * tf_component(method, tf.astype(np.float64), dl, avg, k1, b, delta)) - base[t]
         w = w.astype(np.float32)

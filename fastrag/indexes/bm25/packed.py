@@ -217,8 +217,8 @@ class PackedPostings:
         done = np.flatnonzero(self.ready)
         term = np.searchsorted(a["term_block"], done, side="right") - 1
         df = np.asarray(a["indptr"][term + 1], np.int64) - a["indptr"][term]
-        ends = (done - a["term_block"][term] + 1) * bm25_codec.BLOCK  # a full block's end
-        return int(np.minimum(ends, df).sum() - (ends - bm25_codec.BLOCK).sum())
+        ends = (done - a["term_block"][term] + 1) * numpy_path.BLOCK  # a full block's end
+        return int(np.minimum(ends, df).sum() - (ends - numpy_path.BLOCK).sum())
 
     def verify(self, terms: np.ndarray, byte_checks: dict[str, tuple[Any, int]]) -> None:
         """Verify the bytes the decoder reads for ``terms`` (int64) with ``byte_checks`` (see
