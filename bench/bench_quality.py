@@ -19,6 +19,10 @@
 * **vue** (held out, run once at the end): the Vue docs' guide and API pages in en zh ja ko fr
   ru (486 pages, CC BY 4.0, ``bench/data/vue/build_corpus.py`` from git snapshots:
   ``--vue-mirror``), chunked like **mixed**; 132 hand-written questions (22 intents x 6).
+* **react** (held out, run once at the end of issue 42's per-language analyzer): react.dev's
+  learn and reference pages in en fr es pt zh ja ko ru (1,314 pages, translated or not, CC BY
+  4.0, ``bench/data/react/build_corpus.py``: ``--react-mirror``), chunked like **mixed**; 128
+  hand-written questions (16 intents x 8, targets translated in all eight).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -60,9 +64,14 @@ KNOWN_ITEM_SETS = {
     "fastapi": BENCH_DIR / "data" / "fastapi_docs",
     "tldr": BENCH_DIR / "data" / "tldr",
     "vue": BENCH_DIR / "data" / "vue",
+    "react": BENCH_DIR / "data" / "react",
 }
 # held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
-BUILT_CORPORA = {"tldr": WORK_DIR / "tldr_corpus", "vue": WORK_DIR / "vue_corpus"}
+BUILT_CORPORA = {
+    "tldr": WORK_DIR / "tldr_corpus",
+    "vue": WORK_DIR / "vue_corpus",
+    "react": WORK_DIR / "react_corpus",
+}
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
     f"bm25:stemmer={lang}" for lang in ("english", "french", "german", "spanish", "portuguese")
@@ -410,6 +419,7 @@ def report(results: dict, info: dict) -> str:
         "fastapi": "FastAPI tutorial in six languages (en fr de es pt zh, known items)",
         "tldr": "tldr-pages in ten languages (held out; known items)",
         "vue": "Vue docs in six languages (held out; known items)",
+        "react": "React docs in eight languages (held out; known items)",
     }
     for name, title in titles.items():
         if name not in results:
@@ -488,7 +498,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
-        "--sets", default="mixed,cmrc", help="mixed, fastapi, tldr, vue, cmrc, scifact (comma list)"
+        "--sets",
+        default="mixed,cmrc",
+        help="mixed, fastapi, tldr, vue, react, cmrc, scifact (comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -506,6 +518,10 @@ def main() -> int:
         "--vue-mirror",
         help="a folder of vuejs/docs + translation git dirs: (re)build the vue corpus first",
     )
+    ap.add_argument(
+        "--react-mirror",
+        help="a folder of reactjs/react.dev + translation git dirs: (re)build the react corpus",
+    )
     ap.add_argument("--split", default="dev", help="tldr question split: dev, heldout or all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
@@ -518,7 +534,7 @@ def main() -> int:
     EMBEDDER = args.embedder
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     sims = [s.strip() for s in args.similarities.split(",") if s.strip()]
-    unknown = set(sets) - {"mixed", "fastapi", "tldr", "vue", "cmrc", "scifact"}
+    unknown = set(sets) - {"mixed", "fastapi", "tldr", "vue", "react", "cmrc", "scifact"}
     if unknown:
         ap.error(f"unknown sets {sorted(unknown)}")
     if "scifact" in sets and not args.scifact:
@@ -528,7 +544,11 @@ def main() -> int:
         results["mixed"] = run_known_items("mixed", sims, args.smoke)
     if "fastapi" in sets:
         results["fastapi"] = run_known_items("fastapi", sims + FIXED_STEMMERS, args.smoke)
-    for name, source in (("tldr", args.tldr_git), ("vue", args.vue_mirror)):
+    for name, source in (
+        ("tldr", args.tldr_git),
+        ("vue", args.vue_mirror),
+        ("react", args.react_mirror),
+    ):
         if name not in sets:
             continue
         if source:

@@ -16,7 +16,10 @@ The text is lowercased and cut by script, in one numba pass (``fastrag._kernels.
 * Hangul and rarer ideographs give unigrams plus overlapping bigrams (``bm25_cjk``);
 * every other run of word characters (Latin, Cyrillic, Greek, digits, ``_``) is one word, a
   ``.`` between digits kept (``3.14``, ``v1.2``), and words are Snowball-stemmed by script:
-  Latin with English (or the ``stemmer`` given), Cyrillic with Russian, Greek with Greek.
+  Latin with English (or the ``stemmer`` given), Cyrillic with Russian, Greek with Greek;
+  a text whose function words say French, Spanish, Portuguese, German, Italian or Dutch
+  (:mod:`fastrag.analysis.latin`) has its Latin words stemmed in that language and that
+  language's function words dropped instead of English stopwords (``per_language``).
 
 In a query (``encode_query_chunk``), a Latin-script compound is also followed by its parts
 (``compounds``, :mod:`fastrag.analysis.compounds`: ``hochladen`` -> ``hochladen, hoch,
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import re
+from itertools import chain
 from types import SimpleNamespace
 from typing import Any
 
@@ -46,10 +50,12 @@ from fastrag.analysis.chinese import dictionary_tag
 from fastrag.analysis.cjk import char_classes
 from fastrag.analysis.compounds import compounds_tag, decompounder
 from fastrag.analysis.english import AUTO, default_stemmer, make_stemmer
+from fastrag.analysis.latin import LANGUAGES, function_words, rules_tag, text_languages
 from fastrag.analysis.segment import get_segmenter, jieba_tokenizer, segmenter
 from fastrag.analysis.spans import (
     append_tokens,
     expand_tokens,
+    first_occurrence,
     span_strings,
     text_kernels,
     texts_to_codepoints,
@@ -142,6 +148,14 @@ def _script_stemmer(word: str) -> str | None:
     return None
 
 
+def _latin_word(span: str) -> bool:
+    """Whether a raw span is a word of Latin script (or digits) or punctuation, not a word of
+    another script."""
+    return not _HAS_ALNUM.search(span) or (
+        mixed_classes()[ord(span[0])] == 1 and (span.isascii() or _script_stemmer(span) is None)
+    )
+
+
 def _python_seconds(texts: list[str]) -> float:
     """Rough CPU seconds of :meth:`MixedAnalyzer._spans_python` (AMD EPYC Zen 4): 0.11 us per
     character of ``re``; with Han text, jieba's dictionary load and its ~2 us per character."""
@@ -171,10 +185,15 @@ class MixedAnalyzer(Analyzer):
     ``han_bigrams`` (default True) appends each text's pairs of adjacent Han characters. Runs
     of kana (with kanji),
     Thai, Lao, Khmer and Myanmar are cut into words by :mod:`fastrag.analysis.wordseg`.
+    ``per_language`` (default True): a text (page chunk or query) whose function words say
+    French, Spanish, Portuguese, German, Italian or Dutch (:mod:`fastrag.analysis.latin`)
+    has its Latin-script words stemmed by that language's Snowball stemmer (with the
+    ``"auto"`` stemmer) and that language's function words dropped (with the default
+    stopwords) instead of English's.
     """
 
     name = "bm25"
-    version = 6
+    version = 7
 
     def __init__(
         self,
@@ -187,6 +206,7 @@ class MixedAnalyzer(Analyzer):
         han_chars: bool = False,
         compounds: bool = True,
         han_bigrams: bool = True,
+        per_language: bool = True,
     ):
         check_str(
             "stemmer",
@@ -201,6 +221,7 @@ class MixedAnalyzer(Analyzer):
         self.han_chars = check_bool("han_chars", han_chars)
         self.compounds = check_bool("compounds", compounds)
         self.han_bigrams = check_bool("han_bigrams", han_bigrams)
+        self.per_language = check_bool("per_language", per_language)
         self.stopwords = resolve_stopwords(stopwords, _DEFAULT_LISTS, lowercase=self.lowercase)
         # the default lists are English and Chinese: Japanese/Thai/... words skip them
         # (``所有`` is a Chinese stopword, not a Japanese one)
@@ -210,10 +231,17 @@ class MixedAnalyzer(Analyzer):
         self.stemmer = default_stemmer() if stemmer == AUTO else stemmer
         if self.stemmer:
             make_stemmer(self.stemmer)  # an unknown language fails here, by name
+        # what a text in another Latin-script language changes: the stemmer (when "auto"
+        # chose it) and the stopwords (when the default lists are used)
+        self._lang_stem = bool(self.per_language and stemmer == AUTO and self.stemmer)
+        default_stop = isinstance(stopwords, str) and stopwords == DEFAULT
+        self._lang_stop = bool(self.per_language and default_stop)
         self._stemmers: dict[str, Any] = {}
         # raw span -> its tokens; None: the span itself, one token (no tuple kept per entry)
         self._cache: dict[str, tuple[str, ...] | None] = {}
         self._qcache: dict[str, tuple[str, ...]] = {}
+        # (language, query) -> raw span -> its tokens in a text of that language
+        self._lcache: dict[tuple[str, bool], dict[str, tuple[str, ...]]] = {}
 
     def options(self) -> dict[str, Any]:
         return {
@@ -227,9 +255,15 @@ class MixedAnalyzer(Analyzer):
             "han_search": self.han_search,
             "han_chars": self.han_chars,
             "han_bigrams": self.han_bigrams,
+            "per_language": self._per_language_tag(),
             "dictionary": dictionary_tag(),
             "segmenters": segmenter_tags(),
         }
+
+    def _per_language_tag(self) -> str | None:
+        """What a text's language changes (its stemmer, its stopwords) and by which rules."""
+        what = [w for w, on in (("stem", self._lang_stem), ("stop", self._lang_stop)) if on]
+        return f"{rules_tag()}:{'+'.join(what)}" if what else None
 
     def query_options(self) -> dict[str, Any]:
         return {"compounds": compounds_tag() if self.compounds else None}
@@ -239,11 +273,13 @@ class MixedAnalyzer(Analyzer):
         state["_stemmers"] = {}
         state["_cache"] = {}
         state["_qcache"] = {}
+        state["_lcache"] = {}
         return state
 
     def release_memo(self) -> None:
         self._cache = {}  # fresh dicts: a thread reading the old ones is unaffected
         self._qcache = {}
+        self._lcache = {}
 
     def warmup(self) -> None:
         if kernels_for():
@@ -252,13 +288,15 @@ class MixedAnalyzer(Analyzer):
 
     # -- tokens ---------------------------------------------------------------------------
 
-    def _stem_many(self, words: list[str]) -> list[str]:
-        """Each word stemmed by its script's Snowball stemmer (unchanged without one)."""
-        if not self.stemmer:
+    def _stem_many(self, words: list[str], latin: str | None = None) -> list[str]:
+        """Each word stemmed by its script's Snowball stemmer (unchanged without one); Latin
+        script by ``latin`` (default: ``stemmer``)."""
+        latin = latin or self.stemmer
+        if not latin:
             return words
         by_lang: dict[str, list[int]] = {}
         for i, w in enumerate(words):
-            lang = (_script_stemmer(w) if not w.isascii() else None) or self.stemmer
+            lang = (_script_stemmer(w) if not w.isascii() else None) or latin
             by_lang.setdefault(lang, []).append(i)
         out = list(words)
         for lang, idx in by_lang.items():
@@ -344,25 +382,38 @@ class MixedAnalyzer(Analyzer):
             classes = mixed_classes()
             words = [r for r, t in missing.items() if len(t) == 1 and classes[ord(r[0])] == 1]
             parts = self._compound_parts(words)
-            new = {r: (*t, *(p for p in parts.get(r, ()) if p != t[0])) for r, t in missing.items()}
+            if self._lang_stem and parts:
+                # the compound (German, by the decompounder's word list) and its parts also as
+                # a German page's tokens: a page in German is stemmed in German
+                split = list(parts)
+                german = self._compound_parts(split, stemmer="german")
+                whole = dict(zip(split, self._stem_many(split, "german"), strict=True))
+                parts = {
+                    w: list(dict.fromkeys([*ps, whole[w], *german.get(w, ())]))
+                    for w, ps in parts.items()
+                }
+            new = {r: tuple(dict.fromkeys((*t, *parts.get(r, ())))) for r, t in missing.items()}
             if len(cache) + len(new) > QUERY_CACHE:
                 new.update((r, cache[r]) for r in raws if r not in new)
                 self._qcache = cache = {}
             cache.update(new)
         return [cache[r] for r in raws]
 
-    def _compound_parts(self, words: list[str]) -> dict[str, list[str]]:
+    def _compound_parts(
+        self, words: list[str], stop: frozenset[str] | None = None, stemmer: str | None = None
+    ) -> dict[str, list[str]]:
         """The stemmed parts of each Latin-script compound among ``words`` (stopwords out)."""
         dc = decompounder() if words else None
         if dc is None:
             return {}
+        stop = self.stopwords if stop is None else stop
         latin = [w for w in words if w.isascii() or _script_stemmer(w) is None]
         split = {
-            w: [p for p in (w[a:b] for a, b in spans) if p.lower() not in self.stopwords]
+            w: [p for p in (w[a:b] for a, b in spans) if p.lower() not in stop]
             for w, spans in dc.split_many(latin).items()
         }
         flat = [p for ps in split.values() for p in ps]
-        stems = iter(self._stem_many(flat))
+        stems = iter(self._stem_many(flat, stemmer))
         return {w: [next(stems) for _ in ps] for w, ps in split.items()}
 
     def _han_subwords(self, words: list[str]) -> dict[str, list[str]]:
@@ -478,11 +529,115 @@ class MixedAnalyzer(Analyzer):
         )
         return list(local), ids, offsets
 
+    def _latin_many(
+        self, raws: list[str], base: list[tuple[str, ...] | None], language: str, query: bool
+    ) -> list[tuple[str, ...] | None]:
+        """The tokens of each raw span in a text of ``language`` (:mod:`fastrag.analysis.latin`):
+        Latin-script words stopped and stemmed in that language, other spans as ``base``."""
+        cache = self._lcache.get((language, query))
+        if cache is None:
+            cache = self._lcache[(language, query)] = {}
+        missing = [i for i, r in enumerate(raws) if r not in cache]
+        if missing:
+            classes = mixed_classes()
+            english = language == "english"
+            stop = function_words(language) if self._lang_stop and not english else self.stopwords
+            stemmer = language if self._lang_stem else self.stemmer
+            words = [
+                raws[i]
+                for i in missing
+                if classes[ord(raws[i][0])] == 1
+                and _HAS_ALNUM.search(raws[i])
+                and (raws[i].isascii() or _script_stemmer(raws[i]) is None)
+            ]
+            kept = [w for w in words if w not in stop]
+            stems = dict(zip(kept, self._stem_many(kept, stemmer), strict=True))
+            parts = self._compound_parts(kept, stop, stemmer) if query and self.compounds else {}
+            new: dict[str, tuple[str, ...]] = {w: () for w in words if w in stop}
+            for w, s in stems.items():
+                new[w] = (s, *(p for p in parts.get(w, ()) if p != s))
+            for i in missing:
+                r = raws[i]
+                if r not in new:
+                    new[r] = (r,) if base[i] is None else base[i]
+            if len(cache) + len(new) > QUERY_CACHE:
+                self._lcache[(language, query)] = cache = {}
+            cache.update(new)
+        return [cache[r] for r in raws]
+
+    def _by_language(
+        self,
+        raw: list[str],
+        ids: np.ndarray,
+        offsets: np.ndarray,
+        norm: list[tuple[str, ...] | None],
+        query: bool,
+    ) -> tuple[list[str], np.ndarray, list[tuple[str, ...] | None]] | None:
+        """``(raw, ids, norm)`` with the spans of each text in a Latin-script language other
+        than English given new ids whose tokens follow that language (a query of unclear
+        language: each word's tokens in every candidate language, once each); None if no
+        text changes."""
+        found = text_languages(raw, ids, offsets)
+        if found is None:
+            return None
+        lang, cands = found
+        english = LANGUAGES.index("english")
+        # a text mostly of other scripts (Han, kana, Cyrillic, ...) is English: its Latin
+        # words are names and code; so is a query of unclear language with any such word, or
+        # without function words and with ASCII letters only (English keywords, as before)
+        latin = np.fromiter(map(_latin_word, raw), dtype=bool, count=len(raw))
+        accented = np.fromiter((not r.isascii() for r in raw), dtype=bool, count=len(raw))
+        lens = np.diff(offsets)
+        text_of = np.repeat(np.arange(len(lang)), lens)
+        other = np.bincount(text_of, ~latin[ids], len(lang))
+        lang = np.where(2 * other < lens, lang, english)
+        if query:  # unclear: the candidates' bit mask, as a key above the language indexes
+            # a tie among other languages, or no function word but an accented letter
+            tie = (cands >> english) & 1 == 0
+            unclear = (other == 0) & (tie | (np.bincount(text_of, accented[ids], len(lang)) > 0))
+            key = np.where(lang >= 0, lang, np.where(unclear, len(LANGUAGES) + cands, english))
+        else:  # a page of unclear language is English, as without per_language
+            key = np.where(lang >= 0, lang, english)
+        if bool((key == english).all()):
+            return None
+        raw, norm = list(raw), list(norm)
+        ids = ids.astype(np.int32, copy=True)
+        tok_key = np.repeat(key, np.diff(offsets))
+        for k in np.unique(key[key != english]).tolist():
+            pos = np.flatnonzero(tok_key == k)
+            uniq, inv = np.unique(ids[pos], return_inverse=True)
+            words = [raw[i] for i in uniq.tolist()]
+            base = [norm[i] for i in uniq.tolist()]
+            if k < len(LANGUAGES):
+                new = self._latin_many(words, base, LANGUAGES[k], query)
+            else:
+                langs = [x for b, x in enumerate(LANGUAGES) if (k - len(LANGUAGES)) >> b & 1]
+                each = [self._latin_many(words, base, x, query) for x in langs]
+                # a stopword of any candidate is dropped; other words keep every variant once
+                new = [
+                    () if any(not ts for ts in alts) else tuple(dict.fromkeys(chain(*alts)))
+                    for alts in zip(*each, strict=True)
+                ]
+            ids[pos] = len(raw) + inv
+            raw.extend(words)
+            norm.extend(new)
+        return raw, ids, norm
+
     def _encode(self, texts: list[str], query: bool) -> tuple[list[str], np.ndarray, np.ndarray]:
         prepared = self._prepare(texts)
         raw, ids, offsets = self._spans(prepared)
         norm = self._query_many(raw) if query else self._memo_many(raw)
-        out = expand_tokens(raw, ids, offsets, norm)
+        relabelled = (
+            self._by_language(raw, ids, offsets, norm, query)
+            if self._lang_stem or self._lang_stop
+            else None
+        )
+        if relabelled is None:
+            out = expand_tokens(raw, ids, offsets, norm)
+        else:
+            out = first_occurrence(
+                expand_tokens(relabelled[0], relabelled[1], offsets, relabelled[2])
+            )
         if self.han_bigrams:
             out = append_tokens(out, self._bigrams(prepared))
         return out

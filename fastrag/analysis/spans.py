@@ -11,7 +11,14 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["append_tokens", "expand_tokens", "span_strings", "text_kernels", "texts_to_codepoints"]
+__all__ = [
+    "append_tokens",
+    "expand_tokens",
+    "first_occurrence",
+    "span_strings",
+    "text_kernels",
+    "texts_to_codepoints",
+]
 
 
 def text_kernels() -> ModuleType:
@@ -89,6 +96,21 @@ def expand_tokens(
         starts = exp_off[ids] - cum[:-1]
         values = exp_values[np.repeat(starts, lens) + np.arange(total, dtype=np.int64)]
     return list(final), values.astype(np.int32, copy=False), cum[offsets]
+
+
+def first_occurrence(
+    out: tuple[list[str], np.ndarray, np.ndarray],
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """``(vocab, ids, offsets)`` with the vocabulary renumbered in first-occurrence order
+    (tokens no id uses dropped)."""
+    vocab, ids, offsets = out
+    uniq, first = np.unique(ids, return_index=True)
+    order = uniq[np.argsort(first, kind="stable")]
+    if len(order) == len(vocab) and np.array_equal(order, np.arange(len(vocab))):
+        return out
+    renum = np.empty(len(vocab), dtype=np.int64)
+    renum[order] = np.arange(len(order))
+    return [vocab[i] for i in order.tolist()], renum[ids].astype(np.int32), offsets
 
 
 def append_tokens(

@@ -51,7 +51,9 @@ def test_common_english_short_and_non_words_stay_whole():
 
 
 def test_queries_get_parts_and_the_index_keeps_whole_words():
-    on, off = MixedAnalyzer(), MixedAnalyzer(compounds=False)
+    # every text stemmed in English (per_language=False): the parts as such
+    on = MixedAnalyzer(per_language=False)
+    off = MixedAnalyzer(compounds=False, per_language=False)
     text = "Dateien hochladen und die Datenbankverbindung prüfen"
     assert (
         on(text)

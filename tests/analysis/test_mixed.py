@@ -50,9 +50,13 @@ def test_tokens_by_script():
     else:
         assert an(MIXED[1]) == ["東京", "タワー", "行"]
     assert an(MIXED[2])[:5] == ["한", "한국", "국", "국어", "어"]
-    # Cyrillic with the Russian stemmer, Latin with the English one
+    # Cyrillic with the Russian stemmer, Latin with the English one; a French text (its
+    # function words say so) with the French one, French function words dropped
     assert an(MIXED[3]) == ["привет", "мир", "программирован", "на", "python"]
-    assert an(MIXED[4]) == ["le", "développ", "des", "applic", "web"]
+    assert an(MIXED[4]) == ["développ", "appliqu", "web"]
+    assert get_analyzer("bm25", per_language=False)(MIXED[4]) == [
+        *("le", "développ", "des", "applic", "web")
+    ]
     # stopwords of both lists go ("的", "获得", "the"); full-width digits stay one number
     assert an(MIXED[5]) == [
         *("北京大学", "北京", "大学", "学生", "2018", "年", "参加", "比赛", "１９７９", "分"),
@@ -88,7 +92,9 @@ def test_options_change_tokens_and_identity():
     auto = get_analyzer("bm25")
     french = get_analyzer("bm25", stemmer="french")
     plain = get_analyzer("bm25", stemmer=None, stopwords=None)
-    assert french(MIXED[4]) == ["le", "développ", "de", "appliqu", "web"]
+    # a given stemmer stems every Latin-script text; a French text still drops French
+    # function words (the default stopwords follow the text's language)
+    assert french(MIXED[4]) == ["développ", "appliqu", "web"]
     assert french(MIXED[3])[2] == "программирован"  # other scripts: still by script
     assert plain("The files") == ["the", "files"]
     assert (
@@ -98,11 +104,15 @@ def test_options_change_tokens_and_identity():
                 french.identity(),
                 plain.identity(),
                 get_analyzer("bm25", hmm=False).identity(),
+                get_analyzer("bm25", stemmer="english").identity(),
+                get_analyzer("bm25", per_language=False).identity(),
             }
         )
-        == 4
+        == 6
     )
-    assert get_analyzer("bm25", stemmer="english") == auto
+    assert get_analyzer("bm25", stemmer="english", per_language=False) == get_analyzer(
+        "bm25", per_language=False
+    )
     with pytest.raises(ConfigError, match="unknown Snowball stemmer language 'klingon'"):
         get_analyzer("bm25", stemmer="klingon")
     with pytest.raises(ConfigError, match="needs a str, got int"):

@@ -60,7 +60,7 @@ def test_khmer_and_myanmar_by_cluster_bigrams(an):
 
 
 def test_segmenters_in_identity(an):
-    assert '"segmenters":' in an.identity() and '"version":6' in an.identity()
+    assert '"segmenters":' in an.identity() and '"version":7' in an.identity()
 
 
 def test_regex_path_equals_kernel(an):
