@@ -69,13 +69,21 @@ def rules_tag() -> str:
 
 
 @functools.cache
-def _masks() -> dict[str, int]:
-    """word -> bit mask of the languages whose list holds it."""
-    out: dict[str, int] = {}
+def _votes() -> tuple[dict[str, int], np.ndarray]:
+    """``(row of each function word, votes)``: ``votes[row, lang]`` is what the word gives
+    each language (420 // k for a word in k lists: lcm(1..7), so ties are exact); row 0 is
+    every other word."""
+    rows: dict[str, int] = {}
+    for lang in LANGUAGES:
+        for w in sorted(function_words(lang)):
+            rows.setdefault(w, len(rows) + 1)
+    votes = np.zeros((len(rows) + 1, len(LANGUAGES)), dtype=np.int64)
     for bit, lang in enumerate(LANGUAGES):
         for w in function_words(lang):
-            out[w] = out.get(w, 0) | (1 << bit)
-    return out
+            votes[rows[w], bit] = 1
+    votes[1:] *= _SHARE // votes[1:].sum(axis=1, keepdims=True)
+    votes.setflags(write=False)
+    return rows, votes
 
 
 def text_languages(
@@ -86,18 +94,16 @@ def text_languages(
     function words (strictly more than any other; a word in k lists counts 1/k for each),
     else -1, and the bit mask of the languages it could be (those tied at the top; every
     language for a text without function words). None when every text is English."""
-    masks = _masks()
+    rows, votes = _votes()
     n = len(offsets) - 1
-    word_mask = np.fromiter((masks.get(r, 0) for r in raw), dtype=np.int64, count=len(raw))
-    tok = word_mask[ids]
+    word_row = np.fromiter((rows.get(r, 0) for r in raw), dtype=np.int64, count=len(raw))
+    tok = word_row[ids]
     pos = np.flatnonzero(tok)
     text = np.searchsorted(offsets, pos, side="right") - 1
-    # a word in k lists is worth 1/k to each (420 = lcm(1..7): integer votes, exact ties)
-    share = np.asarray([_SHARE // bin(int(m)).count("1") for m in tok[pos]], dtype=np.float64)
+    tok_votes = votes[tok[pos]]
     counts = np.zeros((n, len(LANGUAGES)), dtype=np.int64)
     for bit in range(len(LANGUAGES)):
-        has = ((tok[pos] >> bit) & 1).astype(bool)
-        counts[:, bit] = np.bincount(text[has], share[has], minlength=n).astype(np.int64)
+        counts[:, bit] = np.bincount(text, tok_votes[:, bit], minlength=n).astype(np.int64)
     top = counts.max(axis=1)
     at_top = counts == top[:, None]
     lang = np.where(at_top.sum(axis=1) == 1, counts.argmax(axis=1), -1).astype(np.int8)

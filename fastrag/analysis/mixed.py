@@ -141,9 +141,14 @@ def _no_segmenter() -> SimpleNamespace:
     )
 
 
+_SCRIPT_RES = tuple(
+    (re.compile(f"[{chr(lo)}-{chr(hi)}]"), language) for (lo, hi), language in _SCRIPT_STEMMERS
+)
+
+
 def _script_stemmer(word: str) -> str | None:
-    for (lo, hi), language in _SCRIPT_STEMMERS:
-        if any(lo <= ord(ch) <= hi for ch in word):
+    for pattern, language in _SCRIPT_RES:
+        if pattern.search(word):
             return language
     return None
 
@@ -154,6 +159,16 @@ def _latin_word(span: str) -> bool:
     return not _HAS_ALNUM.search(span) or (
         mixed_classes()[ord(span[0])] == 1 and (span.isascii() or _script_stemmer(span) is None)
     )
+
+
+def _distinct(ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(ids, return_inverse=True)`` for ids below ``n``, without sorting."""
+    seen = np.zeros(n, dtype=bool)
+    seen[ids] = True
+    uniq = np.flatnonzero(seen)
+    rank = np.zeros(n, dtype=np.int64)
+    rank[uniq] = np.arange(len(uniq))
+    return uniq, rank[ids]
 
 
 def _python_seconds(texts: list[str]) -> float:
@@ -242,6 +257,7 @@ class MixedAnalyzer(Analyzer):
         self._qcache: dict[str, tuple[str, ...]] = {}
         # (language, query) -> raw span -> its tokens in a text of that language
         self._lcache: dict[tuple[str, bool], dict[str, tuple[str, ...]]] = {}
+        self._latin_memo: dict[str, bool] = {}  # raw span -> a Latin-script word or not
 
     def options(self) -> dict[str, Any]:
         return {
@@ -274,12 +290,14 @@ class MixedAnalyzer(Analyzer):
         state["_cache"] = {}
         state["_qcache"] = {}
         state["_lcache"] = {}
+        state["_latin_memo"] = {}
         return state
 
     def release_memo(self) -> None:
         self._cache = {}  # fresh dicts: a thread reading the old ones is unaffected
         self._qcache = {}
         self._lcache = {}
+        self._latin_memo = {}
 
     def warmup(self) -> None:
         if kernels_for():
@@ -585,10 +603,25 @@ class MixedAnalyzer(Analyzer):
         # a text mostly of other scripts (Han, kana, Cyrillic, ...) is English: its Latin
         # words are names and code; so is a query of unclear language with any such word, or
         # without function words and with ASCII letters only (English keywords, as before)
-        latin = np.fromiter(map(_latin_word, raw), dtype=bool, count=len(raw))
-        accented = np.fromiter((not r.isascii() for r in raw), dtype=bool, count=len(raw))
         lens = np.diff(offsets)
         text_of = np.repeat(np.arange(len(lang)), lens)
+        maybe = lang != english if query else (lang >= 0) & (lang != english)
+        if not maybe.any():
+            return None
+        # the script of the spans of the texts that may change (not of an English page's)
+        used = _distinct(ids[maybe[text_of]], len(raw))[0].tolist()
+        latin = np.ones(len(raw), dtype=bool)
+        accented = np.zeros(len(raw), dtype=bool)
+        memo = self._latin_memo
+        if len(memo) > SPAN_CACHE:
+            self._latin_memo = memo = {}
+        for i in used:
+            r = raw[i]
+            flag = memo.get(r)
+            if flag is None:
+                flag = memo[r] = _latin_word(r)
+            latin[i] = flag
+        accented[used] = [not raw[i].isascii() for i in used]
         other = np.bincount(text_of, ~latin[ids], len(lang))
         lang = np.where(2 * other < lens, lang, english)
         if query:  # unclear: the candidates' bit mask, as a key above the language indexes
@@ -605,7 +638,7 @@ class MixedAnalyzer(Analyzer):
         tok_key = np.repeat(key, np.diff(offsets))
         for k in np.unique(key[key != english]).tolist():
             pos = np.flatnonzero(tok_key == k)
-            uniq, inv = np.unique(ids[pos], return_inverse=True)
+            uniq, inv = _distinct(ids[pos], len(raw))
             words = [raw[i] for i in uniq.tolist()]
             base = [norm[i] for i in uniq.tolist()]
             if k < len(LANGUAGES):

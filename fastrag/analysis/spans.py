@@ -104,8 +104,10 @@ def first_occurrence(
     """``(vocab, ids, offsets)`` with the vocabulary renumbered in first-occurrence order
     (tokens no id uses dropped)."""
     vocab, ids, offsets = out
-    uniq, first = np.unique(ids, return_index=True)
-    order = uniq[np.argsort(first, kind="stable")]
+    first = np.full(len(vocab), len(ids), dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(len(ids)))
+    order = np.argsort(first, kind="stable")
+    order = order[first[order] < len(ids)]
     if len(order) == len(vocab) and np.array_equal(order, np.arange(len(vocab))):
         return out
     renum = np.empty(len(vocab), dtype=np.int64)
