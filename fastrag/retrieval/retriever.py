@@ -64,8 +64,9 @@ class Retriever:
     ``M``, ``ef_construction``, ``ef``).
     ``filter``: metadata equalities (dict), a filter expression string / builder (Spring AI
     syntax), or a callable on the group's Arrow table returning a boolean mask. ``stemmer``
-    ("bm25", "bm25_english", "hybrid"): "auto" (the default: English for Latin script,
-    Russian/Greek/Arabic by script), a Snowball language for Latin-script words, or None;
+    ("bm25", "bm25_english", "hybrid"): "auto" (the default: Latin script in each text's
+    language for ``bm25``, English otherwise; Russian/Greek/Arabic by script), a Snowball
+    language for Latin-script words, or None;
     ``analyzer``
     replaces the similarity's analyzer altogether. Extra keyword arguments are BM25 parameters
     (``method``, ``k1``, ``b``, ``delta``), HNSW parameters, or are passed to a custom

@@ -151,3 +151,17 @@ def test_option_identity_pickle():
     with pytest.raises(ConfigError, match="per_language"):
         MixedAnalyzer(per_language="yes")
     assert get_analyzer("bm25", per_language=False) == off
+
+
+def test_cmrc_tokens_are_unchanged(cmrc):
+    """Chinese paragraphs keep their tokens; of 3,219 questions one changes: its German
+    compound also gives German stems, which no paragraph holds. CMRC's BM25 and hybrid
+    numbers stand."""
+    contexts, questions, _ = cmrc
+    on, off = MixedAnalyzer(), MixedAnalyzer(per_language=False)
+    assert _same(on, off, contexts)
+    changed = [q for q in questions if on.query_tokens(q) != off.query_tokens(q)]
+    assert len(questions) == 3219 and len(changed) == 1
+    extra = set(on.query_tokens(changed[0])) - set(off.query_tokens(changed[0]))
+    assert extra == {"deutschosterreich", "osterreich"}
+    assert not extra & set(on.encode_chunk(contexts)[0])
