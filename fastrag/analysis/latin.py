@@ -57,7 +57,7 @@ def function_words(language: str) -> frozenset[str]:
 
 
 #: bumped when the rule of :func:`text_languages` or its use in the analyzer changes
-RULES_VERSION = 1
+RULES_VERSION = 2
 
 
 @functools.cache
@@ -93,7 +93,8 @@ def text_languages(
     ``(language, candidates)``: the index in :data:`LANGUAGES` of the language with the most
     function words (strictly more than any other; a word in k lists counts 1/k for each),
     else -1, and the bit mask of the languages it could be (those tied at the top; every
-    language for a text without function words). None when every text is English."""
+    language for a text without function words); a text of function words only is English.
+    None when every text is English."""
     rows, votes = _votes()
     n = len(offsets) - 1
     word_row = np.fromiter((rows.get(r, 0) for r in raw), dtype=np.int64, count=len(raw))
@@ -107,6 +108,10 @@ def text_languages(
     top = counts.max(axis=1)
     at_top = counts == top[:, None]
     lang = np.where(at_top.sum(axis=1) == 1, counts.argmax(axis=1), -1).astype(np.int8)
+    # a text of function words only ("c", "a la", "the who") is English: its words are its
+    # subject, not evidence (a search for the C language must keep "c")
+    only = np.bincount(text, minlength=n) == np.diff(offsets)
+    lang[only & (np.diff(offsets) > 0)] = _ENGLISH
     weights = np.left_shift(1, np.arange(len(LANGUAGES), dtype=np.int64))
     cands = (at_top * weights).sum(axis=1)
     if bool((lang == _ENGLISH).all()):

@@ -71,7 +71,7 @@ def test_sentences_and_queries():
         "unclear",
     ]
     assert "de" in function_words("french") and "the" in function_words("english")
-    assert rules_tag().startswith("function-words-v1:")
+    assert rules_tag().startswith("function-words-v2:")
 
 
 def test_pages_in_english_or_other_scripts_keep_their_tokens():
@@ -118,6 +118,8 @@ def test_queries_of_unclear_language():
     assert q("Datenbankverbindung")[:4] == ["datenbankverbindung", "daten", "bank", "verbindung"]
     assert "verbind" in q("Datenbankverbindung")
     # a query with words of another script is English (its Latin words are names)
+    # a query of function words only keeps them, in English (a search for the C language)
+    assert q("c") == ["c"] and q("a la") == ["la"]
     mostly_han = "les fichiers 上传文件"
     assert q(mostly_han) == MixedAnalyzer(per_language=False).query_tokens(mostly_han)
 
@@ -140,7 +142,7 @@ def test_a_french_query_finds_the_french_page_by_another_inflection(tmp_path):
 def test_option_identity_pickle():
     on, off = MixedAnalyzer(), MixedAnalyzer(per_language=False)
     assert on.identity() != off.identity() and on != off
-    assert '"per_language":"function-words-v1:' in on.identity()
+    assert '"per_language":"function-words-v2:' in on.identity()
     assert '"per_language":null' in off.identity()
     # a stemmer given, or no default stopwords: the tag says what follows the language
     assert ':stop"' in MixedAnalyzer(stemmer="english").identity()
