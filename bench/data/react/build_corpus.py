@@ -12,9 +12,11 @@ not (as a user's checkout of the translation holds them).
 
 from __future__ import annotations
 
-import argparse
-import subprocess
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import git_corpus  # noqa: E402  (bench/data/git_corpus.py)
 
 # lang -> (repository, commit)
 REPOS = {
@@ -32,35 +34,8 @@ FOLDERS = ("src/content/learn", "src/content/reference")
 
 def build(mirror: Path, out: Path, pattern: str = "{owner}+{name}/repo") -> int:
     """Write the corpus; returns the number of pages."""
-    count = 0
-    for lang, (repo, commit) in REPOS.items():
-        owner, name = repo.split("/")
-        git_dir = str(mirror / pattern.format(owner=owner, name=name))
-
-        def git(*args: str, git_dir: str = git_dir) -> str:
-            return subprocess.run(
-                ["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True
-            ).stdout
-
-        for path in git("ls-tree", "-r", "--name-only", commit, *FOLDERS).split():
-            if not path.endswith(".md"):
-                continue
-            dest = out / lang / path.removeprefix("src/content/")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(git("show", f"{commit}:{path}"), encoding="utf-8")
-            count += 1
-    return count
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mirror", type=Path)
-    ap.add_argument("out", type=Path)
-    ap.add_argument("--git-dir-pattern", default="{owner}+{name}/repo")
-    args = ap.parse_args()
-    print(f"{build(args.mirror, args.out, args.git_dir_pattern)} pages -> {args.out}")
-    return 0
+    return git_corpus.build(REPOS, FOLDERS, "src/content/", mirror, out, pattern)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(git_corpus.main(__doc__, build))
