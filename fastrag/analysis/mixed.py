@@ -557,16 +557,11 @@ class MixedAnalyzer(Analyzer):
             cache = self._lcache[(language, query)] = {}
         missing = [i for i, r in enumerate(raws) if r not in cache]
         if missing:
-            classes = mixed_classes()
             english = language == "english"
             stop = function_words(language) if self._lang_stop and not english else self.stopwords
             stemmer = language if self._lang_stem else self.stemmer
             words = [
-                raws[i]
-                for i in missing
-                if classes[ord(raws[i][0])] == 1
-                and _HAS_ALNUM.search(raws[i])
-                and (raws[i].isascii() or _script_stemmer(raws[i]) is None)
+                raws[i] for i in missing if _HAS_ALNUM.search(raws[i]) and _latin_word(raws[i])
             ]
             kept = [w for w in words if w not in stop]
             stems = dict(zip(kept, self._stem_many(kept, stemmer), strict=True))
@@ -579,6 +574,8 @@ class MixedAnalyzer(Analyzer):
                 if r not in new:
                     new[r] = (r,) if base[i] is None else base[i]
             if len(cache) + len(new) > QUERY_CACHE:
+                # a fresh dict (a thread reading the old one is unaffected) with this call's spans
+                new.update((r, cache[r]) for r in raws if r not in new)
                 self._lcache[(language, query)] = cache = {}
             cache.update(new)
         return [cache[r] for r in raws]
@@ -635,7 +632,7 @@ class MixedAnalyzer(Analyzer):
             return None
         raw, norm = list(raw), list(norm)
         ids = ids.astype(np.int32, copy=True)
-        tok_key = np.repeat(key, np.diff(offsets))
+        tok_key = key[text_of]
         for k in np.unique(key[key != english]).tolist():
             pos = np.flatnonzero(tok_key == k)
             uniq, inv = _distinct(ids[pos], len(raw))

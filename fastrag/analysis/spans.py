@@ -140,8 +140,4 @@ def append_tokens(
     out[off[doc] + np.arange(len(ia)) - oa[doc]] = ia
     doc = np.repeat(np.arange(n), lb)
     out[off[doc] + la[doc] + np.arange(len(ib)) - ob[doc]] = remap[ib]
-    uniq, first = np.unique(out, return_index=True)
-    order = uniq[np.argsort(first, kind="stable")]
-    renum = np.empty(len(vocab), dtype=np.int64)
-    renum[order] = np.arange(len(order))
-    return [vocab[i] for i in order.tolist()], renum[out].astype(np.int32), off
+    return first_occurrence((vocab, out.astype(np.int32), off))
