@@ -167,3 +167,55 @@ def test_cmrc_tokens_are_unchanged(cmrc):
     extra = set(on.query_tokens(changed[0])) - set(off.query_tokens(changed[0]))
     assert extra == {"deutschosterreich", "osterreich"}
     assert not extra & set(on.encode_chunk(contexts)[0])
+
+
+def test_threads_share_one_analyzer_while_its_memos_start_afresh(monkeypatch):
+    """Four threads tokenize pages and queries in six languages with one analyzer, its
+    per-language memo small enough to start afresh again and again, while another thread
+    releases every memo: each result equals the single-threaded one."""
+    import threading
+
+    import fastrag.analysis.mixed as mixed
+
+    monkeypatch.setattr(mixed, "QUERY_CACHE", 64)
+    monkeypatch.setattr(mixed, "SPAN_CACHE", 256)
+    pages = [p[:1500] for lang in ("de", "en", "es", "fr", "pt", "zh") for p in _pages(lang)[:4]]
+    queries = [
+        "comment lire le journal",
+        "el parámetro de ruta debe ser mayor o igual que 1",
+        "Datenbankverbindung",
+        "docker compose up",
+        "enviar um arquivo com o formulário",
+    ]
+    an = MixedAnalyzer()
+    want = (_tokens(an.encode_chunk(pages)), _tokens(an.encode_query_chunk(queries)))
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            for _ in range(5):
+                got = (_tokens(an.encode_chunk(pages)), _tokens(an.encode_query_chunk(queries)))
+                assert got == want
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    def release() -> None:
+        while not done.is_set():
+            an.release_memo()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    workers = [threading.Thread(target=work) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    done.set()
+    releaser.join()
+    assert errors == []
+
+
+def _tokens(out: tuple[list[str], np.ndarray, np.ndarray]) -> list[list[str]]:
+    vocab, ids, offsets = out
+    return [[vocab[i] for i in ids[offsets[k] : offsets[k + 1]]] for k in range(len(offsets) - 1)]
