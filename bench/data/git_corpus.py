@@ -1,6 +1,6 @@
 """Held-out corpora rebuilt from git snapshots of a docs repository and its translations:
 each language's pages under some folders at a pinned commit (``bench/data/vue``,
-``bench/data/react``)."""
+``bench/data/react``, ``bench/data/astro``)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,23 @@ from pathlib import Path
 
 
 def build(
-    repos: dict[str, tuple[str, str]],
+    repos: dict[str, tuple[str, ...]],
     folders: tuple[str, ...],
     prefix: str,
     mirror: Path,
     out: Path,
     pattern: str = "{owner}+{name}/repo",
+    suffixes: tuple[str, ...] = (".md",),
 ) -> int:
-    """Write ``out/<lang>/<path without prefix>`` for every ``.md`` page under ``folders`` of
-    each language's repository (``repos``: lang -> (owner/name, commit)); returns the count.
-    ``mirror`` holds one git dir per repository, named as ``pattern`` says."""
+    """Write ``out/<lang>/<path without prefix>`` for every page under ``folders`` of each
+    language's repository whose name ends with one of ``suffixes`` (written as ``.md``);
+    returns the count. ``repos``: lang -> (owner/name, commit) or (owner/name, commit, code),
+    where ``code`` (default: lang) fills ``{code}`` in ``folders`` and ``prefix``, for
+    repositories that keep every language in one tree. ``mirror`` holds one git dir per
+    repository, named as ``pattern`` says."""
     count = 0
-    for lang, (repo, commit) in repos.items():
+    for lang, (repo, commit, *rest) in repos.items():
+        code = rest[0] if rest else lang
         owner, name = repo.split("/")
         git_dir = str(mirror / pattern.format(owner=owner, name=name))
 
@@ -31,10 +36,13 @@ def build(
                 ["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True
             ).stdout
 
-        for path in git("ls-tree", "-r", "--name-only", commit, *folders).split():
-            if not path.endswith(".md"):
+        lang_folders = [f.format(code=code) for f in folders]
+        for path in git("ls-tree", "-r", "--name-only", commit, *lang_folders).split():
+            suffix = next((s for s in suffixes if path.endswith(s)), None)
+            if suffix is None:
                 continue
-            dest = out / lang / path.removeprefix(prefix)
+            rel = path.removeprefix(prefix.format(code=code)).removesuffix(suffix) + ".md"
+            dest = out / lang / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(git("show", f"{commit}:{path}"), encoding="utf-8")
             count += 1
