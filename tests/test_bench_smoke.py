@@ -193,3 +193,60 @@ def test_bm25_pisa_10m_smoke(tmp_path):
         for q in ("exact", "quant")
     }
     assert all(v > 0.5 for v in c["overlap_top10"].values())
+
+
+def _bench_quality():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_quality
+    finally:
+        sys.path.remove(str(BENCH))
+    return bench_quality
+
+
+def test_quality_bootstrap_gap():
+    bq = _bench_quality()
+    same = [1.0, 0.5, 0.0, 0.25]
+    assert bq.bootstrap_gap(same, same) == (0.0, 0.0, 0.0)
+    default, best = [1.0, 1.0, 0.5, 0.0], [0.5, 1.0, 0.5, 0.0]
+    gap, lo, hi = bq.bootstrap_gap(default, best)
+    assert gap == 0.125  # one question of four gains 0.5
+    # a resample holds that question k ~ Binomial(4, 1/4) times: P(k = 0) = 0.32 and
+    # P(k >= 3) = 0.051, so the 2.5% and 97.5% points are k = 0 and k = 3
+    assert lo == 0.0 and hi == 0.375
+    assert bq.bootstrap_gap(default, best) == (gap, lo, hi)  # seeded: reproducible
+
+
+@pytest.mark.slow
+def test_quality_known_items_smoke(tmp_path):
+    """The mixed set with two BM25 analyzers: per-question ranks and the per-language gap
+    table with its interval."""
+    env = {**os.environ, "FASTRAG_BENCH_RESULTS": str(tmp_path)}
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_quality.py"),
+            "--smoke",
+            "--sets",
+            "mixed",
+            "--similarities",
+            "bm25,bm25_cjk",
+            "--out",
+            "q",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    data = json.loads((tmp_path / "q_smoke.json").read_text())["mixed"]
+    assert data["langs"].count("en") == data["langs"].count("zh") == 5
+    for sim in ("bm25", "bm25_cjk"):
+        rr = data["rr"][sim]
+        assert len(rr) == 10 and all(r == 0.0 or 1 / r == round(1 / r) for r in rr)
+        mrr = [r["mrr@10"] for r in data["rows"] if r["similarity"] == sim and r["lang"] == "all"]
+        assert mrr == [sum(rr) / 10]
+    table = (tmp_path / "q_smoke.md").read_text()
+    assert "| lang | questions | best other | bm25 - best | 95% interval |" in table
+    assert "| all | 10 | bm25_cjk |" in table
