@@ -27,10 +27,6 @@
   zh ja ko ru (2,000+ pages as the checkout holds them, CC BY 4.0,
   ``bench/data/astro/build_corpus.py``: ``--astro-mirror``), chunked like **mixed**; 144
   hand-written questions (16 intents x 9, targets translated in all nine).
-
-Every known-item set also gets, per language, the default ``bm25`` minus the best single
-analyzer in MRR@10 with a paired bootstrap 95% interval over its questions (how far a
-per-language gap could be the sample's luck).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -38,6 +34,10 @@ per-language gap could be the sample's luck).
   BEIR's ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` or ``qrels_test.tsv``, or
   the part of SciFact reachable here, ``bench/data/scifact/build_subset.py``): nDCG@10, with
   bm25s (English stopwords + Snowball stemmer) as the reference.
+
+Every known-item set also gets, per language, the default ``bm25`` minus the best single
+analyzer in MRR@10 with a paired bootstrap 95% interval over its questions (how far a
+per-language gap could be the sample's luck).
 
 Dense paths use the offline multilingual-e5-small (``[embed]`` extra); vectors are cached in
 stores under ``bench/.work/quality`` so re-runs embed only the queries. BM25 speed on CMRC
