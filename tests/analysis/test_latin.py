@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from memo_threads import errors_while_releasing
 
 import fastrag as fr
 from fastrag.analysis import get_analyzer
@@ -173,8 +174,6 @@ def test_threads_share_one_analyzer_while_its_memos_start_afresh(monkeypatch):
     """Four threads tokenize pages and queries in six languages with one analyzer, its
     per-language memo small enough to start afresh again and again, while another thread
     releases every memo: each result equals the single-threaded one."""
-    import threading
-
     import fastrag.analysis.mixed as mixed
 
     monkeypatch.setattr(mixed, "QUERY_CACHE", 64)
@@ -189,31 +188,13 @@ def test_threads_share_one_analyzer_while_its_memos_start_afresh(monkeypatch):
     ]
     an = MixedAnalyzer()
     want = (_tokens(an.encode_chunk(pages)), _tokens(an.encode_query_chunk(queries)))
-    errors: list[BaseException] = []
-    done = threading.Event()
 
     def work() -> None:
-        try:
-            for _ in range(5):
-                got = (_tokens(an.encode_chunk(pages)), _tokens(an.encode_query_chunk(queries)))
-                assert got == want
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            errors.append(exc)
+        for _ in range(5):
+            got = (_tokens(an.encode_chunk(pages)), _tokens(an.encode_query_chunk(queries)))
+            assert got == want
 
-    def release() -> None:
-        while not done.is_set():
-            an.release_memo()
-
-    releaser = threading.Thread(target=release)
-    releaser.start()
-    workers = [threading.Thread(target=work) for _ in range(4)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    done.set()
-    releaser.join()
-    assert errors == []
+    assert errors_while_releasing(an, work) == []
 
 
 def _tokens(out: tuple[list[str], np.ndarray, np.ndarray]) -> list[list[str]]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import gc
 import random
-import threading
 import tracemalloc
 
 import pytest
+from memo_threads import errors_while_releasing
 
 import fastrag.analysis.chinese as chinese_mod
 import fastrag.analysis.english as english_mod
@@ -133,31 +133,13 @@ def test_threads_tokenizing_while_the_memo_is_released_get_the_same_tokens(name)
     batches = _batches(seed=11)
     an = get_analyzer(name)
     want = [_encoded(an, texts) for texts in batches]
-    errors: list[BaseException] = []
-    done = threading.Event()
 
     def work() -> None:
-        try:
-            for _ in range(3):
-                for texts, expected in zip(batches, want, strict=True):
-                    assert _encoded(an, texts) == expected
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            errors.append(exc)
+        for _ in range(3):
+            for texts, expected in zip(batches, want, strict=True):
+                assert _encoded(an, texts) == expected
 
-    def release() -> None:
-        while not done.is_set():
-            an.release_memo()
-
-    releaser = threading.Thread(target=release)
-    releaser.start()
-    workers = [threading.Thread(target=work) for _ in range(4)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    done.set()
-    releaser.join()
-    assert errors == []
+    assert errors_while_releasing(an, work) == []
 
 
 def _encoded(an, texts: list[str]) -> list[list[str]]:
