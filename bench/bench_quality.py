@@ -189,12 +189,13 @@ def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all")
             target = f"{q['lang']}/{q['target']}"
             rank = pages.index(target) + 1 if target in pages else None
             rrs.append(1.0 / rank if rank and rank <= 10 else 0.0)
+            rr = rrs[-1]
             for key in (q["lang"], "all"):
                 s = per[key]
                 s["n"] += 1
                 s["h1"] += rank == 1
                 s["h5"] += rank is not None and rank <= 5
-                s["rr"] += 1.0 / rank if rank and rank <= 10 else 0.0
+                s["rr"] += rr
         for lang, s in sorted(per.items()):
             out["rows"].append(
                 {
