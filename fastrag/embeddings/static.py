@@ -68,6 +68,12 @@ class StaticEmbedding(BaseEmbedder):
     Args:
         table: a loaded :class:`~fastrag.embeddings.static_table.StaticTable` or its folder.
         num_threads: threads of the pooling kernel (default: numba's).
+        languages: the languages (ISO 639-1 codes) the table reads; a query detected in
+            another one with a probability of at least
+            :data:`~fastrag.analysis.language.UNCERTAIN` counts as unread
+            (:meth:`query_coverage`). ``"model"`` (the default): the source model's
+            (``("en",)`` for MiniLM, every language for e5-small and other tables); None:
+            every language.
     """
 
     texts_per_call = 4096
@@ -75,7 +81,12 @@ class StaticEmbedding(BaseEmbedder):
     #: weaker signal than BM25 (``bench/results/quality_static_minilm_coverage.md``)
     hybrid_share = 0.2
 
-    def __init__(self, table: StaticTable | str | os.PathLike, num_threads: int | None = None):
+    def __init__(
+        self,
+        table: StaticTable | str | os.PathLike,
+        num_threads: int | None = None,
+        languages: Sequence[str] | None | str = "model",
+    ):
         super().__init__()
         if isinstance(table, (str, os.PathLike)):
             table = load_table(table)
@@ -87,6 +98,7 @@ class StaticEmbedding(BaseEmbedder):
         self.table = table
         self.dim = table.dim
         self.model = str(table.meta.get("model", "custom"))
+        self.languages = _languages(languages, self.model)
         self.name = f"static-{self.model}-d{self.dim}"
         v = table.vocab
         self._split_cjk = v["kind"] == "wordpiece"
@@ -115,12 +127,17 @@ class StaticEmbedding(BaseEmbedder):
         self._reads_mask: np.ndarray | None = None
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, num_threads: int | None = None) -> StaticEmbedding:
+    def load(
+        cls,
+        folder: str | os.PathLike,
+        num_threads: int | None = None,
+        languages: Sequence[str] | None | str = "model",
+    ) -> StaticEmbedding:
         """Open the table at ``folder`` (checksums verified; a damaged table raises
         :class:`~fastrag.errors.StoreError`)."""
         if not isinstance(folder, (str, os.PathLike)) or not str(folder):
             raise ConfigError(f"folder must be a static table folder, got {folder!r}")
-        return cls(load_table(folder), num_threads=num_threads)
+        return cls(load_table(folder), num_threads=num_threads, languages=languages)
 
     @classmethod
     def from_model(
@@ -132,6 +149,7 @@ class StaticEmbedding(BaseEmbedder):
         rebuild: bool = False,
         num_threads: int | None = None,
         progress: Any = None,
+        languages: Sequence[str] | None | str = "model",
     ) -> StaticEmbedding:
         """The static embedder of packaged ``model`` (``"minilm"`` or ``"e5-small"``): its
         cached table (per model, version and ``dim``, under ``$FASTRAG_CACHE_DIR/static``),
@@ -154,7 +172,7 @@ class StaticEmbedding(BaseEmbedder):
                     model, folder, dim=dim, num_threads=num_threads, progress=progress
                 )
                 table = load_table(folder)
-        return cls(table, num_threads=num_threads)
+        return cls(table, num_threads=num_threads, languages=languages)
 
     def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of ``texts`` as ragged arrays: ``(ids int32, offsets int64 (n + 1,))``.
@@ -234,13 +252,25 @@ class StaticEmbedding(BaseEmbedder):
         ideograph or a Hangul jamo for MiniLM's English WordPiece), the unknown token and
         special tokens carry little of a text's meaning in a bag of tokens: ``hybrid``
         scales this embedder's weight by it, so a query in a script the table cannot read
-        is ranked by BM25 alone."""
+        is ranked by BM25 alone. A text detected in a language outside :attr:`languages`
+        (probability at least :data:`~fastrag.analysis.language.UNCERTAIN`) gives 0: an
+        English table cuts a Spanish question into English word pieces and still "reads"
+        it."""
         ids, offsets = self.tokenize(texts)
         good = self._reads()[ids].astype(np.float64)
         counts = np.diff(offsets)
         sums = np.add.reduceat(good, offsets[:-1]) if len(ids) else np.zeros(len(counts))
         sums = np.where(counts > 0, sums, 0.0)  # reduceat repeats a value for an empty text
-        return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+        share = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+        if self.languages is not None:
+            from fastrag.analysis.language import UNCERTAIN, text_language
+
+            for i, text in enumerate(texts):
+                if share[i] > 0:
+                    lang, p = text_language(text)
+                    if lang is not None and lang not in self.languages and p >= UNCERTAIN:
+                        share[i] = 0.0
+        return share
 
     def _reads(self) -> np.ndarray:
         """Per token id: whether it stands for more than one character of text."""
@@ -287,3 +317,26 @@ class StaticEmbedding(BaseEmbedder):
     def path(self) -> Path:
         """The table's folder."""
         return self.table.path
+
+
+#: the languages a packaged model was trained on, where it is not every language
+MODEL_LANGUAGES = {"minilm": ("en",)}
+
+
+def _languages(languages: Any, model: str) -> tuple[str, ...] | None:
+    """``StaticEmbedding``'s ``languages`` argument as a tuple of codes (None: every one)."""
+    if isinstance(languages, str) and languages == "model":
+        return MODEL_LANGUAGES.get(model)
+    if languages is None:
+        return None
+    if isinstance(languages, (str, bytes)) or not isinstance(languages, Sequence):
+        raise ConfigError(
+            f"languages must be a list of ISO 639-1 codes such as ['en'], 'model' or None, "
+            f"got {languages!r}"
+        )
+    out = tuple(languages)
+    if not out or not all(isinstance(x, str) and x.isalpha() and x.islower() for x in out):
+        raise ConfigError(
+            f"languages must be lowercase ISO 639-1 codes such as ['en', 'de'], got {languages!r}"
+        )
+    return out

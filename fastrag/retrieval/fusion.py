@@ -82,9 +82,12 @@ def check_fusion(params: dict, other: tuple[str, ...]) -> dict:
 
 def _contributions(rows, scores, counts, method: str, weight, rrf_k: float):
     """``(query, row, contribution)`` of every valid hit of one list (``weight``: a number,
-    or one per query)."""
+    or one per query; none for a query the list has no weight for)."""
     d = rows.shape[1]
     valid = np.arange(d)[None, :] < counts[:, None]
+    # a list with no weight for a query brings it no candidates: otherwise they would tie at
+    # 0 with the lowest hit of the other lists (0 after min-max) and could pass it
+    valid &= (np.asarray(weight, dtype=np.float64) > 0).reshape(-1, 1)
     q, rank = np.nonzero(valid)
     if np.ndim(weight):
         weight = np.asarray(weight, dtype=np.float64)[q]

@@ -335,7 +335,7 @@ def test_query_coverage_is_the_share_of_tokens_read_as_words(minilm_table):
     """Tokens of two or more characters count; the unknown token, special tokens and lone
     characters (``##`` pieces measured without the marks) do not; a text without tokens
     reads 0. hybrid's default share for a static table is 0.2."""
-    emb = StaticEmbedding.load(minilm_table)
+    emb = StaticEmbedding.load(minilm_table, languages=None)
     vocab = emb.table.vocab
     tokens, unk = vocab["tokens"], vocab["unk"]
     texts = ["hello world", "hello ファイル", "", "   ", "the cat sat on a mat", "所有者"]
@@ -353,3 +353,31 @@ def test_query_coverage_is_the_share_of_tokens_read_as_words(minilm_table):
     assert got[0] == 1.0 and got[2] == got[3] == 0.0 and got[5] == 0.0
     assert 0.0 < got[1] < 1.0 and 0.0 < got[4] < 1.0
     assert emb.hybrid_share == 0.2
+
+
+def test_query_coverage_is_zero_in_a_language_the_model_does_not_read(minilm_table):
+    """MiniLM is English: a question detected as Spanish or German (probability >= 0.5) is
+    unread although its word pieces are in the vocabulary; an English one, a short one the
+    detector is unsure of, and any one with ``languages=None`` keep their share."""
+    from fastrag.analysis.language import UNCERTAIN, text_language
+
+    texts = [
+        "how do I render a list of items",
+        "cómo puedo mostrar una lista de elementos en la página",
+        "wie kann ich eine Liste von Elementen anzeigen",
+        "upload file drag",
+    ]
+    langs = [text_language(t) for t in texts]
+    assert [lang for lang, _ in langs[:3]] == ["en", "es", "de"]
+    assert all(p >= UNCERTAIN for _, p in langs[:3]) and langs[3][1] < UNCERTAIN
+    every = StaticEmbedding.load(minilm_table, languages=None).query_coverage(texts)
+    assert (every > 0).all()
+    english = StaticEmbedding.load(minilm_table)
+    assert english.languages == ("en",)
+    got = english.query_coverage(texts)
+    assert got.tolist() == [every[0], 0.0, 0.0, every[3]]
+    both = StaticEmbedding.load(minilm_table, languages=["en", "de"]).query_coverage(texts)
+    assert both.tolist() == [every[0], 0.0, every[2], every[3]]
+    for bad in ("en", [], ["EN"], [1], "english"):
+        with pytest.raises(ConfigError, match="languages must be"):
+            StaticEmbedding.load(minilm_table, languages=bad)

@@ -47,10 +47,11 @@ def doc():
 
 
 def _reference(lists, k, method, weights, rrf_k=60.0):
-    """Plain-Python fusion: lists of [(row, score)] best first."""
+    """Plain-Python fusion: lists of [(row, score)] best first (a list without weight
+    brings no rows)."""
     total: dict[int, float] = {}
     for hits, w in zip(lists, weights, strict=True):
-        if not hits:
+        if not hits or w == 0:
             continue
         scores = [s for _, s in hits]
         lo, hi = min(scores), max(scores)
@@ -86,6 +87,23 @@ def test_fusion_equals_the_reference(method):
         assert rows[q, : counts[q]].tolist() == [r for r, _ in want]
         np.testing.assert_allclose(scores[q, : counts[q]], [s for _, s in want], rtol=1e-6)
         assert (rows[q, counts[q] :] == -1).all()
+
+
+def test_a_list_without_weight_for_a_query_brings_it_no_rows():
+    """BM25's lowest hit normalizes to 0; rows only the weightless list found must not tie
+    with it (and pass it on the lower row): the query ranks as BM25 alone."""
+    bm25 = (np.array([[9, 5, -1]]), np.array([[3.0, 1.0, 0.0]], np.float32), np.array([2]))
+    dense = (np.array([[0, 1, 2]]), np.array([[0.9, 0.8, 0.7]], np.float32), np.array([3]))
+    for weights in ([1.0, 0.0], [np.array([1.0]), np.array([0.0])]):
+        rows, scores, counts = fuse_hits([bm25, dense], 3, "relative", weights)
+        assert rows.tolist() == [[9, 5, -1]] and counts.tolist() == [2]
+        assert scores[0, :2].tolist() == [1.0, 0.0]
+    rows, _, counts = fuse_hits([bm25, dense], 3, "relative", [0.8, 0.2])
+    assert rows.tolist() == [[9, 0, 1]] and counts.tolist() == [3]
+    # per query: the second query's dense list has no weight, the first's has
+    two = [tuple(np.repeat(a, 2, axis=0) for a in path) for path in (bm25, dense)]
+    rows, _, _ = fuse_hits(two, 3, "relative", [np.array([0.8, 1.0]), np.array([0.2, 0.0])])
+    assert rows.tolist() == [[9, 0, 1], [9, 5, -1]]
 
 
 def test_hybrid_retriever_is_its_two_paths_fused(doc):
