@@ -27,6 +27,11 @@
   zh ja ko ru (2,000+ pages as the checkout holds them, CC BY 4.0,
   ``bench/data/astro/build_corpus.py``: ``--astro-mirror``), chunked like **mixed**; 144
   hand-written questions (16 intents x 9, targets translated in all nine).
+* **starlight**, **vitepress** (held out, run once after issue 44's language-aware static
+  table): the Starlight docs in en fr es de zh ja ko ru (295 pages, MIT,
+  ``bench/data/starlight/build_corpus.py``: ``--starlight-mirror``; 120 questions, 15
+  intents x 8) and the VitePress docs in en zh pt ru es ko ja (246 pages, MIT,
+  ``--vitepress-mirror``; 105 questions, 15 x 7), chunked like **mixed**.
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -74,6 +79,8 @@ KNOWN_ITEM_SETS = {
     "vue": BENCH_DIR / "data" / "vue",
     "react": BENCH_DIR / "data" / "react",
     "astro": BENCH_DIR / "data" / "astro",
+    "starlight": BENCH_DIR / "data" / "starlight",
+    "vitepress": BENCH_DIR / "data" / "vitepress",
 }
 # held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
 BUILT_CORPORA = {
@@ -81,6 +88,8 @@ BUILT_CORPORA = {
     "vue": WORK_DIR / "vue_corpus",
     "react": WORK_DIR / "react_corpus",
     "astro": WORK_DIR / "astro_corpus",
+    "starlight": WORK_DIR / "starlight_corpus",
+    "vitepress": WORK_DIR / "vitepress_corpus",
 }
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
@@ -479,6 +488,8 @@ def report(results: dict, info: dict) -> str:
         "vue": "Vue docs in six languages (held out; known items)",
         "react": "React docs in eight languages (held out; known items)",
         "astro": "Astro docs in nine languages (held out; known items)",
+        "starlight": "Starlight docs in eight languages (held out; known items)",
+        "vitepress": "VitePress docs in seven languages (held out; known items)",
     }
     for name, title in titles.items():
         if name not in results:
@@ -560,7 +571,8 @@ def main() -> int:
     ap.add_argument(
         "--sets",
         default="mixed,cmrc",
-        help="mixed, fastapi, tldr, vue, react, astro, cmrc, scifact (comma list)",
+        help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, cmrc, scifact "
+        "(comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -586,6 +598,14 @@ def main() -> int:
         "--astro-mirror",
         help="a folder holding the withastro/docs git dir: (re)build the astro corpus",
     )
+    ap.add_argument(
+        "--starlight-mirror",
+        help="a folder holding the withastro/starlight git dir: (re)build that corpus",
+    )
+    ap.add_argument(
+        "--vitepress-mirror",
+        help="a folder holding the vuejs/vitepress git dir: (re)build that corpus",
+    )
     ap.add_argument("--split", default="dev", help="tldr question split: dev, heldout or all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
@@ -598,7 +618,7 @@ def main() -> int:
     EMBEDDER = args.embedder
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     sims = [s.strip() for s in args.similarities.split(",") if s.strip()]
-    unknown = set(sets) - {"mixed", "fastapi", "tldr", "vue", "react", "astro", "cmrc", "scifact"}
+    unknown = set(sets) - {"mixed", "cmrc", "scifact", *KNOWN_ITEM_SETS}
     if unknown:
         ap.error(f"unknown sets {sorted(unknown)}")
     if "scifact" in sets and not args.scifact:
@@ -613,6 +633,8 @@ def main() -> int:
         ("vue", args.vue_mirror),
         ("react", args.react_mirror),
         ("astro", args.astro_mirror),
+        ("starlight", args.starlight_mirror),
+        ("vitepress", args.vitepress_mirror),
     ):
         if name not in sets:
             continue
