@@ -473,6 +473,20 @@ def gap_table(m: dict) -> list[str]:
     return [*out, ""]
 
 
+def pool_known_items(runs: list[dict]) -> dict | None:
+    """The per-question ranks of several known-item runs as one run (the similarities all
+    of them ran), for a per-language gap table over more questions; None for fewer than
+    two runs with ranks."""
+    runs = [m for m in runs if m.get("rr")]
+    if len(runs) < 2:
+        return None
+    sims = [s for s in runs[0]["rr"] if all(s in m["rr"] for m in runs)]
+    return {
+        "langs": [la for m in runs for la in m["langs"]],
+        "rr": {s: [r for m in runs for r in m["rr"][s]] for s in sims},
+    }
+
+
 def report(results: dict, info: dict) -> str:
     lines = [
         "# Retrieval quality by similarity",
@@ -511,6 +525,10 @@ def report(results: dict, info: dict) -> str:
         ]
         lines += ["", *mrr_grid(m["rows"]), ""]
         lines += gap_table(m)
+    pooled = pool_known_items([results[n] for n in titles if n in results])
+    if pooled:
+        names = ", ".join(n for n in titles if n in results)
+        lines += [f"## Pooled: every question of {names}", "", *gap_table(pooled)]
     if "cmrc" in results:
         c = results["cmrc"]
         lines += [

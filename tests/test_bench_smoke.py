@@ -217,6 +217,21 @@ def test_quality_bootstrap_gap():
     assert bq.bootstrap_gap(default, best) == (gap, lo, hi)  # seeded: reproducible
 
 
+def test_quality_pooled_runs_concatenate_questions():
+    bq = _bench_quality()
+    a = {"langs": ["en", "zh"], "rr": {"bm25": [1.0, 0.5], "bm25_cjk": [0.5, 1.0]}}
+    b = {"langs": ["en"], "rr": {"bm25": [0.25], "bm25_cjk": [0.0], "bm25_english": [1.0]}}
+    pooled = bq.pool_known_items([a, {"rows": []}, b])
+    assert pooled == {
+        "langs": ["en", "zh", "en"],
+        "rr": {"bm25": [1.0, 0.5, 0.25], "bm25_cjk": [0.5, 1.0, 0.0]},
+    }
+    assert bq.pool_known_items([a]) is None
+    table = bq.gap_table(pooled)
+    assert "| en | 2 | bm25_cjk | +0.375 |" in table[4]
+    assert "| zh | 1 | bm25_cjk | -0.500 |" in table[5]
+
+
 @pytest.mark.slow
 def test_quality_known_items_smoke(tmp_path):
     """The mixed set with two BM25 analyzers: per-question ranks and the per-language gap
