@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ class StaticEmbedding(BaseEmbedder):
         self,
         table: StaticTable | str | os.PathLike,
         num_threads: int | None = None,
-        languages: Sequence[str] | None | str = "model",
+        languages: Iterable[str] | None | str = "model",
     ):
         super().__init__()
         if isinstance(table, (str, os.PathLike)):
@@ -131,7 +131,7 @@ class StaticEmbedding(BaseEmbedder):
         cls,
         folder: str | os.PathLike,
         num_threads: int | None = None,
-        languages: Sequence[str] | None | str = "model",
+        languages: Iterable[str] | None | str = "model",
     ) -> StaticEmbedding:
         """Open the table at ``folder`` (checksums verified; a damaged table raises
         :class:`~fastrag.errors.StoreError`)."""
@@ -149,7 +149,7 @@ class StaticEmbedding(BaseEmbedder):
         rebuild: bool = False,
         num_threads: int | None = None,
         progress: Any = None,
-        languages: Sequence[str] | None | str = "model",
+        languages: Iterable[str] | None | str = "model",
     ) -> StaticEmbedding:
         """The static embedder of packaged ``model`` (``"minilm"`` or ``"e5-small"``): its
         cached table (per model, version and ``dim``, under ``$FASTRAG_CACHE_DIR/static``),
@@ -329,12 +329,12 @@ def _languages(languages: Any, model: str) -> tuple[str, ...] | None:
         return MODEL_LANGUAGES.get(model)
     if languages is None:
         return None
-    if isinstance(languages, (str, bytes)) or not isinstance(languages, Sequence):
+    if isinstance(languages, (str, bytes)) or not isinstance(languages, Iterable):
         raise ConfigError(
             f"languages must be a list of ISO 639-1 codes such as ['en'], 'model' or None, "
             f"got {languages!r}"
         )
-    out = tuple(languages)
+    out = tuple(dict.fromkeys(languages))
     if not out or not all(isinstance(x, str) and x.isalpha() and x.islower() for x in out):
         raise ConfigError(
             f"languages must be lowercase ISO 639-1 codes such as ['en', 'de'], got {languages!r}"

@@ -376,8 +376,32 @@ def test_query_coverage_is_zero_in_a_language_the_model_does_not_read(minilm_tab
     assert english.languages == ("en",)
     got = english.query_coverage(texts)
     assert got.tolist() == [every[0], 0.0, 0.0, every[3]]
-    both = StaticEmbedding.load(minilm_table, languages=["en", "de"]).query_coverage(texts)
+    both = StaticEmbedding.load(minilm_table, languages={"en", "de"}).query_coverage(texts)
     assert both.tolist() == [every[0], 0.0, every[2], every[3]]
     for bad in ("en", [], ["EN"], [1], "english"):
         with pytest.raises(ConfigError, match="languages must be"):
             StaticEmbedding.load(minilm_table, languages=bad)
+
+
+def test_hybrid_ranks_a_question_in_another_language_by_bm25_alone(minilm_table):
+    """Through a Retriever: with the MiniLM table reading English only, a Spanish question's
+    hits are BM25's (same rows, same order, also where BM25 finds fewer than ``topk``); an
+    English question is fused."""
+    import fastrag as fr
+
+    texts = [
+        "La lista de elementos se muestra con un bucle en la plantilla de la página.",
+        "Render a list of items with a loop in the page template.",
+        "El estado del componente se guarda entre renderizados.",
+        "Component state is kept between renders.",
+        "Configure the server port and the host name.",
+        "Configura el puerto del servidor y el nombre del host.",
+    ]
+    doc = fr.Document.from_texts(texts, embed=StaticEmbedding.load(minilm_table))
+    spanish = "cómo puedo mostrar una lista de elementos en la página"
+    english = "how do I render a list of items"
+    bm25 = fr.Retriever(doc, "root", "bm25", topk=6).batch([spanish, english])
+    hybrid = fr.Retriever(doc, "root", "hybrid", topk=6).batch([spanish, english])
+    assert len(bm25[0]) < 6  # BM25 finds some pages only: the table's would have come next
+    assert [h.id for h in hybrid[0]] == [h.id for h in bm25[0]]
+    assert len(hybrid[1]) == 6  # fused: the table's candidates join BM25's
