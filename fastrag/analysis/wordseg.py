@@ -9,8 +9,9 @@ kanji: ``ファイルの所有者を変更``), and gets its words back:
   hiragana runs dropped (they are mostly particles and inflections).
 * **Thai**: PyThaiNLP's ``newmm`` dictionary maximal matching (``pythainlp``, the ``[thai]``
   extra). **Lao**: LaoNLP (``laonlp``, newmm over its Lao dictionary).
-* **Khmer, Myanmar (Burmese)**, and Thai/Lao without their package: overlapping character
-  bigrams (no dictionary segmenter is installed; bigrams find words without one).
+* **Khmer, Myanmar (Burmese)**, and Thai/Lao without their package: ICU's word break, which
+  segments these scripts by its dictionaries (``icu4py``, the ``[icu]`` extra: ICU 78 in the
+  wheel); without it, overlapping bigrams of characters with their combining signs.
 
 ``segmenter_tags()`` names what is in use, so an index built with one segmenter is rebuilt,
 not silently mixed, when another becomes available.
@@ -132,6 +133,20 @@ def _lao() -> Callable[[str], list[str]] | None:
     return _load("laonlp", _lao_tokenize) if _installed("laonlp") else None
 
 
+def _icu_tokenize() -> Callable[[str, str], list[str]]:
+    from icu4py.breakers import WordBreaker
+
+    def cut(run: str, locale: str) -> list[str]:
+        return list(WordBreaker(run, locale))
+
+    return cut
+
+
+@functools.lru_cache(maxsize=1)
+def _icu() -> Callable[[str, str], list[str]] | None:
+    return _load("icu4py", _icu_tokenize) if _installed("icu4py") else None
+
+
 @functools.lru_cache(maxsize=1)
 def segmenter_tags() -> dict[str, str]:
     """The segmenter used per script here (a package and version, or ``"bigrams"``)."""
@@ -140,9 +155,10 @@ def segmenter_tags() -> dict[str, str]:
         if _installed("fugashi", "unidic_lite")
         else "kana-runs+jieba"
     )
-    th = f"pythainlp-{_version('pythainlp')}-newmm" if _installed("pythainlp") else "bigrams"
-    lo = f"laonlp-{_version('laonlp')}" if _installed("laonlp") else "bigrams"
-    return {"ja": ja, "th": th, "lo": lo, "km": "bigrams", "my": "bigrams"}
+    icu = f"icu4py-{_version('icu4py')}" if _installed("icu4py") else "bigrams"
+    th = f"pythainlp-{_version('pythainlp')}-newmm" if _installed("pythainlp") else icu
+    lo = f"laonlp-{_version('laonlp')}" if _installed("laonlp") else icu
+    return {"ja": ja, "th": th, "lo": lo, "km": icu, "my": icu}
 
 
 def _bigrams(run: str) -> list[str]:
@@ -226,4 +242,6 @@ def segment_run(run: str, han_cut: Callable[[str], list[str]]) -> list[str]:
         return [w for w in _thai()(run) if w.strip()]
     if script == "lo" and _lao() is not None:
         return [w for w in _lao()(run) if w.strip()]
+    if script is not None and _icu() is not None:  # its segments include spaces and marks
+        return [w for w in _icu()(run, script) if any(ch.isalnum() for ch in w)]
     return _cluster_bigrams(run)

@@ -329,7 +329,8 @@ def _warn_other_configuration(indexes: dict, g: NodeGroup, analyzer: Any, writab
         if writable and not segmenters:
             return  # a choice made here, built once and stored
         fix = (
-            "install the segmenters the writer had (the fastrag extras ja, thai, lao or languages)"
+            "install the segmenters the writer had (the fastrag extras ja, thai, lao, icu or "
+            "languages)"
             if segmenters
             else "pass the options it was built with"
         )

@@ -1,7 +1,10 @@
 """Word segmentation of the scripts written without spaces (Japanese, Thai, Lao, Khmer,
-Myanmar) in the default ``bm25`` analyzer, on sentences of tldr-pages (CC-BY-4.0)."""
+Myanmar) in the default ``bm25`` analyzer, on sentences of tldr-pages (CC-BY-4.0) and, for
+Khmer and Burmese, which tldr-pages lacks, command-like sentences written for these tests."""
 
 from __future__ import annotations
+
+from importlib.metadata import version
 
 import pytest
 
@@ -52,11 +55,60 @@ def test_lao_by_laonlp(an):
     ]
 
 
-def test_khmer_and_myanmar_by_cluster_bigrams(an):
-    # no dictionary segmenter: bigrams of letters with their combining signs, never bare marks
-    assert an("ការប្រើប្រាស់") == ["ការ", "រប្", "ប្រើ", "រើប្", "ប្រា", "រាស់"]
-    assert an("ဗမာစာ") == ["ဗမာ", "မာစာ"]
-    assert segmenter_tags()["km"] == segmenter_tags()["my"] == "bigrams"
+def test_khmer_and_myanmar_by_icu_dictionaries(an):
+    """ICU's word break (icu4py) cuts Khmer and Burmese into dictionary words ("delete every
+    file in the folder", "show every file and folder, hidden files too"); its spaces and
+    punctuation (the Burmese comma) are not tokens."""
+    pytest.importorskip("icu4py")
+    from icu4py.breakers import WordBreaker
+
+    assert an("លុបឯកសារទាំងអស់នៅក្នុងថត") == ["លុប", "ឯកសារ", "ទាំងអស់", "នៅក្នុង", "ថត"]
+    assert an("ဖိုင်အားလုံးကိုဖျက်ပါ") == ["ဖိုင်", "အားလုံး", "ကို", "ဖျက်", "ပါ"]
+    burmese = "ဖိုင်နှင့်ဖိုဒါအားလုံးကိုပြပါ၊ ဝှက်ထားသောဖိုင်များပါ"
+    words = an(burmese)
+    assert words == [w for w in WordBreaker(burmese, "my") if w.strip() and w != "\u104a"]
+    assert words.count("ဖိုင်") == 2 and "\u104a" not in "".join(words)
+    assert segmenter_tags()["km"] == segmenter_tags()["my"] == f"icu4py-{version('icu4py')}"
+
+
+def test_without_a_dictionary_cluster_bigrams(monkeypatch):
+    """Without icu4py (and PyThaiNLP / LaoNLP for their scripts): bigrams of letters with
+    their combining signs, never bare marks."""
+    import fastrag.analysis.wordseg as ws
+
+    monkeypatch.setattr(ws, "_installed", lambda *modules: False)
+    for cached in (ws._icu, ws._thai, ws._lao, ws.segmenter_tags):
+        cached.cache_clear()
+    try:
+        assert ws.segment_run("ការប្រើប្រាស់", list) == [
+            *("ការ", "រប្", "ប្រើ", "រើប្", "ប្រា", "រាស់"),
+        ]
+        assert ws.segment_run("ဗမာစာ", list) == ["ဗမာ", "မာစာ"]
+        tags = ws.segmenter_tags()
+        assert tags["km"] == tags["my"] == tags["th"] == tags["lo"] == "bigrams"
+    finally:
+        for cached in (ws._icu, ws._thai, ws._lao, ws.segmenter_tags):
+            cached.cache_clear()
+
+
+def test_thai_and_lao_fall_back_to_icu(monkeypatch):
+    """Without PyThaiNLP and LaoNLP, Thai and Lao go to ICU's dictionaries, not bigrams."""
+    pytest.importorskip("icu4py")
+    import fastrag.analysis.wordseg as ws
+
+    monkeypatch.setattr(ws, "_installed", lambda *modules: modules == ("icu4py",))
+    for cached in (ws._icu, ws._thai, ws._lao, ws.segmenter_tags):
+        cached.cache_clear()
+    try:
+        assert ws.segment_run("วิธีดูพื้นที่ว่างในดิสก์", list) == [
+            *("วิธี", "ดู", "พื้นที่", "ว่าง", "ใน", "ดิสก์"),
+        ]
+        assert ws.segment_run("ພາສາລາວ", list) == ["ພາສາ", "ລາວ"]
+        tags = ws.segmenter_tags()
+        assert tags["th"] == tags["lo"] == tags["km"] == f"icu4py-{version('icu4py')}"
+    finally:
+        for cached in (ws._icu, ws._thai, ws._lao, ws.segmenter_tags):
+            cached.cache_clear()
 
 
 def test_segmenters_in_identity(an):
@@ -103,7 +155,8 @@ def test_the_analyzer_identity_imports_no_segmenter():
         "from fastrag.analysis import get_analyzer\n"
         "get_analyzer('bm25').identity()\n"
         "get_analyzer('bm25')('search the docs')\n"
-        "print(sorted(m for m in ('laonlp', 'pythainlp', 'fugashi') if m in sys.modules))\n"
+        "mods = ('laonlp', 'pythainlp', 'fugashi', 'icu4py')\n"
+        "print(sorted(m for m in mods if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
