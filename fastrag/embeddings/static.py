@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from fastrag._checks import check_int
+from fastrag.analysis.language import UNCERTAIN, text_language
 from fastrag.embeddings.base import BaseEmbedder, check_texts
 from fastrag.embeddings.distill import build_static_table, table_folder
 from fastrag.embeddings.static_table import StaticTable, load_table
@@ -263,8 +264,6 @@ class StaticEmbedding(BaseEmbedder):
         sums = np.where(counts > 0, sums, 0.0)  # reduceat repeats a value for an empty text
         share = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
         if self.languages is not None:
-            from fastrag.analysis.language import UNCERTAIN, text_language
-
             for i, text in enumerate(texts):
                 if share[i] > 0:
                     lang, p = text_language(text)
