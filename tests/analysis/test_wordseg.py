@@ -71,44 +71,47 @@ def test_khmer_and_myanmar_by_icu_dictionaries(an):
     assert segmenter_tags()["km"] == segmenter_tags()["my"] == f"icu4py-{version('icu4py')}"
 
 
-def test_without_a_dictionary_cluster_bigrams(monkeypatch):
+@pytest.fixture
+def installed(monkeypatch):
+    """``installed(*modules)``: this process sees only those segmenter packages (the
+    segmenters' caches are cleared before and after)."""
+    import fastrag.analysis.wordseg as ws
+
+    caches = (ws._icu, ws._thai, ws._lao, ws.segmenter_tags)
+
+    def only(*modules: str):
+        monkeypatch.setattr(ws, "_installed", lambda *mods: all(m in modules for m in mods))
+        for cached in caches:
+            cached.cache_clear()
+        return ws
+
+    yield only
+    for cached in caches:
+        cached.cache_clear()
+
+
+def test_without_a_dictionary_cluster_bigrams(installed):
     """Without icu4py (and PyThaiNLP / LaoNLP for their scripts): bigrams of letters with
     their combining signs, never bare marks."""
-    import fastrag.analysis.wordseg as ws
-
-    monkeypatch.setattr(ws, "_installed", lambda *modules: False)
-    for cached in (ws._icu, ws._thai, ws._lao, ws.segmenter_tags):
-        cached.cache_clear()
-    try:
-        assert ws.segment_run("ការប្រើប្រាស់", list) == [
-            *("ការ", "រប្", "ប្រើ", "រើប្", "ប្រា", "រាស់"),
-        ]
-        assert ws.segment_run("ဗမာစာ", list) == ["ဗမာ", "မာစာ"]
-        tags = ws.segmenter_tags()
-        assert tags["km"] == tags["my"] == tags["th"] == tags["lo"] == "bigrams"
-    finally:
-        for cached in (ws._icu, ws._thai, ws._lao, ws.segmenter_tags):
-            cached.cache_clear()
+    ws = installed()
+    assert ws.segment_run("ការប្រើប្រាស់", list) == [
+        *("ការ", "រប្", "ប្រើ", "រើប្", "ប្រា", "រាស់"),
+    ]
+    assert ws.segment_run("ဗမာစာ", list) == ["ဗမာ", "မာစာ"]
+    tags = ws.segmenter_tags()
+    assert tags["km"] == tags["my"] == tags["th"] == tags["lo"] == "bigrams"
 
 
-def test_thai_and_lao_fall_back_to_icu(monkeypatch):
+def test_thai_and_lao_fall_back_to_icu(installed):
     """Without PyThaiNLP and LaoNLP, Thai and Lao go to ICU's dictionaries, not bigrams."""
     pytest.importorskip("icu4py")
-    import fastrag.analysis.wordseg as ws
-
-    monkeypatch.setattr(ws, "_installed", lambda *modules: modules == ("icu4py",))
-    for cached in (ws._icu, ws._thai, ws._lao, ws.segmenter_tags):
-        cached.cache_clear()
-    try:
-        assert ws.segment_run("วิธีดูพื้นที่ว่างในดิสก์", list) == [
-            *("วิธี", "ดู", "พื้นที่", "ว่าง", "ใน", "ดิสก์"),
-        ]
-        assert ws.segment_run("ພາສາລາວ", list) == ["ພາສາ", "ລາວ"]
-        tags = ws.segmenter_tags()
-        assert tags["th"] == tags["lo"] == tags["km"] == f"icu4py-{version('icu4py')}"
-    finally:
-        for cached in (ws._icu, ws._thai, ws._lao, ws.segmenter_tags):
-            cached.cache_clear()
+    ws = installed("icu4py")
+    assert ws.segment_run("วิธีดูพื้นที่ว่างในดิสก์", list) == [
+        *("วิธี", "ดู", "พื้นที่", "ว่าง", "ใน", "ดิสก์"),
+    ]
+    assert ws.segment_run("ພາສາລາວ", list) == ["ພາສາ", "ລາວ"]
+    tags = ws.segmenter_tags()
+    assert tags["th"] == tags["lo"] == tags["km"] == f"icu4py-{version('icu4py')}"
 
 
 def test_segmenters_in_identity(an):
