@@ -32,6 +32,10 @@
   ``bench/data/starlight/build_corpus.py``: ``--starlight-mirror``; 120 questions, 15
   intents x 8) and the VitePress docs in en zh pt ru es ko ja (246 pages, MIT,
   ``--vitepress-mirror``; 105 questions, 15 x 7), chunked like **mixed**.
+* **biome** (held out, run once after the Starlight and VitePress runs): the Biome docs in en
+  fr es pl zh ja (every English page, 29-39 a translation; MIT,
+  ``bench/data/biome/build_corpus.py``: ``--biome-mirror``), chunked like **mixed**; 144
+  hand-written questions (24 intents x 6, targets translated in all six).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -81,6 +85,7 @@ KNOWN_ITEM_SETS = {
     "astro": BENCH_DIR / "data" / "astro",
     "starlight": BENCH_DIR / "data" / "starlight",
     "vitepress": BENCH_DIR / "data" / "vitepress",
+    "biome": BENCH_DIR / "data" / "biome",
 }
 # held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
 BUILT_CORPORA = {
@@ -90,6 +95,7 @@ BUILT_CORPORA = {
     "astro": WORK_DIR / "astro_corpus",
     "starlight": WORK_DIR / "starlight_corpus",
     "vitepress": WORK_DIR / "vitepress_corpus",
+    "biome": WORK_DIR / "biome_corpus",
 }
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
@@ -504,6 +510,7 @@ def report(results: dict, info: dict) -> str:
         "astro": "Astro docs in nine languages (held out; known items)",
         "starlight": "Starlight docs in eight languages (held out; known items)",
         "vitepress": "VitePress docs in seven languages (held out; known items)",
+        "biome": "Biome docs in six languages (held out; known items)",
     }
     for name, title in titles.items():
         if name not in results:
@@ -589,7 +596,7 @@ def main() -> int:
     ap.add_argument(
         "--sets",
         default="mixed,cmrc",
-        help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, cmrc, scifact "
+        help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, biome, cmrc, scifact "
         "(comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
@@ -624,6 +631,10 @@ def main() -> int:
         "--vitepress-mirror",
         help="a folder holding the vuejs/vitepress git dir: (re)build that corpus",
     )
+    ap.add_argument(
+        "--biome-mirror",
+        help="a folder holding the biomejs/website git dir: (re)build that corpus",
+    )
     ap.add_argument("--split", default="dev", help="tldr question split: dev, heldout or all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
@@ -653,6 +664,7 @@ def main() -> int:
         ("astro", args.astro_mirror),
         ("starlight", args.starlight_mirror),
         ("vitepress", args.vitepress_mirror),
+        ("biome", args.biome_mirror),
     ):
         if name not in sets:
             continue
