@@ -493,6 +493,26 @@ def pool_known_items(runs: list[dict]) -> dict | None:
     }
 
 
+def merge_results(paths: list[Path]) -> tuple[dict, dict]:
+    """The sets of several saved result files as one results dict, and the first file's
+    machine with each file's commit; a set in two files is an error (which run's ranks
+    would count?)."""
+    results: dict = {}
+    info: dict = {}
+    commits: list[str] = []
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        info = info or dict(data.get("machine", {}))
+        commits.append(f"{path.stem} at {data.get('machine', {}).get('commit')}")
+        for name, m in data.items():
+            if name == "machine":
+                continue
+            if name in results:
+                raise ValueError(f"set {name!r} is in more than one of {[str(p) for p in paths]}")
+            results[name] = m
+    return results, {**info, "commit": "; ".join(commits)}
+
+
 def report(results: dict, info: dict) -> str:
     lines = [
         "# Retrieval quality by similarity",
@@ -635,6 +655,11 @@ def main() -> int:
         "--biome-mirror",
         help="a folder holding the biomejs/website git dir: (re)build that corpus",
     )
+    ap.add_argument(
+        "--merge",
+        help="result files (comma list of names in bench/results, or paths): write one "
+        "report of their sets, pooled, without running anything",
+    )
     ap.add_argument("--split", default="dev", help="tldr question split: dev, heldout or all")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="a few questions, no fusion sweep")
@@ -645,6 +670,15 @@ def main() -> int:
     args = ap.parse_args()
     global EMBEDDER
     EMBEDDER = args.embedder
+    if args.merge:
+        paths = [Path(f) for f in args.merge.split(",") if f.strip()]
+        paths = [p if p.exists() else RESULTS_DIR / p.with_suffix(".json").name for p in paths]
+        try:
+            results, info = merge_results(paths)
+        except (OSError, ValueError) as exc:
+            ap.error(str(exc))
+        write_results(args.out, results, info)
+        return 0
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     sims = [s.strip() for s in args.similarities.split(",") if s.strip()]
     unknown = set(sets) - {"mixed", "cmrc", "scifact", *KNOWN_ITEM_SETS}
@@ -681,14 +715,18 @@ def main() -> int:
         results["cmrc"] = run_cmrc(sims, args.smoke, args.repeats, args.cmrc)
     if "scifact" in sets:
         results["scifact"] = run_scifact(args.scifact, [s for s in sims if s != "bm25_chinese"])
-    info = machine_info(["numpy", "numba"])
-    name = args.out + ("_smoke" if args.smoke else "")
+    write_results(
+        args.out + ("_smoke" if args.smoke else ""), results, machine_info(["numpy", "numba"])
+    )
+    return 0
+
+
+def write_results(name: str, results: dict, info: dict) -> None:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / f"{name}.json").write_text(json.dumps({"machine": info, **results}, indent=1))
     text = report(results, info)
     (RESULTS_DIR / f"{name}.md").write_text(text + "\n")
     print(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -232,6 +232,21 @@ def test_quality_pooled_runs_concatenate_questions():
     assert "| zh | 1 | bm25_cjk | -0.500 |" in table[5]
 
 
+def test_quality_merge_saved_results(tmp_path):
+    bq = _bench_quality()
+    a = {"langs": ["en"], "rr": {"bm25": [1.0], "bm25_cjk": [0.5]}}
+    b = {"langs": ["zh"], "rr": {"bm25": [0.5], "bm25_cjk": [1.0]}}
+    (tmp_path / "a.json").write_text(
+        json.dumps({"machine": {"cpu": "A", "commit": "c1"}, "react": a})
+    )
+    (tmp_path / "b.json").write_text(json.dumps({"machine": {"cpu": "B"}, "biome": b}))
+    results, info = bq.merge_results([tmp_path / "a.json", tmp_path / "b.json"])
+    assert results == {"react": a, "biome": b}
+    assert info == {"cpu": "A", "commit": "a at c1; b at None"}
+    with pytest.raises(ValueError, match="'react' is in more than one"):
+        bq.merge_results([tmp_path / "a.json", tmp_path / "a.json"])
+
+
 @pytest.mark.slow
 def test_quality_known_items_smoke(tmp_path):
     """The mixed set with two BM25 analyzers: per-question ranks and the per-language gap
