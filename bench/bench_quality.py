@@ -36,6 +36,9 @@
   fr es pl zh ja (every English page, 29-39 a translation; MIT,
   ``bench/data/biome/build_corpus.py``: ``--biome-mirror``), chunked like **mixed**; 144
   hand-written questions (24 intents x 6, targets translated in all six).
+* **tauri** (held out, run once after the Biome run): the Tauri docs in English and Chinese
+  (172 + 82 pages, MIT, ``bench/data/tauri/build_corpus.py``: ``--tauri-mirror``), chunked
+  like **mixed**; 68 hand-written questions (34 intents x 2, targets in both languages).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -86,6 +89,7 @@ KNOWN_ITEM_SETS = {
     "starlight": BENCH_DIR / "data" / "starlight",
     "vitepress": BENCH_DIR / "data" / "vitepress",
     "biome": BENCH_DIR / "data" / "biome",
+    "tauri": BENCH_DIR / "data" / "tauri",
 }
 # held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
 BUILT_CORPORA = {
@@ -96,6 +100,7 @@ BUILT_CORPORA = {
     "starlight": WORK_DIR / "starlight_corpus",
     "vitepress": WORK_DIR / "vitepress_corpus",
     "biome": WORK_DIR / "biome_corpus",
+    "tauri": WORK_DIR / "tauri_corpus",
 }
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
@@ -531,6 +536,7 @@ def report(results: dict, info: dict) -> str:
         "starlight": "Starlight docs in eight languages (held out; known items)",
         "vitepress": "VitePress docs in seven languages (held out; known items)",
         "biome": "Biome docs in six languages (held out; known items)",
+        "tauri": "Tauri docs in English and Chinese (held out; known items)",
     }
     for name, title in titles.items():
         if name not in results:
@@ -616,8 +622,8 @@ def main() -> int:
     ap.add_argument(
         "--sets",
         default="mixed,cmrc",
-        help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, biome, cmrc, scifact "
-        "(comma list)",
+        help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, biome, tauri, "
+        "cmrc, scifact (comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -654,6 +660,10 @@ def main() -> int:
     ap.add_argument(
         "--biome-mirror",
         help="a folder holding the biomejs/website git dir: (re)build that corpus",
+    )
+    ap.add_argument(
+        "--tauri-mirror",
+        help="a folder holding the tauri-apps/tauri-docs git dir: (re)build that corpus",
     )
     ap.add_argument(
         "--merge",
@@ -699,6 +709,7 @@ def main() -> int:
         ("starlight", args.starlight_mirror),
         ("vitepress", args.vitepress_mirror),
         ("biome", args.biome_mirror),
+        ("tauri", args.tauri_mirror),
     ):
         if name not in sets:
             continue
