@@ -37,7 +37,7 @@
   ``bench/data/biome/build_corpus.py``: ``--biome-mirror``), chunked like **mixed**; 144
   hand-written questions (24 intents x 6, targets translated in all six).
 * **tauri** (held out, run once after the Biome run): the Tauri docs in English and Chinese
-  (172 + 82 pages, MIT, ``bench/data/tauri/build_corpus.py``: ``--tauri-mirror``), chunked
+  (143 + 69 pages, MIT, ``bench/data/tauri/build_corpus.py``: ``--tauri-mirror``), chunked
   like **mixed**; 68 hand-written questions (34 intents x 2, targets in both languages).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was

@@ -37,7 +37,8 @@ def build(
             ).stdout
 
         lang_folders = [f.format(code=code) for f in folders]
-        for path in git("ls-tree", "-r", "--name-only", commit, *lang_folders).split():
+        listing = git("ls-tree", "-r", "-z", "--name-only", commit, *lang_folders)
+        for path in filter(None, listing.split("\0")):  # names may hold spaces
             suffix = next((s for s in suffixes if path.endswith(s)), None)
             if suffix is None:
                 continue
