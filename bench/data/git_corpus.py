@@ -50,6 +50,27 @@ def build(
     return count
 
 
+def build_root_site(
+    repo: tuple[str, str],
+    root: str,
+    english: tuple[str, ...],
+    translations: dict[str, str],
+    mirror: Path,
+    out: Path,
+    pattern: str = "{owner}+{name}/repo",
+) -> int:
+    """A Starlight-style docs site in one repository ``(owner/name, commit)``: English pages
+    are ``english`` (folders and pages under ``root``, next to the translations' folders),
+    each translation ``lang -> code`` is the folder ``root + code``; ``.md`` and ``.mdx``
+    pages. Returns the page count."""
+    suffixes = (".md", ".mdx")
+    paths = tuple(root + e for e in english)
+    count = build({"en": repo}, paths, root, mirror, out, pattern, suffixes=suffixes)
+    others = {lang: (*repo, code) for lang, code in translations.items()}
+    folder = root + "{code}"
+    return count + build(others, (folder,), folder + "/", mirror, out, pattern, suffixes=suffixes)
+
+
 def main(doc: str, build_fn: Callable[..., int]) -> int:
     """The command line of a ``build_corpus.py``: ``MIRROR_DIR OUT_DIR [--git-dir-pattern]``."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])

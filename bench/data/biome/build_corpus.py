@@ -23,23 +23,26 @@ COMMIT = "830c2a8d641c6c34ca551ff703dab758694c75e1"
 ROOT = "src/content/docs/"
 # English: the root's folders and pages (everything else there is a translation's folder)
 ENGLISH = (
-    *(ROOT + d for d in ("analyzer", "assist", "blog", "editors", "formatter", "guides")),
-    *(ROOT + d for d in ("internals", "linter", "recipes", "reference")),
-    *(ROOT + p for p in ("404.md", "index.mdx")),
+    "analyzer",
+    "assist",
+    "blog",
+    "editors",
+    "formatter",
+    "guides",
+    "internals",
+    "linter",
+    "recipes",
+    "reference",
+    "404.md",
+    "index.mdx",
 )
 TRANSLATIONS = {"fr": "fr", "es": "es", "pl": "pl", "zh": "zh-CN", "ja": "ja"}
 
 
 def build(mirror: Path, out: Path, pattern: str = "{owner}+{name}/repo") -> int:
     """Write the corpus; returns the number of pages."""
-    suffixes = (".md", ".mdx")
-    english = git_corpus.build(
-        {"en": (REPO, COMMIT)}, ENGLISH, ROOT, mirror, out, pattern, suffixes=suffixes
-    )
-    others = {lang: (REPO, COMMIT, code) for lang, code in TRANSLATIONS.items()}
-    folder = ROOT + "{code}"
-    return english + git_corpus.build(
-        others, (folder,), folder + "/", mirror, out, pattern, suffixes=suffixes
+    return git_corpus.build_root_site(
+        (REPO, COMMIT), ROOT, ENGLISH, TRANSLATIONS, mirror, out, pattern
     )
 
 

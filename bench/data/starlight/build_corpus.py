@@ -23,9 +23,15 @@ COMMIT = "3999be7cc18b41095d61e3b63d68ff3e6c6c050b"
 ROOT = "docs/src/content/docs/"
 # English: the root's folders and pages (everything else there is a translation's folder)
 ENGLISH = (
-    *(ROOT + d for d in ("components", "guides", "reference", "resources")),
-    *(ROOT + p for p in ("404.md", "environmental-impact.mdx", "getting-started.mdx")),
-    *(ROOT + p for p in ("index.mdx", "manual-setup.mdx")),
+    "components",
+    "guides",
+    "reference",
+    "resources",
+    "404.md",
+    "environmental-impact.mdx",
+    "getting-started.mdx",
+    "index.mdx",
+    "manual-setup.mdx",
 )
 TRANSLATIONS = {
     "fr": "fr",
@@ -40,14 +46,8 @@ TRANSLATIONS = {
 
 def build(mirror: Path, out: Path, pattern: str = "{owner}+{name}/repo") -> int:
     """Write the corpus; returns the number of pages."""
-    suffixes = (".md", ".mdx")
-    english = git_corpus.build(
-        {"en": (REPO, COMMIT)}, ENGLISH, ROOT, mirror, out, pattern, suffixes=suffixes
-    )
-    others = {lang: (REPO, COMMIT, code) for lang, code in TRANSLATIONS.items()}
-    folder = ROOT + "{code}"
-    return english + git_corpus.build(
-        others, (folder,), folder + "/", mirror, out, pattern, suffixes=suffixes
+    return git_corpus.build_root_site(
+        (REPO, COMMIT), ROOT, ENGLISH, TRANSLATIONS, mirror, out, pattern
     )
 
 

@@ -23,23 +23,28 @@ COMMIT = "e1c39c6ef06b936f70e977d53c60fcf329ec3702"
 ROOT = "src/content/docs/"
 # English: the root's folders and pages (the rest is translations and included fragments)
 ENGLISH = (
-    *(ROOT + d for d in ("about", "blog", "concept", "develop", "distribute", "learn")),
-    *(ROOT + d for d in ("plugin", "reference", "release", "security", "start")),
-    *(ROOT + p for p in ("404.md", "index.mdx", "rss.mdx")),
+    "about",
+    "blog",
+    "concept",
+    "develop",
+    "distribute",
+    "learn",
+    "plugin",
+    "reference",
+    "release",
+    "security",
+    "start",
+    "404.md",
+    "index.mdx",
+    "rss.mdx",
 )
 TRANSLATIONS = {"zh": "zh-cn"}
 
 
 def build(mirror: Path, out: Path, pattern: str = "{owner}+{name}/repo") -> int:
     """Write the corpus; returns the number of pages."""
-    suffixes = (".md", ".mdx")
-    english = git_corpus.build(
-        {"en": (REPO, COMMIT)}, ENGLISH, ROOT, mirror, out, pattern, suffixes=suffixes
-    )
-    others = {lang: (REPO, COMMIT, code) for lang, code in TRANSLATIONS.items()}
-    folder = ROOT + "{code}"
-    return english + git_corpus.build(
-        others, (folder,), folder + "/", mirror, out, pattern, suffixes=suffixes
+    return git_corpus.build_root_site(
+        (REPO, COMMIT), ROOT, ENGLISH, TRANSLATIONS, mirror, out, pattern
     )
 
 
