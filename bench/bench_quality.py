@@ -39,6 +39,10 @@
 * **tauri** (held out, run once after the Biome run): the Tauri docs in English and Chinese
   (143 + 69 pages, MIT, ``bench/data/tauri/build_corpus.py``: ``--tauri-mirror``), chunked
   like **mixed**; 68 hand-written questions (34 intents x 2, targets in both languages).
+* **vuerouter** (held out, run once after the Tauri run) and **pinia** (held out, kept unseen
+  for the next analyzer change): the Vue Router and Pinia docs in English and Chinese (MIT,
+  ``bench/data/{vuerouter,pinia}/build_corpus.py``: ``--vuerouter-mirror``,
+  ``--pinia-mirror``), chunked like **mixed**; 60 and 34 questions (30 and 17 intents x 2).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -90,6 +94,8 @@ KNOWN_ITEM_SETS = {
     "vitepress": BENCH_DIR / "data" / "vitepress",
     "biome": BENCH_DIR / "data" / "biome",
     "tauri": BENCH_DIR / "data" / "tauri",
+    "vuerouter": BENCH_DIR / "data" / "vuerouter",
+    "pinia": BENCH_DIR / "data" / "pinia",
 }
 # held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
 BUILT_CORPORA = {
@@ -101,6 +107,8 @@ BUILT_CORPORA = {
     "vitepress": WORK_DIR / "vitepress_corpus",
     "biome": WORK_DIR / "biome_corpus",
     "tauri": WORK_DIR / "tauri_corpus",
+    "vuerouter": WORK_DIR / "vuerouter_corpus",
+    "pinia": WORK_DIR / "pinia_corpus",
 }
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
@@ -537,6 +545,8 @@ def report(results: dict, info: dict) -> str:
         "vitepress": "VitePress docs in seven languages (held out; known items)",
         "biome": "Biome docs in six languages (held out; known items)",
         "tauri": "Tauri docs in English and Chinese (held out; known items)",
+        "vuerouter": "Vue Router docs in English and Chinese (held out; known items)",
+        "pinia": "Pinia docs in English and Chinese (held out; known items)",
     }
     for name, title in titles.items():
         if name not in results:
@@ -623,7 +633,7 @@ def main() -> int:
         "--sets",
         default="mixed,cmrc",
         help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, biome, tauri, "
-        "cmrc, scifact (comma list)",
+        "vuerouter, pinia, cmrc, scifact (comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -664,6 +674,14 @@ def main() -> int:
     ap.add_argument(
         "--tauri-mirror",
         help="a folder holding the tauri-apps/tauri-docs git dir: (re)build that corpus",
+    )
+    ap.add_argument(
+        "--vuerouter-mirror",
+        help="a folder holding the vuejs/router git dir: (re)build that corpus",
+    )
+    ap.add_argument(
+        "--pinia-mirror",
+        help="a folder holding the vuejs/pinia git dir: (re)build that corpus",
     )
     ap.add_argument(
         "--merge",
@@ -710,6 +728,8 @@ def main() -> int:
         ("vitepress", args.vitepress_mirror),
         ("biome", args.biome_mirror),
         ("tauri", args.tauri_mirror),
+        ("vuerouter", args.vuerouter_mirror),
+        ("pinia", args.pinia_mirror),
     ):
         if name not in sets:
             continue
