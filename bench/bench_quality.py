@@ -39,8 +39,8 @@
 * **tauri** (held out, run once after the Biome run): the Tauri docs in English and Chinese
   (143 + 69 pages, MIT, ``bench/data/tauri/build_corpus.py``: ``--tauri-mirror``), chunked
   like **mixed**; 68 hand-written questions (34 intents x 2, targets in both languages).
-* **vuerouter** (held out, run once after the Tauri run) and **pinia** (held out, kept unseen
-  for the next analyzer change): the Vue Router and Pinia docs in English and Chinese (MIT,
+* **vuerouter** (held out, run once after the Tauri run) and **pinia** (held out, run once to
+  judge nine analyzer variants): the Vue Router and Pinia docs in English and Chinese (MIT,
   ``bench/data/{vuerouter,pinia}/build_corpus.py``: ``--vuerouter-mirror``,
   ``--pinia-mirror``), chunked like **mixed**; 60 and 34 questions (30 and 17 intents x 2).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
