@@ -43,6 +43,10 @@
   judge nine analyzer variants): the Vue Router and Pinia docs in English and Chinese (MIT,
   ``bench/data/{vuerouter,pinia}/build_corpus.py``: ``--vuerouter-mirror``,
   ``--pinia-mirror``), chunked like **mixed**; 60 and 34 questions (30 and 17 intents x 2).
+* **vite** (held out, kept unseen for the next analyzer change): the Vite docs in en zh ja ko
+  es pt de from vitejs/vite and its translation repositories (MIT,
+  ``bench/data/vite/build_corpus.py``: ``--vite-mirror``), chunked like **mixed**; 140
+  questions (20 intents x 7).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -96,6 +100,7 @@ KNOWN_ITEM_SETS = {
     "tauri": BENCH_DIR / "data" / "tauri",
     "vuerouter": BENCH_DIR / "data" / "vuerouter",
     "pinia": BENCH_DIR / "data" / "pinia",
+    "vite": BENCH_DIR / "data" / "vite",
 }
 # held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
 BUILT_CORPORA = {
@@ -109,6 +114,7 @@ BUILT_CORPORA = {
     "tauri": WORK_DIR / "tauri_corpus",
     "vuerouter": WORK_DIR / "vuerouter_corpus",
     "pinia": WORK_DIR / "pinia_corpus",
+    "vite": WORK_DIR / "vite_corpus",
 }
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
@@ -547,6 +553,7 @@ def report(results: dict, info: dict) -> str:
         "tauri": "Tauri docs in English and Chinese (held out; known items)",
         "vuerouter": "Vue Router docs in English and Chinese (held out; known items)",
         "pinia": "Pinia docs in English and Chinese (held out; known items)",
+        "vite": "Vite docs in seven languages (held out; known items)",
     }
     for name, title in titles.items():
         if name not in results:
@@ -633,7 +640,7 @@ def main() -> int:
         "--sets",
         default="mixed,cmrc",
         help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, biome, tauri, "
-        "vuerouter, pinia, cmrc, scifact (comma list)",
+        "vuerouter, pinia, vite, cmrc, scifact (comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -684,6 +691,10 @@ def main() -> int:
         help="a folder holding the vuejs/pinia git dir: (re)build that corpus",
     )
     ap.add_argument(
+        "--vite-mirror",
+        help="a folder of vitejs/vite + vitejs/docs-* git dirs: (re)build the vite corpus",
+    )
+    ap.add_argument(
         "--merge",
         help="result files (comma list of names in bench/results, or paths): write one "
         "report of their sets, pooled, without running anything",
@@ -730,6 +741,7 @@ def main() -> int:
         ("tauri", args.tauri_mirror),
         ("vuerouter", args.vuerouter_mirror),
         ("pinia", args.pinia_mirror),
+        ("vite", args.vite_mirror),
     ):
         if name not in sets:
             continue
