@@ -29,19 +29,19 @@
   hand-written questions (16 intents x 9, targets translated in all nine).
 * **starlight**, **vitepress** (held out, run once after issue 44's language-aware static
   table): the Starlight docs in en fr es de zh ja ko ru (295 pages, MIT,
-  ``bench/data/starlight/build_corpus.py``: ``--starlight-mirror``; 120 questions, 15
+  ``bench/data/starlight/site.json``: ``--starlight-mirror``; 120 questions, 15
   intents x 8) and the VitePress docs in en zh pt ru es ko ja (246 pages, MIT,
   ``--vitepress-mirror``; 105 questions, 15 x 7), chunked like **mixed**.
 * **biome** (held out, run once after the Starlight and VitePress runs): the Biome docs in en
   fr es pl zh ja (every English page, 29-39 a translation; MIT,
-  ``bench/data/biome/build_corpus.py``: ``--biome-mirror``), chunked like **mixed**; 144
+  ``bench/data/biome/site.json``: ``--biome-mirror``), chunked like **mixed**; 144
   hand-written questions (24 intents x 6, targets translated in all six).
 * **tauri** (held out, run once after the Biome run): the Tauri docs in English and Chinese
-  (143 + 69 pages, MIT, ``bench/data/tauri/build_corpus.py``: ``--tauri-mirror``), chunked
+  (143 + 69 pages, MIT, ``bench/data/tauri/site.json``: ``--tauri-mirror``), chunked
   like **mixed**; 68 hand-written questions (34 intents x 2, targets in both languages).
 * **vuerouter** (held out, run once after the Tauri run) and **pinia** (held out, run once to
   judge nine analyzer variants): the Vue Router and Pinia docs in English and Chinese (MIT,
-  ``bench/data/{vuerouter,pinia}/build_corpus.py``: ``--vuerouter-mirror``,
+  ``bench/data/{vuerouter,pinia}/site.json``: ``--vuerouter-mirror``,
   ``--pinia-mirror``), chunked like **mixed**; 60 and 34 questions (30 and 17 intents x 2).
 * **vite** (held out, kept unseen for the next analyzer change): the Vite docs in en zh ja ko
   es pt de from vitejs/vite and its translation repositories (MIT,
@@ -746,8 +746,13 @@ def main() -> int:
         if name not in sets:
             continue
         if source:
-            build = runpy.run_path(str(KNOWN_ITEM_SETS[name] / "build_corpus.py"))["build"]
-            build(source if name == "tldr" else Path(source), BUILT_CORPORA[name])
+            folder = KNOWN_ITEM_SETS[name]
+            if (folder / "site.json").exists():
+                git_corpus = runpy.run_path(str(BENCH_DIR / "data" / "git_corpus.py"))
+                git_corpus["build_site"](folder, Path(source), BUILT_CORPORA[name])
+            else:
+                build = runpy.run_path(str(folder / "build_corpus.py"))["build"]
+                build(source if name == "tldr" else Path(source), BUILT_CORPORA[name])
         if not BUILT_CORPORA[name].is_dir():
             ap.error(
                 f"no {name} corpus at {BUILT_CORPORA[name]}; pass --{name}-"

@@ -1,11 +1,17 @@
 """Held-out corpora rebuilt from git snapshots of a docs repository and its translations:
 each language's pages under some folders at a pinned commit (``bench/data/vue``,
-``bench/data/react``, ``bench/data/astro``)."""
+``bench/data/react``, ``bench/data/astro``, ...). A set whose folder holds a ``site.json``
+(one repository, English pages at a root next to the translations' folders) is rebuilt here:
+
+    python bench/data/git_corpus.py bench/data/biome MIRROR_DIR OUT_DIR
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,6 +77,15 @@ def build_root_site(
     return count + build(others, (folder,), folder + "/", mirror, out, pattern, suffixes=suffixes)
 
 
+def build_site(folder: Path, mirror: Path, out: Path, pattern: str = "{owner}+{name}/repo") -> int:
+    """The corpus of the set in ``folder`` from its ``site.json`` (``repo``, ``commit``,
+    ``root``, ``english``, ``translations``: :func:`build_root_site`'s arguments)."""
+    site = json.loads((Path(folder) / "site.json").read_text(encoding="utf-8"))
+    repo = (site["repo"], site["commit"])
+    english, translations = tuple(site["english"]), site["translations"]
+    return build_root_site(repo, site["root"], english, translations, mirror, out, pattern)
+
+
 def main(doc: str, build_fn: Callable[..., int]) -> int:
     """The command line of a ``build_corpus.py``: ``MIRROR_DIR OUT_DIR [--git-dir-pattern]``."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -80,3 +95,15 @@ def main(doc: str, build_fn: Callable[..., int]) -> int:
     args = ap.parse_args()
     print(f"{build_fn(args.mirror, args.out, args.git_dir_pattern)} pages -> {args.out}")
     return 0
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="rebuild the corpus of a set described by site.json")
+    ap.add_argument("set_dir", type=Path)
+    ap.add_argument("mirror", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--git-dir-pattern", default="{owner}+{name}/repo")
+    a = ap.parse_args()
+    n = build_site(a.set_dir, a.mirror, a.out, a.git_dir_pattern)
+    print(f"{n} pages -> {a.out}")
+    sys.exit(0)
