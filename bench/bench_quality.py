@@ -87,35 +87,27 @@ import fastrag as fr
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.eval.loaders import squad_questions
 
+# held-out sets whose corpus is rebuilt from git snapshots (``bench/data/<set>/site.json`` or
+# ``build_corpus.py``): name -> (title, what ``--<name>-mirror`` holds)
+BUILT_SETS = {
+    "tldr": ("tldr-pages in ten languages", "a tldr-pages/tldr git dir"),
+    "vue": ("Vue docs in six languages", "a folder of vuejs/docs + translation git dirs"),
+    "react": ("React docs in eight languages", "a folder of reactjs/react.dev + translations"),
+    "astro": ("Astro docs in nine languages", "a folder holding the withastro/docs git dir"),
+    "starlight": ("Starlight docs in eight languages", "a folder holding withastro/starlight"),
+    "vitepress": ("VitePress docs in seven languages", "a folder holding vuejs/vitepress"),
+    "biome": ("Biome docs in six languages", "a folder holding biomejs/website"),
+    "tauri": ("Tauri docs in English and Chinese", "a folder holding tauri-apps/tauri-docs"),
+    "vuerouter": ("Vue Router docs in English and Chinese", "a folder holding vuejs/router"),
+    "pinia": ("Pinia docs in English and Chinese", "a folder holding vuejs/pinia"),
+    "vite": ("Vite docs in seven languages", "a folder of vitejs/vite + vitejs/docs-* dirs"),
+}
 KNOWN_ITEM_SETS = {
     "mixed": BENCH_DIR / "data" / "mixed_docs",
     "fastapi": BENCH_DIR / "data" / "fastapi_docs",
-    "tldr": BENCH_DIR / "data" / "tldr",
-    "vue": BENCH_DIR / "data" / "vue",
-    "react": BENCH_DIR / "data" / "react",
-    "astro": BENCH_DIR / "data" / "astro",
-    "starlight": BENCH_DIR / "data" / "starlight",
-    "vitepress": BENCH_DIR / "data" / "vitepress",
-    "biome": BENCH_DIR / "data" / "biome",
-    "tauri": BENCH_DIR / "data" / "tauri",
-    "vuerouter": BENCH_DIR / "data" / "vuerouter",
-    "pinia": BENCH_DIR / "data" / "pinia",
-    "vite": BENCH_DIR / "data" / "vite",
+    **{name: BENCH_DIR / "data" / name for name in BUILT_SETS},
 }
-# held-out sets whose corpus is rebuilt from git snapshots (bench/data/<set>/build_corpus.py)
-BUILT_CORPORA = {
-    "tldr": WORK_DIR / "tldr_corpus",
-    "vue": WORK_DIR / "vue_corpus",
-    "react": WORK_DIR / "react_corpus",
-    "astro": WORK_DIR / "astro_corpus",
-    "starlight": WORK_DIR / "starlight_corpus",
-    "vitepress": WORK_DIR / "vitepress_corpus",
-    "biome": WORK_DIR / "biome_corpus",
-    "tauri": WORK_DIR / "tauri_corpus",
-    "vuerouter": WORK_DIR / "vuerouter_corpus",
-    "pinia": WORK_DIR / "pinia_corpus",
-    "vite": WORK_DIR / "vite_corpus",
-}
+BUILT_CORPORA = {name: WORK_DIR / f"{name}_corpus" for name in BUILT_SETS}
 # the fastapi set also runs bm25 with one fixed stemmer: the best single-language analyzers
 FIXED_STEMMERS = [
     f"bm25:stemmer={lang}" for lang in ("english", "french", "german", "spanish", "portuguese")
@@ -543,17 +535,7 @@ def report(results: dict, info: dict) -> str:
     titles = {
         "mixed": "Mixed-language docs (ant-design en + zh, known items)",
         "fastapi": "FastAPI tutorial in six languages (en fr de es pt zh, known items)",
-        "tldr": "tldr-pages in ten languages (held out; known items)",
-        "vue": "Vue docs in six languages (held out; known items)",
-        "react": "React docs in eight languages (held out; known items)",
-        "astro": "Astro docs in nine languages (held out; known items)",
-        "starlight": "Starlight docs in eight languages (held out; known items)",
-        "vitepress": "VitePress docs in seven languages (held out; known items)",
-        "biome": "Biome docs in six languages (held out; known items)",
-        "tauri": "Tauri docs in English and Chinese (held out; known items)",
-        "vuerouter": "Vue Router docs in English and Chinese (held out; known items)",
-        "pinia": "Pinia docs in English and Chinese (held out; known items)",
-        "vite": "Vite docs in seven languages (held out; known items)",
+        **{name: f"{title} (held out; known items)" for name, (title, _) in BUILT_SETS.items()},
     }
     for name, title in titles.items():
         if name not in results:
@@ -650,50 +632,9 @@ def main() -> int:
         help="a CMRC 2018 file (default: the bundled dev set; "
         "e.g. cmrc2018_trial.json for a held-out check)",
     )
-    ap.add_argument(
-        "--tldr-git",
-        help="a tldr-pages/tldr git dir: (re)build the tldr corpus from it first",
-    )
-    ap.add_argument(
-        "--vue-mirror",
-        help="a folder of vuejs/docs + translation git dirs: (re)build the vue corpus first",
-    )
-    ap.add_argument(
-        "--react-mirror",
-        help="a folder of reactjs/react.dev + translation git dirs: (re)build the react corpus",
-    )
-    ap.add_argument(
-        "--astro-mirror",
-        help="a folder holding the withastro/docs git dir: (re)build the astro corpus",
-    )
-    ap.add_argument(
-        "--starlight-mirror",
-        help="a folder holding the withastro/starlight git dir: (re)build that corpus",
-    )
-    ap.add_argument(
-        "--vitepress-mirror",
-        help="a folder holding the vuejs/vitepress git dir: (re)build that corpus",
-    )
-    ap.add_argument(
-        "--biome-mirror",
-        help="a folder holding the biomejs/website git dir: (re)build that corpus",
-    )
-    ap.add_argument(
-        "--tauri-mirror",
-        help="a folder holding the tauri-apps/tauri-docs git dir: (re)build that corpus",
-    )
-    ap.add_argument(
-        "--vuerouter-mirror",
-        help="a folder holding the vuejs/router git dir: (re)build that corpus",
-    )
-    ap.add_argument(
-        "--pinia-mirror",
-        help="a folder holding the vuejs/pinia git dir: (re)build that corpus",
-    )
-    ap.add_argument(
-        "--vite-mirror",
-        help="a folder of vitejs/vite + vitejs/docs-* git dirs: (re)build the vite corpus",
-    )
+    for name, (_, holds) in BUILT_SETS.items():
+        flag = "--tldr-git" if name == "tldr" else f"--{name}-mirror"
+        ap.add_argument(flag, dest=f"{name}_source", help=f"{holds}: (re)build that corpus first")
     ap.add_argument(
         "--merge",
         help="result files (comma list of names in bench/results, or paths): write one "
@@ -730,19 +671,8 @@ def main() -> int:
         results["mixed"] = run_known_items("mixed", sims, args.smoke)
     if "fastapi" in sets:
         results["fastapi"] = run_known_items("fastapi", sims + FIXED_STEMMERS, args.smoke)
-    for name, source in (
-        ("tldr", args.tldr_git),
-        ("vue", args.vue_mirror),
-        ("react", args.react_mirror),
-        ("astro", args.astro_mirror),
-        ("starlight", args.starlight_mirror),
-        ("vitepress", args.vitepress_mirror),
-        ("biome", args.biome_mirror),
-        ("tauri", args.tauri_mirror),
-        ("vuerouter", args.vuerouter_mirror),
-        ("pinia", args.pinia_mirror),
-        ("vite", args.vite_mirror),
-    ):
+    for name in BUILT_SETS:
+        source = getattr(args, f"{name}_source")
         if name not in sets:
             continue
         if source:
