@@ -464,18 +464,20 @@ def bootstrap_gap(
     return float(d.mean()), float(lo), float(hi)
 
 
-def gap_table(m: dict) -> list[str]:
-    """Per language: ``bm25`` minus the best other single BM25 analyzer (by MRR@10 there),
-    with its paired bootstrap 95% interval; [] without per-question ranks or rivals."""
+def gap_table(m: dict, subject: str = "bm25") -> list[str]:
+    """Per language: ``subject`` (the default ``bm25``, or ``bm25_fused``) minus the best
+    other single BM25 analyzer (by MRR@10 there), with its paired bootstrap 95% interval;
+    [] without per-question ranks or rivals."""
     rr, langs = m.get("rr", {}), m.get("langs", [])
-    rivals = [s for s in rr if s != "bm25" and s in BM25_SIMS]
-    if "bm25" not in rr or not rivals:
+    rivals = [s for s in rr if s != subject and s in BM25_SIMS]
+    if subject not in rr or not rivals:
         return []
+    what = "Default `bm25`" if subject == "bm25" else f"`{subject}`"
     out = [
-        "Default `bm25` minus the best single analyzer in each language (MRR@10; paired "
+        f"{what} minus the best single analyzer in each language (MRR@10; paired "
         "bootstrap 95% interval over the questions, 2,000 resamples):",
         "",
-        "| lang | questions | best other | bm25 - best | 95% interval |",
+        f"| lang | questions | best other | {subject} - best | 95% interval |",
         "|---|---|---|---|---|",
     ]
     for lang in sorted(set(langs)) + ["all"]:
@@ -485,7 +487,7 @@ def gap_table(m: dict) -> list[str]:
             return sum(rr[s][i] for i in idx) / len(idx)
 
         best = max(rivals, key=mrr)
-        gap, lo, hi = bootstrap_gap([rr["bm25"][i] for i in idx], [rr[best][i] for i in idx])
+        gap, lo, hi = bootstrap_gap([rr[subject][i] for i in idx], [rr[best][i] for i in idx])
         out.append(f"| {lang} | {len(idx)} | {best} | {gap:+.3f} | {lo:+.3f} to {hi:+.3f} |")
     return [*out, ""]
 
@@ -556,11 +558,16 @@ def report(results: dict, info: dict) -> str:
             for r in m["rows"]
         ]
         lines += ["", *mrr_grid(m["rows"]), ""]
-        lines += gap_table(m)
+        lines += gap_table(m) + gap_table(m, "bm25_fused")
     pooled = pool_known_items([results[n] for n in titles if n in results])
     if pooled:
         names = ", ".join(n for n in titles if n in results)
-        lines += [f"## Pooled: every question of {names}", "", *gap_table(pooled)]
+        lines += [
+            f"## Pooled: every question of {names}",
+            "",
+            *gap_table(pooled),
+            *gap_table(pooled, "bm25_fused"),
+        ]
     if "cmrc" in results:
         c = results["cmrc"]
         lines += [

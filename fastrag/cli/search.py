@@ -163,7 +163,7 @@ def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--similarity",
         help="bm25 (the default: any language, mixed folders "
-        "too), bm25_english, bm25_chinese, bm25_cjk, cosine, hybrid, ...",
+        "too), bm25_english, bm25_chinese, bm25_cjk, bm25_fused, cosine, hybrid, ...",
     )
     p.add_argument(
         "--topk",

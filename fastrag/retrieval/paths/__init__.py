@@ -10,6 +10,7 @@ from fastrag.retrieval.paths.base import PathState, SearchPath
 from fastrag.retrieval.paths.bm25 import BM25Path
 from fastrag.retrieval.paths.custom import CustomPath
 from fastrag.retrieval.paths.dense import DensePath
+from fastrag.retrieval.paths.fused import FusedBM25Path
 from fastrag.retrieval.paths.hybrid import HybridPath
 from fastrag.retrieval.paths.map import MapPath
 from fastrag.retrieval.paths.sparse import SparsePath
@@ -18,6 +19,7 @@ __all__ = [
     "BM25Path",
     "CustomPath",
     "DensePath",
+    "FusedBM25Path",
     "HybridPath",
     "MapPath",
     "PathState",

@@ -1,0 +1,110 @@
+"""similarity="bm25_fused": the retriever equal to fusing its two BM25 rankings by hand (bm25's
+and bm25_cjk's), both indexes kept in the store, options and errors, the CLI and the server."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fastrag as fr
+from fastrag.cli import main
+from fastrag.errors import ConfigError
+from fastrag.retrieval.paths import FusedBM25Path
+from fastrag.retrieval.similarity import get_similarity
+
+TEXTS = [
+    "Configuring the router: routes are matched in order.",
+    "A route with a dynamic parameter matches /users/:id.",
+    "路由配置：按顺序匹配路由。",
+    "带参数的动态路由匹配 /users/:id",
+    "Navigation guards run before each route change.",
+    "导航守卫在每次路由变化之前运行。",
+    "Stores are folders of Arrow files with a manifest.",
+    "Nested routes render children inside a parent layout.",
+]
+QUERIES = ["configure the router", "dynamic route parameter", "路由配置", "导航守卫", "nested"]
+
+
+def _reference(lists, k, method, weights, rrf_k=60.0):
+    """Plain-Python fusion of lists of [(row, score)], best first, ties by row."""
+    total: dict[int, float] = {}
+    for hits, w in zip(lists, weights, strict=True):
+        if not hits:
+            continue
+        lo, hi = min(s for _, s in hits), max(s for _, s in hits)
+        for rank, (row, s) in enumerate(hits):
+            add = w / (rrf_k + rank + 1) if method == "rrf" else w * ((s - lo) / (hi - lo or 1))
+            if method != "rrf" and hi == lo:
+                add = w
+            total[row] = total.get(row, 0.0) + add
+    return sorted(total.items(), key=lambda x: (-x[1], x[0]))[:k]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fused") / "store"
+    fr.Document.from_texts(TEXTS, metadatas=[{"n": i} for i in range(len(TEXTS))], store=str(path))
+    return path
+
+
+@pytest.mark.parametrize(("fusion", "weights"), [("relative", None), ("rrf", [0.7, 0.3])])
+def test_fused_retriever_is_its_two_rankings_fused(store, fusion, weights):
+    doc = fr.Document(store=str(store))
+    depth = len(TEXTS)
+    lists = [fr.Retriever(doc, "root", s, topk=depth).batch(QUERIES) for s in ("bm25", "bm25_cjk")]
+    ids = doc.group("root").table.column("id").to_pylist()
+    ret = fr.Retriever(doc, "root", "bm25_fused", topk=3, fusion=fusion, weights=weights)
+    assert isinstance(ret.path, FusedBM25Path) and get_similarity("bm25_fused").kind == "bm25_fused"
+    got = ret.batch(QUERIES)
+    for q in range(len(QUERIES)):
+        ranked = [[(ids.index(h.id), h.score) for h in path[q]] for path in lists]
+        want = _reference(ranked, 3, fusion, weights or [0.5, 0.5])
+        assert [ids.index(h.id) for h in got[q]] == [r for r, _ in want]
+        np.testing.assert_allclose([h.score for h in got[q]], [s for _, s in want], rtol=1e-6)
+    # the two rankings differ on these queries (or fusing them would prove nothing)
+    assert [[h.id for h in x] for x in lists[0]] != [[h.id for h in x] for x in lists[1]]
+
+
+def test_both_indexes_are_stored_and_read_back_without_a_build(store):
+    first = fr.Document(store=str(store))
+    want = fr.Retriever(first, "root", "bm25_fused", topk=4).batch_arrow(QUERIES)
+    again = fr.Document(store=str(store), mode="r")
+    got = fr.Retriever(again, "root", "bm25_fused", topk=4).batch_arrow(QUERIES)
+    assert got.equals(want) and again.derived.builds == {}
+
+
+def test_fused_options_filter_cutoff_and_errors(store):
+    doc = fr.Document(store=str(store), mode="r")
+    hits = fr.Retriever(doc, "root", "bm25_fused", topk=8, filter="n >= 4")("route")
+    assert hits and all(h.metadata["n"] >= 4 for h in hits)
+    full = fr.Retriever(doc, "root", "bm25_fused", topk=8)("route")
+    cut = fr.Retriever(doc, "root", "bm25_fused", topk=8, similarity_cut_off=0.5)("route")
+    assert cut and all(h.score >= 0.5 for h in cut) and len(cut) < len(full)
+    only_bm25 = fr.Retriever(doc, "root", "bm25_fused", topk=3, weights=[1, 0])("router")
+    plain = fr.Retriever(doc, "root", "bm25", topk=3)("router")
+    assert [h.id for h in only_bm25][: len(plain)] == [h.id for h in plain]
+    stemmed = fr.Retriever(doc, "root", "bm25_fused", stemmer=None)
+    assert stemmed.stemmer is None
+    with pytest.raises(ConfigError, match=r"weights has 3 numbers; 'bm25_fused' fuses 2"):
+        fr.Retriever(doc, "root", "bm25_fused", weights=[1, 1, 1])
+    with pytest.raises(ConfigError, match="fusion"):
+        fr.Retriever(doc, "root", "bm25_fused", fusion="max")
+    with pytest.raises(ConfigError, match="depth"):
+        fr.Retriever(doc, "root", "bm25_fused", depth=0)
+    with pytest.raises(ConfigError, match=r"unknown parameters \['coverage'\]"):
+        fr.Retriever(doc, "root", "bm25_fused", coverage=True)
+    with pytest.raises(ConfigError, match="k1"):
+        fr.Retriever(doc, "root", "bm25_fused", k1=-1)
+
+
+def test_fused_through_the_cli(store, capsys):
+    want = fr.Retriever(fr.Document(store=str(store), mode="r"), "root", "bm25_fused", topk=3)
+    ids = [h.id for h in want("dynamic route parameter")]
+    capsys.readouterr()
+    assert main(["search", str(store), "dynamic route parameter", "--similarity", "bm25_fused",
+                 "--topk", "3", "--json"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    rows = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert [r["id"] for r in rows] == ids
