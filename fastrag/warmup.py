@@ -31,6 +31,7 @@ import fastrag._kernels as kernels
 from fastrag._checks import check_int
 from fastrag._coldstart import BUSY_EXIT, ENV, cache_dir, mark_ready, marker, use_kernels
 from fastrag._kernels import dense_quant, static_embed, store_check
+from fastrag._kernels.fusion import fuse_topk
 from fastrag._kernels.topk import topk_rows
 from fastrag.analysis import encode_queries
 from fastrag.analysis.language import text_language
@@ -155,6 +156,17 @@ def _dense(log: Callable[[str], None]) -> None:
         sparse.search(queries, 10)
         sparse.search(queries, 10, mask=np.arange(300) % 2 == 0, cutoff=0.1)
     log("  custom-similarity top-k, sparse search")
+    n = 4 * 10
+    fuse_topk(
+        np.repeat(np.arange(4, dtype=np.int64), 10),
+        rng.integers(0, 30, n).astype(np.int64),
+        rng.random(n),
+        5,
+        np.full((4, 5), -1, np.int64),
+        np.zeros((4, 5), np.float32),
+        np.zeros(4, np.int32),
+    )
+    log("  fusion of ranked lists (hybrid, bm25_fused)")
     if importlib.util.find_spec("hnswlib") is not None:
         hnsw = HNSWIndex(16, M=8)
         hnsw.add(rng.standard_normal((500, 16)).astype(np.float32))
