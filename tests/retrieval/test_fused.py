@@ -1,12 +1,17 @@
 """similarity="bm25_fused": the retriever equal to fusing its two BM25 rankings by hand (bm25's
-and bm25_cjk's), both indexes kept in the store, options and errors, the CLI and the server."""
+and bm25_cjk's), both indexes kept in the store, options and errors, the fusion kernel equal
+to its NumPy twin, the CLI, the server and the MCP server."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
+from mcp_support import mcp_search
 
 import fastrag as fr
 from fastrag.cli import main
@@ -25,6 +30,7 @@ TEXTS = [
     "Stores are folders of Arrow files with a manifest.",
     "Nested routes render children inside a parent layout.",
 ]
+ROOT = Path(__file__).resolve().parents[2]
 QUERIES = ["configure the router", "dynamic route parameter", "路由配置", "导航守卫", "nested"]
 
 
@@ -141,3 +147,23 @@ def test_the_fusion_kernel_equals_its_numpy_twin():
                 assert a.tobytes() == b.tobytes(), (trial, k)
             found += int(outs[0][2].sum())
     assert found > 1000
+
+
+def test_fused_through_serve_and_mcp(store, tmp_path):
+    """The server (real HTTP on 127.0.0.1) and the MCP server return the Retriever's hits."""
+    sys.path.insert(0, str(ROOT / "tests" / "serve"))
+    from serve_support import ServeProcess
+
+    ret = fr.Retriever(fr.Document(store=str(store), mode="r"), "root", "bm25_fused", topk=3)
+    want = [[(h.id, round(h.score, 5)) for h in hits] for hits in ret.batch(QUERIES)]
+    proc = ServeProcess(
+        [str(store), "--similarity", "bm25_fused", "--topk", "3"], tmp_path / "serve.log"
+    )
+    try:
+        body = httpx.post(f"{proc.url}/v1/retrieve", json={"queries": QUERIES}, timeout=60).json()
+    finally:
+        proc.stop()
+    assert body["similarity"] == "bm25_fused"
+    assert [[(h["id"], round(h["score"], 5)) for h in q] for q in body["results"]] == want
+    hits = mcp_search(store, QUERIES[0], similarity="bm25_fused", topk=3)
+    assert [(h["id"], round(h["score"], 5)) for h in hits] == want[0]
