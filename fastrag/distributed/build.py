@@ -202,8 +202,8 @@ def check_spec(
     if sim.path.shard is None:
         raise ConfigError(
             f"sharded indexes support BM25, dense and custom similarities, not "
-            f"{similarity!r}; for hybrid search, fuse a BM25 and a dense "
-            "sharded index with fastrag.ReciprocalRankFusionJoiner"
+            f"{similarity!r}; fuse sharded indexes instead (BM25 and dense for hybrid, "
+            "bm25 and bm25_cjk for bm25_fused) with fastrag.ReciprocalRankFusionJoiner"
         )
     if sim.path.shard == "vectors" and params:
         raise ConfigError(f"parameters {sorted(params)} do not apply to {similarity!r}")

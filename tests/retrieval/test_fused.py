@@ -167,3 +167,11 @@ def test_fused_through_serve_and_mcp(store, tmp_path):
     assert [[(h["id"], round(h["score"], 5)) for h in q] for q in body["results"]] == want
     hits = mcp_search(store, QUERIES[0], similarity="bm25_fused", topk=3)
     assert [(h["id"], round(h["score"], 5)) for h in hits] == want[0]
+
+
+def test_a_sharded_index_refuses_fused_and_says_what_to_do(tmp_path):
+    from fastrag.ray import build_index  # lazy: the sharded builder
+
+    with pytest.raises(ConfigError, match=r"not 'bm25_fused'.*bm25 and bm25_cjk for bm25_fused"):
+        build_index(TEXTS, tmp_path / "sharded", similarity="bm25_fused", executor="local")
+    assert not (tmp_path / "sharded").exists()
