@@ -82,6 +82,20 @@ def test_both_indexes_are_stored_and_read_back_without_a_build(store):
     assert got.equals(want) and again.derived.builds == {}
 
 
+def test_prepare_without_loading_stores_both_indexes(tmp_path):
+    """``prepare(load=False)`` (what ``fastrag ingest`` does) writes both indexes; a reader
+    then builds nothing and gets the writer's hits."""
+    path = str(tmp_path / "store")
+    writer = fr.Document.from_texts(TEXTS, store=path)
+    fr.Retriever(writer, "root", "bm25_fused").prepare(load=False)
+    assert writer.derived.builds == {"bm25": 2}
+    reader = fr.Document(store=path, mode="r")
+    got = fr.Retriever(reader, "root", "bm25_fused", topk=4).batch_arrow(QUERIES)
+    want = fr.Retriever(fr.Document.from_texts(TEXTS), "root", "bm25_fused", topk=4)
+    assert reader.derived.builds == {}
+    assert got.column("score").to_pylist() == want.batch_arrow(QUERIES).column("score").to_pylist()
+
+
 def test_fused_options_filter_cutoff_and_errors(store):
     doc = fr.Document(store=str(store), mode="r")
     hits = fr.Retriever(doc, "root", "bm25_fused", topk=8, filter="n >= 4")("route")
