@@ -43,10 +43,13 @@
   judge nine analyzer variants): the Vue Router and Pinia docs in English and Chinese (MIT,
   ``bench/data/{vuerouter,pinia}/site.json``: ``--vuerouter-mirror``,
   ``--pinia-mirror``), chunked like **mixed**; 60 and 34 questions (30 and 17 intents x 2).
-* **vite** (held out, kept unseen for the next analyzer change): the Vite docs in en zh ja ko
+* **vite** (held out, run once to judge ``bm25_fused``): the Vite docs in en zh ja ko
   es pt de from vitejs/vite and its translation repositories (MIT,
   ``bench/data/vite/build_corpus.py``: ``--vite-mirror``), chunked like **mixed**; 140
   questions (20 intents x 7).
+* **hexo** (held out, kept unseen for the decision on the default similarity): the Hexo docs
+  and API reference in en zh zh-tw ja ko ru pt th es (MIT, ``bench/data/hexo/site.json``:
+  ``--hexo-mirror``), chunked like **mixed**; 144 questions (16 intents x 9).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -101,6 +104,7 @@ BUILT_SETS = {
     "vuerouter": ("Vue Router docs in English and Chinese", "a folder holding vuejs/router"),
     "pinia": ("Pinia docs in English and Chinese", "a folder holding vuejs/pinia"),
     "vite": ("Vite docs in seven languages", "a folder of vitejs/vite + vitejs/docs-* dirs"),
+    "hexo": ("Hexo docs in nine languages", "a folder holding hexojs/site"),
 }
 KNOWN_ITEM_SETS = {
     "mixed": BENCH_DIR / "data" / "mixed_docs",
@@ -629,7 +633,7 @@ def main() -> int:
         "--sets",
         default="mixed,cmrc",
         help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, biome, tauri, "
-        "vuerouter, pinia, vite, cmrc, scifact (comma list)",
+        "vuerouter, pinia, vite, hexo, cmrc, scifact (comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
