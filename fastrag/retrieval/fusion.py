@@ -30,6 +30,7 @@ __all__ = [
     "check_fusion",
     "coverage_weights",
     "default_weights",
+    "fuse_and_cut",
     "fuse_hits",
     "fuse_topk_numpy",
 ]
@@ -165,6 +166,22 @@ def fuse_hits(
     )
     fuse(q, row, contrib, k, out_rows, out_scores, counts)
     return out_rows, out_scores, counts
+
+
+def fuse_and_cut(
+    results: Sequence[Hits],
+    k: int,
+    opts: dict,
+    weights: Sequence[float | np.ndarray],
+    cutoff: float | None,
+) -> Hits:
+    """:func:`fuse_hits` with ``opts`` (:func:`check_fusion`'s), hits whose fused score is
+    below ``cutoff`` (None: none) dropped."""
+    rows, scores, counts = fuse_hits(results, k, opts["fusion"], weights, opts["rrf_k"])
+    if cutoff is not None:
+        counts = np.minimum(counts, (scores >= cutoff).sum(axis=1).astype(np.int32))
+        rows[np.arange(k)[None, :] >= counts[:, None]] = -1
+    return rows, scores, counts
 
 
 def fuse_topk_numpy(q, row, contrib, k, out_rows, out_scores, counts) -> None:

@@ -11,13 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from fastrag.analysis import get_analyzer
 from fastrag.errors import ConfigError
 from fastrag.indexes.base import Hits
 from fastrag.indexes.bm25.args import check_bm25_params
-from fastrag.retrieval.fusion import check_fusion, fuse_hits
+from fastrag.retrieval.fusion import check_fusion, fuse_and_cut
 from fastrag.retrieval.paths.base import PathState, SearchPath
 from fastrag.retrieval.paths.bm25 import BM25_PARAMS, BM25Path
 
@@ -85,9 +83,4 @@ class FusedBM25Path(SearchPath):
             self.second.search(second, queries, depth, mask, fused=True),
         ]
         weights = opts["weights"] or list(_WEIGHTS)
-        rows, scores, counts = fuse_hits(paths, k, opts["fusion"], weights, opts["rrf_k"])
-        cut = self.state.cutoff_for(None)
-        if cut is not None:
-            counts = np.minimum(counts, (scores >= cut).sum(axis=1).astype(np.int32))
-            rows[np.arange(k)[None, :] >= counts[:, None]] = -1
-        return rows, scores, counts
+        return fuse_and_cut(paths, k, opts, weights, self.state.cutoff_for(None))

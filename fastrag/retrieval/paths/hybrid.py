@@ -16,7 +16,7 @@ from fastrag.retrieval.fusion import (
     check_fusion,
     coverage_weights,
     default_weights,
-    fuse_hits,
+    fuse_and_cut,
 )
 from fastrag.retrieval.paths.base import PathState, SearchPath
 from fastrag.retrieval.paths.bm25 import BM25_PARAMS, BM25Path
@@ -78,12 +78,7 @@ class HybridPath(SearchPath):
         weights = opts["weights"] or default_weights(len(dense), [_share(e) for e in embedders])
         if opts["coverage"]:
             weights = coverage_weights(weights, [_coverage(e, queries) for e in embedders])
-        rows, scores, counts = fuse_hits(paths, k, opts["fusion"], weights, opts["rrf_k"])
-        cut = self.state.cutoff_for(None)
-        if cut is not None:
-            counts = np.minimum(counts, (scores >= cut).sum(axis=1).astype(np.int32))
-            rows[np.arange(k)[None, :] >= counts[:, None]] = -1
-        return rows, scores, counts
+        return fuse_and_cut(paths, k, opts, weights, self.state.cutoff_for(None))
 
 
 def _share(embedder: Any) -> float | None:
