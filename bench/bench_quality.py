@@ -160,13 +160,15 @@ def _similarity(spec: str) -> tuple[str, dict]:
     out = {k: words.get(v.lower(), v) for k, v in pairs.items()}
     if "weights" in out:  # hybrid:weights=0.8/0.2
         out["weights"] = [float(w) for w in out["weights"].split("/")]
+    if "depth" in out:  # bm25_fused:depth=20
+        out["depth"] = int(out["depth"])
     return sim, out
 
 
 def _retriever_options(spec: str) -> tuple[str, dict]:
     """``_similarity``, analyzer options (``han_search``, ``compounds``, ...) as an analyzer."""
     sim, opts = _similarity(spec)
-    if set(opts) - {"stemmer", "weights", "coverage"}:
+    if set(opts) - {"stemmer", "weights", "coverage", "depth", "fusion"}:
         opts = {"analyzer": fr.get_analyzer(sim, **opts)}
     return sim, opts
 
