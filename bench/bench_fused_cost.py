@@ -34,6 +34,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
+    if args.rounds < 1 or args.threads < 1:
+        ap.error("--rounds and --threads must be at least 1")
     questions, _, contexts = squad_questions(load_cmrc2018_dev())
     build = {s: [] for s in SIMS}
     query = {s: [] for s in SIMS}
@@ -70,7 +72,7 @@ def main() -> int:
                 "query_ms": 1000 * qw,
                 "query_cpu_ms": 1000 * qc,
                 "qps": len(questions) / qw,
-            }  # fmt: skip
+            }
         )
     base = {r[0]: r for r in rows}["bm25"]
     ratio = [[r[0], r[2] / base[2], r[4] / base[4]] for r in rows]

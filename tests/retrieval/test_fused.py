@@ -5,7 +5,9 @@ to its NumPy twin, the CLI, the server and the MCP server."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -15,6 +17,7 @@ from mcp_support import mcp_search
 
 import fastrag as fr
 from fastrag.cli import main
+from fastrag.documents.store import Store
 from fastrag.errors import ConfigError
 from fastrag.retrieval.fusion import fuse_topk_numpy
 from fastrag.retrieval.paths import FusedBM25Path
@@ -189,3 +192,60 @@ def test_a_sharded_index_refuses_fused_and_says_what_to_do(tmp_path):
     with pytest.raises(ConfigError, match=r"not 'bm25_fused'.*bm25 and bm25_cjk for bm25_fused"):
         build_index(TEXTS, tmp_path / "sharded", similarity="bm25_fused", executor="local")
     assert not (tmp_path / "sharded").exists()
+
+
+SEARCHER = """
+import json, sys
+import fastrag as fr
+ret = fr.Retriever(fr.Document(store=sys.argv[1]), "root", "bm25_fused", topk=3)
+print(json.dumps([[h.id for h in hits] for hits in ret.batch(json.loads(sys.argv[2]))]))
+"""
+
+
+def test_threads_and_two_processes_share_the_fused_indexes(tmp_path):
+    """Eight threads on one Retriever get the serial hits; two processes that find no index
+    both build into one store, get the same hits, and leave a store that verifies."""
+    path = tmp_path / "store"
+    fr.Document.from_texts(TEXTS, store=str(path))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SEARCHER, str(path), json.dumps(QUERIES)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    doc = fr.Document(store=str(path), mode="r")
+    ret = fr.Retriever(doc, "root", "bm25_fused", topk=3)
+    want = [[h.id for h in hits] for hits in ret.batch(QUERIES)]
+    assert outs == [want, want] and doc.derived.builds == {}
+    assert Store(path).verify() == []
+    got: list = []
+
+    def search() -> None:
+        for _ in range(5):
+            got.append([[h.id for h in hits] for hits in ret.batch(QUERIES)])
+
+    threads = [threading.Thread(target=search) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [want] * 40
+
+
+def test_a_read_only_store_without_the_second_index_is_not_written(tmp_path):
+    path = tmp_path / "store"
+    fr.Retriever(fr.Document.from_texts(TEXTS, store=str(path)), "root", "bm25").prepare()
+    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    doc = fr.Document(store=str(path), mode="r")
+    hits = fr.Retriever(doc, "root", "bm25_fused", topk=3).batch(QUERIES)
+    assert all(hits) and doc.derived.builds == {"bm25": 1}  # bm25_cjk's, in memory
+    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
