@@ -50,6 +50,10 @@
 * **hexo** (held out, run once: it kept ``bm25`` the default over ``bm25_fused``): the Hexo docs
   and API reference in en zh zh-tw ja ko ru pt th es (MIT, ``bench/data/hexo/site.json``:
   ``--hexo-mirror``), chunked like **mixed**; 144 questions (16 intents x 9).
+* **tldr_tw** (held out, kept unseen for the Traditional Chinese segmentation): every
+  tldr-pages ``pages.zh_TW`` page of ``common/`` and ``linux/`` with its Simplified Chinese
+  and English pages (``bench/data/tldr_tw/build_corpus.py``, ``--tldr-tw-git``), one node per
+  page; 111 questions (37 commands x zh-tw, zh, en).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -105,7 +109,10 @@ BUILT_SETS = {
     "pinia": ("Pinia docs in English and Chinese", "a folder holding vuejs/pinia"),
     "vite": ("Vite docs in seven languages", "a folder of vitejs/vite + vitejs/docs-* dirs"),
     "hexo": ("Hexo docs in nine languages", "a folder holding hexojs/site"),
+    "tldr_tw": ("tldr-pages in Traditional Chinese", "a tldr-pages/tldr git dir"),
 }
+# built sets whose source is a git dir (``--<name>-git``), not a folder of mirrors
+GIT_SETS = {"tldr": "--tldr-git", "tldr_tw": "--tldr-tw-git"}
 KNOWN_ITEM_SETS = {
     "mixed": BENCH_DIR / "data" / "mixed_docs",
     "fastapi": BENCH_DIR / "data" / "fastapi_docs",
@@ -190,7 +197,7 @@ def run_known_items(name: str, sims: list[str], smoke: bool, split: str = "all")
     doc = fr.Document(
         str(corpus), store=str(work), embed=_embedder() if dense else None, show_progress=False
     )
-    group = "root" if name == "tldr" else "chunk"  # tldr pages are short: one node each
+    group = "root" if name in GIT_SETS else "chunk"  # tldr pages are short: one node each
     if group not in doc.group_names:
         doc.create_node_group(
             "chunk", transform=fr.SentenceSplitter(chunk_size=256, chunk_overlap=32)
@@ -635,7 +642,7 @@ def main() -> int:
         "--sets",
         default="mixed,cmrc",
         help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, biome, tauri, "
-        "vuerouter, pinia, vite, hexo, cmrc, scifact (comma list)",
+        "vuerouter, pinia, vite, hexo, tldr_tw, cmrc, scifact (comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -646,7 +653,7 @@ def main() -> int:
         "e.g. cmrc2018_trial.json for a held-out check)",
     )
     for name, (_, holds) in BUILT_SETS.items():
-        flag = "--tldr-git" if name == "tldr" else f"--{name}-mirror"
+        flag = GIT_SETS.get(name, f"--{name}-mirror")
         ap.add_argument(flag, dest=f"{name}_source", help=f"{holds}: (re)build that corpus first")
     ap.add_argument(
         "--merge",
@@ -695,12 +702,10 @@ def main() -> int:
                 git_corpus["build_site"](folder, Path(source), BUILT_CORPORA[name])
             else:
                 build = runpy.run_path(str(folder / "build_corpus.py"))["build"]
-                build(source if name == "tldr" else Path(source), BUILT_CORPORA[name])
+                build(source if name in GIT_SETS else Path(source), BUILT_CORPORA[name])
         if not BUILT_CORPORA[name].is_dir():
-            ap.error(
-                f"no {name} corpus at {BUILT_CORPORA[name]}; pass --{name}-"
-                f"{'git' if name == 'tldr' else 'mirror'} DIR to build it"
-            )
+            flag = GIT_SETS.get(name, f"--{name}-mirror")
+            ap.error(f"no {name} corpus at {BUILT_CORPORA[name]}; pass {flag} DIR to build it")
         results[name] = run_known_items(name, sims, args.smoke, args.split)
     if "cmrc" in sets:
         results["cmrc"] = run_cmrc(sims, args.smoke, args.repeats, args.cmrc)
