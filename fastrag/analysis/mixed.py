@@ -9,7 +9,9 @@ The text is lowercased and cut by script, in one numba pass (``fastrag._kernels.
   R@1 0.9717 -> 0.9708); after a text's tokens come the overlapping pairs of adjacent Han
   characters outside Japanese runs (``han_bigrams``, as ``bm25_cjk``'s bigrams: a query and a
   page segmented differently by jieba still share them; ant-design Chinese MRR@10 0.836 ->
-  0.889, tldr dev 0.762 -> 0.808, Vue 0.532 -> 0.594, CMRC R@1 0.9708 -> 0.9751);
+  0.889, tldr dev 0.762 -> 0.808, Vue 0.532 -> 0.594, CMRC R@1 0.9708 -> 0.9751); a text
+  that reads as Traditional Chinese is cut as its characters' Simplified forms (jieba's
+  dictionary is Simplified) and keeps its own characters (``han_traditional``);
 * a run of kana (with the kanji around it), Thai, Lao, Khmer or Myanmar is cut into words by
   :mod:`fastrag.analysis.wordseg` (MeCab/UniDic for Japanese, PyThaiNLP's newmm for Thai,
   LaoNLP for Lao when installed; character bigrams otherwise);
@@ -50,6 +52,7 @@ from fastrag.analysis.chinese import dictionary_tag
 from fastrag.analysis.cjk import char_classes
 from fastrag.analysis.compounds import compounds_tag, decompounder
 from fastrag.analysis.english import AUTO, default_stemmer, make_stemmer
+from fastrag.analysis.hant import is_traditional, segmentation_view, table_tag, to_simplified
 from fastrag.analysis.latin import LANGUAGES, function_words, rules_tag, text_languages
 from fastrag.analysis.segment import get_segmenter, jieba_tokenizer, segmenter
 from fastrag.analysis.spans import (
@@ -205,6 +208,10 @@ class MixedAnalyzer(Analyzer):
     has its Latin-script words stemmed by that language's Snowball stemmer (with the
     ``"auto"`` stemmer) and that language's function words dropped (with the default
     stopwords) instead of English's.
+    ``han_traditional`` (default True): a text with more Traditional-only than
+    Simplified-only Han characters is cut by jieba as its characters' Simplified forms
+    (:mod:`fastrag.analysis.hant`), its tokens keeping its own characters (``資料夾``, not
+    ``空資料, 夾裡``).
     """
 
     name = "bm25"
@@ -222,6 +229,7 @@ class MixedAnalyzer(Analyzer):
         compounds: bool = True,
         han_bigrams: bool = True,
         per_language: bool = True,
+        han_traditional: bool = True,
     ):
         check_str(
             "stemmer",
@@ -237,6 +245,7 @@ class MixedAnalyzer(Analyzer):
         self.compounds = check_bool("compounds", compounds)
         self.han_bigrams = check_bool("han_bigrams", han_bigrams)
         self.per_language = check_bool("per_language", per_language)
+        self.han_traditional = check_bool("han_traditional", han_traditional)
         self.stopwords = resolve_stopwords(stopwords, _DEFAULT_LISTS, lowercase=self.lowercase)
         # the default lists are English and Chinese: Japanese/Thai/... words skip them
         # (``所有`` is a Chinese stopword, not a Japanese one)
@@ -272,6 +281,7 @@ class MixedAnalyzer(Analyzer):
             "han_chars": self.han_chars,
             "han_bigrams": self.han_bigrams,
             "per_language": self._per_language_tag(),
+            "han_traditional": table_tag() if self.han_traditional else None,
             "dictionary": dictionary_tag(),
             "segmenters": segmenter_tags(),
         }
@@ -342,7 +352,7 @@ class MixedAnalyzer(Analyzer):
             han = [r for r in missing if HAN_LO <= ord(r[0]) <= HAN_HI and r not in seg]
             oov = [r for r in han if self.oov_chars and len(r) > 1]
             if oov:
-                freqs = segmenter().freqs(oov).tolist()
+                freqs = self._han_freqs(oov).tolist()
                 invented = {w for w, f in zip(oov, freqs, strict=True) if f == 0}
             else:
                 invented = set()
@@ -444,10 +454,23 @@ class MixedAnalyzer(Analyzer):
             for w in words
         }
         cand = sorted({p for ps in parts.values() for p in ps})
-        freqs = segmenter().freqs(cand).tolist()
+        freqs = self._han_freqs(cand).tolist()
         known = {p for p, f in zip(cand, freqs, strict=True) if f > 0}
         out = {w: [p for p in ps if p in known] for w, ps in parts.items()}
         return {w: ps for w, ps in out.items() if ps}
+
+    def _han_freqs(self, words: list[str]) -> np.ndarray:
+        """jieba's frequency of each Han word, or of its Simplified form when that is higher
+        (``han_traditional``: ``資料夾`` is the dictionary's ``资料夹``)."""
+        freqs = segmenter().freqs(words)
+        if not self.han_traditional or not words:
+            return freqs
+        simple = [to_simplified(w) for w in words]
+        changed = [i for i, (w, s) in enumerate(zip(words, simple, strict=True)) if s != w]
+        if changed:
+            other = segmenter().freqs([simple[i] for i in changed])
+            freqs[changed] = np.maximum(freqs[changed], other)
+        return freqs
 
     def _cut_han(self, text: str) -> list[str]:
         """jieba's words of a Han run (the kernel port once compiled, else jieba itself)."""
@@ -461,13 +484,18 @@ class MixedAnalyzer(Analyzer):
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         setdefault = local.setdefault
         for i, text in enumerate(texts):
+            trad = self.han_traditional and is_traditional(text)
             for m in _SPANS.finditer(text):
                 seg, han, cjk, word = m.groups()
                 if seg is not None:
                     ids.append(setdefault(seg, len(local)))
                 elif han is not None:
                     dt = dt or jieba_tokenizer()
-                    ids.extend(setdefault(w, len(local)) for w in dt.lcut(han, HMM=self.hmm))
+                    words = dt.lcut(to_simplified(han) if trad else han, HMM=self.hmm)
+                    if trad:  # the same spans of the text's own characters
+                        ends = np.cumsum([len(w) for w in words]).tolist()
+                        words = [han[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+                    ids.extend(setdefault(w, len(local)) for w in words)
                 elif cjk is not None:
                     last = len(cjk) - 1
                     for k in range(last):
@@ -486,9 +514,12 @@ class MixedAnalyzer(Analyzer):
         from fastrag._kernels.mixed import mixed_spans  # lazy: numba
 
         joined, cps, doc_off = texts_to_codepoints(texts)
-        seg = get_segmenter() if _has_han(cps) else _no_segmenter()
+        has_han = _has_han(cps)
+        seg = get_segmenter() if has_han else _no_segmenter()
+        # Traditional texts cut as their Simplified forms, spans read from the text itself
+        view = segmentation_view(cps, doc_off) if has_han and self.han_traditional else cps
         starts, lens, tok_off = mixed_spans(
-            cps,
+            view,
             doc_off,
             mixed_classes(),
             seg.keys,
