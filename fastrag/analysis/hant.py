@@ -1,9 +1,9 @@
 """Traditional Chinese for jieba: each Han character's Simplified form, one for one.
 
 jieba's dictionary is Simplified Chinese, so it cuts Traditional text badly (``資料夾`` is
-unknown; ``在空資料夾裡`` becomes ``空資料, 夾裡``). The default analyzer segments a text that
-reads as Traditional through its characters' Simplified forms and keeps the text's own
-characters in the tokens: the table maps one character to one character, so every span of
+unknown; ``在空資料夾裡`` becomes ``空資料, 夾裡``). ``bm25`` with ``han_traditional=True``
+segments a text that reads as Traditional through its characters' Simplified forms and keeps
+the text's own characters in the tokens: the table maps one character to one character, so every span of
 the converted text is a span of the original.
 
 The table (``data/han_t2s.txt``) is OpenCC's character conversions (``t2s`` and ``s2t``,

@@ -1,5 +1,6 @@
-"""Traditional Chinese in the default ``bm25`` analyzer: cut as its Simplified forms, tokens in
-its own characters; Simplified text untouched; the table is OpenCC's."""
+"""Traditional Chinese in ``bm25`` with ``han_traditional=True``: cut as its Simplified forms,
+tokens in its own characters; Simplified text untouched; off by default; the table is
+OpenCC's."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_which_texts_read_as_traditional():
 
 def test_a_traditional_text_is_cut_as_its_simplified_original(cmrc):
     contexts, questions, _ = cmrc
-    an = get_analyzer("bm25", stopwords=None)  # the stopword lists are Simplified
+    an = get_analyzer("bm25", stopwords=None, han_traditional=True)  # stopwords: Simplified
     # kana (a run with any goes to MeCab as written) and Traditional texts left out
     originals = [
         t
@@ -88,7 +89,7 @@ def test_a_traditional_text_is_cut_as_its_simplified_original(cmrc):
 
 def test_the_regex_path_cuts_traditional_text_as_the_kernel(cmrc):
     contexts, questions, _ = cmrc
-    an = MixedAnalyzer()
+    an = MixedAnalyzer(han_traditional=True)
     texts = [_traditional(t).lower() for t in contexts[:100] + questions[:200]]
     texts += ["在空資料夾裡建立新的 hexo 網站", "修改文章链接的网址格式", "東京タワーに行きました"]
     kernel = an._spans(texts)
@@ -101,22 +102,32 @@ def test_the_regex_path_cuts_traditional_text_as_the_kernel(cmrc):
 def test_simplified_text_tokens_are_unchanged(cmrc):
     contexts, questions, _ = cmrc
     texts = contexts[:200] + questions[:500]
-    on, off = get_analyzer("bm25"), get_analyzer("bm25", han_traditional=False)
+    on, off = get_analyzer("bm25", han_traditional=True), get_analyzer("bm25")
     assert [on(t) for t in texts] == [off(t) for t in texts]
 
 
 def test_traditional_words_and_the_option_in_the_identity():
-    on, off = get_analyzer("bm25"), get_analyzer("bm25", han_traditional=False)
+    on, off = get_analyzer("bm25", han_traditional=True), get_analyzer("bm25")
     text = "在空資料夾裡建立新的網站"
     assert on(text)[:5] == ["空", "資料夾", "資料", "裡", "建立"]
     assert "空資料" in off(text) and "空資料" not in on(text)
-    words = get_analyzer("bm25", han_bigrams=False)
+    words = get_analyzer("bm25", han_bigrams=False, han_traditional=True)
     assert words("用外掛程式產生額外的頁面") == ["外掛", "程式", "產生", "額外", "頁面"]
-    assert get_analyzer("bm25", han_bigrams=False, han_traditional=False)(
-        "用外掛程式產生額外的頁面"
-    ) == ["外掛", "外", "掛", "程式", "產生額", "產", "生", "額", "外", "頁", "面"]
+    assert get_analyzer("bm25", han_bigrams=False)("用外掛程式產生額外的頁面") == [
+        "外掛",
+        "外",
+        "掛",
+        "程式",
+        "產生額",
+        "產",
+        "生",
+        "額",
+        "外",
+        "頁",
+        "面",
+    ]
     assert on.options()["han_traditional"] == "opencc-1.4.2-chars"
-    assert off.options()["han_traditional"] is None
+    assert "han_traditional" not in off.options()  # the default's identity is unchanged
     assert on.identity() != off.identity()
     with pytest.raises(ConfigError, match="han_traditional"):
         get_analyzer("bm25", han_traditional="yes")
