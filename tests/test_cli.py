@@ -170,3 +170,35 @@ def test_a_command_parses_the_same_with_only_its_module_loaded():
         assert vars(build_parser([name]).parse_args(argv)) == vars(build_parser().parse_args(argv))
     for argv in ([], ["--help"], ["--version"], ["nope", "S"], ["--", "search"], ["--plugin"]):
         assert command_of(argv) is None
+
+
+def test_the_store_as_a_flag_as_ingest_takes_it(tmp_path, capsys):
+    """`fastrag search --store ST QUERY` (and ask, eval, mcp) equals `fastrag search ST QUERY`;
+    a store given both ways must agree, and a missing one is a usage error."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("A store is verified by checksums.\n")
+    (tmp_path / "docs" / "b.md").write_text("Queries run in batches.\n")
+    store = str(tmp_path / "st")
+    assert main(["ingest", str(tmp_path / "docs"), "--store", store, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["search", store, "checksums", "--json"]) == 0
+    positional = capsys.readouterr().out
+    assert main(["search", "--store", store, "checksums", "--json"]) == 0
+    assert capsys.readouterr().out == positional
+    assert main(["search", "checksums", "--store", store, "--json"]) == 0
+    assert capsys.readouterr().out == positional
+    assert main(["search", store, "checksums", "--store", store, "--json"]) == 0
+    assert capsys.readouterr().out == positional
+    assert json.loads(positional.splitlines()[0])["path"] == "a.md"
+    assert main(["ask", "--store", store, "how is a store verified?"]) == 0
+    assert "a.md" in capsys.readouterr().out
+    cases = [
+        (["search", "other", "checksums", "--store", store], "given twice"),
+        (["search", "--queries", "q.txt"], "name the store: `fastrag search STORE"),
+        (["ask", "--store", store], "give the question"),
+        (["serve"], "name the store: `fastrag serve STORE"),
+        (["mcp", "--store", str(tmp_path / "none")], "is not a fastrag store"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err, argv

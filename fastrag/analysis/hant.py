@@ -3,8 +3,8 @@
 jieba's dictionary is Simplified Chinese, so it cuts Traditional text badly (``資料夾`` is
 unknown; ``在空資料夾裡`` becomes ``空資料, 夾裡``). ``bm25`` with ``han_traditional=True``
 segments a text that reads as Traditional through its characters' Simplified forms and keeps
-the text's own characters in the tokens: the table maps one character to one character, so every span of
-the converted text is a span of the original.
+the text's own characters in the tokens: the table maps one character to one character, so
+every span of the converted text is a span of the original.
 
 The table (``data/han_t2s.txt``) is OpenCC's character conversions (``t2s`` and ``s2t``,
 Apache License 2.0) over the Han range jieba segments, written by :func:`build_table`. A text

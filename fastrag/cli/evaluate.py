@@ -14,6 +14,7 @@ from typing import Any
 from fastrag._coldstart import kernels_ready
 from fastrag.analysis.language import detect_language
 from fastrag.cli.common import UsageError, make_retriever, open_store
+from fastrag.cli.storearg import add_store_argument
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.errors import ReaderError
 from fastrag.eval.loaders import read_squad_json, squad_questions
@@ -188,7 +189,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 
 def add_eval_arguments(ev: argparse.ArgumentParser) -> None:
     """The arguments of ``fastrag eval`` (its handler, ``cmd_eval``, as ``func``)."""
-    ev.add_argument("store", nargs="?", help="a store built with fastrag ingest")
+    add_store_argument(ev, help="a store built with fastrag ingest", required=False)
     ev.add_argument("--questions", help="JSONL/JSON/CSV: question + answer | source | node_ids")
     ev.add_argument("--squad", help="SQuAD-format JSON file (e.g. CMRC 2018)")
     _eval_args(ev)

@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     _one_line_warnings(StoreWarning)
     try:
         load_plugins(args.plugin)
+        if hasattr(args, "store_flag"):  # a command that reads a store (storearg loaded)
+            from fastrag.cli.storearg import take_store  # lazy: --help loads no command code
+
+            take_store(args, args.command)
         return args.func(args)
     except FastragError as exc:  # a UsageError (fastrag.cli.common) too
         hint = (

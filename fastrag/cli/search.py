@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastrag.cli.common import UsageError, make_retriever, open_store
+from fastrag.cli.storearg import add_store_argument
 from fastrag.documents.document import Document
 from fastrag.errors import ReaderError
 from fastrag.eval.records import read_queries
@@ -121,6 +122,8 @@ def _llm_from(args: argparse.Namespace) -> OpenAILike | None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    if args.question is None:
+        raise UsageError("give the question: fastrag ask STORE QUESTION")
     doc = open_store(args.store)
     ret = make_retriever(doc, args.group, args.similarity, args.topk, args.filter)
     hits = ret(args.question)
@@ -176,7 +179,7 @@ def _query_args(p: argparse.ArgumentParser) -> None:
 
 def add_search_arguments(se: argparse.ArgumentParser) -> None:
     """The arguments of ``fastrag search`` (its handler, ``cmd_search``, as ``func``)."""
-    se.add_argument("store")
+    add_store_argument(se, then=("query",))
     se.add_argument("query", nargs="?")
     _query_args(se)
     se.add_argument("--json", action="store_true", help="one JSON object per hit")
@@ -187,8 +190,8 @@ def add_search_arguments(se: argparse.ArgumentParser) -> None:
 
 def add_ask_arguments(ask: argparse.ArgumentParser) -> None:
     """The arguments of ``fastrag ask`` (its handler, ``cmd_ask``, as ``func``)."""
-    ask.add_argument("store")
-    ask.add_argument("question")
+    add_store_argument(ask, then=("question",))
+    ask.add_argument("question", nargs="?")
     _query_args(ask)
     ask.add_argument(
         "--mode",

@@ -11,6 +11,7 @@ import os
 import sys
 
 from fastrag.cli.common import UsageError, require_store
+from fastrag.cli.storearg import add_store_argument
 from fastrag.documents.document import Document
 from fastrag.documents.store import MANIFEST
 from fastrag.integrations import mcp_server
@@ -134,7 +135,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``fastrag serve`` (its handler, ``cmd_serve``, as ``func``)."""
-    p.add_argument("store", help=ServeConfig.__dataclass_fields__["store"].metadata["help"])
+    add_store_argument(p, help=ServeConfig.__dataclass_fields__["store"].metadata["help"])
     add_config_flags(p)
     p.set_defaults(func=cmd_serve)
 

@@ -43,6 +43,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from fastrag._checks import check_int
+from fastrag.cli.storearg import add_store_argument, take_store
 from fastrag.errors import ConfigError, FastragError, missing_extra
 from fastrag.plugins import load_plugins
 from fastrag.retrieval.present import hit_record
@@ -422,7 +423,7 @@ def run_mcp(
 # -- command line (`fastrag mcp` and `python -m fastrag.integrations.mcp_server`) ---------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``fastrag mcp``."""
-    p.add_argument("store", help="a store built with fastrag ingest (opened read-only)")
+    add_store_argument(p, help="a store built with fastrag ingest (opened read-only)")
     p.add_argument("--group", help="default node group (default: the last one built)")
     p.add_argument(
         "--similarity",
@@ -496,6 +497,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from fastrag.documents.store import MANIFEST  # lazy: numpy and pyarrow
 
     load_plugins()  # $FASTRAG_PLUGINS (python -m fastrag.integrations.mcp_server)
+    take_store(args, "mcp")
     if not os.path.isfile(os.path.join(args.store, MANIFEST)):
         raise ConfigError(
             f"{args.store} is not a fastrag store (no {MANIFEST}); create one "
