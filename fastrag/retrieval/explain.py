@@ -60,17 +60,19 @@ def why_no_hits(ret: Retriever, query: str, flt: Any = None, mask: Any = None) -
             "loosen or drop the filter"
         )
     cut = ret.similarity_cut_off
-    if ret.sim.path.analyzed:
-        analyzer = ret.bm25_analyzer()
-        terms = analyzer.query_tokens(query)
-        if not terms:
+    lexicons = ret.path.lexicons(ret.doc, group) if ret.sim.path.analyzed else []
+    if lexicons:
+        # bm25_fused searches two indexes: a term of either could have scored
+        terms = [(analyzer.query_tokens(query), vocab) for analyzer, vocab in lexicons]
+        if not any(ts for ts, _ in terms):
+            names = " and the ".join(repr(a.name) for a, _ in lexicons)
+            which = "analyzers drop" if len(lexicons) > 1 else "analyzer drops"
             return (
-                f"the query has no indexable terms: the {analyzer.name!r} analyzer drops "
-                "all of it (stopwords, punctuation, symbols); use content words"
+                f"the query has no indexable terms: the {names} {which} all of it "
+                "(stopwords, punctuation, symbols); use content words"
             )
-        vocab = ret.bm25_vocabulary()
-        if not any(t in vocab for t in terms):
-            shown = ", ".join(dict.fromkeys(terms[:8]))
+        if not any(t in vocab for ts, vocab in terms for t in ts):
+            shown = ", ".join(dict.fromkeys(t for ts, _ in terms for t in ts[:8]))
             msg = f"none of the query's terms ({shown}) occurs in {where}"
             if _HAN.search(query) and ret.sim.analyzer in _WORD_ANALYZERS:
                 return (

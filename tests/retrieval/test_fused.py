@@ -123,6 +123,22 @@ def test_fused_options_filter_cutoff_and_errors(store):
         fr.Retriever(doc, "root", "bm25_fused", k1=-1)
 
 
+def test_why_no_hits_reads_both_analyzers(store):
+    """A query neither ranking can score is explained with both analyzers' terms; one that
+    only bm25 drops (stopwords) still finds bm25_cjk's hits."""
+    doc = fr.Document(store=str(store), mode="r")
+    ret = fr.Retriever(doc, "root", "bm25_fused", topk=3)
+    assert ret("jumping xylophones") == []
+    msg = ret.why_no_hits("jumping xylophones")
+    assert msg.startswith("none of the query's terms (jump, xylophon, jumping, xylophones) ")
+    assert ret("?!") == []
+    assert ret.why_no_hits("?!").startswith(
+        "the query has no indexable terms: the 'bm25' and the 'bm25_cjk' analyzers drop all"
+    )
+    assert fr.Retriever(doc, "root", "bm25", topk=3)("the with") == []
+    assert sorted(h.metadata["n"] for h in ret("the with")) == [0, 1, 6]
+
+
 def test_fused_through_the_cli(store, capsys):
     want = fr.Retriever(fr.Document(store=str(store), mode="r"), "root", "bm25_fused", topk=3)
     ids = [h.id for h in want("dynamic route parameter")]

@@ -88,3 +88,8 @@ class SearchPath:
     def search(self, prepared: Any, queries: Sequence[str], k: int, mask: Any) -> Hits:
         """Top-``k`` rows of ``prepared``'s group for each query, allowed by ``mask``."""
         raise NotImplementedError
+
+    def lexicons(self, doc: Any, group: Any) -> list[tuple[Any, Any]]:
+        """(analyzer, vocabulary) of each BM25 index this path searches in ``group`` (what
+        a query's terms must meet to score); none for a path without one."""
+        return []

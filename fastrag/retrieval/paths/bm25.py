@@ -54,6 +54,10 @@ class BM25Path(SearchPath):
         index, vocab = doc.derived.bm25(group, analyzer, self.bm25_params(), self.state.num_workers)
         return BM25Prepared(doc, group, index, vocab, analyzer)
 
+    def lexicons(self, doc: Any, group: Any) -> list[tuple[Any, Any]]:
+        prepared = self.prepare(doc, group)
+        return [(prepared.analyzer, prepared.vocab)]
+
     def store(self, doc: Any, group: Any) -> None:
         """Build and store the index (``doc.derived.store_bm25``): one streamed into the store
         is not loaded."""

@@ -70,6 +70,9 @@ class FusedBM25Path(SearchPath):
     def prepare(self, doc: Any, group: Any) -> tuple[Any, Any, int]:
         return self.first.prepare(doc, group), self.second.prepare(doc, group), len(group)
 
+    def lexicons(self, doc: Any, group: Any) -> list[tuple[Any, Any]]:
+        return self.first.lexicons(doc, group) + self.second.lexicons(doc, group)
+
     def store(self, doc: Any, group: Any) -> None:
         self.first.store(doc, group)
         self.second.store(doc, group)

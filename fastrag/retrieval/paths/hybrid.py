@@ -63,6 +63,9 @@ class HybridPath(SearchPath):
     def prepare(self, doc: Any, group: Any) -> tuple[Any, Any, int]:
         return self.bm25.prepare(doc, group), self.dense.prepare(doc, group), len(group)
 
+    def lexicons(self, doc: Any, group: Any) -> list[tuple[Any, Any]]:
+        return self.bm25.lexicons(doc, group)
+
     def _embedder(self, key: str) -> Any:
         """The embedder of ``key`` (None where the Document does not say)."""
         embedder = getattr(self.state.doc, "embedder", None)
