@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -280,3 +281,50 @@ def test_quality_known_items_smoke(tmp_path):
     table = (tmp_path / "q_smoke.md").read_text()
     assert "| lang | questions | best other | bm25 - best | 95% interval |" in table
     assert "| all | 10 | bm25_cjk |" in table
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_tldr_tw_corpus_from_a_git_snapshot(tmp_path):
+    """The Traditional Chinese set's builder: every zh_TW page of common/ and linux/, with the
+    Simplified and English page of the same name where one exists (common/ first)."""
+    repo = tmp_path / "tldr"
+    pages = {
+        "pages.zh_TW/common/ls.md": "# ls\n> 列出目錄內容。\n",
+        "pages.zh_TW/linux/top.md": "# top\n> 顯示行程。\n",
+        "pages.zh_TW/linux/ls.md": "# ls (linux)\n",
+        "pages.zh/common/ls.md": "# ls\n> 列出目录内容。\n",
+        "pages/common/ls.md": "# ls\n> List directory contents.\n",
+        "pages/linux/top.md": "# top\n> Show processes.\n",
+        "pages/common/cat.md": "# cat\n",  # no zh_TW page: left out
+    }
+    for rel, text in pages.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text, encoding="utf-8")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "pages")
+    build = runpy.run_path(str(BENCH / "data" / "tldr_tw" / "build_corpus.py"))["build"]
+    out = tmp_path / "corpus"
+    assert build(str(repo / ".git"), out, "HEAD") == 5
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*.md"))
+    assert files == ["en/ls.md", "en/top.md", "zh-tw/ls.md", "zh-tw/top.md", "zh/ls.md"]
+    assert (out / "zh-tw" / "ls.md").read_text(encoding="utf-8") == pages[
+        "pages.zh_TW/common/ls.md"
+    ]
+
+
+def test_tldr_tw_questions_ask_each_command_in_three_languages():
+    lines = (BENCH / "data" / "tldr_tw" / "questions.jsonl").read_text("utf-8").splitlines()
+    qs = [json.loads(line) for line in lines]
+    assert len(qs) == 111 and {q["split"] for q in qs} == {"heldout"}
+    by_target: dict[str, list[str]] = {}
+    for q in qs:
+        assert q["question"].strip() and set(q) == {"split", "lang", "target", "question"}
+        by_target.setdefault(q["target"], []).append(q["lang"])
+    assert len(by_target) == 37
+    assert all(sorted(v) == ["en", "zh", "zh-tw"] for v in by_target.values())
+    tldr = (BENCH / "data" / "tldr" / "questions.jsonl").read_text("utf-8").splitlines()
+    assert not set(by_target) & {json.loads(line)["target"] for line in tldr}
