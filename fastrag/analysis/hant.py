@@ -21,6 +21,8 @@ from types import SimpleNamespace
 import numpy as np
 
 __all__ = [
+    "HAN_HI",
+    "HAN_LO",
     "build_table",
     "han_tables",
     "is_traditional",
@@ -29,7 +31,7 @@ __all__ = [
     "to_simplified",
 ]
 
-HAN_LO, HAN_HI = 0x4E00, 0x9FD5  # the Han range jieba segments (mixed.HAN_LO/HAN_HI)
+HAN_LO, HAN_HI = 0x4E00, 0x9FD5  # the Han range jieba segments (the default analyzer's too)
 TABLE = Path(__file__).resolve().parent / "data" / "han_t2s.txt"
 
 

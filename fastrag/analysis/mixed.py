@@ -52,7 +52,14 @@ from fastrag.analysis.chinese import dictionary_tag
 from fastrag.analysis.cjk import char_classes
 from fastrag.analysis.compounds import compounds_tag, decompounder
 from fastrag.analysis.english import AUTO, default_stemmer, make_stemmer
-from fastrag.analysis.hant import is_traditional, segmentation_view, table_tag, to_simplified
+from fastrag.analysis.hant import (
+    HAN_HI,
+    HAN_LO,
+    is_traditional,
+    segmentation_view,
+    table_tag,
+    to_simplified,
+)
 from fastrag.analysis.latin import LANGUAGES, function_words, rules_tag, text_languages
 from fastrag.analysis.segment import get_segmenter, jieba_tokenizer, segmenter
 from fastrag.analysis.spans import (
@@ -69,7 +76,6 @@ from fastrag.errors import ConfigError
 
 __all__ = ["MixedAnalyzer", "mixed_classes"]
 
-HAN_LO, HAN_HI = 0x4E00, 0x9FD5  # the Han range jieba segments
 # bigram scripts: CJK ext A, the unified ideographs jieba leaves out, compatibility
 # ideographs, Hangul (syllables and jamo) and the supplementary ideograph planes
 _CJK_RANGES = (
