@@ -54,6 +54,10 @@
   tldr-pages ``pages.zh_TW`` page of ``common/`` and ``linux/`` with its Simplified Chinese
   and English pages (``bench/data/tldr_tw/build_corpus.py``, ``--tldr-tw-git``), one node per
   page; 111 questions (37 commands x zh-tw, zh, en).
+* **react_tw** (held out, kept unseen for ``han_traditional="bigrams"``): react.dev's learn and
+  reference pages from the zh-hant, zh-hans and English checkouts (CC BY 4.0,
+  ``bench/data/react_tw/build_corpus.py``: ``--react-tw-mirror``), chunked like **mixed**; 72
+  questions (24 intents x zh-tw, zh, en).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
   R@1/3/5 (the paragraph that holds the answer), plus the fusion settings ``hybrid`` was
   tuned with (on this set only).
@@ -110,6 +114,7 @@ BUILT_SETS = {
     "vite": ("Vite docs in seven languages", "a folder of vitejs/vite + vitejs/docs-* dirs"),
     "hexo": ("Hexo docs in nine languages", "a folder holding hexojs/site"),
     "tldr_tw": ("tldr-pages in Traditional Chinese", "a tldr-pages/tldr git dir"),
+    "react_tw": ("React docs in Traditional Chinese", "a folder of reactjs/react.dev + zh dirs"),
 }
 # built sets whose source is a git dir (``--<name>-git``), not a folder of mirrors
 GIT_SETS = {"tldr": "--tldr-git", "tldr_tw": "--tldr-tw-git"}
@@ -642,7 +647,7 @@ def main() -> int:
         "--sets",
         default="mixed,cmrc",
         help="mixed, fastapi, tldr, vue, react, astro, starlight, vitepress, biome, tauri, "
-        "vuerouter, pinia, vite, hexo, tldr_tw, cmrc, scifact (comma list)",
+        "vuerouter, pinia, vite, hexo, tldr_tw, react_tw, cmrc, scifact (comma list)",
     )
     ap.add_argument("--similarities", default=",".join(BM25_SIMS + DENSE_SIMS))
     ap.add_argument("--scifact", type=Path, help="a BEIR SciFact folder")
@@ -653,7 +658,7 @@ def main() -> int:
         "e.g. cmrc2018_trial.json for a held-out check)",
     )
     for name, (_, holds) in BUILT_SETS.items():
-        flag = GIT_SETS.get(name, f"--{name}-mirror")
+        flag = GIT_SETS.get(name, f"--{name.replace('_', '-')}-mirror")
         ap.add_argument(flag, dest=f"{name}_source", help=f"{holds}: (re)build that corpus first")
     ap.add_argument(
         "--merge",
@@ -704,7 +709,7 @@ def main() -> int:
                 build = runpy.run_path(str(folder / "build_corpus.py"))["build"]
                 build(source if name in GIT_SETS else Path(source), BUILT_CORPORA[name])
         if not BUILT_CORPORA[name].is_dir():
-            flag = GIT_SETS.get(name, f"--{name}-mirror")
+            flag = GIT_SETS.get(name, f"--{name.replace('_', '-')}-mirror")
             ap.error(f"no {name} corpus at {BUILT_CORPORA[name]}; pass {flag} DIR to build it")
         results[name] = run_known_items(name, sims, args.smoke, args.split)
     if "cmrc" in sets:
