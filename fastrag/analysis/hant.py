@@ -1,20 +1,25 @@
-"""Traditional Chinese for jieba: each Han character's Simplified form, one for one.
+"""Traditional Chinese for the default analyzer: which texts read as Traditional, and each
+Han character's Simplified form, one for one.
 
 jieba's dictionary is Simplified Chinese, so it cuts Traditional text badly (``資料夾`` is
-unknown; ``在空資料夾裡`` becomes ``空資料, 夾裡``). ``bm25`` with ``han_traditional=True``
-segments a text that reads as Traditional through its characters' Simplified forms and keeps
-the text's own characters in the tokens: the table maps one character to one character, so
-every span of the converted text is a span of the original.
+unknown; ``在空資料夾裡`` becomes ``空資料, 夾裡``). ``bm25``'s ``han_traditional`` says what
+a text that reads as Traditional gets instead: ``"bigrams"`` (the default) its Han runs as
+characters and overlapping pairs, as ``bm25_cjk``; ``"simplified"`` jieba's cut of its
+characters' Simplified forms, the tokens keeping the text's own characters (the table maps
+one character to one character, so every span of the converted text is a span of the
+original).
 
 The table (``data/han_t2s.txt``) is OpenCC's character conversions (``t2s`` and ``s2t``,
 Apache License 2.0) over the Han range jieba segments, written by :func:`build_table`. A text
 reads as Traditional when it holds more characters that only Traditional writes (``資``,
-``夾``) than characters that only Simplified writes (``资``, ``们``).
+``夾``) than characters that only Simplified writes (``资``, ``们``), and no kana: Japanese
+writes many of the same characters (``東``, ``語``) and is cut by MeCab.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,9 +34,15 @@ __all__ = [
     "segmentation_view",
     "table_tag",
     "to_simplified",
+    "traditional_han",
+    "traditional_texts",
 ]
 
 HAN_LO, HAN_HI = 0x4E00, 0x9FD5  # the Han range jieba segments (the default analyzer's too)
+# kana letters (hiragana, katakana, their phonetic extensions, halfwidth katakana): a text
+# holding one is not Traditional Chinese (the middle dot U+30FB and U+30FC are not letters)
+KANA_RANGES = ((0x3041, 0x3096), (0x30A1, 0x30FA), (0x31F0, 0x31FF), (0xFF66, 0xFF9D))
+_KANA = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in KANA_RANGES) + "]")
 TABLE = Path(__file__).resolve().parent / "data" / "han_t2s.txt"
 
 
@@ -69,31 +80,54 @@ def _han(cps: np.ndarray) -> np.ndarray:
     return (cps >= HAN_LO) & (cps <= HAN_HI)
 
 
-def segmentation_view(cps: np.ndarray, doc_off: np.ndarray) -> np.ndarray:
-    """``cps`` (texts joined, ``doc_off`` their offsets, as ``texts_to_codepoints``) with the
-    Han characters of each text that reads as Traditional replaced by their Simplified forms;
-    ``cps`` itself when no text changes."""
-    tables = han_tables()
+def traditional_texts(cps: np.ndarray, doc_off: np.ndarray) -> np.ndarray:
+    """bool per text of ``cps`` (texts joined, ``doc_off`` their offsets, as
+    ``texts_to_codepoints``): whether it reads as Traditional Chinese (:func:`is_traditional`)."""
+    n = len(doc_off) - 1
     han = _han(cps)
     if not han.any():
-        return cps
+        return np.zeros(n, dtype=bool)
     pos = np.flatnonzero(han)
-    votes = tables.evidence[cps[pos] - HAN_LO].astype(np.int64)
-    text_of = np.searchsorted(doc_off, pos, side="right") - 1
-    score = np.bincount(text_of, votes, minlength=len(doc_off) - 1)
-    trad = score[text_of] > 0
+    votes = han_tables().evidence[cps[pos] - HAN_LO].astype(np.int64)
+    score = np.bincount(np.searchsorted(doc_off, pos, side="right") - 1, votes, minlength=n)
+    trad = score > 0
+    if trad.any():
+        kana = np.zeros(len(cps), dtype=bool)
+        for a, b in KANA_RANGES:
+            kana |= (cps >= a) & (cps <= b)
+        if kana.any():
+            kpos = np.flatnonzero(kana)
+            trad &= np.bincount(np.searchsorted(doc_off, kpos, side="right") - 1, minlength=n) == 0
+    return trad
+
+
+def traditional_han(cps: np.ndarray, doc_off: np.ndarray) -> np.ndarray:
+    """Positions (int64, ascending) of the Han characters of the texts that read as
+    Traditional Chinese."""
+    trad = traditional_texts(cps, doc_off)
     if not trad.any():
+        return np.zeros(0, dtype=np.int64)
+    pos = np.flatnonzero(_han(cps))
+    return pos[trad[np.searchsorted(doc_off, pos, side="right") - 1]]
+
+
+def segmentation_view(cps: np.ndarray, doc_off: np.ndarray) -> np.ndarray:
+    """``cps`` with the Han characters of each text that reads as Traditional replaced by
+    their Simplified forms; ``cps`` itself when no text changes."""
+    pos = traditional_han(cps, doc_off)
+    if not pos.size:
         return cps
     out = cps.copy()
-    pos = pos[trad]
-    out[pos] = tables.t2s[cps[pos] - HAN_LO]
+    out[pos] = han_tables().t2s[cps[pos] - HAN_LO]
     return out
 
 
 def is_traditional(text: str) -> bool:
-    """Whether ``text`` holds more Traditional-only than Simplified-only Han characters."""
+    """Whether ``text`` holds more Traditional-only than Simplified-only Han characters, and
+    no kana."""
     evidence = han_tables().evidence
-    return sum(int(evidence[ord(c) - HAN_LO]) for c in text if HAN_LO <= ord(c) <= HAN_HI) > 0
+    votes = sum(int(evidence[ord(c) - HAN_LO]) for c in text if HAN_LO <= ord(c) <= HAN_HI)
+    return votes > 0 and not _KANA.search(text)
 
 
 def to_simplified(text: str) -> str:

@@ -9,9 +9,10 @@ The text is lowercased and cut by script, in one numba pass (``fastrag._kernels.
   R@1 0.9717 -> 0.9708); after a text's tokens come the overlapping pairs of adjacent Han
   characters outside Japanese runs (``han_bigrams``, as ``bm25_cjk``'s bigrams: a query and a
   page segmented differently by jieba still share them; ant-design Chinese MRR@10 0.836 ->
-  0.889, tldr dev 0.762 -> 0.808, Vue 0.532 -> 0.594, CMRC R@1 0.9708 -> 0.9751); with
-  ``han_traditional=True`` a text that reads as Traditional Chinese is cut as its
-  characters' Simplified forms (jieba's dictionary is Simplified), keeping its own characters;
+  0.889, tldr dev 0.762 -> 0.808, Vue 0.532 -> 0.594, CMRC R@1 0.9708 -> 0.9751); in a text
+  that reads as Traditional Chinese (:mod:`fastrag.analysis.hant`) the Han runs give their
+  characters instead of jieba's words (``han_traditional="bigrams"``: jieba's dictionary is
+  Simplified), followed by the same pairs;
 * a run of kana (with the kanji around it), Thai, Lao, Khmer or Myanmar is cut into words by
   :mod:`fastrag.analysis.wordseg` (MeCab/UniDic for Japanese, PyThaiNLP's newmm for Thai,
   LaoNLP for Lao when installed; character bigrams otherwise);
@@ -45,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from fastrag._checks import check_bool, check_str
+from fastrag._checks import check_bool, check_choice, check_str
 from fastrag._coldstart import kernels_for
 from fastrag.analysis.base import Analyzer
 from fastrag.analysis.chinese import dictionary_tag
@@ -59,6 +60,7 @@ from fastrag.analysis.hant import (
     segmentation_view,
     table_tag,
     to_simplified,
+    traditional_han,
 )
 from fastrag.analysis.latin import LANGUAGES, function_words, rules_tag, text_languages
 from fastrag.analysis.segment import get_segmenter, jieba_tokenizer, segmenter
@@ -155,6 +157,37 @@ _SCRIPT_RES = tuple(
 )
 
 
+def _jieba_han(cls: np.ndarray) -> np.ndarray:
+    """Which code points (``cls``: their ``mixed_classes``) are Han outside a run of Han and
+    segmented-script characters that holds any of the latter (such a run goes to
+    :mod:`fastrag.analysis.wordseg`)."""
+    han, seg = cls == 3, cls == 4
+    if seg.any():
+        run = han | seg
+        start = run.copy()
+        start[1:] &= ~run[:-1]
+        rid = np.cumsum(start) - 1
+        with_seg = np.bincount(rid[seg], minlength=int(start.sum())) > 0
+        han &= ~with_seg[np.maximum(rid, 0)]
+    return han
+
+
+def _drop_pairs(
+    starts: np.ndarray, lens: np.ndarray, tok_off: np.ndarray, chars: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``mixed_spans``'s spans without the two-character ones that hold a position of
+    ``chars`` (Han characters of Traditional texts cut as characters: their pairs come with
+    every text's Han pairs)."""
+    mark = np.zeros(n + 1, dtype=bool)
+    mark[chars] = True
+    keep = ~((lens == 2) & (mark[starts] | mark[starts + 1]))
+    n_texts = len(tok_off) - 1
+    text_of = np.repeat(np.arange(n_texts), np.diff(tok_off))
+    out = np.zeros(n_texts + 1, dtype=np.int64)
+    np.cumsum(np.bincount(text_of[keep], minlength=n_texts), out=out[1:])
+    return starts[keep], lens[keep], out
+
+
 def _script_stemmer(word: str) -> str | None:
     for pattern, language in _SCRIPT_RES:
         if pattern.search(word):
@@ -214,11 +247,13 @@ class MixedAnalyzer(Analyzer):
     has its Latin-script words stemmed by that language's Snowball stemmer (with the
     ``"auto"`` stemmer) and that language's function words dropped (with the default
     stopwords) instead of English's.
-    ``han_traditional=True``: a text with more Traditional-only than Simplified-only Han
-    characters is cut by jieba as its characters' Simplified forms
-    (:mod:`fastrag.analysis.hant`), its tokens keeping its own characters (``資料夾``, not
-    ``空資料, 夾裡``). Off by default: Traditional Chinese MRR@10 0.705 against 0.713 on the
-    held-out tldr set that decided it (0.500 against 0.383 on Hexo's, where it was built).
+    ``han_traditional``: what a text that reads as Traditional Chinese gets (more
+    Traditional-only than Simplified-only Han characters and no kana,
+    :mod:`fastrag.analysis.hant`): ``"bigrams"`` (the default) its Han runs as characters
+    plus the pairs every text gets, as ``bm25_cjk`` (jieba cuts ``在空資料夾裡`` into ``空資料,
+    夾裡``); ``"simplified"`` (or True) jieba's cut of its characters' Simplified forms, the
+    tokens keeping its own characters (``資料夾``; Traditional Chinese MRR@10 0.705 against
+    0.713 without it on the held-out tldr set); None (or False) jieba's cut as written.
     """
 
     name = "bm25"
@@ -236,7 +271,7 @@ class MixedAnalyzer(Analyzer):
         compounds: bool = True,
         han_bigrams: bool = True,
         per_language: bool = True,
-        han_traditional: bool = False,
+        han_traditional: str | bool | None = "bigrams",
     ):
         check_str(
             "stemmer",
@@ -252,7 +287,13 @@ class MixedAnalyzer(Analyzer):
         self.compounds = check_bool("compounds", compounds)
         self.han_bigrams = check_bool("han_bigrams", han_bigrams)
         self.per_language = check_bool("per_language", per_language)
-        self.han_traditional = check_bool("han_traditional", han_traditional)
+        mode = check_choice(
+            "han_traditional",
+            han_traditional,
+            ("bigrams", "simplified", True, False, None),
+            note="how a text that reads as Traditional Chinese is cut",
+        )
+        self.han_traditional: str | None = {True: "simplified", False: None}.get(mode, mode)
         self.stopwords = resolve_stopwords(stopwords, _DEFAULT_LISTS, lowercase=self.lowercase)
         # the default lists are English and Chinese: Japanese/Thai/... words skip them
         # (``所有`` is a Chinese stopword, not a Japanese one)
@@ -290,8 +331,11 @@ class MixedAnalyzer(Analyzer):
             "per_language": self._per_language_tag(),
             "dictionary": dictionary_tag(),
             "segmenters": segmenter_tags(),
-            # only when on: the default's identity is the one stores were built with
-            **({"han_traditional": table_tag()} if self.han_traditional else {}),
+            **(
+                {"han_traditional": f"{self.han_traditional}:{table_tag()}"}
+                if self.han_traditional
+                else {}
+            ),
         }
 
     def _per_language_tag(self) -> str | None:
@@ -469,9 +513,9 @@ class MixedAnalyzer(Analyzer):
 
     def _han_freqs(self, words: list[str]) -> np.ndarray:
         """jieba's frequency of each Han word, or of its Simplified form when that is higher
-        (``han_traditional``: ``資料夾`` is the dictionary's ``资料夹``)."""
+        (``han_traditional="simplified"``: ``資料夾`` is the dictionary's ``资料夹``)."""
         freqs = segmenter().freqs(words)
-        if not self.han_traditional or not words:
+        if self.han_traditional != "simplified" or not words:
             return freqs
         simple = [to_simplified(w) for w in words]
         changed = [i for i, (w, s) in enumerate(zip(words, simple, strict=True)) if s != w]
@@ -492,11 +536,15 @@ class MixedAnalyzer(Analyzer):
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         setdefault = local.setdefault
         for i, text in enumerate(texts):
-            trad = self.han_traditional and is_traditional(text)
+            trad = bool(self.han_traditional) and is_traditional(text)
+            chars = trad and self.han_traditional == "bigrams"
+            trad = trad and not chars
             for m in _SPANS.finditer(text):
                 seg, han, cjk, word = m.groups()
                 if seg is not None:
                     ids.append(setdefault(seg, len(local)))
+                elif han is not None and chars:
+                    ids.extend(setdefault(c, len(local)) for c in han)
                 elif han is not None:
                     dt = dt or jieba_tokenizer()
                     words = dt.lcut(to_simplified(han) if trad else han, HMM=self.hmm)
@@ -524,8 +572,17 @@ class MixedAnalyzer(Analyzer):
         joined, cps, doc_off = texts_to_codepoints(texts)
         has_han = _has_han(cps)
         seg = get_segmenter() if has_han else _no_segmenter()
-        # Traditional texts cut as their Simplified forms, spans read from the text itself
-        view = segmentation_view(cps, doc_off) if has_han and self.han_traditional else cps
+        view, chars = cps, None
+        if has_han and self.han_traditional == "simplified":
+            # Traditional texts cut as their Simplified forms, spans read from the text itself
+            view = segmentation_view(cps, doc_off)
+        elif has_han and self.han_traditional == "bigrams":
+            chars = traditional_han(cps, doc_off)
+            if chars.size:  # not those in a run wordseg cuts (``・`` beside them, say)
+                chars = chars[_jieba_han(mixed_classes()[cps])[chars]]
+            if chars.size:  # as a rarer ideograph (unigrams and pairs), the pairs dropped below
+                view = cps.copy()
+                view[chars] = _CJK_RANGES[0][0]
         starts, lens, tok_off = mixed_spans(
             view,
             doc_off,
@@ -539,6 +596,8 @@ class MixedAnalyzer(Analyzer):
             seg.emit_p,
             self.hmm,
         )
+        if chars is not None and chars.size:
+            starts, lens, tok_off = _drop_pairs(starts, lens, tok_off, chars, len(cps))
         ids, first = text_kernels().intern_spans(cps, starts, lens)
         return span_strings(joined, cps, starts[first], lens[first]), ids, tok_off
 
@@ -561,15 +620,7 @@ class MixedAnalyzer(Analyzer):
 
     def _text_bigrams(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         joined, cps, doc_off = texts_to_codepoints(texts)
-        cls = mixed_classes()[cps]
-        han, seg = cls == 3, cls == 4
-        if seg.any():
-            run = han | seg
-            start = run.copy()
-            start[1:] &= ~run[:-1]
-            rid = np.cumsum(start) - 1
-            with_seg = np.bincount(rid[seg], minlength=int(start.sum())) > 0
-            han &= ~with_seg[np.maximum(rid, 0)]
+        han = _jieba_han(mixed_classes()[cps])
         starts = np.flatnonzero(han[:-1] & han[1:])  # texts end in '\n': no pair spans two
         offsets = np.searchsorted(starts, doc_off).astype(np.int64)
         if not len(starts):
