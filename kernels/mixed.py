@@ -107,3 +107,48 @@ def mixed_spans(cps, doc_off, cls, keys, vals, freq, logp, start_p, trans_p, emi
                 i += 1
         tok_off[d + 1] = t
     return starts[:t], lens[:t], tok_off
+
+
+@njit(cache=True)
+def traditional_han(cps, doc_off, cls, votes, lo, kana):
+    """Positions (int64, ascending) of the ``MIX_HAN`` characters outside runs holding a
+    ``MIX_SEG`` character, in each text that reads as Traditional Chinese: the sum of
+    ``votes[c - lo]`` over its Han characters (+1 Traditional-only, -1 Simplified-only) is
+    positive and it holds no code point of the ``kana`` ranges (int64, k x 2, inclusive)."""
+    n_docs = doc_off.shape[0] - 1
+    out = np.empty(doc_off[n_docs] - doc_off[0], dtype=np.int64)
+    t = 0
+    for d in range(n_docs):
+        score = 0
+        has_kana = False
+        for i in range(doc_off[d], doc_off[d + 1]):
+            c = cps[i]
+            k = cls[c]
+            if k == MIX_HAN:
+                score += votes[c - lo]
+            elif k == MIX_SEG:
+                for r in range(kana.shape[0]):
+                    if kana[r, 0] <= c <= kana[r, 1]:
+                        has_kana = True
+                if has_kana:
+                    break
+        if score <= 0 or has_kana:
+            continue
+        i = doc_off[d]
+        end = doc_off[d + 1]
+        while i < end:
+            k = cls[cps[i]]
+            if k != MIX_HAN and k != MIX_SEG:
+                i += 1
+                continue
+            j = i
+            seg = False
+            while j < end and (cls[cps[j]] == MIX_HAN or cls[cps[j]] == MIX_SEG):
+                seg = seg or cls[cps[j]] == MIX_SEG
+                j += 1
+            if not seg:
+                for p in range(i, j):
+                    out[t] = p
+                    t += 1
+            i = j
+    return out[:t]

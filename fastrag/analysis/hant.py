@@ -35,14 +35,13 @@ __all__ = [
     "table_tag",
     "to_simplified",
     "traditional_han",
-    "traditional_texts",
 ]
 
 HAN_LO, HAN_HI = 0x4E00, 0x9FD5  # the Han range jieba segments (the default analyzer's too)
 # kana letters (hiragana, katakana, their phonetic extensions, halfwidth katakana): a text
 # holding one is not Traditional Chinese (the middle dot U+30FB and U+30FC are not letters)
-KANA_RANGES = ((0x3041, 0x3096), (0x30A1, 0x30FA), (0x31F0, 0x31FF), (0xFF66, 0xFF9D))
-_KANA = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in KANA_RANGES) + "]")
+KANA_LETTERS = ((0x3041, 0x3096), (0x30A1, 0x30FA), (0x31F0, 0x31FF), (0xFF66, 0xFF9D))
+_KANA = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in KANA_LETTERS) + "]")
 TABLE = Path(__file__).resolve().parent / "data" / "han_t2s.txt"
 
 
@@ -76,45 +75,27 @@ def table_tag() -> str:
     return han_tables().tag
 
 
-def _han(cps: np.ndarray) -> np.ndarray:
-    return (cps >= HAN_LO) & (cps <= HAN_HI)
+def traditional_han(cps: np.ndarray, doc_off: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Positions (int64, ascending) of the Han characters jieba would cut (not in a run with
+    kana, Thai, ...: ``wordseg`` cuts those) in the texts of ``cps`` (texts joined,
+    ``doc_off`` their offsets, as ``texts_to_codepoints``) that read as Traditional Chinese
+    (:func:`is_traditional`); ``classes``: the default analyzer's ``mixed_classes()``."""
+    from fastrag._kernels.mixed import traditional_han as kernel  # lazy: numba
+
+    return kernel(cps, doc_off, classes, han_tables().evidence, HAN_LO, _kana_ranges())
 
 
-def traditional_texts(cps: np.ndarray, doc_off: np.ndarray) -> np.ndarray:
-    """bool per text of ``cps`` (texts joined, ``doc_off`` their offsets, as
-    ``texts_to_codepoints``): whether it reads as Traditional Chinese (:func:`is_traditional`)."""
-    n = len(doc_off) - 1
-    han = _han(cps)
-    if not han.any():
-        return np.zeros(n, dtype=bool)
-    pos = np.flatnonzero(han)
-    votes = han_tables().evidence[cps[pos] - HAN_LO].astype(np.int64)
-    score = np.bincount(np.searchsorted(doc_off, pos, side="right") - 1, votes, minlength=n)
-    trad = score > 0
-    if trad.any():
-        kana = np.zeros(len(cps), dtype=bool)
-        for a, b in KANA_RANGES:
-            kana |= (cps >= a) & (cps <= b)
-        if kana.any():
-            kpos = np.flatnonzero(kana)
-            trad &= np.bincount(np.searchsorted(doc_off, kpos, side="right") - 1, minlength=n) == 0
-    return trad
+@functools.lru_cache(maxsize=1)
+def _kana_ranges() -> np.ndarray:
+    out = np.asarray(KANA_LETTERS, dtype=np.int64)
+    out.setflags(write=False)
+    return out
 
 
-def traditional_han(cps: np.ndarray, doc_off: np.ndarray) -> np.ndarray:
-    """Positions (int64, ascending) of the Han characters of the texts that read as
-    Traditional Chinese."""
-    trad = traditional_texts(cps, doc_off)
-    if not trad.any():
-        return np.zeros(0, dtype=np.int64)
-    pos = np.flatnonzero(_han(cps))
-    return pos[trad[np.searchsorted(doc_off, pos, side="right") - 1]]
-
-
-def segmentation_view(cps: np.ndarray, doc_off: np.ndarray) -> np.ndarray:
+def segmentation_view(cps: np.ndarray, doc_off: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """``cps`` with the Han characters of each text that reads as Traditional replaced by
-    their Simplified forms; ``cps`` itself when no text changes."""
-    pos = traditional_han(cps, doc_off)
+    their Simplified forms (:func:`traditional_han`); ``cps`` itself when no text changes."""
+    pos = traditional_han(cps, doc_off, classes)
     if not pos.size:
         return cps
     out = cps.copy()

@@ -575,11 +575,9 @@ class MixedAnalyzer(Analyzer):
         view, chars = cps, None
         if has_han and self.han_traditional == "simplified":
             # Traditional texts cut as their Simplified forms, spans read from the text itself
-            view = segmentation_view(cps, doc_off)
+            view = segmentation_view(cps, doc_off, mixed_classes())
         elif has_han and self.han_traditional == "bigrams":
-            chars = traditional_han(cps, doc_off)
-            if chars.size:  # not those in a run wordseg cuts (``・`` beside them, say)
-                chars = chars[_jieba_han(mixed_classes()[cps])[chars]]
+            chars = traditional_han(cps, doc_off, mixed_classes())
             if chars.size:  # as a rarer ideograph (unigrams and pairs), the pairs dropped below
                 view = cps.copy()
                 view[chars] = _CJK_RANGES[0][0]

@@ -20,8 +20,8 @@ from fastrag.analysis.hant import (
     table_tag,
     to_simplified,
     traditional_han,
-    traditional_texts,
 )
+from fastrag.analysis.mixed import mixed_classes
 from fastrag.analysis.spans import texts_to_codepoints
 from fastrag.analysis.wordseg import SEG_RANGES
 from fastrag.errors import ConfigError
@@ -34,6 +34,9 @@ def _traditional(text: str) -> str:
     for t, s in sorted(han_tables().trans.items()):
         back.setdefault(s, chr(t))
     return "".join(back.get(ch, ch) for ch in text)
+
+
+_CORPUS_SAMPLE = ["修改文章链接的网址格式", "著作权", "在空文件夹里建立新的网站", "plain", "说明书"]
 
 
 def test_the_table_maps_one_han_character_to_one():
@@ -64,20 +67,24 @@ def test_which_texts_read_as_traditional():
     assert not is_traditional("資料夾ｶ") and is_traditional("資料夾・資料")  # ･ U+30FB: no letter
     texts = ["修改文章連結的網址格式", "修改文章链接的网址格式", "plain words"]
     _, cps, off = texts_to_codepoints(texts)
-    view = segmentation_view(cps, off)
+    view = segmentation_view(cps, off, mixed_classes())
     assert view.shape == cps.shape and view is not cps
     changed = np.flatnonzero(view != cps)
     assert changed.size and (changed < off[1]).all()  # only the Traditional text
     joined = "".join(map(chr, view.tolist()))
     assert joined.split("\n")[:3] == ["修改文章连结的网址格式", texts[1], texts[2]]
     _, cps, off = texts_to_codepoints(texts[1:])
-    assert segmentation_view(cps, off) is cps
-    texts = ["東京語を開く", "資料夾 abc", "", "资料夹", "資料夾・資料"]
+    assert segmentation_view(cps, off, mixed_classes()) is cps
+    texts = ["東京語を開く", "資料夾 abc", "", "资料夹", "資料夾・資料", "資料ｶ", "資料夾ー夾x夾"]
     _, cps, off = texts_to_codepoints(texts)
-    assert traditional_texts(cps, off).tolist() == [is_traditional(t) for t in texts]
-    assert traditional_texts(cps, off).tolist() == [False, True, False, False, True]
-    pos = traditional_han(cps, off).tolist()
-    assert [chr(cps[p]) for p in pos] == list("資料夾資料夾資料")
+    pos = traditional_han(cps, off, mixed_classes()).tolist()
+    # Han outside runs wordseg cuts (``・`` and ``ー`` are in its ranges), in order
+    assert [chr(cps[p]) for p in pos] == list("資料夾夾")
+    assert pos == sorted(pos)
+    texts = [_traditional(t) for t in _CORPUS_SAMPLE] + ["東京語を開く", "資料夾"] * 3
+    _, cps, off = texts_to_codepoints(texts)
+    text_of = np.searchsorted(off, traditional_han(cps, off, mixed_classes()), side="right") - 1
+    assert sorted(set(text_of.tolist())) == [i for i, t in enumerate(texts) if is_traditional(t)]
 
 
 def test_a_traditional_text_is_cut_as_its_simplified_original(cmrc):
