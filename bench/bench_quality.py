@@ -54,8 +54,8 @@
   tldr-pages ``pages.zh_TW`` page of ``common/`` and ``linux/`` with its Simplified Chinese
   and English pages (``bench/data/tldr_tw/build_corpus.py``, ``--tldr-tw-git``), one node per
   page; 111 questions (37 commands x zh-tw, zh, en).
-* **react_tw** (held out, kept unseen for ``han_traditional="bigrams"``): react.dev's learn and
-  reference pages from the zh-hant, zh-hans and English checkouts (CC BY 4.0,
+* **react_tw** (held out, run once: it kept ``han_traditional="bigrams"`` the default):
+  react.dev's learn and reference pages from the zh-hant, zh-hans and English checkouts (CC BY 4.0,
   ``bench/data/react_tw/build_corpus.py``: ``--react-tw-mirror``), chunked like **mixed**; 72
   questions (24 intents x zh-tw, zh, en).
 * **cmrc**: CMRC 2018 dev (848 paragraphs, 3,219 questions), one node per paragraph:
