@@ -328,3 +328,59 @@ def test_tldr_tw_questions_ask_each_command_in_three_languages():
     assert all(sorted(v) == ["en", "zh", "zh-tw"] for v in by_target.values())
     tldr = (BENCH / "data" / "tldr" / "questions.jsonl").read_text("utf-8").splitlines()
     assert not set(by_target) & {json.loads(line)["target"] for line in tldr}
+
+
+def test_react_tw_corpus_from_git_snapshots(tmp_path):
+    """The React Traditional Chinese set's builder: the learn and reference pages of the
+    zh-hant, zh-hans and English checkouts, each under its language's folder."""
+    mod = runpy.run_path(str(BENCH / "data" / "react_tw" / "build_corpus.py"))
+    build = mod["build"]
+    assert {k: v[0] for k, v in mod["REPOS"].items()} == {
+        "zh-tw": "reactjs/zh-hant.react.dev",
+        "zh": "reactjs/zh-hans.react.dev",
+        "en": "reactjs/react.dev",
+    }
+    mirror = tmp_path / "mirror"
+    texts = {
+        "zh-tw": "# 你的第一個元件\n",
+        "zh": "# 你的第一个组件\n",
+        "en": "# Your First Component\n",
+    }
+    for lang, (repo, _) in mod["REPOS"].items():
+        root = mirror / repo.replace("/", "+")
+        for rel, text in (
+            ("src/content/learn/your-first-component.md", texts[lang]),
+            ("src/content/reference/react/useId.md", "# useId\n"),
+            ("src/content/blog/post.md", "# not a page\n"),
+        ):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+        _git(root, "init", "-q")
+        _git(root, "add", ".")
+        _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "pages")
+    build.__globals__["REPOS"] = {k: (v[0], "HEAD") for k, v in mod["REPOS"].items()}
+    out = tmp_path / "corpus"
+    assert build(mirror, out, "{owner}+{name}/.git") == 6
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*.md"))
+    assert files == sorted(
+        f"{lang}/{page}"
+        for lang in ("en", "zh", "zh-tw")
+        for page in ("learn/your-first-component.md", "reference/react/useId.md")
+    )
+    for lang, text in texts.items():
+        assert (out / lang / "learn" / "your-first-component.md").read_text("utf-8") == text
+
+
+def test_react_tw_questions_ask_each_intent_in_three_languages():
+    from fastrag.analysis.hant import is_traditional
+
+    lines = (BENCH / "data" / "react_tw" / "questions.jsonl").read_text("utf-8").splitlines()
+    qs = [json.loads(line) for line in lines]
+    assert len(qs) == 72 and {q["split"] for q in qs} == {"heldout"}
+    assert all(set(q) == {"split", "lang", "target", "question"} for q in qs)
+    for i in range(0, 72, 3):  # one intent: zh-tw, zh, en, same target
+        trio = qs[i : i + 3]
+        assert [q["lang"] for q in trio] == ["zh-tw", "zh", "en"]
+        assert len({q["target"] for q in trio}) == 1
+        assert is_traditional(trio[0]["question"]) and not is_traditional(trio[1]["question"])
+    assert len({q["target"] for q in qs}) == 14
