@@ -190,6 +190,11 @@ def test_the_store_as_a_flag_as_ingest_takes_it(tmp_path, capsys):
     assert main(["search", store, "checksums", "--store", store, "--json"]) == 0
     assert capsys.readouterr().out == positional
     assert json.loads(positional.splitlines()[0])["path"] == "a.md"
+    assert main(["search", store, "store batches", "--json", "--topk", "1"]) == 0
+    one = capsys.readouterr().out
+    assert len(one.splitlines()) == 1
+    assert main(["search", store, "store batches", "--json", "-k", "1"]) == 0  # as bm25s's k
+    assert capsys.readouterr().out == one
     assert main(["ask", "--store", store, "how is a store verified?"]) == 0
     assert "a.md" in capsys.readouterr().out
     cases = [

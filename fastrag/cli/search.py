@@ -169,6 +169,7 @@ def _query_args(p: argparse.ArgumentParser) -> None:
         "too), bm25_english, bm25_chinese, bm25_cjk, bm25_fused, cosine, hybrid, ...",
     )
     p.add_argument(
+        "-k",
         "--topk",
         type=int,
         default=DEFAULT_TOPK,
