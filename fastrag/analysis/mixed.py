@@ -157,21 +157,6 @@ _SCRIPT_RES = tuple(
 )
 
 
-def _jieba_han(cls: np.ndarray) -> np.ndarray:
-    """Which code points (``cls``: their ``mixed_classes``) are Han outside a run of Han and
-    segmented-script characters that holds any of the latter (such a run goes to
-    :mod:`fastrag.analysis.wordseg`)."""
-    han, seg = cls == 3, cls == 4
-    if seg.any():
-        run = han | seg
-        start = run.copy()
-        start[1:] &= ~run[:-1]
-        rid = np.cumsum(start) - 1
-        with_seg = np.bincount(rid[seg], minlength=int(start.sum())) > 0
-        han &= ~with_seg[np.maximum(rid, 0)]
-    return han
-
-
 def _drop_pairs(
     starts: np.ndarray, lens: np.ndarray, tok_off: np.ndarray, chars: np.ndarray, n: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -536,19 +521,18 @@ class MixedAnalyzer(Analyzer):
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         setdefault = local.setdefault
         for i, text in enumerate(texts):
-            trad = bool(self.han_traditional) and is_traditional(text)
-            chars = trad and self.han_traditional == "bigrams"
-            trad = trad and not chars
+            mode = self.han_traditional if self.han_traditional and is_traditional(text) else None
             for m in _SPANS.finditer(text):
                 seg, han, cjk, word = m.groups()
                 if seg is not None:
                     ids.append(setdefault(seg, len(local)))
-                elif han is not None and chars:
+                elif han is not None and mode == "bigrams":
                     ids.extend(setdefault(c, len(local)) for c in han)
                 elif han is not None:
                     dt = dt or jieba_tokenizer()
-                    words = dt.lcut(to_simplified(han) if trad else han, HMM=self.hmm)
-                    if trad:  # the same spans of the text's own characters
+                    simplified = mode == "simplified"
+                    words = dt.lcut(to_simplified(han) if simplified else han, HMM=self.hmm)
+                    if simplified:  # the same spans of the text's own characters
                         ends = np.cumsum([len(w) for w in words]).tolist()
                         words = [han[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
                     ids.extend(setdefault(w, len(local)) for w in words)
@@ -618,7 +602,15 @@ class MixedAnalyzer(Analyzer):
 
     def _text_bigrams(self, texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         joined, cps, doc_off = texts_to_codepoints(texts)
-        han = _jieba_han(mixed_classes()[cps])
+        cls = mixed_classes()[cps]
+        han, seg = cls == 3, cls == 4
+        if seg.any():
+            run = han | seg
+            start = run.copy()
+            start[1:] &= ~run[:-1]
+            rid = np.cumsum(start) - 1
+            with_seg = np.bincount(rid[seg], minlength=int(start.sum())) > 0
+            han &= ~with_seg[np.maximum(rid, 0)]
         starts = np.flatnonzero(han[:-1] & han[1:])  # texts end in '\n': no pair spans two
         offsets = np.searchsorted(starts, doc_off).astype(np.int64)
         if not len(starts):
