@@ -280,6 +280,8 @@ def run_child(cfg: dict) -> dict:
 
 
 # --------------------------------------------------------------------------------- parent
+#: environment that hides AVX-512 from the children (``--hide-avx512``; empty otherwise)
+HIDE_AVX512: dict[str, str] = {}
 AVX2_ERA_KERNELS = {
     "haswell",
     "zen",
@@ -298,7 +300,10 @@ AVX2_ERA_KERNELS = {
 
 
 def has_avx512() -> bool:
-    """The CPU has the AVX-512 subsets OpenBLAS's SkylakeX kernels use (F, BW, DQ, VL)."""
+    """The CPU has the AVX-512 subsets OpenBLAS's SkylakeX kernels use (F, BW, DQ, VL), and
+    the run does not hide them (``--hide-avx512``)."""
+    if HIDE_AVX512:
+        return False
     try:
         flags = set(Path("/proc/cpuinfo").read_text().split())
     except OSError:
@@ -319,6 +324,7 @@ def sgemm_probe(coretype: str | None) -> dict:
 
 def child_env(threads: int, coretype: str | None) -> dict[str, str]:
     env = dict(os.environ)
+    env.update(HIDE_AVX512)
     for var in ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         env[var] = str(threads)
     env.pop("OPENBLAS_CORETYPE", None)
@@ -541,6 +547,11 @@ def main(argv: list[str] | None = None) -> None:
         "--coretype", default="auto", help="OPENBLAS_CORETYPE for the children: auto|none|<name>"
     )
     ap.add_argument("--name", default=None, help="results file name (default dense / dense_smoke)")
+    ap.add_argument(
+        "--hide-avx512",
+        action="store_true",
+        help="children see no AVX-512 (CPUID faulting): the AVX2 paths of every library here",
+    )
     ap.add_argument("--from-json", help="re-render the Markdown and PNG of a results JSON")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--sgemm-only", action="store_true", help=argparse.SUPPRESS)
@@ -560,6 +571,11 @@ def main(argv: list[str] | None = None) -> None:
         cfg = json.loads(Path(args.child[0]).read_text())
         Path(args.child[1]).write_text(json.dumps(run_child(cfg)))
         return
+    if args.hide_avx512:
+        from _avx2only import hide_avx512_env
+
+        HIDE_AVX512.update(hide_avx512_env())
+        os.environ["FASTRAG_BENCH_AVX512_HIDDEN"] = "1"  # the report's CPU class
     if args.smoke:
         args.sizes, args.n_queries, args.repeats, args.single = "20000x64", 200, 2, 10
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]

