@@ -22,7 +22,8 @@ CPU seconds (``time.process_time``) and wall seconds are both reported, with the
 the load (and table verification) time of each embedder is its own column.
 
 Usage: ``python bench/bench_static_embed.py`` (up to 2,000 texts per set, 20 for e5),
-``--smoke`` (20 texts, 2 for e5). Writes ``bench/results/static_embed.json`` and ``.md``
+``--smoke`` (20 texts, 2 for e5), ``--hide-avx512`` (the AVX2 paths of an AVX-512 CPU,
+``_avx2only.py``). Writes ``bench/results/static_embed.json`` and ``.md``
 (``static_embed_smoke.*`` for ``--smoke``).
 """
 
@@ -141,7 +142,17 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--out", default=None, help="results folder (default bench/results)")
+    ap.add_argument(
+        "--hide-avx512",
+        action="store_true",
+        help="run on the AVX2 paths: the process restarts with AVX-512 hidden (CPUID faulting)",
+    )
     args = ap.parse_args()
+    if args.hide_avx512 and os.environ.get("FASTRAG_BENCH_AVX512_HIDDEN") != "1":
+        from _avx2only import hide_avx512_env
+
+        env = {**os.environ, **hide_avx512_env()}
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
     if args.smoke:
         args.texts, args.e5_texts, args.repeats = 20, 2, 1
     t = str(args.threads)
