@@ -21,10 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _harness import WORK_DIR
-
-#: set in the parent and the children of a run with AVX-512 hidden (the machine's label)
-MARK = "FASTRAG_BENCH_AVX512_HIDDEN"
+from _harness import AVX512_HIDDEN, WORK_DIR
 
 C_SOURCE = r"""
 #define _GNU_SOURCE
@@ -82,14 +79,9 @@ _CHECK = (
 )
 
 
-def hidden() -> bool:
-    """Whether this run hides AVX-512 from its children."""
-    return os.environ.get(MARK) == "1"
-
-
 def hide_avx512_env() -> dict[str, str]:
-    """``LD_PRELOAD`` (and :data:`MARK`) for children that see no AVX-512; exits with a message
-    where this machine cannot do it."""
+    """``LD_PRELOAD`` (and ``AVX512_HIDDEN``) for children that see no AVX-512; exits with a
+    message where this machine cannot do it."""
     info = Path("/proc/cpuinfo")
     flags = set(info.read_text().split()) if info.exists() else set()
     if "cpuid_fault" not in flags:
@@ -105,7 +97,7 @@ def hide_avx512_env() -> dict[str, str]:
         tmp = lib.with_suffix(f".{os.getpid()}.tmp")
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src)], check=True)
         os.replace(tmp, lib)
-    env = {"LD_PRELOAD": str(lib), MARK: "1"}
+    env = {"LD_PRELOAD": str(lib), AVX512_HIDDEN: "1"}
     seen = subprocess.run(
         [sys.executable, "-c", _CHECK], env={**os.environ, **env}, capture_output=True, text=True
     )

@@ -148,7 +148,9 @@ def main() -> None:
         help="run on the AVX2 paths: the process restarts with AVX-512 hidden (CPUID faulting)",
     )
     args = ap.parse_args()
-    if args.hide_avx512 and os.environ.get("FASTRAG_BENCH_AVX512_HIDDEN") != "1":
+    from _harness import AVX512_HIDDEN, machine_info, markdown_table, write_results
+
+    if args.hide_avx512 and os.environ.get(AVX512_HIDDEN) != "1":
         from _avx2only import hide_avx512_env
 
         env = {**os.environ, **hide_avx512_env()}
@@ -159,7 +161,6 @@ def main() -> None:
     for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "RAYON_NUM_THREADS"):
         os.environ[var] = t
     os.environ["TOKENIZERS_PARALLELISM"] = "true" if args.threads > 1 else "false"
-    from _harness import machine_info, markdown_table, write_results
 
     sets = {
         "fastapi (6 languages)": fastapi_chunks(args.texts),

@@ -38,9 +38,8 @@ def avx2_env(tmp_path_factory):
     sys.path.insert(0, str(BENCH))
     try:
         import _avx2only
-        import _harness
 
-        _harness.WORK_DIR = _avx2only.WORK_DIR = tmp_path_factory.mktemp("avx2only")
+        _avx2only.WORK_DIR = tmp_path_factory.mktemp("avx2only")
         return {**os.environ, **_avx2only.hide_avx512_env()}
     finally:
         sys.path.remove(str(BENCH))
