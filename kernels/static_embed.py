@@ -13,8 +13,13 @@ import numpy as np
 from numba import njit, prange
 
 from ._config import FASTMATH
+from .intrinsics import prefetch
 
 __all__ = ["pool_rows"]
+
+# Rows are read in token order, which is random in a large table: the row this many tokens
+# ahead is prefetched.
+_AHEAD = 16
 
 
 @njit(cache=True, parallel=True, fastmath=FASTMATH)
@@ -26,7 +31,14 @@ def pool_rows(
     d = table.shape[1]
     for i in prange(n):
         acc = np.zeros(d, dtype=np.float32)
-        for j in range(offsets[i], offsets[i + 1]):
+        end = offsets[i + 1]
+        for j in range(offsets[i], end):
+            if j + _AHEAD < end:
+                ahead = ids[j + _AHEAD]
+                row = table[ahead]
+                for k in range(0, d, 64):
+                    prefetch(row, k)
+                prefetch(scales, ahead)
             t = ids[j]
             s = scales[t]
             for k in range(d):

@@ -12,7 +12,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["CP_LIMIT", "build_edge_table", "build_trie", "child", "trie_capacity"]
+__all__ = [
+    "CP_LIMIT",
+    "build_edge_table",
+    "build_trie",
+    "child",
+    "edge_slot",
+    "hash_slot",
+    "trie_capacity",
+]
 
 CP_LIMIT = 0x110000
 
@@ -53,6 +61,27 @@ def child(keys, vals, node, cp):
         k = keys[slot]
         if k == key:
             return vals[slot]
+        if k == -1:
+            return -1
+        slot = (slot + 1) & mask
+
+
+@njit(cache=True, inline="always")
+def hash_slot(keys, node, cp):
+    """The slot where the search for edge ``(node, cp)`` starts."""
+    return _mix(np.int64(node) * CP_LIMIT + np.int64(cp)) & (keys.shape[0] - 1)
+
+
+@njit(cache=True, inline="always")
+def edge_slot(keys, node, cp):
+    """The slot of edge ``(node, cp)`` in ``keys``, or -1 if ``node`` has no such child."""
+    key = np.int64(node) * CP_LIMIT + np.int64(cp)
+    mask = keys.shape[0] - 1
+    slot = _mix(key) & mask
+    while True:
+        k = keys[slot]
+        if k == key:
+            return slot
         if k == -1:
             return -1
         slot = (slot + 1) & mask

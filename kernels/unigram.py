@@ -1,7 +1,8 @@
 """Unigram (SentencePiece) tokenization of words over code points, equal to ``tokenizers``'.
 
-The vocabulary is a code-point trie (:mod:`.trie`): ``keys`` and ``children`` its edges,
-``piece[node]`` the id of the piece that ends at ``node`` (-1 for none).
+The vocabulary is a code-point trie (:mod:`.trie`): ``keys`` its hash table of edges and, in
+the same slots, ``edges`` int64 ``child | (piece + 1) << 32``: the child node and the id of the
+piece that ends there (-1, so 0 stored, for none), read together.
 
 :func:`encode_words` runs ``tokenizers``' ``Unigram.encode_optimized`` on each word with the
 metaspace ``"▁"`` prepended (``Metaspace(prepend_scheme="always")`` on a word without
@@ -17,9 +18,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .trie import child
+from .intrinsics import prefetch
+from .trie import edge_slot, hash_slot
 
 __all__ = ["encode_words", "map_code_points"]
+
+# The second edge of the match starting this many characters ahead is prefetched: the first
+# (a single character) is mostly cached, the second rarely, and each match's lookups wait on
+# each other.
+_AHEAD = 8
 
 
 @njit(cache=True)
@@ -27,8 +34,7 @@ def _viterbi(
     text: np.ndarray,
     m: int,
     keys: np.ndarray,
-    children: np.ndarray,
-    piece: np.ndarray,
+    edges: np.ndarray,
     scores: np.ndarray,
     unk_id: int,
     unk_score: float,
@@ -44,16 +50,23 @@ def _viterbi(
         start[j] = -1
     best[0] = 0.0
     for s in range(m):
+        if s + _AHEAD + 1 < m:
+            first = edge_slot(keys, 0, text[s + _AHEAD])
+            if first >= 0:
+                slot = hash_slot(keys, edges[first] & 0xFFFFFFFF, text[s + _AHEAD + 1])
+                prefetch(keys, slot)
+                prefetch(edges, slot)
         here = best[s]
         single = False
         node = np.int64(0)
         e = s
         while e < m:
-            node = np.int64(child(keys, children, node, text[e]))
-            if node < 0:
+            slot = edge_slot(keys, node, text[e])
+            if slot < 0:
                 break
+            node = edges[slot] & 0xFFFFFFFF
+            pid = (edges[slot] >> 32) - 1
             e += 1
-            pid = piece[node]
             if pid >= 0:
                 cand = scores[pid] + here
                 if start[e] < 0 or cand > best[e]:
@@ -86,8 +99,7 @@ def encode_words(
     cps: np.ndarray,
     offsets: np.ndarray,
     keys: np.ndarray,
-    children: np.ndarray,
-    piece: np.ndarray,
+    edges: np.ndarray,
     scores: np.ndarray,
     unk_id: int,
     unk_score: float,
@@ -125,7 +137,7 @@ def encode_words(
                 m += 1
                 j += 1
             n_out = _viterbi(
-                text, m, keys, children, piece, scores, unk_id, unk_score,
+                text, m, keys, edges, scores, unk_id, unk_score,
                 best, start, tok, path, out_ids, n_out,
             )  # fmt: skip
         out_counts[w] = n_out - first

@@ -74,10 +74,14 @@ class UnigramWords:
         if not len(pieces) or not np.isfinite(scores).all():
             raise ConfigError("pieces must not be empty and scores must be finite")
         self.unk = check_int("unk", unk, min=0, max=len(pieces) - 1)
-        self._keys, self._children, self._piece = code_point_trie(pieces)
+        self._keys, children, piece = code_point_trie(pieces)
+        # each slot's child and the piece ending there, one read (fastrag._kernels.unigram)
+        child = children.astype(np.int64)
+        ends = piece[np.maximum(child, 0)].astype(np.int64) + 1
+        self._edges = np.where(child >= 0, child | (ends << 32), -1)
         self._scores = scores
         self._unk_score = float(scores.min()) - 10.0  # tokenizers' K_UNK_PENALTY
-        for a in (self._keys, self._children, self._piece, self._scores):
+        for a in (self._keys, self._edges, self._scores):
             a.flags.writeable = False
 
     def encode(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -95,8 +99,7 @@ class UnigramWords:
             cps,
             offsets,
             self._keys,
-            self._children,
-            self._piece,
+            self._edges,
             self._scores,
             self.unk,
             self._unk_score,

@@ -16,13 +16,13 @@ import numpy as np
 from numba import njit
 
 from .._config import FASTMATH
+from ..intrinsics import prefetch
 from .lazy import ensure_at, find, plain_term, plain_terms, ready_ranked
 from .primitives import (
     BOUND_SLACK,
     final_bar,
     offer_bar,
     popcount,
-    prefetch,
     raise_row,
 )
 

@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from .._config import FASTMATH
+from ..intrinsics import prefetch
 from .heads import head_admit, plan_head, rank_term
 from .lazy import ensure_at, ensure_range, find, plain_term, plain_terms
 from .primitives import (
@@ -27,7 +28,6 @@ from .primitives import (
     final_bar,
     heapsort,
     offer_bar,
-    prefetch,
     raise_row,
     sort_rows,
 )

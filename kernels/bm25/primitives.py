@@ -1,4 +1,4 @@
-"""Small pieces the BM25 kernels share: CPU intrinsics, heap offers and bars, a galloping
+"""Small pieces the BM25 kernels share: an atomic add, heap offers and bars, a galloping
 search in ascending rows, and sorts that compile quickly.
 
 Hot loops index with unsigned integers where they can: numba then skips its negative-index
@@ -8,7 +8,6 @@ fix-up on every access.
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir as _ir
 from numba import njit
 from numba.core import cgutils as _cgutils
 from numba.core import types as _nbtypes
@@ -20,25 +19,6 @@ from ..topk import heap_offer, heap_sift_down
 # Relative slack on upper bounds so that float32 rounding can never prune a document that
 # would have made the top-k (a pruned bound is always a true bound).
 BOUND_SLACK = 1.0 + 2e-5
-
-
-@intrinsic
-def prefetch(typingctx, arr, idx):
-    """Hint the CPU to load ``arr[idx]`` into cache (no bounds check; never faults)."""
-    sig = _nbtypes.void(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        i8p = _ir.IntType(8).as_pointer()
-        i32 = _ir.IntType(32)
-        fnty = _ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32])
-        fn = _cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch")
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @intrinsic
