@@ -178,13 +178,15 @@ def _dense(log: Callable[[str], None]) -> None:
 
 def _static_embed(log: Callable[[str], None]) -> None:
     """StaticEmbedding's pooling kernel, with the argument kinds it gets (a read-only,
-    memory-mapped int8 table), and e5's tokenizing kernels."""
+    memory-mapped int8 table), its word cache's gather and e5's tokenizing kernels."""
     rows = np.zeros((4, 8), dtype=np.int8)
     rows.flags.writeable = False
     out = np.empty((2, 8), dtype=np.float32)
     ids, offsets = np.array([1, 2, 3], np.int32), np.array([0, 1, 3], np.int64)
     static_embed.pool_rows(rows, np.ones(4, np.float32), ids, offsets, out)
-    log("  static embedding pooling")
+    two = np.ones(2, np.int64)
+    static_embed.gather_spans(np.zeros(4, np.int32), two, two, np.array([1, 0], np.int64))
+    log("  static embedding pooling, cached words' ids")
     from fastrag.embeddings.unigram import CodePointMap, UnigramWords  # lazy: numba
     from fastrag.embeddings.wordpiece import AsciiWordPiece  # lazy: numba
 

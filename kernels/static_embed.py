@@ -15,7 +15,7 @@ from numba import njit, prange
 from ._config import FASTMATH
 from .intrinsics import prefetch
 
-__all__ = ["pool_rows"]
+__all__ = ["gather_spans", "pool_rows"]
 
 # Rows are read in token order, which is random in a large table: the row this many tokens
 # ahead is prefetched.
@@ -53,3 +53,23 @@ def pool_rows(
         else:
             for k in range(d):
                 out[i, k] = 0.0
+
+
+@njit(cache=True)
+def gather_spans(
+    flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, words: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The spans ``flat[starts[w]:starts[w] + lens[w]]`` of ``words`` one after the other, as
+    ``(values int32, offsets int64 (len(words) + 1,))``."""
+    n = words.shape[0]
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    for i in range(n):
+        offsets[i + 1] = offsets[i] + lens[words[i]]
+    out = np.empty(offsets[n], np.int32)
+    for i in range(n):
+        a = starts[words[i]]
+        o = offsets[i]
+        for j in range(offsets[i + 1] - o):
+            out[o + j] = flat[a + j]
+    return out, offsets

@@ -87,6 +87,16 @@ def cjk_units(
     return codes, runs, offsets
 
 
+def _new_codes(chars: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """The code points of ``chars`` (each below ``_TOP``) that ``table`` has no word for
+    (-1), sorted and each once."""
+    if len(chars) < 4096:
+        return np.unique(chars[table[chars] < 0])
+    seen = np.zeros(_TOP, np.bool_)  # a mark per code point: far faster than sorting
+    seen[chars] = True
+    return np.flatnonzero(seen & (table < 0))
+
+
 class WordIds:
     """Cache of words' token ids; :meth:`ids` turns split texts into ragged ids.
 
@@ -179,13 +189,10 @@ class WordIds:
                 del self.index[w]
 
     def _gather(self, wids: np.ndarray, word_off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lens = self._len[wids]
-        tok_off = np.zeros(len(wids) + 1, np.int64)
-        np.cumsum(lens, out=tok_off[1:])
-        # each token's place in the flat array: its word's start plus its rank in the word
-        shift = self._start[wids] - tok_off[:-1]
-        ids = self._flat[np.repeat(shift, lens) + np.arange(int(tok_off[-1]))]
-        return ids.astype(np.int32, copy=False), tok_off[word_off]
+        from fastrag._kernels.static_embed import gather_spans  # lazy: numba
+
+        ids, tok_off = gather_spans(self._flat, self._start, self._len, wids)
+        return ids, tok_off[word_off]
 
     def ids(self, split: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
         """``(ids int32, offsets int64 (n + 1,))`` of texts given as lists of words."""
@@ -207,11 +214,11 @@ class WordIds:
         table = self._by_code
         if table is None:
             table = np.full(_TOP, -1, np.int64)
-        unknown = np.unique(chars[table[chars] < 0])
+        unknown = _new_codes(chars, table)
         if len(self.index) + len(unknown) + len(runs) > self.max_words:
             self._clear()  # now, so that no clear while adding leaves stale entries in table
             table = np.full(_TOP, -1, np.int64)
-            unknown = np.unique(chars)
+            unknown = _new_codes(chars, table)
         wids, once = self._word_ids([chr(c) for c in unknown.tolist()] + runs)
         if self._by_code is None:  # (a clear while adding drops table, all unknown then)
             self._by_code = table

@@ -148,12 +148,18 @@ def test_cjk_ideographs_are_split_exactly_where_bert_pads_them(minilm_table):
     )
     data = load_cmrc2018_dev()
     texts = [p["context"] for a in data["data"][:20] for p in a["paragraphs"]]
-    ids, offsets = emb.tokenize(texts)
-    for i, t in enumerate(texts):
-        assert (
-            ids[offsets[i] : offsets[i + 1]].tolist() == ref.encode(t, add_special_tokens=False).ids
-        )
-    assert "的" in emb._words.index
+    want = [ref.encode(t, add_special_tokens=False).ids for t in texts]
+    # a large batch of new ideographs, then one with most of them known and a few new, then
+    # single texts (the small-batch path)
+    more = [p["context"] for a in data["data"][20:24] for p in a["paragraphs"]]
+    more_want = [ref.encode(t, add_special_tokens=False).ids for t in more]
+    for batch, wants in ((texts, want), (more + texts, more_want + want), (texts[:3], want)):
+        ids, offsets = emb.tokenize(batch)
+        for i in range(len(batch)):
+            assert ids[offsets[i] : offsets[i + 1]].tolist() == wants[i]
+    assert sum(map(len, texts)) > 8_000 and "的" in emb._words.index  # above 4,096 ideographs
+    fresh = StaticEmbedding.load(minilm_table)
+    assert [fresh.tokenize([t])[0].tolist() for t in more] == more_want
 
 
 def test_batch_equals_one_by_one(minilm_table):
