@@ -65,7 +65,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_bm25_corpus as gen
-from _harness import RESULTS_DIR, WORK_DIR, machine_info, markdown_table, median, write_results
+from _harness import (
+    AVX512_HIDDEN,
+    RESULTS_DIR,
+    WORK_DIR,
+    machine_info,
+    markdown_table,
+    median,
+    write_results,
+)
 from bench_bm25 import as_lists, bm25s_nbytes, log, timed, verify
 
 import fastrag
@@ -686,7 +694,8 @@ def render(payload: dict) -> str:
     m, a = payload["machine"], payload["args"]
     lines = ["# BM25: fastrag vs PISA, tantivy and bm25s (same tokens, top-10)", ""]
     lines.append(
-        f"Machine: {m['cpu']}, {m['usable_cores']} usable cores, load average "
+        f"Machine: {m['cpu']} ({m.get('cpu_class', '?')}), {m['usable_cores']} usable cores, "
+        "load average "
         f"(1/5/15 min) at start {[round(x, 2) for x in m['loadavg_at_start']]}, at end "
         f"{[round(x, 2) for x in payload.get('loadavg_at_end', [])]}; python {m['python']}, "
         f"numpy {m['numpy']}, numba {m.get('numba')}, bm25s {m.get('bm25s')}, pyterrier-pisa "
@@ -1096,6 +1105,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--name", default=None, help="results file name (default bm25_pisa, or bm25_pisa_smoke)"
     )
+    ap.add_argument(
+        "--hide-avx512",
+        action="store_true",
+        help="run on the AVX2 paths: the process restarts with AVX-512 hidden (CPUID faulting)",
+    )
     ap.add_argument("--from-json", help="re-render the Markdown and plot of a results JSON")
     ap.add_argument(
         "--merge",
@@ -1104,6 +1118,13 @@ def main(argv: list[str] | None = None) -> None:
         help="merge these results JSONs into --out (blocks of several runs)",
     )
     args = ap.parse_args(argv)
+    if args.hide_avx512 and os.environ.get(AVX512_HIDDEN) != "1":
+        from _avx2only import hide_avx512_env
+
+        rest = sys.argv[1:] if argv is None else argv
+        os.execve(
+            sys.executable, [sys.executable, __file__, *rest], {**os.environ, **hide_avx512_env()}
+        )
     if args.merge:
         payload = merge(args.merge)
         out = Path(args.out) if args.out else RESULTS_DIR
