@@ -51,21 +51,6 @@ def build_edge_table(parents, cps, children):
     return keys, vals
 
 
-@njit(cache=True)
-def child(keys, vals, node, cp):
-    """The child of ``node`` along code point ``cp``, or -1."""
-    key = np.int64(node) * CP_LIMIT + np.int64(cp)
-    mask = keys.shape[0] - 1
-    slot = _mix(key) & mask
-    while True:
-        k = keys[slot]
-        if k == key:
-            return vals[slot]
-        if k == -1:
-            return -1
-        slot = (slot + 1) & mask
-
-
 @njit(cache=True, inline="always")
 def hash_slot(keys, node, cp):
     """The slot where the search for edge ``(node, cp)`` starts."""
@@ -85,6 +70,13 @@ def edge_slot(keys, node, cp):
         if k == -1:
             return -1
         slot = (slot + 1) & mask
+
+
+@njit(cache=True)
+def child(keys, vals, node, cp):
+    """The child of ``node`` along code point ``cp``, or -1."""
+    slot = edge_slot(keys, node, cp)
+    return vals[slot] if slot >= 0 else -1
 
 
 def trie_capacity(n_edges: int) -> int:
