@@ -2,8 +2,8 @@
 ``bm25_chinese`` over CMRC dev (paragraphs and questions) and the first 8,000 lines of the
 bench's 2 MB server log, memo cold (``release_memo`` first) and warm (best of 5).
 
-Each round runs every checkout once, each in a fresh process with ``PYTHONPATH=<checkout>``
-(kernels loaded from its numba cache; run ``fastrag warmup`` in each first), in turn:
+Each round runs every checkout once, each in a fresh process that imports ``fastrag`` and
+``fastrag._kernels`` from that checkout (checked) with its own numba cache, in turn:
 
     python bench/ab_tokenize_checkouts.py BEFORE_DIR AFTER_DIR --rounds 6
 
@@ -13,32 +13,30 @@ analyzer and state, each checkout's median CPU seconds and the median of the pai
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import WORK_DIR, machine_info, markdown_table, median, write_results
+from _checkouts import checkout_args, interleave, paired, report
+from _harness import WORK_DIR, median
 from gen_log import write_log
 
 ANALYZERS = ("bm25", "bm25_chinese")
 LOG_LINES = 8000
 
 CHILD = r"""
-import json, sys, time
+import time
 from fastrag.analysis import get_analyzer
 from fastrag.datasets import load_cmrc2018_dev
 from fastrag.eval.loaders import squad_questions
+import fastrag._kernels.jieba as jieba_kernel
+assert jieba_kernel.__file__.startswith(os.path.dirname(OUT["kernels"]))
 
-import fastrag
-log = open(sys.argv[1], encoding="utf-8").read().splitlines()[: int(sys.argv[2])]
+log = open(sys.argv[2], encoding="utf-8").read().splitlines()[: int(sys.argv[3])]
 questions, _, contexts = squad_questions(load_cmrc2018_dev())
 samples = {"cmrc": contexts + questions, "log": log}
-out = {"fastrag": fastrag.__file__}
-for name in sys.argv[3:]:
+out = OUT
+for name in sys.argv[4:]:
     an = get_analyzer(name)
     an.encode_chunk(["warm 中文 up"])
     for sample, texts in samples.items():
@@ -56,6 +54,11 @@ print(json.dumps(out))
 """
 
 
+TITLE = "Tokenizing CPU time"
+WHAT = "CPU seconds of `encode_chunk`: cold = memo released first, warm = best of 5 after it"
+HEADERS = ["analyzer", "sample", "memo", "before s", "after s", "after / before (paired)"]
+
+
 def log_file() -> Path:
     path = WORK_DIR / "ab_tokenize" / "log_2mb_s0.log"
     if not path.exists():
@@ -63,46 +66,15 @@ def log_file() -> Path:
     return path
 
 
-def run(checkout: Path, log: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(log), str(LOG_LINES), *ANALYZERS],
-        env=env,
-        cwd=checkout,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{checkout}: {proc.stderr}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    if not Path(out["fastrag"]).resolve().is_relative_to(checkout.resolve()):
-        raise SystemExit(f"{checkout}: imported fastrag from {out['fastrag']}")
-    return out
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("before", type=Path)
-    ap.add_argument("after", type=Path)
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--name", default="ab_tokenize_checkouts")
-    args = ap.parse_args()
-    log = log_file()
-    rounds = []
-    for r in range(args.rounds):
-        load = os.getloadavg()[0]
-        rounds.append(
-            {"load": load, "before": run(args.before, log), "after": run(args.after, log)}
-        )
-        print(f"round {r + 1}/{args.rounds} done (load {load:.2f})", flush=True)
+    args = checkout_args(__doc__.splitlines()[0], 6, "ab_tokenize_checkouts").parse_args()
+    child_args = [str(log_file()), str(LOG_LINES), *ANALYZERS]
+    rounds = interleave(args, CHILD, child_args, "ab_tokenize")
     rows, table = [], []
     for key in (k for k in rounds[0]["before"] if "|" in k):
         analyzer, sample = key.split("|")
         for i, state in enumerate(("cold", "warm")):
-            b = [x["before"][key][i] for x in rounds]
-            a = [x["after"][key][i] for x in rounds]
-            ratio = median([y / x for x, y in zip(b, a, strict=True)])
+            b, a, ratio = paired(rounds, lambda out, key=key, i=i: out[key][i])
             rows.append(
                 {
                     "analyzer": analyzer,
@@ -114,26 +86,7 @@ def main() -> int:
                 }
             )
             table.append([analyzer, sample, state, median(b), median(a), ratio])
-    info = machine_info(["numpy", "numba"])
-    loads = [x["load"] for x in rounds]
-    md = "\n".join(
-        [
-            "# Tokenizing CPU time, two checkouts interleaved",
-            "",
-            f"`python bench/ab_tokenize_checkouts.py {args.before} {args.after} --rounds "
-            f"{args.rounds}`; {info['cpu']} ({info.get('cpu_class', '')}), {args.rounds} rounds, "
-            f"load {min(loads):.2f}-{max(loads):.2f}, {info['date']}. CPU seconds of "
-            "`encode_chunk`: cold = memo released first, warm = best of 5 after it; medians "
-            "over rounds, and the median of the per-round after/before ratios.",
-            "",
-            markdown_table(
-                ["analyzer", "sample", "memo", "before s", "after s", "after / before (paired)"],
-                table,
-            ),
-        ]
-    )
-    write_results(args.name, {"machine": info, "rounds": rounds, "rows": rows}, md)
-    print(md)
+    report(args, TITLE, WHAT, HEADERS, table, rows, rounds)
     return 0
 
 
