@@ -11,10 +11,13 @@ this probe builds variants of it, compiles each for an LLVM CPU target (``znver3
   ``bench/_dense_data`` set ``SET`` (one thread), split into kernel, screening and rescoring,
   with faiss ``IndexFlatIP`` on the same data.
 
-Variants are ``steps,xmax,qmax,mr,nr``; ``steps * 2 * 2 xmax * qmax <= 32767`` keeps the int16
-sums exact. Run with ``OPENBLAS_CORETYPE=Haswell OPENBLAS_NUM_THREADS=1`` (and ``taskset``):
+Variants are ``steps,xmax,qmax,mr,nr``; the query codes of the ``2 steps`` dimensions one int16
+lane adds sum to at most ``32767 // (2 xmax)`` (the scale grows where they would not), which
+keeps the int16 sums exact (before 2026-12-07 the codes were narrowed instead:
+``steps * 2 * 2 xmax * qmax <= 32767``). Run with ``OPENBLAS_CORETYPE=Haswell
+OPENBLAS_NUM_THREADS=1`` (and ``taskset``):
 
-    python bench/probe_avx2_steps.py --cpu znver3 --variants 1,127,64,4,16 2,63,64,4,16
+    python bench/probe_avx2_steps.py --cpu znver3 --variants 1,127,64,4,16 2,127,64,4,16
     python bench/probe_avx2_steps.py --cpu znver3 --search e5 --variants 1,127,64,4,16
 """
 
@@ -36,12 +39,13 @@ ARGS = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 2 + [c
 
 def set_variant(avx2, variant: tuple[int, ...]) -> None:
     steps, xmax, qmax, mr, nr = variant
-    if steps * 2 * 2 * xmax * qmax > 32767 or nr % 8:
+    cap = 32767 // (2 * xmax)  # the query codes' lane cap (kernels/avx2.py)
+    if 2 * qmax > cap or nr % 8:
         raise SystemExit(
-            f"variant {variant}: int16 sums could overflow, or nr is not a multiple of 8"
+            f"variant {variant}: one step's int16 sums could overflow, or nr is not a multiple of 8"
         )
     avx2.STEPS, avx2.XMAX, avx2.QMAX, avx2.MR, avx2.NR = variant
-    avx2.DIM_STEP, avx2._G = 4 * steps, nr // 8
+    avx2.DIM_STEP, avx2._G, avx2.LANE_CAP = 4 * steps, nr // 8, cap
     avx2._STATE.clear()
 
 
@@ -117,7 +121,7 @@ def search_split(variant, cpu: str, data: str, rounds: int) -> None:
 
     llvm.get_host_cpu_features = lambda: _Features(avx2=True)
     fmt = Int8Format("avx2", avx2, True, 8, avx2.NR, avx2.MR, avx2.XMAX, avx2.XMAX, avx2.QMAX,
-                     avx2.DIM_STEP)  # fmt: skip
+                     avx2.DIM_STEP, avx2.LANE_CAP)  # fmt: skip
     xp, qp = dataset(data, 100_000, 384, 1000)
     x, q = np.load(xp), np.load(qp)
     corpus = Int8Corpus(384, fmt)
@@ -164,7 +168,7 @@ def search_split(variant, cpu: str, data: str, rounds: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cpu", default="znver3", help="LLVM CPU target (znver3, haswell, znver4)")
-    ap.add_argument("--variants", nargs="+", default=["1,127,64,4,16", "2,63,64,4,16"])
+    ap.add_argument("--variants", nargs="+", default=["1,127,64,4,16", "2,127,64,4,16"])
     ap.add_argument("--search", help="time whole searches on this bench/_dense_data set")
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()

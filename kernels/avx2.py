@@ -3,12 +3,15 @@ IR, the AVX2 twin of :mod:`vnni` for CPUs without AVX512-VNNI (AMD Zen 1-3, Inte
 Comet Lake).
 
 ``VPMADDUBSW`` multiplies 32 unsigned by 32 signed bytes and adds adjacent pairs into 16
-*saturating* int16 lanes, so the codes are narrower than VNNI's: rows take codes in
-``[-XMAX, XMAX]`` stored unsigned (``c + XMAX``), queries ``[-QMAX, QMAX]``, and
-``STEPS * 2 * (2 XMAX) * QMAX <= 32767`` keeps every int16 sum exact over ``STEPS`` steps of 4
-dimensions before ``VPMADDWD`` widens them into int32 accumulators. Compiled once per process
-by llvmlite (numba's code generator; numba cannot emit these from Python), called through
-ctypes, which releases the GIL.
+*saturating* int16 lanes; ``STEPS`` such products are added in int16 before ``VPMADDWD``
+widens them into int32 accumulators (fewer multiplies per product than widening each step).
+Rows take codes in ``[-XMAX, XMAX]`` stored unsigned (``c + XMAX``, at most ``2 XMAX``),
+queries ``[-QMAX, QMAX]``, and one int16 lane adds the products of ``2 STEPS`` dimensions: those
+``t`` with the same ``t // DIM_STEP`` and ``t % 4 // 2``. The query codes of each such group
+sum to at most ``LANE_CAP`` in absolute value (``dense_quant.quantize_queries`` chooses the
+query's scale so), and ``LANE_CAP * 2 XMAX <= 32767``, so every int16 sum is exact. Compiled
+once per process by llvmlite (numba's code generator; numba cannot emit these from Python),
+called through ctypes, which releases the GIL.
 
 ``scores_bf16(q8, kq, sq, xp, sx, out, nb, mp, dp, ldc, thr, flags, ldf)`` writes, for query
 ``i < nb`` and row ``j < mp``, the bfloat16 bits (round to nearest even) of
@@ -34,11 +37,12 @@ from ._llvm import I64, PTR, compile_ir, host_has
 MR = 4  # queries per tile
 NR = 16  # rows per tile (2 vectors of 8 int32 lanes)
 LANES = 8  # rows per packed group
-STEPS = 1  # int16 steps of 4 dimensions before widening
+STEPS = 2  # int16 steps of 4 dimensions before widening
 XMAX = 127  # row codes in [-XMAX, XMAX], stored as c + XMAX in [0, 2 XMAX]
 QMAX = 64  # query codes in [-QMAX, QMAX]
 DIM_STEP = 4 * STEPS  # the packed dimension count is a multiple of this
-assert STEPS * 2 * (2 * XMAX) * QMAX <= 32767
+LANE_CAP = 32767 // (2 * XMAX)  # most sum of |query codes| over the dimensions of one lane
+assert 2 * QMAX <= LANE_CAP  # one step alone never needs the cap
 _G = NR // LANES
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}

@@ -146,28 +146,43 @@ def to_int8_serial(vectors, row0, packed, scales, weights, weights2, center, sig
 
 
 @njit(cache=True, nogil=True)
-def quantize_queries(queries, sigma, qmax, offset, codes, offsets, scales, norms, errors):
+def quantize_queries(
+    queries, sigma, qmax, offset, block, cap, codes, offsets, scales, norms, errors
+):
     """Signed codes of each query times ``sigma`` (``codes[i, :dim]``, in ``[-qmax, qmax]``; the
     rest of the row is left as is), ``offsets[i] = offset * sum(codes[i])`` (what the unsigned
     row codes add to the dot product), the scale and, in float64, ``||q||`` and
-    ``||q * sigma - s c||`` (rounded up)."""
+    ``||q * sigma - s c||`` (rounded up). With ``cap > 0`` the codes of the dimensions ``t``
+    with the same ``t // block`` and ``t % 4 // 2`` (one int16 lane of the AVX2 kernel) sum to
+    at most ``cap`` in absolute value: the scale grows where a lane would need more."""
     dim = queries.shape[1]
+    n_lanes = 2 * (-(-dim // block)) if cap > 0 else 1
+    lane = np.zeros(n_lanes)
+    slack = 0.25 * block  # each of a lane's block / 2 codes rounds up by at most 0.5
     for i in range(queries.shape[0]):
         src = queries[i]
         amax = 0.0
         sq = 0.0
         ysq = 0.0
+        lane[:] = 0.0
         for d in range(dim):
             v = np.float64(src[d])
             y = v * np.float64(sigma[d])  # exact: two float32 factors
             sq += v * v
             ysq += y * y
             amax = max(amax, abs(y))
+            if cap > 0:
+                lane[d // block * 2 + d % 4 // 2] += abs(y)
         scale = np.float32(amax / qmax)
+        if cap > 0:
+            need = lane.max() / (cap - slack) * (1.0 + 2.0**-20)  # float32 rounds it up
+            if need > np.float64(scale):
+                scale = np.float32(need)
         s = np.float64(scale)
         inv = 1.0 / s if scale > 0 else 0.0
         err = 0.0
         total = 0
+        lane[:] = 0.0
         for d in range(dim):
             y = np.float64(src[d]) * np.float64(sigma[d])
             c = min(qmax, max(-qmax, np.floor(y * inv + 0.5)))
@@ -175,6 +190,10 @@ def quantize_queries(queries, sigma, qmax, offset, codes, offsets, scales, norms
             total += np.int64(c)
             e = y - s * c
             err += e * e
+            if cap > 0:
+                lane[d // block * 2 + d % 4 // 2] += abs(c)
+        if cap > 0 and lane.max() > cap:
+            raise ValueError("int8 query codes exceed the kernel's int16 lane cap")
         offsets[i] = np.int32(offset * total)
         scales[i] = scale
         norms[i] = np.sqrt(sq)

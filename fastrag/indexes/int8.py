@@ -40,7 +40,7 @@ REL = 2 * 2.0**-8 / (1 - 2 * 2.0**-8)
 REFIT_GROWTH = 4
 FIT_SAMPLE = 65_536
 # Bumped whenever the kernels or the probe change what a cached probe result means.
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 # The pass is used where its kernel runs at least this many times float32 sgemm's speed (the
 # merge and the exact rescoring of the candidates take the rest), and kept for a corpus while
 # its searches take under PAYS_BELOW of the float32 search they replace (estimated from the
@@ -53,7 +53,10 @@ PAYS_BELOW = 0.9
 class Int8Format:
     """How one kernel wants the codes: ``lanes`` rows per packed group, ``tile`` rows and ``mr``
     queries per kernel tile, row codes in ``[-xmax, xmax]`` stored as ``c + offset``, query
-    codes in ``[-qmax, qmax]``, the packed dimension a multiple of ``dim_step``."""
+    codes in ``[-qmax, qmax]``, the packed dimension a multiple of ``dim_step``; with
+    ``lane_cap``, a query's codes sum to at most that in absolute value over each group of
+    dimensions one int16 lane of the kernel adds (``avx2``: the same ``t // dim_step`` and
+    ``t % 4 // 2``)."""
 
     name: str
     kernel: Any
@@ -65,11 +68,22 @@ class Int8Format:
     offset: int
     qmax: int
     dim_step: int
+    lane_cap: int = 0  # 0: no cap
 
 
 VNNI = Int8Format("avx512-vnni", vnni, False, 16, vnni.NR, vnni.MR, 127, 128, 127, 4)
 AVX2 = Int8Format(
-    "avx2", avx2, True, avx2.LANES, avx2.NR, avx2.MR, avx2.XMAX, avx2.XMAX, avx2.QMAX, avx2.DIM_STEP
+    "avx2",
+    avx2,
+    True,
+    avx2.LANES,
+    avx2.NR,
+    avx2.MR,
+    avx2.XMAX,
+    avx2.XMAX,
+    avx2.QMAX,
+    avx2.DIM_STEP,
+    avx2.LANE_CAP,
 )
 
 
@@ -245,6 +259,8 @@ class Int8Scorer:
             arrays.sigma,
             float(fmt.qmax),
             fmt.offset,
+            fmt.dim_step,
+            fmt.lane_cap,
             self.codes,
             self.offsets,
             self.scales,

@@ -90,15 +90,42 @@ def bf16(values: np.ndarray) -> np.ndarray:
     return b.astype(np.uint32).view(np.float32)
 
 
+def lane_sums(fmt: int8.Int8Format, codes: np.ndarray) -> np.ndarray:
+    """Sum of |codes| over each group of dimensions one int16 lane of the kernel adds."""
+    dims = np.arange(codes.shape[1])
+    lane = dims // fmt.dim_step * 2 + dims % 4 // 2
+    out = np.zeros((codes.shape[0], lane.max() + 1), np.int64)
+    np.add.at(out.T, lane, np.abs(codes.astype(np.int64)).T)
+    return out
+
+
+def capped(fmt: int8.Int8Format, q: np.ndarray) -> np.ndarray:
+    """``q`` with each lane's codes scaled down (towards zero) to the format's lane cap."""
+    if not fmt.lane_cap:
+        return q
+    dims = np.arange(q.shape[1])
+    lane = dims // fmt.dim_step * 2 + dims % 4 // 2
+    over = np.maximum(lane_sums(fmt, q) / fmt.lane_cap, 1.0)[:, lane]
+    return np.trunc(q / over).astype(q.dtype)
+
+
 def test_kernel_integer_products_are_exact_at_the_code_extremes(fmt):
-    """Codes at their extremes (every int16 pair of the AVX2 kernel at its saturation limit)
-    and random ones: the kernel's ``C - kq`` is the exact integer product, rounded once."""
+    """Codes at their extremes (every int16 lane of the AVX2 kernel at its limit: row codes at
+    ``2 xmax`` stored, query codes summing to the lane cap) and random ones: the kernel's
+    ``C - kq`` is the exact integer product, rounded once."""
     rng = np.random.default_rng(1)
     dim, n, n_q = 96, 2 * fmt.tile, 2 * fmt.mr
     x = rng.integers(-fmt.xmax, fmt.xmax + 1, (n, dim))
     x[0], x[1] = fmt.xmax, -fmt.xmax
-    q = rng.integers(-fmt.qmax, fmt.qmax + 1, (n_q, dim))
-    q[0], q[1] = fmt.qmax, -fmt.qmax
+    q = capped(fmt, rng.integers(-fmt.qmax, fmt.qmax + 1, (n_q, dim)))
+    q[0] = fmt.qmax
+    if fmt.lane_cap:  # per lane: two codes at qmax, the rest up to the cap
+        group = np.arange(dim) % fmt.dim_step
+        q[0] = np.where(group < 4, fmt.qmax, 0)  # dims 0, 1 are one lane's, 2, 3 the other's
+        q[0, (group == 4) | (group == 6)] = fmt.lane_cap - 2 * fmt.qmax
+        assert (lane_sums(fmt, q[:1]) == fmt.lane_cap).all()
+        assert fmt.lane_cap * (fmt.xmax + fmt.offset) <= 32767 < (fmt.lane_cap + 1) * 2 * fmt.xmax
+    q[1] = -q[0]
     corpus = int8.Int8Corpus(dim, fmt)
     packed = corpus._alloc(n, corpus.arrays.center, corpus.arrays.sigma).packed
     for r in range(n):
@@ -124,9 +151,41 @@ def test_kernel_integer_products_are_exact_at_the_code_extremes(fmt):
     )
     exact = (q @ x.T).astype(np.float32)  # |C| < 2**24: float32 holds it
     np.testing.assert_array_equal((out.astype(np.uint32) << 16).view(np.float32), bf16(exact))
-    assert exact[0, 0] == dim * fmt.xmax * fmt.qmax
+    assert exact[0, 0] == fmt.xmax * q[0].sum()
     if fmt.flags:
         assert (extra[1] == 1).all()  # every tile holds a score at or above -inf
+
+
+@pytest.mark.parametrize("shape", ["embedding", "one lane", "spread"])
+def test_query_codes_keep_every_int16_lane_exact(fmt, shape):
+    """The query codes stay within ``[-qmax, qmax]`` and, where the kernel adds several
+    dimensions in one int16 lane, within the lane cap, also for queries whose weight sits in
+    one lane; the scale grows only as much as the cap needs (codes reach it or ``qmax``)."""
+    rng = np.random.default_rng(7)
+    dim = 100
+    if shape == "embedding":
+        q = embedding_like(50, dim, 8)
+    elif shape == "one lane":
+        q = 0.01 * rng.standard_normal((50, dim)).astype(np.float32)
+        q[:, [0, 1, 4, 5]] = rng.choice([-1.0, 1.0], (50, 4))  # one AVX2 lane, all large
+    else:
+        q = rng.standard_normal((50, dim)).astype(np.float32)
+    corpus = int8.Int8Corpus(dim, fmt)
+    corpus.update(embedding_like(64, dim, 9))
+    scorer = int8.Int8Scorer(corpus, q, 64, 256)
+    codes = scorer.codes[:50, :dim].astype(np.int64)
+    assert np.abs(codes).max(axis=1).max() <= fmt.qmax
+    reach = np.abs(codes).max(axis=1) == fmt.qmax
+    if fmt.lane_cap:
+        sums = lane_sums(fmt, codes)
+        assert sums.max() <= fmt.lane_cap
+        reach |= sums.max(axis=1) >= fmt.lane_cap - fmt.dim_step // 2  # rounding: +-2
+        if shape == "one lane":
+            assert (np.abs(codes).max(axis=1) <= fmt.qmax // 2).all()  # the cap set the scale
+    assert reach.all()
+    y = q.astype(np.float64) * corpus.arrays.sigma
+    err = np.linalg.norm(y - scorer.scales[:50, None].astype(np.float64) * codes, axis=1)
+    assert (err <= scorer.q_errors).all()
 
 
 @pytest.mark.parametrize("shape", ["embedding", "dominant", "midpoints"])
