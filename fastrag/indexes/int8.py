@@ -149,18 +149,30 @@ class Int8Corpus:
         """What one batch search with this copy measured: its wall time and the seconds its
         ``workers`` spent in the int8 kernel. The float32 search it replaced would have taken
         about the kernel's share times the probe's sgemm/int8 ratio; the copy keeps a verdict
-        (:meth:`pays`) until the corpus doubles."""
+        (:meth:`pays`) until the corpus doubles. A verdict :meth:`confirm` measured stands; an
+        estimate that turns a paying pass into one that does not clears the verdict instead, so
+        the next large batch measures both paths (the estimate rests on a short probe)."""
         if not _STATE.setdefault("warm", False):
             _STATE["warm"] = True  # the first search of a process loads kernels: no verdict
             return
+        v = self.verdict
+        if v is not None and "float32_s" in v and self.n < 2 * v["n"]:
+            return
         ratio = int8_probe().get("ratio") or 2.0
         f32_s = kernel_s / max(1, workers) * ratio * 1.05  # + the float32 merge
-        self.verdict = {
-            "pays": wall_s < PAYS_BELOW * f32_s,
-            "n": self.n,
-            "int8_s": wall_s,
-            "float32_s_estimate": f32_s,
-        }
+        pays = wall_s < PAYS_BELOW * f32_s
+        if not pays and v is not None and v["pays"] and self.n < 2 * v["n"]:
+            self.verdict = None
+            return
+        self.verdict = {"pays": pays, "n": self.n, "int8_s": wall_s, "float32_s_estimate": f32_s}
+
+    def confirm(self, float32_s: float) -> None:
+        """The float32 path's wall time on the queries of the search :meth:`record` measured
+        last: the verdict compares the two measured times (until the corpus doubles)."""
+        v = self.verdict
+        if v is not None and v["n"] == self.n:
+            pays = v["int8_s"] < PAYS_BELOW * float32_s
+            self.verdict = {**v, "pays": pays, "float32_s": float32_s}
 
     def unmeasured(self) -> bool:
         """No search has measured the pass on this corpus yet, or it has doubled since."""
@@ -169,8 +181,8 @@ class Int8Corpus:
 
     def pays(self) -> bool:
         """False when the last measured search here took at least ``PAYS_BELOW`` of the float32
-        search's estimated time (many near-equal scores: too many rows to rescore), until the
-        corpus has doubled since."""
+        search's time, estimated and then measured (many near-equal scores: too many rows to
+        rescore), until the corpus has doubled since."""
         v = self.verdict
         return v is None or v["pays"] or self.n >= 2 * v["n"]
 
@@ -340,15 +352,18 @@ _STATE: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def best_of_3(fn: Any) -> float:
-    """Seconds of the fastest of three calls of ``fn``, after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
+def best_of(fns: list[Any], n: int = 5) -> list[float]:
+    """Seconds of the fastest of ``n`` calls of each of ``fns``, called in turn (a slow spell of
+    a shared machine hits all of them), after one warm-up call each."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    times = [math.inf] * len(fns)
+    for _ in range(n):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i] = min(times[i], time.perf_counter() - t0)
+    return times
 
 
 def int8_probe() -> dict[str, Any]:
@@ -450,7 +465,7 @@ def _write_cache(path: Path, key: str, result: dict[str, Any]) -> None:
 
 
 def _timed_probe(fmt: Int8Format) -> dict[str, Any]:
-    """Best of 3, one thread each: the int8 kernel on 258 queries x 8,192 random rows (dim 384,
+    """Best of 5, one thread each: the int8 kernel on 258 queries x 8,192 random rows (dim 384,
     in the search's 1,024-row chunks) against numpy's float32 sgemm on the same problem."""
     rng = np.random.default_rng(0)
     q = rng.standard_normal((258, 384), dtype=np.float32)
@@ -465,8 +480,7 @@ def _timed_probe(fmt: Int8Format) -> dict[str, Any]:
             scorer.score(state, c0, 1024, 0, q.shape[0])
 
     with single_threaded_blas():
-        int8_s = best_of_3(int8)
-        f32_s = best_of_3(lambda: q @ x.T)
+        int8_s, f32_s = best_of([int8, lambda: q @ x.T])
     ratio = f32_s / int8_s if int8_s > 0 else math.inf
     fast = ratio >= MIN_KERNEL_RATIO
     return {

@@ -26,7 +26,7 @@ from fastrag._blas import cpu_flags, single_threaded_blas, torch_single_thread
 from fastrag._kernels import dense_quant as _quant
 from fastrag.errors import ConfigError, missing_extra
 from fastrag.indexes.dense_base import PARALLEL_MIN_ELEMENTS
-from fastrag.indexes.int8 import best_of_3, int8_format, int8_probe
+from fastrag.indexes.int8 import best_of, int8_format, int8_probe
 
 _NO_FLAGS = np.zeros((1, 1), np.uint8)
 # Unit roundoff of one bf16 rounding.
@@ -88,7 +88,7 @@ def _decide_bf16() -> dict[str, Any]:
 
 
 def _timed_probe(torch: Any) -> dict[str, Any]:
-    """Best of 3: torch bf16 ``(256, 384) @ (384, 8192)`` against numpy float32 sgemm, each on
+    """Best of 5, in turn: torch bf16 ``(256, 384) @ (384, 8192)`` against numpy float32 sgemm, on
     one thread (as the search runs them, one per worker), whatever thread counts the process
     has set for torch or BLAS."""
     rng = np.random.default_rng(0)
@@ -96,8 +96,7 @@ def _timed_probe(torch: Any) -> dict[str, Any]:
     x = rng.standard_normal((8192, 384), dtype=np.float32)
     qb, xb = torch.from_numpy(q).to(torch.bfloat16), torch.from_numpy(x).to(torch.bfloat16)
     with single_threaded_blas(), torch_single_thread(torch):
-        bf16_s = best_of_3(lambda: torch.matmul(qb, xb.T))
-        f32_s = best_of_3(lambda: q @ x.T)
+        bf16_s, f32_s = best_of([lambda: torch.matmul(qb, xb.T), lambda: q @ x.T])
     fast = bf16_s < 0.8 * f32_s
     return {
         "fast": fast,

@@ -443,7 +443,7 @@ def test_the_timed_probe_times_one_thread_each_whatever_the_process_set(torch, m
         assert torch.get_num_threads() == 2 and set(after) <= {2}
     finally:
         torch.set_num_threads(saved)
-    assert len(seen) == 4 and all(t == 1 and set(b) <= {1} for t, b in seen), seen
+    assert len(seen) == 6 and all(t == 1 and set(b) <= {1} for t, b in seen), seen  # 1 + 5
 
 
 @pytest.mark.slow
