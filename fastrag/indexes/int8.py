@@ -166,13 +166,12 @@ class Int8Corpus:
             return
         self.verdict = {"pays": pays, "n": self.n, "int8_s": wall_s, "float32_s_estimate": f32_s}
 
-    def confirm(self, float32_s: float) -> None:
-        """The float32 path's wall time on the queries of the search :meth:`record` measured
-        last: the verdict compares the two measured times (until the corpus doubles)."""
-        v = self.verdict
-        if v is not None and v["n"] == self.n:
-            pays = v["int8_s"] < PAYS_BELOW * float32_s
-            self.verdict = {**v, "pays": pays, "float32_s": float32_s}
+    def confirm(self, int8_s: float, float32_s: float) -> None:
+        """The wall times of the pass and of the float32 path on the same queries, measured one
+        after the other: the verdict compares them (until the corpus doubles)."""
+        if self.verdict is not None and self.verdict["n"] == self.n:
+            pays = int8_s < PAYS_BELOW * float32_s
+            self.verdict = {**self.verdict, "pays": pays, "int8_s": int8_s, "float32_s": float32_s}
 
     def unmeasured(self) -> bool:
         """No search has measured the pass on this corpus yet, or it has doubled since."""
