@@ -40,7 +40,7 @@ REL = 2 * 2.0**-8 / (1 - 2 * 2.0**-8)
 REFIT_GROWTH = 4
 FIT_SAMPLE = 65_536
 # Bumped whenever the kernels or the probe change what a cached probe result means.
-PROBE_VERSION = 2
+PROBE_VERSION = 3
 # The pass is used where its kernel runs at least this many times float32 sgemm's speed (the
 # merge and the exact rescoring of the candidates take the rest), and kept for a corpus while
 # its searches take under PAYS_BELOW of the float32 search they replace (estimated from the
