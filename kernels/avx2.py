@@ -13,16 +13,17 @@ query's scale so), and ``LANE_CAP * 2 XMAX <= 32767``, so every int16 sum is exa
 once per process by llvmlite (numba's code generator; numba cannot emit these from Python),
 called through ctypes, which releases the GIL.
 
-``scores_bf16(q8, kq, sq, xp, sx, out, nb, mp, dp, ldc, thr, flags, ldf)`` writes, for query
-``i < nb`` and row ``j < mp``, the bfloat16 bits (round to nearest even) of
+``scores_bf16(q8, kq, sq, xp, sx, out, nb, mp, dp, ldc, thr, flags, ldf, bd, w, w2)`` writes,
+for query ``i < nb`` and row ``j < mp``, the bfloat16 bits (round to nearest even) of
 
     a[i, j] = float32(C[i, j] - kq[i]) * (sq[i] * sx[j]),   C[i, j] = sum_t q8[i, t] * xu[j, t]
 
 with ``q8`` the signed query codes (``nb x dp``, row-major), ``xu`` the rows' unsigned codes
 packed 8 rows at a time (``xp[j // 8, t // 4, j % 8, t % 4]``), ``kq[i] = XMAX * sum_t q8[i, t]``
-(so ``C - kq`` is the exact integer product of the signed codes), ``sq`` / ``sx`` the scales.
-and ``flags[i * ldf + j // NR]`` = 1 when a tile of ``NR`` rows holds a score (as bf16) at or
-above ``thr[i]``, else 0, so the merge reads only those tiles.
+(so ``C - kq`` is the exact integer product of the signed codes), ``sq`` / ``sx`` the scales;
+and in ``flags[i * ldf + j // NR]`` (uint16), bit ``j % NR`` set when the row's upper end
+``a + bd[4 i] w[j] + bd[4 i + 1] w2[j] + bd[4 i + 2] |a|`` (``a`` as bf16, float32 operations
+in that order) is at or above ``thr[i]``, so the merge reads only those rows.
 ``nb`` must be a multiple of ``MR``, ``mp`` of ``NR``, ``dp`` of ``DIM_STEP``. Tiles are ``MR``
 queries x ``NR`` rows (docs/dense.md has the measurements that chose them).
 """
@@ -72,9 +73,11 @@ def _ir() -> str:
     v8i, v8f, v16s, v32b = "<8 x i32>", "<8 x float>", "<16 x i16>", "<32 x i8>"
     a(f"declare {v16s} @llvm.x86.avx2.pmadd.ub.sw({v32b}, {v32b})")
     a(f"declare {v8i} @llvm.x86.avx2.pmadd.wd({v16s}, {v16s})")
+    a(f"declare {v8f} @llvm.fabs.v8f32({v8f})")
     a(
         "define void @scores_bf16(i8* %q, i32* %kq, float* %sq, i8* %xp, float* %sx, i16* %out,"
-        " i64 %nb, i64 %mp, i64 %dp, i64 %ldc, float* %thr, i8* %flags, i64 %ldf) {"
+        " i64 %nb, i64 %mp, i64 %dp, i64 %ldc, float* %thr, i16* %flags, i64 %ldf, float* %bd,"
+        " float* %w, float* %w2) {"
     )
     a("entry:")
     a(f"  %ksteps = udiv i64 %dp, {DIM_STEP}")
@@ -140,11 +143,19 @@ def _ir() -> str:
         a(f"  %sp{g} = getelementptr float, float* %sx, i64 %sj{g}")
         a(f"  %sc{g} = bitcast float* %sp{g} to {v8f}*")
         a(f"  %sxv{g} = load {v8f}, {v8f}* %sc{g}, align 4")
+        for arr in ("w", "w2"):  # the rows' error weights
+            a(f"  %{arr}p{g} = getelementptr float, float* %{arr}, i64 %sj{g}")
+            a(f"  %{arr}c{g} = bitcast float* %{arr}p{g} to {v8f}*")
+            a(f"  %{arr}v{g} = load {v8f}, {v8f}* %{arr}c{g}, align 4")
     for r in range(MR):
         a(f"  %ri{r} = add i64 %i, {r}")
         _load_splat(a, f"kv{r}", "kq", f"%ri{r}", "i32")  # per query: offset, scale, threshold
         _load_splat(a, f"qf{r}", "sq", f"%ri{r}", "float")
         _load_splat(a, f"tv{r}", "thr", f"%ri{r}", "float")
+        a(f"  %bi{r} = shl i64 %ri{r}, 2")
+        for c, name in enumerate(("cf", "cs", "cr")):  # the query's bound coefficients
+            a(f"  %{name}i{r} = add i64 %bi{r}, {c}")
+            _load_splat(a, f"{name}{r}", "bd", f"%{name}i{r}", "float")
         a(f"  %orow{r} = mul i64 %ri{r}, %ldc")
         for g in range(_G):
             n = f"{r}_{g}"
@@ -164,20 +175,28 @@ def _ir() -> str:
             a(f"  %op{n} = getelementptr i16, i16* %out, i64 %oo{n}")
             a(f"  %oc{n} = bitcast i16* %op{n} to <8 x i16>*")
             a(f"  store <8 x i16> %o{n}, <8 x i16>* %oc{n}, align 2")
-            # does the tile hold a score at or above the query's threshold (as bf16)?
+            # which rows' upper ends, a + cf w + cs w2 + cr |a| (float32, in this order),
+            # reach the query's threshold: bit t of the tile's mask for row t
             a(f"  %rb{n} = shl {v8i} %u{n}, " + _splat(16))
             a(f"  %rf{n} = bitcast {v8i} %rb{n} to {v8f}")
-            a(f"  %c{n} = fcmp oge {v8f} %rf{n}, %tv{r}")
-            prev = "zeroinitializer" if g == 0 else f"%cc{r}_{g - 1}"
-            a(f"  %cc{n} = or <8 x i1> {prev}, %c{n}")
-        a(f"  %cm{r} = bitcast <8 x i1> %cc{r}_{_G - 1} to i8")
-        a(f"  %cn{r} = icmp ne i8 %cm{r}, 0")
-        a(f"  %cz{r} = zext i1 %cn{r} to i8")
+            a(f"  %ab{n} = call {v8f} @llvm.fabs.v8f32({v8f} %rf{n})")
+            a(f"  %m1{n} = fmul {v8f} %cf{r}, %wv{g}")
+            a(f"  %s1{n} = fadd {v8f} %rf{n}, %m1{n}")
+            a(f"  %m2{n} = fmul {v8f} %cs{r}, %w2v{g}")
+            a(f"  %s2{n} = fadd {v8f} %s1{n}, %m2{n}")
+            a(f"  %m3{n} = fmul {v8f} %cr{r}, %ab{n}")
+            a(f"  %s3{n} = fadd {v8f} %s2{n}, %m3{n}")
+            a(f"  %c{n} = fcmp oge {v8f} %s3{n}, %tv{r}")
+            a(f"  %cb{n} = bitcast <8 x i1> %c{n} to i8")
+            a(f"  %cw{n} = zext i8 %cb{n} to i16")
+            a(f"  %cx{n} = shl i16 %cw{n}, {LANES * g}")
+            prev = "0" if g == 0 else f"%cc{r}_{g - 1}"
+            a(f"  %cc{n} = or i16 {prev}, %cx{n}")
         a(f"  %fr{r} = mul i64 %ri{r}, %ldf")
         a(f"  %ft{r} = udiv i64 %j, {NR}")
         a(f"  %fo{r} = add i64 %fr{r}, %ft{r}")
-        a(f"  %fp{r} = getelementptr i8, i8* %flags, i64 %fo{r}")
-        a(f"  store i8 %cz{r}, i8* %fp{r}, align 1")
+        a(f"  %fp{r} = getelementptr i16, i16* %flags, i64 %fo{r}")
+        a(f"  store i16 %cc{r}_{_G - 1}, i16* %fp{r}, align 2")
     a("  br label %il_end")
     a("il_end:")
     a(f"  %in = add i64 %i, {MR}")
@@ -209,4 +228,6 @@ def scores_bf16() -> Any:
 def _compile() -> Any:
     if not available():
         raise RuntimeError("the AVX2 int8 kernel needs a CPU with AVX2")
-    return compile_ir(_ir(), "scores_bf16", [PTR] * 6 + [I64] * 4 + [PTR, PTR, I64], _STATE)
+    return compile_ir(
+        _ir(), "scores_bf16", [PTR] * 6 + [I64] * 4 + [PTR, PTR, I64, PTR, PTR, PTR], _STATE
+    )

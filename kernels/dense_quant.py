@@ -215,7 +215,7 @@ def _prefilter(low, e_max, rel):
 
 
 @njit(cache=True, inline="always")
-def _lowered(bar, e_max):
+def lowered_bar(bar, e_max):
     """``bar`` lowered past the float32 rounding of a tile test's upper ends (each at most
     ``|a| + e_max`` with ``|a| <= |bar| + e_max`` where it matters; four roundings)."""
     if bar == -np.inf:
@@ -325,10 +325,11 @@ def merge_block_bf16(
     left for an exact pass. Scores are first screened 64 at a time against the bound for the
     largest norm of the block; once that bound is positive, on their int16 bits.
 
-    With ``win > 0`` the scorer has flagged the tiles of ``win`` rows holding a score at or
-    above ``thr_out[q]`` (``flags[i, j // win]``), and only those are read; ``thr_out[q]`` is
-    then set for the next block from ``e_all`` (``(coef-, coef2-weight)`` maxima over all
-    rows, so it holds for any block).
+    With ``win > 0`` the scorer has flagged the rows whose upper end, in float32 with the
+    coefficients rounded up, reaches ``thr_out[q]`` (bit ``t`` of ``flags[i, j // win]`` for
+    row ``j + t`` of a tile of ``win``), and only those are read; ``thr_out[q]`` is then set
+    for the next block: the bar lowered past that float32 rounding, for the largest error of
+    any row (``e_all``: ``(coef-, coef2-weight)`` maxima over all rows).
 
     With ``exact_lows``, a row about to enter the heap is scored exactly (the fixed-order
     product the search reports, ``vectors[r] . queries[q]``) and its interval narrowed to that
@@ -364,44 +365,41 @@ def merge_block_bf16(
         bar = max(low, seed)
         thr = _prefilter(bar, e_max, rel)
         thr16 = _bf16_floor_bits(thr, vals, bits)
-        # float32 twins of the bound for the tile test (an upper end slightly too high only
-        # costs the exact test below): coefficients rounded up, the bar lowered
-        cf = _round_up(c * (1.0 + 2.0**-20))
-        c2f = _round_up(c2 * (1.0 + 2.0**-20))
-        relf = _round_up(rel * (1.0 + 2.0**-20))
-        barf = _lowered(bar, e_max)
         n = n_cand[q]
         j = 0
         step = win if win > 0 else GROUP
+        frow = flags[min(i, flags.shape[0] - 1)]  # a 1 x 1 array where there are none
+        tile = 0
+        n_tiles = -(-m // win) if win > 0 else 0
         while j < m and not over[q]:
-            if win > 0:  # skip the tiles the scorer found no score in
-                while j < m and flags[i, j // win] == 0:
-                    j += win
-                if j >= m:
+            if win > 0:  # skip the tiles with no row flagged
+                while tile < n_tiles and frow[tile] == 0:
+                    tile += 1
+                if tile == n_tiles:
                     break
+                j = tile * win
             elif thr16 > 0:  # skip groups on one int16 compare per score
                 j = _skip_below(srow, j, m, thr16)
                 if j >= m:
                     break
             g = min(step, m - j)
             grp = row[j : j + g]
-            if win > 0:  # a flagged tile: test its upper ends in float32 first
-                nj = norms[j : j + g]
-                nj2 = norms2[j : j + g]
-                hit = 0
-                for t in range(g):
-                    bits[t] = np.uint32(grp[t]) << np.uint32(16)
-                    a = vals[t]
-                    hit |= np.int32(a + cf * nj[t] + c2f * nj2[t] + relf * abs(a) >= barf)
+            hit = np.uint64(0)
+            if win > 0:  # the rows the scorer flagged
+                hit = np.uint64(frow[tile])
+                tile += 1
             else:
                 for t in range(GROUP):
                     bits[t] = (np.uint32(grp[t]) << np.uint32(16)) if t < g else neg_inf_bits
-                hit = 0
                 for t in range(GROUP):
-                    hit |= np.int32(vals[t] >= thr)
+                    if vals[t] >= thr:
+                        hit |= np.uint64(1) << np.uint64(t)
             if hit:
                 for t in range(g):
-                    a = np.float64(vals[t])
+                    if not (hit >> np.uint64(t)) & np.uint64(1):
+                        continue
+                    bits[0] = np.uint32(grp[t]) << np.uint32(16)
+                    a = np.float64(vals[0])
                     if not a >= thr:
                         continue
                     r = row0 + j + t
@@ -439,11 +437,10 @@ def merge_block_bf16(
                         bar = max(low, seed)
                         thr = _prefilter(bar, e_max, rel)
                         thr16 = _bf16_floor_bits(thr, vals, bits)
-                        barf = _lowered(bar, e_max)
             j += step
         n_cand[q] = n
         if win > 0:
-            thr_out[q] = _prefilter(max(hs[0], seed), c * e_all[0] + c2 * e_all[1], rel)
+            thr_out[q] = lowered_bar(max(hs[0], seed), c * e_all[0] + c2 * e_all[1])
 
 
 @intrinsic

@@ -280,6 +280,11 @@ class Int8Scorer:
         )
         self.coef, self.coef2 = int8_error_coef(self.q_norms, self.q_errors)
         self.rel = REL
+        # float32 twins of the bound for the kernel's row test (an upper end slightly too high
+        # only costs the merge's exact test): per query cf, c2f, relf, rounded up
+        self.bound = np.zeros((n_pad, 4), np.float32)
+        for col, values in enumerate((self.coef, self.coef2, np.full(n_q, REL))):
+            self.bound[:n_q, col] = _round_up32(values * (1.0 + 2.0**-20))
         self.flags = fmt.flags
         n = arrays.n
         self.e_all = np.array(
@@ -304,18 +309,19 @@ class Int8Scorer:
     def worker(self) -> Any:
         qb = min(self.query_block, self.codes.shape[0])
         tiles = -(-self.chunk // self.tile)
-        return np.empty((qb, tiles * self.tile), np.uint16), np.ones((qb, tiles), np.uint8)
+        return np.empty((qb, tiles * self.tile), np.uint16), np.ones((qb, tiles), np.uint16)
 
     def tiles(self, state: Any, nb: int) -> tuple[np.ndarray, int]:
-        """The tile flags of the last block and the tile width (0: no flags, read all)."""
+        """The row flags of the last block (per tile, bit ``t`` for its row ``t``) and the tile
+        width (0: no flags, read all)."""
         return state[1][:nb], (self.tile if self.flags else 0)
 
     def score(self, state: Any, c0: int, m: int, q0: int, nb: int) -> np.ndarray:
         """Scores of queries ``q0 + i`` (``i < nb``) and rows ``c0 + j`` (``j < m``) as bf16
-        bits. Where the kernel flags tiles, it compares against ``thr``, which every worker's
-        merge raises: any worker's k-th largest lower end bounds the exact k-th best score
-        from below, so a threshold from another worker is as valid as one's own (x86 reads and
-        writes aligned floats whole)."""
+        bits. Where the kernel flags rows, it tests their upper ends against ``thr``, which
+        every worker's merge raises: any worker's k-th largest lower end bounds the exact k-th
+        best score from below, so a threshold from another worker is as valid as one's own (x86
+        reads and writes aligned floats whole)."""
         out, flags = state
         nb_pad = -(-nb // self.mr) * self.mr
         m_pad = -(-m // self.tile) * self.tile
@@ -341,9 +347,26 @@ class Int8Scorer:
             m_pad,
             self.dp,
             out.shape[1],
-            *((self.thr[q0:].ctypes.data, flags.ctypes.data, flags.shape[1]) if self.flags else ()),
+            *(
+                (
+                    self.thr[q0:].ctypes.data,
+                    flags.ctypes.data,
+                    flags.shape[1],
+                    self.bound[q0:].ctypes.data,
+                    self.weights[0][c0:].ctypes.data,
+                    self.weights[1][c0:].ctypes.data,
+                )
+                if self.flags
+                else ()
+            ),
         )
         return out[:nb]
+
+
+def _round_up32(x: np.ndarray) -> np.ndarray:
+    """float64 values -> the float32 at or above each."""
+    t = x.astype(np.float32)
+    return np.where(t.astype(np.float64) < x, np.nextafter(t, np.float32(np.inf)), t)
 
 
 # ------------------------------------------------------------------ does it pay here?

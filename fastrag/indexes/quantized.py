@@ -28,7 +28,7 @@ from fastrag.errors import ConfigError, missing_extra
 from fastrag.indexes.dense_base import PARALLEL_MIN_ELEMENTS
 from fastrag.indexes.int8 import best_of, int8_format, int8_probe
 
-_NO_FLAGS = np.zeros((1, 1), np.uint8)
+_NO_FLAGS = np.zeros((1, 1), np.uint16)
 # Unit roundoff of one bf16 rounding.
 BF16_U = 2.0**-8
 

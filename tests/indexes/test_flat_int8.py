@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from fastrag._kernels import avx2, vnni
+from fastrag._kernels import avx2, dense_quant, vnni
 from fastrag._kernels import dense as dense_kernels
 
 from fastrag.errors import ConfigError
@@ -135,7 +135,8 @@ def test_kernel_integer_products_are_exact_at_the_code_extremes(fmt):
     codes[:, :dim] = q
     offsets = (fmt.offset * q.sum(axis=1)).astype(np.int32)
     out = np.empty((n_q, n), np.uint16)
-    extra = (np.full(n_q, -np.inf, np.float32), np.empty((n_q, n // fmt.tile), np.uint8))
+    extra = (np.full(n_q, -np.inf, np.float32), np.empty((n_q, n // fmt.tile), np.uint16))
+    bound, weights = np.zeros((n_q, 4), np.float32), np.zeros(n, np.float32)
     fmt.kernel.scores_bf16()(
         codes.ctypes.data,
         offsets.ctypes.data,
@@ -147,13 +148,18 @@ def test_kernel_integer_products_are_exact_at_the_code_extremes(fmt):
         n,
         corpus.dp,
         n,
-        *((extra[0].ctypes.data, extra[1].ctypes.data, n // fmt.tile) if fmt.flags else ()),
+        *(
+            (extra[0].ctypes.data, extra[1].ctypes.data, n // fmt.tile)
+            + (bound.ctypes.data, weights.ctypes.data, weights.ctypes.data)
+            if fmt.flags
+            else ()
+        ),
     )
     exact = (q @ x.T).astype(np.float32)  # |C| < 2**24: float32 holds it
     np.testing.assert_array_equal((out.astype(np.uint32) << 16).view(np.float32), bf16(exact))
     assert exact[0, 0] == fmt.xmax * q[0].sum()
     if fmt.flags:
-        assert (extra[1] == 1).all()  # every tile holds a score at or above -inf
+        assert (extra[1] == 0xFFFF).all()  # every row's upper end is at or above -inf
 
 
 @pytest.mark.parametrize("shape", ["embedding", "one lane", "spread"])
@@ -224,6 +230,44 @@ def test_the_bound_holds_for_what_the_kernel_returns(fmt, shape, monkeypatch):
     assert (gap <= bound).all(), (gap / bound).max()
     if shape == "midpoints":
         assert (gap / bound).max() > 0.3  # the errors do add up towards the bound
+
+
+def test_avx2_row_flags_are_the_upper_end_test_and_bound_the_merge():
+    """The AVX2 kernel's flags: bit ``t`` of a tile's mask is set exactly where the row's upper
+    end, ``a + cf w + c2f w2 + relf |a|`` in float32, reaches the query's threshold; and every
+    row whose exact (float64) upper end reaches the bar the threshold was lowered from is
+    flagged."""
+    if not avx2.available():
+        pytest.skip("this CPU cannot run the avx2 kernel")
+    rng = np.random.default_rng(11)
+    dim, n = 100, 256  # one chunk of kernel_scores' scorer
+    corpus = int8.Int8Corpus(dim, int8.AVX2)
+    corpus.update(embedding_like(n, dim, 12))
+    q = embedding_like(24, dim, 13)
+    approx, scorer = kernel_scores(corpus, q)
+    bars = np.quantile(approx, 0.97, axis=1) + rng.normal(0, 0.01, q.shape[0])
+    e_all = corpus.arrays.weights[:n].max(), corpus.arrays.weights2[:n].max()
+    for i, bar in enumerate(bars):
+        scorer.thr[i] = dense_quant.lowered_bar(
+            bar, scorer.coef[i] * e_all[0] + scorer.coef2[i] * e_all[1]
+        )
+    state = scorer.worker()
+    bits = scorer.score(state, 0, n, 0, q.shape[0])[:, :n]
+    flags, win = scorer.tiles(state, q.shape[0])
+    got = (flags[:, :, None].astype(np.uint32) >> np.arange(win, dtype=np.uint32)) & 1
+    a = (bits.astype(np.uint32) << 16).view(np.float32)
+    cf, c2f, relf = (scorer.bound[: q.shape[0], c, None] for c in range(3))
+    w, w2 = (v[:n] for v in scorer.weights)
+    upper = a + cf * w + c2f * w2 + relf * np.abs(a)
+    assert upper.dtype == np.float32
+    np.testing.assert_array_equal(
+        got.reshape(q.shape[0], -1).astype(bool), upper >= scorer.thr[: q.shape[0], None]
+    )
+    a64 = a.astype(np.float64)
+    e = scorer.coef[:, None] * w + scorer.coef2[:, None] * w2 + scorer.rel * np.abs(a64)
+    needed = a64 + e >= bars[:, None]
+    assert needed.any() and not needed.all()
+    assert (got.reshape(q.shape[0], -1).astype(bool) | ~needed).all()
 
 
 @pytest.mark.parametrize("threads", [1, 2])
