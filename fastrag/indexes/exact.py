@@ -294,15 +294,19 @@ def _approx_search(
     if n_q * n * dim < BLOCKED_PARALLEL_MIN_MACS:
         n_workers = 1
     weights = scorer.weights if isinstance(scorer, Int8Scorer) else (approx.norms, approx.norms)
-    args = (vectors, queries, scorer, weights, n_q, k, mask, cap, n, n_chunks)
+    args = (vectors, queries, scorer, weights, n_q, k, mask, n, n_chunks)
+    # every worker's candidates in one array, as the rescoring reads them (no copy)
+    cand_s = np.empty((n_workers, n_q, cap), np.float32)
+    cand_r = np.empty((n_workers, n_q, cap), np.int64)
     t0 = time.perf_counter()  # after the scorer: its kernel compiles on first use
     with scorer.running():
         if n_workers <= 1:
-            parts = [_approx_worker(*args, iter(range(n_chunks)))]
+            parts = [_approx_worker(*args, cand_s[0], cand_r[0], iter(range(n_chunks)))]
         else:
             chunk_ids = itertools.count()
             jobs = [
-                worker_pool().submit(_approx_worker, *args, chunk_ids) for _ in range(n_workers)
+                worker_pool().submit(_approx_worker, *args, cand_s[w], cand_r[w], chunk_ids)
+                for w in range(n_workers)
             ]
             parts = [job.result() for job in jobs]
     low_s, low_r = _new_heaps((n_q, k))
@@ -315,8 +319,8 @@ def _approx_search(
         vectors,
         queries,
         low_s,
-        np.stack([p[2] for p in parts]),
-        np.stack([p[3] for p in parts]),
+        cand_s,
+        cand_r,
         np.stack([p[5] for p in parts]),
         over,
         heap_s,
@@ -338,16 +342,15 @@ def _approx_worker(
     n_q: int,
     k: int,
     mask: np.ndarray | None,
-    cap: int,
     n: int,
     n_chunks: int,
+    cand_s: np.ndarray,
+    cand_r: np.ndarray,
     chunk_ids: Iterator[int],
 ) -> tuple[np.ndarray, ...]:
-    """Heaps of lower ends and candidates of all queries over the chunks this worker takes,
-    and the seconds it spent in the scorer."""
+    """Heaps of lower ends and candidates (into ``cand_s`` / ``cand_r``, ``n_q x cap``) of all
+    queries over the chunks this worker takes, and the seconds it spent in the scorer."""
     heap_s, heap_r = _new_heaps((n_q, k))
-    cand_s = np.empty((n_q, cap), np.float32)
-    cand_r = np.empty((n_q, cap), np.int64)
     n_cand = np.zeros(n_q, np.int64)
     over = np.zeros(n_q, np.bool_)
     state = scorer.worker()
