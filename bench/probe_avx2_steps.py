@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ARGS = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 2 + [ctypes.c_int64]
+ARGS += [ctypes.c_void_p] * 3  # the bound's coefficients per query, the rows' error weights
 
 
 def set_variant(avx2, variant: tuple[int, ...]) -> None:
@@ -73,11 +74,12 @@ def kernel_rounds(variants, cpu: str, rounds: int) -> None:
     xp = rng.integers(0, 62, (m // 8, dp // 4, 8, 4)).astype(np.uint8)
     kq, sq, sx = np.zeros(nb, np.int32), np.ones(nb, np.float32), np.ones(m, np.float32)
     out, thr = np.empty((nb, m), np.uint16), np.full(nb, np.inf, np.float32)
+    bound, weights = np.zeros((nb, 4), np.float32), np.zeros(m, np.float32)
     keep: list = []
     fns = []
     for v in variants:
         set_variant(avx2, v)
-        flags = np.zeros((nb, m // v[4]), np.uint8)
+        flags = np.zeros((nb, m // v[4]), np.uint16)
         fns.append((v, compile_for(avx2, cpu, keep), flags))
     a = rng.standard_normal((nb, dp), dtype=np.float32)
     b = rng.standard_normal((m, dp), dtype=np.float32)
@@ -89,7 +91,8 @@ def kernel_rounds(variants, cpu: str, rounds: int) -> None:
             t0 = time.perf_counter()
             for _ in range(5):
                 fn(*(x.ctypes.data for x in (q8, kq, sq, xp, sx, out)), nb, m, dp, m,
-                   thr.ctypes.data, flags.ctypes.data, flags.shape[1])  # fmt: skip
+                   thr.ctypes.data, flags.ctypes.data, flags.shape[1], bound.ctypes.data,
+                   weights.ctypes.data, weights.ctypes.data)  # fmt: skip
             times[v].append((time.perf_counter() - t0) / 5)
         t0 = time.perf_counter()
         for _ in range(5):
